@@ -1,0 +1,3 @@
+module github.com/tinyhost/tinyhost/abi
+
+go 1.26
