@@ -97,8 +97,10 @@ const (
 // System ports follow the Tiny Systems convention: their names start with an
 // underscore and a component handles them without declaring them.
 const (
-	// PortSettings receives the module configuration (JSON) on load and on
-	// every change.
+	// PortSettings receives the component's settings (JSON): the member of
+	// the module configuration named after the component, or {} when there
+	// is none. Delivered to every new instance before its first message and
+	// again whenever the configuration changes.
 	PortSettings = "_settings"
 	// PortTick receives timer ticks; the payload is the tick time as
 	// RFC 3339 with nanoseconds.
