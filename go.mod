@@ -1,6 +1,6 @@
 module github.com/tinyhost/tinyhost
 
-go 1.26
+go 1.26.0
 
 require github.com/tinyhost/tinyhost/abi v0.0.0
 
@@ -12,7 +12,12 @@ require (
 	github.com/mattn/go-isatty v0.0.14 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/tetratelabs/wazero v1.12.0 // indirect
-	golang.org/x/sys v0.44.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace (
