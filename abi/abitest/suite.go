@@ -1,0 +1,545 @@
+package abitest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tinyhost/tinyhost/abi"
+)
+
+// Deadlines of the suite. They are safety nets that keep a broken host from
+// hanging the test binary, far above what a working host needs; the limits
+// under test are set through Limits.
+const (
+	loadDeadline = 2 * time.Minute
+	callDeadline = 30 * time.Second
+	waitDeadline = 10 * time.Second // for effects that happen after a call returns
+	// ignoreGrace is how long the suite waits for a host call past its
+	// context's deadline before it gives up on the call, so that a host that
+	// ignores its context fails the suite instead of hanging it.
+	ignoreGrace = 5 * time.Second
+)
+
+// Run runs the conformance suite of ABI v1 against h, one subtest per
+// assertion. It loads the echo guest first and checks after every hostile
+// guest that echo still answers. See the package documentation.
+func Run(t *testing.T, h Host) {
+	s := &suite{h: h}
+	s.echo = s.mustLoad(t, "echo", Limits{MaxMessageSize: 4 << 20})
+	t.Run("descriptor", s.testDescriptor)
+	t.Run("echo", s.testEcho)
+	t.Run("metadata", s.testMetadata)
+	t.Run("concurrent", s.testConcurrent)
+	t.Run("handler-error", s.testHandlerError)
+	t.Run("not-found", s.testNotFound)
+	t.Run("hostcalls", s.testHostcalls)
+	t.Run("hostile", s.testHostile)
+}
+
+type suite struct {
+	h    Host
+	echo Module
+}
+
+// bounded runs f with a context that ends after d.
+func bounded[T any](parent context.Context, d time.Duration, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(parent, d)
+	defer cancel()
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f(ctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(ignoreGrace)
+	defer grace.Stop()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-grace.C:
+		var zero T
+		return zero, fmt.Errorf("abitest: the host had not returned %v after its context ended (%v); it must honour the context", ignoreGrace, ctx.Err())
+	}
+}
+
+func (s *suite) load(t *testing.T, name string, limits Limits) (Module, error) {
+	t.Helper()
+	wasm := Guest(t, name)
+	return bounded(t.Context(), loadDeadline, func(ctx context.Context) (Module, error) {
+		return s.h.Load(ctx, wasm, limits)
+	})
+}
+
+// mustLoad loads a guest and closes it when the test ends.
+func (s *suite) mustLoad(t *testing.T, name string, limits Limits) Module {
+	t.Helper()
+	m, err := s.load(t, name, limits)
+	if err != nil {
+		t.Fatalf("load %s: %v (kind %q)", name, err, s.h.Kind(err))
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("close %s: %v", name, err)
+		}
+	})
+	return m
+}
+
+// mustFailLoad loads a guest the host must refuse and returns the error.
+func (s *suite) mustFailLoad(t *testing.T, name string, limits Limits) error {
+	t.Helper()
+	m, err := s.load(t, name, limits)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
+		defer cancel()
+		_ = m.Close(ctx)
+		t.Fatalf("load %s succeeded; want an error", name)
+	}
+	t.Logf("load %s: %v", name, err)
+	return err
+}
+
+func invoke(t *testing.T, m Module, component, port string, payload []byte, metadata ...abi.KV) (Result, error) {
+	return bounded(t.Context(), callDeadline, func(ctx context.Context) (Result, error) {
+		return m.Invoke(ctx, component, port, payload, metadata)
+	})
+}
+
+// mustInvoke invokes a port that must answer ok and returns the result.
+func (s *suite) mustInvoke(t *testing.T, m Module, component, port string, payload []byte, metadata ...abi.KV) Result {
+	t.Helper()
+	r, err := invoke(t, m, component, port, payload, metadata...)
+	if err != nil {
+		t.Fatalf("%s/%s/%s: %v (kind %q)", m.Name(), component, port, err, s.h.Kind(err))
+	}
+	return r
+}
+
+// mustFail invokes a port that must fail with one of the kinds and returns
+// the error.
+func (s *suite) mustFail(t *testing.T, m Module, component, port string, payload []byte, kinds ...ErrorKind) error {
+	t.Helper()
+	r, err := invoke(t, m, component, port, payload)
+	if err == nil {
+		t.Fatalf("%s/%s/%s answered %.64q; want an error of kind %q", m.Name(), component, port, r.Payload, kinds)
+	}
+	t.Logf("%s/%s/%s: %v", m.Name(), component, port, err)
+	s.wantKind(t, err, kinds...)
+	return err
+}
+
+func (s *suite) wantKind(t *testing.T, err error, kinds ...ErrorKind) {
+	t.Helper()
+	if k := s.h.Kind(err); !slices.Contains(kinds, k) {
+		t.Errorf("kind %q, want %q; error: %v", k, kinds, err)
+	}
+}
+
+// wantMention checks that the error message names every word, ignoring case.
+func wantMention(t *testing.T, err error, words ...string) {
+	t.Helper()
+	msg := strings.ToLower(err.Error())
+	for _, w := range words {
+		if !strings.Contains(msg, strings.ToLower(w)) {
+			t.Errorf("error does not mention %q: %v", w, err)
+		}
+	}
+}
+
+// serves checks that the port echoes.
+func (s *suite) serves(t *testing.T, m Module, component, port string) {
+	t.Helper()
+	want := []byte("still serving " + m.Name())
+	if r := s.mustInvoke(t, m, component, port, want); !bytes.Equal(r.Payload, want) {
+		t.Errorf("%s/%s/%s answered %q, want %q", m.Name(), component, port, r.Payload, want)
+	}
+}
+
+// eventually polls cond until it holds or waitDeadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitDeadline)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s did not happen within %v", what, waitDeadline)
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *suite) testDescriptor(t *testing.T) {
+	if got := s.echo.Name(); got != "echo" {
+		t.Errorf("Name() = %q, want echo", got)
+	}
+	want := abi.Descriptor{ABI: 1, Name: "echo", Version: "1.0.0", Components: []abi.Component{{
+		Name: "echo",
+		Info: abi.ComponentInfo{Description: "Replies with what it receives.", Tags: []string{"abitest", "echo"}},
+		Ports: []abi.Port{
+			{Name: "in", Direction: abi.Input, Schema: json.RawMessage(`{"type":"string"}`)},
+			{Name: "meta", Direction: abi.Input},
+			{Name: "fail", Direction: abi.Input},
+			{Name: "out", Direction: abi.Output},
+		},
+	}}}
+	// Compare schemas as compact JSON, on a copy: the host owns the original.
+	got := s.echo.Descriptor()
+	got.Components = slices.Clone(got.Components)
+	for i := range got.Components {
+		ports := slices.Clone(got.Components[i].Ports)
+		for j, p := range ports {
+			if len(p.Schema) > 0 {
+				var b bytes.Buffer
+				if err := json.Compact(&b, p.Schema); err != nil {
+					t.Errorf("port %s: schema: %v", p.Name, err)
+				}
+				ports[j].Schema = b.Bytes()
+			}
+		}
+		got.Components[i].Ports = ports
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("descriptor\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func (s *suite) testEcho(t *testing.T) {
+	rng := rand.NewChaCha8([32]byte{1})
+	// Growing sizes make the host ask for a larger request buffer; the last
+	// one reuses the largest.
+	for _, tc := range []struct {
+		name string
+		size int
+	}{{"0B", 0}, {"16B", 16}, {"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}, {"16B-after-1MiB", 16}} {
+		t.Run(tc.name, func(t *testing.T) {
+			payload := make([]byte, tc.size)
+			rng.Read(payload)
+			r := s.mustInvoke(t, s.echo, "echo", "in", payload)
+			if !bytes.Equal(r.Payload, payload) {
+				t.Errorf("reply of %d bytes differs from the %d-byte payload", len(r.Payload), len(payload))
+			}
+			if len(r.Emitted) != 0 {
+				t.Errorf("emitted %d messages, want none", len(r.Emitted))
+			}
+		})
+	}
+}
+
+func (s *suite) testMetadata(t *testing.T) {
+	meta := []abi.KV{
+		{Key: abi.MetaTraceparent, Value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		{Key: "abitest-key", Value: "välue with \"quotes\""},
+		{Key: "abitest-empty", Value: ""},
+	}
+	r := s.mustInvoke(t, s.echo, "echo", "meta", nil, meta...)
+	var got map[string]string
+	if err := json.Unmarshal(r.Payload, &got); err != nil {
+		t.Fatalf("meta answered %q: %v", r.Payload, err)
+	}
+	for _, kv := range meta {
+		if v, ok := got[kv.Key]; !ok || v != kv.Value {
+			t.Errorf("metadata %q = %q (present %v), want %q; guest saw %v", kv.Key, v, ok, kv.Value, got)
+		}
+	}
+}
+
+// testConcurrent checks that concurrent calls never see each other's
+// buffers: the echo guest reuses one request and one response buffer.
+func (s *suite) testConcurrent(t *testing.T) {
+	const workers, calls = 8, 25
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range calls {
+				payload := []byte(strings.Repeat(fmt.Sprintf("worker %d call %d;", w, i), 1+(w*calls+i)%200))
+				r, err := invoke(t, s.echo, "echo", "in", payload)
+				if err != nil {
+					t.Errorf("worker %d call %d: %v", w, i, err)
+					return
+				}
+				if !bytes.Equal(r.Payload, payload) {
+					t.Errorf("worker %d call %d: got a reply of %d bytes starting %.40q, want %.40q", w, i, len(r.Payload), r.Payload, payload)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (s *suite) testHandlerError(t *testing.T) {
+	err := s.mustFail(t, s.echo, "echo", "fail", nil, KindHandler)
+	wantMention(t, err, "boom")
+}
+
+func (s *suite) testNotFound(t *testing.T) {
+	t.Run("component", func(t *testing.T) {
+		s.mustFail(t, s.echo, "nosuch", "in", nil, KindNotFound)
+	})
+	t.Run("port", func(t *testing.T) {
+		s.mustFail(t, s.echo, "echo", "nosuch", nil, KindNotFound)
+	})
+}
+
+// hostcallsConfig is the configuration of the hostcalls module; caller gets
+// its member on _settings.
+const hostcallsConfig = `{"caller":{"greeting":"hi"},"other":[1,2]}`
+
+func (s *suite) testHostcalls(t *testing.T) {
+	t.Run("config-default", func(t *testing.T) {
+		m := s.mustLoad(t, "hostcalls", Limits{})
+		wantJSON(t, "config", s.mustInvoke(t, m, "caller", "config", nil).Payload, `{}`)
+		wantJSON(t, "settings", s.mustInvoke(t, m, "caller", "settings", nil).Payload, `{}`)
+	})
+
+	t.Run("denied", func(t *testing.T) {
+		m := s.mustLoad(t, "hostcalls", Limits{Capabilities: []string{abi.CapLog}})
+		for _, tc := range []struct{ port, payload string }{
+			{"config", ""}, {"timer", "1000"}, {"call", "echo/echo/in x"}, {"send", "echo/echo/in x"},
+		} {
+			err := s.mustFail(t, m, "caller", tc.port, []byte(tc.payload), KindHandler)
+			wantMention(t, err, "status 3")
+		}
+		s.mustInvoke(t, m, "caller", "log", []byte("granted"))
+	})
+
+	m := s.mustLoad(t, "hostcalls", Limits{Config: []byte(hostcallsConfig)})
+	logs := func(match func(Log) bool) int {
+		n := 0
+		for _, l := range s.h.Logs("hostcalls") {
+			if match(l) {
+				n++
+			}
+		}
+		return n
+	}
+	marker := func(what string) string { return what + "-" + strconv.FormatUint(rand.Uint64(), 36) }
+
+	t.Run("config", func(t *testing.T) {
+		wantJSON(t, "config", s.mustInvoke(t, m, "caller", "config", nil).Payload, hostcallsConfig)
+	})
+	t.Run("settings", func(t *testing.T) {
+		wantJSON(t, "settings", s.mustInvoke(t, m, "caller", "settings", nil).Payload, `{"greeting":"hi"}`)
+	})
+	t.Run("log", func(t *testing.T) {
+		mark := marker("log")
+		s.mustInvoke(t, m, "caller", "log", []byte(mark))
+		for level := abi.LogTrace; level <= abi.LogError; level++ {
+			line := fmt.Sprintf("level %d %s", level, mark)
+			eventually(t, fmt.Sprintf("log %q at level %d", line, level), func() bool {
+				return logs(func(l Log) bool { return l.Level == level && strings.Contains(l.Message, line) }) > 0
+			})
+		}
+	})
+	t.Run("log-truncated", func(t *testing.T) {
+		mark := marker("long")
+		s.mustInvoke(t, m, "caller", "log", []byte(mark+strings.Repeat(".", abi.MaxLogSize)))
+		prefix := "level 2 " + mark
+		var got Log
+		eventually(t, "the long log line", func() bool {
+			for _, l := range s.h.Logs("hostcalls") {
+				if strings.HasPrefix(l.Message, prefix) {
+					got = l
+					return true
+				}
+			}
+			return false
+		})
+		if len(got.Message) != abi.MaxLogSize || strings.Trim(got.Message[len(prefix):], ".") != "" {
+			t.Errorf("a line of %d bytes was logged as %d bytes, want it truncated to %d", len(prefix)+abi.MaxLogSize, len(got.Message), abi.MaxLogSize)
+		}
+	})
+	t.Run("emit", func(t *testing.T) {
+		mark := marker("emit")
+		r := s.mustInvoke(t, m, "caller", "emit", []byte(mark))
+		if len(r.Emitted) != 1 {
+			t.Fatalf("emitted %d messages (%+v), want 1", len(r.Emitted), r.Emitted)
+		}
+		e := r.Emitted[0]
+		if e.Module != "" && e.Module != "hostcalls" || e.Component != "caller" || e.Port != "out" || string(e.Payload) != mark {
+			t.Errorf("emitted %s/%s/%s %q, want [hostcalls]/caller/out %q", e.Module, e.Component, e.Port, e.Payload, mark)
+		}
+	})
+	t.Run("send", func(t *testing.T) {
+		mark := marker("send")
+		s.mustInvoke(t, m, "caller", "send", []byte("hostcalls/caller/note "+mark))
+		eventually(t, "delivery of the message sent to hostcalls/caller/note", func() bool {
+			return logs(func(l Log) bool { return strings.Contains(l.Message, "note "+mark) }) > 0
+		})
+	})
+	t.Run("call", func(t *testing.T) {
+		mark := marker("call")
+		if r := s.mustInvoke(t, m, "caller", "call", []byte("echo/echo/in "+mark)); string(r.Payload) != mark {
+			t.Errorf("call echo/echo/in answered %q, want %q", r.Payload, mark)
+		}
+	})
+	t.Run("call-hops", func(t *testing.T) {
+		r := s.mustInvoke(t, m, "caller", "call", []byte("echo/echo/meta x"))
+		var meta map[string]string
+		if err := json.Unmarshal(r.Payload, &meta); err != nil {
+			t.Fatalf("echo/echo/meta answered %q: %v", r.Payload, err)
+		}
+		if hops, err := strconv.ParseUint(meta[abi.MetaHops], 10, 32); err != nil || hops < 1 {
+			t.Errorf("the called handler saw %s = %q; want a decimal >= 1 (metadata %v)", abi.MetaHops, meta[abi.MetaHops], meta)
+		}
+	})
+	t.Run("call-error", func(t *testing.T) {
+		err := s.mustFail(t, m, "caller", "call", []byte("echo/echo/fail x"), KindHandler)
+		wantMention(t, err, "status 1", "boom")
+	})
+	t.Run("call-unknown-module", func(t *testing.T) {
+		err := s.mustFail(t, m, "caller", "call", []byte("nosuch/echo/in x"), KindHandler)
+		wantMention(t, err, "status 2")
+	})
+	t.Run("pending-result", func(t *testing.T) {
+		mark := strings.Repeat(marker("pending"), 200)
+		if r := s.mustInvoke(t, m, "caller", "callsmall", []byte("echo/echo/in "+mark)); string(r.Payload) != mark {
+			t.Errorf("call with out_cap 1 then result answered %d bytes, want the %d-byte payload", len(r.Payload), len(mark))
+		}
+	})
+	t.Run("timer", func(t *testing.T) {
+		s.mustInvoke(t, m, "caller", "timer", []byte("20"))
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
+			defer cancel()
+			if _, err := m.Invoke(ctx, "caller", "timer", []byte("0"), nil); err != nil {
+				t.Errorf("cancel the timer: %v", err)
+			}
+		})
+		// Ticks are delivered to any instance, so they are observed
+		// through the log lines the guest writes on _tick.
+		eventually(t, "two ticks on hostcalls/caller/_tick", func() bool {
+			return logs(func(l Log) bool { return l.Level == abi.LogInfo && strings.HasPrefix(l.Message, "tick ") }) >= 2
+		})
+		if n := logs(func(l Log) bool { return strings.Contains(l.Message, "tick with a bad payload") }); n > 0 {
+			t.Errorf("%d ticks had a payload that is not RFC 3339 time", n)
+		}
+	})
+	// A guest pointer outside memory fails the call and costs the instance;
+	// the module goes on serving from a fresh one, which gets _settings again.
+	for _, port := range []string{"oobreq", "ooblog", "oobout"} {
+		t.Run(port, func(t *testing.T) {
+			err := s.mustFail(t, m, "caller", port, nil, KindABI, KindTrap)
+			wantMention(t, err, "hostcalls", "caller")
+			wantJSON(t, "settings", s.mustInvoke(t, m, "caller", "settings", nil).Payload, `{"greeting":"hi"}`)
+		})
+	}
+}
+
+func wantJSON(t *testing.T, what string, got []byte, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Errorf("%s: %q is not JSON: %v", what, got, err)
+		return
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		panic(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s = %s, want %s", what, got, want)
+	}
+}
+
+func (s *suite) testHostile(t *testing.T) {
+	for _, tc := range []struct {
+		guest string
+		test  func(t *testing.T)
+	}{
+		{"loop", func(t *testing.T) {
+			const timeout = 200 * time.Millisecond
+			m := s.mustLoad(t, "loop", Limits{CallTimeout: timeout})
+			start := time.Now()
+			err := s.mustFail(t, m, "spinner", "spin", nil, KindTimeout)
+			wantMention(t, err, "loop", "spinner")
+			if d := time.Since(start); d > 50*timeout {
+				t.Errorf("spin returned after %v with CallTimeout %v", d, timeout)
+			}
+			s.serves(t, m, "spinner", "in")
+		}},
+		{"membomb", func(t *testing.T) {
+			m := s.mustLoad(t, "membomb", Limits{MemoryPages: 1024, CallTimeout: 20 * time.Second})
+			err := s.mustFail(t, m, "hog", "grow", nil, KindMemory)
+			wantMention(t, err, "membomb", "hog")
+			s.serves(t, m, "hog", "in")
+		}},
+		{"inittrap", func(t *testing.T) {
+			err := s.mustFailLoad(t, "inittrap", Limits{})
+			s.wantKind(t, err, KindTrap)
+			wantMention(t, err, "initializ")
+		}},
+		{"badptr", func(t *testing.T) {
+			m := s.mustLoad(t, "badptr", Limits{})
+			err := s.mustFail(t, m, "liar", "in", nil, KindABI)
+			wantMention(t, err, "badptr", "liar")
+			s.serves(t, m, "liar", "ok")
+		}},
+		{"baddescribe", func(t *testing.T) {
+			err := s.mustFailLoad(t, "baddescribe", Limits{})
+			s.wantKind(t, err, KindABI)
+			wantMention(t, err, "descri")
+		}},
+		{"badjson", func(t *testing.T) {
+			err := s.mustFailLoad(t, "badjson", Limits{})
+			s.wantKind(t, err, KindABI)
+			wantMention(t, err, "descriptor", "json")
+		}},
+		{"badrules", func(t *testing.T) {
+			err := s.mustFailLoad(t, "badrules", Limits{})
+			s.wantKind(t, err, KindABI)
+			// Every broken rule is listed.
+			wantMention(t, err, "descriptor", `"Echo"`, "twice", "sideways")
+		}},
+		{"abiv2", func(t *testing.T) {
+			err := s.mustFailLoad(t, "abiv2", Limits{})
+			s.wantKind(t, err, KindVersion)
+			wantMention(t, err, "v2", "v1")
+		}},
+		{"noversion", func(t *testing.T) {
+			err := s.mustFailLoad(t, "noversion", Limits{})
+			s.wantKind(t, err, KindVersion, KindABI)
+			wantMention(t, err, "not a tinyhost module")
+		}},
+		{"gopanic", func(t *testing.T) {
+			m := s.mustLoad(t, "gopanic", Limits{})
+			err := s.mustFail(t, m, "panicker", "in", nil, KindTrap)
+			wantMention(t, err, "gopanic", "panicker")
+			s.serves(t, m, "panicker", "ok")
+		}},
+		{"blocker", func(t *testing.T) {
+			m := s.mustLoad(t, "blocker", Limits{CallTimeout: 2 * time.Second})
+			err := s.mustFail(t, m, "waiter", "in", nil, KindTrap, KindTimeout)
+			wantMention(t, err, "blocker", "waiter")
+			s.serves(t, m, "waiter", "ok")
+		}},
+	} {
+		t.Run(tc.guest, func(t *testing.T) {
+			tc.test(t)
+			// Whatever the guest did, the other modules are untouched.
+			s.serves(t, s.echo, "echo", "in")
+		})
+	}
+}
