@@ -247,16 +247,22 @@ type reader struct {
 }
 
 func (r *reader) uvarint(what string) (uint64, error) {
+	return r.uvarintOf(what, "")
+}
+
+// uvarintOf reads a uvarint; what and suffix name it in the error, joined
+// only on failure so that decoding does not build strings.
+func (r *reader) uvarintOf(what, suffix string) (uint64, error) {
 	v, n := binary.Uvarint(r.b[r.off:])
 	if n <= 0 {
-		return 0, malformed("bad " + what + " at offset " + strconv.Itoa(r.off))
+		return 0, malformed("bad " + what + suffix + " at offset " + strconv.Itoa(r.off))
 	}
 	r.off += n
 	return v, nil
 }
 
 func (r *reader) bytes(what string, limit int) ([]byte, error) {
-	n, err := r.uvarint(what + " length")
+	n, err := r.uvarintOf(what, " length")
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,60 @@
+//go:build !wasip1
+
+package sdk
+
+import (
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/sdk/internal/bridge"
+)
+
+// platform: natively the host functions go to the host that sdktest
+// installs, which answers a call with its result at once; platform keeps
+// the result that did not fit the guest's buffer, as a host does.
+type platform struct {
+	host    bridge.Host
+	pending []byte
+	status  abi.Status
+}
+
+func (in *instance) hostcall(fn hostFunc, req, out []byte) uint64 {
+	if fn == fnResult {
+		n := copy(out, in.pending)
+		if n < len(in.pending) {
+			return abi.PackResult(abi.StatusTooLarge, uint32(len(in.pending)))
+		}
+		return abi.PackResult(in.status, uint32(n))
+	}
+	s, res := abi.StatusUnavailable, []byte("sdk: no host: run components natively through sdk/sdktest")
+	if in.host != nil {
+		s, res = in.host.Call(hostFuncNames[fn], req)
+	}
+	in.pending, in.status = nil, s
+	if len(res) > len(out) {
+		in.pending = append([]byte(nil), res...)
+		return abi.PackResult(s, uint32(len(res)))
+	}
+	return abi.PackResult(s, uint32(copy(out, res)))
+}
+
+func (in *instance) hostlog(level abi.LogLevel, line []byte) {
+	if in.host != nil {
+		in.host.Log(level, line)
+	}
+}
+
+// nativeInstance adapts an instance to bridge.Instance.
+type nativeInstance struct{ in instance }
+
+func (n *nativeInstance) Handle(req []byte) []byte {
+	copy(n.in.buffer(len(req)), req)
+	return n.in.handle(len(req))
+}
+
+func init() {
+	bridge.NewInstance = func(h bridge.Host) bridge.Instance {
+		n := &nativeInstance{}
+		n.in.host = h
+		return n
+	}
+	bridge.Describe = func() []byte { return reg.descriptor }
+}
