@@ -82,6 +82,10 @@ func (r *reader) uleb(bits uint) (uint64, error) {
 
 // sleb reads a signed LEB128 number of at most bits bits (32, 33 or 64).
 func (r *reader) sleb(bits uint) (int64, error) {
+	if r.pos < len(r.buf) && r.buf[r.pos] < 0x80 { // fast path: one byte
+		r.pos++
+		return int64(r.buf[r.pos-1]) << 57 >> 57, nil
+	}
 	start := r.pos
 	maxBytes := int((bits + 6) / 7)
 	var v int64
@@ -122,6 +126,10 @@ func (r *reader) sleb(bits uint) (int64, error) {
 }
 
 func (r *reader) u32() (uint32, error) {
+	if r.pos < len(r.buf) && r.buf[r.pos] < 0x80 { // fast path: one byte
+		r.pos++
+		return uint32(r.buf[r.pos-1]), nil
+	}
 	v, err := r.uleb(32)
 	return uint32(v), err
 }
@@ -142,20 +150,26 @@ func (r *reader) count(what string, minSize int) (int, error) {
 
 // name reads a length-prefixed UTF-8 name.
 func (r *reader) name() (string, error) {
+	b, err := r.nameBytes()
+	return string(b), err
+}
+
+// nameBytes reads a length-prefixed UTF-8 name without copying it.
+func (r *reader) nameBytes() ([]byte, error) {
 	start := r.pos
 	n, err := r.u32()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if uint64(n) > uint64(r.remaining()) {
-		return "", r.errAt(start, "name length %d exceeds the %d bytes left", n, r.remaining())
+		return nil, r.errAt(start, "name length %d exceeds the %d bytes left", n, r.remaining())
 	}
 	b := r.buf[r.pos : r.pos+int(n)]
 	if !utf8.Valid(b) {
-		return "", r.errAt(start, "name is not valid UTF-8")
+		return nil, r.errAt(start, "name is not valid UTF-8")
 	}
 	r.pos += int(n)
-	return string(b), nil
+	return b, nil
 }
 
 // heapType skips a heap type (a signed 33-bit LEB128: an abstract heap type

@@ -1,0 +1,269 @@
+package instrument
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+const guestMain = `package main
+
+// counter is a package variable so the compiler cannot drop the loop body.
+var counter uint64
+
+//go:wasmexport spin
+func spin() {
+	for {
+		counter++
+	}
+}
+
+//go:wasmexport add
+func add(a, b int32) int32 { return a + b }
+
+// sum is a loop of n iterations, for BenchmarkGoGuestLoop.
+//
+//go:wasmexport sum
+func sum(n int32) int32 {
+	var s int32
+	for i := int32(0); i < n; i++ {
+		s += i ^ (s >> 3)
+	}
+	return s
+}
+
+func main() {}
+`
+
+var (
+	guestOnce sync.Once
+	guestWasm []byte
+	guestErr  error
+)
+
+// buildGuest builds the Go guest once per test binary and returns its
+// bytes.
+func buildGuest(tb testing.TB) []byte {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("builds a Go guest; skipped with -short")
+	}
+	guestOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "instrument-guest-")
+		if err != nil {
+			guestErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		files := map[string]string{
+			"go.mod":  "module guest\n\ngo 1.26\n",
+			"main.go": guestMain,
+		}
+		for name, body := range files {
+			if guestErr = os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); guestErr != nil {
+				return
+			}
+		}
+		out := filepath.Join(dir, "guest.wasm")
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, ".")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOWORK=off", "CGO_ENABLED=0", "GOFLAGS=")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			guestErr = &buildError{err: err, out: string(msg)}
+			return
+		}
+		guestWasm, guestErr = os.ReadFile(out)
+	})
+	require.NoError(tb, guestErr)
+	return guestWasm
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return "go build guest: " + e.err.Error() + "\n" + e.out }
+
+func TestEndToEndGoGuest(t *testing.T) {
+	// The plain check. While the guest spins, its goroutine cannot be
+	// preempted, so a garbage collection that starts then would stop the
+	// whole process, this test included (see "Stop-the-world" in the
+	// package documentation). The test therefore turns the collector off
+	// while the guest spins, and needs a second P for itself.
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("the plain check needs GOMAXPROCS >= 2 for the host to run while the guest spins")
+	}
+	runGoGuest(t, nil, func() func() {
+		// Before spin starts: SetGCPercent waits for a collection in
+		// progress to finish, which it could not do while spin runs.
+		old := debug.SetGCPercent(-1)
+		return func() { debug.SetGCPercent(old) }
+	})
+}
+
+func TestEndToEndGoGuestPoll(t *testing.T) {
+	// WithPoll: the host runs even on a single P, and the collector runs
+	// (three forced collections) while the guest spins.
+	runGoGuest(t, []Option{WithPoll(10_000)}, func() func() {
+		old := runtime.GOMAXPROCS(1)
+		gcDone := make(chan struct{})
+		go func() {
+			defer close(gcDone)
+			time.Sleep(10 * time.Millisecond) // let spin start
+			for i := 0; i < 3; i++ {
+				runtime.GC()
+			}
+		}()
+		return func() {
+			select {
+			case <-gcDone:
+			case <-time.After(10 * time.Second):
+				t.Error("the garbage collector could not finish while the guest spun")
+			}
+			runtime.GOMAXPROCS(old)
+		}
+	})
+}
+
+// runGoGuest rewrites the Go guest with opts, checks that it instantiates
+// (so _initialize, and Go's runtime loops, ran) and that add works, then
+// calls spin in a goroutine and checks that setting the interrupt global
+// stops it. setup is called just before spin starts; the function it
+// returns, once spin has stopped.
+func runGoGuest(t *testing.T, opts []Option, setup func() func()) {
+	in := buildGuest(t)
+	res, err := Rewrite(in, testGlobal, opts...)
+	require.NoError(t, err)
+	t.Logf("guest: %d bytes in, %d bytes out, %d loops instrumented", len(in), len(res.Wasm), res.Loops)
+	assert.Greater(t, res.Loops, 100, "Go's runtime has many loops")
+
+	names := map[string]Kind{}
+	for _, e := range res.Exports {
+		names[e.Name] = e.Kind
+	}
+	assert.Equal(t, KindFunc, names["spin"])
+	assert.Equal(t, KindFunc, names["add"])
+	assert.Equal(t, KindFunc, names["_initialize"])
+	assert.Contains(t, res.Imports, Import{Module: "wasi_snapshot_preview1", Name: "fd_write", Kind: KindFunc})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := wazero.NewRuntime(ctx) // deliberately without WithCloseOnContextDone
+	defer r.Close(context.Background())
+	wasi_snapshot_preview1.MustInstantiate(ctx, r)
+
+	compiled, err := r.CompileModule(ctx, res.Wasm)
+	require.NoError(t, err, "the rewritten module must validate")
+	mod, err := r.InstantiateModule(ctx, compiled, wazero.NewModuleConfig().
+		WithStartFunctions("_initialize").
+		WithSysNanotime().WithSysWalltime().WithSysNanosleep())
+	require.NoError(t, err, "_initialize must run")
+
+	sum, err := mod.ExportedFunction("add").Call(ctx, api.EncodeI32(40), api.EncodeI32(2))
+	require.NoError(t, err)
+	assert.Equal(t, int32(42), api.DecodeI32(sum[0]))
+
+	global, ok := mod.ExportedGlobal(testGlobal).(api.MutableGlobal)
+	require.True(t, ok, "the interrupt global must be exported and mutable")
+	assert.Equal(t, uint64(0), global.Get())
+
+	after := setup()
+	done := make(chan error, 1)
+	go func() {
+		_, err := mod.ExportedFunction("spin").Call(ctx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("spin returned before the interrupt: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	global.Set(1)
+	setAt := time.Now()
+
+	wait, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	select {
+	case err := <-done:
+		t.Logf("spin stopped %v after the interrupt: %v", time.Since(setAt), err)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "unreachable")
+	case <-wait.Done():
+		t.Fatal("spin did not stop within 10s of setting the interrupt global")
+	}
+	after()
+}
+
+func BenchmarkRewriteGoGuest(b *testing.B) {
+	in := buildGuest(b)
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{{name: "check"}, {name: "poll", opts: []Option{WithPoll(10_000)}}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Rewrite(in, testGlobal, c.opts...); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGoGuestLoop measures a loop in Go-compiled guest code (sum, a
+// million iterations): uninstrumented, with the plain check, with
+// WithPoll, and, for reference, uninstrumented under wazero's
+// WithCloseOnContextDone, which leaves compiled code on every iteration.
+func BenchmarkGoGuestLoop(b *testing.B) {
+	in := buildGuest(b)
+	const n = 1_000_000
+	for _, c := range []struct {
+		name  string
+		opts  []Option
+		raw   bool
+		close bool
+	}{
+		{name: "uninstrumented", raw: true},
+		{name: "check"},
+		{name: "poll=10000", opts: []Option{WithPoll(10_000)}},
+		{name: "closeOnContextDone", raw: true, close: true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			wasm := in
+			if !c.raw {
+				res, err := Rewrite(in, testGlobal, c.opts...)
+				require.NoError(b, err)
+				wasm = res.Wasm
+			}
+			ctx := context.Background()
+			r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(c.close))
+			defer r.Close(ctx)
+			wasi_snapshot_preview1.MustInstantiate(ctx, r)
+			mod, err := r.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().
+				WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime().WithSysNanosleep())
+			require.NoError(b, err)
+			sum := mod.ExportedFunction("sum")
+			for b.Loop() {
+				if _, err := sum.Call(ctx, n); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/iteration")
+		})
+	}
+}

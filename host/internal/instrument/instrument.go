@@ -1,0 +1,673 @@
+package instrument
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"unicode/utf8"
+)
+
+// ErrNotWasm is wrapped by the error Rewrite returns for input that does not
+// start with the WebAssembly magic number and binary format version 1.
+var ErrNotWasm = errors.New("instrument: not a WebAssembly binary")
+
+// Kind is the kind of an import or export.
+type Kind byte
+
+// The import and export kinds of the binary format.
+const (
+	KindFunc   Kind = 0x00
+	KindTable  Kind = 0x01
+	KindMemory Kind = 0x02
+	KindGlobal Kind = 0x03
+	KindTag    Kind = 0x04
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindFunc:
+		return "func"
+	case KindTable:
+		return "table"
+	case KindMemory:
+		return "memory"
+	case KindGlobal:
+		return "global"
+	case KindTag:
+		return "tag"
+	}
+	return fmt.Sprintf("kind(0x%02x)", byte(k))
+}
+
+// Export is one entry of the module's export section.
+type Export struct {
+	Name  string
+	Kind  Kind
+	Index uint32 // in the index space of Kind
+}
+
+// Import is one entry of the module's import section.
+type Import struct {
+	Module string
+	Name   string
+	Kind   Kind
+}
+
+// Result is what Rewrite returns.
+type Result struct {
+	// Wasm is the rewritten module. It does not share memory with the input.
+	Wasm []byte
+	// Exports lists the input module's exports, in order. The injected
+	// global's export is not included.
+	Exports []Export
+	// Imports lists the input module's imports, in order.
+	Imports []Import
+	// Global is the index of the injected interrupt global.
+	Global uint32
+	// Loops is the number of loop instructions instrumented.
+	Loops int
+}
+
+// An Option changes what Rewrite inserts.
+type Option func(*options)
+
+type options struct {
+	poll uint32
+}
+
+// WithPoll makes the guest leave compiled code once every n loop
+// iterations instead of checking the interrupt global on every iteration.
+// A host running wazero's compiler needs this: see "Stop-the-world" in the
+// package documentation. The interrupt global is then checked on each of
+// those exits, so a guest stops within n loop iterations of the host
+// setting it. WithPoll(0), the default, inserts the plain check. n must be
+// at most math.MaxInt32.
+func WithPoll(n uint32) Option {
+	return func(o *options) { o.poll = n }
+}
+
+// Rewrite returns a copy of the core WebAssembly module wasm with an
+// exported mutable i32 interrupt global named globalName, and a check of
+// that global at the head of every loop: once the host sets the global to a
+// non-zero value, the guest traps ("unreachable") at its next loop
+// iteration (with WithPoll(n), within n iterations). See the package
+// documentation for the exact bytes.
+//
+// wasm is untrusted: malformed input returns an error, never a panic. So
+// does an opcode Rewrite does not know, an existing export named
+// globalName, an empty or non-UTF-8 globalName, or more locals than
+// MaxFunctionLocals or MaxModuleLocals. Rewrite checks the structure of
+// every section far enough that no declared count or length exceeds the
+// bytes left, but it does not type-check the module: the runtime that
+// compiles the result does that.
+func Rewrite(wasm []byte, globalName string, opts ...Option) (*Result, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.poll > math.MaxInt32 {
+		return nil, fmt.Errorf("instrument: poll interval %d exceeds %d", o.poll, math.MaxInt32)
+	}
+	if globalName == "" || !utf8.ValidString(globalName) {
+		return nil, fmt.Errorf("instrument: global export name %q must be non-empty valid UTF-8", globalName)
+	}
+	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
+		return nil, fmt.Errorf("%w: missing \\0asm magic number", ErrNotWasm)
+	}
+	if v := uint32(wasm[4]) | uint32(wasm[5])<<8 | uint32(wasm[6])<<16 | uint32(wasm[7])<<24; v != 1 {
+		return nil, fmt.Errorf("%w: binary format version 0x%08x, want 1 (a component or a newer format is not a core module)", ErrNotWasm, v)
+	}
+
+	m := &module{input: wasm, poll: o.poll}
+	if err := m.splitSections(); err != nil {
+		return nil, err
+	}
+	if err := m.screen(); err != nil {
+		return nil, err
+	}
+	if err := m.readImports(); err != nil {
+		return nil, err
+	}
+	if err := m.readGlobalCount(); err != nil {
+		return nil, err
+	}
+	g := uint64(m.importedGlobals) + uint64(m.vecs[secGlobal].count)
+	if g > math.MaxUint32-2 {
+		return nil, fmt.Errorf("instrument: global index space is full")
+	}
+	m.global = uint32(g)
+	if err := m.readExports(globalName); err != nil {
+		return nil, err
+	}
+	if err := m.scanCode(); err != nil {
+		return nil, err
+	}
+	out, err := m.write(globalName)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{
+		Wasm:    out,
+		Exports: m.exports,
+		Imports: m.imports,
+		Global:  m.global,
+		Loops:   len(m.loops),
+	}, nil
+}
+
+// Section ids.
+const (
+	secCustom    = 0
+	secType      = 1
+	secImport    = 2
+	secFunction  = 3
+	secMemory    = 5
+	secGlobal    = 6
+	secExport    = 7
+	secCode      = 10
+	secDataCount = 12
+	secTag       = 13
+	numSections  = 14
+)
+
+// order is the position a non-custom section must have in a module, or 0
+// for an unknown section id.
+func order(id byte) int {
+	switch id {
+	case 1, 2, 3, 4, 5: // type, import, function, table, memory
+		return int(id)
+	case secTag:
+		return 6
+	case secGlobal, secExport, 8, 9: // global, export, start, element
+		return int(id) + 1
+	case secDataCount:
+		return 11
+	case secCode:
+		return 12
+	case 11: // data
+		return 13
+	}
+	return 0
+}
+
+func sectionName(id byte) string {
+	names := [...]string{"custom", "type", "import", "function", "table", "memory", "global", "export", "start", "element", "code", "data", "data count", "tag"}
+	if int(id) < len(names) {
+		return names[id]
+	}
+	return "unknown"
+}
+
+// section is one section of the input: the id byte is at start, the payload
+// is input[payload:end].
+type section struct {
+	id      byte
+	start   int
+	payload int
+	end     int
+}
+
+// vecInfo describes a section that is a vector of entries: how many, and the
+// file offset just after the count, where the entries start.
+type vecInfo struct {
+	present  bool
+	count    uint32
+	countEnd int
+}
+
+// body is one code section entry: input[content:end] follows its size
+// prefix, and loops[firstLoop:endLoop] are its insertion points.
+type body struct {
+	content, end       int
+	firstLoop, endLoop int
+}
+
+// newSize is the body's size after insertion of n-byte checks.
+func (b body) newSize(n int) uint64 {
+	return uint64(b.end-b.content) + uint64(b.endLoop-b.firstLoop)*uint64(n)
+}
+
+type module struct {
+	input    []byte
+	poll     uint32
+	sections []section
+	// index into sections of the import section, or -1
+	importSec int
+	// the vector sections Rewrite may append to, by section id
+	vecs [numSections]vecInfo
+
+	imports         []Import
+	importedFuncs   uint32
+	importedGlobals uint32
+	importedMems    uint32
+	types           uint32 // entries in the type index space
+	exports         []Export
+	global          uint32 // index of the interrupt global
+
+	bodies []body
+	locals uint64 // locals declared by all function bodies
+	loops  []int  // file offsets just after each loop's block type
+}
+
+func sectionErr(s section, err error) error {
+	return fmt.Errorf("instrument: %s section (id %d) at byte offset %d: %w", sectionName(s.id), s.id, s.start, err)
+}
+
+// splitSections finds every section and checks their ids and order.
+func (m *module) splitSections() error {
+	m.importSec = -1
+	r := &reader{buf: m.input, pos: 8}
+	last := 0
+	for r.remaining() > 0 {
+		start := r.pos
+		id, _ := r.byte()
+		size, err := r.u32()
+		if err != nil {
+			return fmt.Errorf("instrument: section header at byte offset %d: %w", start, err)
+		}
+		if uint64(size) > uint64(r.remaining()) {
+			return fmt.Errorf("instrument: %s section (id %d) at byte offset %d: size %d exceeds the %d bytes left", sectionName(id), id, start, size, r.remaining())
+		}
+		s := section{id: id, start: start, payload: r.pos, end: r.pos + int(size)}
+		r.pos = s.end
+		if id != secCustom {
+			o := order(id)
+			if o == 0 {
+				return fmt.Errorf("instrument: unknown section id %d at byte offset %d", id, start)
+			}
+			if o <= last {
+				return fmt.Errorf("instrument: %s section (id %d) at byte offset %d is duplicated or out of order", sectionName(id), id, start)
+			}
+			last = o
+		}
+		if id == secImport {
+			m.importSec = len(m.sections)
+		}
+		m.sections = append(m.sections, s)
+	}
+	return nil
+}
+
+func (m *module) sectionReader(s section) *reader {
+	return &reader{buf: m.input[s.payload:s.end], base: s.payload}
+}
+
+// section returns the section with the given id, if the module has one.
+func (m *module) section(id byte) (section, bool) {
+	for _, s := range m.sections {
+		if s.id == id {
+			return s, true
+		}
+	}
+	return section{}, false
+}
+
+// readVecCount reads a vector section's count, checking that each entry
+// can have minSize bytes, and records it in m.vecs.
+func (m *module) readVecCount(r *reader, id byte, what string, minSize int) (int, error) {
+	n, err := r.count(what, minSize)
+	if err != nil {
+		return 0, err
+	}
+	m.vecs[id] = vecInfo{present: true, count: uint32(n), countEnd: r.off()}
+	return n, nil
+}
+
+// readImports records every import and counts imported functions, memories
+// and globals.
+func (m *module) readImports() error {
+	if m.importSec < 0 {
+		return nil
+	}
+	s := m.sections[m.importSec]
+	if err := m.readImportEntries(s); err != nil {
+		return sectionErr(s, err)
+	}
+	return nil
+}
+
+func (m *module) readImportEntries(s section) error {
+	r := m.sectionReader(s)
+	// An import has at least two name lengths, a kind and one more byte.
+	n, err := r.count("import", 4)
+	if err != nil {
+		return err
+	}
+	m.imports = make([]Import, 0, n)
+	for i := 0; i < n; i++ {
+		mod, err := r.name()
+		if err != nil {
+			return err
+		}
+		name, err := r.name()
+		if err != nil {
+			return err
+		}
+		kpos := r.pos
+		k, err := r.byte()
+		if err != nil {
+			return err
+		}
+		switch Kind(k) {
+		case KindFunc:
+			_, err = r.u32()
+			m.importedFuncs++
+		case KindTable:
+			if err = r.valType(); err == nil {
+				err = r.limits()
+			}
+		case KindMemory:
+			err = r.limits()
+			m.importedMems++
+		case KindGlobal:
+			if err = r.valType(); err == nil {
+				_, err = r.byte() // mutability
+			}
+			m.importedGlobals++
+		case KindTag:
+			if _, err = r.byte(); err == nil { // attribute
+				_, err = r.u32()
+			}
+		default:
+			return r.errAt(kpos, "import %d (%q %q): unknown import kind 0x%02x", i, mod, name, k)
+		}
+		if err != nil {
+			return err
+		}
+		m.imports = append(m.imports, Import{Module: mod, Name: name, Kind: Kind(k)})
+	}
+	return trailing(r, "import")
+}
+
+// readGlobalCount reads the number of globals the module defines. The
+// entries themselves are copied unchanged, so they are not decoded.
+func (m *module) readGlobalCount() error {
+	s, ok := m.section(secGlobal)
+	if !ok {
+		return nil
+	}
+	// A global has at least a type, a mutability and an end byte.
+	if _, err := m.readVecCount(m.sectionReader(s), secGlobal, "global", 3); err != nil {
+		return sectionErr(s, err)
+	}
+	return nil
+}
+
+// readExports records every export and refuses a module that already
+// exports globalName.
+func (m *module) readExports(globalName string) error {
+	s, ok := m.section(secExport)
+	if !ok {
+		return nil
+	}
+	if err := m.readExportEntries(s, globalName); err != nil {
+		return sectionErr(s, err)
+	}
+	return nil
+}
+
+func (m *module) readExportEntries(s section, globalName string) error {
+	r := m.sectionReader(s)
+	// An export has at least a name length, a kind and an index.
+	n, err := m.readVecCount(r, secExport, "export", 3)
+	if err != nil {
+		return err
+	}
+	m.exports = make([]Export, 0, n)
+	for i := 0; i < n; i++ {
+		start := r.pos
+		name, err := r.name()
+		if err != nil {
+			return err
+		}
+		k, err := r.byte()
+		if err != nil {
+			return err
+		}
+		if Kind(k) > KindTag {
+			return r.errAt(r.pos-1, "export %d (%q): unknown export kind 0x%02x", i, name, k)
+		}
+		idx, err := r.u32()
+		if err != nil {
+			return err
+		}
+		if name == globalName {
+			return r.errAt(start, "the module already exports %q (a %s); refusing to add the interrupt global under that name", name, Kind(k))
+		}
+		m.exports = append(m.exports, Export{Name: name, Kind: Kind(k), Index: idx})
+	}
+	return trailing(r, "export")
+}
+
+// scanCode decodes every function body and records where to insert the
+// check.
+func (m *module) scanCode() error {
+	s, ok := m.section(secCode)
+	if !ok {
+		return nil
+	}
+	r := m.sectionReader(s)
+	// A body has at least a size, a locals count and an end byte.
+	n, err := m.readVecCount(r, secCode, "function body", 3)
+	if err != nil {
+		return sectionErr(s, err)
+	}
+	m.bodies = make([]body, 0, n)
+	for i := 0; i < n; i++ {
+		fn := uint64(m.importedFuncs) + uint64(i)
+		start := r.pos
+		size, err := r.u32()
+		if err == nil && uint64(size) > uint64(r.remaining()) {
+			err = r.errAt(start, "body size %d exceeds the %d bytes left", size, r.remaining())
+		}
+		if err != nil {
+			return fmt.Errorf("instrument: code section (id 10): function %d (body %d): %w", fn, i, err)
+		}
+		br := &reader{buf: r.buf[r.pos : r.pos+int(size)], base: r.off()}
+		r.pos += int(size)
+		b := body{content: br.base, end: r.off(), firstLoop: len(m.loops)}
+		if err := m.scanBody(br); err != nil {
+			return fmt.Errorf("instrument: code section (id 10): function %d (body %d): %w", fn, i, err)
+		}
+		b.endLoop = len(m.loops)
+		m.bodies = append(m.bodies, b)
+	}
+	if err := trailing(r, "function body"); err != nil {
+		return sectionErr(s, err)
+	}
+	return nil
+}
+
+// scanBody decodes one function body: locals, then instructions up to the
+// function's final end, which must be its last byte.
+func (m *module) scanBody(r *reader) error {
+	start := r.pos
+	n, err := readLocals(r)
+	if err != nil {
+		return err
+	}
+	if n > MaxFunctionLocals {
+		return r.errAt(start, "%d locals exceed the limit of %d per function", n, MaxFunctionLocals)
+	}
+	m.locals += n
+	if m.locals > MaxModuleLocals {
+		return r.errAt(start, "locals exceed the limit of %d per module", MaxModuleLocals)
+	}
+	if m.loops, err = scanInstrs(r, m.loops); err != nil {
+		return err
+	}
+	if r.remaining() != 0 {
+		return r.errAt(r.pos-1, "function ends with %d bytes of its body left", r.remaining())
+	}
+	return nil
+}
+
+// appendSLEB appends v as minimal signed LEB128.
+func appendSLEB(b []byte, v int64) []byte {
+	for {
+		c := byte(v & 0x7F)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+// additions is what Rewrite appends to each vector section: n entries,
+// encoded in b.
+type additions [numSections]struct {
+	n int
+	b []byte
+}
+
+func (a *additions) add(id byte, entry ...[]byte) {
+	a[id].n++
+	for _, e := range entry {
+		a[id].b = append(a[id].b, e...)
+	}
+}
+
+// plan returns the sequence inserted after each loop header and the
+// entries appended to each section.
+func (m *module) plan(globalName string) (seq []byte, add *additions) {
+	add = new(additions)
+	g := appendULEB(nil, uint64(m.global))
+
+	// The interrupt global, (mut i32) (i32.const 0), and its export.
+	add.add(secGlobal, []byte{0x7F, 0x01, 0x41, 0x00, 0x0B})
+	add.add(secExport, appendULEB(nil, uint64(len(globalName))), []byte(globalName), []byte{byte(KindGlobal)}, g)
+
+	if m.poll == 0 {
+		// global.get $g; if; unreachable; end
+		seq = append([]byte{0x23}, g...)
+		return append(seq, 0x04, 0x40, 0x00, 0x0B), add
+	}
+
+	// The countdown global, (mut i32) (i32.const poll).
+	c := appendULEB(nil, uint64(m.global)+1)
+	n := appendSLEB(nil, int64(m.poll))
+	add.add(secGlobal, []byte{0x7F, 0x01, 0x41}, n, []byte{0x0B})
+
+	// The poll function, of a new type () -> ().
+	add.add(secType, []byte{0x60, 0x00, 0x00})
+	add.add(secFunction, appendULEB(nil, uint64(m.types)))
+	var fn []byte
+	fn = append(fn, 0x00)                         // no locals
+	fn = append(fn, 0x41, 0x00, 0x40, 0x00, 0x1A) // i32.const 0; memory.grow 0; drop
+	fn = append(fn, 0x23)                         // global.get $g
+	fn = append(fn, g...)                         //
+	fn = append(fn, 0x04, 0x40, 0x00, 0x0B)       // if; unreachable; end
+	fn = append(fn, 0x41)                         // i32.const poll
+	fn = append(fn, n...)                         //
+	fn = append(fn, 0x24)                         // global.set $c
+	fn = append(fn, c...)                         //
+	fn = append(fn, 0x0B)                         // end
+	add.add(secCode, appendULEB(nil, uint64(len(fn))), fn)
+	if m.importedMems+m.vecs[secMemory].count == 0 {
+		// memory.grow needs a memory: add an empty one.
+		add.add(secMemory, []byte{0x00, 0x00})
+	}
+
+	// global.get $c; i32.const 1; i32.sub; global.set $c;
+	// global.get $c; i32.eqz; if; call $poll; end
+	p := appendULEB(nil, uint64(m.importedFuncs)+uint64(m.vecs[secFunction].count))
+	seq = append(seq, 0x23)
+	seq = append(seq, c...)
+	seq = append(seq, 0x41, 0x01, 0x6B, 0x24)
+	seq = append(seq, c...)
+	seq = append(seq, 0x23)
+	seq = append(seq, c...)
+	seq = append(seq, 0x45, 0x04, 0x40, 0x10)
+	seq = append(seq, p...)
+	return append(seq, 0x0B), add
+}
+
+// write assembles the output module.
+func (m *module) write(globalName string) ([]byte, error) {
+	seq, add := m.plan(globalName)
+
+	// The code section's new size.
+	var codeSize uint64
+	if m.vecs[secCode].present || add[secCode].n > 0 {
+		codeSize = uint64(ulebLen(uint64(m.vecs[secCode].count)+uint64(add[secCode].n)) + len(add[secCode].b))
+		for i, b := range m.bodies {
+			bodySize := b.newSize(len(seq))
+			if bodySize > math.MaxUint32 {
+				return nil, fmt.Errorf("instrument: code section (id 10): function %d grows past 4 GiB", uint64(m.importedFuncs)+uint64(i))
+			}
+			codeSize += uint64(ulebLen(bodySize)) + bodySize
+		}
+		if codeSize > math.MaxUint32 {
+			return nil, fmt.Errorf("instrument: code section (id 10) grows past 4 GiB")
+		}
+	}
+
+	extra := len(m.loops)*len(seq) + 64
+	for _, a := range add {
+		extra += len(a.b) + 16
+	}
+	out := make([]byte, 0, len(m.input)+extra)
+	out = append(out, m.input[:8]...)
+
+	// Sections that get entries but are missing from the input, in
+	// canonical order.
+	var missing []byte
+	for _, id := range []byte{secType, secFunction, secMemory, secGlobal, secExport, secCode} {
+		if add[id].n > 0 && !m.vecs[id].present {
+			missing = append(missing, id)
+		}
+	}
+	writeMissing := func(beforeOrder int) {
+		for len(missing) > 0 && order(missing[0]) < beforeOrder {
+			id := missing[0]
+			missing = missing[1:]
+			a := add[id]
+			out = append(out, id)
+			if id == secCode {
+				out = appendULEB(out, codeSize)
+			} else {
+				out = appendULEB(out, uint64(ulebLen(uint64(a.n))+len(a.b)))
+			}
+			out = appendULEB(out, uint64(a.n))
+			out = append(out, a.b...)
+		}
+	}
+
+	for _, s := range m.sections {
+		if s.id != secCustom {
+			writeMissing(order(s.id))
+		}
+		switch {
+		case s.id == secCode:
+			v, a := m.vecs[secCode], add[secCode]
+			out = append(out, secCode)
+			out = appendULEB(out, codeSize)
+			out = appendULEB(out, uint64(v.count)+uint64(a.n))
+			for _, b := range m.bodies {
+				out = appendULEB(out, b.newSize(len(seq)))
+				from := b.content
+				for _, at := range m.loops[b.firstLoop:b.endLoop] {
+					out = append(out, m.input[from:at]...)
+					out = append(out, seq...)
+					from = at
+				}
+				out = append(out, m.input[from:b.end]...)
+			}
+			out = append(out, a.b...)
+		case add[s.id].n > 0:
+			v, a := m.vecs[s.id], add[s.id]
+			count := uint64(v.count) + uint64(a.n)
+			rest := m.input[v.countEnd:s.end]
+			out = append(out, s.id)
+			out = appendULEB(out, uint64(ulebLen(count)+len(rest)+len(a.b)))
+			out = appendULEB(out, count)
+			out = append(out, rest...)
+			out = append(out, a.b...)
+		default:
+			out = append(out, m.input[s.start:s.end]...)
+		}
+	}
+	writeMissing(math.MaxInt)
+	return out, nil
+}
