@@ -35,6 +35,35 @@ test: plugins ## Run every test (builds all wasm it needs from source).
 bench: plugins ## Run the benchmarks and print ratios against their baselines.
 	$(GO) test -run '^$$' -bench . -benchmem ./host/... | tee $(BIN)/bench.txt
 
+# ---------------------------------------------------------------------------
+# The host daemon and the CLI.
+
+# grpcurl, for the README's tour and the tests (they build it the same way
+# when it is missing; internal/e2e.GrpcurlVersion must match).
+GRPCURL_VERSION := v1.9.4
+GRPCURL         := $(BIN)/grpcurl-$(GRPCURL_VERSION)
+
+$(GRPCURL):
+	@mkdir -p $(BIN)
+	rm -rf $(BIN)/.grpcurl-make && mkdir -p $(BIN)/.grpcurl-make
+	GOBIN=$(BIN)/.grpcurl-make $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	mv $(BIN)/.grpcurl-make/grpcurl $@ && rm -rf $(BIN)/.grpcurl-make
+
+.PHONY: tools
+tools: $(GRPCURL) ## Build the pinned grpcurl into bin/ (bin/grpcurl links to it).
+	ln -sf $(notdir $(GRPCURL)) $(BIN)/grpcurl
+
+.PHONY: build
+build: plugins ## Build the binaries of cmd/ into bin/ and the modules into bin/modules.
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: run
+run: build ## Build everything and run tinyhost on 127.0.0.1:50051 with bin/modules.
+	$(BIN)/tinyhost --listen 127.0.0.1:50051 --modules $(MODULES) --cache-dir $(BIN)/cache
+
+# The daemon's end-to-end tests call grpcurl; build it before they run.
+test: tools
+
 # Pinned code generators, installed into bin/ on first use. protoc itself
 # comes from the system (Debian: protobuf-compiler).
 PROTOC_GEN_GO_VERSION      := v1.36.12
@@ -62,3 +91,73 @@ proto: $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) $(BIN)/protoc-gen-go-grpc-$
 .PHONY: clean
 clean: ## Remove build outputs.
 	rm -rf $(BIN)
+
+# ---------------------------------------------------------------------------
+# Operator: envtest binaries, controller-gen, generated code and manifests.
+#
+# kube-apiserver, kubectl and etcd cannot be downloaded here; they are built
+# from the Go module proxy by the tool modules in operator/tools (see its
+# README), whose go.mod files hold the versions. Each build runs once: a stamp
+# named after the version marks it done, so a version bump rebuilds.
+TOOLS        := $(CURDIR)/operator/tools
+KUBE_VERSION := $(shell sed -n 's/^require k8s.io\/kubernetes \(v[^ ]*\).*/\1/p' operator/tools/kube/go.mod)
+KUBE_MINOR   := $(word 2,$(subst ., ,$(KUBE_VERSION)))
+ETCD_VERSION := $(shell sed -n 's/^require go.etcd.io\/etcd\/server\/v3 \(v[^ ]*\).*/\1/p' operator/tools/etcd/go.mod)
+KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+                -X k8s.io/component-base/version.gitMajor=1 \
+                -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR) \
+                -X k8s.io/component-base/version.gitTreeState=clean
+CONTROLLER_GEN_VERSION := v0.23.0
+CONTROLLER_GEN         := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+
+# A binary removed by hand is rebuilt even though its stamp is there.
+ifneq ($(words $(wildcard $(BIN)/kube-apiserver $(BIN)/kubectl)),2)
+.PHONY: $(BIN)/.kube-$(KUBE_VERSION)
+endif
+ifeq ($(wildcard $(BIN)/etcd),)
+.PHONY: $(BIN)/.etcd-$(ETCD_VERSION)
+endif
+
+$(BIN)/.kube-$(KUBE_VERSION): operator/tools/kube/go.mod operator/tools/kube/go.sum
+	@mkdir -p $(BIN)
+	cd $(TOOLS)/kube && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+	cd $(TOOLS)/kube && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
+	@touch $@
+
+$(BIN)/.etcd-$(ETCD_VERSION): operator/tools/etcd/go.mod operator/tools/etcd/go.sum
+	@mkdir -p $(BIN)
+	cd $(TOOLS)/etcd && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/etcd go.etcd.io/etcd/server/v3
+	@touch $@
+
+.PHONY: envtest
+envtest: $(BIN)/.kube-$(KUBE_VERSION) $(BIN)/.etcd-$(ETCD_VERSION) ## Build kube-apiserver, kubectl and etcd into bin/ (once).
+
+$(CONTROLLER_GEN):
+	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(BIN)/controller-gen $@
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN) ## Build the pinned controller-gen into bin/.
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Regenerate the operator's deepcopy code.
+	$(CONTROLLER_GEN) object paths=./operator/api/...
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Regenerate the CRD and RBAC manifests under operator/config.
+	$(CONTROLLER_GEN) crd rbac:roleName=tinyhost-operator paths=./operator/... \
+	  output:crd:artifacts:config=operator/config/crd/bases \
+	  output:rbac:artifacts:config=operator/config/rbac
+
+# The operator's tests run against the binaries above and check that the
+# generated code is what the pinned controller-gen makes of the types.
+test: envtest controller-gen
+test: export KUBEBUILDER_ASSETS := $(BIN)
+test: export CONTROLLER_GEN := $(CONTROLLER_GEN)
+
+DOCKER ?= docker
+
+.PHONY: images
+images: ## Build the operator and host images (needs a docker engine).
+	$(DOCKER) build -f operator/docker/operator.Dockerfile -t tinyhost-operator:dev .
+	$(DOCKER) build -f operator/docker/host.Dockerfile -t tinyhost:dev .

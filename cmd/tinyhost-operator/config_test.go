@@ -1,0 +1,62 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		environ []string
+		check   func(t *testing.T, c config)
+		wantErr string
+	}{
+		{
+			name: "defaults",
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, "0", c.MetricsAddr)
+				assert.True(t, c.MetricsSecure)
+				assert.Equal(t, ":8081", c.ProbeAddr)
+				assert.False(t, c.LeaderElect)
+				assert.Zero(t, c.Operator.HostTimeout)
+			},
+		},
+		{
+			name:    "flags, and the environment for flags not given",
+			args:    []string{"--leader-elect", "--host-timeout=3s"},
+			environ: []string{"TINYHOST_OPERATOR_HOST_TIMEOUT=9s", "TINYHOST_OPERATOR_METRICS_BIND_ADDRESS=:8443", "OTHER=x"},
+			check: func(t *testing.T, c config) {
+				assert.True(t, c.LeaderElect)
+				assert.Equal(t, 3*time.Second, c.Operator.HostTimeout)
+				assert.Equal(t, ":8443", c.MetricsAddr)
+			},
+		},
+		{
+			name:    "a bad environment value names its variable",
+			environ: []string{"TINYHOST_OPERATOR_PROBE_INTERVAL=soon"},
+			wantErr: "TINYHOST_OPERATOR_PROBE_INTERVAL",
+		},
+		{
+			name:    "arguments are refused",
+			args:    []string{"extra"},
+			wantErr: "unexpected arguments",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(tt.args, tt.environ)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+}

@@ -1,0 +1,82 @@
+// Command tinyhost-operator runs the tinyhost operator on Kubernetes: a
+// controller-runtime manager with leader election, metrics and health probes,
+// to which operator.Setup adds the controllers. Run `tinyhost-operator
+// --help`.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/tinyhost/tinyhost/operator"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+)
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:], os.Environ())
+	switch {
+	case errors.Is(err, pflag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "tinyhost-operator: %v\nRun 'tinyhost-operator --help' for usage.\n", err)
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "tinyhost-operator: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config) error {
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&cfg.Zap)))
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	metrics := metricsserver.Options{BindAddress: cfg.MetricsAddr, SecureServing: cfg.MetricsSecure}
+	if cfg.MetricsSecure {
+		// Only callers whose token may GET /metrics see them.
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metrics,
+		HealthProbeBindAddress:        cfg.ProbeAddr,
+		LeaderElection:                cfg.LeaderElect,
+		LeaderElectionID:              "tinyhost-operator.operator.tinysystems.io",
+		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := operator.Setup(mgr, cfg.Operator); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

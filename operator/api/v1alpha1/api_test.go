@@ -1,0 +1,229 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/kubetest"
+)
+
+// TestAPI runs the CRDs on a real kube-apiserver: what kubectl shows, what
+// the schema refuses and with which message, and the manifests under
+// operator/config applied with kubectl.
+func TestAPI(t *testing.T) {
+	env := kubetest.Start(t)
+	t.Logf("control plane started with the CRDs in %v", env.Started.Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+
+	t.Run("kubectl sees the server and the CRDs", func(t *testing.T) {
+		out, err := env.Kubectl(ctx, "version")
+		require.NoError(t, err)
+		assert.Contains(t, out, "Server Version: v1.36.3")
+		out, err = env.Kubectl(ctx, "get", "crds")
+		require.NoError(t, err)
+		assert.Contains(t, out, "tinymodules.operator.tinysystems.io")
+		assert.Contains(t, out, "tinyhosts.operator.tinysystems.io")
+	})
+
+	t.Run("the samples apply with kubectl and the seed manifest is kept as written", func(t *testing.T) {
+		_, err := env.Kubectl(ctx, "apply", "-k", "operator/config/samples")
+		require.NoError(t, err)
+
+		var m v1alpha1.TinyModule
+		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: "tinysystems", Name: "common-module-v1"}, &m))
+		assert.Equal(t, "ghcr.io/tiny-systems/common-module:v1.0.0", m.Spec.Image)
+		require.NotNil(t, m.Spec.Replicas)
+		assert.Equal(t, int32(1), *m.Spec.Replicas, "replicas defaults to 1")
+
+		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: "tinysystems", Name: "hello"}, &m))
+		assert.JSONEq(t, `{"greeting":"Hello"}`, string(m.Spec.Config.Raw))
+		assert.Equal(t, "2s", m.Spec.Limits.CallTimeout.Duration.String())
+	})
+
+	t.Run("kubectl apply -k config/default installs the operator", func(t *testing.T) {
+		out, err := env.Kubectl(ctx, "apply", "-k", "operator/config/default")
+		require.NoError(t, err)
+		for _, want := range []string{
+			"namespace/tinyhost-system",
+			"customresourcedefinition.apiextensions.k8s.io/tinymodules.operator.tinysystems.io",
+			"serviceaccount/tinyhost-operator",
+			"clusterrole.rbac.authorization.k8s.io/tinyhost-operator",
+			"clusterrolebinding.rbac.authorization.k8s.io/tinyhost-operator",
+			"role.rbac.authorization.k8s.io/tinyhost-operator-leader-election",
+			"service/tinyhost-operator-metrics",
+			"deployment.apps/tinyhost-operator",
+		} {
+			assert.Contains(t, out, want)
+		}
+		out, err = env.Kubectl(ctx, "-n", "tinyhost-system", "get", "deployment", "tinyhost-operator", "-o", "jsonpath={.spec.template.spec.serviceAccountName} {.spec.template.spec.containers[0].image}")
+		require.NoError(t, err)
+		assert.Equal(t, "tinyhost-operator tinyhost-operator:dev", out)
+		out, err = env.Kubectl(ctx, "get", "clusterrolebinding", "tinyhost-operator", "-o", "jsonpath={.subjects[0].namespace}")
+		require.NoError(t, err)
+		assert.Equal(t, "tinyhost-system", out)
+	})
+
+	t.Run("printer columns and kubectl wait", func(t *testing.T) {
+		m := &v1alpha1.TinyModule{}
+		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: "tinysystems", Name: "common-module-v1"}, m))
+		m.Status = v1alpha1.TinyModuleStatus{
+			Address:  "10.0.12.7:50051",
+			Version:  "1.0.0",
+			State:    v1alpha1.StateReady,
+			Replicas: 1, ReadyReplicas: 1,
+			Components: []v1alpha1.ComponentStatus{
+				{Name: "router", Info: v1alpha1.ComponentInfo{Description: "Routes messages based on conditions", Tags: []string{"routing", "conditional"}}},
+			},
+			Placements:         []v1alpha1.Placement{{Host: "edge-1", Address: "10.0.12.7:50051", Phase: v1alpha1.PhaseReady}},
+			ObservedGeneration: m.Generation,
+		}
+		meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
+			Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Loaded", ObservedGeneration: m.Generation,
+		})
+		require.NoError(t, env.Client.Status().Update(ctx, m))
+
+		_, err := env.Kubectl(ctx, "-n", "tinysystems", "wait", "--for=condition=Ready", "--timeout=10s", "tinymodule/common-module-v1")
+		require.NoError(t, err)
+
+		out, err := env.Kubectl(ctx, "get", "tinymodules", "-A")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"NAMESPACE", "NAME", "READY", "VERSION", "ADDRESS", "AGE"}, strings.Fields(firstLine(out)))
+		assert.Regexp(t, `tinysystems\s+common-module-v1\s+True\s+1\.0\.0\s+10\.0\.12\.7:50051\s`, out)
+		out, err = env.Kubectl(ctx, "get", "tm", "-n", "tinysystems", "-o", "wide")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"NAME", "READY", "VERSION", "ADDRESS", "AGE", "STATE", "REPLICAS", "AVAILABLE", "IMAGE"}, strings.Fields(firstLine(out)))
+
+		h := &v1alpha1.TinyHost{}
+		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Name: "edge-1"}, h))
+		h.Status.Allocated = &v1alpha1.HostResources{Modules: ptr(int32(3))}
+		meta.SetStatusCondition(&h.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionHostReady, Status: metav1.ConditionTrue, Reason: "Probed"})
+		require.NoError(t, env.Client.Status().Update(ctx, h))
+		out, err = env.Kubectl(ctx, "get", "tinyhosts")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"NAME", "READY", "ADDRESS", "MODULES", "AGE"}, strings.Fields(firstLine(out)))
+		assert.Regexp(t, `edge-1\s+True\s+10\.0\.12\.7:50051\s+3\s`, out)
+
+		// The seed's status, read back in the seed's shape.
+		out, err = env.Kubectl(ctx, "-n", "tinysystems", "get", "tinymodule", "common-module-v1", "-o", "jsonpath={.status.components}")
+		require.NoError(t, err)
+		assert.JSONEq(t, `[{"name":"router","info":{"description":"Routes messages based on conditions","tags":["routing","conditional"]}}]`, out)
+	})
+
+	t.Run("kubectl scale sets spec.replicas", func(t *testing.T) {
+		_, err := env.Kubectl(ctx, "-n", "tinysystems", "scale", "tinymodule/hello", "--replicas=3")
+		require.NoError(t, err)
+		var m v1alpha1.TinyModule
+		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: "tinysystems", Name: "hello"}, &m))
+		assert.Equal(t, int32(3), *m.Spec.Replicas)
+	})
+
+	t.Run("a bad spec is refused with a message that says what is wrong", func(t *testing.T) {
+		tests := []struct {
+			name string
+			yaml string // the object; kind TinyHost when it has spec.address
+			want string
+		}{
+			{"replicas below zero", `spec: {image: r/m:v1, replicas: -1}`, "should be greater than or equal to 0"},
+			{"no image and no source", `spec: {replicas: 1}`, "spec.image or spec.source is required"},
+			{"an empty image", `spec: {image: ""}`, "should be at least 1 chars long"},
+			{"image and source", `spec: {image: r/m:v1, source: {url: "https://a.test/m.wasm", sha256: ` + sha + `}}`, "spec.image and spec.source are mutually exclusive"},
+			{"a source without sha256", `spec: {source: {url: "https://a.test/m.wasm"}}`, "spec.source.sha256: Required value"},
+			{"a short sha256", `spec: {source: {url: "https://a.test/m.wasm", sha256: abc}}`, "source.sha256 must be 64 lower-case hex digits"},
+			{"a plain http url", `spec: {source: {url: "http://a.test/m.wasm", sha256: ` + sha + `}}`, "source.url must be an https URL"},
+			{"a mapping that matches nothing", `spec: {image: r/m:v1, hostMappings: [{image: r/m:v2}]}`, "set at least one"},
+			{"a mapping with hostVersion and hostVersionRegexp", `spec: {image: r/m:v1, hostMappings: [{hostVersion: "1", hostVersionRegexp: "^1"}]}`, "hostVersion and hostVersionRegexp are mutually exclusive"},
+			{"no artifact in a mapping nor in the module", `spec: {hostMappings: [{abi: 1, image: r/m:v1}, {abi: 2}]}`, "spec.image or spec.source is required (or an image or source in every host mapping)"},
+			{"minInstances above maxInstances", `spec: {image: r/m:v1, limits: {minInstances: 5, maxInstances: 2}}`, "limits.minInstances must not exceed limits.maxInstances"},
+			{"a duration that is not one", `spec: {image: r/m:v1, limits: {callTimeout: "2 seconds"}}`, "spec.limits.callTimeout in body should match"},
+			{"a selector In without values", `spec: {image: r/m:v1, hostSelector: {matchExpressions: [{key: tier, operator: In}]}}`, "hostSelector: In and NotIn need at least one value"},
+			{"a selector with an unknown operator", `spec: {image: r/m:v1, hostSelector: {matchExpressions: [{key: tier, operator: Near, values: [a]}]}}`, "hostSelector: operator must be one of In, NotIn, Exists, DoesNotExist"},
+			{"config that is not an object", `spec: {image: r/m:v1, config: 5}`, "spec.config: Invalid value: \"integer\": spec.config in body must be of type object"},
+			{"a wire from a module address", `spec: {image: r/m:v1, wiring: [{from: m/c/p, to: m/c/p}]}`, "wiring.from must be component/port"},
+			{"a wire to a port without its module", `spec: {image: r/m:v1, wiring: [{from: c/p, to: c/p}]}`, "wiring.to must be module/component/port"},
+			{"a name that is not a module name", `metadata: {name: 9lives}
+spec: {image: r/m:v1}`, "metadata.name is the module's name on hosts"},
+			{"a host address without a port", `spec: {address: host.example}`, "address must be host:port"},
+			{"a host with negative capacity", `spec: {address: "h:1", capacity: {modules: -1}}`, "spec.capacity.modules in body should be greater than or equal to 0"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				err := create(ctx, env, tt.yaml)
+				require.Error(t, err)
+				assert.True(t, apierrors.IsInvalid(err), "want Invalid, got %v", err)
+				assert.Contains(t, err.Error(), tt.want)
+			})
+		}
+	})
+
+	t.Run("kubectl apply refuses a bad spec and says why", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "bad.yaml")
+		require.NoError(t, os.WriteFile(bad, []byte(`apiVersion: operator.tinysystems.io/v1alpha1
+kind: TinyModule
+metadata: {name: bad, namespace: default}
+spec: {replicas: -1}
+`), 0o600))
+		out, err := env.Kubectl(ctx, "apply", "-f", bad)
+		require.Error(t, err)
+		t.Logf("kubectl apply said:\n%s", out)
+		assert.Contains(t, out, "spec.replicas in body should be greater than or equal to 0")
+		assert.Contains(t, out, "spec.image or spec.source is required")
+	})
+
+	t.Run("good specs are accepted", func(t *testing.T) {
+		for _, y := range []string{
+			`spec: {image: r/m:v1, replicas: 0}`,
+			`spec: {hostMappings: [{abi: 1, image: r/m:abi1}, {hostVersionRegexp: "^0\\.", source: {url: "https://a.test/m.wasm", sha256: ` + sha + `}}]}`,
+			`spec: {image: r/m:v1, hostSelector: {matchExpressions: [{key: tier, operator: Exists}, {key: zone, operator: In, values: [a, b]}]}}`,
+			`spec: {image: r/m:v1, limits: {callTimeout: 1h30m, queueTimeout: 250ms}, wiring: [{from: split/out, to: other/sink/_settings}]}`,
+			`spec: {address: "[::1]:50051", unschedulable: true, capacity: {modules: 0, memory: 512Mi}}`,
+		} {
+			assert.NoError(t, create(ctx, env, y), y)
+		}
+	})
+}
+
+const sha = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+// create creates a TinyModule, or a TinyHost when the spec has an address,
+// from YAML sent as it is, the way kubectl sends it. Without a name it gets
+// a generated one.
+func create(ctx context.Context, env *kubetest.Env, y string) error {
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(y), &obj); err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetAPIVersion(v1alpha1.GroupVersion.String())
+	if _, isHost, _ := unstructured.NestedFieldNoCopy(obj, "spec", "address"); isHost {
+		u.SetKind("TinyHost")
+	} else {
+		u.SetKind("TinyModule")
+		u.SetNamespace("default")
+	}
+	if u.GetName() == "" {
+		u.SetGenerateName("t-")
+	}
+	return env.Client.Create(ctx, u)
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,194 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TinyHost is one tinyhost host process. Its labels are what TinyModule
+// hostSelectors select; its status is what the operator last learned from
+// the host over gRPC. Host pods create their own TinyHost; a host outside
+// the cluster is registered by creating one by hand.
+//
+// TinyHosts are cluster-scoped, like Nodes: a host serves TinyModules of
+// every namespace.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=th,categories=tinysystems
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.address`
+// +kubebuilder:printcolumn:name="Modules",type=integer,JSONPath=`.status.allocated.modules`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`,priority=1
+// +kubebuilder:printcolumn:name="ABI",type=string,JSONPath=`.status.abiVersions`,priority=1
+// +kubebuilder:printcolumn:name="Unschedulable",type=boolean,JSONPath=`.spec.unschedulable`,priority=1
+type TinyHost struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec TinyHostSpec `json:"spec"`
+	// +optional
+	Status TinyHostStatus `json:"status,omitempty"`
+}
+
+// TinyHostList is a list of TinyHosts.
+//
+// +kubebuilder:object:root=true
+type TinyHostList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TinyHost `json:"items"`
+}
+
+// TinyHostSpec says where the host is and how it may be used.
+type TinyHostSpec struct {
+	// Address is the host's gRPC address, host:port, reachable from the
+	// operator and from every other host.
+	//
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[^\\\\s/]+:[0-9]{1,5}$')",message="address must be host:port"
+	Address string `json:"address"`
+
+	// Unschedulable keeps new modules off the host; modules placed there
+	// stay, as on a cordoned Node.
+	//
+	// +optional
+	Unschedulable bool `json:"unschedulable,omitempty"`
+
+	// Capacity caps what the operator places on the host, below what the
+	// host reports. Absent fields leave the host's own numbers.
+	//
+	// +optional
+	Capacity *HostResources `json:"capacity,omitempty"`
+}
+
+// HostResources counts what a host offers or has in use. An absent field is
+// no limit in a capacity and unknown in an allocation.
+type HostResources struct {
+	// Modules is a number of modules.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Modules *int32 `json:"modules,omitempty"`
+
+	// Memory is guest linear memory: what the pools of the modules may grow
+	// to.
+	//
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+}
+
+// TinyHostStatus is what the operator last learned from the host.
+type TinyHostStatus struct {
+	// HostName is the name the host reports for itself.
+	//
+	// +optional
+	HostName string `json:"hostName,omitempty"`
+
+	// Version is the host's build version; host mappings match it.
+	//
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// ABIVersions are the guest ABI versions the host loads; host mappings
+	// match them.
+	//
+	// +optional
+	// +listType=set
+	ABIVersions []int32 `json:"abiVersions,omitempty"`
+
+	// Capacity is what the host offers: its own numbers, capped by
+	// spec.capacity.
+	//
+	// +optional
+	Capacity *HostResources `json:"capacity,omitempty"`
+
+	// Allocated is what the host reports in use: modules loaded and the
+	// memory their pools may grow to.
+	//
+	// +optional
+	Allocated *HostResources `json:"allocated,omitempty"`
+
+	// Modules are the modules on the host: each placed module, whether or
+	// not it is loaded yet (desired), with what the host has loaded for it
+	// (actual), and each module the host loaded on its own.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Modules []HostModule `json:"modules,omitempty"`
+
+	// LastProbeTime is when the operator last heard from the host.
+	//
+	// +optional
+	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+
+	// ObservedGeneration is the metadata.generation this status describes.
+	//
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// HostModule is one module on a host, desired and actual.
+type HostModule struct {
+	// Name is the module's name on the host.
+	Name string `json:"name"`
+
+	// Namespace is the namespace of the TinyModule placed here; empty for a
+	// module the host loaded on its own.
+	//
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// Phase of the module on the host.
+	Phase Phase `json:"phase"`
+
+	// Artifact is the image reference or URL the placement asks for
+	// (desired).
+	//
+	// +optional
+	Artifact string `json:"artifact,omitempty"`
+
+	// Digest is "sha256:" and the hex digest of the wasm loaded (actual).
+	//
+	// +optional
+	Digest string `json:"digest,omitempty"`
+
+	// Version is the loaded module's version (actual).
+	//
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// ABIVersion is the ABI the loaded module speaks (actual).
+	//
+	// +optional
+	ABIVersion int32 `json:"abiVersion,omitempty"`
+
+	// LoadedAt is when the host loaded this version.
+	//
+	// +optional
+	LoadedAt *metav1.Time `json:"loadedAt,omitempty"`
+
+	// Message says why a load failed.
+	//
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// Condition types of a TinyHost.
+const (
+	// ConditionHostReady is True while the host answers its probes.
+	ConditionHostReady = "Ready"
+)

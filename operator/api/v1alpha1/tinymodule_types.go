@@ -1,0 +1,433 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// TinyModule asks for a module to run on tinyhost hosts and publishes where
+// it runs. A manifest with only metadata and spec.image, as in the Tiny
+// Systems docs, is a complete TinyModule: one replica on any ready host.
+//
+// The object's name is the module's name on every host and in every address
+// (module/component/port), so it must be a valid module name: a lower-case
+// letter first and at most 63 characters.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas
+// +kubebuilder:resource:shortName=tm,categories=tinysystems
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,priority=1
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`,priority=1
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.readyReplicas`,priority=1
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]')",message="metadata.name is the module's name on hosts: it must start with a lower-case letter and be at most 63 characters"
+type TinyModule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec TinyModuleSpec `json:"spec"`
+	// +optional
+	Status TinyModuleStatus `json:"status,omitempty"`
+}
+
+// TinyModuleList is a list of TinyModules.
+//
+// +kubebuilder:object:root=true
+type TinyModuleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TinyModule `json:"items"`
+}
+
+// TinyModuleSpec is what the user asks for. The artifact is named once, by
+// image or by source; host mappings may name other artifacts for some hosts.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.image) && has(self.source))",message="spec.image and spec.source are mutually exclusive: name the artifact one way"
+// +kubebuilder:validation:XValidation:rule="has(self.image) || has(self.source) || (has(self.hostMappings) && size(self.hostMappings) > 0 && self.hostMappings.all(m, has(m.image) || has(m.source)))",message="spec.image or spec.source is required (or an image or source in every host mapping)"
+type TinyModuleSpec struct {
+	// Image is an OCI reference (by tag or digest) to the module's wasm
+	// artifact.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image,omitempty"`
+
+	// Source is an https URL of the module's wasm file with its sha256; an
+	// alternative to Image.
+	//
+	// +optional
+	Source *Source `json:"source,omitempty"`
+
+	// Replicas is how many hosts run the module; each host runs it at most
+	// once. Zero unloads it everywhere and keeps the object.
+	//
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1024
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// HostSelector selects the TinyHosts, by their labels, that may run the
+	// module. Absent, every host may.
+	//
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="hostSelector: operator must be one of In, NotIn, Exists, DoesNotExist"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn']) || (has(e.values) && size(e.values) > 0))",message="hostSelector: In and NotIn need at least one value"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['Exists', 'DoesNotExist']) || !has(e.values) || size(e.values) == 0)",message="hostSelector: Exists and DoesNotExist take no values"
+	HostSelector *metav1.LabelSelector `json:"hostSelector,omitempty"`
+
+	// HostMappings name the artifact for hosts by the ABI versions they load
+	// or by their version, like the kernelMappings of Kernel Module
+	// Management. The first mapping that matches a host decides; a mapping
+	// without an artifact uses Image or Source. When there are mappings, a
+	// host that matches none does not run the module.
+	//
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	HostMappings []HostMapping `json:"hostMappings,omitempty"`
+
+	// Limits of the module on each host. Absent fields take the host's
+	// defaults.
+	//
+	// +optional
+	Limits *Limits `json:"limits,omitempty"`
+
+	// Capabilities are the host capabilities granted to the module, named as
+	// the host's LoadModule takes them. Empty grants the host's defaults.
+	//
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	Capabilities []Capability `json:"capabilities,omitempty"`
+
+	// Config is the module's configuration, a JSON object delivered to its
+	// components on the _settings port when it loads and when it changes.
+	//
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	Config *runtime.RawExtension `json:"config,omitempty"`
+
+	// Wiring connects the module's output ports to input ports of any
+	// module, so that what a component emits flows on without the component
+	// naming its target.
+	//
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Wiring []Wire `json:"wiring,omitempty"`
+}
+
+// Source is a module's wasm file at an https URL, verified by its digest.
+type Source struct {
+	// URL of the wasm file.
+	//
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https://[^\\\\s]+$')",message="source.url must be an https URL"
+	URL string `json:"url"`
+
+	// SHA256 is the hex sha256 of the file; a file with another digest is
+	// refused.
+	//
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-f]{64}$')",message="source.sha256 must be 64 lower-case hex digits"
+	SHA256 string `json:"sha256"`
+}
+
+// HostMapping matches hosts by the ABI versions they load and by their
+// version; every field set must match. It names the artifact for those hosts,
+// or uses the module's own.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.abi) || has(self.hostVersion) || has(self.hostVersionRegexp)",message="a host mapping matches hosts by abi, hostVersion or hostVersionRegexp: set at least one"
+// +kubebuilder:validation:XValidation:rule="!(has(self.hostVersion) && has(self.hostVersionRegexp))",message="hostVersion and hostVersionRegexp are mutually exclusive"
+// +kubebuilder:validation:XValidation:rule="!(has(self.image) && has(self.source))",message="a host mapping names its artifact by image or by source, not both"
+type HostMapping struct {
+	// ABI matches hosts that load this guest ABI version. The mapping's
+	// artifact must speak it.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ABI *int32 `json:"abi,omitempty"`
+
+	// HostVersion matches hosts of exactly this version.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	HostVersion string `json:"hostVersion,omitempty"`
+
+	// HostVersionRegexp matches hosts whose version matches this regular
+	// expression (Go RE2 syntax).
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	HostVersionRegexp string `json:"hostVersionRegexp,omitempty"`
+
+	// Image is an OCI reference to the artifact for these hosts.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image,omitempty"`
+
+	// Source is an https URL of the artifact for these hosts.
+	//
+	// +optional
+	Source *Source `json:"source,omitempty"`
+}
+
+// Limits bound a module on each host it runs on.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.minInstances) || !has(self.maxInstances) || self.minInstances <= self.maxInstances",message="limits.minInstances must not exceed limits.maxInstances"
+type Limits struct {
+	// MemoryPages is the linear memory of one instance, in 64 KiB pages.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	MemoryPages *int32 `json:"memoryPages,omitempty"`
+
+	// CallTimeout bounds one call into the module, e.g. "2s" or "250ms".
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(h|m|s|ms)){1,4}$`
+	CallTimeout *metav1.Duration `json:"callTimeout,omitempty"`
+
+	// QueueTimeout bounds how long a call waits for a free instance.
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(h|m|s|ms)){1,4}$`
+	QueueTimeout *metav1.Duration `json:"queueTimeout,omitempty"`
+
+	// MaxMessageBytes bounds a message to or from the module.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxMessageBytes *int32 `json:"maxMessageBytes,omitempty"`
+
+	// MinInstances is how many instances the host keeps warm.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4096
+	MinInstances *int32 `json:"minInstances,omitempty"`
+
+	// MaxInstances bounds the module's instance pool on one host.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	MaxInstances *int32 `json:"maxInstances,omitempty"`
+}
+
+// Capability names a host capability granted to a module.
+//
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=253
+type Capability string
+
+// Wire connects an output port of the module to an input port of a module.
+type Wire struct {
+	// From is the output port, as component/port.
+	//
+	// +required
+	// +kubebuilder:validation:MaxLength=127
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z][a-z0-9._-]*/[a-z_][a-z0-9._-]*$')",message="wiring.from must be component/port"
+	From string `json:"from"`
+
+	// To is the input port it feeds, as module/component/port.
+	//
+	// +required
+	// +kubebuilder:validation:MaxLength=191
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z][a-z0-9._-]*/[a-z][a-z0-9._-]*/[a-z_][a-z0-9._-]*$')",message="wiring.to must be module/component/port"
+	To string `json:"to"`
+}
+
+// TinyModuleStatus is where the module runs and what it is. Address, Version
+// and Components are the fields the Tiny Systems docs publish for module
+// discovery, with the same names and shapes.
+type TinyModuleStatus struct {
+	// Address is the gRPC address (host:port) of a host on which the module
+	// is ready.
+	//
+	// +optional
+	Address string `json:"address,omitempty"`
+
+	// Version is the module's version, from its descriptor.
+	//
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// Components are the module's components, from its descriptor.
+	//
+	// +optional
+	// +listType=atomic
+	Components []ComponentStatus `json:"components,omitempty"`
+
+	// State sums up the conditions in one word.
+	//
+	// +optional
+	State ModuleState `json:"state,omitempty"`
+
+	// Replicas is how many hosts the module is placed on.
+	//
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// ReadyReplicas is how many of them have it loaded and serving.
+	//
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// Placements are the hosts the module is placed on, one entry per host.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=host
+	Placements []Placement `json:"placements,omitempty"`
+
+	// ObservedGeneration is the metadata.generation this status describes.
+	//
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Scheduled, Ready and Degraded.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// ComponentStatus is one component of a module, as the Tiny Systems docs
+// publish it.
+type ComponentStatus struct {
+	Name string        `json:"name"`
+	Info ComponentInfo `json:"info"`
+}
+
+// ComponentInfo describes a component for people and tools.
+type ComponentInfo struct {
+	// +optional
+	Description string `json:"description,omitempty"`
+	// +optional
+	// +listType=atomic
+	Tags []string `json:"tags,omitempty"`
+}
+
+// Placement is the module on one host.
+type Placement struct {
+	// Host is the TinyHost's name.
+	Host string `json:"host"`
+
+	// Address is the host's gRPC address (host:port).
+	//
+	// +optional
+	Address string `json:"address,omitempty"`
+
+	// Phase of the module on the host.
+	Phase Phase `json:"phase"`
+
+	// Artifact is the image reference or URL chosen for this host.
+	//
+	// +optional
+	Artifact string `json:"artifact,omitempty"`
+
+	// Digest is "sha256:" and the hex digest of the wasm the host loaded.
+	//
+	// +optional
+	Digest string `json:"digest,omitempty"`
+
+	// Message says why the phase is what it is, when that needs saying.
+	//
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// LastTransitionTime is when Phase last changed.
+	//
+	// +optional
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// ModuleState sums up a TinyModule's conditions.
+//
+// +kubebuilder:validation:Enum=Pending;Unschedulable;Progressing;Ready;Degraded;Failed
+type ModuleState string
+
+const (
+	// StatePending: not yet looked at by the operator.
+	StatePending ModuleState = "Pending"
+	// StateUnschedulable: no host, or too few, can run the module.
+	StateUnschedulable ModuleState = "Unschedulable"
+	// StateProgressing: placed, and loading or upgrading on some hosts.
+	StateProgressing ModuleState = "Progressing"
+	// StateReady: every replica is loaded and serving.
+	StateReady ModuleState = "Ready"
+	// StateDegraded: some replicas serve, others failed.
+	StateDegraded ModuleState = "Degraded"
+	// StateFailed: no replica serves, because of the spec or the artifact.
+	StateFailed ModuleState = "Failed"
+)
+
+// Phase is where a module stands on one host.
+//
+// +kubebuilder:validation:Enum=Pending;Loading;Ready;Failed;Unloading;Unmanaged
+type Phase string
+
+const (
+	// PhasePending: placed on the host, not yet sent to it.
+	PhasePending Phase = "Pending"
+	// PhaseLoading: the host is fetching, compiling or upgrading it.
+	PhaseLoading Phase = "Loading"
+	// PhaseReady: loaded and serving.
+	PhaseReady Phase = "Ready"
+	// PhaseFailed: the host refused or lost it; Message says why.
+	PhaseFailed Phase = "Failed"
+	// PhaseUnloading: no longer placed there, being unloaded.
+	PhaseUnloading Phase = "Unloading"
+	// PhaseUnmanaged: loaded by the host on its own (e.g. from its modules
+	// directory), not by the operator. Only in TinyHost status.
+	PhaseUnmanaged Phase = "Unmanaged"
+)
+
+// Condition types of a TinyModule.
+const (
+	// ConditionScheduled is True when every replica is placed on a host.
+	ConditionScheduled = "Scheduled"
+	// ConditionReady is True when every replica is loaded and serving.
+	ConditionReady = "Ready"
+	// ConditionDegraded is True when a replica failed or a placed host is
+	// not ready.
+	ConditionDegraded = "Degraded"
+)
+
+// Condition reasons shared by the controllers.
+const (
+	// ReasonInvalidSpec: the spec passed the schema but cannot be acted on
+	// (e.g. a host version regexp that does not compile). The message says
+	// what to fix.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonUnschedulable: too few hosts pass the filters; the message counts
+	// why, per filter.
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonScheduled: every replica has a host.
+	ReasonScheduled = "Scheduled"
+	// ReasonNameConflict: a TinyModule of the same name in another namespace
+	// came first; module names are global across hosts.
+	ReasonNameConflict = "NameConflict"
+)

@@ -1,0 +1,166 @@
+package operator_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/tinyhost/tinyhost/operator"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/kubetest"
+)
+
+func TestSetup(t *testing.T) {
+	env := kubetest.Start(t)
+	newManager := func(t *testing.T, withAPI bool) ctrl.Manager {
+		scheme := runtime.NewScheme()
+		if withAPI {
+			require.NoError(t, v1alpha1.AddToScheme(scheme))
+		}
+		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+		require.NoError(t, err)
+		return mgr
+	}
+	tests := []struct {
+		name    string
+		withAPI bool
+		opts    operator.Options
+		wantErr string
+	}{
+		{name: "zero options", withAPI: true},
+		{name: "host timeout shorter than the probe interval", withAPI: true,
+			opts: operator.Options{ProbeInterval: 2 * time.Second, HostTimeout: time.Second}, wantErr: "HostTimeout 1s is shorter than ProbeInterval 2s"},
+		{name: "negative", withAPI: true, opts: operator.Options{ProbeInterval: -time.Second}, wantErr: "must not be negative"},
+		{name: "a scheme without the API", wantErr: "add v1alpha1.AddToScheme"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := operator.Setup(newManager(t, tt.withAPI), tt.opts)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+		})
+	}
+}
+
+// TestBinary runs cmd/tinyhost-operator against a real apiserver: it takes
+// the leader lease, answers its health probes, serves metrics only to
+// authenticated callers, and on SIGTERM releases the lease and exits 0.
+func TestBinary(t *testing.T) {
+	env := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+
+	bin := filepath.Join(t.TempDir(), "tinyhost-operator")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tinyhost-operator")
+	build.Dir = kubetest.Root()
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	probes, metrics := freeAddr(t), freeAddr(t)
+	cmd := exec.Command(bin,
+		"--leader-elect", "--leader-election-namespace=default",
+		"--health-probe-bind-address="+probes, "--metrics-bind-address="+metrics)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig)
+	var logs bytes.Buffer // read only once the process has exited
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	require.NoError(t, cmd.Start())
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("operator output:\n%s", logs.String())
+		}
+	})
+
+	lease := types.NamespacedName{Namespace: "default", Name: "tinyhost-operator.operator.tinysystems.io"}
+	waitFor(ctx, t, "the operator to be ready and lead", func() bool {
+		if status(ctx, "http://"+probes+"/readyz") != http.StatusOK {
+			return false
+		}
+		var l coordinationv1.Lease
+		return env.Client.Get(ctx, lease, &l) == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+	})
+	assert.Equal(t, http.StatusOK, status(ctx, "http://"+probes+"/healthz"))
+	// The metrics server may start listening a moment after the probes.
+	waitFor(ctx, t, "metrics to refuse a caller without a token", func() bool {
+		return status(ctx, "https://"+metrics+"/metrics") == http.StatusUnauthorized
+	})
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-exited:
+		require.NoError(t, waitErr, "exit status")
+	case <-ctx.Done():
+		t.Fatal("the operator did not exit after SIGTERM")
+	}
+	var l coordinationv1.Lease
+	require.NoError(t, env.Client.Get(ctx, lease, &l))
+	assert.True(t, l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "", "the lease is released on exit")
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+var insecure = &http.Client{
+	Timeout:   2 * time.Second,
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // the metrics cert is self-signed
+}
+
+func status(ctx context.Context, url string) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := insecure.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitFor polls cond until it holds or ctx ends.
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
