@@ -1,0 +1,247 @@
+package artifact
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxSize      = 64 << 20
+	DefaultAttempts     = 5
+	DefaultBackoff      = 250 * time.Millisecond
+	DefaultMaxBackoff   = 8 * time.Second
+	DefaultRetryTimeout = time.Minute
+)
+
+// Options configures a Client. The zero value is usable: no cache, registry
+// credentials from the docker config file, HTTPS only, modules up to
+// DefaultMaxSize, DefaultAttempts attempts per network operation.
+type Options struct {
+	// CacheDir is the content-addressed cache: blobs/sha256/<hex> holds wasm
+	// bytes by digest, refs/ what each reference resolved to and when.
+	// Created when missing. Empty: no cache, every Fetch uses the network.
+	CacheDir string
+
+	// Logger receives retries (Warn), stale cache answers (Warn), cache
+	// repairs (Warn) and fetches (Debug). nil discards.
+	Logger hclog.Logger
+
+	// DockerConfig is the docker config file (or the directory holding
+	// config.json) with registry credentials: "auths", "credsStore" and
+	// "credHelpers" as docker writes them. Empty: $DOCKER_CONFIG/config.json,
+	// else ~/.docker/config.json; a missing default file means anonymous
+	// access, a missing named file is an error.
+	DockerConfig string
+
+	// PlainHTTP lists the hosts, as "host" (any port) or "host:port", that
+	// may be reached over plain HTTP: insecure registries and http:// URLs.
+	// Every other host is reached over HTTPS only, loopback included.
+	PlainHTTP []string
+
+	// Transport is the HTTP transport under everything (TLS roots, proxy).
+	// nil: a clone of http.DefaultTransport with a 30 s response-header
+	// timeout.
+	Transport http.RoundTripper
+
+	// MaxSize is the largest module accepted, in bytes; a manifest or
+	// Content-Length that declares more is refused before the download.
+	// 0: DefaultMaxSize.
+	MaxSize int64
+
+	// Attempts bounds the tries of one network operation (resolving a
+	// reference, downloading a blob, pushing) when it fails in a way that
+	// may pass: connection errors, timeouts, HTTP 408, 429 and 5xx.
+	// 0: DefaultAttempts; 1: no retries.
+	Attempts int
+
+	// Backoff is the wait before the first retry, doubled before each next
+	// one up to MaxBackoff, with ±20% jitter. 0: DefaultBackoff and
+	// DefaultMaxBackoff.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+
+	// RetryTimeout bounds the time from the first attempt after which no
+	// retry is started. 0: DefaultRetryTimeout.
+	RetryTimeout time.Duration
+}
+
+// Client fetches, pushes and inspects module artifacts. It is safe for
+// concurrent use; several Clients (and processes) may share a CacheDir.
+type Client struct {
+	opts      Options
+	log       hclog.Logger
+	transport http.RoundTripper // Options.Transport behind the plain-HTTP guard
+	plain     map[string]bool
+	keychain  *dockerKeychain
+	cache     *cache // nil without CacheDir
+}
+
+// New validates opts, fills in the defaults and creates the cache
+// directory.
+func New(opts Options) (*Client, error) {
+	if opts.MaxSize < 0 || opts.Attempts < 0 || opts.Backoff < 0 || opts.MaxBackoff < 0 || opts.RetryTimeout < 0 {
+		return nil, fmt.Errorf("artifact: negative MaxSize, Attempts, Backoff, MaxBackoff or RetryTimeout")
+	}
+	if opts.MaxSize == 0 {
+		opts.MaxSize = DefaultMaxSize
+	}
+	if opts.Attempts == 0 {
+		opts.Attempts = DefaultAttempts
+	}
+	if opts.Backoff == 0 {
+		opts.Backoff = DefaultBackoff
+	}
+	if opts.MaxBackoff == 0 {
+		opts.MaxBackoff = max(DefaultMaxBackoff, opts.Backoff)
+	}
+	if opts.RetryTimeout == 0 {
+		opts.RetryTimeout = DefaultRetryTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	base := opts.Transport
+	if base == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.ResponseHeaderTimeout = 30 * time.Second
+		base = t
+	}
+	plain := map[string]bool{}
+	for _, h := range opts.PlainHTTP {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if h == "" || strings.ContainsAny(h, "/@ ") {
+			return nil, fmt.Errorf("artifact: PlainHTTP entry %q: want host or host:port", h)
+		}
+		plain[h] = true
+	}
+	kc, err := newDockerKeychain(opts.DockerConfig)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		opts:      opts,
+		log:       opts.Logger,
+		transport: &guard{next: base, plain: plain},
+		plain:     plain,
+		keychain:  kc,
+	}
+	if opts.CacheDir != "" {
+		if c.cache, err = openCache(opts.CacheDir, opts.Logger); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Meta says what Fetch fetched and from where.
+type Meta struct {
+	Source Source `json:"source"`
+	// Digest is "sha256:<hex>" of the wasm bytes, Size their length.
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+	// Reference is the image reference pinned to the manifest it resolved
+	// to, "registry/repo@sha256:<manifest digest>"; empty for a URL.
+	Reference string `json:"reference,omitempty"`
+	// Annotations of the manifest.
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// FromCache: the bytes came from the cache, not the network.
+	FromCache bool `json:"fromCache,omitempty"`
+	// Stale: the registry was unreachable and a tag was answered with what
+	// it resolved to at Resolved. The wasm bytes are verified all the same.
+	Stale    bool      `json:"stale,omitempty"`
+	Resolved time.Time `json:"resolved,omitzero"`
+}
+
+// Fetch returns the wasm bytes that src names, verified against their
+// digest, with what it knows about them.
+//
+// An image reference by digest, and any source pinned by SHA256, is answered
+// from the cache when it holds the bytes, without the network. A tag is
+// resolved against the registry (tags move); when the registry is
+// unreachable after every retry, the digest the tag last resolved to is
+// answered from the cache with Meta.Stale set. Errors match ErrInvalidSource,
+// ErrNotWasm, ErrDigestMismatch, ErrTooLarge, ErrUnreachable,
+// ErrUnauthorized, ErrNotFound or ErrPlainHTTP.
+func (c *Client) Fetch(ctx context.Context, src Source) ([]byte, Meta, error) {
+	if err := src.Validate(); err != nil {
+		return nil, Meta{}, err
+	}
+	src.SHA256 = src.Digest()
+	var (
+		wasm []byte
+		meta Meta
+		err  error
+	)
+	if src.Image != "" {
+		wasm, meta, err = c.fetchImage(ctx, src)
+	} else {
+		wasm, meta, err = c.fetchURL(ctx, src)
+	}
+	if err != nil {
+		return nil, Meta{}, err
+	}
+	meta.Source = src
+	c.log.Debug("fetched module", "source", redact(src.String()), "digest", meta.Digest, "size", meta.Size,
+		"cache", meta.FromCache, "stale", meta.Stale)
+	return wasm, meta, nil
+}
+
+// checkPin refuses bytes whose digest is not the one the source pins.
+func checkPin(src Source, what, got string) error {
+	if src.SHA256 != "" && src.SHA256 != got {
+		return &DigestMismatchError{What: what, Want: src.SHA256, Got: got}
+	}
+	return nil
+}
+
+// wasmMagic starts every wasm binary.
+var wasmMagic = []byte("\x00asm")
+
+func checkWasm(what string, b []byte) error {
+	if !bytes.HasPrefix(b, wasmMagic) {
+		head := b[:min(len(b), 8)]
+		return fmt.Errorf("%w: %s is not a wasm binary (starts with %q)", ErrNotWasm, what, head)
+	}
+	return nil
+}
+
+func digestOf(b []byte) string {
+	h := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(h[:])
+}
+
+// plainAllowed says whether host (host or host:port) is in Options.PlainHTTP.
+func plainAllowed(plain map[string]bool, host string) bool {
+	host = strings.ToLower(host)
+	if plain[host] {
+		return true
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		return plain[h]
+	}
+	return false
+}
+
+// defaultDockerConfig is where docker keeps its config file.
+func defaultDockerConfig() string {
+	if d := os.Getenv("DOCKER_CONFIG"); d != "" {
+		return filepath.Join(d, "config.json")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".docker", "config.json")
+}

@@ -1,0 +1,212 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/abi/abitest"
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/internal/instrument"
+)
+
+var sizes = []struct {
+	name string
+	n    int
+}{{"16B", 16}, {"1KiB", 1 << 10}, {"64KiB", 64 << 10}}
+
+// BenchmarkInvoke is Host.Invoke of the conformance kit's echo guest: the
+// module lookup, the instance pool, the watchdog deadline, the encoding into
+// the guest's buffer, the call, and the copy of the reply. Compare with
+// BenchmarkFloor, which does only the guest call and the copies.
+func BenchmarkInvoke(b *testing.B) {
+	h, _ := newHost(b, host.Options{})
+	load(b, h, "echo", host.LoadOptions{})
+	load(b, h, "loop", host.LoadOptions{Limits: host.Limits{CallTimeout: 20 * time.Millisecond}})
+	ctx := context.Background()
+	for _, size := range sizes {
+		b.Run(size.name, func(b *testing.B) {
+			req := host.Request{Module: "echo", Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, size.n)}
+			// Timeouts are enforced while the benchmark runs: the same
+			// watchdog that times out this call watches every call below.
+			_, err := h.Invoke(ctx, host.Request{Module: "loop", Component: "spinner", Port: "spin"})
+			if kindOf(err) != host.KindTimeout {
+				b.Fatalf("the watchdog did not time out a runaway call: %v", err)
+			}
+			b.SetBytes(int64(size.n))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				resp, err := h.Invoke(ctx, req)
+				if err != nil || len(resp.Payload) != size.n {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkInvokeParallel is BenchmarkInvoke from GOMAXPROCS goroutines.
+func BenchmarkInvokeParallel(b *testing.B) {
+	h, _ := newHost(b, host.Options{})
+	load(b, h, "echo", host.LoadOptions{})
+	req := host.Request{Module: "echo", Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, 1<<10)}
+	b.SetBytes(1 << 10)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := h.Invoke(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkFloor is the bare wazero call that BenchmarkInvoke is measured
+// against: the same echo guest, uninstrumented, called through its raw
+// exports. The request is written into the guest's reused buffer and the
+// reply read back into a reused host buffer: no allocation per call.
+func BenchmarkFloor(b *testing.B) {
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig())
+	b.Cleanup(func() { rt.Close(ctx) })
+	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+	_, err := rt.NewHostModuleBuilder(abi.ImportModule).Instantiate(ctx)
+	require.NoError(b, err)
+	mod, err := rt.InstantiateWithConfig(ctx, abitest.Guest(b, "echo"), wazero.NewModuleConfig().
+		WithName("").WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime().WithSysNanosleep())
+	require.NoError(b, err)
+	handle, buffer, mem := mod.ExportedFunction(abi.ExportHandle), mod.ExportedFunction(abi.ExportBuffer), mod.Memory()
+	for _, size := range sizes {
+		b.Run(size.name, func(b *testing.B) {
+			msg := abi.AppendMessage(nil, &abi.Message{Module: "echo", Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, size.n)})
+			stack := make([]uint64, 1)
+			stack[0] = uint64(len(msg))
+			require.NoError(b, buffer.CallWithStack(ctx, stack))
+			ptr := uint32(stack[0])
+			out := make([]byte, size.n)
+			b.SetBytes(int64(size.n))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				floorCall(b, ctx, mem, handle, stack, ptr, msg, out)
+			}
+		})
+	}
+}
+
+func floorCall(b *testing.B, ctx context.Context, mem api.Memory, handle api.Function, stack []uint64, ptr uint32, msg, out []byte) {
+	mem.Write(ptr, msg)
+	stack[0] = uint64(len(msg))
+	if err := handle.CallWithStack(ctx, stack); err != nil {
+		b.Fatal(err)
+	}
+	rp, rn := abi.Unpack(stack[0])
+	resp, ok := mem.Read(rp, rn)
+	if !ok || len(resp) != len(out)+1 || resp[0] != 0 {
+		b.Fatal("bad response")
+	}
+	copy(out, resp[1:])
+}
+
+// BenchmarkLoad is a cold load (compilation) against a load whose compiled
+// code is found in CacheDir, each into a new host.
+func BenchmarkLoad(b *testing.B) {
+	wasm := abitest.Guest(b, "echo")
+	run := func(b *testing.B, cacheDir func() string) {
+		for b.Loop() {
+			b.StopTimer()
+			dir := cacheDir()
+			b.StartTimer()
+			ctx := context.Background()
+			h, err := host.New(ctx, host.Options{CacheDir: dir})
+			require.NoError(b, err)
+			_, err = h.Load(ctx, wasm, host.LoadOptions{})
+			require.NoError(b, err)
+			b.StopTimer()
+			require.NoError(b, h.Close(ctx))
+			b.StartTimer()
+		}
+	}
+	b.Run("cold", func(b *testing.B) {
+		run(b, func() string { return filepath.Join(b.TempDir(), "cache") })
+	})
+	b.Run("cached", func(b *testing.B) {
+		dir := filepath.Join(b.TempDir(), "cache")
+		h, err := host.New(context.Background(), host.Options{CacheDir: dir})
+		require.NoError(b, err)
+		_, err = h.Load(context.Background(), wasm, host.LoadOptions{})
+		require.NoError(b, err)
+		require.NoError(b, h.Close(context.Background()))
+		entries, _ := os.ReadDir(dir)
+		require.NotEmpty(b, entries)
+		run(b, func() string { return dir })
+	})
+}
+
+// BenchmarkTimeouts compares what enforcing a call timeout costs per call,
+// on the bare 1 KiB echo call of BenchmarkFloor:
+//
+//   - none: no timeout at all (the floor);
+//   - interrupt-global: the guest instrumented as the host does it (a
+//     countdown at every loop head, an exit to Go and a check of the
+//     interrupt global every 16384 iterations); the host adds one atomic
+//     store and one CAS per call for the watchdog;
+//   - close-on-context-done: wazero's WithCloseOnContextDone, with a
+//     context.WithTimeout per call, which is what it takes to use it.
+func BenchmarkTimeouts(b *testing.B) {
+	ctx := context.Background()
+	echo := abitest.Guest(b, "echo")
+	res, err := instrument.Rewrite(echo, "tinyhost_interrupt", instrument.WithPoll(1<<14))
+	require.NoError(b, err)
+	for _, tc := range []struct {
+		name      string
+		wasm      []byte
+		onDone    bool
+		perCallTO bool
+	}{
+		{"none", echo, false, false},
+		{"interrupt-global", res.Wasm, false, false},
+		{"close-on-context-done", echo, true, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(tc.onDone))
+			defer rt.Close(ctx)
+			wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+			_, err := rt.NewHostModuleBuilder(abi.ImportModule).Instantiate(ctx)
+			require.NoError(b, err)
+			mod, err := rt.InstantiateWithConfig(ctx, tc.wasm, wazero.NewModuleConfig().
+				WithName("").WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime().WithSysNanosleep())
+			require.NoError(b, err)
+			handle, buffer, mem := mod.ExportedFunction(abi.ExportHandle), mod.ExportedFunction(abi.ExportBuffer), mod.Memory()
+			msg := abi.AppendMessage(nil, &abi.Message{Module: "echo", Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, 1<<10)})
+			stack := []uint64{uint64(len(msg))}
+			require.NoError(b, buffer.CallWithStack(ctx, stack))
+			ptr := uint32(stack[0])
+			out := make([]byte, 1<<10)
+			b.SetBytes(1 << 10)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				cctx := ctx
+				var cancel context.CancelFunc
+				if tc.perCallTO {
+					cctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+				}
+				floorCall(b, cctx, mem, handle, stack, ptr, msg, out)
+				if cancel != nil {
+					cancel()
+				}
+			}
+		})
+	}
+}

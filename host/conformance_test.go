@@ -1,0 +1,100 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/abi/abitest"
+	"github.com/tinyhost/tinyhost/host"
+)
+
+// TestConformance runs the ABI v1 conformance kit against the host.
+func TestConformance(t *testing.T) {
+	h, sink := newHost(t, host.Options{})
+	abitest.Run(t, &kitHost{h: h, logs: sink})
+}
+
+// kitHost adapts a Host to abitest.Host.
+type kitHost struct {
+	h    *host.Host
+	logs *logSink
+}
+
+func (k *kitHost) Load(ctx context.Context, wasm []byte, l abitest.Limits) (abitest.Module, error) {
+	info, err := k.h.Load(ctx, wasm, host.LoadOptions{
+		Limits:       host.Limits{MemoryPages: l.MemoryPages, CallTimeout: l.CallTimeout, MaxMessageSize: l.MaxMessageSize},
+		Config:       l.Config,
+		Capabilities: l.Capabilities,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &kitModule{h: k.h, info: info}, nil
+}
+
+func (k *kitHost) Kind(err error) abitest.ErrorKind {
+	var verr *host.VersionError
+	if errors.As(err, &verr) {
+		return abitest.KindVersion
+	}
+	var kind host.Kind
+	var lerr *host.LoadError
+	var cerr *host.CallError
+	switch {
+	case errors.As(err, &lerr):
+		kind = lerr.Kind
+	case errors.As(err, &cerr):
+		kind = cerr.Kind
+	}
+	switch kind {
+	case host.KindTrap:
+		return abitest.KindTrap
+	case host.KindTimeout:
+		return abitest.KindTimeout
+	case host.KindMemory:
+		return abitest.KindMemory
+	case host.KindABIViolation:
+		return abitest.KindABI
+	case host.KindHandler:
+		return abitest.KindHandler
+	case host.KindNotFound:
+		return abitest.KindNotFound
+	case host.KindDenied:
+		return abitest.KindDenied
+	}
+	return abitest.KindNone
+}
+
+var levels = map[hclog.Level]abi.LogLevel{
+	hclog.Trace: abi.LogTrace, hclog.Debug: abi.LogDebug, hclog.Info: abi.LogInfo,
+	hclog.Warn: abi.LogWarn, hclog.Error: abi.LogError,
+}
+
+func (k *kitHost) Logs(module string) []abitest.Log {
+	var out []abitest.Log
+	for _, l := range k.logs.of(module) {
+		if l.stream == "" {
+			out = append(out, abitest.Log{Level: levels[l.level], Message: l.msg})
+		}
+	}
+	return out
+}
+
+type kitModule struct {
+	h    *host.Host
+	info host.ModuleInfo
+}
+
+func (m *kitModule) Name() string               { return m.info.Name }
+func (m *kitModule) Descriptor() abi.Descriptor { return m.info.Descriptor }
+
+func (m *kitModule) Invoke(ctx context.Context, component, port string, payload []byte, metadata []abi.KV) (abitest.Result, error) {
+	resp, err := m.h.Invoke(ctx, host.Request{Module: m.info.Name, Component: component, Port: port, Payload: payload, Metadata: metadata})
+	return abitest.Result{Payload: resp.Payload, Emitted: resp.Emitted}, err
+}
+
+func (m *kitModule) Close(ctx context.Context) error { return m.h.Unload(ctx, m.info.Name) }

@@ -1,0 +1,100 @@
+// Package host is the embeddable tinyhost: it loads WebAssembly modules that
+// speak ABI v1 (package abi, abi/ABI.md) into one wazero runtime and calls
+// their components.
+//
+//	h, err := host.New(ctx, host.Options{ModulesDir: "modules", CacheDir: "cache"})
+//	...
+//	defer h.Close(ctx)
+//	info, err := h.LoadFile(ctx, "hello.wasm", host.LoadOptions{})
+//	resp, err := h.Invoke(ctx, host.Request{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
+//
+// The surface is small: New and Options; Load, LoadFile, Unload, Modules
+// and Module; Invoke; SetConfig; Subscribe for events; Close. Errors are
+// ErrNotFound and ErrBusy to match, *CallError (with a Kind) for a failed
+// call, *LoadError and *VersionError for a refused module. Everything else
+// lives under host/internal.
+//
+// # Loading
+//
+// Load reads the export section before anything is compiled: a module
+// without a tinyhost_abi_v1 export, or with another version, is refused
+// there. The module is then rewritten by host/internal/instrument (see
+// "Timeouts" below), compiled (once: the compiled code is cached in
+// Options.CacheDir across restarts), and instantiated MinInstances times.
+// Each instance runs _initialize; the first one describes the module, whose
+// descriptor gives the module its name (LoadOptions.Name overrides it); each
+// component of each instance then receives its settings on _settings.
+//
+// Only when all of that has worked does the new version become the module's
+// current version, in one atomic pointer swap. Loading a name that is loaded
+// is an upgrade: calls already running, or already queued, finish on the old
+// version, which holds a reference count and closes when the last one is
+// done. Nothing fails during an upgrade, and a module that fails to load
+// (not wasm, wrong ABI, a trap in _initialize, a bad descriptor) leaves the
+// old version serving.
+//
+// Options.ModulesDir is watched: a *.wasm file added is loaded, a file
+// replaced (written or renamed into place) upgrades the module it holds, a
+// file removed unloads it. A file must be left alone for 150 ms before it is
+// read, so that a file being copied in is read once, whole. Every outcome
+// is an Event.
+//
+// # A call
+//
+// Invoke finds the module in an immutable map behind an atomic pointer (no
+// lock), takes a reference on its current version, checks the component and
+// port against the descriptor, and takes an idle instance from the
+// version's pool. The pool is a stack under a mutex: the most recently used
+// instance, whose memory is warm in the caches, serves next. When none is
+// idle and the pool is below MaxInstances a new instance is created in the
+// background (instantiation costs milliseconds, so it never happens on the
+// call's goroutine while another instance may come free first); the call
+// waits at most QueueTimeout, then fails with ErrBusy.
+//
+// The request is encoded straight into the guest's own request buffer (the
+// guest hands it out once through tinyhost_buffer; the host asks again only
+// when a request outgrows it), tinyhost_handle runs through CallWithStack
+// on a stack the instance keeps, and the reply is copied out of guest
+// memory: that copy is the only allocation of a successful call. The state a
+// call needs in host functions (messages emitted, metadata, deadline, a
+// pending result) lives on the instance, and host functions find the
+// instance through the context the instance was created with, so a call
+// creates no context either.
+//
+// # Timeouts: the watchdog
+//
+// Before compiling, every loop of the guest gets a countdown, and every
+// 16384 iterations the guest leaves compiled code for Go (so that the Go
+// runtime can preempt it: compiled wasm cannot be, and a guest that never
+// left it would block every garbage collection, and so the whole process)
+// and checks an injected global, tinyhost_interrupt. A call stores its
+// deadline on its instance (one atomic store; one compare-and-swap to clear
+// it). One goroutine per host, the watchdog, wakes every 5 ms, reads the
+// clock once, and sets the interrupt global of every instance past its
+// deadline (or whose caller's context was cancelled): the guest traps soon
+// after, the call fails with KindTimeout, and the instance is discarded.
+// A guest asleep in poll_oneoff is woken too. The deadline is the sooner of
+// CallTimeout and the context's deadline; calls the guest makes through the
+// call import get what is left of it.
+//
+// # Failures and limits
+//
+// An instance that traps, times out, exceeds its memory (the linear memory
+// is allocated by host/internal/memlimit, which refuses to grow past
+// MemoryPages and remembers that it did) or breaks the ABI (every pointer
+// and length a guest passes is bounds-checked; a violation stops it like a
+// timeout) is discarded, and a replacement is made in the background to keep
+// MinInstances warm. Other instances and modules are untouched; the host
+// never panics on guest input.
+//
+// # Host functions and routing
+//
+// The imports of module tinyhost_v1 (log, emit, send, call, config, timer,
+// result) are granted by capability per module (LoadOptions.Capabilities,
+// else Options.DefaultCapabilities). send, call and emits on wired ports go
+// through Options.Router; by default the Host itself delivers to its own
+// modules (Host.Deliver), which a cluster router wraps for remote modules.
+// Every forward increments the tinyhost-hops metadata and carries
+// traceparent on; past Options.HopLimit delivery is refused. Timers belong
+// to the module, not to a version: they survive upgrades and stop on unload.
+package host

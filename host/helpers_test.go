@@ -1,0 +1,250 @@
+package host_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host"
+)
+
+// logSink keeps every line logged through a host, by module.
+type logSink struct {
+	mu    sync.Mutex
+	lines map[string][]logLine
+}
+
+type logLine struct {
+	level  hclog.Level
+	msg    string
+	stream string // "stdout" or "stderr" for guest output, "" otherwise
+}
+
+func (s *logSink) Accept(_ string, level hclog.Level, msg string, args ...any) {
+	var module, stream string
+	for i := 0; i+1 < len(args); i += 2 {
+		switch args[i] {
+		case "module":
+			module, _ = args[i+1].(string)
+		case "stream":
+			stream, _ = args[i+1].(string)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lines == nil {
+		s.lines = map[string][]logLine{}
+	}
+	s.lines[module] = append(s.lines[module], logLine{level, msg, stream})
+}
+
+func (s *logSink) of(module string) []logLine {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]logLine(nil), s.lines[module]...)
+}
+
+// newHost starts a host for one test; it is closed, and checked for leaked
+// goroutines, when the test ends.
+func newHost(t testing.TB, opts host.Options) (*host.Host, *logSink) {
+	t.Helper()
+	sink := &logSink{}
+	if opts.Logger == nil {
+		out := io.Writer(io.Discard)
+		if os.Getenv("TINYHOST_TEST_LOG") != "" {
+			out = os.Stderr
+		}
+		l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Trace, Output: out})
+		l.RegisterSink(sinkAdapter{sink})
+		opts.Logger = l
+	}
+	if opts.CacheDir == "" {
+		// One compilation cache for the package's tests: each guest is
+		// compiled once, not once per test.
+		opts.CacheDir = filepath.Join(guestDir(t), "cache")
+	}
+	before := runtime.NumGoroutine()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, err := host.New(ctx, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, h.Close(ctx))
+		settled(t, before)
+	})
+	return h, sink
+}
+
+type sinkAdapter struct{ s *logSink }
+
+func (a sinkAdapter) Accept(name string, level hclog.Level, msg string, args ...any) {
+	a.s.Accept(name, level, msg, args...)
+}
+
+// settled fails the test when the number of goroutines does not come back to
+// what it was before the host started (a leak).
+func settled(t testing.TB, before int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= before {
+			return
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("%d goroutines left after Close, %d before New:\n%s", n, before, buf)
+		}
+		runtime.Gosched()
+		time.Sleep(5 * time.Millisecond) // polling, not synchronisation
+	}
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Test guests of the host's own, for what the conformance kit's guests do
+// not do (a reply that names the guest's version).
+var guests struct {
+	dir  string
+	mu   sync.Mutex
+	wasm map[string][]byte
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if guests.dir != "" {
+		os.RemoveAll(guests.dir)
+	}
+	os.Exit(code)
+}
+
+// guestDir is the package's temporary directory, removed by TestMain.
+func guestDir(t testing.TB) string {
+	guests.mu.Lock()
+	defer guests.mu.Unlock()
+	if guests.dir == "" {
+		dir, err := os.MkdirTemp("", "hosttest-")
+		require.NoError(t, err)
+		guests.dir = dir
+		guests.wasm = map[string][]byte{}
+	}
+	return guests.dir
+}
+
+// versioned builds the "versioned" guest: module "versioned", component
+// "v", port "in" answers "<version>:<payload>".
+func versioned(t testing.TB, version string) []byte {
+	t.Helper()
+	return buildGuest(t, "versioned", versionedSource, "-ldflags=-X main.version="+version)
+}
+
+func buildGuest(t testing.TB, name, source string, flags ...string) []byte {
+	t.Helper()
+	key := name + " " + strings.Join(flags, " ")
+	dir := guestDir(t)
+	guests.mu.Lock()
+	defer guests.mu.Unlock()
+	if b, ok := guests.wasm[key]; ok {
+		return b
+	}
+	src := filepath.Join(dir, name)
+	require.NoError(t, os.MkdirAll(src, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "go.mod"), []byte("module "+name+"\n\ngo 1.26\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "main.go"), []byte(source), 0o644))
+	out := filepath.Join(dir, name+"-"+
+		strings.NewReplacer("/", "_", " ", "_", "=", "_", ".", "_").Replace(strings.Join(flags, ""))+".wasm")
+	args := append([]string{"build", "-buildmode=c-shared", "-o", out}, flags...)
+	cmd := exec.Command("go", append(args, ".")...)
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOFLAGS=", "GOWORK=off")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "build %s: %s", name, b)
+	wasm, err := os.ReadFile(out)
+	require.NoError(t, err)
+	guests.wasm[key] = wasm
+	return wasm
+}
+
+// versionedSource is a raw ABI v1 guest on the standard library, in the
+// style of the conformance kit's guests.
+const versionedSource = `//go:build wasip1
+
+package main
+
+import (
+	"encoding/binary"
+	"unsafe"
+)
+
+var version = "0.0.0"
+
+var descriptor = ` + "`" + `{"abi":1,"name":"versioned","version":"` + "`" + ` + version + ` + "`" + `","components":[{"name":"v","ports":[{"name":"in","direction":"input"}]}]}` + "`" + `
+
+var req, resp []byte
+
+func main() {}
+
+//go:wasmexport tinyhost_abi_v1
+func abiV1() {}
+
+//go:wasmexport tinyhost_describe
+func describe() uint64 { return pack(unsafe.StringData(descriptor), len(descriptor)) }
+
+//go:wasmexport tinyhost_buffer
+func buffer(size uint32) uint32 {
+	if int(size) > len(req) {
+		req = make([]byte, max(size, 64))
+	}
+	return addr(unsafe.SliceData(req))
+}
+
+//go:wasmexport tinyhost_handle
+func handle(n uint32) uint64 {
+	b := req[:n]
+	var port []byte
+	for i := 0; i < 3; i++ {
+		l, k := binary.Uvarint(b)
+		port = b[k : k+int(l)]
+		b = b[k+int(l):]
+	}
+	count, k := binary.Uvarint(b)
+	b = b[k:]
+	for i := uint64(0); i < 2*count; i++ {
+		l, k := binary.Uvarint(b)
+		b = b[k+int(l):]
+	}
+	switch string(port) {
+	case "in":
+		resp = append(append(append(append(resp[:0], 0), version...), ':'), b...)
+	case "_settings":
+		resp = append(resp[:0], 0)
+	default:
+		resp = append(append(resp[:0], 2), "no such port"...)
+	}
+	return pack(unsafe.SliceData(resp), len(resp))
+}
+
+func addr(p *byte) uint32        { return uint32(uintptr(unsafe.Pointer(p))) }
+func pack(p *byte, n int) uint64 { return uint64(addr(p))<<32 | uint64(n) }
+`
+
+var _ = abi.Version

@@ -1,0 +1,312 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/tinyhost/tinyhost/abi"
+)
+
+// Host runs WebAssembly modules that speak ABI v1. It is safe for
+// concurrent use. Create one with New and release it with Close.
+type Host struct {
+	opts   Options
+	log    hclog.Logger
+	router Router
+
+	rt     wazero.Runtime
+	cache  wazero.CompilationCache
+	modCfg wazero.ModuleConfig
+
+	// ctx lives as long as the host; background work (sends, ticks,
+	// replacement instances) runs under it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// epoch anchors the monotonic nanosecond clock in which deadlines are
+	// kept; now is that clock as last read by the watchdog, so that the
+	// call path does not read the clock itself.
+	epoch time.Time
+	now   atomic.Int64
+
+	// modules is an immutable map, replaced whole (under mu) on every
+	// change, so that the call path reads it without a lock.
+	modules atomic.Pointer[map[string]*module]
+	mu      sync.Mutex // serialises changes to modules, and closed
+	closed  bool
+
+	// live is every instance the watchdog must look at.
+	liveMu sync.Mutex
+	live   []*instance
+
+	events       broker
+	sends        chan struct{} // bounds the sends in flight
+	dir          *dirLoader
+	watchdog     chan struct{} // closed to stop the watchdog
+	watchdogDone chan struct{}
+
+	// wg counts every goroutine and every version that Close waits for.
+	// Add is called only in New, under mu while !closed, or by a goroutine
+	// that already holds something wg counts.
+	wg sync.WaitGroup
+}
+
+// maxSends bounds the fire-and-forget sends in flight in one host.
+const maxSends = 1024
+
+// New starts a host: the wazero runtime, the watchdog and, when
+// Options.ModulesDir is set, the loading and watching of that directory. A
+// module of the directory that fails to load is logged and reported as an
+// EventFailed; it does not fail New.
+func New(ctx context.Context, opts Options) (*Host, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{
+		opts:         opts,
+		log:          opts.Logger,
+		epoch:        time.Now(),
+		sends:        make(chan struct{}, maxSends),
+		watchdog:     make(chan struct{}),
+		watchdogDone: make(chan struct{}),
+	}
+	h.events.log = h.log
+	h.router = opts.Router
+	if h.router == nil {
+		h.router = h
+	}
+	h.modules.Store(&map[string]*module{})
+	h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
+
+	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(false)
+	if opts.CacheDir != "" {
+		h.cache, err = wazero.NewCompilationCacheWithDir(opts.CacheDir)
+		if err != nil {
+			h.cancel()
+			return nil, fmt.Errorf("host: compilation cache %s: %w", opts.CacheDir, err)
+		}
+	} else {
+		h.cache = wazero.NewCompilationCache()
+	}
+	h.rt = wazero.NewRuntimeWithConfig(ctx, rc.WithCompilationCache(h.cache))
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, h.rt); err != nil {
+		h.abort(ctx)
+		return nil, fmt.Errorf("host: WASI: %w", err)
+	}
+	if err := h.instantiateHostModule(ctx); err != nil {
+		h.abort(ctx)
+		return nil, fmt.Errorf("host: %s host functions: %w", abi.ImportModule, err)
+	}
+	// Guests get real clocks (a Go guest's garbage collector paces itself
+	// by them), real randomness, and nothing else of the outside world.
+	// Each instance adds its own stdout, stderr and sleep.
+	h.modCfg = wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions().
+		WithSysWalltime().
+		WithSysNanotime().
+		WithRandSource(randReader)
+
+	h.now.Store(int64(time.Since(h.epoch)))
+	go h.runWatchdog()
+
+	if opts.ModulesDir != "" {
+		h.dir, err = startDir(h, opts.ModulesDir)
+		if err != nil {
+			_ = h.Close(ctx)
+			return nil, fmt.Errorf("host: modules directory %s: %w", opts.ModulesDir, err)
+		}
+	}
+	h.log.Info("host started", "name", opts.Name, "cache_dir", opts.CacheDir, "modules_dir", opts.ModulesDir)
+	return h, nil
+}
+
+func (h *Host) abort(ctx context.Context) {
+	_ = h.rt.Close(ctx)
+	_ = h.cache.Close(ctx)
+	h.cancel()
+}
+
+// Close unloads every module and stops the host. Calls in flight finish
+// first; when ctx ends before they do, they are interrupted (KindTimeout)
+// and Close returns ctx's error once everything has stopped.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	mods := *h.modules.Load()
+	h.modules.Store(&map[string]*module{})
+	h.mu.Unlock()
+
+	if h.dir != nil {
+		h.dir.close()
+	}
+	for _, m := range mods {
+		m.stopTimers()
+		if v := m.current.Swap(nil); v != nil {
+			v.retire()
+		}
+	}
+
+	drained := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(drained)
+	}()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+		h.cancel()
+		// Calls that got an instance after one sweep are caught by the next.
+		for done := false; !done; {
+			h.interruptAll()
+			select {
+			case <-drained:
+				done = true
+			case <-time.After(watchdogTick):
+			}
+		}
+	}
+	h.cancel()
+	close(h.watchdog)
+	<-h.watchdogDone
+	h.events.close()
+	if cerr := h.rt.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+		err = cerr
+	}
+	if cerr := h.cache.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+		err = cerr
+	}
+	h.log.Info("host closed", "name", h.opts.Name)
+	return err
+}
+
+// Modules returns every loaded module, sorted by name.
+func (h *Host) Modules() []ModuleInfo {
+	mods := *h.modules.Load()
+	out := make([]ModuleInfo, 0, len(mods))
+	for _, name := range slices.Sorted(maps.Keys(mods)) {
+		if v := mods[name].current.Load(); v != nil {
+			out = append(out, v.info())
+		}
+	}
+	return out
+}
+
+// Module returns the module with the name, if it is loaded.
+func (h *Host) Module(name string) (ModuleInfo, bool) {
+	if m := (*h.modules.Load())[name]; m != nil {
+		if v := m.current.Load(); v != nil {
+			return v.info(), true
+		}
+	}
+	return ModuleInfo{}, false
+}
+
+// Unload removes the module. Calls in flight finish on it; later calls fail
+// with ErrNotFound. Its timers stop.
+func (h *Host) Unload(ctx context.Context, name string) error {
+	return h.unload(name, "")
+}
+
+// unload removes the module; when source is set, only if its current
+// version was loaded from that file.
+func (h *Host) unload(name, source string) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return ErrClosed
+	}
+	m := (*h.modules.Load())[name]
+	var v *version
+	if m != nil {
+		v = m.current.Load()
+	}
+	if v == nil || (source != "" && v.source != source) {
+		h.mu.Unlock()
+		return fmt.Errorf("host: unload: %w", notLoaded(name))
+	}
+	h.setModule(name, nil)
+	m.current.Store(nil)
+	h.mu.Unlock()
+
+	m.stopTimers()
+	v.retire()
+	h.log.Info("module unloaded", "module", name, "version", v.desc.Version)
+	h.events.publish(Event{Type: EventUnloaded, Module: name, Version: v.desc.Version, Source: v.source})
+	return nil
+}
+
+// setModule replaces the module map with a copy in which name maps to m
+// (or is absent, for nil). The caller holds h.mu.
+func (h *Host) setModule(name string, m *module) {
+	old := *h.modules.Load()
+	next := make(map[string]*module, len(old)+1)
+	maps.Copy(next, old)
+	if m == nil {
+		delete(next, name)
+	} else {
+		next[name] = m
+	}
+	h.modules.Store(&next)
+}
+
+// SetConfig replaces the module's configuration (a JSON object) and
+// delivers each component's settings on abi.PortSettings to every instance:
+// at once to the idle ones, before their next message to the busy ones. The
+// errors of the idle instances' handlers are returned; the configuration
+// stays set.
+func (h *Host) SetConfig(ctx context.Context, module string, config []byte) error {
+	cfg, err := parseConfig(config)
+	if err != nil {
+		return fmt.Errorf("host: set config of %q: %w", module, err)
+	}
+	m := (*h.modules.Load())[module]
+	if m == nil || m.current.Load() == nil {
+		return fmt.Errorf("host: set config: %w", notLoaded(module))
+	}
+	m.config.Store(cfg)
+	v := m.current.Load()
+	if v == nil || !v.acquire() {
+		return nil
+	}
+	defer v.release()
+	var errs []error
+	for _, in := range v.pool.takeIdle() {
+		if err := in.settings(cfg); err != nil {
+			errs = append(errs, err)
+		}
+		v.pool.put(in)
+	}
+	return errors.Join(errs...)
+}
+
+// notLoaded is the error for a module name that is not loaded.
+func notLoaded(name string) error {
+	return notFound(fmt.Sprintf("module %q is not loaded", name))
+}
+
+// notFoundError matches ErrNotFound with a message that names what is
+// missing.
+type notFoundError struct{ msg string }
+
+func notFound(msg string) error { return &notFoundError{msg} }
+
+func (e *notFoundError) Error() string        { return e.msg }
+func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }

@@ -1,0 +1,593 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/abi/abitest"
+	"github.com/tinyhost/tinyhost/host"
+)
+
+func load(t testing.TB, h *host.Host, guest string, opts host.LoadOptions) host.ModuleInfo {
+	t.Helper()
+	info, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, guest), opts)
+	require.NoError(t, err)
+	return info
+}
+
+func invoke(t testing.TB, h *host.Host, module, component, port string, payload []byte) (host.Response, error) {
+	t.Helper()
+	return h.Invoke(ctxT(t, 30*time.Second), host.Request{Module: module, Component: component, Port: port, Payload: payload})
+}
+
+func mustEcho(t testing.TB, h *host.Host) {
+	t.Helper()
+	resp, err := invoke(t, h, "echo", "echo", "in", []byte("still here"))
+	require.NoError(t, err)
+	assert.Equal(t, "still here", string(resp.Payload))
+}
+
+func TestOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts host.Options
+		want []string
+	}{
+		{"hop limit", host.Options{HopLimit: -1}, []string{"HopLimit"}},
+		{"memory", host.Options{Limits: host.Limits{MemoryPages: 70000}}, []string{"MemoryPages is 70000"}},
+		{"instances", host.Options{Limits: host.Limits{MinInstances: 4, MaxInstances: 2}}, []string{"MaxInstances is 2"}},
+		{"capability", host.Options{DefaultCapabilities: []string{"files"}}, []string{`unknown capability "files"`}},
+		{"several", host.Options{HopLimit: -1, Limits: host.Limits{CallTimeout: -time.Second}}, []string{"HopLimit", "CallTimeout"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := host.New(context.Background(), tc.opts)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	h, _ := newHost(t, host.Options{CacheDir: t.TempDir()})
+	info := load(t, h, "echo", host.LoadOptions{})
+	assert.Equal(t, "echo", info.Name)
+	assert.Equal(t, "1.0.0", info.Version)
+	assert.Equal(t, "bytes", info.Source)
+	assert.Len(t, info.Digest, 64)
+	assert.Equal(t, uint32(4096), info.Limits.MemoryPages)
+	assert.Equal(t, 10*time.Second, info.Limits.CallTimeout)
+	assert.Equal(t, 4<<20, info.Limits.MaxMessageSize)
+	assert.Equal(t, 1, info.Limits.MinInstances)
+	assert.Equal(t, 5*time.Second, info.Limits.QueueTimeout)
+	assert.ElementsMatch(t, []string{abi.CapLog, abi.CapConfig, abi.CapTimer, abi.CapMessaging}, info.Capabilities)
+	assert.Equal(t, 1, info.Pool.Instances)
+	assert.NotZero(t, info.Pool.MemoryBytes)
+
+	got, ok := h.Module("echo")
+	require.True(t, ok)
+	assert.Equal(t, info.Digest, got.Digest)
+	assert.Len(t, h.Modules(), 1)
+}
+
+// TestErrors checks the error values callers match.
+func TestErrors(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	load(t, h, "echo", host.LoadOptions{})
+	for _, tc := range []struct {
+		name                    string
+		module, component, port string
+		kind                    host.Kind
+		is                      error
+		msg                     string
+	}{
+		{"module", "nosuch", "echo", "in", host.KindNotFound, host.ErrNotFound, `nosuch/echo/in: not found: module "nosuch" is not loaded`},
+		{"component", "echo", "nosuch", "in", host.KindNotFound, host.ErrNotFound, `module "echo" has no component "nosuch"`},
+		{"port", "echo", "echo", "nosuch", host.KindNotFound, host.ErrNotFound, `component "echo" of module "echo" has no port "nosuch"`},
+		{"handler", "echo", "echo", "fail", host.KindHandler, nil, "echo/echo/fail: handler error: boom"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := invoke(t, h, tc.module, tc.component, tc.port, nil)
+			var ce *host.CallError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, tc.kind, ce.Kind)
+			assert.Equal(t, tc.module, ce.Module)
+			if tc.is != nil {
+				assert.ErrorIs(t, err, tc.is)
+			}
+			assert.Contains(t, err.Error(), tc.msg)
+		})
+	}
+	t.Run("unload", func(t *testing.T) {
+		err := h.Unload(context.Background(), "nosuch")
+		assert.ErrorIs(t, err, host.ErrNotFound)
+		assert.Contains(t, err.Error(), `module "nosuch" is not loaded`)
+	})
+	t.Run("too large", func(t *testing.T) {
+		load(t, h, "echo", host.LoadOptions{Name: "small", Limits: host.Limits{MaxMessageSize: 1024}})
+		_, err := invoke(t, h, "small", "echo", "in", make([]byte, 2048))
+		var ce *host.CallError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, host.KindTooLarge, ce.Kind)
+	})
+	t.Run("hop limit", func(t *testing.T) {
+		_, err := h.Invoke(context.Background(), host.Request{Module: "echo", Component: "echo", Port: "in",
+			Metadata: []abi.KV{{Key: abi.MetaHops, Value: "17"}}})
+		var ce *host.CallError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, host.KindHopLimit, ce.Kind)
+	})
+}
+
+// TestHostile loads each hostile guest of the conformance kit and checks the
+// error the host gives, and that another module answers afterwards.
+func TestHostile(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	load(t, h, "echo", host.LoadOptions{})
+
+	call := func(guest string, limits host.Limits, component, port string) error {
+		t.Helper()
+		load(t, h, guest, host.LoadOptions{Limits: limits})
+		_, err := invoke(t, h, guest, component, port, nil)
+		return err
+	}
+	for _, tc := range []struct {
+		name  string
+		run   func(t *testing.T) error
+		kind  host.Kind
+		words []string
+		// then answers with another call on the same module
+		component, port string
+	}{
+		{"loop", func(t *testing.T) error {
+			return call("loop", host.Limits{CallTimeout: 100 * time.Millisecond}, "spinner", "spin")
+		}, host.KindTimeout, []string{"loop/spinner/spin: timeout: deadline exceeded after 100ms"}, "spinner", "in"},
+		{"membomb", func(t *testing.T) error {
+			return call("membomb", host.Limits{MemoryPages: 1024}, "hog", "grow")
+		}, host.KindMemory, []string{"membomb/hog/grow: memory limit: exceeded the memory limit of 1024 pages (64 MiB)", "out of memory"}, "hog", "in"},
+		{"badptr", func(t *testing.T) error {
+			return call("badptr", host.Limits{}, "liar", "in")
+		}, host.KindABIViolation, []string{"badptr/liar/in: ABI violation:", "outside memory"}, "liar", "ok"},
+		{"gopanic", func(t *testing.T) error {
+			return call("gopanic", host.Limits{}, "panicker", "in")
+		}, host.KindTrap, []string{"gopanic/panicker/in: trap:", `(guest stderr: "panic:`}, "panicker", "ok"},
+		{"blocker", func(t *testing.T) error {
+			return call("blocker", host.Limits{CallTimeout: 2 * time.Second}, "waiter", "in")
+		}, host.KindTrap, []string{"blocker/waiter/in: trap:", "all goroutines are asleep"}, "waiter", "ok"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.run(t)
+			var ce *host.CallError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, tc.kind, ce.Kind, "%v", err)
+			for _, w := range tc.words {
+				assert.Contains(t, err.Error(), w)
+			}
+			if tc.kind == host.KindTimeout {
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+			}
+			resp, err := invoke(t, h, ce.Module, tc.component, tc.port, []byte("next"))
+			require.NoError(t, err, "the module serves again")
+			assert.Equal(t, "next", string(resp.Payload))
+			info, _ := h.Module(ce.Module)
+			assert.EqualValues(t, 1, info.Pool.Discarded)
+			mustEcho(t, h)
+		})
+	}
+
+	for _, tc := range []struct {
+		guest string
+		kind  host.Kind
+		words []string
+	}{
+		{"inittrap", host.KindTrap, []string{"_initialize: trap:"}},
+		{"abiv2", 0, []string{"module speaks ABI v2, this host speaks ABI v1"}},
+		{"noversion", host.KindABIViolation, []string{"not a tinyhost module (no tinyhost_abi_v1 export)"}},
+		{"baddescribe", host.KindABIViolation, []string{"tinyhost_describe"}},
+		{"badrules", host.KindABIViolation, []string{"invalid descriptor", "twice"}},
+	} {
+		t.Run(tc.guest, func(t *testing.T) {
+			_, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, tc.guest), host.LoadOptions{})
+			var le *host.LoadError
+			require.ErrorAs(t, err, &le)
+			assert.Equal(t, tc.kind, le.Kind, "%v", err)
+			for _, w := range tc.words {
+				assert.Contains(t, err.Error(), w)
+			}
+			_, loaded := h.Module(tc.guest)
+			assert.False(t, loaded)
+			mustEcho(t, h)
+		})
+	}
+	t.Run("version error", func(t *testing.T) {
+		_, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, "abiv2"), host.LoadOptions{})
+		var ve *host.VersionError
+		require.ErrorAs(t, err, &ve)
+		assert.Equal(t, host.VersionError{Got: 2, Want: 1}, *ve)
+	})
+	t.Run("not wasm", func(t *testing.T) {
+		_, err := h.Load(context.Background(), []byte("#!/bin/sh\necho hi\n"), host.LoadOptions{})
+		assert.EqualError(t, err, "load: not a WebAssembly module")
+	})
+}
+
+// TestCancel checks that cancelling the caller's context interrupts the
+// guest, and that a context deadline shorter than CallTimeout applies.
+func TestCancel(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	load(t, h, "loop", host.LoadOptions{})
+	req := host.Request{Module: "loop", Component: "spinner", Port: "spin"}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, err := h.Invoke(ctx, req)
+	var ce *host.CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, host.KindTimeout, ce.Kind)
+	assert.ErrorIs(t, err, context.Canceled)
+
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = h.Invoke(ctx, req)
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, host.KindTimeout, ce.Kind)
+	assert.Less(t, time.Since(start), 5*time.Second)
+}
+
+// TestBusy fills a module's only instance and checks that the next call
+// waits QueueTimeout and fails with ErrBusy.
+func TestBusy(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	load(t, h, "loop", host.LoadOptions{Limits: host.Limits{MaxInstances: 1, QueueTimeout: 50 * time.Millisecond, CallTimeout: time.Second}})
+	spinning := make(chan error, 1)
+	go func() {
+		_, err := h.Invoke(context.Background(), host.Request{Module: "loop", Component: "spinner", Port: "spin"})
+		spinning <- err
+	}()
+	require.Eventually(t, func() bool {
+		info, _ := h.Module("loop")
+		return info.Pool.InUse == 1
+	}, 10*time.Second, time.Millisecond)
+	_, err := invoke(t, h, "loop", "spinner", "in", nil)
+	assert.ErrorIs(t, err, host.ErrBusy)
+	var ce *host.CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, host.KindBusy, ce.Kind)
+	assert.Equal(t, host.KindTimeout, kindOf(<-spinning))
+}
+
+func kindOf(err error) host.Kind {
+	var ce *host.CallError
+	if errors.As(err, &ce) {
+		return ce.Kind
+	}
+	return 0
+}
+
+// TestSetConfig checks that settings reach every instance again.
+func TestSetConfig(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	load(t, h, "echo", host.LoadOptions{})
+	load(t, h, "hostcalls", host.LoadOptions{
+		Limits: host.Limits{MinInstances: 3},
+		Config: []byte(`{"caller":{"greeting":"hi"}}`),
+	})
+	settings := func() string {
+		resp, err := invoke(t, h, "hostcalls", "caller", "settings", nil)
+		require.NoError(t, err)
+		return string(resp.Payload)
+	}
+	assert.JSONEq(t, `{"greeting":"hi"}`, settings())
+	require.NoError(t, h.SetConfig(context.Background(), "hostcalls", []byte(`{"caller":{"greeting":"ho"}}`)))
+	// Concurrent calls spread over the instances; each must have the new
+	// settings.
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for range 20 {
+				assert.JSONEq(t, `{"greeting":"ho"}`, settings())
+			}
+		})
+	}
+	wg.Wait()
+	resp, err := invoke(t, h, "hostcalls", "caller", "config", nil)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"caller":{"greeting":"ho"}}`, string(resp.Payload))
+
+	assert.ErrorContains(t, h.SetConfig(context.Background(), "hostcalls", []byte(`[1]`)), "JSON object")
+	assert.ErrorIs(t, h.SetConfig(context.Background(), "nosuch", nil), host.ErrNotFound)
+}
+
+// TestUpgrade checks Load of a loaded name: the new version serves, the
+// configuration stays, and events report it.
+func TestUpgrade(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	events := h.Subscribe(ctxT(t, time.Minute))
+	_, err := h.Load(ctxT(t, time.Minute), versioned(t, "1.0.0"), host.LoadOptions{})
+	require.NoError(t, err)
+	resp, err := invoke(t, h, "versioned", "v", "in", []byte("x"))
+	require.NoError(t, err)
+	assert.Equal(t, "1.0.0:x", string(resp.Payload))
+
+	info, err := h.Load(ctxT(t, time.Minute), versioned(t, "2.0.0"), host.LoadOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "2.0.0", info.Version)
+	resp, err = invoke(t, h, "versioned", "v", "in", []byte("x"))
+	require.NoError(t, err)
+	assert.Equal(t, "2.0.0:x", string(resp.Payload))
+
+	_, err = h.Load(ctxT(t, time.Minute), []byte("\x00asm garbage"), host.LoadOptions{Name: "versioned"})
+	require.Error(t, err)
+	require.NoError(t, h.Unload(context.Background(), "versioned"))
+
+	for _, want := range []struct {
+		typ     host.EventType
+		version string
+	}{{host.EventLoaded, "1.0.0"}, {host.EventUpgraded, "2.0.0"}, {host.EventFailed, ""}, {host.EventUnloaded, "2.0.0"}} {
+		ev := <-events
+		assert.Equal(t, want.typ, ev.Type, "%+v", ev)
+		assert.Equal(t, "versioned", ev.Module)
+		assert.Equal(t, want.version, ev.Version)
+		if want.typ == host.EventFailed {
+			assert.Error(t, ev.Err)
+		}
+	}
+}
+
+// TestHotReload replaces a module's file in the watched directory while
+// two goroutines call it without pause: no call fails, and the calls after
+// the swap see the new version. Then a broken file keeps the new version
+// serving, and deleting the file unloads the module.
+func TestHotReload(t *testing.T) {
+	dir := t.TempDir()
+	v1, v2 := versioned(t, "1.0.0"), versioned(t, "2.0.0")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "v.wasm"), v1, 0o644))
+	h, _ := newHost(t, host.Options{ModulesDir: dir})
+	events := h.Subscribe(ctxT(t, 2*time.Minute))
+	info, ok := h.Module("versioned")
+	require.True(t, ok, "the initial scan loads the directory")
+	assert.Equal(t, filepath.Join(dir, "v.wasm"), info.Source)
+
+	var (
+		stop     atomic.Bool
+		failures atomic.Int64
+		calls    atomic.Int64
+		sawNew   [2]atomic.Bool
+		wg       sync.WaitGroup
+	)
+	for w := range 2 {
+		wg.Go(func() {
+			for !stop.Load() {
+				resp, err := h.Invoke(context.Background(), host.Request{Module: "versioned", Component: "v", Port: "in", Payload: []byte("p")})
+				calls.Add(1)
+				switch {
+				case err != nil:
+					failures.Add(1)
+					t.Errorf("call failed during the upgrade: %v", err)
+					return
+				case string(resp.Payload) == "2.0.0:p":
+					sawNew[w].Store(true)
+				case sawNew[w].Load():
+					t.Errorf("a call after the swap answered %q", resp.Payload)
+					return
+				}
+			}
+		})
+	}
+	// Replace the file the way an editor or a copy does: write a temporary
+	// file and rename it into place.
+	tmp := filepath.Join(dir, ".v.wasm.tmp")
+	require.NoError(t, os.WriteFile(tmp, v2, 0o644))
+	require.NoError(t, os.Rename(tmp, filepath.Join(dir, "v.wasm")))
+	ev := next(t, events)
+	assert.Equal(t, host.EventUpgraded, ev.Type, "%+v", ev)
+	require.Eventually(t, func() bool { return sawNew[0].Load() && sawNew[1].Load() }, 30*time.Second, time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	assert.Zero(t, failures.Load())
+	t.Logf("%d calls during the upgrade", calls.Load())
+
+	// A broken file (here: written in two halves, the first already invalid)
+	// is reported, and version 2 keeps serving.
+	f, err := os.Create(filepath.Join(dir, "v.wasm"))
+	require.NoError(t, err)
+	_, err = f.Write(v1[:len(v1)/2])
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	ev = next(t, events)
+	assert.Equal(t, host.EventFailed, ev.Type, "%+v", ev)
+	resp, err := invoke(t, h, "versioned", "v", "in", []byte("p"))
+	require.NoError(t, err)
+	assert.Equal(t, "2.0.0:p", string(resp.Payload))
+
+	// A file copied in slowly, in several writes, loads once it is complete.
+	f, err = os.Create(filepath.Join(dir, "v.wasm"))
+	require.NoError(t, err)
+	for chunk := range slices.Chunk(v1, len(v1)/4+1) {
+		_, err = f.Write(chunk)
+		require.NoError(t, err)
+		time.Sleep(20 * time.Millisecond) // a slow writer, not synchronisation
+	}
+	require.NoError(t, f.Close())
+	ev = next(t, events)
+	assert.Equal(t, host.EventUpgraded, ev.Type, "%+v", ev)
+	assert.Equal(t, "1.0.0", ev.Version)
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "v.wasm")))
+	ev = next(t, events)
+	assert.Equal(t, host.EventUnloaded, ev.Type, "%+v", ev)
+	_, err = invoke(t, h, "versioned", "v", "in", nil)
+	assert.ErrorIs(t, err, host.ErrNotFound)
+}
+
+func next(t *testing.T, events <-chan host.Event) host.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-events:
+		require.True(t, ok, "events closed")
+		return ev
+	case <-time.After(time.Minute):
+		t.Fatal("no event within a minute")
+	}
+	return host.Event{}
+}
+
+// TestCompileCache loads a module into a host with a CacheDir, then into a
+// second host with the same directory, which finds it compiled.
+func TestCompileCache(t *testing.T) {
+	dir := t.TempDir()
+	wasm := abitest.Guest(t, "echo")
+	for i := range 2 {
+		h, _ := newHost(t, host.Options{CacheDir: dir})
+		_, err := h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{})
+		require.NoError(t, err, "host %d", i)
+		mustEcho(t, h)
+		var files int
+		require.NoError(t, filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				files++
+			}
+			return err
+		}))
+		assert.NotZero(t, files, "the cache directory holds compiled code")
+		require.NoError(t, h.Close(context.Background()))
+	}
+}
+
+// TestMemoryFlat checks that an instance's memory stays flat over many
+// calls with a 64 KiB payload: the host adds nothing that grows per call.
+func TestMemoryFlat(t *testing.T) {
+	calls := 100_000
+	if testing.Short() || raceEnabled {
+		calls = 10_000
+	}
+	h, _ := newHost(t, host.Options{})
+	load(t, h, "echo", host.LoadOptions{Limits: host.Limits{MaxInstances: 1}})
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 4096)
+	req := host.Request{Module: "echo", Component: "echo", Port: "in", Payload: payload}
+	ctx := context.Background()
+	var after1k uint64
+	for i := 1; i <= calls; i++ {
+		resp, err := h.Invoke(ctx, req)
+		if err != nil {
+			require.NoError(t, err, "call %d", i)
+		}
+		if len(resp.Payload) != len(payload) {
+			t.Fatalf("call %d: %d bytes back", i, len(resp.Payload))
+		}
+		if i == 1000 {
+			info, _ := h.Module("echo")
+			after1k = info.Pool.MemoryBytes
+		}
+	}
+	info, _ := h.Module("echo")
+	t.Logf("memory after 1000 calls: %d KiB, after %d: %d KiB", after1k>>10, calls, info.Pool.MemoryBytes>>10)
+	assert.LessOrEqual(t, info.Pool.MemoryBytes, after1k+1<<20, "memory grew by more than 1 MiB")
+	assert.EqualValues(t, 1, info.Pool.Created)
+}
+
+// TestHammer loads, upgrades, unloads and invokes concurrently (run it with
+// -race). Calls may fail only with ErrNotFound (the module is unloaded at
+// that moment); nothing panics or leaks.
+func TestHammer(t *testing.T) {
+	h, _ := newHost(t, host.Options{Limits: host.Limits{MaxInstances: 4, MinInstances: 1}})
+	load(t, h, "echo", host.LoadOptions{})
+	wasm := []([]byte){versioned(t, "1.0.0"), versioned(t, "2.0.0")}
+	ctx := ctxT(t, 2*time.Minute)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var ok, notFound atomic.Int64
+	for w := range 6 {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				m := "versioned"
+				if i%2 == 0 {
+					m = "echo"
+				}
+				resp, err := h.Invoke(ctx, host.Request{Module: m, Component: map[string]string{"echo": "echo", "versioned": "v"}[m], Port: "in", Payload: fmt.Appendf(nil, "%d-%d", w, i)})
+				switch {
+				case err == nil:
+					if !strings.HasSuffix(string(resp.Payload), fmt.Sprintf("%d-%d", w, i)) {
+						t.Errorf("answer %q to call %d-%d", resp.Payload, w, i)
+					}
+					ok.Add(1)
+				case errors.Is(err, host.ErrNotFound) && m == "versioned":
+					notFound.Add(1)
+				default:
+					t.Errorf("call: %v", err)
+					return
+				}
+			}
+		})
+	}
+	for i := range 12 {
+		if i%3 == 2 {
+			_ = h.Unload(ctx, "versioned")
+			continue
+		}
+		_, err := h.Load(ctx, wasm[i%2], host.LoadOptions{Limits: host.Limits{MinInstances: 2}})
+		require.NoError(t, err)
+		for range 3 {
+			_ = h.Modules()
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d calls answered, %d found no module", ok.Load(), notFound.Load())
+	assert.NotZero(t, ok.Load())
+}
+
+// TestSpinDoesNotStopTheWorld spins a guest on one P while the garbage
+// collector stops the world: compiled wasm cannot be preempted, so the host
+// must make the guest leave it now and then, or the collection, the
+// watchdog and the whole process would wait for the guest forever.
+func TestSpinDoesNotStopTheWorld(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	h, _ := newHost(t, host.Options{})
+	load(t, h, "loop", host.LoadOptions{Limits: host.Limits{CallTimeout: 5 * time.Minute}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	spun := make(chan error, 1)
+	go func() {
+		_, err := h.Invoke(ctx, host.Request{Module: "loop", Component: "spinner", Port: "spin"})
+		spun <- err
+	}()
+	require.Eventually(t, func() bool {
+		info, _ := h.Module("loop")
+		return info.Pool.InUse == 1
+	}, 30*time.Second, time.Millisecond)
+	collected := make(chan struct{})
+	go func() {
+		// runtime.GC sweeps with a Gosched per span, and on one P each
+		// hands the spinning guest a time slice: it takes a while, but it
+		// ends.
+		runtime.GC()
+		close(collected)
+	}()
+	select {
+	case <-collected:
+	case err := <-spun:
+		t.Fatalf("the guest stopped spinning before the collection ended: %v", err)
+	}
+	cancel()
+	err := <-spun
+	assert.Equal(t, host.KindTimeout, kindOf(err), "%v", err)
+	assert.ErrorIs(t, err, context.Canceled)
+}

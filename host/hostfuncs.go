@@ -1,0 +1,308 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/tinyhost/tinyhost/abi"
+)
+
+// hostFunctionNames are the functions of module abi.ImportModule.
+var hostFunctionNames = []string{
+	abi.ImportLog, abi.ImportEmit, abi.ImportSend, abi.ImportCall,
+	abi.ImportConfig, abi.ImportTimer, abi.ImportResult,
+}
+
+// instantiateHostModule defines the host functions of ABI v1 once for the
+// runtime. Each finds its instance in the call's context. None panics: every
+// pointer and length from the guest is bounds-checked, and a region outside
+// memory is an ABI violation that stops the guest (see instance.violate).
+func (h *Host) instantiateHostModule(ctx context.Context) error {
+	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	call := []api.ValueType{i32, i32, i32, i32}
+	b := h.rt.NewHostModuleBuilder(abi.ImportModule)
+	b.NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(hostLog), []api.ValueType{i32, i32, i32}, nil).
+		WithParameterNames("level", "ptr", "len").
+		Export(abi.ImportLog)
+	for _, f := range []struct {
+		name string
+		fn   func(in *instance, req []byte) (abi.Status, []byte)
+	}{
+		{abi.ImportEmit, (*instance).hostEmit},
+		{abi.ImportSend, (*instance).hostSend},
+		{abi.ImportCall, (*instance).hostCall},
+		{abi.ImportConfig, (*instance).hostConfig},
+		{abi.ImportTimer, (*instance).hostTimer},
+	} {
+		b.NewFunctionBuilder().
+			WithGoModuleFunction(hostCall(f.name, f.fn), call, []api.ValueType{i64}).
+			WithParameterNames("req_ptr", "req_len", "out_ptr", "out_cap").
+			Export(f.name)
+	}
+	b.NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(hostResult), call, []api.ValueType{i64}).
+		WithParameterNames("req_ptr", "req_len", "out_ptr", "out_cap").
+		Export(abi.ImportResult)
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+func instanceOf(ctx context.Context) *instance {
+	in, _ := ctx.Value(instanceKey{}).(*instance)
+	return in
+}
+
+// hostCall adapts a host function with the common signature: it reads the
+// request, runs fn, and writes the result to out or keeps it pending.
+func hostCall(name string, fn func(in *instance, req []byte) (abi.Status, []byte)) api.GoModuleFunc {
+	return func(ctx context.Context, _ api.Module, stack []uint64) {
+		in := instanceOf(ctx)
+		if in == nil {
+			stack[0] = abi.PackResult(abi.StatusUnavailable, 0)
+			return
+		}
+		in.hasPend = false
+		reqPtr, reqLen := uint32(stack[0]), uint32(stack[1])
+		outPtr, outCap := uint32(stack[2]), uint32(stack[3])
+		req, ok := in.mem.Read(reqPtr, reqLen)
+		if !ok {
+			in.violate("%s: request [%d, +%d) is outside memory (%d bytes)", name, reqPtr, reqLen, in.mem.Size())
+			stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
+			return
+		}
+		out, ok := in.mem.Read(outPtr, outCap)
+		if !ok {
+			in.violate("%s: result buffer [%d, +%d) is outside memory (%d bytes)", name, outPtr, outCap, in.mem.Size())
+			stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
+			return
+		}
+		st, res := fn(in, req)
+		stack[0] = in.reply(out, st, res)
+	}
+}
+
+// reply writes a host call's result into out when it fits, and otherwise
+// keeps it as the pending result for ImportResult.
+func (in *instance) reply(out []byte, st abi.Status, res []byte) uint64 {
+	if len(res) <= len(out) {
+		copy(out, res)
+	} else {
+		in.pending = append(in.pending[:0], res...)
+		in.pendStat = st
+		in.hasPend = true
+	}
+	return abi.PackResult(st, uint32(len(res)))
+}
+
+func hostResult(ctx context.Context, _ api.Module, stack []uint64) {
+	in := instanceOf(ctx)
+	if in == nil {
+		stack[0] = abi.PackResult(abi.StatusUnavailable, 0)
+		return
+	}
+	outPtr, outCap := uint32(stack[2]), uint32(stack[3])
+	out, ok := in.mem.Read(outPtr, outCap)
+	if !ok {
+		in.violate("%s: result buffer [%d, +%d) is outside memory (%d bytes)", abi.ImportResult, outPtr, outCap, in.mem.Size())
+		stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
+		return
+	}
+	if !in.hasPend {
+		const reason = "no pending result"
+		stack[0] = in.reply(out, abi.StatusBadRequest, []byte(reason))
+		in.hasPend = false
+		return
+	}
+	n := len(in.pending)
+	if n <= len(out) {
+		copy(out, in.pending)
+		in.hasPend = false
+	}
+	stack[0] = abi.PackResult(in.pendStat, uint32(n))
+}
+
+var logLevels = [...]hclog.Level{
+	abi.LogTrace: hclog.Trace,
+	abi.LogDebug: hclog.Debug,
+	abi.LogInfo:  hclog.Info,
+	abi.LogWarn:  hclog.Warn,
+	abi.LogError: hclog.Error,
+}
+
+func hostLog(ctx context.Context, _ api.Module, stack []uint64) {
+	in := instanceOf(ctx)
+	if in == nil {
+		return
+	}
+	level, ptr, n := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
+	line, ok := in.mem.Read(ptr, n)
+	if !ok {
+		in.violate("%s: line [%d, +%d) is outside memory (%d bytes)", abi.ImportLog, ptr, n, in.mem.Size())
+		return
+	}
+	if !in.v.caps.has(capLog) {
+		return
+	}
+	if len(line) > abi.MaxLogSize {
+		line = line[:abi.MaxLogSize]
+	}
+	l := hclog.Info
+	if int(level) < len(logLevels) {
+		l = logLevels[level]
+	}
+	if in.v.log.GetLevel() <= l {
+		in.v.log.Log(l, string(line), "component", in.component)
+	}
+}
+
+func denied(capability string) (abi.Status, []byte) {
+	return abi.StatusDenied, []byte("capability " + capability + " is not granted")
+}
+
+func failed(st abi.Status, format string, args ...any) (abi.Status, []byte) {
+	return st, []byte(fmt.Sprintf(format, args...))
+}
+
+func (in *instance) hostConfig(_ []byte) (abi.Status, []byte) {
+	if !in.v.caps.has(capConfig) {
+		return denied(abi.CapConfig)
+	}
+	if in.v.mod == nil {
+		return abi.StatusOK, emptyConfig
+	}
+	return abi.StatusOK, in.v.mod.config.Load().raw
+}
+
+func (in *instance) hostTimer(req []byte) (abi.Status, []byte) {
+	if !in.v.caps.has(capTimer) {
+		return denied(abi.CapTimer)
+	}
+	component, ms, err := abi.DecodeTimer(req)
+	if err != nil {
+		return failed(abi.StatusBadRequest, "%v", err)
+	}
+	if in.v.comps.component(component) == nil {
+		return failed(abi.StatusNotFound, "module %q has no component %q", in.v.name, component)
+	}
+	if in.v.mod == nil {
+		return failed(abi.StatusUnavailable, "timers can be set once the module is described")
+	}
+	in.v.mod.setTimer(component, time.Duration(ms)*time.Millisecond)
+	return abi.StatusOK, nil
+}
+
+// decodeOutgoing decodes a message the guest emits, sends or calls and
+// checks its size.
+func (in *instance) decodeOutgoing(what string, req []byte) (*abi.View, abi.Status, []byte) {
+	if len(req) > in.v.limits.MaxMessageSize {
+		st, r := failed(abi.StatusTooLarge, "%s: message is %d bytes, limit %d", what, len(req), in.v.limits.MaxMessageSize)
+		return nil, st, r
+	}
+	var view abi.View
+	if err := view.Decode(req); err != nil {
+		st, r := failed(abi.StatusBadRequest, "%s: %v", what, err)
+		return nil, st, r
+	}
+	return &view, abi.StatusOK, nil
+}
+
+func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
+	view, st, reason := in.decodeOutgoing(abi.ImportEmit, req)
+	if view == nil {
+		return st, reason
+	}
+	v := in.v
+	c := v.comps.component(string(view.Component))
+	if c == nil {
+		return failed(abi.StatusNotFound, "module %q has no component %q", v.name, view.Component)
+	}
+	if err := abi.ValidName(string(view.Port)); err != nil {
+		return failed(abi.StatusBadRequest, "emit: port: %v", err)
+	}
+	from := abi.Address{Module: v.name, Component: c.Name, Port: string(view.Port)}
+	if targets := v.h.router.Wired(from); len(targets) > 0 {
+		next := in.hops + 1
+		if next > v.h.opts.HopLimit {
+			return failed(abi.StatusHopLimit, "emit %s: hop limit %d reached", from, v.h.opts.HopLimit)
+		}
+		msg := view.Message()
+		meta := in.forwardMetadata(msg.Metadata, next)
+		for _, t := range targets {
+			out := abi.Message{Module: t.Module, Component: t.Component, Port: t.Port, Metadata: meta, Payload: msg.Payload}
+			if _, err := v.h.router.Deliver(v.h.ctx, out, false); err != nil {
+				return failed(kindStatus(err), "emit %s to %s: %v", from, t, err)
+			}
+		}
+		return abi.StatusOK, nil
+	}
+	if !in.collect {
+		v.log.Debug("message emitted on an unwired port dropped", "component", c.Name, "port", from.Port)
+		return abi.StatusOK, nil
+	}
+	if in.emitBytes+len(req) > v.limits.MaxMessageSize {
+		return failed(abi.StatusTooLarge, "emitted messages exceed %d bytes in one call", v.limits.MaxMessageSize)
+	}
+	msg := view.Message()
+	msg.Module = v.name
+	in.emitBytes += len(req)
+	in.emitted = append(in.emitted, msg)
+	return abi.StatusOK, nil
+}
+
+func (in *instance) hostSend(req []byte) (abi.Status, []byte) {
+	return in.forward(abi.ImportSend, req, false)
+}
+func (in *instance) hostCall(req []byte) (abi.Status, []byte) {
+	return in.forward(abi.ImportCall, req, true)
+}
+
+// forward delivers a message the guest sends or calls through the router,
+// within the caller's remaining deadline when it waits.
+func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []byte) {
+	v := in.v
+	if !v.caps.has(capMessaging) {
+		return denied(abi.CapMessaging)
+	}
+	view, st, reason := in.decodeOutgoing(what, req)
+	if view == nil {
+		return st, reason
+	}
+	msg := view.Message()
+	to := abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}
+	if err := abi.ValidName(to.Module); err != nil {
+		return failed(abi.StatusBadRequest, "%s: module: %v", what, err)
+	}
+	if err := abi.ValidName(to.Component); err != nil {
+		return failed(abi.StatusBadRequest, "%s: component: %v", what, err)
+	}
+	if to.Port == "" {
+		return failed(abi.StatusBadRequest, "%s: empty port", what)
+	}
+	next := in.hops + 1
+	if next > v.h.opts.HopLimit {
+		return failed(abi.StatusHopLimit, "%s to %s: hop limit %d reached (a cycle?)", what, to, v.h.opts.HopLimit)
+	}
+	msg.Metadata = in.forwardMetadata(msg.Metadata, next)
+	if !wait {
+		if _, err := v.h.router.Deliver(v.h.ctx, msg, false); err != nil {
+			return failed(kindStatus(err), "%s to %s: %v", what, to, err)
+		}
+		return abi.StatusOK, nil
+	}
+	d := in.deadline.Load()
+	if d <= idle {
+		return failed(abi.StatusTimeout, "%s to %s: the caller's deadline passed", what, to)
+	}
+	ctx, cancel := context.WithDeadline(v.h.ctx, v.h.epoch.Add(time.Duration(d)))
+	defer cancel()
+	reply, err := v.h.router.Deliver(ctx, msg, true)
+	if err != nil {
+		return failed(kindStatus(err), "%s to %s: %v", what, to, err)
+	}
+	return abi.StatusOK, reply
+}

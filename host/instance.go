@@ -1,0 +1,381 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/internal/memlimit"
+)
+
+var randReader = rand.Reader
+
+// instanceKey finds the instance in the context of a host function call.
+// Every instance has its own context, made once, so a call carries its
+// instance without a context.WithValue per call.
+type instanceKey struct{}
+
+// Deadline states other than a deadline in nanoseconds since the epoch.
+const (
+	idle              = 0
+	interruptTimeout  = -1 // the watchdog interrupted: the deadline passed
+	interruptCanceled = -2 // the watchdog interrupted: the context ended
+	interruptClosed   = -3 // the host is closing
+)
+
+// instance is one wasm instance of a version. It runs one call at a time;
+// its call state is touched only by the goroutine running the call (and the
+// host functions, which run on that goroutine).
+type instance struct {
+	v         *version
+	ctx       context.Context
+	mod       api.Module
+	mem       api.Memory
+	handleFn  api.Function
+	bufferFn  api.Function
+	interrupt api.MutableGlobal
+	memory    *memlimit.Memory
+	wake      chan struct{} // interrupts a guest sleeping in poll_oneoff
+	stack     []uint64
+	bufPtr    uint32
+	bufCap    uint32
+	cfg       *moduleConfig // the configuration its settings came from
+	liveIdx   int           // position in h.live; guarded by h.liveMu
+	dead      bool          // discard instead of reuse
+
+	// deadline is idle, a deadline (nanoseconds since the host's epoch) while
+	// a call runs, or a negative interrupt cause once the watchdog fired.
+	deadline atomic.Int64
+	// callCtx is the caller's context while a call runs, when that context
+	// can be cancelled, so that the watchdog can interrupt on cancellation.
+	ctxMu   sync.Mutex
+	callCtx context.Context
+
+	// Per-call state.
+	component string
+	meta      []abi.KV
+	hops      int
+	collect   bool // keep messages emitted on unwired ports
+	emitted   []abi.Message
+	emitBytes int
+	pending   []byte
+	pendStat  abi.Status
+	hasPend   bool
+	violation error
+	stdout    lineWriter
+	stderr    lineWriter
+}
+
+// newInstance instantiates the version's compiled module, runs
+// _initialize, and, when cfg is not nil, delivers the components' settings.
+func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
+	h := v.h
+	in := &instance{
+		v:      v,
+		memory: memlimit.New(uint64(v.limits.MemoryPages) * 65536),
+		wake:   make(chan struct{}, 1),
+		stack:  make([]uint64, 1),
+	}
+	in.ctx = context.WithValue(h.ctx, instanceKey{}, in)
+	in.stdout = lineWriter{in: in, stream: "stdout"}
+	in.stderr = lineWriter{in: in, stream: "stderr", keep: true}
+	cfgm := h.modCfg.
+		WithStdout(&in.stdout).
+		WithStderr(&in.stderr).
+		WithNanosleep(in.sleep)
+	mod, err := h.rt.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, in.memory.Allocator()), v.compiled, cfgm)
+	if err != nil {
+		if in.memory.Hit() {
+			return nil, withKind(KindMemory, fmt.Errorf("instantiate: memory limit of %d pages: %w", v.limits.MemoryPages, err))
+		}
+		return nil, fmt.Errorf("instantiate: %w", err)
+	}
+	in.mod = mod
+	in.mem = mod.ExportedMemory("memory")
+	in.handleFn = mod.ExportedFunction(abi.ExportHandle)
+	in.bufferFn = mod.ExportedFunction(abi.ExportBuffer)
+	g, _ := mod.ExportedGlobal(interruptGlobal).(api.MutableGlobal)
+	if in.mem == nil || in.handleFn == nil || in.bufferFn == nil || g == nil {
+		_ = mod.Close(h.ctx)
+		return nil, errors.New("instantiate: exports missing after instrumentation")
+	}
+	in.interrupt = g
+	h.register(in)
+
+	if init := mod.ExportedFunction(abi.ExportInitialize); init != nil {
+		if _, kind, err := in.run(init, nil); err != nil {
+			in.close()
+			return nil, withKind(kind, fmt.Errorf("%s: %v: %w", abi.ExportInitialize, kind, err))
+		}
+	}
+	if cfg != nil {
+		if err := in.settings(cfg); err != nil {
+			in.close()
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// close releases the wasm instance.
+func (in *instance) close() {
+	in.dead = true
+	in.v.h.unregister(in)
+	_ = in.mod.Close(context.Background())
+}
+
+// sleep is the instance's nanosleep (WASI poll_oneoff on a clock): a real
+// sleep that the watchdog can cut short.
+func (in *instance) sleep(ns int64) {
+	t := time.NewTimer(time.Duration(ns))
+	select {
+	case <-t.C:
+	case <-in.wake:
+		t.Stop()
+	}
+}
+
+// begin arms the watchdog for a call. ctx is the caller's context.
+func (in *instance) begin(ctx context.Context, deadline int64) {
+	if ctx.Done() != nil {
+		in.ctxMu.Lock()
+		in.callCtx = ctx
+		in.ctxMu.Unlock()
+	}
+	in.violation = nil
+	in.hasPend = false
+	in.stderr.reset()
+	in.deadline.Store(deadline)
+}
+
+// end disarms the watchdog; it returns the interrupt cause, or idle when the
+// call was not interrupted.
+func (in *instance) end(ctx context.Context, deadline int64) int64 {
+	cause := int64(idle)
+	if !in.deadline.CompareAndSwap(deadline, idle) {
+		cause = in.deadline.Swap(idle)
+	}
+	if ctx.Done() != nil {
+		in.ctxMu.Lock()
+		in.callCtx = nil
+		in.ctxMu.Unlock()
+	}
+	return cause
+}
+
+// run calls a guest function outside a request (initialize, describe,
+// buffer) under the CallTimeout. Errors are classified by fail.
+func (in *instance) run(fn api.Function, params []uint64) (uint64, Kind, error) {
+	deadline := in.v.h.clock() + in.v.timeout
+	stack := in.stack
+	if len(params) > 0 {
+		stack[0] = params[0]
+	}
+	ctx := context.Background()
+	in.begin(ctx, deadline)
+	err := fn.CallWithStack(in.ctx, stack)
+	cause := in.end(ctx, deadline)
+	if err != nil || cause != idle || in.violation != nil {
+		kind, ferr := in.fail(err, cause)
+		return 0, kind, ferr
+	}
+	return stack[0], 0, nil
+}
+
+// fail classifies a failed or interrupted call, marks the instance dead, and
+// returns the kind and the error.
+func (in *instance) fail(err error, cause int64) (Kind, error) {
+	in.dead = true
+	switch {
+	case cause == interruptTimeout:
+		return KindTimeout, fmt.Errorf("deadline exceeded after %v", time.Duration(in.v.timeout))
+	case cause == interruptCanceled:
+		return KindTimeout, context.Canceled
+	case cause == interruptClosed:
+		return KindTimeout, ErrClosed
+	case in.violation != nil:
+		return KindABIViolation, in.violation
+	case in.memory.Hit():
+		return KindMemory, fmt.Errorf("exceeded the memory limit of %d pages (%d MiB)%s",
+			in.v.limits.MemoryPages, in.v.limits.MemoryPages/16, in.stderr.suffix())
+	case err == nil:
+		return KindTrap, errors.New("interrupted")
+	}
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i] // drop wazero's stack trace; Unwrap keeps it
+	}
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		msg = fmt.Sprintf("guest exited with code %d", exit.ExitCode())
+	}
+	return KindTrap, &trapError{msg: msg + in.stderr.suffix(), err: err}
+}
+
+// trapError is a trap with the guest's stderr of that call; Unwrap gives
+// wazero's error, stack trace included.
+type trapError struct {
+	msg string
+	err error
+}
+
+func (e *trapError) Error() string { return e.msg }
+func (e *trapError) Unwrap() error { return e.err }
+
+// violate records an ABI violation by the guest and stops it at its next
+// loop iteration; the call fails with KindABIViolation and the instance is
+// discarded.
+func (in *instance) violate(format string, args ...any) {
+	if in.violation == nil {
+		in.violation = fmt.Errorf(format, args...)
+	}
+	in.interrupt.Set(1)
+}
+
+// describe reads and validates the module descriptor.
+func (in *instance) describe() (*abi.Descriptor, error) {
+	fn := in.mod.ExportedFunction(abi.ExportDescribe)
+	packed, kind, err := in.run(fn, nil)
+	if err != nil {
+		return nil, withKind(kind, fmt.Errorf("%s: %v: %w", abi.ExportDescribe, kind, err))
+	}
+	ptr, n := abi.Unpack(packed)
+	if n > abi.MaxDescriptorSize {
+		return nil, withKind(KindABIViolation, fmt.Errorf("%s: descriptor is %d bytes, limit %d", abi.ExportDescribe, n, abi.MaxDescriptorSize))
+	}
+	b, ok := in.mem.Read(ptr, n)
+	if !ok {
+		return nil, withKind(KindABIViolation, fmt.Errorf("%s: descriptor at [%d, +%d) is outside memory (%d bytes)", abi.ExportDescribe, ptr, n, in.mem.Size()))
+	}
+	d, err := abi.ParseDescriptor(b)
+	if err != nil {
+		return nil, withKind(KindABIViolation, fmt.Errorf("%s: %w", abi.ExportDescribe, err))
+	}
+	return d, nil
+}
+
+// settings delivers each component's settings from cfg. A handler's error
+// is logged; a failure that kills the instance is returned.
+func (in *instance) settings(cfg *moduleConfig) error {
+	in.cfg = cfg
+	v := in.v
+	for _, c := range v.desc.Components {
+		msg := abi.Message{Module: v.name, Component: c.Name, Port: abi.PortSettings, Payload: cfg.settings(c.Name)}
+		n := abi.MessageHeaderSize(&msg) + len(msg.Payload)
+		st, body, kind, err := in.handle(context.Background(), &msg, n, v.h.clock()+v.timeout, false)
+		if err != nil {
+			if in.dead {
+				return &CallError{Module: v.name, Component: c.Name, Port: abi.PortSettings, Kind: kind, Err: err}
+			}
+			v.log.Warn("settings not delivered", "component", c.Name, "error", err)
+			continue
+		}
+		if st != abi.StatusOK {
+			v.log.Warn("settings refused", "component", c.Name, "status", st.String(), "reason", string(body))
+		}
+	}
+	return nil
+}
+
+// handle runs one request. It returns the guest's status and body (which
+// aliases guest memory until the next call into the instance), or a
+// failure; after a failure that killed the instance, in.dead is set.
+// n is the size of m's encoding.
+func (in *instance) handle(ctx context.Context, m *abi.Message, n int, deadline int64, collect bool) (abi.Status, []byte, Kind, error) {
+	if uint32(n) > in.bufCap {
+		if kind, err := in.growBuffer(n); err != nil {
+			return 0, nil, kind, err
+		}
+	}
+	view, ok := in.mem.Read(in.bufPtr, uint32(n))
+	if !ok {
+		in.dead = true
+		return 0, nil, KindABIViolation, fmt.Errorf("request buffer [%d, +%d) is outside memory", in.bufPtr, n)
+	}
+	abi.AppendMessage(view[:0], m)
+
+	in.component = m.Component
+	in.meta = m.Metadata
+	in.hops = hops(m.Metadata)
+	in.collect = collect
+	in.begin(ctx, deadline)
+	in.stack[0] = uint64(n)
+	err := in.handleFn.CallWithStack(in.ctx, in.stack)
+	cause := in.end(ctx, deadline)
+	in.meta = nil
+	if err != nil || in.violation != nil {
+		kind, err := in.fail(err, cause)
+		return 0, nil, kind, err
+	}
+	if cause != idle {
+		// Interrupted just as it returned: the answer stands, but the
+		// interrupt flag is set, so the instance cannot be reused.
+		in.dead = true
+	}
+	ptr, rn := abi.Unpack(in.stack[0])
+	if int64(rn) > int64(in.v.limits.MaxMessageSize) {
+		return 0, nil, KindTooLarge, fmt.Errorf("response is %d bytes, limit %d", rn, in.v.limits.MaxMessageSize)
+	}
+	b, ok := in.mem.Read(ptr, rn)
+	if !ok {
+		in.dead = true
+		return 0, nil, KindABIViolation, fmt.Errorf("response at [%d, +%d) is outside memory (%d bytes)", ptr, rn, in.mem.Size())
+	}
+	st, body, derr := abi.DecodeResponse(b)
+	if derr != nil {
+		in.dead = true
+		return 0, nil, KindABIViolation, fmt.Errorf("response: %w", derr)
+	}
+	return st, body, 0, nil
+}
+
+// growBuffer asks the guest for a request buffer of at least n bytes.
+func (in *instance) growBuffer(n int) (Kind, error) {
+	size := max(uint32(n), 1024)
+	if size < in.bufCap*2 {
+		size = in.bufCap * 2
+	}
+	size = max(size, uint32(n))
+	in.stack[0] = uint64(size)
+	ptr, kind, err := in.run(in.bufferFn, in.stack)
+	if err != nil {
+		return kind, fmt.Errorf("%s: %w", abi.ExportBuffer, err)
+	}
+	if ptr == 0 {
+		in.dead = true
+		return KindMemory, fmt.Errorf("%s: guest could not allocate %d bytes", abi.ExportBuffer, size)
+	}
+	if _, ok := in.mem.Read(uint32(ptr), size); !ok || ptr > uint64(^uint32(0)) {
+		in.dead = true
+		return KindABIViolation, fmt.Errorf("%s: buffer [%d, +%d) is outside memory (%d bytes)", abi.ExportBuffer, ptr, size, in.mem.Size())
+	}
+	in.bufPtr, in.bufCap = uint32(ptr), size
+	return 0, nil
+}
+
+// hops returns the forward count of a message's metadata.
+func hops(meta []abi.KV) int {
+	for i := range meta {
+		if meta[i].Key == abi.MetaHops {
+			n := 0
+			for _, c := range []byte(meta[i].Value) {
+				if c < '0' || c > '9' || n > 1<<20 {
+					return 1 << 20 // garbage counts as too many
+				}
+				n = n*10 + int(c-'0')
+			}
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,252 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/tinyhost/tinyhost/abi"
+)
+
+// Request is a message to a component's input port.
+type Request struct {
+	Module, Component, Port string
+	Payload                 []byte
+	// Metadata travels with the message; abi.MetaTraceparent is carried
+	// on to the messages the handler sends, and abi.MetaHops counts
+	// forwards.
+	Metadata []abi.KV
+}
+
+// Response is a component's reply.
+type Response struct {
+	// Payload is the reply, owned by the caller.
+	Payload []byte
+	// Emitted holds the messages the handler emitted on output ports that
+	// are not wired to anything, so that a component can be tried alone.
+	Emitted []abi.Message
+}
+
+// Invoke delivers a request to a component port and returns the reply. The
+// call runs on an idle instance of the module's current version, for at
+// most the module's CallTimeout or until ctx's deadline, whichever is
+// sooner; cancelling ctx interrupts it. A failed call returns a *CallError.
+func (h *Host) Invoke(ctx context.Context, req Request) (Response, error) {
+	return h.invoke(ctx, &req, true)
+}
+
+// invoke is Invoke; collect says whether to keep messages emitted on unwired
+// ports (only the outermost invocation does).
+func (h *Host) invoke(ctx context.Context, req *Request, collect bool) (Response, error) {
+	var v *version
+	for {
+		m := (*h.modules.Load())[req.Module]
+		if m != nil {
+			v = m.current.Load()
+		}
+		if v == nil {
+			return Response{}, h.notLoadedError(req)
+		}
+		if v.acquire() {
+			break
+		}
+		// Retired between the two loads: read the module again.
+	}
+	resp, err := v.invoke(ctx, req, collect)
+	v.release()
+	return resp, err
+}
+
+func (h *Host) notLoadedError(req *Request) error {
+	err := notLoaded(req.Module)
+	h.mu.Lock()
+	if h.closed {
+		err = ErrClosed
+	}
+	h.mu.Unlock()
+	return callError(req, KindNotFound, err)
+}
+
+func callError(req *Request, kind Kind, err error) *CallError {
+	return &CallError{Module: req.Module, Component: req.Component, Port: req.Port, Kind: kind, Err: err}
+}
+
+func (v *version) invoke(ctx context.Context, req *Request, collect bool) (Response, error) {
+	if err := v.comps.check(v.name, req.Component, req.Port); err != nil {
+		return Response{}, callError(req, KindNotFound, err)
+	}
+	msg := abi.Message{Module: v.name, Component: req.Component, Port: req.Port, Metadata: req.Metadata, Payload: req.Payload}
+	if len(req.Metadata) > 0 {
+		if n := hops(req.Metadata); n > v.h.opts.HopLimit {
+			return Response{}, callError(req, KindHopLimit, fmt.Errorf("forwarded %d times, limit %d", n, v.h.opts.HopLimit))
+		}
+		if err := checkMetadata(req.Metadata); err != nil {
+			return Response{}, callError(req, KindTooLarge, err)
+		}
+	}
+	n := abi.MessageHeaderSize(&msg) + len(msg.Payload)
+	if n > v.limits.MaxMessageSize {
+		return Response{}, callError(req, KindTooLarge, fmt.Errorf("request is %d bytes, limit %d", n, v.limits.MaxMessageSize))
+	}
+
+	in, err := v.pool.get(ctx)
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrBusy):
+			return Response{}, callError(req, KindBusy, err)
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+			return Response{}, callError(req, KindTimeout, fmt.Errorf("waiting for an instance: %w", err))
+		}
+		return Response{}, callError(req, KindUnavailable, err)
+	}
+	if cfg := v.mod.config.Load(); in.cfg != cfg {
+		if err := in.settings(cfg); err != nil {
+			v.pool.put(in)
+			return Response{}, err
+		}
+	}
+
+	now := v.h.clock()
+	deadline := now + v.timeout
+	if d, ok := ctx.Deadline(); ok {
+		deadline = min(deadline, v.h.deadlineAt(d))
+	}
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-done:
+			v.pool.put(in)
+			return Response{}, callError(req, KindTimeout, ctx.Err())
+		default:
+		}
+	}
+	if deadline <= now {
+		v.pool.put(in)
+		return Response{}, callError(req, KindTimeout, context.DeadlineExceeded)
+	}
+	st, body, kind, err := in.handle(ctx, &msg, n, deadline, collect)
+	if err != nil {
+		in.resetCall()
+		v.pool.put(in)
+		return Response{}, callError(req, kind, err)
+	}
+	var resp Response
+	if st == abi.StatusOK {
+		payload := make([]byte, len(body)) // make+copy: not zeroed first
+		copy(payload, body)
+		resp.Payload = payload
+		resp.Emitted = in.emitted
+	} else {
+		err = callError(req, statusKind(st), statusError(st, body))
+	}
+	in.resetCall()
+	v.pool.put(in)
+	return resp, err
+}
+
+// resetCall clears the per-call state that outlives the guest call.
+func (in *instance) resetCall() {
+	in.emitted = nil
+	in.emitBytes = 0
+	in.component = ""
+}
+
+// checkMetadata checks the limits of ABI.md section 7, which the guest's
+// decoder would otherwise refuse.
+func checkMetadata(meta []abi.KV) error {
+	if len(meta) > abi.MaxMetadataEntries {
+		return fmt.Errorf("%d metadata entries, limit %d", len(meta), abi.MaxMetadataEntries)
+	}
+	for _, kv := range meta {
+		if len(kv.Key)+len(kv.Value) > abi.MaxMetadataLen {
+			return fmt.Errorf("metadata %q is %d bytes, limit %d", kv.Key, len(kv.Key)+len(kv.Value), abi.MaxMetadataLen)
+		}
+	}
+	return nil
+}
+
+// statusKind maps a guest's or a host call's status to the kind of error.
+func statusKind(s abi.Status) Kind {
+	switch s {
+	case abi.StatusNotFound:
+		return KindNotFound
+	case abi.StatusDenied:
+		return KindDenied
+	case abi.StatusTooLarge:
+		return KindTooLarge
+	case abi.StatusTimeout:
+		return KindTimeout
+	case abi.StatusHopLimit:
+		return KindHopLimit
+	case abi.StatusUnavailable:
+		return KindUnavailable
+	}
+	return KindHandler
+}
+
+// kindStatus maps an error's kind back to a status for a guest.
+func kindStatus(err error) abi.Status {
+	var ce *CallError
+	switch {
+	case errors.As(err, &ce):
+		switch ce.Kind {
+		case KindNotFound:
+			return abi.StatusNotFound
+		case KindDenied:
+			return abi.StatusDenied
+		case KindTooLarge:
+			return abi.StatusTooLarge
+		case KindTimeout:
+			return abi.StatusTimeout
+		case KindHopLimit:
+			return abi.StatusHopLimit
+		case KindBusy, KindUnavailable:
+			return abi.StatusUnavailable
+		}
+		return abi.StatusError
+	case errors.Is(err, ErrNotFound):
+		return abi.StatusNotFound
+	case errors.Is(err, context.DeadlineExceeded):
+		return abi.StatusTimeout
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrClosed):
+		return abi.StatusUnavailable
+	}
+	return abi.StatusError
+}
+
+// statusError is the error of a non-ok status with its reason.
+func statusError(s abi.Status, reason []byte) error {
+	if len(reason) == 0 {
+		return errors.New(s.String())
+	}
+	if s == abi.StatusError {
+		return errors.New(string(reason))
+	}
+	return errors.New(s.String() + ": " + string(reason))
+}
+
+// forwardMetadata returns the metadata of a message the handler forwards:
+// its own entries, the caller's trace context unless it set one, and the
+// incremented hop count.
+func (in *instance) forwardMetadata(own []abi.KV, hops int) []abi.KV {
+	out := make([]abi.KV, 0, len(own)+2)
+	trace := false
+	for _, kv := range own {
+		switch kv.Key {
+		case abi.MetaHops:
+			continue
+		case abi.MetaTraceparent:
+			trace = true
+		}
+		out = append(out, kv)
+	}
+	if !trace {
+		for _, kv := range in.meta {
+			if kv.Key == abi.MetaTraceparent {
+				out = append(out, kv)
+				break
+			}
+		}
+	}
+	return append(out, abi.KV{Key: abi.MetaHops, Value: strconv.Itoa(hops)})
+}

@@ -1,0 +1,491 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/tetratelabs/wazero"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/internal/instrument"
+)
+
+// interruptGlobal is the name of the global that instrument adds to every
+// module; setting it to 1 makes the guest trap within pollInterval loop
+// iterations.
+const interruptGlobal = "tinyhost_interrupt"
+
+// pollInterval is how many loop iterations a guest runs between exits from
+// compiled code to Go (instrument.WithPoll). Compiled wasm cannot be
+// preempted by the Go runtime, so without these exits a spinning guest
+// would block every stop-the-world (each garbage collection) and so the
+// whole process, watchdog included. An exit costs around 100 ns; at least a
+// nanosecond per iteration makes this well under 1% of a hot loop, and
+// bounds the pause a spinning guest adds to a collection to tens of
+// microseconds.
+var pollInterval uint32 = 1 << 14
+
+// ModuleInfo describes a loaded module: the version that serves its calls.
+type ModuleInfo struct {
+	Name    string
+	Version string // the descriptor's version
+	// Descriptor is what the module described itself as. Its slices are
+	// shared with the host: copy before modifying.
+	Descriptor abi.Descriptor
+	// Digest is the hex SHA-256 of the .wasm bytes as loaded.
+	Digest string
+	// Source is the file the module was loaded from, or "bytes".
+	Source       string
+	LoadedAt     time.Time
+	Limits       Limits // in force, defaults applied
+	Capabilities []string
+	Pool         PoolStats
+}
+
+// PoolStats describe a module version's instances at one moment.
+type PoolStats struct {
+	Instances int    // alive or being created
+	Idle      int    // ready for a call
+	InUse     int    // running a call
+	Waiting   int    // calls queued for an instance
+	Created   uint64 // instances created since load
+	Discarded uint64 // instances discarded (trap, timeout, memory, ABI violation)
+	// MemoryBytes is the linear memory of the live instances, summed.
+	MemoryBytes uint64
+}
+
+// module is a name under which versions are loaded one after another. What
+// outlives a version lives here: the configuration and the timers.
+type module struct {
+	h       *Host
+	name    string
+	current atomic.Pointer[version]
+	config  atomic.Pointer[moduleConfig]
+	loading int // loads in progress under this name; guarded by h.mu
+
+	timersMu  sync.Mutex
+	timers    map[string]*ticker // by component
+	timersOff bool               // unloaded
+}
+
+// moduleConfig is a parsed module configuration. Instances remember the
+// pointer they received settings from; a different pointer on the module
+// means the settings must be delivered again.
+type moduleConfig struct {
+	raw     []byte
+	members map[string]json.RawMessage
+}
+
+var emptyConfig = []byte("{}")
+
+func parseConfig(b []byte) (*moduleConfig, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		b = emptyConfig
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil || members == nil {
+		return nil, fmt.Errorf("configuration must be a JSON object: %s", strings.TrimPrefix(fmt.Sprint(err), "json: "))
+	}
+	return &moduleConfig{raw: slices.Clone(b), members: members}, nil
+}
+
+// settings returns the payload of a component's abi.PortSettings message.
+func (c *moduleConfig) settings(component string) []byte {
+	if m, ok := c.members[component]; ok {
+		return m
+	}
+	return emptyConfig
+}
+
+// version is one loaded build of a module: its compiled code, descriptor,
+// limits and instance pool. Calls hold a reference to the version they
+// run on; a retired version closes when the last reference goes.
+type version struct {
+	h        *Host
+	mod      *module
+	name     string
+	desc     *abi.Descriptor
+	comps    componentIndex
+	compiled wazero.CompiledModule
+	limits   Limits
+	caps     capSet
+	capNames []string
+	digest   string
+	source   string
+	loadedAt time.Time
+	log      hclog.Logger
+	timeout  int64 // CallTimeout in nanoseconds
+	pool     pool
+
+	// state is the count of references in its low bits and retiredBit.
+	state  atomic.Int64
+	closed atomic.Bool
+}
+
+const retiredBit = 1 << 62
+
+// acquire takes a reference; it fails when the version is retired, and the
+// caller then looks up the module's current version again.
+func (v *version) acquire() bool {
+	if v.state.Add(1)&retiredBit != 0 {
+		v.release()
+		return false
+	}
+	return true
+}
+
+func (v *version) release() {
+	if v.state.Add(-1) == retiredBit {
+		v.close()
+	}
+}
+
+// retire marks the version as replaced or unloaded; it closes once the
+// calls in flight on it are done.
+func (v *version) retire() {
+	if v.state.Or(retiredBit) == 0 {
+		v.close()
+	}
+}
+
+// close releases the instances and the compiled code, in the background.
+func (v *version) close() {
+	if !v.closed.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer v.h.wg.Done() // taken when the version was created
+		v.pool.close()
+		_ = v.compiled.Close(context.Background())
+	}()
+}
+
+func (v *version) info() ModuleInfo {
+	return ModuleInfo{
+		Name:         v.name,
+		Version:      v.desc.Version,
+		Descriptor:   *v.desc,
+		Digest:       v.digest,
+		Source:       v.source,
+		LoadedAt:     v.loadedAt,
+		Limits:       v.limits,
+		Capabilities: slices.Clone(v.capNames),
+		Pool:         v.pool.stats(),
+	}
+}
+
+// componentIndex answers "does the component have this port" without
+// allocating; most modules have a handful of components, which a linear scan
+// finds fastest.
+type componentIndex struct {
+	comps  []abi.Component
+	byName map[string]*abi.Component // for many components
+}
+
+func newComponentIndex(d *abi.Descriptor) componentIndex {
+	ix := componentIndex{comps: d.Components}
+	if len(d.Components) > 16 {
+		ix.byName = make(map[string]*abi.Component, len(d.Components))
+		for i := range d.Components {
+			ix.byName[d.Components[i].Name] = &d.Components[i]
+		}
+	}
+	return ix
+}
+
+func (ix *componentIndex) component(name string) *abi.Component {
+	if ix.byName != nil {
+		return ix.byName[name]
+	}
+	for i := range ix.comps {
+		if ix.comps[i].Name == name {
+			return &ix.comps[i]
+		}
+	}
+	return nil
+}
+
+// check returns nil when the component has the port (system ports are
+// handled without being declared) and a not-found error otherwise.
+func (ix *componentIndex) check(module, component, port string) error {
+	c := ix.component(component)
+	if c == nil {
+		return notFound(fmt.Sprintf("module %q has no component %q", module, component))
+	}
+	if len(port) > 0 && port[0] == '_' {
+		return nil
+	}
+	for i := range c.Ports {
+		if c.Ports[i].Name == port {
+			return nil
+		}
+	}
+	return notFound(fmt.Sprintf("component %q of module %q has no port %q", component, module, port))
+}
+
+// Load loads a module from its .wasm bytes, or upgrades the module of the
+// same name: the new version is compiled, instantiated MinInstances times,
+// described and configured before it replaces the old one, which finishes
+// the calls in flight and then closes. When anything fails the old version
+// keeps serving, and the error is a *LoadError.
+func (h *Host) Load(ctx context.Context, wasm []byte, opts LoadOptions) (ModuleInfo, error) {
+	return h.load(ctx, wasm, "", opts)
+}
+
+// LoadFile loads a module from a .wasm file, like Load.
+func (h *Host) LoadFile(ctx context.Context, path string, opts LoadOptions) (ModuleInfo, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		lerr := &LoadError{Module: opts.Name, File: path, Err: err}
+		h.events.publish(Event{Type: EventFailed, Module: opts.Name, Source: path, Err: lerr})
+		return ModuleInfo{}, lerr
+	}
+	return h.load(ctx, b, path, opts)
+}
+
+func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOptions) (ModuleInfo, error) {
+	source := file
+	if source == "" {
+		source = "bytes"
+	}
+	v, upgraded, err := h.build(ctx, wasm, source, opts)
+	if err != nil {
+		name := opts.Name
+		if v != nil && v.name != "" {
+			name = v.name
+		}
+		lerr := &LoadError{Module: name, File: file, Kind: kindOf(err), Err: err}
+		h.events.publish(Event{Type: EventFailed, Module: name, Source: source, Err: lerr})
+		return ModuleInfo{}, lerr
+	}
+	typ, what := EventLoaded, "module loaded"
+	if upgraded {
+		typ, what = EventUpgraded, "module upgraded"
+	}
+	h.log.Info(what, "module", v.name, "version", v.desc.Version, "source", source, "digest", v.digest[:12])
+	h.events.publish(Event{Type: typ, Module: v.name, Version: v.desc.Version, Source: source})
+	return v.info(), nil
+}
+
+// build makes a new version and publishes it. On failure it returns the
+// version built so far (for its name) and the error.
+func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadOptions) (*version, bool, error) {
+	limits := opts.Limits.over(h.opts.Limits)
+	if err := limits.validate(); err != nil {
+		return nil, false, fmt.Errorf("limits: %w", err)
+	}
+	capNames := opts.Capabilities
+	if capNames == nil {
+		capNames = h.opts.DefaultCapabilities
+	}
+	caps, err := capabilities(capNames)
+	if err != nil {
+		return nil, false, err
+	}
+	var cfg *moduleConfig
+	if opts.Config != nil {
+		if cfg, err = parseConfig(opts.Config); err != nil {
+			return nil, false, err
+		}
+	}
+	if opts.Name != "" {
+		if err := abi.ValidName(opts.Name); err != nil {
+			return nil, false, fmt.Errorf("name: %w", err)
+		}
+	}
+
+	sum := sha256.Sum256(wasm)
+	res, err := instrument.Rewrite(wasm, interruptGlobal, instrument.WithPoll(pollInterval))
+	if err != nil {
+		if errors.Is(err, instrument.ErrNotWasm) {
+			return nil, false, errors.New("not a WebAssembly module")
+		}
+		return nil, false, err
+	}
+	if err := checkInterface(res); err != nil {
+		var verr *VersionError
+		if errors.As(err, &verr) {
+			return nil, false, err
+		}
+		return nil, false, withKind(KindABIViolation, err)
+	}
+	compiled, err := h.rt.CompileModule(ctx, res.Wasm)
+	if err != nil {
+		return nil, false, fmt.Errorf("compile: %w", err)
+	}
+
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		_ = compiled.Close(ctx)
+		return nil, false, ErrClosed
+	}
+	h.wg.Add(1) // released when the version closes
+	h.mu.Unlock()
+
+	v := &version{
+		h:        h,
+		name:     opts.Name,
+		compiled: compiled,
+		limits:   limits,
+		caps:     caps,
+		capNames: slices.Clone(capNames),
+		digest:   hex.EncodeToString(sum[:]),
+		source:   source,
+		timeout:  int64(limits.CallTimeout),
+		log:      h.log.With("source", source),
+	}
+	v.pool.init(v)
+	// The first instance describes the module; only then is its name known.
+	first, err := v.newInstance(nil)
+	if err != nil {
+		v.retire()
+		return v, false, err
+	}
+	desc, err := first.describe()
+	if err != nil {
+		first.close()
+		v.retire()
+		return v, false, err
+	}
+	v.desc = desc
+	v.comps = newComponentIndex(desc)
+	if v.name == "" {
+		v.name = desc.Name
+	}
+	v.log = h.log.With("module", v.name)
+
+	h.mu.Lock()
+	m := (*h.modules.Load())[v.name]
+	if m == nil {
+		m = &module{h: h, name: v.name}
+		h.setModule(v.name, m)
+	}
+	m.loading++
+	h.mu.Unlock()
+	v.mod = m
+	if cfg == nil {
+		if cfg = m.config.Load(); cfg == nil {
+			cfg, _ = parseConfig(nil)
+		}
+	}
+
+	err = first.settings(cfg)
+	if err == nil {
+		v.pool.add(first)
+		for i := 1; i < limits.MinInstances && err == nil; i++ {
+			var in *instance
+			if in, err = v.newInstance(cfg); err == nil {
+				v.pool.add(in)
+			}
+		}
+	} else {
+		first.close()
+	}
+
+	h.mu.Lock()
+	m.loading--
+	if err == nil && h.closed {
+		err = ErrClosed
+	}
+	if err != nil {
+		if m.current.Load() == nil && m.loading == 0 && (*h.modules.Load())[v.name] == m {
+			h.setModule(v.name, nil)
+		}
+		h.mu.Unlock()
+		v.retire()
+		return v, false, err
+	}
+	if (*h.modules.Load())[v.name] != m {
+		h.setModule(v.name, m) // unloaded while this version was built
+		m.timersMu.Lock()
+		m.timersOff = false
+		m.timersMu.Unlock()
+	}
+	m.config.Store(cfg)
+	v.loadedAt = time.Now()
+	old := m.current.Swap(v)
+	h.mu.Unlock()
+
+	if old != nil {
+		old.retire()
+		m.pruneTimers(v)
+	}
+	return v, old != nil, nil
+}
+
+// checkInterface checks what can be checked before compiling: the declared
+// ABI version, the exports ABI v1 requires and the imports.
+func checkInterface(res *instrument.Result) error {
+	var versions []string
+	exports := map[string]instrument.Kind{}
+	for _, e := range res.Exports {
+		exports[e.Name] = e.Kind
+		if strings.HasPrefix(e.Name, abi.VersionExportPrefix) {
+			versions = append(versions, e.Name)
+		}
+	}
+	switch len(versions) {
+	case 0:
+		return fmt.Errorf("%w (no %s export)", errNotModule, abi.VersionExport)
+	case 1:
+	default:
+		return fmt.Errorf("%w: exports %d ABI versions (%s), want exactly one", errNotModule, len(versions), strings.Join(versions, ", "))
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(versions[0], abi.VersionExportPrefix))
+	if err != nil || n < 1 {
+		return fmt.Errorf("%w: bad version export %q", errNotModule, versions[0])
+	}
+	if n != abi.Version {
+		return &VersionError{Got: n, Want: abi.Version}
+	}
+
+	var missing []string
+	for _, want := range []struct {
+		name string
+		kind instrument.Kind
+	}{
+		{abi.ExportDescribe, instrument.KindFunc},
+		{abi.ExportBuffer, instrument.KindFunc},
+		{abi.ExportHandle, instrument.KindFunc},
+		{"memory", instrument.KindMemory},
+	} {
+		if k, ok := exports[want.name]; !ok || k != want.kind {
+			missing = append(missing, want.kind.String()+" "+want.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("ABI v%d exports missing: %s", abi.Version, strings.Join(missing, ", "))
+	}
+
+	var unknown []string
+	for _, im := range res.Imports {
+		switch im.Module {
+		case "wasi_snapshot_preview1":
+			continue
+		case abi.ImportModule:
+			if slices.Contains(hostFunctionNames, im.Name) && im.Kind == instrument.KindFunc {
+				continue
+			}
+		}
+		unknown = append(unknown, im.Module+"."+im.Name)
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("imports that this host does not provide: %s", strings.Join(unknown, ", "))
+	}
+	return nil
+}

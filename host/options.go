@@ -1,0 +1,241 @@
+package host
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tinyhost/tinyhost/abi"
+)
+
+// Options configures a Host. The zero value is usable: every field documents
+// its default.
+type Options struct {
+	// Name identifies the host in logs and, later, to its peers.
+	// Default "tinyhost".
+	Name string
+
+	// Logger receives the host's logs and the guests' logs, stdout and
+	// stderr (with module and component fields). Default: discard.
+	Logger hclog.Logger
+
+	// CacheDir is where compiled modules are cached across restarts, so
+	// that loading a module seen before skips compilation. It is created
+	// if missing. Default "": an in-memory cache only.
+	CacheDir string
+
+	// ModulesDir is watched for *.wasm files: a file added is loaded, a
+	// file replaced upgrades its module, a file removed unloads it. Files
+	// present when the host starts are loaded by New. It is created if
+	// missing. Default "": no directory is watched.
+	ModulesDir string
+
+	// Router delivers the messages guests send, call and emit on wired
+	// ports. Default nil: the Host itself, which delivers to the modules
+	// loaded in it (see Host.Deliver).
+	Router Router
+
+	// Limits are the default limits of every module; LoadOptions.Limits
+	// overrides them field by field. Zero fields take the defaults
+	// documented on Limits.
+	Limits Limits
+
+	// DefaultCapabilities are granted to a module whose LoadOptions name
+	// none. Default: abi.CapLog, abi.CapConfig, abi.CapTimer,
+	// abi.CapMessaging.
+	DefaultCapabilities []string
+
+	// HopLimit is how many times a message may be forwarded (send, call,
+	// wired emit) before delivery is refused with abi.StatusHopLimit.
+	// Default 16.
+	HopLimit int
+}
+
+// Limits bound what one module may use. A zero field means "the default":
+// the host's Options.Limits for a module, the values below for the host.
+type Limits struct {
+	// MemoryPages is the most linear memory one instance may have, in
+	// 64 KiB pages (at most 65536). Default 4096 (256 MiB).
+	MemoryPages uint32
+
+	// CallTimeout is how long one call into the guest may run. Default 10s.
+	CallTimeout time.Duration
+
+	// MaxMessageSize is the largest encoded request, response or message
+	// sent by the guest, in bytes (at most abi.MaxMessageSize). Default
+	// 4 MiB.
+	MaxMessageSize int
+
+	// MinInstances are kept warm. Default 1.
+	MinInstances int
+
+	// MaxInstances bound the instances of one module version, and so the
+	// number of concurrent calls into it. Default 2 × GOMAXPROCS.
+	MaxInstances int
+
+	// QueueTimeout is how long a call waits for a free instance before it
+	// fails with ErrBusy. Default 5s.
+	QueueTimeout time.Duration
+}
+
+// LoadOptions configure one Load.
+type LoadOptions struct {
+	// Name overrides the module name of the descriptor.
+	Name string
+
+	// Limits override the host's default limits, field by field.
+	Limits Limits
+
+	// Capabilities granted to the module; nil grants the host's
+	// DefaultCapabilities, an empty non-nil slice grants none.
+	Capabilities []string
+
+	// Config is the module's configuration, a JSON object. Nil keeps the
+	// configuration of the module being upgraded, or "{}" for a new one.
+	Config json.RawMessage
+}
+
+const (
+	defaultName           = "tinyhost"
+	defaultMemoryPages    = 4096
+	defaultCallTimeout    = 10 * time.Second
+	defaultMaxMessageSize = 4 << 20
+	defaultMinInstances   = 1
+	defaultQueueTimeout   = 5 * time.Second
+	defaultHopLimit       = 16
+	maxMemoryPages        = 65536
+)
+
+var knownCapabilities = []string{abi.CapLog, abi.CapConfig, abi.CapTimer, abi.CapMessaging}
+
+// withDefaults fills the zero fields of o, checks the rest, and prepares the
+// directories.
+func (o Options) withDefaults() (Options, error) {
+	if o.Name == "" {
+		o.Name = defaultName
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.HopLimit == 0 {
+		o.HopLimit = defaultHopLimit
+	}
+	if o.DefaultCapabilities == nil {
+		o.DefaultCapabilities = slices.Clone(knownCapabilities)
+	}
+	builtin := Limits{
+		MemoryPages:    defaultMemoryPages,
+		CallTimeout:    defaultCallTimeout,
+		MaxMessageSize: defaultMaxMessageSize,
+		MinInstances:   defaultMinInstances,
+		MaxInstances:   2 * runtime.GOMAXPROCS(0),
+		QueueTimeout:   defaultQueueTimeout,
+	}
+	o.Limits = o.Limits.over(builtin)
+
+	var errs []error
+	if o.HopLimit < 0 {
+		errs = append(errs, fmt.Errorf("HopLimit is %d, must be positive", o.HopLimit))
+	}
+	if err := o.Limits.validate(); err != nil {
+		errs = append(errs, fmt.Errorf("Limits: %w", err))
+	}
+	if _, err := capabilities(o.DefaultCapabilities); err != nil {
+		errs = append(errs, fmt.Errorf("DefaultCapabilities: %w", err))
+	}
+	for _, d := range []struct{ name, dir string }{{"CacheDir", o.CacheDir}, {"ModulesDir", o.ModulesDir}} {
+		if d.dir == "" {
+			continue
+		}
+		if err := os.MkdirAll(d.dir, 0o755); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", d.name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return o, fmt.Errorf("host: invalid options: %w", errors.Join(errs...))
+	}
+	return o, nil
+}
+
+// over returns l with its zero fields taken from d.
+func (l Limits) over(d Limits) Limits {
+	if l.MemoryPages == 0 {
+		l.MemoryPages = d.MemoryPages
+	}
+	if l.CallTimeout == 0 {
+		l.CallTimeout = d.CallTimeout
+	}
+	if l.MaxMessageSize == 0 {
+		l.MaxMessageSize = d.MaxMessageSize
+	}
+	if l.MinInstances == 0 {
+		l.MinInstances = d.MinInstances
+	}
+	if l.MaxInstances == 0 {
+		l.MaxInstances = max(d.MaxInstances, l.MinInstances)
+	}
+	if l.QueueTimeout == 0 {
+		l.QueueTimeout = d.QueueTimeout
+	}
+	return l
+}
+
+func (l Limits) validate() error {
+	var errs []error
+	if l.MemoryPages > maxMemoryPages {
+		errs = append(errs, fmt.Errorf("MemoryPages is %d, at most %d", l.MemoryPages, maxMemoryPages))
+	}
+	if l.CallTimeout < 0 {
+		errs = append(errs, fmt.Errorf("CallTimeout is %v, must be positive", l.CallTimeout))
+	}
+	if l.MaxMessageSize < 0 || l.MaxMessageSize > abi.MaxMessageSize {
+		errs = append(errs, fmt.Errorf("MaxMessageSize is %d, must be 1 to %d", l.MaxMessageSize, abi.MaxMessageSize))
+	}
+	if l.MinInstances < 0 {
+		errs = append(errs, fmt.Errorf("MinInstances is %d, must be positive", l.MinInstances))
+	}
+	if l.MaxInstances < 0 || l.MaxInstances < l.MinInstances {
+		errs = append(errs, fmt.Errorf("MaxInstances is %d, must be at least MinInstances (%d)", l.MaxInstances, l.MinInstances))
+	}
+	if l.QueueTimeout < 0 {
+		errs = append(errs, fmt.Errorf("QueueTimeout is %v, must be positive", l.QueueTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// capSet is a set of capabilities as bits.
+type capSet uint8
+
+const (
+	capLog capSet = 1 << iota
+	capConfig
+	capTimer
+	capMessaging
+)
+
+func (c capSet) has(bit capSet) bool { return c&bit != 0 }
+
+func capabilities(names []string) (capSet, error) {
+	var set capSet
+	for _, n := range names {
+		switch n {
+		case abi.CapLog:
+			set |= capLog
+		case abi.CapConfig:
+			set |= capConfig
+		case abi.CapTimer:
+			set |= capTimer
+		case abi.CapMessaging:
+			set |= capMessaging
+		default:
+			return 0, fmt.Errorf("unknown capability %q (known: %v)", n, knownCapabilities)
+		}
+	}
+	return set, nil
+}

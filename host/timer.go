@@ -1,0 +1,89 @@
+package host
+
+import (
+	"time"
+
+	"github.com/tinyhost/tinyhost/abi"
+)
+
+// ticker delivers a component's ticks. It belongs to the module, not to a
+// version, so it survives upgrades.
+type ticker struct {
+	interval time.Duration
+	stop     chan struct{}
+}
+
+// setTimer starts, changes or (interval 0) cancels a component's timer.
+// Called from a host function, so the host's wait group is positive.
+func (m *module) setTimer(component string, interval time.Duration) {
+	m.timersMu.Lock()
+	defer m.timersMu.Unlock()
+	if m.timersOff {
+		return
+	}
+	if t := m.timers[component]; t != nil {
+		if t.interval == interval {
+			return
+		}
+		close(t.stop)
+		delete(m.timers, component)
+	}
+	if interval <= 0 {
+		return
+	}
+	if m.timers == nil {
+		m.timers = map[string]*ticker{}
+	}
+	t := &ticker{interval: interval, stop: make(chan struct{})}
+	m.timers[component] = t
+	m.h.wg.Add(1)
+	go m.tick(component, t)
+}
+
+// tick invokes the component's abi.PortTick every interval. A tick that
+// comes while the previous one still runs is skipped.
+func (m *module) tick(component string, t *ticker) {
+	defer m.h.wg.Done()
+	tk := time.NewTicker(t.interval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-m.h.ctx.Done():
+			return
+		case now := <-tk.C:
+			req := Request{Module: m.name, Component: component, Port: abi.PortTick, Payload: now.UTC().AppendFormat(nil, time.RFC3339Nano)}
+			if _, err := m.h.invoke(m.h.ctx, &req, false); err != nil {
+				m.h.log.Warn("tick failed", "module", m.name, "component", component, "error", err)
+			}
+			select {
+			case <-tk.C: // came while this tick ran: skipped
+			default:
+			}
+		}
+	}
+}
+
+// stopTimers stops every timer of the module and refuses new ones (unload).
+func (m *module) stopTimers() {
+	m.timersMu.Lock()
+	defer m.timersMu.Unlock()
+	m.timersOff = true
+	for c, t := range m.timers {
+		close(t.stop)
+		delete(m.timers, c)
+	}
+}
+
+// pruneTimers stops the timers of components the new version lacks.
+func (m *module) pruneTimers(v *version) {
+	m.timersMu.Lock()
+	defer m.timersMu.Unlock()
+	for c, t := range m.timers {
+		if v.comps.component(c) == nil {
+			close(t.stop)
+			delete(m.timers, c)
+		}
+	}
+}
