@@ -1,0 +1,246 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/cmd/tinyctl/internal/cli"
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/server"
+	"github.com/tinyhost/tinyhost/internal/e2e"
+)
+
+func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
+
+// startHost serves a host with hello and hostcalls on 127.0.0.1:0.
+func startHost(t *testing.T) (*host.Host, string) {
+	t.Helper()
+	ctx := context.Background()
+	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t)})
+	require.NoError(t, err)
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	_, err = h.Load(lctx, e2e.WasmBytes(t, e2e.Hello), host.LoadOptions{})
+	require.NoError(t, err)
+	_, err = h.Load(lctx, e2e.Guest(t, "hostcalls"), host.LoadOptions{})
+	require.NoError(t, err)
+
+	srv, err := server.New(h, server.Options{Name: "test-host", Labels: map[string]string{"zone": "a"}})
+	require.NoError(t, err)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go srv.Serve(lis)
+	t.Cleanup(func() {
+		srv.Stop()
+		h.Close(ctx)
+	})
+	return h, lis.Addr().String()
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(t *testing.T, env map[string]string, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := cli.Run(ctx, args, cli.Env{
+		Stdin:  strings.NewReader(stdin),
+		Stdout: &stdout,
+		Stderr: &stderr,
+		Getenv: func(k string) string { return env[k] },
+	})
+	return result{code, stdout.String(), stderr.String()}
+}
+
+func TestCommands(t *testing.T) {
+	_, addr := startHost(t)
+	env := map[string]string{"TINYCTL_ADDR": addr}
+	reqFile := filepath.Join(t.TempDir(), "req.json")
+	require.NoError(t, os.WriteFile(reqFile, []byte(`{"name":"Grace"}`), 0o644))
+
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		stdin  string
+		args   []string
+		code   int
+		stdout []string
+		stderr []string
+	}{
+		{"call", env, "", []string{"call", "hello/greeter", `{"name":"Ada"}`}, cli.ExitOK, []string{`{"greeting":"Hello, Ada!"}` + "\n"}, nil},
+		{"call with port", env, "", []string{"call", "hello/greeter/in", `{"name":"Ada"}`}, cli.ExitOK, []string{"Hello, Ada!"}, nil},
+		{"call @file", env, "", []string{"call", "hello/greeter", "@" + reqFile}, cli.ExitOK, []string{"Hello, Grace!"}, nil},
+		{"call stdin", env, `{"name":"Linus"}`, []string{"call", "hello/greeter", "-"}, cli.ExitOK, []string{"Hello, Linus!"}, nil},
+		{"flags after arguments", env, "", []string{"call", "hello/greeter", `{"name":"Ada"}`, "--timeout", "5s"}, cli.ExitOK, []string{"Hello, Ada!"}, nil},
+		{"addr flag wins over env", map[string]string{"TINYCTL_ADDR": "127.0.0.1:1"}, "", []string{"--addr", addr, "call", "hello/greeter", `{"name":"Ada"}`}, cli.ExitOK, []string{"Hello, Ada!"}, nil},
+		{"handler error", env, "", []string{"call", "hello/greeter", `{}`}, cli.ExitFailed, nil, []string{"tinyctl: UNKNOWN: ", `"name" is missing`}},
+		{"unknown module", env, "", []string{"call", "nope/greeter"}, cli.ExitNotFound, nil, []string{"tinyctl: NOT_FOUND: ", `"nope"`}},
+		{"unknown component", env, "", []string{"call", "hello/nobody"}, cli.ExitNotFound, nil, []string{"tinyctl: NOT_FOUND: ", "nobody"}},
+		{"unknown port", env, "", []string{"call", "hello/greeter/nowhere"}, cli.ExitNotFound, nil, []string{"tinyctl: NOT_FOUND: ", "nowhere"}},
+		{"unreachable", map[string]string{"TINYCTL_ADDR": "127.0.0.1:1"}, "", []string{"call", "hello/greeter"}, cli.ExitUnavailable, nil, []string{"tinyctl: UNAVAILABLE: "}},
+		{"bad target", env, "", []string{"call", "hello"}, cli.ExitUsage, nil, []string{`"hello" is not MODULE/COMPONENT[/PORT]`, "--help"}},
+		{"too many arguments", env, "", []string{"call", "a/b", "{}", "{}"}, cli.ExitUsage, nil, []string{"at most one payload"}},
+		{"unknown command", env, "", []string{"frobnicate"}, cli.ExitUsage, nil, []string{`unknown command "frobnicate"`}},
+		{"unknown flag", env, "", []string{"list", "--frob"}, cli.ExitUsage, nil, []string{"unknown flag: --frob"}},
+		{"bad output", env, "", []string{"list", "-o", "yaml"}, cli.ExitUsage, nil, []string{"text or json"}},
+		{"bad env", map[string]string{"TINYCTL_TIMEOUT": "soon"}, "", []string{"list"}, cli.ExitUsage, nil, []string{"TINYCTL_TIMEOUT"}},
+		{"no command", env, "", nil, cli.ExitUsage, nil, []string{"Usage:"}},
+		{"list", env, "", []string{"list"}, cli.ExitOK, []string{"NAME", "hello", "0.1.0", "greeter", "hostcalls"}, nil},
+		{"info", env, "", []string{"info"}, cli.ExitOK, []string{"test-host", "zone=a", "v1", "hello"}, nil},
+		{"unload unknown", env, "", []string{"unload", "nope"}, cli.ExitNotFound, nil, []string{"tinyctl: NOT_FOUND: ", `"nope"`}},
+		{"help", nil, "", []string{"--help"}, cli.ExitOK, []string{"Exit codes:", "tinyctl call hello/greeter", "TINYCTL_ADDR"}, nil},
+		{"help call", nil, "", []string{"help", "call"}, cli.ExitOK, []string{"Examples:", "@request.json"}, nil},
+		{"call --help", nil, "", []string{"call", "--help"}, cli.ExitOK, []string{"Examples:", "--meta"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, tc.env, tc.stdin, tc.args...)
+			assert.Equal(t, tc.code, res.code, "stdout: %s\nstderr: %s", res.stdout, res.stderr)
+			for _, w := range tc.stdout {
+				assert.Contains(t, res.stdout, w)
+			}
+			for _, w := range tc.stderr {
+				assert.Contains(t, res.stderr, w)
+			}
+			if tc.code != cli.ExitOK && tc.name != "no command" {
+				assert.True(t, strings.HasPrefix(res.stderr, "tinyctl: "), "stderr: %s", res.stderr)
+			}
+		})
+	}
+}
+
+func TestCallJSON(t *testing.T) {
+	_, addr := startHost(t)
+	env := map[string]string{"TINYCTL_ADDR": addr}
+
+	res := run(t, env, "", "call", "hostcalls/caller/emit", `{"n":1}`, "-o", "json")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	var out struct {
+		Reply   any `json:"reply"`
+		Emitted []struct {
+			Module, Component, Port string
+			Payload                 json.RawMessage
+		} `json:"emitted"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &out), res.stdout)
+	assert.Equal(t, "ok", out.Reply, "a reply that is not JSON is a string")
+	require.Len(t, out.Emitted, 1)
+	assert.Equal(t, "caller", out.Emitted[0].Component)
+	assert.Equal(t, "out", out.Emitted[0].Port)
+	assert.JSONEq(t, `{"n":1}`, string(out.Emitted[0].Payload))
+
+	res = run(t, env, "", "call", "hello/greeter", `{"name":"Ada"}`, "-o", "json")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	assert.JSONEq(t, `{"reply":{"greeting":"Hello, Ada!"},"emitted":[]}`, res.stdout)
+
+	res = run(t, env, "", "list", "-o", "json")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	var list struct{ Modules []struct{ Name string } }
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &list), res.stdout)
+	assert.Len(t, list.Modules, 2)
+}
+
+func TestLoadUnloadWatch(t *testing.T) {
+	_, addr := startHost(t)
+	env := map[string]string{"TINYCTL_ADDR": addr}
+	hello := e2e.Wasm(t, e2e.Hello)
+
+	// watch runs until its context ends, printing events as they come.
+	wctx, stopWatch := context.WithCancel(context.Background())
+	var wout, werr syncBuffer
+	watched := make(chan int, 1)
+	go func() {
+		watched <- cli.Run(wctx, []string{"watch"}, cli.Env{Stdout: &wout, Stderr: &werr, Getenv: func(k string) string { return env[k] }})
+	}()
+	require.Eventually(t, func() bool { return strings.Count(wout.String(), "LOADED") == 2 }, 10*time.Second, 5*time.Millisecond,
+		"watch lists the loaded modules: %s", wout.String())
+
+	res := run(t, env, "", "load", hello, "--max-instances", "2", "--call-timeout", "3s")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "upgraded hello 0.1.0 (sha256:")
+	res = run(t, env, "", "call", "hello/greeter", `{"name":"Ada"}`)
+	assert.Equal(t, cli.ExitOK, res.code, res.stderr)
+	res = run(t, env, "", "list")
+	assert.Contains(t, res.stdout, "0/1/2", "the new limits are in force")
+	res = run(t, env, "", "load", hello, "--name", "hola")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "loaded hola 0.1.0")
+	res = run(t, env, "", "unload", "hola")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	res = run(t, env, "", "call", "hola/greeter", `{"name":"Ada"}`)
+	assert.Equal(t, cli.ExitNotFound, res.code, res.stderr)
+
+	junk := filepath.Join(t.TempDir(), "junk.wasm")
+	require.NoError(t, os.WriteFile(junk, []byte("junk"), 0o644))
+	res = run(t, env, "", "load", junk, "--name", "junk")
+	assert.Equal(t, cli.ExitFailed, res.code)
+	assert.Contains(t, res.stderr, "tinyctl: INVALID_ARGUMENT: ")
+	res = run(t, env, "", "load", filepath.Join(t.TempDir(), "missing.wasm"))
+	assert.Equal(t, cli.ExitFailed, res.code)
+	res = run(t, env, "", "load", hello, "--config", "[1]")
+	assert.Equal(t, cli.ExitUsage, res.code)
+	assert.Contains(t, res.stderr, "not a JSON object")
+
+	require.Eventually(t, func() bool {
+		out := wout.String()
+		return strings.Contains(out, "UPGRADED hello") && strings.Contains(out, "UNLOADED hola") && strings.Contains(out, "FAILED   junk")
+	}, 10*time.Second, 5*time.Millisecond, "watch shows the events: %s", wout.String())
+	stopWatch()
+	assert.Equal(t, cli.ExitOK, <-watched, werr.String())
+}
+
+func TestBuild(t *testing.T) {
+	root := e2e.Root(t)
+	out := filepath.Join(t.TempDir(), "hello.wasm")
+	res := run(t, nil, "", "build", filepath.Join(root, "examples", "hello"), "-o", out)
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "built "+out)
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, []byte("\x00asm"), b[:4])
+
+	for _, tc := range []struct {
+		dir  string
+		want string
+	}{
+		{filepath.Join(root, "abi"), "is not a component: package abi is not a main package"},
+		{filepath.Join(root, "cmd", "tinyctl"), "does not import github.com/tinyhost/tinyhost/sdk"},
+		{filepath.Join(root, "nonexistent"), "is not a directory"},
+		{t.TempDir(), "is not a component"},
+	} {
+		res := run(t, nil, "", "build", tc.dir, "-o", filepath.Join(t.TempDir(), "x.wasm"))
+		assert.Equal(t, cli.ExitFailed, res.code, "build %s: %s", tc.dir, res.stderr)
+		assert.Contains(t, res.stderr, tc.want, "build %s", tc.dir)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,442 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+)
+
+var cmdList = &command{
+	name:    "list",
+	summary: "list the loaded modules",
+	help: `Lists the modules the host has loaded: name, version, components, the
+instance pool (instances in use / instances / max) and where each came from.
+
+Examples:
+  tinyctl list
+  tinyctl list -o json | jq -r '.modules[].name'
+`,
+	flags: outputFlag,
+	run: func(ctx context.Context, c *ctl, args []string) error {
+		if len(args) != 0 {
+			return usagef("list takes no arguments")
+		}
+		client, closeConn, err := c.client()
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		cctx, cancel := c.callCtx(ctx)
+		defer cancel()
+		resp, err := client.ListModules(cctx, &hostv1.ListModulesRequest{})
+		if err != nil {
+			return err
+		}
+		if c.o.output == "json" {
+			return writeProto(c.Stdout, resp)
+		}
+		tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tVERSION\tCOMPONENTS\tPOOL\tSOURCE")
+		for _, m := range resp.GetModules() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.GetName(), dash(m.GetVersion()),
+				componentNames(m), poolString(m.GetPool()), dash(m.GetSource()))
+		}
+		return tw.Flush()
+	},
+}
+
+var cmdInfo = &command{
+	name:    "info",
+	summary: "describe the host",
+	help: `Describes the host: its name, build version, the ABI versions it loads,
+its labels, its capacity and the modules it runs.
+
+Examples:
+  tinyctl info
+  tinyctl --addr 10.0.0.7:50051 info -o json
+`,
+	flags: outputFlag,
+	run: func(ctx context.Context, c *ctl, args []string) error {
+		if len(args) != 0 {
+			return usagef("info takes no arguments")
+		}
+		client, closeConn, err := c.client()
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		cctx, cancel := c.callCtx(ctx)
+		defer cancel()
+		resp, err := client.Info(cctx, &hostv1.InfoRequest{})
+		if err != nil {
+			return err
+		}
+		if c.o.output == "json" {
+			return writeProto(c.Stdout, resp)
+		}
+		abis := make([]string, 0, len(resp.GetAbiVersions()))
+		for _, v := range resp.GetAbiVersions() {
+			abis = append(abis, fmt.Sprintf("v%d", v))
+		}
+		labels := make([]string, 0, len(resp.GetLabels()))
+		for _, k := range sortedKeys(resp.GetLabels()) {
+			labels = append(labels, k+"="+resp.GetLabels()[k])
+		}
+		tw := tabwriter.NewWriter(c.Stdout, 0, 4, 1, ' ', 0)
+		fmt.Fprintf(tw, "name:\t%s\n", resp.GetName())
+		fmt.Fprintf(tw, "version:\t%s\n", dash(resp.GetVersion()))
+		fmt.Fprintf(tw, "abi:\t%s\n", dash(strings.Join(abis, ", ")))
+		fmt.Fprintf(tw, "labels:\t%s\n", dash(strings.Join(labels, ", ")))
+		fmt.Fprintf(tw, "capacity:\t%s\n", capacityString(resp.GetCapacity(), len(resp.GetModules())))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if len(resp.GetModules()) == 0 {
+			fmt.Fprintln(c.Stdout, "modules:  none")
+			return nil
+		}
+		fmt.Fprintln(c.Stdout, "modules:")
+		tw = tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+		for _, m := range resp.GetModules() {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", m.GetName(), dash(m.GetVersion()), componentNames(m))
+		}
+		return tw.Flush()
+	},
+}
+
+var cmdLoad = &command{
+	name:    "load",
+	args:    "FILE [--name N]",
+	summary: "load or upgrade a module from a .wasm file",
+	help: `Streams a .wasm file to the host, which loads it, or upgrades the module of
+the same name without dropping calls. The module's name comes from its
+descriptor unless --name overrides it. The file's sha256 is sent along and
+checked by the host. Progress is shown on a terminal for files over 1 MiB.
+
+Zero limits mean the host's defaults.
+
+Examples:
+  tinyctl load bin/modules/hello.wasm
+  tinyctl load hello.wasm --name hello-canary --max-instances 8 --call-timeout 2s
+  tinyctl load ticker.wasm --config '{"ticker":{"interval":"1s"}}' --cap log --cap timer
+`,
+	flags: func(fs *pflag.FlagSet, o *opts) {
+		outputFlag(fs, o)
+		fs.StringVar(&o.name, "name", "", "module name (default: the name in the module's descriptor)")
+		fs.StringVar(&o.config, "config", "", "module configuration: a JSON object, @FILE or -")
+		fs.StringSliceVar(&o.caps, "cap", nil, "grant a capability (log, config, timer, messaging; repeatable; default: the host's defaults)")
+		fs.Uint32Var(&o.limits.memoryPages, "memory-pages", 0, "linear memory per instance, in 64 KiB pages")
+		fs.DurationVar(&o.limits.callTimeout, "call-timeout", 0, "how long one call may run")
+		fs.Uint32Var(&o.limits.maxMessage, "max-message-bytes", 0, "largest message or reply, in bytes")
+		fs.Uint32Var(&o.limits.minInstances, "min-instances", 0, "instances kept warm")
+		fs.Uint32Var(&o.limits.maxInstances, "max-instances", 0, "most instances at once")
+		fs.DurationVar(&o.limits.queueTimeout, "queue-timeout", 0, "how long a call waits for a free instance")
+	},
+	run: runLoad,
+}
+
+// loadChunk is the size of one LoadModule message: well under gRPC's default
+// 4 MiB message limit, large enough that a 20 MiB module is 80 messages.
+const loadChunk = 256 << 10
+
+func runLoad(ctx context.Context, c *ctl, args []string) error {
+	if len(args) != 1 {
+		return usagef("load: want exactly one FILE, got %d arguments", len(args))
+	}
+	path := args[0]
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(wasm)
+	header := &hostv1.LoadHeader{
+		Name:         c.o.name,
+		Capabilities: c.o.caps,
+		Size:         uint64(len(wasm)),
+		Digest:       "sha256:" + hex.EncodeToString(sum[:]),
+		Limits: &hostv1.Limits{
+			MemoryPages:     c.o.limits.memoryPages,
+			CallTimeoutMs:   uint32(c.o.limits.callTimeout.Milliseconds()),
+			MaxMessageBytes: c.o.limits.maxMessage,
+			MinInstances:    c.o.limits.minInstances,
+			MaxInstances:    c.o.limits.maxInstances,
+			QueueTimeoutMs:  uint32(c.o.limits.queueTimeout.Milliseconds()),
+		},
+	}
+	if c.o.config != "" {
+		cfg, err := c.readArg(c.o.config)
+		if err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(cfg, &obj); err != nil {
+			return usagef("--config: not a JSON object: %v", err)
+		}
+		header.Config = cfg
+	}
+
+	client, closeConn, err := c.client()
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	cctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	stream, err := client.LoadModule(cctx)
+	if err != nil {
+		return err
+	}
+	prog := newProgress(c.Stderr, filepath.Base(path), len(wasm))
+	first := true
+	for off := 0; first || off < len(wasm); {
+		end := min(off+loadChunk, len(wasm))
+		msg := &hostv1.LoadModuleRequest{Chunk: wasm[off:end]}
+		if first {
+			msg.Header = header
+			first = false
+		}
+		if err := stream.Send(msg); err != nil {
+			// The host refused early (e.g. too large); its status comes
+			// from CloseAndRecv.
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			prog.done()
+			return err
+		}
+		off = end
+		prog.update(off)
+	}
+	prog.waiting()
+	resp, err := stream.CloseAndRecv()
+	prog.done()
+	if err != nil {
+		return err
+	}
+	if c.o.output == "json" {
+		return writeProto(c.Stdout, resp)
+	}
+	m := resp.GetModule()
+	verb := "loaded"
+	if resp.GetUpgraded() {
+		verb = "upgraded"
+	}
+	fmt.Fprintf(c.Stdout, "%s %s %s (%s), components: %s\n", verb, m.GetName(), dash(m.GetVersion()),
+		dash(m.GetDigest()), componentNames(m))
+	return nil
+}
+
+var cmdUnload = &command{
+	name:    "unload",
+	args:    "NAME",
+	summary: "unload a module",
+	help: `Unloads a module. Calls in flight finish first; calls after it fail with
+NOT_FOUND (exit code 3).
+
+Examples:
+  tinyctl unload hello
+`,
+	run: func(ctx context.Context, c *ctl, args []string) error {
+		if len(args) != 1 {
+			return usagef("unload: want exactly one module NAME, got %d arguments", len(args))
+		}
+		client, closeConn, err := c.client()
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		cctx, cancel := c.callCtx(ctx)
+		defer cancel()
+		if _, err := client.UnloadModule(cctx, &hostv1.UnloadModuleRequest{Name: args[0]}); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.Stdout, "unloaded %s\n", args[0])
+		return nil
+	},
+}
+
+var cmdWatch = &command{
+	name:    "watch",
+	summary: "print module events as they happen",
+	help: `Prints one line per module event until interrupted: first LOADED for every
+module already loaded, then LOADED, UPGRADED, FAILED and UNLOADED as they
+happen. --timeout does not apply. Exits 0 on Ctrl-C, and 4 (UNAVAILABLE)
+when the host shuts down or cannot be reached.
+
+Examples:
+  tinyctl watch
+  tinyctl watch -o json     # one JSON object per line
+`,
+	flags: outputFlag,
+	run: func(ctx context.Context, c *ctl, args []string) error {
+		if len(args) != 0 {
+			return usagef("watch takes no arguments")
+		}
+		client, closeConn, err := c.client()
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		stream, err := client.Watch(ctx, &hostv1.WatchRequest{})
+		if err != nil {
+			return err
+		}
+		for {
+			ev, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				if ctx.Err() != nil && status.Code(err) == codes.Canceled {
+					return nil
+				}
+				return err
+			}
+			if c.o.output == "json" {
+				b, err := protojson.Marshal(ev)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.Stdout, "%s\n", b)
+				continue
+			}
+			fmt.Fprintln(c.Stdout, eventLine(ev))
+		}
+	},
+}
+
+func eventLine(ev *hostv1.WatchEvent) string {
+	t := time.Unix(0, ev.GetTimeUnixNano()).UTC().Format(time.RFC3339Nano)
+	typ := strings.TrimPrefix(ev.GetType().String(), "TYPE_")
+	s := fmt.Sprintf("%s  %-8s %s", t, typ, ev.GetModule())
+	if m := ev.GetInfo(); m != nil {
+		s += fmt.Sprintf(" %s %s", dash(m.GetVersion()), dash(m.GetDigest()))
+	}
+	if ev.GetError() != "" {
+		s += ": " + ev.GetError()
+	}
+	return s
+}
+
+func outputFlag(fs *pflag.FlagSet, o *opts) {
+	fs.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+}
+
+func writeProto(w io.Writer, m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func componentNames(m *hostv1.Module) string {
+	names := make([]string, 0, len(m.GetComponents()))
+	for _, c := range m.GetComponents() {
+		names = append(names, c.GetName())
+	}
+	return dash(strings.Join(names, ","))
+}
+
+func poolString(p *hostv1.Pool) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d/%d", p.GetInUse(), p.GetInstances(), p.GetMax())
+}
+
+func capacityString(c *hostv1.Capacity, loaded int) string {
+	if c == nil {
+		return fmt.Sprintf("%d modules", loaded)
+	}
+	s := fmt.Sprintf("%d modules", c.GetLoadedModules())
+	if c.GetMaxModules() > 0 {
+		s += fmt.Sprintf(" of %d", c.GetMaxModules())
+	}
+	if c.GetMemoryBytes() > 0 {
+		s += fmt.Sprintf(", memory %s reserved of %s", mib(c.GetMemoryReservedBytes()), mib(c.GetMemoryBytes()))
+	} else if c.GetMemoryReservedBytes() > 0 {
+		s += fmt.Sprintf(", memory %s reserved", mib(c.GetMemoryReservedBytes()))
+	}
+	return s
+}
+
+func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// progress draws an upload progress line on a terminal.
+type progress struct {
+	w     io.Writer
+	name  string
+	total int
+	on    bool
+	last  time.Time
+}
+
+// progressMin is the file size from which load shows progress.
+const progressMin = 1 << 20
+
+func newProgress(w io.Writer, name string, total int) *progress {
+	return &progress{w: w, name: name, total: total, on: total >= progressMin && isTerminal(w)}
+}
+
+func (p *progress) update(n int) {
+	if !p.on || (n < p.total && time.Since(p.last) < 100*time.Millisecond) {
+		return
+	}
+	p.last = time.Now()
+	fmt.Fprintf(p.w, "\rtinyctl: sending %s: %s of %s (%d%%)\033[K", p.name,
+		mib(uint64(n)), mib(uint64(p.total)), n*100/p.total)
+}
+
+func (p *progress) waiting() {
+	if p.on {
+		fmt.Fprintf(p.w, "\rtinyctl: sent %s (%s), compiling...\033[K", p.name, mib(uint64(p.total)))
+	}
+}
+
+func (p *progress) done() {
+	if p.on {
+		fmt.Fprint(p.w, "\r\033[K")
+		p.on = false
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,321 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+)
+
+// Config is the daemon's configuration. Every field is a flag, a key of the
+// YAML config file and a TINYHOST_* environment variable of the same name
+// (TINYHOST_CACHE_DIR for cache-dir); a flag wins over the environment,
+// which wins over the file. Labels are the exception in spelling: the flag
+// is --label k=v (repeatable), the file key a map "labels", the variable
+// TINYHOST_LABELS=k=v,k2=v2.
+type Config struct {
+	Listen          string            `koanf:"listen"`
+	Modules         string            `koanf:"modules"`
+	CacheDir        string            `koanf:"cache-dir"`
+	Metrics         string            `koanf:"metrics"`
+	Name            string            `koanf:"name"`
+	Labels          map[string]string `koanf:"labels"`
+	TLSCert         string            `koanf:"tls-cert"`
+	TLSKey          string            `koanf:"tls-key"`
+	TLSClientCA     string            `koanf:"tls-client-ca"`
+	TokenFile       string            `koanf:"token-file"`
+	LogLevel        string            `koanf:"log-level"`
+	LogJSON         bool              `koanf:"log-json"`
+	MaxLoadBytes    int64             `koanf:"max-load-bytes"`
+	ShutdownTimeout time.Duration     `koanf:"shutdown-timeout"`
+	Capabilities    []string          `koanf:"capabilities"`
+	HopLimit        int               `koanf:"hop-limit"`
+
+	// Default limits of every module; zero means the host library's default.
+	MemoryPages     uint32        `koanf:"memory-pages"`
+	CallTimeout     time.Duration `koanf:"call-timeout"`
+	MaxMessageBytes int           `koanf:"max-message-bytes"`
+	MinInstances    int           `koanf:"min-instances"`
+	MaxInstances    int           `koanf:"max-instances"`
+	QueueTimeout    time.Duration `koanf:"queue-timeout"`
+}
+
+// Defaults of the flags that have one besides the zero value.
+const (
+	DefaultListen          = "127.0.0.1:50051"
+	DefaultMaxLoadBytes    = 64 << 20
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// ErrHelp is returned by ParseConfig for --help; the usage was written.
+var ErrHelp = errors.New("help requested")
+
+// ErrVersion is returned by ParseConfig for --version.
+var ErrVersion = errors.New("version requested")
+
+// UsageError is a configuration mistake; the daemon exits with code 2.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+func usageErr(format string, a ...any) error { return &UsageError{fmt.Errorf(format, a...)} }
+
+func flagSet(hostname string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("tinyhost", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.String("config", "", "YAML config file (keys are the flag names; env TINYHOST_CONFIG)")
+	fs.String("listen", DefaultListen, "gRPC listen address")
+	fs.String("modules", "", "modules directory, watched: a .wasm added is loaded, replaced is upgraded, removed is unloaded")
+	fs.String("cache-dir", "", "directory of the compilation cache (default: in memory only)")
+	fs.String("metrics", "", `Prometheus listen address serving /metrics, e.g. 127.0.0.1:9090 ("" = off)`)
+	fs.String("name", hostname, "host name reported by Info and in logs")
+	fs.StringArray("label", nil, "host label KEY=VALUE (repeatable)")
+	fs.String("tls-cert", "", "PEM server certificate; with --tls-key serves TLS")
+	fs.String("tls-key", "", "PEM key of --tls-cert")
+	fs.String("tls-client-ca", "", "PEM CA of client certificates; requires and verifies them (mTLS)")
+	fs.String("token-file", "", "file holding the bearer token every call must carry (health checks excepted)")
+	fs.String("log-level", "info", "trace, debug, info, warn or error")
+	fs.Bool("log-json", false, "log JSON lines instead of text")
+	fs.Int64("max-load-bytes", DefaultMaxLoadBytes, "largest module LoadModule accepts, in bytes")
+	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish")
+	fs.StringSlice("capabilities", nil, "capabilities granted to modules that name none; empty means log,config,timer,messaging")
+	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
+	fs.Uint32("memory-pages", 0, "module default: linear memory per instance in 64 KiB pages (default 4096)")
+	fs.Duration("call-timeout", 0, "module default: how long one call may run (default 10s)")
+	fs.Int("max-message-bytes", 0, "module default: largest message or reply (default 4 MiB)")
+	fs.Int("min-instances", 0, "module default: instances kept warm (default 1)")
+	fs.Int("max-instances", 0, "module default: most instances at once (default 2 x GOMAXPROCS)")
+	fs.Duration("queue-timeout", 0, "module default: how long a call waits for a free instance (default 5s)")
+	fs.BoolP("help", "h", false, "show this help")
+	fs.Bool("version", false, "print the version")
+	return fs
+}
+
+// Usage writes the daemon's help.
+func Usage(w io.Writer) {
+	host, _ := os.Hostname()
+	fmt.Fprintf(w, `tinyhost runs WebAssembly component modules and serves them over gRPC.
+
+Usage:
+  tinyhost [flags]
+
+Examples:
+  tinyhost --modules ./modules --cache-dir ./cache
+  tinyhost --config /etc/tinyhost.yaml --label zone=a --metrics :9090
+  TINYHOST_LISTEN=0.0.0.0:50051 tinyhost --tls-cert host.pem --tls-key host-key.pem --tls-client-ca ca.pem
+
+Every flag is also a key of the --config file (listen: ..., cache-dir: ...)
+and an environment variable TINYHOST_<NAME> (TINYHOST_CACHE_DIR); a flag
+wins over the environment, which wins over the file. Labels are a map in the
+file (labels: {zone: a}) and TINYHOST_LABELS=zone=a,tier=web in the
+environment.
+
+Flags:
+%s
+SIGTERM or SIGINT stops accepting calls, answers those accepted (within
+--shutdown-timeout), closes the modules and exits 0.
+`, flagSet(host).FlagUsages())
+}
+
+// ParseConfig reads the configuration from args (without the program name),
+// the environment (as os.Environ) and the config file args or environ name.
+func ParseConfig(args, environ []string) (Config, error) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "tinyhost"
+	}
+	fs := flagSet(host)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return Config{}, ErrHelp
+		}
+		return Config{}, usageErr("%v", err)
+	}
+	if h, _ := fs.GetBool("help"); h {
+		return Config{}, ErrHelp
+	}
+	if v, _ := fs.GetBool("version"); v {
+		return Config{}, ErrVersion
+	}
+	if fs.NArg() > 0 {
+		return Config{}, usageErr("unexpected arguments %q: tinyhost takes only flags", fs.Args())
+	}
+	known := map[string]bool{"labels": true}
+	fs.VisitAll(func(f *pflag.Flag) {
+		switch f.Name {
+		case "config", "help", "version", "label":
+		default:
+			known[f.Name] = true
+		}
+	})
+
+	k := koanf.New(".")
+	path, _ := fs.GetString("config")
+	if path == "" {
+		path = lookupEnv(environ, "TINYHOST_CONFIG")
+	}
+	if path != "" {
+		fk := koanf.New(".")
+		if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return Config{}, usageErr("config file %s: %v", path, err)
+		}
+		var unknown []string
+		for _, key := range fk.Keys() {
+			top, _, _ := strings.Cut(key, ".")
+			if !known[top] {
+				unknown = append(unknown, key)
+			}
+		}
+		if len(unknown) > 0 {
+			return Config{}, usageErr("config file %s: unknown keys %s", path, strings.Join(unknown, ", "))
+		}
+		if err := k.Merge(fk); err != nil {
+			return Config{}, usageErr("config file %s: %v", path, err)
+		}
+	}
+
+	var envErr error
+	if err := k.Load(env.Provider(".", env.Opt{
+		Prefix:      "TINYHOST_",
+		EnvironFunc: func() []string { return environ },
+		TransformFunc: func(key, v string) (string, any) {
+			key = strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(key, "TINYHOST_")), "_", "-")
+			switch {
+			case key == "labels":
+				m, err := parseLabels(splitList(v))
+				if err != nil && envErr == nil {
+					envErr = usageErr("TINYHOST_LABELS: %v", err)
+				}
+				return key, m
+			case key == "capabilities":
+				return key, splitList(v)
+			case !known[key]:
+				return "", nil // not ours, e.g. a variable of the deployment
+			}
+			return key, v
+		},
+	}), nil); err != nil {
+		return Config{}, usageErr("environment: %v", err)
+	}
+	if envErr != nil {
+		return Config{}, envErr
+	}
+
+	labels, err := fs.GetStringArray("label")
+	if err != nil {
+		return Config{}, usageErr("%v", err)
+	}
+	flagLabels, err := parseLabels(labels)
+	if err != nil {
+		return Config{}, usageErr("--label: %v", err)
+	}
+	if err := k.Load(posflag.ProviderWithFlag(fs, ".", k, func(f *pflag.Flag) (string, any) {
+		switch f.Name {
+		case "config", "help", "version":
+			return "", nil
+		case "label":
+			if !f.Changed {
+				return "", nil
+			}
+			return "labels", flagLabels
+		}
+		return f.Name, posflag.FlagVal(fs, f)
+	}), nil); err != nil {
+		return Config{}, usageErr("flags: %v", err)
+	}
+
+	var c Config
+	if err := k.Unmarshal("", &c); err != nil {
+		return Config{}, usageErr("configuration: %v", err)
+	}
+	if err := c.validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func (c *Config) validate() error {
+	var errs []string
+	if c.Listen == "" {
+		errs = append(errs, "listen is empty")
+	}
+	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, strings.ToLower(c.LogLevel)) {
+		errs = append(errs, fmt.Sprintf("log-level %q is not trace, debug, info, warn or error", c.LogLevel))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, "tls-cert and tls-key go together")
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		errs = append(errs, "tls-client-ca needs tls-cert and tls-key")
+	}
+	if c.MaxLoadBytes <= 0 {
+		errs = append(errs, fmt.Sprintf("max-load-bytes is %d, must be positive", c.MaxLoadBytes))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Sprintf("shutdown-timeout is %v, must be positive", c.ShutdownTimeout))
+	}
+	for k := range c.Labels {
+		if k == "" {
+			errs = append(errs, "a label has an empty key")
+		}
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return usageErr("invalid configuration: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func parseLabels(kvs []string) (map[string]any, error) {
+	m := make(map[string]any, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not KEY=VALUE", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func lookupEnv(environ []string, key string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// Version is the daemon's build version.
+func Version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}

@@ -1,0 +1,130 @@
+package daemon_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/daemon"
+)
+
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "tinyhost.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(yaml), 0o644))
+	return p
+}
+
+func TestParseConfigDefaults(t *testing.T) {
+	c, err := daemon.ParseConfig(nil, nil)
+	require.NoError(t, err)
+	host, _ := os.Hostname()
+	assert.Equal(t, daemon.DefaultListen, c.Listen)
+	assert.Equal(t, host, c.Name)
+	assert.Equal(t, "info", c.LogLevel)
+	assert.Equal(t, int64(daemon.DefaultMaxLoadBytes), c.MaxLoadBytes)
+	assert.Equal(t, daemon.DefaultShutdownTimeout, c.ShutdownTimeout)
+	assert.Empty(t, c.Metrics)
+	assert.Empty(t, c.Labels)
+}
+
+// TestParseConfigPrecedence: a flag wins over the environment, which wins
+// over the file; labels merge key by key.
+func TestParseConfigPrecedence(t *testing.T) {
+	file := writeConfig(t, `
+listen: 127.0.0.1:1000
+modules: /from/file
+cache-dir: /cache/file
+name: file-name
+log-level: warn
+call-timeout: 2s
+max-instances: 3
+capabilities: [log]
+labels:
+  zone: file
+  tier: web
+`)
+	env := []string{
+		"TINYHOST_MODULES=/from/env",
+		"TINYHOST_NAME=env-name",
+		"TINYHOST_CALL_TIMEOUT=4s",
+		"TINYHOST_LABELS=zone=env,rack=r1",
+		"TINYHOST_SOMETHING_ELSE=ignored",
+		"PATH=/usr/bin",
+	}
+	args := []string{"--config", file, "--name", "flag-name", "--label", "zone=flag", "--max-instances", "5"}
+	c, err := daemon.ParseConfig(args, env)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:1000", c.Listen, "file")
+	assert.Equal(t, "/from/env", c.Modules, "env over file")
+	assert.Equal(t, "/cache/file", c.CacheDir, "file")
+	assert.Equal(t, "flag-name", c.Name, "flag over env")
+	assert.Equal(t, "warn", c.LogLevel, "file over default")
+	assert.Equal(t, 4*time.Second, c.CallTimeout, "env over file")
+	assert.Equal(t, 5, c.MaxInstances, "flag over file")
+	assert.Equal(t, []string{"log"}, c.Capabilities)
+	assert.Equal(t, map[string]string{"zone": "flag", "tier": "web", "rack": "r1"}, c.Labels)
+}
+
+func TestParseConfigFromEnvFile(t *testing.T) {
+	file := writeConfig(t, "listen: 127.0.0.1:2000\n")
+	c, err := daemon.ParseConfig(nil, []string{"TINYHOST_CONFIG=" + file})
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:2000", c.Listen)
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		file string
+		want string
+	}{
+		{name: "unknown flag", args: []string{"--nope"}, want: "unknown flag"},
+		{name: "argument", args: []string{"extra"}, want: "takes only flags"},
+		{name: "unknown key", file: "listen: x:1\nlisten-addr: y\nlimits:\n  calls: 1\n", want: "unknown keys limits.calls, listen-addr"},
+		{name: "not yaml", file: "listen: [", want: "config file"},
+		{name: "missing file", args: []string{"--config", "/nonexistent.yaml"}, want: "/nonexistent.yaml"},
+		{name: "bad duration", args: []string{"--call-timeout", "soon"}, want: "call-timeout"},
+		{name: "bad env duration", env: []string{"TINYHOST_CALL_TIMEOUT=soon"}, want: "call-timeout"},
+		{name: "bad label", args: []string{"--label", "novalue"}, want: `"novalue" is not KEY=VALUE`},
+		{name: "bad env label", env: []string{"TINYHOST_LABELS=a=b,c"}, want: "TINYHOST_LABELS"},
+		{name: "log level", args: []string{"--log-level", "loud"}, want: `log-level "loud"`},
+		{name: "tls pair", args: []string{"--tls-cert", "c.pem"}, want: "tls-cert and tls-key go together"},
+		{name: "client ca alone", args: []string{"--tls-client-ca", "ca.pem"}, want: "tls-client-ca needs tls-cert"},
+		{name: "load limit", args: []string{"--max-load-bytes", "0"}, want: "max-load-bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append(args, "--config", writeConfig(t, tc.file))
+			}
+			_, err := daemon.ParseConfig(args, tc.env)
+			require.Error(t, err)
+			var ue *daemon.UsageError
+			assert.True(t, errors.As(err, &ue), "a usage error: %v", err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestParseConfigHelp(t *testing.T) {
+	_, err := daemon.ParseConfig([]string{"--help"}, nil)
+	assert.ErrorIs(t, err, daemon.ErrHelp)
+	_, err = daemon.ParseConfig([]string{"--version"}, nil)
+	assert.ErrorIs(t, err, daemon.ErrVersion)
+}
+
+// TestExampleConfig keeps the sample configuration valid.
+func TestExampleConfig(t *testing.T) {
+	c, err := daemon.ParseConfig([]string{"--config", filepath.Join("..", "..", "tinyhost.example.yaml")}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:50051", c.Listen)
+	assert.NotEmpty(t, c.Labels)
+}

@@ -1,0 +1,200 @@
+// Package daemon is tinyhost, the host daemon: it reads the configuration
+// (ParseConfig: flags, TINYHOST_* environment, YAML file), starts a host
+// with its modules directory, serves it over gRPC with TLS, mTLS and a
+// bearer token as configured, exports Prometheus metrics, and shuts down
+// gracefully when its context ends (Run).
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/metrics"
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/server"
+)
+
+// Run runs the daemon until ctx ends, then shuts it down: the gRPC server
+// stops accepting and answers the calls it accepted (for at most
+// ShutdownTimeout), then the host closes its modules. logOut receives the
+// logs. A nil error means a clean shutdown.
+func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
+	log := hclog.New(&hclog.LoggerOptions{
+		Name:       "tinyhost",
+		Level:      hclog.LevelFromString(cfg.LogLevel),
+		Output:     logOut,
+		JSONFormat: cfg.LogJSON,
+	})
+
+	token, err := readToken(cfg.TokenFile)
+	if err != nil {
+		return err
+	}
+	var sopts []grpc.ServerOption
+	if cfg.TLSCert != "" {
+		tc, err := serverTLS(cfg)
+		if err != nil {
+			return err
+		}
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(tc)))
+	}
+
+	// Listen before loading modules, so that a taken port fails at once.
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer lis.Close()
+	var metricsLis net.Listener
+	if cfg.Metrics != "" {
+		if metricsLis, err = net.Listen("tcp", cfg.Metrics); err != nil {
+			return fmt.Errorf("metrics: listen: %w", err)
+		}
+		defer metricsLis.Close()
+	}
+
+	// An empty list means the host's defaults (not "none"): the flag's
+	// zero value must not strip every module of its capabilities.
+	caps := cfg.Capabilities
+	if len(caps) == 0 {
+		caps = nil
+	}
+	h, err := host.New(ctx, host.Options{
+		Name:                cfg.Name,
+		Logger:              log.Named("host"),
+		CacheDir:            cfg.CacheDir,
+		ModulesDir:          cfg.Modules,
+		DefaultCapabilities: caps,
+		HopLimit:            cfg.HopLimit,
+		Limits: host.Limits{
+			MemoryPages:    cfg.MemoryPages,
+			CallTimeout:    cfg.CallTimeout,
+			MaxMessageSize: cfg.MaxMessageBytes,
+			MinInstances:   cfg.MinInstances,
+			MaxInstances:   cfg.MaxInstances,
+			QueueTimeout:   cfg.QueueTimeout,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	// The host must close however Run ends; on the clean path it closes
+	// after the server has drained, below.
+	hostClosed := false
+	defer func() {
+		if !hostClosed {
+			_ = h.Close(context.WithoutCancel(ctx))
+		}
+	}()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(h)
+	reg.MustRegister(m)
+
+	srv, err := server.New(h, server.Options{
+		Logger:          log.Named("grpc"),
+		Name:            cfg.Name,
+		Labels:          cfg.Labels,
+		Token:           token,
+		MaxLoadBytes:    cfg.MaxLoadBytes,
+		MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10,
+		Observer:        m,
+		ServerOptions:   sopts,
+	})
+	if err != nil {
+		return err
+	}
+
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(lis) }()
+	var metricsSrv *http.Server
+	if metricsLis != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		log.Info("serving metrics", "addr", metricsLis.Addr().String(), "path", "/metrics")
+		go func() {
+			if err := metricsSrv.Serve(metricsLis); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics: %w", err)
+			}
+		}()
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: answering the calls in flight", "timeout", cfg.ShutdownTimeout)
+	case runErr = <-errc:
+		log.Error("server failed, shutting down", "error", runErr)
+	}
+
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.GracefulStop(sctx); err != nil {
+		log.Warn("shutdown timeout passed: calls still running were cut off", "timeout", cfg.ShutdownTimeout)
+	}
+	if metricsSrv != nil {
+		_ = metricsSrv.Shutdown(sctx)
+	}
+	hostClosed = true
+	if err := h.Close(sctx); err != nil && runErr == nil {
+		log.Warn("closing the host", "error", err)
+	}
+	log.Info("stopped")
+	return runErr
+}
+
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("token-file %s is empty", path)
+	}
+	return token, nil
+}
+
+// serverTLS is the TLS configuration of the gRPC listener; with a client CA
+// every client must present a certificate it signed (mTLS).
+func serverTLS(cfg Config) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("tls-cert/tls-key: %w", err)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if cfg.TLSClientCA != "" {
+		pem, err := os.ReadFile(cfg.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls-client-ca %s: no PEM certificate in the file", cfg.TLSClientCA)
+		}
+		tc.ClientCAs = pool
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}

@@ -1,0 +1,488 @@
+package main_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/internal/e2e"
+)
+
+func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
+
+func client(t *testing.T, addr string, opts ...grpc.DialOption) hostv1.HostServiceClient {
+	t.Helper()
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	conn, err := grpc.NewClient(addr, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return hostv1.NewHostServiceClient(conn)
+}
+
+func greet(ctx context.Context, c hostv1.HostServiceClient, name string) (string, error) {
+	resp, err := c.Invoke(ctx, &hostv1.InvokeRequest{
+		Module: "hello", Component: "greeter", Port: "in", Payload: fmt.Appendf(nil, `{"name":%q}`, name),
+	})
+	return string(resp.GetPayload()), err
+}
+
+// TestTour is the README's five-minute tour: a host with the hello module,
+// called with tinyctl and with grpcurl through reflection, and its health
+// read from grpc.health.v1.Health.
+func TestTour(t *testing.T) {
+	h := e2e.StartHost(t, e2e.HostOptions{Modules: []string{e2e.Wasm(t, e2e.Hello)}})
+	tinyctl := e2e.Binary(t, "cmd/tinyctl")
+	env := []string{"TINYCTL_ADDR=" + h.Addr}
+
+	t.Run("tinyctl call", func(t *testing.T) {
+		res := e2e.Run(t, env, tinyctl, "call", "hello/greeter", `{"name":"Ada"}`)
+		assert.Equal(t, 0, res.Code, "stderr: %s", res.Stderr)
+		assert.Contains(t, res.Stdout, "Hello, Ada")
+		t.Logf("$ tinyctl call hello/greeter '{\"name\":\"Ada\"}'\n%s", res.Stdout)
+	})
+	t.Run("default capabilities", func(t *testing.T) {
+		list, err := client(t, h.Addr).ListModules(context.Background(), &hostv1.ListModulesRequest{})
+		require.NoError(t, err)
+		require.Len(t, list.GetModules(), 1)
+		assert.ElementsMatch(t, []string{"log", "config", "timer", "messaging"}, list.GetModules()[0].GetCapabilities())
+	})
+	t.Run("tinyctl call not found", func(t *testing.T) {
+		res := e2e.Run(t, env, tinyctl, "call", "nope/greeter", `{"name":"Ada"}`)
+		assert.Equal(t, 3, res.Code)
+		assert.Contains(t, res.Stderr, `tinyctl: NOT_FOUND: `)
+		assert.Contains(t, res.Stderr, `"nope"`)
+		t.Logf("$ tinyctl call nope/greeter ... (exit %d)\n%s", res.Code, res.Stderr)
+	})
+
+	grpcurl := e2e.Grpcurl(t)
+	t.Run("grpcurl list", func(t *testing.T) {
+		res := e2e.Run(t, nil, grpcurl, "-plaintext", h.Addr, "list")
+		require.Equal(t, 0, res.Code, "stderr: %s", res.Stderr)
+		assert.Contains(t, res.Stdout, "tinyhost.host.v1.HostService")
+		assert.Contains(t, res.Stdout, "grpc.health.v1.Health")
+		t.Logf("$ grpcurl -plaintext %s list\n%s", h.Addr, res.Stdout)
+	})
+	t.Run("grpcurl invoke", func(t *testing.T) {
+		payload := base64.StdEncoding.EncodeToString([]byte(`{"name":"Ada"}`))
+		req := fmt.Sprintf(`{"module":"hello","component":"greeter","port":"in","payload":%q}`, payload)
+		res := e2e.Run(t, nil, grpcurl, "-plaintext", "-d", req, h.Addr, "tinyhost.host.v1.HostService/Invoke")
+		require.Equal(t, 0, res.Code, "stderr: %s", res.Stderr)
+		var out struct{ Payload []byte }
+		require.NoError(t, json.Unmarshal([]byte(res.Stdout), &out), res.Stdout)
+		assert.Contains(t, string(out.Payload), "Hello, Ada")
+		t.Logf("$ grpcurl -plaintext -d '%s' %s tinyhost.host.v1.HostService/Invoke\n%s(payload decodes to %s)", req, h.Addr, res.Stdout, out.Payload)
+	})
+	t.Run("grpcurl health", func(t *testing.T) {
+		for _, svc := range []string{"", "hello"} {
+			res := e2e.Run(t, nil, grpcurl, "-plaintext", "-d", fmt.Sprintf(`{"service":%q}`, svc), h.Addr, "grpc.health.v1.Health/Check")
+			require.Equal(t, 0, res.Code, "stderr: %s", res.Stderr)
+			assert.Contains(t, res.Stdout, `"SERVING"`)
+			t.Logf("$ grpcurl -plaintext -d '{\"service\":%q}' %s grpc.health.v1.Health/Check\n%s", svc, h.Addr, res.Stdout)
+		}
+	})
+}
+
+// TestModulesDirectory: a .wasm copied into the modules directory is
+// callable within a second once its compilation is cached; deleted, its
+// calls fail with NOT_FOUND naming the module.
+func TestModulesDirectory(t *testing.T) {
+	hello := e2e.Wasm(t, e2e.Hello)
+	h := e2e.StartHost(t, e2e.HostOptions{})
+	c := client(t, h.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Warm the compilation cache the way an operator would: load once.
+	tinyctl := e2e.Binary(t, "cmd/tinyctl")
+	env := []string{"TINYCTL_ADDR=" + h.Addr}
+	res := e2e.Run(t, env, tinyctl, "load", hello)
+	require.Equal(t, 0, res.Code, res.Stderr)
+	res = e2e.Run(t, env, tinyctl, "unload", "hello")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	_, err := greet(ctx, c, "Ada")
+	require.Equal(t, codes.NotFound, status.Code(err), "%v", err)
+
+	start := time.Now()
+	e2e.CopyFile(t, hello, filepath.Join(h.ModulesDir, "hello.wasm"))
+	deadline := start.Add(time.Second)
+	for {
+		reply, err := greet(ctx, c, "Ada")
+		if err == nil {
+			assert.Contains(t, reply, "Hello, Ada")
+			break
+		}
+		require.Equal(t, codes.NotFound, status.Code(err), "%v", err)
+		if time.Now().After(deadline) {
+			t.Fatalf("hello.wasm not callable within a second of its copy: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("callable %v after the copy", time.Since(start).Round(time.Millisecond))
+
+	require.NoError(t, os.Remove(filepath.Join(h.ModulesDir, "hello.wasm")))
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		_, err := greet(ctx, c, "Ada")
+		if status.Code(err) == codes.NotFound {
+			assert.Contains(t, status.Convert(err).Message(), `"hello"`)
+			break
+		}
+		require.NoError(t, err)
+		if time.Now().After(deadline) {
+			t.Fatal("hello still served 5s after its file was deleted")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestGracefulShutdown sends SIGTERM while calls are in flight and more keep
+// coming, unary and on a stream: every call the host accepted is answered
+// (the others fail with UNAVAILABLE, never accepted), and it exits 0.
+func TestGracefulShutdown(t *testing.T) {
+	h := e2e.StartHost(t, e2e.HostOptions{
+		Modules: []string{e2e.Wasm(t, e2e.Sleeper)},
+		Args:    []string{"--min-instances", "8", "--max-instances", "8"},
+	})
+	c := client(t, h.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sleep := func(ms int) *hostv1.InvokeRequest {
+		return &hostv1.InvokeRequest{Module: "sleeper", Component: "sleeper", Port: "in", Payload: fmt.Appendf(nil, `{"ms":%d}`, ms)}
+	}
+
+	// Four slow calls are surely in flight when the signal comes.
+	var slow sync.WaitGroup
+	slowErrs := make(chan error, 4)
+	for range 4 {
+		slow.Add(1)
+		go func() {
+			defer slow.Done()
+			resp, err := c.Invoke(ctx, sleep(1500))
+			if err == nil && string(resp.GetPayload()) != `{"slept":1500}` {
+				err = fmt.Errorf("reply %q", resp.GetPayload())
+			}
+			slowErrs <- err
+		}()
+	}
+	// Meanwhile a stream of short calls: unary callers and one InvokeStream.
+	stop := make(chan struct{})
+	var (
+		mu                sync.Mutex
+		answered, refused int
+		bad               []error
+	)
+	record := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch status.Code(err) {
+		case codes.OK:
+			answered++
+		case codes.Unavailable:
+			refused++
+		default:
+			bad = append(bad, err)
+		}
+	}
+	var callers sync.WaitGroup
+	for range 2 {
+		callers.Add(1)
+		go func() {
+			defer callers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := c.Invoke(ctx, sleep(20))
+				record(err)
+				if status.Code(err) == codes.Unavailable {
+					return
+				}
+			}
+		}()
+	}
+	stream, err := c.InvokeStream(ctx)
+	require.NoError(t, err)
+	streamDone := make(chan error, 1)
+	var sent atomic.Int64
+	go func() {
+		for i := 0; ; i++ {
+			if err := stream.Send(&hostv1.InvokeStreamRequest{Id: uint64(i), Request: sleep(20)}); err != nil {
+				return // the stream ended; Recv has its status
+			}
+			sent.Add(1)
+			select {
+			case <-stop:
+				stream.CloseSend()
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	streamAnswered := 0
+	go func() {
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				streamDone <- err
+				return
+			}
+			if resp.GetError() != nil {
+				streamDone <- fmt.Errorf("streamed call %d: %v", resp.GetId(), resp.GetError())
+				return
+			}
+			streamAnswered++
+		}
+	}()
+
+	require.Eventually(t, func() bool {
+		list, err := c.ListModules(ctx, &hostv1.ListModulesRequest{})
+		return err == nil && len(list.GetModules()) == 1 && list.GetModules()[0].GetPool().GetInUse() >= 4
+	}, 30*time.Second, 10*time.Millisecond, "slow calls in flight")
+	h.Signal(t, syscall.SIGTERM)
+
+	slow.Wait()
+	close(slowErrs)
+	for err := range slowErrs {
+		assert.NoError(t, err, "a call in flight at SIGTERM")
+	}
+	code := h.Wait(t, 30*time.Second)
+	close(stop)
+	callers.Wait()
+	serr := <-streamDone
+	assert.Equal(t, codes.Unavailable, status.Code(serr), "the stream ends with UNAVAILABLE after its answers: %v", serr)
+
+	assert.Equal(t, 0, code, "exit code")
+	assert.Contains(t, h.Log(), `"@message":"stopped"`)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, bad, "calls that failed other than by being refused")
+	assert.Positive(t, answered)
+	assert.Positive(t, streamAnswered)
+	t.Logf("unary: %d answered, %d refused; stream: %d sent, %d answered", answered, refused, sent.Load(), streamAnswered)
+}
+
+func tlsCreds(t *testing.T, ca, cert, key string) grpc.DialOption {
+	t.Helper()
+	pem, err := os.ReadFile(ca)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(pem))
+	conf := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		require.NoError(t, err)
+		conf.Certificates = []tls.Certificate{pair}
+	}
+	return grpc.WithTransportCredentials(credentials.NewTLS(conf))
+}
+
+func TestTLS(t *testing.T) {
+	certs := e2e.NewCerts(t)
+	h := e2e.StartHost(t, e2e.HostOptions{
+		Modules: []string{e2e.Wasm(t, e2e.Hello)},
+		Args:    []string{"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey},
+	})
+	tinyctl := e2e.Binary(t, "cmd/tinyctl")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	reply, err := greet(ctx, client(t, h.Addr, tlsCreds(t, certs.CA, "", "")), "Ada")
+	require.NoError(t, err)
+	assert.Contains(t, reply, "Hello, Ada")
+
+	res := e2e.Run(t, nil, tinyctl, "--addr", h.Addr, "--tls-ca", certs.CA, "call", "hello/greeter", `{"name":"Ada"}`)
+	assert.Equal(t, 0, res.Code, res.Stderr)
+	assert.Contains(t, res.Stdout, "Hello, Ada")
+
+	// A client that does not trust the CA, or speaks plaintext, is refused.
+	res = e2e.Run(t, nil, tinyctl, "--addr", h.Addr, "--tls", "call", "hello/greeter", `{"name":"Ada"}`)
+	assert.Equal(t, 4, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "UNAVAILABLE")
+	_, err = greet(ctx, client(t, h.Addr), "Ada")
+	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+}
+
+func TestMTLS(t *testing.T) {
+	certs := e2e.NewCerts(t)
+	h := e2e.StartHost(t, e2e.HostOptions{
+		Modules: []string{e2e.Wasm(t, e2e.Hello)},
+		Args:    []string{"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--tls-client-ca", certs.CA},
+	})
+	tinyctl := e2e.Binary(t, "cmd/tinyctl")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	t.Run("client certificate", func(t *testing.T) {
+		reply, err := greet(ctx, client(t, h.Addr, tlsCreds(t, certs.CA, certs.ClientCert, certs.ClientKey)), "Ada")
+		require.NoError(t, err)
+		assert.Contains(t, reply, "Hello, Ada")
+		res := e2e.Run(t, nil, tinyctl, "--addr", h.Addr, "--tls-ca", certs.CA, "--tls-cert", certs.ClientCert,
+			"--tls-key", certs.ClientKey, "call", "hello/greeter", `{"name":"Ada"}`)
+		assert.Equal(t, 0, res.Code, res.Stderr)
+		assert.Contains(t, res.Stdout, "Hello, Ada")
+	})
+	t.Run("no client certificate", func(t *testing.T) {
+		_, err := greet(ctx, client(t, h.Addr, tlsCreds(t, certs.CA, "", "")), "Ada")
+		require.Error(t, err)
+		assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+		res := e2e.Run(t, nil, tinyctl, "--addr", h.Addr, "--tls-ca", certs.CA, "call", "hello/greeter", `{"name":"Ada"}`)
+		assert.Equal(t, 4, res.Code, res.Stderr)
+		assert.True(t, strings.HasPrefix(res.Stderr, "tinyctl: UNAVAILABLE: "), res.Stderr)
+	})
+	t.Run("certificate of another CA", func(t *testing.T) {
+		_, err := greet(ctx, client(t, h.Addr, tlsCreds(t, certs.CA, certs.StrangerCert, certs.Stranger)), "Ada")
+		require.Error(t, err)
+		assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	})
+}
+
+func TestToken(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600))
+	h := e2e.StartHost(t, e2e.HostOptions{
+		Modules: []string{e2e.Wasm(t, e2e.Hello)},
+		Args:    []string{"--token-file", tokenFile},
+	})
+	tinyctl := e2e.Binary(t, "cmd/tinyctl")
+	call := []string{"--addr", h.Addr, "call", "hello/greeter", `{"name":"Ada"}`}
+
+	res := e2e.Run(t, nil, tinyctl, call...)
+	assert.Equal(t, 5, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "tinyctl: UNAUTHENTICATED: ")
+	res = e2e.Run(t, []string{"TINYCTL_TOKEN=wrong"}, tinyctl, call...)
+	assert.Equal(t, 5, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "invalid bearer token")
+
+	res = e2e.Run(t, []string{"TINYCTL_TOKEN=s3cret"}, tinyctl, call...)
+	assert.Equal(t, 0, res.Code, res.Stderr)
+	res = e2e.Run(t, nil, tinyctl, append([]string{"--token-file", tokenFile}, call...)...)
+	assert.Equal(t, 0, res.Code, res.Stderr)
+	assert.Contains(t, res.Stdout, "Hello, Ada")
+
+	// Health stays open for probes; reflection, like the rest, wants the
+	// token.
+	conn, err := grpc.NewClient(h.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	hc, err := grpc_health_v1.NewHealthClient(conn).Check(context.Background(), &grpc_health_v1.HealthCheckRequest{})
+	require.NoError(t, err)
+	assert.Equal(t, grpc_health_v1.HealthCheckResponse_SERVING, hc.GetStatus())
+	grpcurl := e2e.Grpcurl(t)
+	res = e2e.Run(t, nil, grpcurl, "-plaintext", h.Addr, "list")
+	assert.Equal(t, 1, res.Code)
+	assert.Contains(t, res.Stderr, "Unauthenticated")
+	res = e2e.Run(t, nil, grpcurl, "-plaintext", "-H", "authorization: Bearer s3cret", h.Addr, "grpc.health.v1.Health/Check")
+	assert.Equal(t, 0, res.Code, res.Stderr)
+	assert.Contains(t, res.Stdout, "SERVING")
+}
+
+func TestBadConfiguration(t *testing.T) {
+	bin := e2e.Binary(t, "cmd/tinyhost")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown flag", []string{"--nope"}, 2, "unknown flag: --nope"},
+		{"bad level", []string{"--log-level", "loud"}, 2, `log-level "loud"`},
+		{"key without cert", []string{"--tls-key", "k.pem"}, 2, "tls-cert and tls-key go together"},
+		{"missing token file", []string{"--token-file", "/nonexistent/token", "--listen", "127.0.0.1:0"}, 1, "token-file"},
+		{"taken port", nil, 1, "listen"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.name == "taken port" {
+				h := e2e.StartHost(t, e2e.HostOptions{})
+				args = []string{"--listen", h.Addr}
+			}
+			res := e2e.Run(t, nil, bin, args...)
+			assert.Equal(t, tc.code, res.Code, res.Stderr)
+			assert.True(t, strings.HasPrefix(res.Stderr, "tinyhost: "), res.Stderr)
+			assert.Contains(t, res.Stderr, tc.want)
+		})
+	}
+	res := e2e.Run(t, nil, bin, "--help")
+	assert.Equal(t, 0, res.Code)
+	assert.Contains(t, res.Stdout, "--modules")
+}
+
+func TestMetricsEndpoint(t *testing.T) {
+	h := e2e.StartHost(t, e2e.HostOptions{
+		Modules: []string{e2e.Wasm(t, e2e.Hello)},
+		Args:    []string{"--metrics", "127.0.0.1:0"},
+	})
+	var metricsAddr string
+	require.Eventually(t, func() bool {
+		for _, line := range strings.Split(h.Log(), "\n") {
+			var rec struct {
+				Message string `json:"@message"`
+				Addr    string `json:"addr"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Message == "serving metrics" {
+				metricsAddr = rec.Addr
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond, "the metrics address in the log")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := client(t, h.Addr)
+	for range 2 {
+		_, err := greet(ctx, c, "Ada")
+		require.NoError(t, err)
+	}
+	_, err := greet(ctx, c, "")
+	require.Error(t, err)
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metricsAddr+"/metrics", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, want := range []string{
+		`tinyhost_calls_total{component="greeter",module="hello",result="ok"} 2`,
+		`tinyhost_call_errors_total{component="greeter",kind="handler_error",module="hello"} 1`,
+		`tinyhost_call_duration_seconds_count{component="greeter",module="hello"} 3`,
+		`tinyhost_pool_instances{module="hello",version="0.1.0"} 1`,
+		`tinyhost_modules 1`,
+		`go_goroutines `,
+	} {
+		assert.Contains(t, string(body), want)
+	}
+}

@@ -1,0 +1,209 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tinyhost/tinyhost/host"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/server"
+	"github.com/tinyhost/tinyhost/internal/e2e"
+)
+
+// echoServer is the baseline: a bare grpc-go server of the same service
+// whose Invoke returns the payload, with no host, pool or guest behind it.
+type echoServer struct {
+	hostv1.UnimplementedHostServiceServer
+}
+
+func (echoServer) Invoke(_ context.Context, req *hostv1.InvokeRequest) (*hostv1.InvokeResponse, error) {
+	return &hostv1.InvokeResponse{Payload: req.GetPayload()}, nil
+}
+
+func (echoServer) InvokeStream(stream hostv1.HostService_InvokeStreamServer) error {
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(&hostv1.InvokeStreamResponse{Id: req.GetId(), Response: &hostv1.InvokeResponse{Payload: req.GetRequest().GetPayload()}}); err != nil {
+			return err
+		}
+	}
+}
+
+// baseline holds the echo's ns/op of each mode, for the ratio the tinyhost
+// run of the same mode reports.
+var baseline sync.Map
+
+// BenchmarkInvoke measures gRPC Invoke of hello/greeter against a bare
+// grpc-go echo, side by side in one run, unary with 1 and 64 concurrent
+// callers and through InvokeStream (64 in flight). Each tinyhost result
+// reports "%echo": its throughput as a percentage of the bare echo's in the
+// same mode.
+func BenchmarkInvoke(b *testing.B) {
+	ctx := context.Background()
+	helloWasm := e2e.WasmBytes(b, e2e.Hello)
+
+	echoLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	echo := grpc.NewServer()
+	hostv1.RegisterHostServiceServer(echo, echoServer{})
+	go echo.Serve(echoLis)
+	defer echo.Stop()
+
+	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close(ctx)
+	if _, err := h.Load(ctx, helloWasm, host.LoadOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := h.Load(ctx, guest(b, "echo"), host.LoadOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	srv, err := server.New(h, server.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hostLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(hostLis)
+	defer srv.Stop()
+
+	hello := &hostv1.InvokeRequest{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)}
+	// The same payload to abitest's echo guest, which costs ~2 µs a call
+	// in-process against hello's tens: the difference between the two
+	// tinyhost rows is the guest, the rest is the host and the server.
+	echoGuest := &hostv1.InvokeRequest{Module: "echo", Component: "echo", Port: "in", Payload: hello.Payload}
+	targets := []struct {
+		name string
+		addr string
+		req  *hostv1.InvokeRequest
+	}{
+		{"echo", echoLis.Addr().String(), hello},
+		{"tinyhost", hostLis.Addr().String(), hello},
+		{"tinyhost-echo-guest", hostLis.Addr().String(), echoGuest},
+	}
+
+	modes := []struct {
+		name string
+		run  func(b *testing.B, c hostv1.HostServiceClient, req *hostv1.InvokeRequest)
+	}{
+		{"unary-1", func(b *testing.B, c hostv1.HostServiceClient, req *hostv1.InvokeRequest) {
+			for range b.N {
+				if _, err := c.Invoke(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+		{"unary-64", func(b *testing.B, c hostv1.HostServiceClient, req *hostv1.InvokeRequest) {
+			unaryParallel(b, c, req, 64)
+		}},
+		{"stream", func(b *testing.B, c hostv1.HostServiceClient, req *hostv1.InvokeRequest) {
+			stream(b, c, req, 64)
+		}},
+	}
+	for _, mode := range modes {
+		b.Run(mode.name, func(b *testing.B) {
+			for _, target := range targets {
+				b.Run(target.name, func(b *testing.B) {
+					c := hostv1.NewHostServiceClient(dial(b, target.addr))
+					// Warm the connection and the pool.
+					for range 100 {
+						if _, err := c.Invoke(ctx, target.req); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportAllocs()
+					b.ResetTimer()
+					start := time.Now()
+					mode.run(b, c, target.req)
+					nsPerOp := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+					b.ReportMetric(1e9/nsPerOp, "calls/s")
+					if target.name == "echo" {
+						baseline.Store(mode.name, nsPerOp)
+					} else if echoNs, ok := baseline.Load(mode.name); ok {
+						b.ReportMetric(100*echoNs.(float64)/nsPerOp, "%echo")
+					}
+				})
+			}
+		})
+	}
+}
+
+// unaryParallel makes b.N unary calls from callers goroutines.
+func unaryParallel(b *testing.B, c hostv1.HostServiceClient, req *hostv1.InvokeRequest, callers int) {
+	work := make(chan struct{}, callers)
+	go func() {
+		for range b.N {
+			work <- struct{}{}
+		}
+		close(work)
+	}()
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				if _, err := c.Invoke(context.Background(), req); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// stream sends b.N requests on one InvokeStream, at most window unanswered.
+func stream(b *testing.B, c hostv1.HostServiceClient, req *hostv1.InvokeRequest, window int) {
+	s, err := c.InvokeStream(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	slots := make(chan struct{}, window)
+	sendErr := make(chan error, 1)
+	go func() {
+		for i := range b.N {
+			slots <- struct{}{}
+			if err := s.Send(&hostv1.InvokeStreamRequest{Id: uint64(i), Request: req}); err != nil {
+				sendErr <- err
+				return
+			}
+		}
+		sendErr <- s.CloseSend()
+	}()
+	for range b.N {
+		resp, err := s.Recv()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if resp.GetError() != nil {
+			b.Fatal(resp.GetError())
+		}
+		<-slots
+	}
+	if err := <-sendErr; err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Recv(); !errors.Is(err, io.EOF) {
+		b.Fatal(err)
+	}
+}

@@ -1,0 +1,61 @@
+// Package server serves a *host.Host over gRPC: the
+// tinyhost.host.v1.HostService of host/proto, the standard health service
+// (grpc.health.v1.Health) and server reflection.
+//
+//	srv, err := server.New(h, server.Options{Logger: log, Token: token})
+//	go srv.Serve(lis)
+//	...
+//	srv.GracefulStop(ctx) // then h.Close(ctx)
+//
+// # Errors
+//
+// Handlers return only status errors, and one function (toStatus) turns the
+// host's errors into them. Each carries a google.rpc.ErrorInfo detail whose
+// Reason (the Reason* constants) tells apart failures that share a code:
+//
+//	host error                      code                 reason
+//	KindNotFound, ErrNotFound       NOT_FOUND            NOT_FOUND
+//	*LoadError                      INVALID_ARGUMENT     BAD_MODULE
+//	*VersionError                   INVALID_ARGUMENT     ABI_VERSION
+//	KindTimeout                     DEADLINE_EXCEEDED    TIMEOUT
+//	KindBusy, ErrBusy               RESOURCE_EXHAUSTED   BUSY
+//	KindTooLarge, MaxLoadBytes      RESOURCE_EXHAUSTED   TOO_LARGE
+//	KindTrap                        ABORTED              TRAP
+//	KindMemory                      ABORTED              MEMORY_LIMIT
+//	KindABIViolation                ABORTED              ABI_VIOLATION
+//	KindHandler                     UNKNOWN              HANDLER_ERROR
+//	KindDenied                      PERMISSION_DENIED    DENIED
+//	KindHopLimit                    FAILED_PRECONDITION  HOP_LIMIT
+//	KindUnavailable                 UNAVAILABLE          UNAVAILABLE
+//	ErrClosed                       UNAVAILABLE          CLOSED
+//	a cancelled call                CANCELED
+//	anything else                   INTERNAL
+//
+// Why these codes: a too-large payload shares RESOURCE_EXHAUSTED with
+// grpc-go's own "message larger than max" so that "too big" has one code
+// whichever layer catches it; a trap is ABORTED, not INTERNAL, because the
+// host is fine and the instance was replaced, so a retry may succeed; a
+// handler's error is UNKNOWN because that is what grpc-go makes of a
+// handler's plain error, and it keeps it apart from a trap.
+//
+// # Authentication
+//
+// With Options.Token set, every call must carry "authorization: Bearer
+// <token>", compared in constant time, or fails with UNAUTHENTICATED. The
+// health service is exempt: probes and load balancers rarely carry
+// credentials, and it answers only SERVING or not for a module name the
+// caller already knows. TLS and mTLS are the caller's
+// grpc.ServerOption (Options.ServerOptions).
+//
+// # Health
+//
+// The service "" is SERVING until GracefulStop begins, then NOT_SERVING; a
+// module's name is SERVING while it is loaded and unknown otherwise.
+//
+// # Streams and shutdown
+//
+// InvokeStream runs up to Options.StreamWindow invocations of one stream at
+// once and answers each with its request's id. GracefulStop ends the Watch
+// streams and the intake of every InvokeStream (answering what it started,
+// then ending with UNAVAILABLE), and waits for accepted unary calls.
+package server

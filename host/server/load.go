@@ -1,0 +1,104 @@
+package server
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tinyhost/tinyhost/host"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+)
+
+// LoadModule implements HostService.LoadModule: it gathers the chunks,
+// refusing a module past MaxLoadBytes as soon as that is known, checks the
+// digest, and loads.
+func (s *Server) LoadModule(stream hostv1.HostService_LoadModuleServer) error {
+	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return status.Error(codes.InvalidArgument, "no header: the first message must carry one")
+	}
+	if err != nil {
+		return err
+	}
+	hdr := first.GetHeader()
+	if hdr == nil {
+		return status.Error(codes.InvalidArgument, "no header: the first message must carry one")
+	}
+	limit := s.opts.MaxLoadBytes
+	if hdr.GetSize() > uint64(limit) {
+		return s.tooLarge(hdr, int64(hdr.GetSize()))
+	}
+	var digest []byte
+	if d := hdr.GetDigest(); d != "" {
+		hexd, ok := strings.CutPrefix(d, "sha256:")
+		if digest, err = hex.DecodeString(hexd); !ok || err != nil || len(digest) != sha256.Size {
+			return status.Errorf(codes.InvalidArgument, "digest %q is not sha256:<64 hex digits>", d)
+		}
+	}
+
+	wasm := make([]byte, 0, hdr.GetSize())
+	wasm = append(wasm, first.GetChunk()...)
+	for {
+		if int64(len(wasm)) > limit {
+			return s.tooLarge(hdr, int64(len(wasm)))
+		}
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if msg.GetHeader() != nil {
+			return status.Error(codes.InvalidArgument, "a header in a message other than the first")
+		}
+		wasm = append(wasm, msg.GetChunk()...)
+	}
+	if hdr.GetSize() != 0 && uint64(len(wasm)) != hdr.GetSize() {
+		return status.Errorf(codes.InvalidArgument, "got %d bytes, the header announced %d", len(wasm), hdr.GetSize())
+	}
+	if digest != nil {
+		if sum := sha256.Sum256(wasm); !bytes.Equal(sum[:], digest) {
+			return status.Errorf(codes.InvalidArgument, "digest mismatch: the header says sha256:%x, the bytes are sha256:%x", digest, sum)
+		}
+	}
+
+	opts := host.LoadOptions{Name: hdr.GetName(), Limits: limitsHost(hdr.GetLimits())}
+	if caps := hdr.GetCapabilities(); len(caps) > 0 {
+		opts.Capabilities = caps
+	}
+	if cfg := hdr.GetConfig(); len(cfg) > 0 {
+		opts.Config = cfg
+	}
+	before := s.loadedNames()
+	info, err := s.h.Load(stream.Context(), wasm, opts)
+	if err != nil {
+		return toStatus(err)
+	}
+	return stream.SendAndClose(&hostv1.LoadModuleResponse{Module: moduleProto(&info), Upgraded: before[info.Name]})
+}
+
+func (s *Server) tooLarge(hdr *hostv1.LoadHeader, n int64) error {
+	what := "the module"
+	if hdr.GetName() != "" {
+		what = "module " + `"` + hdr.GetName() + `"`
+	}
+	return withReason(codes.ResourceExhausted, ReasonTooLarge, map[string]string{"module": hdr.GetName()},
+		fmt.Sprintf("%s is %d bytes or more, over this host's load limit of %d bytes", what, n, s.opts.MaxLoadBytes))
+}
+
+func (s *Server) loadedNames() map[string]bool {
+	mods := s.h.Modules()
+	names := make(map[string]bool, len(mods))
+	for _, m := range mods {
+		names[m.Name] = true
+	}
+	return names
+}

@@ -1,0 +1,335 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+)
+
+// Options configure a Server. The zero value is usable: every field documents
+// its default.
+type Options struct {
+	// Logger receives the server's logs. Default: discard.
+	Logger hclog.Logger
+
+	// Name is the host name reported by Info. Default "tinyhost".
+	Name string
+	// Version is the build version reported by Info. Default: the main
+	// module's version from the build info.
+	Version string
+	// Labels are reported by Info, for placement.
+	Labels map[string]string
+	// Capacity is what the host advertises for placement: MaxModules and
+	// MemoryBytes (0 means no limit). The loaded and reserved fields are
+	// computed.
+	Capacity Capacity
+
+	// Token, when set, is the bearer token every call must carry in its
+	// "authorization: Bearer <token>" metadata; the health service is
+	// exempt. Default "": no token.
+	Token string
+
+	// MaxLoadBytes is the largest module LoadModule accepts. Default 64 MiB.
+	MaxLoadBytes int64
+	// MaxMessageBytes is the largest gRPC message the server receives (an
+	// Invoke request, a LoadModule chunk). Default 4 MiB + 64 KiB: the
+	// host's default MaxMessageSize and room for metadata.
+	MaxMessageBytes int
+	// StreamWindow is how many invocations of one InvokeStream run at once.
+	// Default 64.
+	StreamWindow int
+
+	// Observer is told about every invocation the server handles, e.g. to
+	// count it in metrics. Default nil.
+	Observer Observer
+
+	// ServerOptions are passed to grpc.NewServer after the server's own
+	// (interceptors, message sizes): transport credentials for TLS and
+	// mTLS, keepalive.
+	ServerOptions []grpc.ServerOption
+}
+
+// Capacity is what the host advertises about its size.
+type Capacity struct {
+	MaxModules  uint32
+	MemoryBytes uint64
+}
+
+// Observer is told about every invocation the server handles, after it
+// ended; err is the host's error, nil on success. It must be safe for
+// concurrent use and quick.
+type Observer interface {
+	ObserveInvoke(module, component, port string, d time.Duration, err error)
+}
+
+const (
+	defaultMaxLoadBytes    = 64 << 20
+	defaultMaxMessageBytes = 4<<20 + 64<<10
+	defaultStreamWindow    = 64
+)
+
+// Server serves one host over gRPC: tinyhost.host.v1.HostService, the
+// standard health service and server reflection.
+type Server struct {
+	hostv1.UnimplementedHostServiceServer
+
+	h      *host.Host
+	opts   Options
+	log    hclog.Logger
+	grpc   *grpc.Server
+	health *healthServer
+
+	// stopping is closed when GracefulStop begins: streams that would never
+	// end by themselves (Watch, InvokeStream) wind down.
+	stopping chan struct{}
+	stopOnce sync.Once
+}
+
+// New creates a server for h; Serve starts serving. h stays the caller's:
+// close it after the server has stopped.
+func New(h *host.Host, opts Options) (*Server, error) {
+	if h == nil {
+		return nil, errors.New("server: nil host")
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Name == "" {
+		opts.Name = "tinyhost"
+	}
+	if opts.Version == "" {
+		opts.Version = buildVersion()
+	}
+	if opts.MaxLoadBytes == 0 {
+		opts.MaxLoadBytes = defaultMaxLoadBytes
+	}
+	if opts.MaxMessageBytes == 0 {
+		opts.MaxMessageBytes = defaultMaxMessageBytes
+	}
+	if opts.StreamWindow == 0 {
+		opts.StreamWindow = defaultStreamWindow
+	}
+	switch {
+	case opts.MaxLoadBytes < 0:
+		return nil, fmt.Errorf("server: MaxLoadBytes is %d, must be positive", opts.MaxLoadBytes)
+	case opts.MaxMessageBytes < 0:
+		return nil, fmt.Errorf("server: MaxMessageBytes is %d, must be positive", opts.MaxMessageBytes)
+	case opts.StreamWindow < 0:
+		return nil, fmt.Errorf("server: StreamWindow is %d, must be positive", opts.StreamWindow)
+	}
+	s := &Server{
+		h:        h,
+		opts:     opts,
+		log:      opts.Logger,
+		stopping: make(chan struct{}),
+	}
+	s.health = newHealthServer(h, s.stopping)
+
+	unary := []grpc.UnaryServerInterceptor{s.logUnary}
+	stream := []grpc.StreamServerInterceptor{s.logStream}
+	if opts.Token != "" {
+		auth := newTokenAuth(opts.Token)
+		unary = append(unary, auth.unary)
+		stream = append(stream, auth.stream)
+	}
+	sopts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
+		// Replies are bounded by the modules' MaxMessageSize, which the host
+		// enforces; the default 2 GiB send limit is left alone.
+	}
+	s.grpc = grpc.NewServer(append(sopts, opts.ServerOptions...)...)
+	hostv1.RegisterHostServiceServer(s.grpc, s)
+	grpc_health_v1.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	return s, nil
+}
+
+// Serve serves gRPC on lis until Stop or GracefulStop; it returns nil after
+// either.
+func (s *Server) Serve(lis net.Listener) error {
+	go s.health.run()
+	s.log.Info("serving gRPC", "addr", lis.Addr().String())
+	err := s.grpc.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// GracefulStop stops accepting connections and calls, ends the Watch
+// streams and the intake of InvokeStream, and waits for every accepted call
+// to be answered. When ctx ends first, the remaining calls are cut off
+// (Stop) and ctx's error is returned.
+func (s *Server) GracefulStop(ctx context.Context) error {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Stop closes every connection and cancels every call at once.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	s.grpc.Stop()
+}
+
+// Info implements HostService.Info.
+func (s *Server) Info(ctx context.Context, _ *hostv1.InfoRequest) (*hostv1.InfoResponse, error) {
+	mods := s.h.Modules()
+	resp := &hostv1.InfoResponse{
+		Name:        s.opts.Name,
+		Version:     s.opts.Version,
+		AbiVersions: []uint32{abi.Version},
+		Labels:      s.opts.Labels,
+		Capacity: &hostv1.Capacity{
+			MaxModules:    s.opts.Capacity.MaxModules,
+			LoadedModules: uint32(len(mods)),
+			MemoryBytes:   s.opts.Capacity.MemoryBytes,
+		},
+		Modules: make([]*hostv1.Module, 0, len(mods)),
+	}
+	for i := range mods {
+		resp.Capacity.MemoryReservedBytes += uint64(mods[i].Limits.MemoryPages) * 65536 * uint64(mods[i].Limits.MaxInstances)
+		resp.Modules = append(resp.Modules, moduleProto(&mods[i]))
+	}
+	return resp, nil
+}
+
+// ListModules implements HostService.ListModules.
+func (s *Server) ListModules(ctx context.Context, _ *hostv1.ListModulesRequest) (*hostv1.ListModulesResponse, error) {
+	mods := s.h.Modules()
+	resp := &hostv1.ListModulesResponse{Modules: make([]*hostv1.Module, 0, len(mods))}
+	for i := range mods {
+		resp.Modules = append(resp.Modules, moduleProto(&mods[i]))
+	}
+	return resp, nil
+}
+
+// UnloadModule implements HostService.UnloadModule.
+func (s *Server) UnloadModule(ctx context.Context, req *hostv1.UnloadModuleRequest) (*hostv1.UnloadModuleResponse, error) {
+	if req.GetName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "name is empty")
+	}
+	if err := s.h.Unload(ctx, req.GetName()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &hostv1.UnloadModuleResponse{}, nil
+}
+
+// Invoke implements HostService.Invoke.
+func (s *Server) Invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1.InvokeResponse, error) {
+	return s.invoke(ctx, req)
+}
+
+// invoke runs one invocation for Invoke and InvokeStream; its error is a
+// status error.
+func (s *Server) invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1.InvokeResponse, error) {
+	if err := checkInvoke(req); err != nil {
+		return nil, err
+	}
+	hreq := host.Request{
+		Module:    req.GetModule(),
+		Component: req.GetComponent(),
+		Port:      req.GetPort(),
+		Payload:   req.GetPayload(),
+	}
+	if md := req.GetMetadata(); len(md) > 0 {
+		hreq.Metadata = make([]abi.KV, len(md))
+		for i, kv := range md {
+			hreq.Metadata[i] = abi.KV{Key: kv.GetKey(), Value: kv.GetValue()}
+		}
+	}
+	start := time.Now()
+	resp, err := s.h.Invoke(ctx, hreq)
+	if s.opts.Observer != nil {
+		s.opts.Observer.ObserveInvoke(hreq.Module, hreq.Component, hreq.Port, time.Since(start), err)
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &hostv1.InvokeResponse{Payload: resp.Payload}
+	if len(resp.Emitted) > 0 {
+		out.Emitted = make([]*hostv1.Message, len(resp.Emitted))
+		for i := range resp.Emitted {
+			out.Emitted[i] = messageProto(&resp.Emitted[i])
+		}
+	}
+	return out, nil
+}
+
+func checkInvoke(req *hostv1.InvokeRequest) error {
+	switch {
+	case req == nil:
+		return status.Error(codes.InvalidArgument, "request is empty")
+	case req.GetModule() == "":
+		return status.Error(codes.InvalidArgument, "module is empty")
+	case req.GetComponent() == "":
+		return status.Error(codes.InvalidArgument, "component is empty")
+	case req.GetPort() == "":
+		return status.Error(codes.InvalidArgument, "port is empty")
+	}
+	return nil
+}
+
+func (s *Server) logUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	s.logCall(info.FullMethod, start, err)
+	return resp, err
+}
+
+func (s *Server) logStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	start := time.Now()
+	err := handler(srv, ss)
+	s.logCall(info.FullMethod, start, err)
+	return err
+}
+
+// logCall logs a failed call at debug level and every call at trace level:
+// the status goes to the client, which is where it matters.
+func (s *Server) logCall(method string, start time.Time, err error) {
+	if err == nil {
+		if s.log.IsTrace() {
+			s.log.Trace("call", "method", method, "duration", time.Since(start))
+		}
+		return
+	}
+	if s.log.IsDebug() {
+		st := status.Convert(err)
+		s.log.Debug("call failed", "method", method, "code", st.Code().String(), "error", st.Message(), "duration", time.Since(start))
+	}
+}
+
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}

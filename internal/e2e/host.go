@@ -1,0 +1,234 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Host is a tinyhost process started by a test, listening on 127.0.0.1 on
+// a port of the kernel's choosing.
+type Host struct {
+	// Addr is the gRPC address, host:port.
+	Addr string
+	// ModulesDir is the watched modules directory; CacheDir the
+	// compilation cache, shared by every host of the test process.
+	ModulesDir, CacheDir string
+
+	cmd    *exec.Cmd
+	log    *lockedBuffer
+	exited chan struct{}
+	err    error // of cmd.Wait, once exited is closed
+}
+
+// HostOptions configure StartHost.
+type HostOptions struct {
+	// Modules are .wasm files copied into the modules directory before the
+	// host starts.
+	Modules []string
+	// Args are more flags, e.g. --tls-cert.
+	Args []string
+	// Env are more environment variables, KEY=VALUE.
+	Env []string
+}
+
+// StartHost builds cmd/tinyhost once per test process, starts it with a
+// fresh modules directory and the test process's compilation cache, and
+// waits until it serves. The host is stopped (SIGTERM) when the test ends.
+func StartHost(t testing.TB, o HostOptions) *Host {
+	t.Helper()
+	bin := Binary(t, "cmd/tinyhost")
+	h := &Host{
+		ModulesDir: filepath.Join(t.TempDir(), "modules"),
+		CacheDir:   CacheDir(t),
+		log:        &lockedBuffer{},
+		exited:     make(chan struct{}),
+	}
+	if err := os.MkdirAll(h.ModulesDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range o.Modules {
+		CopyFile(t, m, filepath.Join(h.ModulesDir, filepath.Base(m)))
+	}
+	args := append([]string{
+		"--listen", "127.0.0.1:0",
+		"--modules", h.ModulesDir,
+		"--cache-dir", h.CacheDir,
+		"--log-json", "--log-level", "debug",
+	}, o.Args...)
+	h.cmd = exec.Command(bin, args...)
+	h.cmd.Env = append(os.Environ(), o.Env...)
+	pr, pw := io.Pipe()
+	h.cmd.Stderr = pw
+	h.cmd.Stdout = h.log
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		h.err = h.cmd.Wait()
+		pw.Close()
+		close(h.exited)
+	}()
+	t.Cleanup(func() { h.stop(t) })
+
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sent := false
+		for sc.Scan() {
+			line := sc.Bytes()
+			h.log.Write(line)
+			h.log.Write([]byte{'\n'})
+			if sent {
+				continue
+			}
+			var rec struct {
+				Message string `json:"@message"`
+				Addr    string `json:"addr"`
+			}
+			if json.Unmarshal(line, &rec) == nil && rec.Message == "serving gRPC" && rec.Addr != "" {
+				addr <- rec.Addr
+				sent = true
+			}
+		}
+		io.Copy(h.log, pr)
+	}()
+	select {
+	case h.Addr = <-addr:
+	case <-h.exited:
+		t.Fatalf("tinyhost exited before serving: %v\n%s", h.err, h.Log())
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("tinyhost did not serve within 3 minutes\n%s", h.Log())
+	}
+	return h
+}
+
+// Log returns what the host logged so far.
+func (h *Host) Log() string { return h.log.String() }
+
+// Signal sends sig to the host.
+func (h *Host) Signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := h.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Wait waits for the host to exit, at most d, and returns its exit code.
+func (h *Host) Wait(t testing.TB, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-h.exited:
+	case <-time.After(d):
+		t.Fatalf("tinyhost still running after %v\n%s", d, h.Log())
+	}
+	var ee *exec.ExitError
+	if errors.As(h.err, &ee) {
+		return ee.ExitCode()
+	}
+	if h.err != nil {
+		t.Fatal(h.err)
+	}
+	return 0
+}
+
+func (h *Host) stop(t testing.TB) {
+	select {
+	case <-h.exited:
+		return
+	default:
+	}
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.exited:
+	case <-time.After(30 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-h.exited
+		t.Errorf("tinyhost ignored SIGTERM for 30s\n%s", h.Log())
+	}
+	if t.Failed() {
+		t.Logf("tinyhost log:\n%s", h.Log())
+	}
+}
+
+// Result is the outcome of a command run by Run.
+type Result struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// Run runs the command bin with args and env (added to the test process's)
+// and returns its output and exit code; it fails the test if the command
+// cannot run or takes more than 2 minutes.
+func Run(t testing.TB, env []string, bin string, args ...string) Result {
+	t.Helper()
+	return RunInput(t, env, nil, bin, args...)
+}
+
+// RunInput is Run with stdin.
+func RunInput(t testing.TB, env []string, stdin io.Reader, bin string, args ...string) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = stdin
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := Result{Stdout: stdout.String(), Stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee) && ctx.Err() == nil:
+		res.Code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, stderr.String())
+	}
+	return res
+}
+
+// CopyFile copies src to dst through a temporary file in dst's directory
+// and a rename, so that a watcher never sees a half-written file.
+func CopyFile(t testing.TB, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
