@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"github.com/tinyhost/tinyhost/internal/e2e"
 	"io"
 	"os"
 	"os/exec"
@@ -130,7 +131,7 @@ var guests struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := e2e.Main(m)
 	if guests.dir != "" {
 		os.RemoveAll(guests.dir)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
 func load(t testing.TB, h *host.Host, guest string, opts host.LoadOptions) host.ModuleInfo {
@@ -590,4 +591,22 @@ func TestSpinDoesNotStopTheWorld(t *testing.T) {
 	err := <-spun
 	assert.Equal(t, host.KindTimeout, kindOf(err), "%v", err)
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// A module loaded under another name than its descriptor's answers under
+// that name: the guest is still addressed by the name it knows itself by.
+func TestLoadRenamed(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	ctx := ctxT(t, time.Minute)
+	info, err := h.Load(ctx, e2e.WasmBytes(t, "examples/hello"), host.LoadOptions{Name: "hola"})
+	require.NoError(t, err)
+	assert.Equal(t, "hola", info.Name)
+	assert.Equal(t, "hello", info.Descriptor.Name)
+
+	resp, err := h.Invoke(ctx, host.Request{Module: "hola", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
+	require.NoError(t, err)
+	assert.Contains(t, string(resp.Payload), "Hello, Ada")
+
+	_, err = h.Invoke(ctx, host.Request{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
+	assert.ErrorIs(t, err, host.ErrNotFound)
 }

@@ -270,7 +270,7 @@ func (in *instance) settings(cfg *moduleConfig) error {
 	in.cfg = cfg
 	v := in.v
 	for _, c := range v.desc.Components {
-		msg := abi.Message{Module: v.name, Component: c.Name, Port: abi.PortSettings, Payload: cfg.settings(c.Name)}
+		msg := abi.Message{Module: v.desc.Name, Component: c.Name, Port: abi.PortSettings, Payload: cfg.settings(c.Name)}
 		n := abi.MessageHeaderSize(&msg) + len(msg.Payload)
 		st, body, kind, err := in.handle(context.Background(), &msg, n, v.h.clock()+v.timeout, false)
 		if err != nil {

@@ -76,7 +76,9 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool) (Respo
 	if err := v.comps.check(v.name, req.Component, req.Port); err != nil {
 		return Response{}, callError(req, KindNotFound, err)
 	}
-	msg := abi.Message{Module: v.name, Component: req.Component, Port: req.Port, Metadata: req.Metadata, Payload: req.Payload}
+	// The guest knows itself by its descriptor name, whatever name the
+	// host loaded it under.
+	msg := abi.Message{Module: v.desc.Name, Component: req.Component, Port: req.Port, Metadata: req.Metadata, Payload: req.Payload}
 	if len(req.Metadata) > 0 {
 		if n := hops(req.Metadata); n > v.h.opts.HopLimit {
 			return Response{}, callError(req, KindHopLimit, fmt.Errorf("forwarded %d times, limit %d", n, v.h.opts.HopLimit))
