@@ -33,7 +33,9 @@ test: plugins ## Run every test (builds all wasm it needs from source).
 
 .PHONY: bench
 bench: plugins ## Run the benchmarks and print ratios against their baselines.
+	@mkdir -p $(BIN)
 	$(GO) test -run '^$$' -bench . -benchmem ./host/... | tee $(BIN)/bench.txt
+	@awk -f internal/bench-ratios.awk $(BIN)/bench.txt
 
 # ---------------------------------------------------------------------------
 # The host daemon and the CLI.

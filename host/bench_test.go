@@ -17,6 +17,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/internal/instrument"
+	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
 var sizes = []struct {
@@ -24,34 +25,44 @@ var sizes = []struct {
 	n    int
 }{{"16B", 16}, {"1KiB", 1 << 10}, {"64KiB", 64 << 10}}
 
-// BenchmarkInvoke is Host.Invoke of the conformance kit's echo guest: the
-// module lookup, the instance pool, the watchdog deadline, the encoding into
-// the guest's buffer, the call, and the copy of the reply. Compare with
-// BenchmarkFloor, which does only the guest call and the copies.
+// BenchmarkInvoke is Host.Invoke of an echo component: the module lookup,
+// the instance pool, the watchdog deadline, the encoding into the guest's
+// buffer, the call, and the copy of the reply. Compare with BenchmarkFloor,
+// which does only the guest call and the copies. The component is the
+// conformance kit's hand-written echo guest ("raw") and an echo component
+// built with the SDK ("sdk"), whose dispatch runs as Go compiled to wasm.
 func BenchmarkInvoke(b *testing.B) {
 	h, _ := newHost(b, host.Options{})
 	load(b, h, "echo", host.LoadOptions{})
+	_, err := h.Load(context.Background(), e2e.WasmBytes(b, "internal/e2e/testdata/sdkecho"), host.LoadOptions{})
+	require.NoError(b, err)
 	load(b, h, "loop", host.LoadOptions{Limits: host.Limits{CallTimeout: 20 * time.Millisecond}})
 	ctx := context.Background()
-	for _, size := range sizes {
-		b.Run(size.name, func(b *testing.B) {
-			req := host.Request{Module: "echo", Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, size.n)}
-			// Timeouts are enforced while the benchmark runs: the same
-			// watchdog that times out this call watches every call below.
-			_, err := h.Invoke(ctx, host.Request{Module: "loop", Component: "spinner", Port: "spin"})
-			if kindOf(err) != host.KindTimeout {
-				b.Fatalf("the watchdog did not time out a runaway call: %v", err)
-			}
-			b.SetBytes(int64(size.n))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				resp, err := h.Invoke(ctx, req)
-				if err != nil || len(resp.Payload) != size.n {
-					b.Fatal(err)
-				}
-			}
-		})
+	guests := []struct{ name, module string }{{"raw", "echo"}, {"sdk", "sdkecho"}}
+	for _, g := range guests {
+		for _, size := range sizes {
+			b.Run(g.name+"-"+size.name, func(b *testing.B) {
+				benchInvoke(b, ctx, h, host.Request{Module: g.module, Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, size.n)})
+			})
+		}
+	}
+}
+
+func benchInvoke(b *testing.B, ctx context.Context, h *host.Host, req host.Request) {
+	// Timeouts are enforced while the benchmark runs: the same watchdog that
+	// times out this call watches every call below.
+	_, err := h.Invoke(ctx, host.Request{Module: "loop", Component: "spinner", Port: "spin"})
+	if kindOf(err) != host.KindTimeout {
+		b.Fatalf("the watchdog did not time out a runaway call: %v", err)
+	}
+	b.SetBytes(int64(len(req.Payload)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		resp, err := h.Invoke(ctx, req)
+		if err != nil || len(resp.Payload) != len(req.Payload) {
+			b.Fatal(err)
+		}
 	}
 }
 
