@@ -1,0 +1,123 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/internal/e2e"
+)
+
+func TestMain(m *testing.M) { e2e.Main(m) }
+
+// sink is a Router that wires ticker/out to itself and records what
+// arrives, so that ticks (emitted outside any invocation) can be seen.
+type sink struct {
+	mu  sync.Mutex
+	got []abi.Message
+}
+
+func (s *sink) Deliver(_ context.Context, msg abi.Message, _ bool) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, msg)
+	return nil, nil
+}
+
+func (s *sink) Wired(from abi.Address) []abi.Address {
+	if from == (abi.Address{Module: "common", Component: "ticker", Port: "out"}) {
+		return []abi.Address{{Module: "sink", Component: "sink", Port: "in"}}
+	}
+	return nil
+}
+
+func (s *sink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.got)
+}
+
+// The components of common, compiled to wasm and run by a real host.
+func TestThroughHost(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	s := &sink{}
+	h, err := host.New(ctx, host.Options{Router: s})
+	require.NoError(t, err)
+	t.Cleanup(func() { h.Close(context.Background()) })
+
+	config := `{
+	  "router": {"routes": [{"port": "out1", "when": "$.age >= 18"}], "default": "out2"},
+	  "split":  {"path": "$.items"},
+	  "delay":  {"delay": "20ms"},
+	  "modify": {"template": {"who": "$.user.name", "kind": "greeting"}}
+	}`
+	info, err := h.Load(ctx, e2e.WasmBytes(t, "plugins/common"), host.LoadOptions{Config: json.RawMessage(config)})
+	require.NoError(t, err)
+	assert.Equal(t, "common", info.Name)
+
+	invoke := func(component, payload string) host.Response {
+		t.Helper()
+		resp, err := h.Invoke(ctx, host.Request{Module: "common", Component: component, Port: "in", Payload: []byte(payload)})
+		require.NoError(t, err, component)
+		return resp
+	}
+	emitted := func(r host.Response) (ports, payloads []string) {
+		for _, m := range r.Emitted {
+			ports, payloads = append(ports, m.Port), append(payloads, string(m.Payload))
+		}
+		return
+	}
+
+	t.Run("router", func(t *testing.T) {
+		for _, tc := range []struct{ in, port string }{{`{"age":30}`, "out1"}, {`{"age":3}`, "out2"}} {
+			r := invoke("router", tc.in)
+			ports, payloads := emitted(r)
+			assert.Equal(t, []string{tc.port}, ports)
+			assert.Equal(t, []string{tc.in}, payloads)
+			assert.JSONEq(t, `{"port":"`+tc.port+`"}`, string(r.Payload))
+		}
+	})
+	t.Run("split", func(t *testing.T) {
+		r := invoke("split", `{"items":[1,{"a":2},"three"]}`)
+		_, payloads := emitted(r)
+		assert.Equal(t, []string{`1`, `{"a":2}`, `"three"`}, payloads)
+		assert.JSONEq(t, `{"count":3}`, string(r.Payload))
+	})
+	t.Run("delay", func(t *testing.T) {
+		start := time.Now()
+		r := invoke("delay", `{"x":1}`)
+		assert.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
+		assert.JSONEq(t, `{"x":1}`, string(r.Payload))
+	})
+	t.Run("modify", func(t *testing.T) {
+		r := invoke("modify", `{"user":{"name":"Ada"}}`)
+		assert.JSONEq(t, `{"who":"Ada","kind":"greeting"}`, string(r.Payload))
+	})
+	t.Run("ticker", func(t *testing.T) {
+		require.NoError(t, h.SetConfig(ctx, "common", json.RawMessage(`{"ticker": {"interval": "10ms", "payload": {"beat": true}}}`)))
+		deadline := time.Now().Add(30 * time.Second)
+		for s.count() < 3 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		require.GreaterOrEqual(t, s.count(), 3, "ticks delivered through the wiring")
+		s.mu.Lock()
+		first := s.got[0]
+		s.mu.Unlock()
+		assert.Equal(t, "sink", first.Module)
+		assert.JSONEq(t, `{"beat":true}`, string(first.Payload))
+
+		require.NoError(t, h.SetConfig(ctx, "common", json.RawMessage(`{}`)))
+		time.Sleep(50 * time.Millisecond) // let a tick in flight land
+		n := s.count()
+		time.Sleep(100 * time.Millisecond)
+		assert.Equal(t, n, s.count(), "no ticks once the interval is removed")
+	})
+}
