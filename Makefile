@@ -163,3 +163,12 @@ DOCKER ?= docker
 images: ## Build the operator and host images (needs a docker engine).
 	$(DOCKER) build -f operator/docker/operator.Dockerfile -t tinyhost-operator:dev .
 	$(DOCKER) build -f operator/docker/host.Dockerfile -t tinyhost:dev .
+
+# The operator's benchmarks run once each (-benchtime=1x): each round starts
+# a control plane and real hosts, so one round is the measurement.
+.PHONY: bench-operator
+bench-operator: envtest ## Run the operator's benchmarks once: apply to Ready (1 and 100 modules), host loss.
+	@mkdir -p $(BIN)
+	KUBEBUILDER_ASSETS=$(BIN) $(GO) test -run '^$$' -bench . -benchtime=1x ./operator/... | tee $(BIN)/bench-operator.txt
+
+bench: bench-operator

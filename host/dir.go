@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/internal/watch"
 )
 
@@ -18,7 +19,7 @@ import (
 var dirQuiet = 150 * time.Millisecond
 
 // dirLoader keeps the modules of Options.ModulesDir in step with its
-// *.wasm files.
+// *.wasm and *.ref files.
 type dirLoader struct {
 	h     *Host
 	dir   string
@@ -30,10 +31,12 @@ type dirLoader struct {
 type dirFile struct {
 	module string
 	digest string
+	source string // the module's Source: the file, or what a ref file names
 }
 
 func isModuleFile(name string) bool {
-	return strings.HasSuffix(name, ".wasm") && !strings.HasPrefix(name, ".")
+	return (strings.HasSuffix(name, ".wasm") || strings.HasSuffix(name, artifact.RefFileExt)) &&
+		!strings.HasPrefix(name, ".")
 }
 
 // startDir watches dir, loads the files it holds, then follows changes.
@@ -87,7 +90,7 @@ func (d *dirLoader) sync(path string) {
 	if errors.Is(err, fs.ErrNotExist) {
 		if known {
 			delete(d.files, path)
-			if err := h.unload(prev.module, path); err == nil {
+			if err := h.unload(prev.module, prev.source); err == nil {
 				h.log.Info("module file removed", "file", path, "module", prev.module)
 			}
 		}
@@ -102,7 +105,20 @@ func (d *dirLoader) sync(path string) {
 	if known && prev.digest == digest {
 		return
 	}
-	info, err := h.load(h.ctx, b, path, LoadOptions{})
+	source := path
+	if strings.HasSuffix(path, artifact.RefFileExt) {
+		// A reference file names the module; its bytes come from the
+		// registry or the cache.
+		if b, source, err = d.fetch(path, b); err != nil {
+			if known {
+				h.log.Error("module reference not loaded; the previous version keeps serving", "file", path, "error", err)
+			} else {
+				h.log.Error("module reference not loaded", "file", path, "error", err)
+			}
+			return
+		}
+	}
+	info, err := h.load(h.ctx, b, source, LoadOptions{})
 	if err != nil {
 		if known {
 			h.log.Error("module file not loaded; the previous version keeps serving", "file", path, "error", err)
@@ -111,9 +127,25 @@ func (d *dirLoader) sync(path string) {
 		}
 		return
 	}
-	d.files[path] = dirFile{module: info.Name, digest: digest}
+	d.files[path] = dirFile{module: info.Name, digest: digest, source: source}
 	if known && prev.module != info.Name {
 		// The file now holds another module: the old one goes.
-		_ = h.unload(prev.module, path)
+		_ = h.unload(prev.module, prev.source)
 	}
+}
+
+// fetch reads the reference file b at path and fetches the wasm it names.
+// A failure is reported as an EventFailed, as a bad .wasm is.
+func (d *dirLoader) fetch(path string, b []byte) ([]byte, string, error) {
+	h := d.h
+	src, err := artifact.ParseRefFile(b)
+	if err == nil {
+		var wasm []byte
+		if wasm, err = h.fetch(h.ctx, src); err == nil {
+			return wasm, src.String(), nil
+		}
+	}
+	lerr := &LoadError{File: path, Err: err}
+	h.events.publish(Event{Type: EventFailed, Source: path, Err: lerr})
+	return nil, "", lerr
 }

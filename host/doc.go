@@ -93,7 +93,10 @@
 // result) are granted by capability per module (LoadOptions.Capabilities,
 // else Options.DefaultCapabilities). send, call and emits on wired ports go
 // through Options.Router; by default the Host itself delivers to its own
-// modules (Host.Deliver), which a cluster router wraps for remote modules.
+// modules (Host.Deliver), which a cluster router (package host/cluster)
+// wraps: it reaches local modules in-process (Host.Loaded tells them
+// apart) and remote ones over gRPC, and supplies the wiring of output
+// ports (Router.Wired).
 // Every forward increments the tinyhost-hops metadata and carries
 // traceparent on; past Options.HopLimit delivery is refused. Timers belong
 // to the module, not to a version: they survive upgrades and stop on unload.

@@ -15,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
 // Host runs WebAssembly modules that speak ABI v1. It is safe for
@@ -50,6 +51,8 @@ type Host struct {
 	live   []*instance
 
 	events       broker
+	artifacts    *artifact.Client
+	observer     Observer      // nil: none
 	sends        chan struct{} // bounds the sends in flight
 	dir          *dirLoader
 	watchdog     chan struct{} // closed to stop the watchdog
@@ -82,6 +85,10 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		watchdogDone: make(chan struct{}),
 	}
 	h.events.log = h.log
+	h.observer = opts.Observer
+	if h.artifacts, err = artifact.New(opts.Artifacts); err != nil {
+		return nil, fmt.Errorf("host: artifacts: %w", err)
+	}
 	h.router = opts.Router
 	if h.router == nil {
 		h.router = h
@@ -217,6 +224,14 @@ func (h *Host) Module(name string) (ModuleInfo, bool) {
 		}
 	}
 	return ModuleInfo{}, false
+}
+
+// Loaded reports whether a module with the name is loaded. It is cheap (no
+// allocation), for routers that must tell local modules from remote ones on
+// every message.
+func (h *Host) Loaded(name string) bool {
+	m := (*h.modules.Load())[name]
+	return m != nil && m.current.Load() != nil
 }
 
 // Unload removes the module. Calls in flight finish on it; later calls fail

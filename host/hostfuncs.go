@@ -156,7 +156,11 @@ func hostLog(ctx context.Context, _ api.Module, stack []uint64) {
 		l = logLevels[level]
 	}
 	if in.v.log.GetLevel() <= l {
-		in.v.log.Log(l, string(line), "component", in.component)
+		if id := traceID(in.meta); id != "" {
+			in.v.log.Log(l, string(line), "component", in.component, "trace_id", id)
+		} else {
+			in.v.log.Log(l, string(line), "component", in.component)
+		}
 	}
 }
 

@@ -52,6 +52,7 @@ type instance struct {
 	cfg       *moduleConfig // the configuration its settings came from
 	liveIdx   int           // position in h.live; guarded by h.liveMu
 	dead      bool          // discard instead of reuse
+	deadKind  Kind          // why, when fail knows; else KindABIViolation
 
 	// deadline is idle, a deadline (nanoseconds since the host's epoch) while
 	// a call runs, or a negative interrupt cause once the watchdog fired.
@@ -195,7 +196,12 @@ func (in *instance) run(fn api.Function, params []uint64) (uint64, Kind, error) 
 // fail classifies a failed or interrupted call, marks the instance dead, and
 // returns the kind and the error.
 func (in *instance) fail(err error, cause int64) (Kind, error) {
-	in.dead = true
+	kind, err := in.classify(err, cause)
+	in.dead, in.deadKind = true, kind
+	return kind, err
+}
+
+func (in *instance) classify(err error, cause int64) (Kind, error) {
 	switch {
 	case cause == interruptTimeout:
 		return KindTimeout, fmt.Errorf("deadline exceeded after %v", time.Duration(in.v.timeout))
@@ -272,7 +278,15 @@ func (in *instance) settings(cfg *moduleConfig) error {
 	for _, c := range v.desc.Components {
 		msg := abi.Message{Module: v.desc.Name, Component: c.Name, Port: abi.PortSettings, Payload: cfg.settings(c.Name)}
 		n := abi.MessageHeaderSize(&msg) + len(msg.Payload)
-		st, body, kind, err := in.handle(context.Background(), &msg, n, v.h.clock()+v.timeout, false)
+		start := v.h.clock()
+		st, body, kind, err := in.handle(context.Background(), &msg, n, start+v.timeout, false)
+		if o := v.h.observer; o != nil {
+			k := kind
+			if err == nil && st != abi.StatusOK {
+				k = statusKind(st)
+			}
+			o.CallDone(v.name, c.Name, abi.PortSettings, k, 0, time.Duration(v.h.clock()-start))
+		}
 		if err != nil {
 			if in.dead {
 				return &CallError{Module: v.name, Component: c.Name, Port: abi.PortSettings, Kind: kind, Err: err}
@@ -320,7 +334,7 @@ func (in *instance) handle(ctx context.Context, m *abi.Message, n int, deadline 
 	if cause != idle {
 		// Interrupted just as it returned: the answer stands, but the
 		// interrupt flag is set, so the instance cannot be reused.
-		in.dead = true
+		in.dead, in.deadKind = true, KindTimeout
 	}
 	ptr, rn := abi.Unpack(in.stack[0])
 	if int64(rn) > int64(in.v.limits.MaxMessageSize) {

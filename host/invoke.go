@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/tinyhost/tinyhost/abi"
 )
@@ -46,14 +47,26 @@ func (h *Host) invoke(ctx context.Context, req *Request, collect bool) (Response
 			v = m.current.Load()
 		}
 		if v == nil {
-			return Response{}, h.notLoadedError(req)
+			err := h.notLoadedError(req)
+			if h.observer != nil {
+				h.observer.CallDone(req.Module, req.Component, req.Port, KindNotFound, 0, 0)
+			}
+			return Response{}, err
 		}
 		if v.acquire() {
 			break
 		}
 		// Retired between the two loads: read the module again.
 	}
-	resp, err := v.invoke(ctx, req, collect)
+	var (
+		resp Response
+		err  error
+	)
+	if h.observer == nil {
+		resp, err = v.invoke(ctx, req, collect, nil)
+	} else {
+		resp, err = v.observe(ctx, req, collect)
+	}
 	v.release()
 	return resp, err
 }
@@ -72,7 +85,19 @@ func callError(req *Request, kind Kind, err error) *CallError {
 	return &CallError{Module: req.Module, Component: req.Component, Port: req.Port, Kind: kind, Err: err}
 }
 
-func (v *version) invoke(ctx context.Context, req *Request, collect bool) (Response, error) {
+// observe is invoke, timed on the coarse clock and told to the Observer.
+func (v *version) observe(ctx context.Context, req *Request, collect bool) (Response, error) {
+	start := v.h.clock()
+	got := start
+	resp, err := v.invoke(ctx, req, collect, &got)
+	end := v.h.clock()
+	v.h.observer.CallDone(v.name, req.Component, req.Port, kindOf(err), time.Duration(got-start), time.Duration(end-got))
+	return resp, err
+}
+
+// invoke runs the request on an instance of v; when got is not nil, it is
+// set to the coarse clock when the call got its instance.
+func (v *version) invoke(ctx context.Context, req *Request, collect bool, got *int64) (Response, error) {
 	if err := v.comps.check(v.name, req.Component, req.Port); err != nil {
 		return Response{}, callError(req, KindNotFound, err)
 	}
@@ -110,6 +135,9 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool) (Respo
 	}
 
 	now := v.h.clock()
+	if got != nil {
+		*got = now
+	}
 	deadline := now + v.timeout
 	if d, ok := ctx.Deadline(); ok {
 		deadline = min(deadline, v.h.deadlineAt(d))

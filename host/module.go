@@ -53,6 +53,9 @@ type ModuleInfo struct {
 	Limits       Limits // in force, defaults applied
 	Capabilities []string
 	Pool         PoolStats
+	// Upgraded is set in what Load, LoadFile and LoadSource return when
+	// the load replaced an earlier version of the module.
+	Upgraded bool
 }
 
 // PoolStats describe a module version's instances at one moment.
@@ -278,7 +281,9 @@ func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOpti
 	}
 	h.log.Info(what, "module", v.name, "version", v.desc.Version, "source", source, "digest", v.digest[:12])
 	h.events.publish(Event{Type: typ, Module: v.name, Version: v.desc.Version, Source: source})
-	return v.info(), nil
+	info := v.info()
+	info.Upgraded = upgraded
+	return info, nil
 }
 
 // build makes a new version and publishes it. On failure it returns the
@@ -323,10 +328,12 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 		}
 		return nil, false, withKind(KindABIViolation, err)
 	}
+	compileStart := time.Now()
 	compiled, err := h.rt.CompileModule(ctx, res.Wasm)
 	if err != nil {
 		return nil, false, fmt.Errorf("compile: %w", err)
 	}
+	compileTime := time.Since(compileStart)
 
 	h.mu.Lock()
 	if h.closed {
@@ -368,6 +375,9 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 		v.name = desc.Name
 	}
 	v.log = h.log.With("module", v.name)
+	if h.observer != nil {
+		h.observer.Compiled(v.name, compileTime, compileTime < cachedCompile)
+	}
 
 	h.mu.Lock()
 	m := (*h.modules.Load())[v.name]

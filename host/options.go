@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
 // Options configures a Host. The zero value is usable: every field documents
@@ -33,7 +35,9 @@ type Options struct {
 	// ModulesDir is watched for *.wasm files: a file added is loaded, a
 	// file replaced upgrades its module, a file removed unloads it. Files
 	// present when the host starts are loaded by New. It is created if
-	// missing. Default "": no directory is watched.
+	// missing. *.ref files name a module to fetch instead (an OCI
+	// reference or a URL, see artifact.ParseRefFile), with the same rules.
+	// Default "": no directory is watched.
 	ModulesDir string
 
 	// Router delivers the messages guests send, call and emit on wired
@@ -55,6 +59,16 @@ type Options struct {
 	// wired emit) before delivery is refused with abi.StatusHopLimit.
 	// Default 16.
 	HopLimit int
+
+	// Artifacts configures fetching modules from OCI registries and URLs
+	// (LoadSource, *.ref files in ModulesDir). Defaults: CacheDir is
+	// <CacheDir>/artifacts when CacheDir is set, Logger is
+	// Logger.Named("artifact"); see artifact.Options for the rest.
+	Artifacts artifact.Options
+
+	// Observer is told about every guest call, compilation and discarded
+	// instance, e.g. to count them in metrics. Default nil: none, at no cost.
+	Observer Observer
 }
 
 // Limits bound what one module may use. A zero field means "the default":
@@ -122,6 +136,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
+	}
+	if o.Artifacts.CacheDir == "" && o.CacheDir != "" {
+		o.Artifacts.CacheDir = filepath.Join(o.CacheDir, "artifacts")
+	}
+	if o.Artifacts.Logger == nil {
+		o.Artifacts.Logger = o.Logger.Named("artifact")
 	}
 	if o.HopLimit == 0 {
 		o.HopLimit = defaultHopLimit

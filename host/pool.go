@@ -131,6 +131,13 @@ func (p *pool) put(in *instance) {
 // MinInstances or calls are waiting.
 func (p *pool) discard(in *instance) {
 	in.close()
+	if o := p.v.h.observer; o != nil {
+		kind := in.deadKind
+		if kind == 0 {
+			kind = KindABIViolation
+		}
+		o.InstanceDiscarded(p.v.name, kind)
+	}
 	p.discarded.Add(1)
 	p.mu.Lock()
 	p.live--

@@ -51,7 +51,7 @@ func (h *Host) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byte,
 		defer h.wg.Done()
 		defer func() { <-h.sends }()
 		if _, err := h.invoke(h.ctx, &req, false); err != nil {
-			h.log.Warn("message not delivered", "to", abi.Address{Module: req.Module, Component: req.Component, Port: req.Port}.String(), "error", err)
+			h.log.Warn("message not delivered", "to", abi.Address{Module: req.Module, Component: req.Component, Port: req.Port}.String(), "trace_id", traceID(req.Metadata), "error", err)
 		}
 	}()
 	return nil, nil
@@ -59,3 +59,17 @@ func (h *Host) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byte,
 
 // Wired reports no wiring: a host on its own has none.
 func (h *Host) Wired(abi.Address) []abi.Address { return nil }
+
+// traceID returns the trace id of the message's W3C traceparent
+// ("00-<trace id>-<parent id>-<flags>"), or "", for log lines.
+func traceID(meta []abi.KV) string {
+	for _, kv := range meta {
+		if kv.Key == abi.MetaTraceparent {
+			if tp := kv.Value; len(tp) >= 55 && tp[2] == '-' && tp[35] == '-' {
+				return tp[3:35]
+			}
+			return ""
+		}
+	}
+	return ""
+}

@@ -19,4 +19,8 @@ END {
 		ratio("host Invoke, sdk echo " s " / bare wazero call", "BenchmarkInvoke/sdk-" s, "BenchmarkFloor/" s)
 	}
 	ratio("load from the compile cache / cold load", "BenchmarkLoad/cached", "BenchmarkLoad/cold")
+	ratio("routed call to host 2 / gRPC Invoke on host 2", "BenchmarkRemoteCall/router", "BenchmarkRemoteCall/grpc-invoke")
+	ratio("routed call to host 2 / bare gRPC echo", "BenchmarkRemoteCall/router", "BenchmarkRemoteCall/grpc-echo")
+	ratio("component on host 1 -> host 2 / gRPC Invoke", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-invoke")
+	ratio("in-process cross-module call / direct Invoke", "BenchmarkLocalCall/router", "BenchmarkLocalCall/invoke")
 }

@@ -7,6 +7,9 @@
 //
 //   - api/v1alpha1: the TinyModule and TinyHost types, from which the
 //     deepcopy code and the CRDs in config/crd are generated.
+//   - internal/controller: the reconcilers. The module controller places
+//     modules and writes TinyModule status; the host sync probes each host,
+//     converges what it has loaded over gRPC and writes TinyHost status.
 //   - internal/placement: which hosts run a module, as pure functions.
 //   - internal/kubetest: a real kube-apiserver and etcd for tests.
 //   - config: the manifests, for `kubectl apply -k config/default`.
@@ -16,11 +19,16 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
+	"google.golang.org/grpc"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/controller"
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
 )
 
@@ -30,50 +38,109 @@ import (
 // +kubebuilder:rbac:groups=operator.tinysystems.io,resources=tinymodules;tinyhosts,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=operator.tinysystems.io,resources=tinymodules/status;tinyhosts/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=operator.tinysystems.io,resources=tinymodules/finalizers;tinyhosts/finalizers,verbs=update
 
 // Options configure the operator. The zero value is usable: every zero field
 // takes the default its comment names.
 type Options struct {
-	// ProbeInterval is how often each host is probed. Default 1s.
+	// ProbeInterval is how often each host is probed (Info). Default 1s.
 	ProbeInterval time.Duration
-	// HostTimeout is how long a host may go unanswered before it is
-	// NotReady and its modules are placed elsewhere. Default 5s.
-	HostTimeout time.Duration
+	// ProbeTimeout bounds one probe. Default 1s.
+	ProbeTimeout time.Duration
+	// FailureThreshold is how many probes in a row must fail before the
+	// host is NotReady and its modules are placed elsewhere. Default 3: with
+	// the defaults a host that stops answering is NotReady within 3–4 s.
+	FailureThreshold int
 	// SpreadLabel is the TinyHost label whose values are failure domains.
 	// Default placement.DefaultSpreadLabel.
 	SpreadLabel string
+	// ResyncPeriod is how often a ready host is converged without an event.
+	// Default 30s.
+	ResyncPeriod time.Duration
+
+	// FetchArtifacts makes the operator fetch module artifacts itself and
+	// stream the bytes to the hosts, for hosts that cannot reach the
+	// registry. By default a host is told the artifact's reference
+	// (LoadHeader.source) and fetches it, verified and cached, itself; the
+	// three options below then do not apply.
+	FetchArtifacts bool
+	// ArtifactCacheDir is where fetched module artifacts are cached by
+	// digest. Default: tinyhost-operator-artifacts in the temporary
+	// directory.
+	ArtifactCacheDir string
+	// PlainHTTP lists registries ("host" or "host:port") reached over plain
+	// HTTP instead of HTTPS.
+	PlainHTTP []string
+	// DockerConfig is the docker config file with registry credentials.
+	// Default: $DOCKER_CONFIG/config.json or ~/.docker/config.json.
+	DockerConfig string
+
+	// DialOptions are added to the options of every host connection, e.g.
+	// transport credentials for hosts that serve TLS, or per-RPC
+	// credentials for hosts that want a bearer token. Default: plain text.
+	DialOptions []grpc.DialOption
 }
 
 func (o Options) withDefaults() (Options, error) {
+	if o.ProbeInterval < 0 || o.ProbeTimeout < 0 || o.FailureThreshold < 0 || o.ResyncPeriod < 0 {
+		return o, errors.New("operator: ProbeInterval, ProbeTimeout, FailureThreshold and ResyncPeriod must not be negative")
+	}
 	if o.ProbeInterval == 0 {
 		o.ProbeInterval = time.Second
 	}
-	if o.HostTimeout == 0 {
-		o.HostTimeout = 5 * time.Second
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = time.Second
+	}
+	if o.FailureThreshold == 0 {
+		o.FailureThreshold = 3
+	}
+	if o.ResyncPeriod == 0 {
+		o.ResyncPeriod = 30 * time.Second
 	}
 	if o.SpreadLabel == "" {
 		o.SpreadLabel = placement.DefaultSpreadLabel
 	}
-	if o.ProbeInterval < 0 || o.HostTimeout < 0 {
-		return o, errors.New("operator: ProbeInterval and HostTimeout must not be negative")
-	}
-	if o.HostTimeout < o.ProbeInterval {
-		return o, fmt.Errorf("operator: HostTimeout %v is shorter than ProbeInterval %v", o.HostTimeout, o.ProbeInterval)
+	if o.ArtifactCacheDir == "" {
+		o.ArtifactCacheDir = filepath.Join(os.TempDir(), "tinyhost-operator-artifacts")
 	}
 	return o, nil
 }
 
-// Setup adds the operator to the manager. The manager's scheme must know
-// the v1alpha1 types (v1alpha1.AddToScheme).
+// Setup adds the operator's controllers to the manager: the placement and
+// status of TinyModules, and the host sync of TinyHosts. The manager's
+// scheme must know the v1alpha1 types (v1alpha1.AddToScheme).
 func Setup(mgr manager.Manager, o Options) error {
-	if _, err := o.withDefaults(); err != nil {
+	o, err := o.withDefaults()
+	if err != nil {
 		return err
 	}
 	gvk := v1alpha1.GroupVersion.WithKind("TinyModule")
 	if !mgr.GetScheme().Recognizes(gvk) {
 		return fmt.Errorf("operator: the manager's scheme does not know %s: add v1alpha1.AddToScheme", gvk)
 	}
-	// The placement, host sync and status controllers are added here once
-	// the host gRPC API has SetRoutes (see operator/README.md).
-	return nil
+	var loader controller.Loader = controller.SourceLoader{}
+	if o.FetchArtifacts {
+		artifacts, err := artifact.New(artifact.Options{
+			CacheDir:     o.ArtifactCacheDir,
+			PlainHTTP:    o.PlainHTTP,
+			DockerConfig: o.DockerConfig,
+			// A reconcile retries on its own, with backoff: keep one
+			// fetch short.
+			Attempts:     2,
+			RetryTimeout: 10 * time.Second,
+		})
+		if err != nil {
+			return fmt.Errorf("operator: %w", err)
+		}
+		loader = controller.FetchLoader{Client: artifacts}
+	}
+	return controller.Setup(mgr, controller.Options{
+		ProbeInterval:    o.ProbeInterval,
+		ProbeTimeout:     o.ProbeTimeout,
+		FailureThreshold: o.FailureThreshold,
+		SpreadLabel:      o.SpreadLabel,
+		Resync:           o.ResyncPeriod,
+		Loader:           loader,
+		DialOptions:      o.DialOptions,
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/tinyhost/tinyhost/operator"
@@ -33,7 +34,9 @@ func TestSetup(t *testing.T) {
 		if withAPI {
 			require.NoError(t, v1alpha1.AddToScheme(scheme))
 		}
-		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+		skip := true // each case adds the controllers to a manager of its own
+		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+			Controller: config.Controller{SkipNameValidation: &skip}})
 		require.NoError(t, err)
 		return mgr
 	}
@@ -44,9 +47,10 @@ func TestSetup(t *testing.T) {
 		wantErr string
 	}{
 		{name: "zero options", withAPI: true},
-		{name: "host timeout shorter than the probe interval", withAPI: true,
-			opts: operator.Options{ProbeInterval: 2 * time.Second, HostTimeout: time.Second}, wantErr: "HostTimeout 1s is shorter than ProbeInterval 2s"},
+		{name: "fetching artifacts in the operator", withAPI: true, opts: operator.Options{FetchArtifacts: true, ArtifactCacheDir: t.TempDir()}},
 		{name: "negative", withAPI: true, opts: operator.Options{ProbeInterval: -time.Second}, wantErr: "must not be negative"},
+		{name: "negative threshold", withAPI: true, opts: operator.Options{FailureThreshold: -1}, wantErr: "must not be negative"},
+		{name: "a bad plain-HTTP registry", withAPI: true, opts: operator.Options{FetchArtifacts: true, PlainHTTP: []string{"http://x/y"}}, wantErr: "PlainHTTP"},
 		{name: "a scheme without the API", wantErr: "add v1alpha1.AddToScheme"},
 	}
 	for _, tt := range tests {

@@ -13,7 +13,7 @@ import (
 )
 
 // envPrefix prefixes the environment variable of every flag:
-// --host-timeout is TINYHOST_OPERATOR_HOST_TIMEOUT.
+// --probe-timeout is TINYHOST_OPERATOR_PROBE_TIMEOUT.
 const envPrefix = "TINYHOST_OPERATOR_"
 
 type config struct {
@@ -38,13 +38,19 @@ func parseConfig(args, environ []string) (config, error) {
 	fs.BoolVar(&c.LeaderElect, "leader-elect", false, "elect a leader, so that one operator acts at a time (on in the manifests)")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's)")
 	fs.DurationVar(&c.Operator.ProbeInterval, "probe-interval", 0, "how often each host is probed (default 1s)")
-	fs.DurationVar(&c.Operator.HostTimeout, "host-timeout", 0, "how long a host may go unanswered before it is NotReady (default 5s)")
+	fs.DurationVar(&c.Operator.ProbeTimeout, "probe-timeout", 0, "how long one probe may take (default 1s)")
+	fs.IntVar(&c.Operator.FailureThreshold, "failure-threshold", 0, "failed probes in a row after which a host is NotReady and its modules move (default 3)")
+	fs.DurationVar(&c.Operator.ResyncPeriod, "resync-period", 0, "how often a ready host is converged without an event (default 30s)")
+	fs.BoolVar(&c.Operator.FetchArtifacts, "fetch-artifacts", false, "fetch module artifacts in the operator and stream them to hosts (default: hosts fetch them)")
+	fs.StringVar(&c.Operator.ArtifactCacheDir, "artifact-cache-dir", "", "with --fetch-artifacts: cache of fetched artifacts (default $TMPDIR/tinyhost-operator-artifacts)")
+	fs.StringSliceVar(&c.Operator.PlainHTTP, "plain-http", nil, "with --fetch-artifacts: registries (host or host:port) reached over plain HTTP, comma-separated")
+	fs.StringVar(&c.Operator.DockerConfig, "docker-config", "", "with --fetch-artifacts: docker config file with registry credentials (default ~/.docker/config.json)")
 	fs.StringVar(&c.Operator.SpreadLabel, "spread-label", "", "TinyHost label whose values are failure domains (default topology.kubernetes.io/zone)")
 	zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	c.Zap.BindFlags(zapFlags)
 	fs.AddGoFlagSet(zapFlags)
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "Usage: tinyhost-operator [flags]\n\nEvery flag may also be set as %s<FLAG>, e.g. %sHOST_TIMEOUT=10s.\n\n%s", envPrefix, envPrefix, fs.FlagUsages())
+		fmt.Fprintf(os.Stderr, "Usage: tinyhost-operator [flags]\n\nEvery flag may also be set as %s<FLAG>, e.g. %sPROBE_TIMEOUT=2s.\n\n%s", envPrefix, envPrefix, fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -475,10 +475,14 @@ func TestMetricsEndpoint(t *testing.T) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
+	// The host counts every call into the guest: the two greetings, the
+	// failed one, and the delivery of the settings when the module loaded.
 	for _, want := range []string{
-		`tinyhost_calls_total{component="greeter",module="hello",result="ok"} 2`,
+		`tinyhost_calls_total{component="greeter",module="hello",result="ok"} 3`,
 		`tinyhost_call_errors_total{component="greeter",kind="handler_error",module="hello"} 1`,
-		`tinyhost_call_duration_seconds_count{component="greeter",module="hello"} 3`,
+		`tinyhost_call_duration_seconds_count{component="greeter",module="hello"} 4`,
+		`tinyhost_pool_wait_seconds_count{module="hello"} 4`,
+		`tinyhost_module_compile_seconds_count{cached=`,
 		`tinyhost_pool_instances{module="hello",version="0.1.0"} 1`,
 		`tinyhost_modules 1`,
 		`go_goroutines `,

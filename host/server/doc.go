@@ -28,6 +28,14 @@
 //	KindHopLimit                    FAILED_PRECONDITION  HOP_LIMIT
 //	KindUnavailable                 UNAVAILABLE          UNAVAILABLE
 //	ErrClosed                       UNAVAILABLE          CLOSED
+//	artifact.ErrInvalidSource       INVALID_ARGUMENT     BAD_SOURCE
+//	artifact.ErrNotWasm             INVALID_ARGUMENT     NOT_WASM
+//	artifact.ErrDigestMismatch      DATA_LOSS            DIGEST_MISMATCH
+//	artifact.ErrTooLarge            RESOURCE_EXHAUSTED   TOO_LARGE
+//	artifact.ErrUnreachable         UNAVAILABLE          UNREACHABLE
+//	artifact.ErrUnauthorized        PERMISSION_DENIED    UNAUTHORIZED
+//	artifact.ErrNotFound            NOT_FOUND            NOT_FOUND
+//	artifact.ErrPlainHTTP           FAILED_PRECONDITION  PLAIN_HTTP
 //	a cancelled call                CANCELED
 //	anything else                   INTERNAL
 //
@@ -58,4 +66,14 @@
 // once and answers each with its request's id. GracefulStop ends the Watch
 // streams and the intake of every InvokeStream (answering what it started,
 // then ending with UNAVAILABLE), and waits for accepted unary calls.
+//
+// # Between hosts
+//
+// Deliver takes a message from a peer's router (package host/cluster) to a
+// module of this host, never further; its errors use the table above, and
+// FromStatus turns them back into the *host.CallError on the peer's side, so
+// that a component calling a remote module sees the status it would see
+// locally. SetRoutes, GetRoutes, SetWiring and GetWiring act on
+// Options.Routing (a *cluster.Router); a generation older than the current
+// one is FAILED_PRECONDITION.
 package server

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/artifact"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
 
@@ -30,6 +31,9 @@ func (s *Server) LoadModule(stream hostv1.HostService_LoadModuleServer) error {
 	hdr := first.GetHeader()
 	if hdr == nil {
 		return status.Error(codes.InvalidArgument, "no header: the first message must carry one")
+	}
+	if hdr.GetSource() != "" {
+		return s.loadSource(stream, hdr, len(first.GetChunk()) > 0)
 	}
 	limit := s.opts.MaxLoadBytes
 	if hdr.GetSize() > uint64(limit) {
@@ -70,6 +74,42 @@ func (s *Server) LoadModule(stream hostv1.HostService_LoadModuleServer) error {
 		}
 	}
 
+	info, err := s.h.Load(stream.Context(), wasm, loadOptions(hdr))
+	if err != nil {
+		return toStatus(err)
+	}
+	return stream.SendAndClose(&hostv1.LoadModuleResponse{Module: moduleProto(&info), Upgraded: info.Upgraded})
+}
+
+// loadSource loads the module that hdr.source names: the request carries
+// no chunks.
+func (s *Server) loadSource(stream hostv1.HostService_LoadModuleServer, hdr *hostv1.LoadHeader, chunk bool) error {
+	src, err := artifact.NewSource(hdr.GetSource(), hdr.GetDigest())
+	if err != nil {
+		return toStatus(err)
+	}
+	for !chunk {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		chunk = len(msg.GetChunk()) > 0 || msg.GetHeader() != nil
+	}
+	if chunk {
+		return withReason(codes.InvalidArgument, ReasonBadSource, nil,
+			"a request with a source carries no chunks and one header")
+	}
+	info, err := s.h.LoadSource(stream.Context(), src, loadOptions(hdr))
+	if err != nil {
+		return toStatus(err)
+	}
+	return stream.SendAndClose(&hostv1.LoadModuleResponse{Module: moduleProto(&info), Upgraded: info.Upgraded})
+}
+
+func loadOptions(hdr *hostv1.LoadHeader) host.LoadOptions {
 	opts := host.LoadOptions{Name: hdr.GetName(), Limits: limitsHost(hdr.GetLimits())}
 	if caps := hdr.GetCapabilities(); len(caps) > 0 {
 		opts.Capabilities = caps
@@ -77,12 +117,7 @@ func (s *Server) LoadModule(stream hostv1.HostService_LoadModuleServer) error {
 	if cfg := hdr.GetConfig(); len(cfg) > 0 {
 		opts.Config = cfg
 	}
-	before := s.loadedNames()
-	info, err := s.h.Load(stream.Context(), wasm, opts)
-	if err != nil {
-		return toStatus(err)
-	}
-	return stream.SendAndClose(&hostv1.LoadModuleResponse{Module: moduleProto(&info), Upgraded: before[info.Name]})
+	return opts
 }
 
 func (s *Server) tooLarge(hdr *hostv1.LoadHeader, n int64) error {
@@ -92,13 +127,4 @@ func (s *Server) tooLarge(hdr *hostv1.LoadHeader, n int64) error {
 	}
 	return withReason(codes.ResourceExhausted, ReasonTooLarge, map[string]string{"module": hdr.GetName()},
 		fmt.Sprintf("%s is %d bytes or more, over this host's load limit of %d bytes", what, n, s.opts.MaxLoadBytes))
-}
-
-func (s *Server) loadedNames() map[string]bool {
-	mods := s.h.Modules()
-	names := make(map[string]bool, len(mods))
-	for _, m := range mods {
-		names[m.Name] = true
-	}
-	return names
 }

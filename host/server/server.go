@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
@@ -57,6 +58,11 @@ type Options struct {
 	// Observer is told about every invocation the server handles, e.g. to
 	// count it in metrics. Default nil.
 	Observer Observer
+
+	// Routing is the route table and wiring that SetRoutes, GetRoutes,
+	// SetWiring and GetWiring act on (a *cluster.Router). Default nil:
+	// those calls fail with FAILED_PRECONDITION; Deliver works regardless.
+	Routing Routing
 
 	// ServerOptions are passed to grpc.NewServer after the server's own
 	// (interceptors, message sizes): transport credentials for TLS and
@@ -151,6 +157,9 @@ func New(h *host.Host, opts Options) (*Server, error) {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
+		// Peers' routers ping every 10 s (host/cluster); grpc-go's default
+		// policy (5 min) would answer them with GOAWAY.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		// Replies are bounded by the modules' MaxMessageSize, which the host
 		// enforces; the default 2 GiB send limit is left alone.
 	}

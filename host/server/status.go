@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
 // ErrorDomain is the domain of the google.rpc.ErrorInfo detail that every
@@ -34,7 +35,32 @@ const (
 	ReasonBadModule    = "BAD_MODULE"
 	ReasonABIVersion   = "ABI_VERSION"
 	ReasonClosed       = "CLOSED"
+
+	// Reasons of a module fetched from a source (LoadHeader.source).
+	ReasonBadSource      = "BAD_SOURCE"
+	ReasonNotWasm        = "NOT_WASM"
+	ReasonDigestMismatch = "DIGEST_MISMATCH"
+	ReasonUnreachable    = "UNREACHABLE"
+	ReasonUnauthorized   = "UNAUTHORIZED"
+	ReasonPlainHTTP      = "PLAIN_HTTP"
 )
+
+// artifactStatus maps the errors of fetching a module to codes and reasons,
+// in the order they are checked.
+var artifactStatus = []struct {
+	err    error
+	code   codes.Code
+	reason string
+}{
+	{artifact.ErrInvalidSource, codes.InvalidArgument, ReasonBadSource},
+	{artifact.ErrNotWasm, codes.InvalidArgument, ReasonNotWasm},
+	{artifact.ErrDigestMismatch, codes.DataLoss, ReasonDigestMismatch},
+	{artifact.ErrTooLarge, codes.ResourceExhausted, ReasonTooLarge},
+	{artifact.ErrUnreachable, codes.Unavailable, ReasonUnreachable},
+	{artifact.ErrUnauthorized, codes.PermissionDenied, ReasonUnauthorized},
+	{artifact.ErrNotFound, codes.NotFound, ReasonNotFound},
+	{artifact.ErrPlainHTTP, codes.FailedPrecondition, ReasonPlainHTTP},
+}
 
 // kindStatus maps a failed call's kind to its code and reason. See the
 // package documentation for why each code.
@@ -72,6 +98,12 @@ func toStatus(err error) error {
 	var callErr *host.CallError
 	var loadErr *host.LoadError
 	var versionErr *host.VersionError
+	if code, reason, ok := artifactCode(err); ok {
+		if errors.As(err, &loadErr) && loadErr.Module != "" {
+			meta = map[string]string{"module": loadErr.Module}
+		}
+		return withReason(code, reason, meta, err.Error())
+	}
 	switch {
 	case errors.Is(err, host.ErrClosed):
 		code, reason = codes.Unavailable, ReasonClosed
@@ -113,6 +145,16 @@ func toStatus(err error) error {
 		return status.Error(code, err.Error())
 	}
 	return withReason(code, reason, meta, err.Error())
+}
+
+// artifactCode is the code and reason of an error of fetching a module.
+func artifactCode(err error) (codes.Code, string, bool) {
+	for _, a := range artifactStatus {
+		if errors.Is(err, a.err) {
+			return a.code, a.reason, true
+		}
+	}
+	return 0, "", false
 }
 
 // withReason is a status error with an ErrorInfo detail; empty metadata

@@ -27,6 +27,9 @@ const GrpcurlVersion = "v1.9.4"
 const (
 	Hello   = "examples/hello"
 	Sleeper = "internal/e2e/testdata/sleeper"
+	Relay   = "internal/e2e/testdata/relay"
+	Common  = "plugins/common"
+	Tally   = "examples/flow/tally"
 )
 
 var (

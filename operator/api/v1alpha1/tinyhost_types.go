@@ -161,6 +161,14 @@ type HostModule struct {
 	// +optional
 	Artifact string `json:"artifact,omitempty"`
 
+	// SpecHash identifies what the module is loaded with: artifact, limits,
+	// capabilities, configuration and wiring. The operator reloads the
+	// module when the TinyModule's hash differs, and never twice for one
+	// hash, across restarts too.
+	//
+	// +optional
+	SpecHash string `json:"specHash,omitempty"`
+
 	// Digest is "sha256:" and the hex digest of the wasm loaded (actual).
 	//
 	// +optional

@@ -3,9 +3,9 @@
 // that every rule is a table test.
 //
 // A decision is made in two steps, as in the Kubernetes scheduler. Filters
-// drop the hosts that cannot run the module: not ready, unschedulable (for
-// new placements), not selected by the host selector, matching no host
-// mapping, or without room. Scoring orders the rest: spread over failure
+// drop the hosts that cannot run the module: not ready, where its load failed,
+// unschedulable (for new placements), not selected by the host selector,
+// matching no host mapping, or without room. Scoring orders the rest: spread over failure
 // domains first, then the least loaded host, then the host name, so equal
 // inputs give equal decisions. Placements that still pass the filters are
 // kept as they are, so re-running a placement moves nothing.
@@ -126,6 +126,10 @@ type Module struct {
 	Request Resources
 	// Current are the hosts the module is placed on now.
 	Current []string
+	// Avoid are hosts that refused the module as it is now (a load that
+	// failed for good there, e.g. the wrong ABI): they get no replica, and
+	// the replica goes elsewhere.
+	Avoid []string
 }
 
 // artifactFor returns the artifact for the host and whether the host may run
@@ -178,6 +182,7 @@ type filter int
 const (
 	pass filter = iota
 	notReady
+	loadFailed
 	unschedulable
 	notSelected
 	noMapping
@@ -188,6 +193,7 @@ const (
 
 var filterText = [numFilters]string{
 	notReady:      "not ready",
+	loadFailed:    "where its load failed",
 	unschedulable: "unschedulable",
 	notSelected:   "not selected by hostSelector",
 	noMapping:     "with no matching host mapping",
@@ -257,6 +263,9 @@ func Place(m Module, hosts []Host, o Options) Decision {
 func check(m *Module, h *Host, isCurrent bool) (Artifact, filter) {
 	if !h.Ready {
 		return Artifact{}, notReady
+	}
+	if slices.Contains(m.Avoid, h.Name) {
+		return Artifact{}, loadFailed
 	}
 	if h.Unschedulable && !isCurrent {
 		return Artifact{}, unschedulable

@@ -51,6 +51,8 @@ func selecting(m Module, selector string) Module {
 
 func mapped(m Module, mappings ...Mapping) Module { m.Mappings = mappings; return m }
 
+func avoiding(m Module, hosts ...string) Module { m.Avoid = hosts; return m }
+
 func TestPlace(t *testing.T) {
 	v2 := Artifact{Image: "registry.local/hello:abi2"}
 	legacy := Artifact{URL: "https://example.test/hello-legacy.wasm", SHA256: "ab"}
@@ -82,6 +84,20 @@ func TestPlace(t *testing.T) {
 			hosts:    []Host{notReadyHost("a"), notReadyHost("b"), host("c", 0, "tier", "core")},
 			unplaced: 1,
 			reason:   "0/3 hosts available: 2 not ready, 1 not selected by hostSelector",
+		},
+		{
+			name:   "a host where the load failed gets no replica, even the current one",
+			module: avoiding(module(1, "a"), "a"),
+			hosts:  []Host{host("a", 0), host("b", 5)},
+			want:   []Assignment{{"b", image}},
+			reason: "1/2 hosts available: 1 where its load failed",
+		},
+		{
+			name:     "load failed everywhere",
+			module:   avoiding(module(2), "a", "b"),
+			hosts:    []Host{host("a", 0), host("b", 0), notReadyHost("c")},
+			unplaced: 2,
+			reason:   "0/3 hosts available: 1 not ready, 2 where its load failed",
 		},
 		{
 			name:   "least loaded first",

@@ -80,6 +80,10 @@ type opts struct {
 	caps   []string
 	limits limitFlags
 	out    string
+	// load by reference, push, inspect
+	sha256       string
+	dockerConfig string
+	plainHTTP    []string
 }
 
 type limitFlags struct {
@@ -114,7 +118,7 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-var commands = []*command{cmdCall, cmdList, cmdInfo, cmdLoad, cmdUnload, cmdWatch, cmdBuild}
+var commands = []*command{cmdCall, cmdList, cmdInfo, cmdLoad, cmdUnload, cmdWatch, cmdBuild, cmdPush, cmdInspect, cmdRoutes, cmdWiring}
 
 func lookup(name string) *command {
 	for _, c := range commands {

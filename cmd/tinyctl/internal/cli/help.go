@@ -32,6 +32,9 @@ A five-minute tour (make run starts a host with the hello module):
   tinyctl list                                    # what runs on the host
   tinyctl build ./mycomp -o mycomp.wasm && tinyctl load mycomp.wasm
   tinyctl watch                                   # module events as they happen
+  tinyctl push mycomp.wasm registry.example.com/acme/mycomp:0.1.0
+  tinyctl inspect registry.example.com/acme/mycomp:0.1.0   # name, version, ABI, components
+  tinyctl load registry.example.com/acme/mycomp:0.1.0      # the host fetches, verifies, caches
   TINYCTL_ADDR=10.0.0.7:50051 TINYCTL_TOKEN=s3cret tinyctl info
 
 Flags (every command; each may also be set as TINYCTL_<NAME>, e.g.

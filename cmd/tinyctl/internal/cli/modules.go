@@ -123,12 +123,18 @@ Examples:
 
 var cmdLoad = &command{
 	name:    "load",
-	args:    "FILE [--name N]",
-	summary: "load or upgrade a module from a .wasm file",
+	args:    "FILE|REF [--name N]",
+	summary: "load or upgrade a module from a .wasm file, an OCI reference or a URL",
 	help: `Streams a .wasm file to the host, which loads it, or upgrades the module of
 the same name without dropping calls. The module's name comes from its
 descriptor unless --name overrides it. The file's sha256 is sent along and
 checked by the host. Progress is shown on a terminal for files over 1 MiB.
+
+An argument that is not an existing file is a source the host fetches
+itself, through its cache: an OCI reference to a wasm artifact (by tag or
+digest, as "tinyctl push" writes it) or an https URL, which needs --sha256
+(or "#sha256=<hex>"). With --sha256 a reference's wasm must have that
+digest too. See host/artifact/README.md.
 
 Zero limits mean the host's defaults.
 
@@ -136,10 +142,14 @@ Examples:
   tinyctl load bin/modules/hello.wasm
   tinyctl load hello.wasm --name hello-canary --max-instances 8 --call-timeout 2s
   tinyctl load ticker.wasm --config '{"ticker":{"interval":"1s"}}' --cap log --cap timer
+  tinyctl load registry.example.com/acme/hello:0.1.0
+  tinyctl load registry.example.com/acme/hello@sha256:4f1c...
+  tinyctl load https://downloads.example.com/hello.wasm --sha256 9f86d0...
 `,
 	flags: func(fs *pflag.FlagSet, o *opts) {
 		outputFlag(fs, o)
 		fs.StringVar(&o.name, "name", "", "module name (default: the name in the module's descriptor)")
+		fs.StringVar(&o.sha256, "sha256", "", "with a reference or URL: the sha256 the wasm must have")
 		fs.StringVar(&o.config, "config", "", "module configuration: a JSON object, @FILE or -")
 		fs.StringSliceVar(&o.caps, "cap", nil, "grant a capability (log, config, timer, messaging; repeatable; default: the host's defaults)")
 		fs.Uint32Var(&o.limits.memoryPages, "memory-pages", 0, "linear memory per instance, in 64 KiB pages")
@@ -161,24 +171,32 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 		return usagef("load: want exactly one FILE, got %d arguments", len(args))
 	}
 	path := args[0]
-	wasm, err := os.ReadFile(path)
-	if err != nil {
+	var wasm []byte
+	header := &hostv1.LoadHeader{}
+	if src, ok, err := loadSource(path, c.o.sha256); err != nil {
 		return err
+	} else if ok {
+		_ = src
+		header.Source, header.Digest = path, c.o.sha256
+	} else {
+		if c.o.sha256 != "" {
+			return usagef("load: --sha256 is for a reference or URL, not a file")
+		}
+		if wasm, err = os.ReadFile(path); err != nil {
+			return err
+		}
+		sum := sha256.Sum256(wasm)
+		header.Size = uint64(len(wasm))
+		header.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	}
-	sum := sha256.Sum256(wasm)
-	header := &hostv1.LoadHeader{
-		Name:         c.o.name,
-		Capabilities: c.o.caps,
-		Size:         uint64(len(wasm)),
-		Digest:       "sha256:" + hex.EncodeToString(sum[:]),
-		Limits: &hostv1.Limits{
-			MemoryPages:     c.o.limits.memoryPages,
-			CallTimeoutMs:   uint32(c.o.limits.callTimeout.Milliseconds()),
-			MaxMessageBytes: c.o.limits.maxMessage,
-			MinInstances:    c.o.limits.minInstances,
-			MaxInstances:    c.o.limits.maxInstances,
-			QueueTimeoutMs:  uint32(c.o.limits.queueTimeout.Milliseconds()),
-		},
+	header.Name, header.Capabilities = c.o.name, c.o.caps
+	header.Limits = &hostv1.Limits{
+		MemoryPages:     c.o.limits.memoryPages,
+		CallTimeoutMs:   uint32(c.o.limits.callTimeout.Milliseconds()),
+		MaxMessageBytes: c.o.limits.maxMessage,
+		MinInstances:    c.o.limits.minInstances,
+		MaxInstances:    c.o.limits.maxInstances,
+		QueueTimeoutMs:  uint32(c.o.limits.queueTimeout.Milliseconds()),
 	}
 	if c.o.config != "" {
 		cfg, err := c.readArg(c.o.config)

@@ -43,6 +43,13 @@ type Config struct {
 	Capabilities    []string          `koanf:"capabilities"`
 	HopLimit        int               `koanf:"hop-limit"`
 
+	// Routes (module → "host:port" of the hosts where it is ready) and
+	// wiring ("module/component/outport" → "module/component/inport") of a
+	// standalone host; the operator sets them over gRPC instead. File only.
+	Routes    map[string][]string `koanf:"routes"`
+	Wiring    map[string][]string `koanf:"wiring"`
+	PeerTLSCA string              `koanf:"peer-tls-ca"`
+
 	// Default limits of every module; zero means the host library's default.
 	MemoryPages     uint32        `koanf:"memory-pages"`
 	CallTimeout     time.Duration `koanf:"call-timeout"`
@@ -50,6 +57,28 @@ type Config struct {
 	MinInstances    int           `koanf:"min-instances"`
 	MaxInstances    int           `koanf:"max-instances"`
 	QueueTimeout    time.Duration `koanf:"queue-timeout"`
+
+	// Artifacts is the "artifacts" section of the file; its flags and
+	// variables are spelled --artifacts-cache-dir, TINYHOST_ARTIFACTS_CACHE_DIR.
+	Artifacts ArtifactsConfig `koanf:"artifacts"`
+}
+
+// ArtifactsConfig configures fetching modules from registries and URLs.
+type ArtifactsConfig struct {
+	CacheDir     string   `koanf:"cache-dir"`
+	DockerConfig string   `koanf:"docker-config"`
+	PlainHTTP    []string `koanf:"plain-http"`
+	MaxSize      int64    `koanf:"max-size"`
+	Attempts     int      `koanf:"attempts"`
+}
+
+// artifactsKey maps a flag or variable name to its key in the artifacts
+// section: artifacts-cache-dir is artifacts.cache-dir.
+func artifactsKey(name string) string {
+	if rest, ok := strings.CutPrefix(name, "artifacts-"); ok {
+		return "artifacts." + rest
+	}
+	return name
 }
 
 // Defaults of the flags that have one besides the zero value.
@@ -93,12 +122,18 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish")
 	fs.StringSlice("capabilities", nil, "capabilities granted to modules that name none; empty means log,config,timer,messaging")
 	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
+	fs.String("peer-tls-ca", "", "PEM CA of the peers' certificates; with --tls-cert, peers are called over TLS (default: system roots)")
 	fs.Uint32("memory-pages", 0, "module default: linear memory per instance in 64 KiB pages (default 4096)")
 	fs.Duration("call-timeout", 0, "module default: how long one call may run (default 10s)")
 	fs.Int("max-message-bytes", 0, "module default: largest message or reply (default 4 MiB)")
 	fs.Int("min-instances", 0, "module default: instances kept warm (default 1)")
 	fs.Int("max-instances", 0, "module default: most instances at once (default 2 x GOMAXPROCS)")
 	fs.Duration("queue-timeout", 0, "module default: how long a call waits for a free instance (default 5s)")
+	fs.String("artifacts-cache-dir", "", "cache of modules fetched from registries and URLs (default: <cache-dir>/artifacts)")
+	fs.String("artifacts-docker-config", "", "docker config file with registry credentials (default: $DOCKER_CONFIG, ~/.docker)")
+	fs.StringSlice("artifacts-plain-http", nil, "registries or hosts, host or host:port, reached over plain HTTP")
+	fs.Int64("artifacts-max-size", 0, "largest module fetched, in bytes (default 64 MiB)")
+	fs.Int("artifacts-attempts", 0, "tries of one registry or URL request before giving up (default 5)")
 	fs.BoolP("help", "h", false, "show this help")
 	fs.Bool("version", false, "print the version")
 	return fs
@@ -155,12 +190,12 @@ func ParseConfig(args, environ []string) (Config, error) {
 	if fs.NArg() > 0 {
 		return Config{}, usageErr("unexpected arguments %q: tinyhost takes only flags", fs.Args())
 	}
-	known := map[string]bool{"labels": true}
+	known := map[string]bool{"labels": true, "routes": true, "wiring": true}
 	fs.VisitAll(func(f *pflag.Flag) {
 		switch f.Name {
 		case "config", "help", "version", "label":
 		default:
-			known[f.Name] = true
+			known[artifactsKey(f.Name)] = true
 		}
 	})
 
@@ -177,7 +212,7 @@ func ParseConfig(args, environ []string) (Config, error) {
 		var unknown []string
 		for _, key := range fk.Keys() {
 			top, _, _ := strings.Cut(key, ".")
-			if !known[top] {
+			if !known[top] && (top != "artifacts" || !known[key]) {
 				unknown = append(unknown, key)
 			}
 		}
@@ -202,12 +237,14 @@ func ParseConfig(args, environ []string) (Config, error) {
 					envErr = usageErr("TINYHOST_LABELS: %v", err)
 				}
 				return key, m
-			case key == "capabilities":
-				return key, splitList(v)
-			case !known[key]:
+			case key == "capabilities", key == "artifacts-plain-http":
+				return artifactsKey(key), splitList(v)
+			case key == "routes", key == "wiring":
+				return "", nil // maps: in the config file only
+			case !known[artifactsKey(key)]:
 				return "", nil // not ours, e.g. a variable of the deployment
 			}
-			return key, v
+			return artifactsKey(key), v
 		},
 	}), nil); err != nil {
 		return Config{}, usageErr("environment: %v", err)
@@ -234,7 +271,7 @@ func ParseConfig(args, environ []string) (Config, error) {
 			}
 			return "labels", flagLabels
 		}
-		return f.Name, posflag.FlagVal(fs, f)
+		return artifactsKey(f.Name), posflag.FlagVal(fs, f)
 	}), nil); err != nil {
 		return Config{}, usageErr("flags: %v", err)
 	}
@@ -268,6 +305,9 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Sprintf("shutdown-timeout is %v, must be positive", c.ShutdownTimeout))
+	}
+	if c.Artifacts.MaxSize < 0 || c.Artifacts.Attempts < 0 {
+		errs = append(errs, "artifacts max-size and attempts must not be negative")
 	}
 	for k := range c.Labels {
 		if k == "" {

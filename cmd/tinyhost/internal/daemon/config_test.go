@@ -128,3 +128,40 @@ func TestExampleConfig(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:50051", c.Listen)
 	assert.NotEmpty(t, c.Labels)
 }
+
+// TestParseConfigArtifacts reads the artifacts section from the file, the
+// environment and flags, and refuses unknown keys in it.
+func TestParseConfigArtifacts(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tinyhost.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`
+artifacts:
+  cache-dir: /from/file
+  docker-config: /file/docker
+  plain-http: [registry.local:5000]
+  max-size: 1000
+  attempts: 2
+`), 0o644))
+
+	c, err := daemon.ParseConfig([]string{"--config", file}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, daemon.ArtifactsConfig{
+		CacheDir: "/from/file", DockerConfig: "/file/docker", PlainHTTP: []string{"registry.local:5000"},
+		MaxSize: 1000, Attempts: 2,
+	}, c.Artifacts)
+
+	c, err = daemon.ParseConfig([]string{"--config", file, "--artifacts-attempts", "7"},
+		[]string{"TINYHOST_ARTIFACTS_CACHE_DIR=/from/env", "TINYHOST_ARTIFACTS_PLAIN_HTTP=a:1,b"})
+	require.NoError(t, err)
+	assert.Equal(t, "/from/env", c.Artifacts.CacheDir)
+	assert.Equal(t, []string{"a:1", "b"}, c.Artifacts.PlainHTTP)
+	assert.Equal(t, 7, c.Artifacts.Attempts)
+	assert.Equal(t, int64(1000), c.Artifacts.MaxSize)
+
+	require.NoError(t, os.WriteFile(file, []byte("artifacts:\n  cache_dir: /typo\n"), 0o644))
+	_, err = daemon.ParseConfig([]string{"--config", file}, nil)
+	assert.ErrorContains(t, err, "unknown keys artifacts.cache_dir")
+
+	_, err = daemon.ParseConfig([]string{"--artifacts-attempts", "-1"}, nil)
+	assert.ErrorContains(t, err, "must not be negative")
+}

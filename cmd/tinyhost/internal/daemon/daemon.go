@@ -27,6 +27,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/metrics"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/server"
 )
 
@@ -47,6 +48,11 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		return err
 	}
 	var sopts []grpc.ServerOption
+	router, err := newRouter(cfg, token, log.Named("router"))
+	if err != nil {
+		return err
+	}
+	defer router.Close()
 	if cfg.TLSCert != "" {
 		tc, err := serverTLS(cfg)
 		if err != nil {
@@ -75,11 +81,24 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 	if len(caps) == 0 {
 		caps = nil
 	}
+	// The metrics observe the host's calls from its start, and read its
+	// modules at scrape time.
+	src := &hostSource{}
+	m := metrics.New(src)
 	h, err := host.New(ctx, host.Options{
-		Name:                cfg.Name,
-		Logger:              log.Named("host"),
+		Name:     cfg.Name,
+		Logger:   log.Named("host"),
+		Observer: m,
+		Artifacts: artifact.Options{
+			CacheDir:     cfg.Artifacts.CacheDir,
+			DockerConfig: cfg.Artifacts.DockerConfig,
+			PlainHTTP:    cfg.Artifacts.PlainHTTP,
+			MaxSize:      cfg.Artifacts.MaxSize,
+			Attempts:     cfg.Artifacts.Attempts,
+		},
 		CacheDir:            cfg.CacheDir,
 		ModulesDir:          cfg.Modules,
+		Router:              router,
 		DefaultCapabilities: caps,
 		HopLimit:            cfg.HopLimit,
 		Limits: host.Limits{
@@ -94,6 +113,12 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	src.h = h
+	router.SetLocal(h)
+	if err := setRouting(router, cfg); err != nil {
+		_ = h.Close(ctx)
+		return err
+	}
 	// The host must close however Run ends; on the clean path it closes
 	// after the server has drained, below.
 	hostClosed := false
@@ -105,7 +130,6 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(h)
 	reg.MustRegister(m)
 
 	srv, err := server.New(h, server.Options{
@@ -115,8 +139,8 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		Token:           token,
 		MaxLoadBytes:    cfg.MaxLoadBytes,
 		MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10,
-		Observer:        m,
 		ServerOptions:   sopts,
+		Routing:         router,
 	})
 	if err != nil {
 		return err
@@ -197,4 +221,15 @@ func serverTLS(cfg Config) (*tls.Config, error) {
 		tc.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return tc, nil
+}
+
+// hostSource is the metrics' view of the host, which is created after
+// them (they observe it from its start).
+type hostSource struct{ h *host.Host }
+
+func (s *hostSource) Modules() []host.ModuleInfo {
+	if s.h == nil {
+		return nil
+	}
+	return s.h.Modules()
 }

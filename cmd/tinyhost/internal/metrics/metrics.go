@@ -1,12 +1,13 @@
 // Package metrics exports a host's calls, pools and loads as Prometheus
 // metrics.
 //
-// Calls are counted where they are observed: today by the gRPC server
-// (server.Observer, so calls that arrive over gRPC), and pool and instance
-// figures are read from the host's module table at scrape time. The methods
-// CallDone, Compiled and InstanceDiscarded are the hooks the host library
-// is asked to call (see cmd/RATIONALE-notes.md); until it does, the metrics
-// they feed stay empty.
+// Calls, compilations and discarded instances are counted by the host
+// library itself (Metrics is a host.Observer: CallDone, Compiled,
+// InstanceDiscarded), so every guest call is counted once, whether it came
+// over gRPC, from another module, a timer or a settings change. Pool and
+// instance figures are read from the host's module table at scrape time.
+// ObserveInvoke (server.Observer) remains for a server without a host
+// observer; the daemon does not use it, or calls would count twice.
 package metrics
 
 import (

@@ -32,6 +32,19 @@
 //   FAILED_PRECONDITION HOP_LIMIT      a message was forwarded too many times
 //   UNAVAILABLE         UNAVAILABLE    the target cannot take the message now
 //   UNAVAILABLE         CLOSED         the host is shutting down
+//   INVALID_ARGUMENT    BAD_SOURCE     LoadHeader.source does not parse, or a
+//                                      source came with chunks
+//   INVALID_ARGUMENT    NOT_WASM       the source names something other than a
+//                                      wasm artifact (e.g. a container image);
+//                                      the message says what was found
+//   DATA_LOSS           DIGEST_MISMATCH the fetched bytes do not have the
+//                                      promised digest; the message names both
+//   RESOURCE_EXHAUSTED  TOO_LARGE      a fetched module exceeds the size limit
+//   UNAVAILABLE         UNREACHABLE    the registry or web server could not be
+//                                      reached within the retries
+//   PERMISSION_DENIED   UNAUTHORIZED   the registry refused the credentials
+//   NOT_FOUND           NOT_FOUND      no such repository, tag or file
+//   FAILED_PRECONDITION PLAIN_HTTP     plain HTTP to a host not allowed it
 //   UNAUTHENTICATED     -              a bearer token is required and the call
 //                                      has none, or a wrong one
 //   CANCELED            -              the client cancelled the call
@@ -944,7 +957,12 @@ type LoadHeader struct {
 	// oversized module before it arrives.
 	Size uint64 `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`
 	// When set, "sha256:" and the hex digest the wasm bytes must have.
-	Digest        string `protobuf:"bytes,6,opt,name=digest,proto3" json:"digest,omitempty"`
+	Digest string `protobuf:"bytes,6,opt,name=digest,proto3" json:"digest,omitempty"`
+	// When set, where the host fetches the module from instead of chunks: an
+	// OCI reference to a wasm artifact ("registry/repo:tag",
+	// "registry/repo@sha256:<hex>") or an https URL, which needs digest. The
+	// request then carries no chunks. See host/artifact/README.md.
+	Source        string `protobuf:"bytes,7,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1017,6 +1035,13 @@ func (x *LoadHeader) GetSize() uint64 {
 func (x *LoadHeader) GetDigest() string {
 	if x != nil {
 		return x.Digest
+	}
+	return ""
+}
+
+func (x *LoadHeader) GetSource() string {
+	if x != nil {
+		return x.Source
 	}
 	return ""
 }
@@ -1703,6 +1728,581 @@ func (x *WatchEvent) GetTimeUnixNano() int64 {
 	return 0
 }
 
+type DeliverRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Message *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// Wait for the reply.
+	Wait          bool `protobuf:"varint,2,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliverRequest) Reset() {
+	*x = DeliverRequest{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliverRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliverRequest) ProtoMessage() {}
+
+func (x *DeliverRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliverRequest.ProtoReflect.Descriptor instead.
+func (*DeliverRequest) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DeliverRequest) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *DeliverRequest) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+type DeliverResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reply, when the request waited.
+	Payload       []byte `protobuf:"bytes,1,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliverResponse) Reset() {
+	*x = DeliverResponse{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliverResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliverResponse) ProtoMessage() {}
+
+func (x *DeliverResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliverResponse.ProtoReflect.Descriptor instead.
+func (*DeliverResponse) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DeliverResponse) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+// Route is where one module is ready: "host:port" gRPC addresses of hosts.
+type Route struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Module        string                 `protobuf:"bytes,1,opt,name=module,proto3" json:"module,omitempty"`
+	Addresses     []string               `protobuf:"bytes,2,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Route) Reset() {
+	*x = Route{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Route) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Route) ProtoMessage() {}
+
+func (x *Route) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Route.ProtoReflect.Descriptor instead.
+func (*Route) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Route) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *Route) GetAddresses() []string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+type SetRoutesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Increases with every change; 0 is always accepted.
+	Generation    uint64   `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	Routes        []*Route `protobuf:"bytes,2,rep,name=routes,proto3" json:"routes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRoutesRequest) Reset() {
+	*x = SetRoutesRequest{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRoutesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRoutesRequest) ProtoMessage() {}
+
+func (x *SetRoutesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRoutesRequest.ProtoReflect.Descriptor instead.
+func (*SetRoutesRequest) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SetRoutesRequest) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SetRoutesRequest) GetRoutes() []*Route {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+type SetRoutesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRoutesResponse) Reset() {
+	*x = SetRoutesResponse{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRoutesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRoutesResponse) ProtoMessage() {}
+
+func (x *SetRoutesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRoutesResponse.ProtoReflect.Descriptor instead.
+func (*SetRoutesResponse) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SetRoutesResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+type GetRoutesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRoutesRequest) Reset() {
+	*x = GetRoutesRequest{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRoutesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRoutesRequest) ProtoMessage() {}
+
+func (x *GetRoutesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRoutesRequest.ProtoReflect.Descriptor instead.
+func (*GetRoutesRequest) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{30}
+}
+
+type GetRoutesResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Generation uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Sorted by module.
+	Routes        []*Route `protobuf:"bytes,2,rep,name=routes,proto3" json:"routes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRoutesResponse) Reset() {
+	*x = GetRoutesResponse{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRoutesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRoutesResponse) ProtoMessage() {}
+
+func (x *GetRoutesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRoutesResponse.ProtoReflect.Descriptor instead.
+func (*GetRoutesResponse) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetRoutesResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *GetRoutesResponse) GetRoutes() []*Route {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+// Wire connects an output port to input ports: "module/component/port".
+type Wire struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            []string               `protobuf:"bytes,2,rep,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Wire) Reset() {
+	*x = Wire{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Wire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Wire) ProtoMessage() {}
+
+func (x *Wire) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Wire.ProtoReflect.Descriptor instead.
+func (*Wire) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *Wire) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *Wire) GetTo() []string {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+type SetWiringRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	Wires         []*Wire                `protobuf:"bytes,2,rep,name=wires,proto3" json:"wires,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetWiringRequest) Reset() {
+	*x = SetWiringRequest{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetWiringRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetWiringRequest) ProtoMessage() {}
+
+func (x *SetWiringRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetWiringRequest.ProtoReflect.Descriptor instead.
+func (*SetWiringRequest) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SetWiringRequest) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SetWiringRequest) GetWires() []*Wire {
+	if x != nil {
+		return x.Wires
+	}
+	return nil
+}
+
+type SetWiringResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetWiringResponse) Reset() {
+	*x = SetWiringResponse{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetWiringResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetWiringResponse) ProtoMessage() {}
+
+func (x *SetWiringResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetWiringResponse.ProtoReflect.Descriptor instead.
+func (*SetWiringResponse) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *SetWiringResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+type GetWiringRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWiringRequest) Reset() {
+	*x = GetWiringRequest{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWiringRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWiringRequest) ProtoMessage() {}
+
+func (x *GetWiringRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWiringRequest.ProtoReflect.Descriptor instead.
+func (*GetWiringRequest) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{35}
+}
+
+type GetWiringResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Generation uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Sorted by from.
+	Wires         []*Wire `protobuf:"bytes,2,rep,name=wires,proto3" json:"wires,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWiringResponse) Reset() {
+	*x = GetWiringResponse{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWiringResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWiringResponse) ProtoMessage() {}
+
+func (x *GetWiringResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWiringResponse.ProtoReflect.Descriptor instead.
+func (*GetWiringResponse) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GetWiringResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *GetWiringResponse) GetWires() []*Wire {
+	if x != nil {
+		return x.Wires
+	}
+	return nil
+}
+
 var File_tinyhost_host_v1_host_proto protoreflect.FileDescriptor
 
 const file_tinyhost_host_v1_host_proto_rawDesc = "" +
@@ -1772,7 +2372,7 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\b \x01(\x04R\vmemoryBytes\"_\n" +
 	"\x11LoadModuleRequest\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.tinyhost.host.v1.LoadHeaderR\x06header\x12\x14\n" +
-	"\x05chunk\x18\x02 \x01(\fR\x05chunk\"\xba\x01\n" +
+	"\x05chunk\x18\x02 \x01(\fR\x05chunk\"\xd2\x01\n" +
 	"\n" +
 	"LoadHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
@@ -1780,7 +2380,8 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\fcapabilities\x18\x03 \x03(\tR\fcapabilities\x12\x16\n" +
 	"\x06config\x18\x04 \x01(\fR\x06config\x12\x12\n" +
 	"\x04size\x18\x05 \x01(\x04R\x04size\x12\x16\n" +
-	"\x06digest\x18\x06 \x01(\tR\x06digest\"b\n" +
+	"\x06digest\x18\x06 \x01(\tR\x06digest\x12\x16\n" +
+	"\x06source\x18\a \x01(\tR\x06source\"b\n" +
 	"\x12LoadModuleResponse\x120\n" +
 	"\x06module\x18\x01 \x01(\v2\x18.tinyhost.host.v1.ModuleR\x06module\x12\x1a\n" +
 	"\bupgraded\x18\x02 \x01(\bR\bupgraded\")\n" +
@@ -1829,7 +2430,48 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\vTYPE_LOADED\x10\x01\x12\x11\n" +
 	"\rTYPE_UPGRADED\x10\x02\x12\x0f\n" +
 	"\vTYPE_FAILED\x10\x03\x12\x11\n" +
-	"\rTYPE_UNLOADED\x10\x042\xe3\x04\n" +
+	"\rTYPE_UNLOADED\x10\x04\"Y\n" +
+	"\x0eDeliverRequest\x123\n" +
+	"\amessage\x18\x01 \x01(\v2\x19.tinyhost.host.v1.MessageR\amessage\x12\x12\n" +
+	"\x04wait\x18\x02 \x01(\bR\x04wait\"+\n" +
+	"\x0fDeliverResponse\x12\x18\n" +
+	"\apayload\x18\x01 \x01(\fR\apayload\"=\n" +
+	"\x05Route\x12\x16\n" +
+	"\x06module\x18\x01 \x01(\tR\x06module\x12\x1c\n" +
+	"\taddresses\x18\x02 \x03(\tR\taddresses\"c\n" +
+	"\x10SetRoutesRequest\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12/\n" +
+	"\x06routes\x18\x02 \x03(\v2\x17.tinyhost.host.v1.RouteR\x06routes\"3\n" +
+	"\x11SetRoutesResponse\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\"\x12\n" +
+	"\x10GetRoutesRequest\"d\n" +
+	"\x11GetRoutesResponse\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12/\n" +
+	"\x06routes\x18\x02 \x03(\v2\x17.tinyhost.host.v1.RouteR\x06routes\"*\n" +
+	"\x04Wire\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x03(\tR\x02to\"`\n" +
+	"\x10SetWiringRequest\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12,\n" +
+	"\x05wires\x18\x02 \x03(\v2\x16.tinyhost.host.v1.WireR\x05wires\"3\n" +
+	"\x11SetWiringResponse\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\"\x12\n" +
+	"\x10GetWiringRequest\"a\n" +
+	"\x11GetWiringResponse\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12,\n" +
+	"\x05wires\x18\x02 \x03(\v2\x16.tinyhost.host.v1.WireR\x05wires2\x8b\b\n" +
 	"\vHostService\x12E\n" +
 	"\x04Info\x12\x1d.tinyhost.host.v1.InfoRequest\x1a\x1e.tinyhost.host.v1.InfoResponse\x12Z\n" +
 	"\vListModules\x12$.tinyhost.host.v1.ListModulesRequest\x1a%.tinyhost.host.v1.ListModulesResponse\x12Y\n" +
@@ -1838,7 +2480,12 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\fUnloadModule\x12%.tinyhost.host.v1.UnloadModuleRequest\x1a&.tinyhost.host.v1.UnloadModuleResponse\x12K\n" +
 	"\x06Invoke\x12\x1f.tinyhost.host.v1.InvokeRequest\x1a .tinyhost.host.v1.InvokeResponse\x12a\n" +
 	"\fInvokeStream\x12%.tinyhost.host.v1.InvokeStreamRequest\x1a&.tinyhost.host.v1.InvokeStreamResponse(\x010\x01\x12G\n" +
-	"\x05Watch\x12\x1e.tinyhost.host.v1.WatchRequest\x1a\x1c.tinyhost.host.v1.WatchEvent0\x01BAZ?github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1;hostv1b\x06proto3"
+	"\x05Watch\x12\x1e.tinyhost.host.v1.WatchRequest\x1a\x1c.tinyhost.host.v1.WatchEvent0\x01\x12N\n" +
+	"\aDeliver\x12 .tinyhost.host.v1.DeliverRequest\x1a!.tinyhost.host.v1.DeliverResponse\x12T\n" +
+	"\tSetRoutes\x12\".tinyhost.host.v1.SetRoutesRequest\x1a#.tinyhost.host.v1.SetRoutesResponse\x12T\n" +
+	"\tGetRoutes\x12\".tinyhost.host.v1.GetRoutesRequest\x1a#.tinyhost.host.v1.GetRoutesResponse\x12T\n" +
+	"\tSetWiring\x12\".tinyhost.host.v1.SetWiringRequest\x1a#.tinyhost.host.v1.SetWiringResponse\x12T\n" +
+	"\tGetWiring\x12\".tinyhost.host.v1.GetWiringRequest\x1a#.tinyhost.host.v1.GetWiringResponseBAZ?github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1;hostv1b\x06proto3"
 
 var (
 	file_tinyhost_host_v1_host_proto_rawDescOnce sync.Once
@@ -1853,7 +2500,7 @@ func file_tinyhost_host_v1_host_proto_rawDescGZIP() []byte {
 }
 
 var file_tinyhost_host_v1_host_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_tinyhost_host_v1_host_proto_goTypes = []any{
 	(WatchEvent_Type)(0),         // 0: tinyhost.host.v1.WatchEvent.Type
 	(*InfoRequest)(nil),          // 1: tinyhost.host.v1.InfoRequest
@@ -1881,10 +2528,22 @@ var file_tinyhost_host_v1_host_proto_goTypes = []any{
 	(*Error)(nil),                // 23: tinyhost.host.v1.Error
 	(*WatchRequest)(nil),         // 24: tinyhost.host.v1.WatchRequest
 	(*WatchEvent)(nil),           // 25: tinyhost.host.v1.WatchEvent
-	nil,                          // 26: tinyhost.host.v1.InfoResponse.LabelsEntry
+	(*DeliverRequest)(nil),       // 26: tinyhost.host.v1.DeliverRequest
+	(*DeliverResponse)(nil),      // 27: tinyhost.host.v1.DeliverResponse
+	(*Route)(nil),                // 28: tinyhost.host.v1.Route
+	(*SetRoutesRequest)(nil),     // 29: tinyhost.host.v1.SetRoutesRequest
+	(*SetRoutesResponse)(nil),    // 30: tinyhost.host.v1.SetRoutesResponse
+	(*GetRoutesRequest)(nil),     // 31: tinyhost.host.v1.GetRoutesRequest
+	(*GetRoutesResponse)(nil),    // 32: tinyhost.host.v1.GetRoutesResponse
+	(*Wire)(nil),                 // 33: tinyhost.host.v1.Wire
+	(*SetWiringRequest)(nil),     // 34: tinyhost.host.v1.SetWiringRequest
+	(*SetWiringResponse)(nil),    // 35: tinyhost.host.v1.SetWiringResponse
+	(*GetWiringRequest)(nil),     // 36: tinyhost.host.v1.GetWiringRequest
+	(*GetWiringResponse)(nil),    // 37: tinyhost.host.v1.GetWiringResponse
+	nil,                          // 38: tinyhost.host.v1.InfoResponse.LabelsEntry
 }
 var file_tinyhost_host_v1_host_proto_depIdxs = []int32{
-	26, // 0: tinyhost.host.v1.InfoResponse.labels:type_name -> tinyhost.host.v1.InfoResponse.LabelsEntry
+	38, // 0: tinyhost.host.v1.InfoResponse.labels:type_name -> tinyhost.host.v1.InfoResponse.LabelsEntry
 	3,  // 1: tinyhost.host.v1.InfoResponse.capacity:type_name -> tinyhost.host.v1.Capacity
 	6,  // 2: tinyhost.host.v1.InfoResponse.modules:type_name -> tinyhost.host.v1.Module
 	6,  // 3: tinyhost.host.v1.ListModulesResponse.modules:type_name -> tinyhost.host.v1.Module
@@ -1904,25 +2563,40 @@ var file_tinyhost_host_v1_host_proto_depIdxs = []int32{
 	23, // 17: tinyhost.host.v1.InvokeStreamResponse.error:type_name -> tinyhost.host.v1.Error
 	0,  // 18: tinyhost.host.v1.WatchEvent.type:type_name -> tinyhost.host.v1.WatchEvent.Type
 	6,  // 19: tinyhost.host.v1.WatchEvent.info:type_name -> tinyhost.host.v1.Module
-	1,  // 20: tinyhost.host.v1.HostService.Info:input_type -> tinyhost.host.v1.InfoRequest
-	4,  // 21: tinyhost.host.v1.HostService.ListModules:input_type -> tinyhost.host.v1.ListModulesRequest
-	12, // 22: tinyhost.host.v1.HostService.LoadModule:input_type -> tinyhost.host.v1.LoadModuleRequest
-	15, // 23: tinyhost.host.v1.HostService.UnloadModule:input_type -> tinyhost.host.v1.UnloadModuleRequest
-	18, // 24: tinyhost.host.v1.HostService.Invoke:input_type -> tinyhost.host.v1.InvokeRequest
-	21, // 25: tinyhost.host.v1.HostService.InvokeStream:input_type -> tinyhost.host.v1.InvokeStreamRequest
-	24, // 26: tinyhost.host.v1.HostService.Watch:input_type -> tinyhost.host.v1.WatchRequest
-	2,  // 27: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
-	5,  // 28: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
-	14, // 29: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
-	16, // 30: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
-	19, // 31: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
-	22, // 32: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
-	25, // 33: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
-	27, // [27:34] is the sub-list for method output_type
-	20, // [20:27] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	20, // 20: tinyhost.host.v1.DeliverRequest.message:type_name -> tinyhost.host.v1.Message
+	28, // 21: tinyhost.host.v1.SetRoutesRequest.routes:type_name -> tinyhost.host.v1.Route
+	28, // 22: tinyhost.host.v1.GetRoutesResponse.routes:type_name -> tinyhost.host.v1.Route
+	33, // 23: tinyhost.host.v1.SetWiringRequest.wires:type_name -> tinyhost.host.v1.Wire
+	33, // 24: tinyhost.host.v1.GetWiringResponse.wires:type_name -> tinyhost.host.v1.Wire
+	1,  // 25: tinyhost.host.v1.HostService.Info:input_type -> tinyhost.host.v1.InfoRequest
+	4,  // 26: tinyhost.host.v1.HostService.ListModules:input_type -> tinyhost.host.v1.ListModulesRequest
+	12, // 27: tinyhost.host.v1.HostService.LoadModule:input_type -> tinyhost.host.v1.LoadModuleRequest
+	15, // 28: tinyhost.host.v1.HostService.UnloadModule:input_type -> tinyhost.host.v1.UnloadModuleRequest
+	18, // 29: tinyhost.host.v1.HostService.Invoke:input_type -> tinyhost.host.v1.InvokeRequest
+	21, // 30: tinyhost.host.v1.HostService.InvokeStream:input_type -> tinyhost.host.v1.InvokeStreamRequest
+	24, // 31: tinyhost.host.v1.HostService.Watch:input_type -> tinyhost.host.v1.WatchRequest
+	26, // 32: tinyhost.host.v1.HostService.Deliver:input_type -> tinyhost.host.v1.DeliverRequest
+	29, // 33: tinyhost.host.v1.HostService.SetRoutes:input_type -> tinyhost.host.v1.SetRoutesRequest
+	31, // 34: tinyhost.host.v1.HostService.GetRoutes:input_type -> tinyhost.host.v1.GetRoutesRequest
+	34, // 35: tinyhost.host.v1.HostService.SetWiring:input_type -> tinyhost.host.v1.SetWiringRequest
+	36, // 36: tinyhost.host.v1.HostService.GetWiring:input_type -> tinyhost.host.v1.GetWiringRequest
+	2,  // 37: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
+	5,  // 38: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
+	14, // 39: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
+	16, // 40: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
+	19, // 41: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
+	22, // 42: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
+	25, // 43: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
+	27, // 44: tinyhost.host.v1.HostService.Deliver:output_type -> tinyhost.host.v1.DeliverResponse
+	30, // 45: tinyhost.host.v1.HostService.SetRoutes:output_type -> tinyhost.host.v1.SetRoutesResponse
+	32, // 46: tinyhost.host.v1.HostService.GetRoutes:output_type -> tinyhost.host.v1.GetRoutesResponse
+	35, // 47: tinyhost.host.v1.HostService.SetWiring:output_type -> tinyhost.host.v1.SetWiringResponse
+	37, // 48: tinyhost.host.v1.HostService.GetWiring:output_type -> tinyhost.host.v1.GetWiringResponse
+	37, // [37:49] is the sub-list for method output_type
+	25, // [25:37] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_tinyhost_host_v1_host_proto_init() }
@@ -1936,7 +2610,7 @@ func file_tinyhost_host_v1_host_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tinyhost_host_v1_host_proto_rawDesc), len(file_tinyhost_host_v1_host_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

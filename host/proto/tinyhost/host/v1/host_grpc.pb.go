@@ -32,6 +32,19 @@
 //   FAILED_PRECONDITION HOP_LIMIT      a message was forwarded too many times
 //   UNAVAILABLE         UNAVAILABLE    the target cannot take the message now
 //   UNAVAILABLE         CLOSED         the host is shutting down
+//   INVALID_ARGUMENT    BAD_SOURCE     LoadHeader.source does not parse, or a
+//                                      source came with chunks
+//   INVALID_ARGUMENT    NOT_WASM       the source names something other than a
+//                                      wasm artifact (e.g. a container image);
+//                                      the message says what was found
+//   DATA_LOSS           DIGEST_MISMATCH the fetched bytes do not have the
+//                                      promised digest; the message names both
+//   RESOURCE_EXHAUSTED  TOO_LARGE      a fetched module exceeds the size limit
+//   UNAVAILABLE         UNREACHABLE    the registry or web server could not be
+//                                      reached within the retries
+//   PERMISSION_DENIED   UNAUTHORIZED   the registry refused the credentials
+//   NOT_FOUND           NOT_FOUND      no such repository, tag or file
+//   FAILED_PRECONDITION PLAIN_HTTP     plain HTTP to a host not allowed it
 //   UNAUTHENTICATED     -              a bearer token is required and the call
 //                                      has none, or a wrong one
 //   CANCELED            -              the client cancelled the call
@@ -64,6 +77,11 @@ const (
 	HostService_Invoke_FullMethodName       = "/tinyhost.host.v1.HostService/Invoke"
 	HostService_InvokeStream_FullMethodName = "/tinyhost.host.v1.HostService/InvokeStream"
 	HostService_Watch_FullMethodName        = "/tinyhost.host.v1.HostService/Watch"
+	HostService_Deliver_FullMethodName      = "/tinyhost.host.v1.HostService/Deliver"
+	HostService_SetRoutes_FullMethodName    = "/tinyhost.host.v1.HostService/SetRoutes"
+	HostService_GetRoutes_FullMethodName    = "/tinyhost.host.v1.HostService/GetRoutes"
+	HostService_SetWiring_FullMethodName    = "/tinyhost.host.v1.HostService/SetWiring"
+	HostService_GetWiring_FullMethodName    = "/tinyhost.host.v1.HostService/GetWiring"
 )
 
 // HostServiceClient is the client API for HostService service.
@@ -98,6 +116,24 @@ type HostServiceClient interface {
 	// happen, after one LOADED event per module already loaded. The stream
 	// ends with UNAVAILABLE when the host shuts down.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error)
+	// Deliver is the host-to-host delivery of one message that a component
+	// sent, called or emitted on a wired port, to a module loaded in this
+	// host (never forwarded further). With wait, the reply is returned
+	// within the call's deadline; without, the message is accepted and runs
+	// in the background. The message's metadata carries traceparent and
+	// tinyhost-hops; past the host's hop limit it fails with HOP_LIMIT.
+	Deliver(ctx context.Context, in *DeliverRequest, opts ...grpc.CallOption) (*DeliverResponse, error)
+	// SetRoutes replaces the route table (module -> ready host addresses)
+	// whole. A generation older than the table's is refused with
+	// FAILED_PRECONDITION, so that a late push cannot undo a newer one.
+	SetRoutes(ctx context.Context, in *SetRoutesRequest, opts ...grpc.CallOption) (*SetRoutesResponse, error)
+	// GetRoutes returns the route table.
+	GetRoutes(ctx context.Context, in *GetRoutesRequest, opts ...grpc.CallOption) (*GetRoutesResponse, error)
+	// SetWiring replaces the wiring of output ports whole, with the same
+	// generation rule as SetRoutes.
+	SetWiring(ctx context.Context, in *SetWiringRequest, opts ...grpc.CallOption) (*SetWiringResponse, error)
+	// GetWiring returns the wiring.
+	GetWiring(ctx context.Context, in *GetWiringRequest, opts ...grpc.CallOption) (*GetWiringResponse, error)
 }
 
 type hostServiceClient struct {
@@ -193,6 +229,56 @@ func (c *hostServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ..
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type HostService_WatchClient = grpc.ServerStreamingClient[WatchEvent]
 
+func (c *hostServiceClient) Deliver(ctx context.Context, in *DeliverRequest, opts ...grpc.CallOption) (*DeliverResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeliverResponse)
+	err := c.cc.Invoke(ctx, HostService_Deliver_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostServiceClient) SetRoutes(ctx context.Context, in *SetRoutesRequest, opts ...grpc.CallOption) (*SetRoutesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetRoutesResponse)
+	err := c.cc.Invoke(ctx, HostService_SetRoutes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostServiceClient) GetRoutes(ctx context.Context, in *GetRoutesRequest, opts ...grpc.CallOption) (*GetRoutesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRoutesResponse)
+	err := c.cc.Invoke(ctx, HostService_GetRoutes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostServiceClient) SetWiring(ctx context.Context, in *SetWiringRequest, opts ...grpc.CallOption) (*SetWiringResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetWiringResponse)
+	err := c.cc.Invoke(ctx, HostService_SetWiring_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostServiceClient) GetWiring(ctx context.Context, in *GetWiringRequest, opts ...grpc.CallOption) (*GetWiringResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetWiringResponse)
+	err := c.cc.Invoke(ctx, HostService_GetWiring_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServiceServer is the server API for HostService service.
 // All implementations must embed UnimplementedHostServiceServer
 // for forward compatibility.
@@ -225,6 +311,24 @@ type HostServiceServer interface {
 	// happen, after one LOADED event per module already loaded. The stream
 	// ends with UNAVAILABLE when the host shuts down.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error
+	// Deliver is the host-to-host delivery of one message that a component
+	// sent, called or emitted on a wired port, to a module loaded in this
+	// host (never forwarded further). With wait, the reply is returned
+	// within the call's deadline; without, the message is accepted and runs
+	// in the background. The message's metadata carries traceparent and
+	// tinyhost-hops; past the host's hop limit it fails with HOP_LIMIT.
+	Deliver(context.Context, *DeliverRequest) (*DeliverResponse, error)
+	// SetRoutes replaces the route table (module -> ready host addresses)
+	// whole. A generation older than the table's is refused with
+	// FAILED_PRECONDITION, so that a late push cannot undo a newer one.
+	SetRoutes(context.Context, *SetRoutesRequest) (*SetRoutesResponse, error)
+	// GetRoutes returns the route table.
+	GetRoutes(context.Context, *GetRoutesRequest) (*GetRoutesResponse, error)
+	// SetWiring replaces the wiring of output ports whole, with the same
+	// generation rule as SetRoutes.
+	SetWiring(context.Context, *SetWiringRequest) (*SetWiringResponse, error)
+	// GetWiring returns the wiring.
+	GetWiring(context.Context, *GetWiringRequest) (*GetWiringResponse, error)
 	mustEmbedUnimplementedHostServiceServer()
 }
 
@@ -255,6 +359,21 @@ func (UnimplementedHostServiceServer) InvokeStream(grpc.BidiStreamingServer[Invo
 }
 func (UnimplementedHostServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedHostServiceServer) Deliver(context.Context, *DeliverRequest) (*DeliverResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Deliver not implemented")
+}
+func (UnimplementedHostServiceServer) SetRoutes(context.Context, *SetRoutesRequest) (*SetRoutesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRoutes not implemented")
+}
+func (UnimplementedHostServiceServer) GetRoutes(context.Context, *GetRoutesRequest) (*GetRoutesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRoutes not implemented")
+}
+func (UnimplementedHostServiceServer) SetWiring(context.Context, *SetWiringRequest) (*SetWiringResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetWiring not implemented")
+}
+func (UnimplementedHostServiceServer) GetWiring(context.Context, *GetWiringRequest) (*GetWiringResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetWiring not implemented")
 }
 func (UnimplementedHostServiceServer) mustEmbedUnimplementedHostServiceServer() {}
 func (UnimplementedHostServiceServer) testEmbeddedByValue()                     {}
@@ -374,6 +493,96 @@ func _HostService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type HostService_WatchServer = grpc.ServerStreamingServer[WatchEvent]
 
+func _HostService_Deliver_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeliverRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).Deliver(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_Deliver_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).Deliver(ctx, req.(*DeliverRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HostService_SetRoutes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRoutesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).SetRoutes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_SetRoutes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).SetRoutes(ctx, req.(*SetRoutesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HostService_GetRoutes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRoutesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).GetRoutes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_GetRoutes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).GetRoutes(ctx, req.(*GetRoutesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HostService_SetWiring_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetWiringRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).SetWiring(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_SetWiring_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).SetWiring(ctx, req.(*SetWiringRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HostService_GetWiring_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetWiringRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).GetWiring(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_GetWiring_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).GetWiring(ctx, req.(*GetWiringRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HostService_ServiceDesc is the grpc.ServiceDesc for HostService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -396,6 +605,26 @@ var HostService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Invoke",
 			Handler:    _HostService_Invoke_Handler,
+		},
+		{
+			MethodName: "Deliver",
+			Handler:    _HostService_Deliver_Handler,
+		},
+		{
+			MethodName: "SetRoutes",
+			Handler:    _HostService_SetRoutes_Handler,
+		},
+		{
+			MethodName: "GetRoutes",
+			Handler:    _HostService_GetRoutes_Handler,
+		},
+		{
+			MethodName: "SetWiring",
+			Handler:    _HostService_SetWiring_Handler,
+		},
+		{
+			MethodName: "GetWiring",
+			Handler:    _HostService_GetWiring_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

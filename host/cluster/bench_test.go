@@ -1,0 +1,177 @@
+package cluster_test
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/cluster"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/server"
+	"github.com/tinyhost/tinyhost/internal/e2e"
+)
+
+// benchBase holds each benchmark's baselines in ns/op, for the ratios the
+// rows after them report.
+var benchBase sync.Map
+
+// measure runs fn b.N times, reports ns/op under key and, for each
+// baseline named, the ratio "x-<baseline>".
+func measure(b *testing.B, key string, baselines []string, fn func() error) {
+	b.Helper()
+	for range 200 { // warm the pools and connections
+		if err := fn(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		if err := fn(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ns := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+	benchBase.Store(key, ns)
+	for _, base := range baselines {
+		if v, ok := benchBase.Load(base); ok {
+			b.ReportMetric(ns/v.(float64), "x-"+base)
+		}
+	}
+}
+
+type echoServer struct {
+	hostv1.UnimplementedHostServiceServer
+}
+
+func (echoServer) Invoke(_ context.Context, req *hostv1.InvokeRequest) (*hostv1.InvokeResponse, error) {
+	return &hostv1.InvokeResponse{Payload: req.GetPayload()}, nil
+}
+
+func serve(b *testing.B, register func(*grpc.Server)) string {
+	b.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := grpc.NewServer()
+	register(s)
+	go s.Serve(lis)
+	b.Cleanup(s.Stop)
+	return lis.Addr().String()
+}
+
+func client(b *testing.B, addr string) hostv1.HostServiceClient {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	return hostv1.NewHostServiceClient(conn)
+}
+
+// newHost starts a host with the router r (nil: none) and the modules.
+func newHost(b *testing.B, r *cluster.Router, mods ...[]byte) *host.Host {
+	b.Helper()
+	ctx := context.Background()
+	opts := host.Options{CacheDir: e2e.CacheDir(b)}
+	if r != nil {
+		opts.Router = r
+	}
+	h, err := host.New(ctx, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { h.Close(ctx) })
+	if r != nil {
+		r.SetLocal(h)
+		b.Cleanup(func() { r.Close() })
+	}
+	for _, m := range mods {
+		if _, err := h.Load(ctx, m, host.LoadOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return h
+}
+
+var (
+	helloPayload = []byte(`{"name":"Ada"}`)
+	helloMsg     = abi.Message{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
+	relayPayload = []byte(`{"to":"hello/greeter/in","payload":{"name":"Ada"}}`)
+)
+
+// BenchmarkRemoteCall: a component on host 1 (relay, invoked in-process)
+// calls hello on host 2 through host 1's pool, against one bare gRPC round
+// trip: an echo server with nothing behind it (grpc-echo), and a gRPC
+// Invoke of hello on host 2 (grpc-invoke), which does the same guest work
+// on host 2. router is the delivery alone, without the calling component.
+func BenchmarkRemoteCall(b *testing.B) {
+	ctx := context.Background()
+	hello, relay := e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay)
+	echoAddr := serve(b, func(s *grpc.Server) { hostv1.RegisterHostServiceServer(s, echoServer{}) })
+
+	h2 := newHost(b, nil, hello)
+	srv, err := server.New(h2, server.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(lis)
+	b.Cleanup(srv.Stop)
+	addr2 := lis.Addr().String()
+
+	r1 := cluster.New(cluster.Options{})
+	h1 := newHost(b, r1, relay)
+	if err := r1.SetRoutes(1, map[string][]string{"hello": {addr2}}); err != nil {
+		b.Fatal(err)
+	}
+
+	echo, c2 := client(b, echoAddr), client(b, addr2)
+	invoke := &hostv1.InvokeRequest{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
+	base := []string{"grpc-echo", "grpc-invoke"}
+	b.Run("grpc-echo", func(b *testing.B) {
+		measure(b, "grpc-echo", nil, func() error { _, err := echo.Invoke(ctx, invoke); return err })
+	})
+	b.Run("grpc-invoke", func(b *testing.B) {
+		measure(b, "grpc-invoke", []string{"grpc-echo"}, func() error { _, err := c2.Invoke(ctx, invoke); return err })
+	})
+	b.Run("router", func(b *testing.B) {
+		measure(b, "remote-router", base, func() error { _, err := r1.Deliver(ctx, helloMsg, true); return err })
+	})
+	b.Run("component", func(b *testing.B) {
+		req := host.Request{Module: "relay", Component: "relay", Port: "call", Payload: relayPayload}
+		measure(b, "remote-component", base, func() error { _, err := h1.Invoke(ctx, req); return err })
+	})
+}
+
+// BenchmarkLocalCall: a cross-module call delivered in-process by the
+// router (router) against a direct Invoke of the same component (invoke);
+// component is a whole call from relay to hello, two guest calls.
+func BenchmarkLocalCall(b *testing.B) {
+	ctx := context.Background()
+	r := cluster.New(cluster.Options{})
+	h := newHost(b, r, e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay))
+	req := host.Request{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
+	b.Run("invoke", func(b *testing.B) {
+		measure(b, "invoke", nil, func() error { _, err := h.Invoke(ctx, req); return err })
+	})
+	b.Run("router", func(b *testing.B) {
+		measure(b, "local-router", []string{"invoke"}, func() error { _, err := r.Deliver(ctx, helloMsg, true); return err })
+	})
+	b.Run("component", func(b *testing.B) {
+		req := host.Request{Module: "relay", Component: "relay", Port: "call", Payload: relayPayload}
+		measure(b, "local-component", []string{"invoke"}, func() error { _, err := h.Invoke(ctx, req); return err })
+	})
+}

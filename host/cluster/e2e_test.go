@@ -1,0 +1,159 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/internal/e2e"
+)
+
+func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
+
+// TestFailover: module hello on hosts 2 and 3, relay on host 1 calling it
+// 1,000 times through host 1's router, and host 2 killed (SIGKILL) after
+// 300 replies. Every call must end, with a reply or an error, within its
+// deadline, and the calls after the kill go on through host 3.
+func TestFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three hosts")
+	}
+	hello := e2e.Wasm(t, e2e.Hello)
+	h2 := e2e.StartHost(t, e2e.HostOptions{Modules: []string{hello}})
+	h3 := e2e.StartHost(t, e2e.HostOptions{Modules: []string{hello}})
+	cfg := e2e.ConfigFile(t, fmt.Sprintf("routes:\n  hello: [%q, %q]\n", h2.Addr, h3.Addr))
+	h1 := e2e.StartHost(t, e2e.HostOptions{Modules: []string{e2e.Wasm(t, e2e.Relay)}, Args: []string{"--config", cfg}})
+	c1 := e2e.Client(t, h1.Addr)
+
+	const (
+		calls    = 1000
+		workers  = 8
+		killAt   = 300
+		deadline = 5 * time.Second
+	)
+	var (
+		next, ok, failed, late, afterKill atomic.Int64
+		killed                            atomic.Bool
+		mu                                sync.Mutex
+		codesSeen                         = map[codes.Code]int{}
+		firstErr                          error
+		slowest                           time.Duration
+	)
+	kill := make(chan struct{})
+	var killOnce sync.Once
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= calls; i = next.Add(1) {
+				payload := fmt.Sprintf(`{"to":"hello/greeter/in","payload":{"name":"n%d"}}`, i)
+				ctx, cancel := context.WithTimeout(context.Background(), deadline)
+				start := time.Now()
+				resp, err := c1.Invoke(ctx, &hostv1.InvokeRequest{Module: "relay", Component: "relay", Port: "call", Payload: []byte(payload)})
+				d := time.Since(start)
+				cancel()
+				mu.Lock()
+				slowest = max(slowest, d)
+				if err != nil {
+					codesSeen[status.Code(err)]++
+					if firstErr == nil {
+						firstErr = err
+					}
+				}
+				mu.Unlock()
+				if d > deadline+time.Second {
+					late.Add(1)
+				}
+				switch {
+				case err != nil:
+					failed.Add(1)
+				case string(resp.GetPayload()) == fmt.Sprintf(`{"greeting":"Hello, n%d!"}`, i):
+					if ok.Add(1) == killAt {
+						killOnce.Do(func() { close(kill) })
+					}
+					if killed.Load() {
+						afterKill.Add(1)
+					}
+				default:
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	<-kill
+	h2.Signal(t, syscall.SIGKILL)
+	killed.Store(true)
+	wg.Wait()
+
+	t.Logf("calls %d: replies %d (%d after the kill), errors %d %v, late %d, slowest %v; first error: %v",
+		calls, ok.Load(), afterKill.Load(), failed.Load(), codesSeen, late.Load(), slowest, firstErr)
+	assert.Equal(t, int64(calls), ok.Load()+failed.Load(), "every call ends with a reply or an error")
+	assert.Zero(t, late.Load(), "no call outlives its deadline")
+	assert.LessOrEqual(t, failed.Load(), int64(workers), "only calls in flight on the killed host may fail")
+	assert.Greater(t, afterKill.Load(), int64(calls/2), "calls go on through host 3")
+}
+
+// TestCycle: a on host 1 and b on host 2 call each other; the message stops
+// at the hop limit with a clear error, and an unknown module is NOT_FOUND.
+func TestCycle(t *testing.T) {
+	relay := e2e.Wasm(t, e2e.Relay)
+	h1 := e2e.StartHost(t, e2e.HostOptions{})
+	h2 := e2e.StartHost(t, e2e.HostOptions{})
+	c1, c2 := e2e.Client(t, h1.Addr), e2e.Client(t, h2.Addr)
+	// Every hop holds an instance until the end: 16 hops, 8 on each side.
+	limits := &hostv1.Limits{MaxInstances: 16}
+	e2e.LoadModule(t, c1, "a", relay, limits)
+	e2e.LoadModule(t, c2, "b", relay, limits)
+	e2e.SetRoutes(t, c1, 1, map[string][]string{"b": {h2.Addr}})
+	e2e.SetRoutes(t, c2, 1, map[string][]string{"a": {h1.Addr}})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	t.Run("hop limit", func(t *testing.T) {
+		_, err := c1.Invoke(ctx, &hostv1.InvokeRequest{Module: "a", Component: "relay", Port: "bounce", Payload: []byte(`{"self":"a","peer":"b"}`)})
+		require.Error(t, err)
+		st := status.Convert(err)
+		t.Logf("%s: %.300s", st.Code(), st.Message())
+		assert.Equal(t, codes.FailedPrecondition, st.Code())
+		assert.Contains(t, st.Message(), "hop limit 16 reached")
+
+		// One trace across both hosts: created at the first hop on host 1,
+		// carried to host 2 and back, in the log lines about the message.
+		m := regexp.MustCompile(`"trace_id":"([0-9a-f]{32})"`).FindStringSubmatch(h2.Log())
+		require.NotNil(t, m, "host 2 logs the trace id")
+		assert.Contains(t, h1.Log(), m[1], "host 1 logs the same trace id")
+	})
+	t.Run("unknown module", func(t *testing.T) {
+		start := time.Now()
+		_, err := c1.Invoke(ctx, &hostv1.InvokeRequest{Module: "a", Component: "relay", Port: "call", Payload: []byte(`{"to":"nosuch/x/in","payload":{}}`)})
+		require.Error(t, err)
+		t.Logf("%v in %v", err, time.Since(start))
+		assert.Equal(t, codes.NotFound, status.Code(err))
+		assert.Contains(t, status.Convert(err).Message(), `module "nosuch" is not loaded here and has no route`)
+	})
+	t.Run("routes", func(t *testing.T) {
+		resp, err := c1.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1), resp.GetGeneration())
+		require.Len(t, resp.GetRoutes(), 1)
+		assert.Equal(t, []string{h2.Addr}, resp.GetRoutes()[0].GetAddresses())
+		_, err = c1.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: 0 + 0})
+		require.NoError(t, err, "generation 0 is always accepted")
+		e2e.SetRoutes(t, c1, 5, map[string][]string{"b": {h2.Addr}})
+		_, err = c1.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: 4})
+		assert.Equal(t, codes.FailedPrecondition, status.Code(err), "an older generation is refused")
+	})
+}

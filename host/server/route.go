@@ -1,0 +1,209 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+)
+
+// Routing is the route table and the wiring that SetRoutes, GetRoutes,
+// SetWiring and GetWiring act on; *cluster.Router implements it. Wiring is
+// keyed by "module/component/port" of an output port.
+type Routing interface {
+	SetRoutes(generation uint64, routes map[string][]string) error
+	Routes() (generation uint64, routes map[string][]string)
+	SetWiring(generation uint64, wires map[string][]string) error
+	Wiring() (generation uint64, wires map[string][]string)
+}
+
+// ErrStaleGeneration is the error a Routing returns for a generation older
+// than its own: the server answers FAILED_PRECONDITION. Every other error of
+// a Routing is a bad request (INVALID_ARGUMENT).
+var ErrStaleGeneration = errors.New("stale generation")
+
+// Deliver implements HostService.Deliver: a message from a peer host to a
+// module of this one. It is never forwarded further: a module that is not
+// loaded here is NOT_FOUND, and the peer tries another replica or fails.
+func (s *Server) Deliver(ctx context.Context, req *hostv1.DeliverRequest) (*hostv1.DeliverResponse, error) {
+	m := req.GetMessage()
+	if m == nil {
+		return nil, status.Error(codes.InvalidArgument, "message is empty")
+	}
+	if err := checkInvoke(&hostv1.InvokeRequest{Module: m.GetModule(), Component: m.GetComponent(), Port: m.GetPort()}); err != nil {
+		return nil, err
+	}
+	msg := abi.Message{Module: m.GetModule(), Component: m.GetComponent(), Port: m.GetPort(), Payload: m.GetPayload()}
+	if md := m.GetMetadata(); len(md) > 0 {
+		msg.Metadata = make([]abi.KV, len(md))
+		for i, kv := range md {
+			msg.Metadata[i] = abi.KV{Key: kv.GetKey(), Value: kv.GetValue()}
+		}
+	}
+	reply, err := s.h.Deliver(ctx, msg, req.GetWait())
+	if err != nil {
+		if s.log.IsDebug() {
+			tp, _ := msg.Get(abi.MetaTraceparent)
+			s.log.Debug("delivery failed", "to", abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}.String(), "trace_id", TraceID(tp), "error", err)
+		}
+		return nil, toStatus(err)
+	}
+	return &hostv1.DeliverResponse{Payload: reply}, nil
+}
+
+// TraceID returns the trace id of a W3C traceparent
+// ("00-<trace id>-<parent id>-<flags>"), or "" when it is malformed.
+func TraceID(traceparent string) string {
+	if len(traceparent) < 55 || traceparent[2] != '-' || traceparent[35] != '-' {
+		return ""
+	}
+	return traceparent[3:35]
+}
+
+func (s *Server) routing() (Routing, error) {
+	if s.opts.Routing == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this host has no router: routes and wiring cannot be set")
+	}
+	return s.opts.Routing, nil
+}
+
+func routingStatus(err error) error {
+	if errors.Is(err, ErrStaleGeneration) {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return status.Error(codes.InvalidArgument, err.Error())
+}
+
+// SetRoutes implements HostService.SetRoutes.
+func (s *Server) SetRoutes(ctx context.Context, req *hostv1.SetRoutesRequest) (*hostv1.SetRoutesResponse, error) {
+	r, err := s.routing()
+	if err != nil {
+		return nil, err
+	}
+	routes := make(map[string][]string, len(req.GetRoutes()))
+	for _, rt := range req.GetRoutes() {
+		if _, dup := routes[rt.GetModule()]; dup {
+			return nil, status.Errorf(codes.InvalidArgument, "module %q is routed twice", rt.GetModule())
+		}
+		routes[rt.GetModule()] = rt.GetAddresses()
+	}
+	if err := r.SetRoutes(req.GetGeneration(), routes); err != nil {
+		return nil, routingStatus(err)
+	}
+	gen, _ := r.Routes()
+	return &hostv1.SetRoutesResponse{Generation: gen}, nil
+}
+
+// GetRoutes implements HostService.GetRoutes.
+func (s *Server) GetRoutes(ctx context.Context, _ *hostv1.GetRoutesRequest) (*hostv1.GetRoutesResponse, error) {
+	r, err := s.routing()
+	if err != nil {
+		return nil, err
+	}
+	gen, routes := r.Routes()
+	resp := &hostv1.GetRoutesResponse{Generation: gen}
+	for _, m := range slices.Sorted(maps.Keys(routes)) {
+		resp.Routes = append(resp.Routes, &hostv1.Route{Module: m, Addresses: routes[m]})
+	}
+	return resp, nil
+}
+
+// SetWiring implements HostService.SetWiring.
+func (s *Server) SetWiring(ctx context.Context, req *hostv1.SetWiringRequest) (*hostv1.SetWiringResponse, error) {
+	r, err := s.routing()
+	if err != nil {
+		return nil, err
+	}
+	wires := make(map[string][]string, len(req.GetWires()))
+	for _, w := range req.GetWires() {
+		wires[w.GetFrom()] = append(wires[w.GetFrom()], w.GetTo()...)
+	}
+	if err := r.SetWiring(req.GetGeneration(), wires); err != nil {
+		return nil, routingStatus(err)
+	}
+	gen, _ := r.Wiring()
+	return &hostv1.SetWiringResponse{Generation: gen}, nil
+}
+
+// GetWiring implements HostService.GetWiring.
+func (s *Server) GetWiring(ctx context.Context, _ *hostv1.GetWiringRequest) (*hostv1.GetWiringResponse, error) {
+	r, err := s.routing()
+	if err != nil {
+		return nil, err
+	}
+	gen, wires := r.Wiring()
+	resp := &hostv1.GetWiringResponse{Generation: gen}
+	for _, from := range slices.Sorted(maps.Keys(wires)) {
+		resp.Wires = append(resp.Wires, &hostv1.Wire{From: from, To: wires[from]})
+	}
+	return resp, nil
+}
+
+// FromStatus turns the status error of a peer's Deliver back into the host
+// error it was made from (the inverse of the mapping of this package), so
+// that a component calling a remote module gets the same status as for a
+// local one. to is the message's target; peer names the host in the error.
+func FromStatus(err error, to abi.Address, peer string) *host.CallError {
+	st := status.Convert(err)
+	kind := host.KindUnavailable
+	switch reason := reasonOf(st); reason {
+	case "":
+		switch st.Code() {
+		case codes.DeadlineExceeded, codes.Canceled:
+			kind = host.KindTimeout
+		case codes.NotFound:
+			kind = host.KindNotFound
+		case codes.ResourceExhausted:
+			kind = host.KindBusy
+		case codes.FailedPrecondition:
+			kind = host.KindHopLimit
+		case codes.PermissionDenied, codes.Unauthenticated:
+			kind = host.KindDenied
+		case codes.Unknown:
+			kind = host.KindHandler
+		}
+	default:
+		for k, ks := range kindStatus {
+			if ks.reason == reason {
+				kind = k
+				break
+			}
+		}
+	}
+	// The peer's message already names the target and kind: keep its tail.
+	msg := strings.TrimPrefix(st.Message(), to.String()+": "+kind.String()+": ")
+	var e error
+	switch st.Code() {
+	case codes.DeadlineExceeded:
+		e = fmt.Errorf("host %s: %s (%w)", peer, msg, context.DeadlineExceeded)
+	case codes.Canceled:
+		e = fmt.Errorf("host %s: %s (%w)", peer, msg, context.Canceled)
+	default:
+		e = errors.New("host " + peer + ": " + msg)
+	}
+	return &host.CallError{Module: to.Module, Component: to.Component, Port: to.Port, Kind: kind, Err: e}
+}
+
+// Retryable reports whether a failed Deliver certainly did not run, so
+// that it may go to another replica: the peer refused it before running
+// it (CLOSED: it is shutting down; BUSY: no instance came free). Reason
+// UNAVAILABLE is not enough: a guest may answer it after doing work. A
+// transport failure is decided by the caller, who knows whether the
+// request reached a connection.
+func Retryable(err error) bool {
+	st := status.Convert(err)
+	switch reasonOf(st) {
+	case ReasonClosed, ReasonBusy:
+		return true
+	}
+	return false
+}

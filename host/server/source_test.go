@@ -1,0 +1,89 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/artifact"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/server"
+)
+
+// TestLoadSource loads modules by source (an https URL here; OCI references
+// take the same path and are tested through the daemon) and checks the code
+// and reason of each way fetching fails.
+func TestLoadSource(t *testing.T) {
+	wasm := guest(t, "echo")
+	text := []byte("this is not wasm, but it is long enough to be read as a module")
+	nothing := []byte("bytes nobody serves, so never in the cache")
+	web := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/echo.wasm":
+			w.Write(wasm)
+		case "/text":
+			w.Write(text)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(web.Close)
+	e := newEnv(t, envOptions{host: host.Options{Artifacts: artifact.Options{
+		Transport: web.Client().Transport,
+		Attempts:  1,
+		CacheDir:  t.TempDir(),
+	}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	load := func(hdr *hostv1.LoadHeader, chunk []byte) (*hostv1.LoadModuleResponse, error) {
+		return loadStream(ctx, e.client, hdr, chunk, 1<<20)
+	}
+
+	resp, err := load(&hostv1.LoadHeader{Source: web.URL + "/echo.wasm", Digest: digest(wasm)}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "echo", resp.GetModule().GetName())
+	assert.Equal(t, web.URL+"/echo.wasm#sha256="+digest(wasm)[len("sha256:"):], resp.GetModule().GetSource())
+	assert.False(t, resp.GetUpgraded())
+	resp, err = load(&hostv1.LoadHeader{Source: web.URL + "/echo.wasm#" + digest(wasm)[:6] + "=" + digest(wasm)[7:]}, nil)
+	require.NoError(t, err)
+	assert.True(t, resp.GetUpgraded(), "the second load of echo upgrades it")
+
+	for _, tc := range []struct {
+		name   string
+		hdr    *hostv1.LoadHeader
+		chunk  []byte
+		code   codes.Code
+		reason string
+		words  []string
+	}{
+		{"chunks with a source", &hostv1.LoadHeader{Source: web.URL + "/echo.wasm", Digest: digest(wasm)}, wasm,
+			codes.InvalidArgument, server.ReasonBadSource, []string{"no chunks"}},
+		{"a URL without sha256", &hostv1.LoadHeader{Source: web.URL + "/echo.wasm"}, nil,
+			codes.InvalidArgument, server.ReasonBadSource, []string{"sha256"}},
+		{"another digest", &hostv1.LoadHeader{Source: web.URL + "/echo.wasm", Digest: digest(text)}, nil,
+			codes.DataLoss, server.ReasonDigestMismatch, []string{digest(text), digest(wasm)}},
+		{"not wasm", &hostv1.LoadHeader{Source: web.URL + "/text", Digest: digest(text)}, nil,
+			codes.InvalidArgument, server.ReasonNotWasm, nil},
+		{"no such file", &hostv1.LoadHeader{Source: web.URL + "/nope.wasm", Digest: digest(nothing)}, nil,
+			codes.NotFound, server.ReasonNotFound, []string{"404"}},
+		{"plain HTTP", &hostv1.LoadHeader{Source: "http://" + web.Listener.Addr().String() + "/echo.wasm", Digest: digest(wasm)}, nil,
+			codes.FailedPrecondition, server.ReasonPlainHTTP, nil},
+		{"unreachable", &hostv1.LoadHeader{Source: "https://127.0.0.1:1/echo.wasm", Digest: digest(nothing)}, nil,
+			codes.Unavailable, server.ReasonUnreachable, []string{"127.0.0.1:1", "unreachable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(tc.hdr, tc.chunk)
+			wantStatus(t, err, tc.code, tc.reason, tc.words...)
+			t.Logf("%v", err)
+		})
+	}
+	_, err = e.invoke(t, "echo", "echo", "in", []byte("still here"))
+	require.NoError(t, err)
+}

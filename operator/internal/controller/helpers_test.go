@@ -1,0 +1,269 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tinyhost/tinyhost/host/artifact"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/kubetest"
+	"github.com/tinyhost/tinyhost/operator/internal/testbed"
+)
+
+func TestMain(m *testing.M) { os.Exit(testbed.Main(m)) }
+
+// bed is a control plane, a registry with hello and common, hosts
+// registered as TinyHosts, and the operator.
+type bed struct {
+	env   *kubetest.Env
+	c     client.Client
+	reg   *testbed.Registry
+	hello testbed.Module
+	comm  testbed.Module
+	hosts map[string]*testbed.Host
+	mgr   *testbed.Manager
+	opts  Options
+	// fetch: the operator fetches artifacts and streams them (FetchLoader)
+	// instead of the hosts fetching them (SourceLoader).
+	fetch bool
+}
+
+// hostSpec is a host to start: its name, labels and more daemon flags.
+type hostSpec struct {
+	name   string
+	labels map[string]string
+	args   []string
+}
+
+func newBed(t testing.TB, hosts ...hostSpec) *bed { return newBedWith(t, false, hosts...) }
+
+func newBedWith(t testing.TB, fetch bool, hosts ...hostSpec) *bed {
+	t.Helper()
+	b := &bed{env: kubetest.Start(t), reg: testbed.StartRegistry(t), hosts: map[string]*testbed.Host{}, fetch: fetch}
+	b.c = b.env.Client
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); b.hello = b.reg.Push(t, testbed.Hello, "tinyhost/hello:0.1.0") }()
+	go func() { defer wg.Done(); b.comm = b.reg.Push(t, testbed.Common, "tinyhost/common:0.1.0") }()
+	started := make([]*testbed.Host, len(hosts))
+	for i, h := range hosts {
+		wg.Add(1)
+		args := append([]string{"--artifacts-plain-http", b.reg.Host}, h.args...)
+		go func() { defer wg.Done(); started[i] = testbed.StartHost(t, h.name, args...) }()
+	}
+	wg.Wait()
+	for i, h := range hosts {
+		b.hosts[h.name] = started[i]
+		testbed.Register(t, b.c, h.name, started[i].Addr, h.labels)
+	}
+	b.start(t)
+	return b
+}
+
+// start starts (or restarts) the operator.
+func (b *bed) start(t testing.TB) {
+	t.Helper()
+	var loader Loader = SourceLoader{}
+	if b.fetch {
+		o := b.reg.ClientOptions()
+		o.CacheDir = t.TempDir()
+		ac, err := artifact.New(o)
+		require.NoError(t, err)
+		loader = FetchLoader{Client: ac}
+	}
+	b.opts = Options{
+		ProbeInterval: time.Second, ProbeTimeout: time.Second, FailureThreshold: 3,
+		Resync: 30 * time.Second, Loader: loader,
+	}
+	b.mgr = testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, b.opts) })
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond every 100ms until it returns nil, for at most d,
+// and fails with cond's last error.
+func eventually(t testing.TB, d time.Duration, what string, cond func() error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v, still waiting for %s: %v", d, what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (b *bed) module(t testing.TB, ns, name string) *v1alpha1.TinyModule {
+	t.Helper()
+	var m v1alpha1.TinyModule
+	require.NoError(t, b.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &m))
+	return &m
+}
+
+func (b *bed) host(t testing.TB, name string) *v1alpha1.TinyHost {
+	t.Helper()
+	var h v1alpha1.TinyHost
+	require.NoError(t, b.c.Get(context.Background(), client.ObjectKey{Name: name}, &h))
+	return &h
+}
+
+func (b *bed) create(t testing.TB, m *v1alpha1.TinyModule) {
+	t.Helper()
+	if m.Namespace == "" {
+		m.Namespace = "default"
+	}
+	require.NoError(t, b.c.Create(context.Background(), m))
+}
+
+// update applies change to the module, retrying on conflicts.
+func (b *bed) update(t testing.TB, ns, name string, change func(m *v1alpha1.TinyModule)) {
+	t.Helper()
+	eventually(t, 10*time.Second, "an update of "+name, func() error {
+		var m v1alpha1.TinyModule
+		if err := b.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &m); err != nil {
+			return err
+		}
+		change(&m)
+		return b.c.Update(context.Background(), &m)
+	})
+}
+
+// remove deletes the module and waits until it is gone: unloaded from
+// every ready host.
+func (b *bed) remove(t testing.TB, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, client.IgnoreNotFound(b.c.Delete(ctx, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})))
+	eventually(t, time.Minute, ns+"/"+name+" gone", func() error {
+		err := b.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &v1alpha1.TinyModule{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+// updateHost applies change to the TinyHost, retrying on conflicts.
+func (b *bed) updateHost(t testing.TB, name string, change func(h *v1alpha1.TinyHost)) {
+	t.Helper()
+	eventually(t, 10*time.Second, "an update of "+name, func() error {
+		var h v1alpha1.TinyHost
+		if err := b.c.Get(context.Background(), client.ObjectKey{Name: name}, &h); err != nil {
+			return err
+		}
+		change(&h)
+		return b.c.Update(context.Background(), &h)
+	})
+}
+
+func namespace(t testing.TB, c client.Client, name string) {
+	t.Helper()
+	require.NoError(t, client.IgnoreAlreadyExists(c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})))
+}
+
+// ready waits for the module's Ready condition and returns the module.
+func (b *bed) ready(t testing.TB, ns, name string, d time.Duration) *v1alpha1.TinyModule {
+	t.Helper()
+	var m *v1alpha1.TinyModule
+	eventually(t, d, ns+"/"+name+" to be Ready", func() error {
+		m = b.module(t, ns, name)
+		c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != m.Generation {
+			return fmt.Errorf("status %s", brief(m))
+		}
+		return nil
+	})
+	return m
+}
+
+// brief sums up a module's status for failure messages.
+func brief(m *v1alpha1.TinyModule) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "state=%s ready=%d/%d", m.Status.State, m.Status.ReadyReplicas, m.Status.Replicas)
+	for _, p := range m.Status.Placements {
+		fmt.Fprintf(&b, " [%s %s %s]", p.Host, p.Phase, p.Message)
+	}
+	for _, c := range m.Status.Conditions {
+		fmt.Fprintf(&b, " %s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}
+
+// readyOn is the hosts of the module's Ready placements.
+func readyOn(m *v1alpha1.TinyModule) []string {
+	var hs []string
+	for _, p := range m.Status.Placements {
+		if p.Phase == v1alpha1.PhaseReady {
+			hs = append(hs, p.Host)
+		}
+	}
+	return hs
+}
+
+// loadedOn returns the names of the hosts that have the module loaded, per
+// ListModules, and its digest on each.
+func (b *bed) loadedOn(t testing.TB, module string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for name, h := range b.hosts {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		mods, err := h.Loaded(ctx)
+		cancel()
+		if err != nil {
+			continue // a stopped host
+		}
+		if d, ok := mods[module]; ok {
+			out[name] = d
+		}
+	}
+	return out
+}
+
+// events returns the notes of the Events about the object with reason.
+func (b *bed) events(t testing.TB, ns, name, reason string) []string {
+	t.Helper()
+	var list eventsv1.EventList
+	require.NoError(t, b.c.List(context.Background(), &list, client.InNamespace(ns)))
+	var notes []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Reason == reason {
+			notes = append(notes, e.Note)
+		}
+	}
+	return notes
+}
+
+// invoke calls hello/greeter-like ports on the host at addr.
+func invoke(ctx context.Context, t testing.TB, addr, module, component, payload string) (string, error) {
+	resp, err := testbed.Dial(t, addr).Invoke(ctx, &hostv1.InvokeRequest{Module: module, Component: component, Port: "in", Payload: []byte(payload)})
+	if err != nil {
+		return "", err
+	}
+	return string(resp.GetPayload()), nil
+}
+
+func replicas(n int32) *int32 { return &n }

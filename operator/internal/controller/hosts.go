@@ -1,0 +1,229 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+)
+
+// probe is what the probes of one host found.
+type probe struct {
+	// Done: the host answered a probe, or failed FailureThreshold of them.
+	// Until then its readiness is unknown and the host sync leaves it be.
+	Done bool
+	// Ready: the last probe answered, or fewer than FailureThreshold failed
+	// in a row since.
+	Ready bool
+	// Failures counts the probes failed in a row, Err is the last failure.
+	Failures int
+	Err      error
+	// Info is the last answer, at At.
+	Info *hostv1.InfoResponse
+	At   time.Time
+}
+
+// conn is the one gRPC connection to a host, reused by every call to it,
+// and the goroutine that probes it.
+type conn struct {
+	name, address string
+	cc            *grpc.ClientConn
+	client        hostv1.HostServiceClient
+	stop          context.CancelFunc
+	done          chan struct{}
+
+	mu    sync.Mutex
+	probe probe
+}
+
+func (c *conn) state() probe {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.probe
+}
+
+// hosts keeps a conn per TinyHost. It is a manager Runnable: when the
+// manager stops (or loses the lease) every probe stops and every conn
+// closes.
+type hosts struct {
+	opts   Options
+	events chan event.GenericEvent
+
+	mu     sync.Mutex
+	conns  map[string]*conn
+	ctx    context.Context // parent of the probes; cancelled by Start's return
+	cancel context.CancelFunc
+}
+
+func newHosts(o Options) *hosts {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &hosts{
+		opts:   o,
+		events: make(chan event.GenericEvent, 1024),
+		conns:  map[string]*conn{},
+		ctx:    ctx,
+		cancel: cancel,
+	}
+}
+
+// Start implements manager.Runnable: it waits for the manager to stop, then
+// stops every probe and closes every connection.
+func (hs *hosts) Start(ctx context.Context) error {
+	<-ctx.Done()
+	hs.cancel()
+	hs.mu.Lock()
+	conns := hs.conns
+	hs.conns = map[string]*conn{}
+	hs.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+	return nil
+}
+
+// NeedLeaderElection: only the leader probes.
+func (hs *hosts) NeedLeaderElection() bool { return true }
+
+// ensure returns the conn of the host at address, creating it (and starting
+// its probe) on first use, and replacing it when the address changed.
+func (hs *hosts) ensure(name, address string) (*conn, error) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if c := hs.conns[name]; c != nil {
+		if c.address == address {
+			return c, nil
+		}
+		delete(hs.conns, name)
+		go c.close()
+	}
+	if hs.ctx.Err() != nil {
+		return nil, hs.ctx.Err()
+	}
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// A host that comes back is reached at the next probe, not after
+		// gRPC's default backoff of up to two minutes.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay:  100 * time.Millisecond,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   hs.opts.ProbeInterval,
+			},
+			MinConnectTimeout: hs.opts.ProbeTimeout,
+		}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+	}, hs.opts.DialOptions...)
+	cc, err := grpc.NewClient(address, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: address %q: %w", name, address, err)
+	}
+	ctx, stop := context.WithCancel(hs.ctx)
+	c := &conn{name: name, address: address, cc: cc, client: hostv1.NewHostServiceClient(cc), stop: stop, done: make(chan struct{})}
+	hs.conns[name] = c
+	go hs.probeLoop(ctx, c)
+	return c, nil
+}
+
+// remove stops probing the host and closes its connection.
+func (hs *hosts) remove(name string) {
+	hs.mu.Lock()
+	c := hs.conns[name]
+	delete(hs.conns, name)
+	hs.mu.Unlock()
+	if c != nil {
+		c.close()
+	}
+}
+
+// get returns the host's conn, or nil.
+func (hs *hosts) get(name string) *conn {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return hs.conns[name]
+}
+
+func (c *conn) close() {
+	c.stop()
+	<-c.done
+	_ = c.cc.Close()
+}
+
+func (hs *hosts) probeLoop(ctx context.Context, c *conn) {
+	defer close(c.done)
+	tick := time.NewTicker(hs.opts.ProbeInterval)
+	defer tick.Stop()
+	for {
+		if hs.probeOnce(ctx, c) {
+			hs.notify(ctx, c.name)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// probeOnce calls Info and reports whether what the host sync acts on
+// changed: readiness, or what the host is and has loaded.
+func (hs *hosts) probeOnce(ctx context.Context, c *conn) bool {
+	pctx, cancel := context.WithTimeout(ctx, hs.opts.ProbeTimeout)
+	info, err := c.client.Info(pctx, &hostv1.InfoRequest{})
+	cancel()
+	if ctx.Err() != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.probe
+	if err == nil {
+		c.probe = probe{Done: true, Ready: true, Info: info, At: time.Now()}
+		return !old.Done || !old.Ready || fingerprint(old.Info) != fingerprint(info)
+	}
+	p := old
+	p.Failures++
+	p.Err = err
+	if p.Failures >= hs.opts.FailureThreshold {
+		p.Done, p.Ready = true, false
+	}
+	c.probe = p
+	return p.Done != old.Done || p.Ready != old.Ready
+}
+
+// fingerprint is what of an Info answer the host sync acts on: not the pool
+// statistics, which change with every call.
+func fingerprint(info *hostv1.InfoResponse) string {
+	if info == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|%v|%d|%d|", info.GetName(), info.GetVersion(), info.GetAbiVersions(),
+		info.GetCapacity().GetMaxModules(), info.GetCapacity().GetMemoryBytes())
+	mods := make([]string, 0, len(info.GetModules()))
+	for _, m := range info.GetModules() {
+		mods = append(mods, m.GetName()+"@"+m.GetDigest())
+	}
+	slices.Sort(mods)
+	b.WriteString(strings.Join(mods, ","))
+	return b.String()
+}
+
+// notify enqueues the host for the host sync.
+func (hs *hosts) notify(ctx context.Context, name string) {
+	select {
+	case hs.events <- event.GenericEvent{Object: &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
+	case <-ctx.Done():
+	}
+}

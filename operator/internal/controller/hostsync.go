@@ -1,0 +1,456 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+)
+
+// HostFinalizer keeps a TinyHost until the operator's modules are unloaded
+// from the host, or the host stopped answering.
+const HostFinalizer = "operator.tinysystems.io/drain"
+
+// Timeouts of the host sync's calls to a host.
+const (
+	listTimeout   = 10 * time.Second
+	loadTimeout   = 2 * time.Minute
+	unloadTimeout = 30 * time.Second
+	// loadsPerHost bounds the loads in flight to one host.
+	loadsPerHost = 4
+)
+
+// hostSync converges each host to the modules placed on it and is the only
+// writer of TinyHost status. The TinyModules' placements are the desired
+// set; ListModules is what the host has; the host's status entries remember,
+// by spec hash and digest, what the operator loaded, so that a restarted
+// operator loads nothing twice.
+type hostSync struct {
+	client.Client
+	api    client.Reader // the apiserver, not the cache, for retries after a conflict
+	opts   Options
+	hosts  *hosts
+	descs  *descriptors
+	loader Loader
+	events recorder.EventRecorder
+}
+
+// job is one load for one host.
+type job struct {
+	mod   *v1alpha1.TinyModule
+	req   LoadRequest
+	hash  string
+	entry *v1alpha1.HostModule
+}
+
+// hostPlan is what the host sync will do on a host, and the status entries
+// it writes before doing it (so that the modules it is about to load are
+// known to be the operator's, should it stop half-way).
+type hostPlan struct {
+	entries map[string]*v1alpha1.HostModule
+	loads   []job
+	unloads []string
+	// loaded is what the host has, by name, kept current by apply.
+	loaded map[string]*hostv1.Module
+}
+
+func (r *hostSync) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	var h v1alpha1.TinyHost
+	if err := r.Get(ctx, req.NamespacedName, &h); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.hosts.remove(req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !h.DeletionTimestamp.IsZero() {
+		return r.drain(ctx, &h)
+	}
+	if controllerutil.AddFinalizer(&h, HostFinalizer) {
+		if err := r.Update(ctx, &h); err != nil {
+			return requeueOnConflict(err)
+		}
+	}
+	st := h.Status.DeepCopy()
+	st.ObservedGeneration = h.Generation
+	c, err := r.hosts.ensure(h.Name, h.Spec.Address)
+	if err != nil {
+		setHostReady(st, h.Generation, false, reasonInvalidAddr, err.Error())
+		if werr := r.write(ctx, &h, st, time.Time{}); werr != nil {
+			return requeueOnConflict(werr)
+		}
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	}
+	p := c.state()
+	if !p.Done {
+		return ctrl.Result{}, nil // the first probe's answer enqueues the host
+	}
+	wasReady := hostReady(&h)
+	if !p.Ready {
+		msg := fmt.Sprintf("%d probes in a row failed, the last: %v", p.Failures, p.Err)
+		setHostReady(st, h.Generation, false, reasonUnreachable, msg)
+		if err := r.write(ctx, &h, st, time.Time{}); err != nil {
+			return requeueOnConflict(err)
+		}
+		if wasReady {
+			r.events.Eventf(&h, nil, corev1.EventTypeWarning, reasonHostNotReady, "Probe", "%s", msg)
+		}
+		return ctrl.Result{}, nil
+	}
+	observe(st, &h, p.Info)
+	if !wasReady {
+		r.events.Eventf(&h, nil, corev1.EventTypeNormal, reasonHostReady, "Probe", "host %s %s answers its probes", p.Info.GetName(), p.Info.GetVersion())
+	}
+
+	var mods v1alpha1.TinyModuleList
+	if err := r.List(ctx, &mods); err != nil {
+		return ctrl.Result{}, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	list, err := c.client.ListModules(lctx, &hostv1.ListModulesRequest{})
+	cancel()
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("host %s: list modules: %w", h.Name, err)
+	}
+	r.descs.add(list.GetModules()...)
+	plan := planHost(&h, mods.Items, list.GetModules())
+
+	if len(plan.loads)+len(plan.unloads) > 0 {
+		// Written first, and against the version of the object read: a
+		// cache that is behind fails here, before anything is loaded twice.
+		st.Modules = plan.sorted()
+		if err := r.write(ctx, &h, st, p.At); err != nil {
+			return requeueOnConflict(err)
+		}
+		st = h.Status.DeepCopy()
+	}
+	errs := r.apply(ctx, c, &plan)
+	if err := pushTables(ctx, c, mods.Items); err != nil {
+		errs = append(errs, err)
+	}
+	st.Modules = plan.sorted()
+	st.Allocated = allocated(plan.loaded)
+	if err := r.writeRetrying(ctx, &h, st, p.At); err != nil {
+		errs = append(errs, err)
+	}
+	if len(plan.loads)+len(plan.unloads) > 0 {
+		log.V(1).Info("host converged", "loads", len(plan.loads), "unloads", len(plan.unloads), "errors", len(errs))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
+}
+
+// drain unloads the operator's modules from a host whose TinyHost is being
+// deleted, so that nothing the operator loaded runs where it no longer
+// looks, then lets the TinyHost go. A host that does not answer is not
+// waited for: it may be gone for good (a host pod deleting its own TinyHost
+// as it shuts down).
+func (r *hostSync) drain(ctx context.Context, h *v1alpha1.TinyHost) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	if !controllerutil.ContainsFinalizer(h, HostFinalizer) {
+		r.hosts.remove(h.Name)
+		return ctrl.Result{}, nil
+	}
+	if c := r.hosts.get(h.Name); c != nil && c.state().Ready {
+		for _, e := range h.Status.Modules {
+			if e.Namespace == "" || e.Digest == "" {
+				continue
+			}
+			uctx, cancel := context.WithTimeout(ctx, unloadTimeout)
+			_, err := c.client.UnloadModule(uctx, &hostv1.UnloadModuleRequest{Name: e.Name})
+			cancel()
+			if err != nil && status.Code(err) != codes.NotFound {
+				log.Info("draining: unload failed, leaving the module", "module", e.Name, "error", err.Error())
+			}
+		}
+	}
+	r.hosts.remove(h.Name)
+	controllerutil.RemoveFinalizer(h, HostFinalizer)
+	if err := r.Update(ctx, h); err != nil {
+		return requeueOnConflict(err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// apply runs the plan's loads, a few at a time, then its unloads, and
+// updates the plan's entries with the outcome. It returns the errors worth
+// a retry; a load refused for good is recorded in its entry instead.
+func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
+	log := logf.FromContext(ctx)
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, loadsPerHost)
+	)
+	for i := range plan.loads {
+		j := &plan.loads[i]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			lctx, cancel := context.WithTimeout(ctx, loadTimeout)
+			mod, err := r.loader.Load(lctx, c.client, j.req)
+			cancel()
+			mu.Lock()
+			defer mu.Unlock()
+			e := j.entry
+			switch {
+			case err == nil:
+				r.descs.add(mod)
+				plan.loaded[e.Name] = mod
+				e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseReady, "", j.hash
+				fillActual(e, mod)
+				log.V(1).Info("module loaded", "module", e.Name, "digest", mod.GetDigest())
+			case permanent(err):
+				e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseFailed, err.Error(), j.hash
+				log.Info("module refused", "module", e.Name, "error", err.Error())
+			default:
+				e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseLoading, "retrying: "+err.Error(), j.hash
+				errs = append(errs, fmt.Errorf("host %s: load %s: %w", c.name, e.Name, err))
+			}
+		}()
+	}
+	wg.Wait()
+	for _, name := range plan.unloads {
+		uctx, cancel := context.WithTimeout(ctx, unloadTimeout)
+		_, err := c.client.UnloadModule(uctx, &hostv1.UnloadModuleRequest{Name: name})
+		cancel()
+		if err == nil || status.Code(err) == codes.NotFound {
+			delete(plan.entries, name)
+			delete(plan.loaded, name)
+			log.V(1).Info("module unloaded", "module", name)
+			continue
+		}
+		plan.entries[name].Message = "retrying: " + err.Error()
+		errs = append(errs, fmt.Errorf("host %s: unload %s: %w", c.name, name, err))
+	}
+	return errs
+}
+
+// planHost compares what is placed on the host with what it has loaded.
+func planHost(h *v1alpha1.TinyHost, mods []v1alpha1.TinyModule, actual []*hostv1.Module) hostPlan {
+	prior := map[string]v1alpha1.HostModule{}
+	for _, e := range h.Status.Modules {
+		prior[e.Name] = e
+	}
+	loaded := map[string]*hostv1.Module{}
+	for _, m := range actual {
+		loaded[m.GetName()] = m
+	}
+	known := map[string]bool{} // names of TinyModules: the operator's to unload
+	plan := hostPlan{entries: map[string]*v1alpha1.HostModule{}, loaded: loaded}
+	for i := range mods {
+		m := &mods[i]
+		known[m.Name] = true
+		if !m.DeletionTimestamp.IsZero() {
+			continue
+		}
+		var pl *v1alpha1.Placement
+		for j := range m.Status.Placements {
+			if m.Status.Placements[j].Host == h.Name && m.Status.Placements[j].Phase != v1alpha1.PhaseUnloading {
+				pl = &m.Status.Placements[j]
+			}
+		}
+		if pl == nil {
+			continue
+		}
+		pr, had := prior[m.Name]
+		if had && pr.Namespace != m.Namespace {
+			had, pr = false, v1alpha1.HostModule{}
+		}
+		a := loaded[m.Name]
+		e := &v1alpha1.HostModule{Name: m.Name, Namespace: m.Namespace, Phase: v1alpha1.PhasePending}
+		if had {
+			*e = pr
+		}
+		e.Artifact = pl.Artifact
+		plan.entries[m.Name] = e
+
+		if pl.Phase == v1alpha1.PhaseFailed {
+			// Refused here for this spec: leave the host as it is (an
+			// earlier version may still serve) until the spec changes.
+			if !had {
+				e.Phase, e.Message = v1alpha1.PhaseFailed, pl.Message
+			}
+			fillActual(e, a)
+			continue
+		}
+		art, ok := artifactNamed(m, pl.Artifact)
+		if !ok {
+			fillActual(e, a) // the spec changed; the placement follows
+			continue
+		}
+		hash := specHash(m, art)
+		switch {
+		case had && a != nil && pr.Phase == v1alpha1.PhaseReady && pr.SpecHash == hash && pr.Digest == a.GetDigest():
+			fillActual(e, a) // loaded, as asked
+		case had && pr.Phase == v1alpha1.PhaseFailed && pr.SpecHash == hash:
+			fillActual(e, a) // refused for good; the placement moves
+		default:
+			fillActual(e, a)
+			e.Phase = v1alpha1.PhaseLoading
+			if pr.SpecHash != hash {
+				e.Message = ""
+			}
+			plan.loads = append(plan.loads, job{mod: m, req: LoadRequest{Artifact: art, Header: loadHeader(m)}, hash: hash, entry: e})
+		}
+	}
+	for name, a := range loaded {
+		if plan.entries[name] != nil {
+			continue
+		}
+		pr, had := prior[name]
+		if known[name] || (had && pr.Namespace != "") {
+			e := &v1alpha1.HostModule{Name: name, Namespace: pr.Namespace, Phase: v1alpha1.PhaseUnloading, Artifact: pr.Artifact, SpecHash: pr.SpecHash}
+			fillActual(e, a)
+			plan.entries[name] = e
+			plan.unloads = append(plan.unloads, name)
+			continue
+		}
+		e := &v1alpha1.HostModule{Name: name, Phase: v1alpha1.PhaseUnmanaged}
+		fillActual(e, a)
+		plan.entries[name] = e
+	}
+	slices.Sort(plan.unloads)
+	return plan
+}
+
+func (p *hostPlan) sorted() []v1alpha1.HostModule {
+	out := make([]v1alpha1.HostModule, 0, len(p.entries))
+	for _, e := range p.entries {
+		out = append(out, *e)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.HostModule) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// fillActual copies what the host has loaded into the entry; nil clears it.
+func fillActual(e *v1alpha1.HostModule, m *hostv1.Module) {
+	if m == nil {
+		e.Digest, e.Version, e.ABIVersion, e.LoadedAt = "", "", 0, nil
+		return
+	}
+	e.Digest, e.Version, e.ABIVersion = m.GetDigest(), m.GetVersion(), int32(m.GetAbiVersion())
+	if ns := m.GetLoadedAtUnixNano(); ns != 0 {
+		t := metav1.NewTime(time.Unix(0, ns).UTC().Truncate(time.Second))
+		e.LoadedAt = &t
+	} else {
+		e.LoadedAt = nil
+	}
+}
+
+// allocated is what the loaded modules take: a slot each, and the memory
+// their pools may grow to, as the host counts it in Info.
+func allocated(loaded map[string]*hostv1.Module) *v1alpha1.HostResources {
+	var mem int64
+	for _, m := range loaded {
+		mem += int64(m.GetLimits().GetMemoryPages()) * 64 << 10 * int64(m.GetLimits().GetMaxInstances())
+	}
+	return &v1alpha1.HostResources{Modules: ptr(int32(len(loaded))), Memory: resource.NewQuantity(mem, resource.BinarySI)}
+}
+
+// observe copies what the host answered into its status.
+func observe(st *v1alpha1.TinyHostStatus, h *v1alpha1.TinyHost, info *hostv1.InfoResponse) {
+	st.HostName, st.Version = info.GetName(), info.GetVersion()
+	st.ABIVersions = nil
+	for _, v := range info.GetAbiVersions() {
+		st.ABIVersions = append(st.ABIVersions, int32(v))
+	}
+	slices.Sort(st.ABIVersions)
+	c := info.GetCapacity()
+	var capacity v1alpha1.HostResources
+	if n := c.GetMaxModules(); n > 0 {
+		capacity.Modules = ptr(int32(n))
+	}
+	if n := c.GetMemoryBytes(); n > 0 {
+		capacity.Memory = resource.NewQuantity(int64(n), resource.BinarySI)
+	}
+	if s := h.Spec.Capacity; s != nil {
+		if s.Modules != nil && (capacity.Modules == nil || *s.Modules < *capacity.Modules) {
+			capacity.Modules = ptr(*s.Modules)
+		}
+		if s.Memory != nil && (capacity.Memory == nil || s.Memory.Cmp(*capacity.Memory) < 0) {
+			q := s.Memory.DeepCopy()
+			capacity.Memory = &q
+		}
+	}
+	st.Capacity = nil
+	if capacity.Modules != nil || capacity.Memory != nil {
+		st.Capacity = &capacity
+	}
+	st.Allocated = &v1alpha1.HostResources{
+		Modules: ptr(int32(c.GetLoadedModules())),
+		Memory:  resource.NewQuantity(int64(c.GetMemoryReservedBytes()), resource.BinarySI),
+	}
+	setHostReady(st, h.Generation, true, reasonProbed, "answers its probes")
+}
+
+func setHostReady(st *v1alpha1.TinyHostStatus, gen int64, ready bool, reason, msg string) {
+	s := metav1.ConditionFalse
+	if ready {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionHostReady, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
+}
+
+// write updates the host's status when it changed, or when its probe time
+// is older than the resync period (so that lastProbeTime says the operator
+// still hears from the host, without a write per probe).
+func (r *hostSync) write(ctx context.Context, h *v1alpha1.TinyHost, st *v1alpha1.TinyHostStatus, probed time.Time) error {
+	old := h.Status.LastProbeTime
+	st.LastProbeTime = old
+	stale := !probed.IsZero() && (old == nil || probed.Sub(old.Time) >= r.opts.Resync)
+	if !stale && equality.Semantic.DeepEqual(h.Status, *st) {
+		return nil
+	}
+	if !probed.IsZero() {
+		t := metav1.NewTime(probed.UTC().Truncate(time.Second))
+		st.LastProbeTime = &t
+	}
+	h.Status = *st
+	return r.Status().Update(ctx, h)
+}
+
+// writeRetrying writes the status after the host was changed: it must not
+// be lost to a conflict (an edit of the TinyHost meanwhile), or the next
+// pass would not know what was just loaded.
+func (r *hostSync) writeRetrying(ctx context.Context, h *v1alpha1.TinyHost, st *v1alpha1.TinyHostStatus, probed time.Time) error {
+	for range 5 {
+		err := r.write(ctx, h, st.DeepCopy(), probed)
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		if err := r.api.Get(ctx, client.ObjectKeyFromObject(h), h); err != nil {
+			return err
+		}
+		st.ObservedGeneration = h.Generation
+	}
+	return fmt.Errorf("host %s: status: too many conflicts", h.Name)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,513 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/placement"
+)
+
+// Finalizer keeps a TinyModule until every ready host it was loaded on has
+// unloaded it.
+const Finalizer = "operator.tinysystems.io/unload"
+
+// Reasons of conditions and Events besides those of the API package.
+const (
+	reasonReady         = "Ready"
+	reasonPending       = "Pending"
+	reasonLoading       = "Loading"
+	reasonLoadFailed    = "LoadFailed"
+	reasonAsExpected    = "AsExpected"
+	reasonDeleting      = "Deleting"
+	reasonPlaced        = "Placed"
+	reasonNoReplicas    = "NoReplicas"
+	reasonProbed        = "Probed"
+	reasonUnreachable   = "Unreachable"
+	reasonInvalidAddr   = "InvalidAddress"
+	reasonHostNotReady  = "HostNotReady"
+	reasonHostReady     = "HostReady"
+	reasonUnloadPending = "Unloading"
+)
+
+// modules is the placement and the status of TinyModules: the only writer
+// of TinyModule status. It decides where each module runs (placement) and
+// publishes how it runs there, from what the host sync wrote into the
+// TinyHosts (status). One reconciler does both so that each status has one
+// writer; placement.go's package does the deciding.
+type modules struct {
+	client.Client
+	opts   Options
+	events recorder.EventRecorder
+	ledger *ledger
+	descs  *descriptors
+}
+
+// note is an Event to emit once the status that explains it is written.
+type note struct {
+	typ, reason, action, note string
+}
+
+// decision is a new status and what goes with it.
+type decision struct {
+	status  v1alpha1.TinyModuleStatus
+	events  []note
+	invalid error
+	assumed assumed
+}
+
+func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	var m v1alpha1.TinyModule
+	if err := r.Get(ctx, req.NamespacedName, &m); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.ledger.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !m.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &m)
+	}
+	if controllerutil.AddFinalizer(&m, Finalizer) {
+		if err := r.Update(ctx, &m); err != nil {
+			return requeueOnConflict(err)
+		}
+	}
+
+	var hosts v1alpha1.TinyHostList
+	if err := r.List(ctx, &hosts); err != nil {
+		return ctrl.Result{}, err
+	}
+	var all v1alpha1.TinyModuleList
+	if err := r.List(ctx, &all); err != nil {
+		return ctrl.Result{}, err
+	}
+	d := r.decide(&m, hosts.Items, all.Items, metav1.Now())
+	if !equality.Semantic.DeepEqual(m.Status, d.status) {
+		m.Status = d.status
+		if err := r.Status().Update(ctx, &m); err != nil {
+			return requeueOnConflict(err)
+		}
+		log.V(1).Info("status written", "state", d.status.State, "placements", len(d.status.Placements), "ready", d.status.ReadyReplicas)
+	}
+	r.ledger.set(req.NamespacedName, d.assumed)
+	for _, e := range d.events {
+		r.events.Eventf(&m, nil, e.typ, e.reason, e.action, "%s", e.note)
+	}
+	if d.invalid != nil {
+		return ctrl.Result{}, reconcile.TerminalError(d.invalid)
+	}
+	return ctrl.Result{}, nil
+}
+
+// decide is the new status of m, placed among hosts, all being every
+// TinyModule (m among them).
+func (r *modules) decide(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all []v1alpha1.TinyModule, now metav1.Time) decision {
+	old := &m.Status
+	st := v1alpha1.TinyModuleStatus{
+		ObservedGeneration: m.Generation,
+		Conditions:         slices.Clone(old.Conditions),
+		Address:            old.Address,
+		Version:            old.Version,
+		Components:         old.Components,
+	}
+	var d decision
+	set := func(typ string, ok bool, reason, msg string) bool {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		return meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: m.Generation, LastTransitionTime: now,
+		})
+	}
+	want := int32(1)
+	if m.Spec.Replicas != nil {
+		want = max(*m.Spec.Replicas, 0)
+	}
+
+	if first := firstOfName(m, all); first != nil {
+		msg := fmt.Sprintf("TinyModule %s/%s has the name %q and came first: module names are global across hosts; rename one of them",
+			first.Namespace, first.Name, m.Name)
+		if set(v1alpha1.ConditionScheduled, false, v1alpha1.ReasonNameConflict, msg) {
+			d.events = append(d.events, note{corev1.EventTypeWarning, v1alpha1.ReasonNameConflict, "Place", msg})
+		}
+		set(v1alpha1.ConditionReady, false, v1alpha1.ReasonNameConflict, msg)
+		set(v1alpha1.ConditionDegraded, false, v1alpha1.ReasonNameConflict, "")
+		st.State = v1alpha1.StateUnschedulable
+		st.Address, st.Replicas, st.ReadyReplicas, st.Placements = "", 0, 0, nil
+		d.status = st
+		return d
+	}
+
+	byName := make(map[string]*v1alpha1.TinyHost, len(hosts))
+	for i := range hosts {
+		byName[hosts[i].Name] = &hosts[i]
+	}
+	// The placements so far: failure records of this generation are kept
+	// (the hosts that refused this spec are avoided until it changes);
+	// a failure a host reported since becomes one.
+	recordsValid := old.ObservedGeneration == m.Generation
+	oldOn := map[string]v1alpha1.Placement{}
+	var failed []v1alpha1.Placement
+	var current []string
+	for _, p := range old.Placements {
+		h := byName[p.Host]
+		if h == nil {
+			continue
+		}
+		oldOn[p.Host] = p
+		switch p.Phase {
+		case v1alpha1.PhaseFailed:
+			if recordsValid {
+				failed = append(failed, p)
+			}
+			continue
+		case v1alpha1.PhaseUnloading:
+			continue
+		}
+		if a, ok := artifactNamed(m, p.Artifact); ok {
+			if e := entryOf(h, m); e != nil && e.Phase == v1alpha1.PhaseFailed && e.SpecHash == specHash(m, a) {
+				p.Phase, p.Message, p.LastTransitionTime = v1alpha1.PhaseFailed, e.Message, &now
+				failed = append(failed, p)
+				d.events = append(d.events, note{corev1.EventTypeWarning, reasonLoadFailed, "Load",
+					fmt.Sprintf("host %s refused the module, placing it elsewhere: %s", p.Host, e.Message)})
+				continue
+			}
+		}
+		current = append(current, p.Host)
+	}
+
+	mod, err := placement.ModuleFrom(m, current)
+	if err != nil {
+		// Leave the module where it runs; say what to fix.
+		msg := err.Error()
+		set(v1alpha1.ConditionScheduled, false, v1alpha1.ReasonInvalidSpec, msg)
+		set(v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidSpec, msg)
+		set(v1alpha1.ConditionDegraded, false, v1alpha1.ReasonInvalidSpec, "")
+		st.State = v1alpha1.StateFailed
+		st.Placements, st.Replicas, st.ReadyReplicas = old.Placements, old.Replicas, old.ReadyReplicas
+		d.status, d.invalid = st, fmt.Errorf("TinyModule %s/%s: %w", m.Namespace, m.Name, err)
+		d.assumed = assumed{Hosts: placedHosts(old.Placements), Request: placement.Request(m.Spec.Limits)}
+		return d
+	}
+	for _, p := range failed {
+		mod.Avoid = append(mod.Avoid, p.Host)
+	}
+	dec := placement.Place(mod, r.placementHosts(m, mod, hosts, all), placement.Options{SpreadLabel: r.opts.SpreadLabel})
+
+	var added []string
+	for _, a := range dec.Assignments {
+		h := byName[a.Host]
+		p := v1alpha1.Placement{Host: a.Host, Address: h.Spec.Address, Artifact: a.Artifact.String(), Phase: v1alpha1.PhasePending}
+		if e := entryOf(h, m); e != nil && e.SpecHash == specHash(m, a.Artifact) {
+			switch e.Phase {
+			case v1alpha1.PhaseReady:
+				p.Phase, p.Digest = v1alpha1.PhaseReady, e.Digest
+			case v1alpha1.PhaseLoading:
+				p.Phase, p.Message = v1alpha1.PhaseLoading, e.Message
+			}
+		}
+		o, had := oldOn[a.Host]
+		if had && o.Phase == p.Phase && o.LastTransitionTime != nil {
+			p.LastTransitionTime = o.LastTransitionTime
+		} else {
+			p.LastTransitionTime = &now
+		}
+		if !had || o.Phase == v1alpha1.PhaseFailed || o.Phase == v1alpha1.PhaseUnloading {
+			added = append(added, a.Host)
+		}
+		st.Placements = append(st.Placements, p)
+	}
+	st.Placements = append(st.Placements, failed...)
+	slices.SortFunc(st.Placements, func(a, b v1alpha1.Placement) int { return strings.Compare(a.Host, b.Host) })
+	if len(added) > 0 {
+		d.events = append(d.events, note{corev1.EventTypeNormal, reasonPlaced, "Place", "placed on " + strings.Join(added, ", ")})
+	}
+
+	var ready, loading, pending int32
+	var readyOn []v1alpha1.Placement
+	for _, p := range st.Placements {
+		switch p.Phase {
+		case v1alpha1.PhaseReady:
+			ready++
+			readyOn = append(readyOn, p)
+		case v1alpha1.PhaseLoading:
+			loading++
+		case v1alpha1.PhasePending:
+			pending++
+		}
+	}
+	nFailed, unplaced := int32(len(failed)), int32(dec.Unplaced)
+	st.Replicas, st.ReadyReplicas = int32(len(dec.Assignments)), ready
+
+	if unplaced == 0 {
+		set(v1alpha1.ConditionScheduled, true, v1alpha1.ReasonScheduled, fmt.Sprintf("%d/%d replicas placed", len(dec.Assignments), want))
+	} else {
+		msg := fmt.Sprintf("%d/%d replicas placed; %s", len(dec.Assignments), want, dec.Reason)
+		if set(v1alpha1.ConditionScheduled, false, v1alpha1.ReasonUnschedulable, msg) {
+			d.events = append(d.events, note{corev1.EventTypeWarning, v1alpha1.ReasonUnschedulable, "Place", msg})
+		}
+	}
+	readyMsg := fmt.Sprintf("%d/%d replicas ready", ready, want)
+	switch {
+	case want == 0:
+		set(v1alpha1.ConditionReady, true, reasonNoReplicas, "0 replicas asked for: unloaded everywhere")
+	case ready >= want:
+		set(v1alpha1.ConditionReady, true, reasonReady, readyMsg)
+	case loading > 0:
+		set(v1alpha1.ConditionReady, false, reasonLoading, readyMsg+"; loading on "+describe(st.Placements, v1alpha1.PhaseLoading))
+	case pending > 0:
+		set(v1alpha1.ConditionReady, false, reasonPending, readyMsg+"; waiting for "+describe(st.Placements, v1alpha1.PhasePending))
+	case nFailed > 0:
+		set(v1alpha1.ConditionReady, false, reasonLoadFailed, readyMsg+"; refused by "+describe(st.Placements, v1alpha1.PhaseFailed))
+	default:
+		set(v1alpha1.ConditionReady, false, v1alpha1.ReasonUnschedulable, readyMsg+"; "+dec.Reason)
+	}
+	switch {
+	case ready > 0 && ready < want && nFailed > 0:
+		set(v1alpha1.ConditionDegraded, true, reasonLoadFailed, "refused by "+describe(st.Placements, v1alpha1.PhaseFailed))
+	case ready > 0 && ready < want && unplaced > 0:
+		set(v1alpha1.ConditionDegraded, true, v1alpha1.ReasonUnschedulable, dec.Reason)
+	default:
+		set(v1alpha1.ConditionDegraded, false, reasonAsExpected, "")
+	}
+	switch {
+	case ready >= want:
+		st.State = v1alpha1.StateReady
+	case ready > 0 && (nFailed > 0 || unplaced > 0):
+		st.State = v1alpha1.StateDegraded
+	case ready > 0 || loading+pending > 0:
+		st.State = v1alpha1.StateProgressing
+	case nFailed > 0:
+		st.State = v1alpha1.StateFailed
+	default:
+		st.State = v1alpha1.StateUnschedulable
+	}
+
+	// Address: keep the one published while it serves, so that clients do
+	// not move for nothing; else the first ready host's.
+	st.Address = ""
+	var at *v1alpha1.Placement
+	for i := range readyOn {
+		if readyOn[i].Address == old.Address {
+			at = &readyOn[i]
+		}
+	}
+	if at == nil && len(readyOn) > 0 {
+		at = &readyOn[0]
+	}
+	if at != nil {
+		st.Address = at.Address
+		if desc, ok := r.descs.get(at.Digest); ok {
+			st.Version, st.Components = desc.Version, desc.Components
+		} else if e := entryOf(byName[at.Host], m); e != nil && e.Version != "" {
+			st.Version = e.Version
+		}
+	}
+
+	d.status = st
+	d.assumed = assumed{Hosts: placedHosts(st.Placements), Request: mod.Request}
+	return d
+}
+
+// placementHosts are the TinyHosts as placement sees them, each with what
+// is placed on it counted as allocated, loaded or not: every module's
+// placements (this one's current ones included), and the modules the host
+// loaded on its own.
+func (r *modules) placementHosts(m *v1alpha1.TinyModule, mod placement.Module, hosts []v1alpha1.TinyHost, all []v1alpha1.TinyModule) []placement.Host {
+	alloc := map[string]placement.Resources{}
+	self := client.ObjectKeyFromObject(m)
+	for i := range all {
+		o := &all[i]
+		k := client.ObjectKeyFromObject(o)
+		if k == self {
+			continue
+		}
+		a, ok := r.ledger.get(k)
+		if !ok {
+			a = assumed{Hosts: placedHosts(o.Status.Placements), Request: placement.Request(o.Spec.Limits)}
+		}
+		for _, h := range a.Hosts {
+			alloc[h] = alloc[h].Add(a.Request)
+		}
+	}
+	for _, h := range mod.Current {
+		alloc[h] = alloc[h].Add(mod.Request)
+	}
+	out := make([]placement.Host, len(hosts))
+	for i := range hosts {
+		h := placement.HostFrom(&hosts[i])
+		h.Allocated = alloc[h.Name]
+		for _, e := range hosts[i].Status.Modules {
+			if e.Phase == v1alpha1.PhaseUnmanaged {
+				h.Allocated.Modules++
+			}
+		}
+		out[i] = h
+	}
+	return out
+}
+
+// finalize waits until no ready host lists the module, then lets it go.
+// A host that is not ready is not waited for: when it answers again, the
+// host sync unloads the module there, since its TinyHost still lists it.
+func (r *modules) finalize(ctx context.Context, m *v1alpha1.TinyModule) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(m)
+	if !controllerutil.ContainsFinalizer(m, Finalizer) {
+		r.ledger.forget(key)
+		return ctrl.Result{}, nil
+	}
+	var hosts v1alpha1.TinyHostList
+	if err := r.List(ctx, &hosts); err != nil {
+		return ctrl.Result{}, err
+	}
+	var waiting []v1alpha1.Placement
+	var names []string
+	for i := range hosts.Items {
+		h := &hosts.Items[i]
+		if e := entryOf(h, m); e != nil && hostReady(h) {
+			waiting = append(waiting, v1alpha1.Placement{Host: h.Name, Address: h.Spec.Address, Phase: v1alpha1.PhaseUnloading,
+				Artifact: e.Artifact, Digest: e.Digest, LastTransitionTime: ptrNow()})
+			names = append(names, h.Name)
+		}
+	}
+	r.ledger.set(key, assumed{})
+	if len(waiting) > 0 {
+		st := m.Status.DeepCopy()
+		for i, p := range waiting {
+			for _, o := range st.Placements {
+				if o.Host == p.Host && o.Phase == v1alpha1.PhaseUnloading {
+					waiting[i].LastTransitionTime = o.LastTransitionTime
+				}
+			}
+		}
+		st.Placements, st.Replicas, st.ReadyReplicas, st.Address = waiting, 0, 0, ""
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: reasonDeleting, Message: "unloading from " + strings.Join(names, ", "), ObservedGeneration: m.Generation})
+		if !equality.Semantic.DeepEqual(m.Status, *st) {
+			m.Status = *st
+			if err := r.Status().Update(ctx, m); err != nil {
+				return requeueOnConflict(err)
+			}
+		}
+		// The hosts' status changes bring the module back sooner.
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	controllerutil.RemoveFinalizer(m, Finalizer)
+	if err := r.Update(ctx, m); err != nil {
+		return requeueOnConflict(err)
+	}
+	r.ledger.forget(key)
+	return ctrl.Result{}, nil
+}
+
+// firstOfName returns the TinyModule of another namespace that has m's name
+// and came first, or nil when m is the first.
+func firstOfName(m *v1alpha1.TinyModule, all []v1alpha1.TinyModule) *v1alpha1.TinyModule {
+	var first *v1alpha1.TinyModule
+	for i := range all {
+		o := &all[i]
+		if o.Name != m.Name || o.Namespace == m.Namespace {
+			continue
+		}
+		if before(o, m) && (first == nil || before(o, first)) {
+			first = o
+		}
+	}
+	return first
+}
+
+func before(a, b *v1alpha1.TinyModule) bool {
+	ta, tb := a.CreationTimestamp.Time, b.CreationTimestamp.Time
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	return a.Namespace < b.Namespace
+}
+
+// entryOf is the host's status entry of the module, or nil.
+func entryOf(h *v1alpha1.TinyHost, m *v1alpha1.TinyModule) *v1alpha1.HostModule {
+	if h == nil {
+		return nil
+	}
+	for i := range h.Status.Modules {
+		e := &h.Status.Modules[i]
+		if e.Name == m.Name && e.Namespace == m.Namespace {
+			return e
+		}
+	}
+	return nil
+}
+
+func hostReady(h *v1alpha1.TinyHost) bool {
+	return meta.IsStatusConditionTrue(h.Status.Conditions, v1alpha1.ConditionHostReady)
+}
+
+// placedHosts are the hosts of the placements that take room there: all but
+// those being unloaded.
+func placedHosts(ps []v1alpha1.Placement) []string {
+	var hs []string
+	for _, p := range ps {
+		if p.Phase != v1alpha1.PhaseUnloading {
+			hs = append(hs, p.Host)
+		}
+	}
+	return hs
+}
+
+// describe lists the hosts in a phase with their messages, for a condition.
+func describe(ps []v1alpha1.Placement, phase v1alpha1.Phase) string {
+	var parts []string
+	for _, p := range ps {
+		if p.Phase != phase {
+			continue
+		}
+		s := p.Host
+		if p.Message != "" {
+			s += ": " + p.Message
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func ptrNow() *metav1.Time {
+	t := metav1.Now()
+	return &t
+}
+
+// requeueOnConflict turns a write that lost against a newer version of the
+// object (the cache was behind) into a prompt retry without an error, and
+// a write to an object that is gone into nothing to do.
+func requeueOnConflict(err error) (ctrl.Result, error) {
+	switch {
+	case apierrors.IsConflict(err):
+		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	case apierrors.IsNotFound(err):
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// moduleKey is a request for a TinyModule.
+func moduleKey(namespace, name string) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}
+}

@@ -1,0 +1,121 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+)
+
+// tablesTimeout bounds the calls that read and replace a host's tables.
+const tablesTimeout = 10 * time.Second
+
+// routeTable is what every host needs to send a message to a module of
+// another host: each module's name and the gRPC addresses of the hosts
+// where it is ready, sorted by module and address. A module without a
+// ready replica is absent, so that a call to it fails at once instead of
+// waiting on a host that does not serve it. TinyModules that lost a name
+// conflict have no placements and add nothing.
+func routeTable(mods []v1alpha1.TinyModule) []*hostv1.Route {
+	byModule := map[string][]string{}
+	for i := range mods {
+		m := &mods[i]
+		if !m.DeletionTimestamp.IsZero() {
+			continue
+		}
+		for _, p := range m.Status.Placements {
+			if p.Phase == v1alpha1.PhaseReady && p.Address != "" {
+				byModule[m.Name] = append(byModule[m.Name], p.Address)
+			}
+		}
+	}
+	routes := make([]*hostv1.Route, 0, len(byModule))
+	for _, name := range slices.Sorted(maps.Keys(byModule)) {
+		addrs := byModule[name]
+		slices.Sort(addrs)
+		routes = append(routes, &hostv1.Route{Module: name, Addresses: slices.Compact(addrs)})
+	}
+	return routes
+}
+
+// wiringTable is the output-port wiring of every placed module, from its
+// spec: "module/component/port" to the input ports it feeds, sorted. Every
+// host gets all of it: an emit is wired on the host where it happens.
+func wiringTable(mods []v1alpha1.TinyModule) []*hostv1.Wire {
+	byFrom := map[string][]string{}
+	for i := range mods {
+		m := &mods[i]
+		if !m.DeletionTimestamp.IsZero() || len(m.Status.Placements) == 0 {
+			continue
+		}
+		for _, w := range m.Spec.Wiring {
+			from := m.Name + "/" + w.From
+			byFrom[from] = append(byFrom[from], w.To)
+		}
+	}
+	wires := make([]*hostv1.Wire, 0, len(byFrom))
+	for _, from := range slices.Sorted(maps.Keys(byFrom)) {
+		to := byFrom[from]
+		slices.Sort(to)
+		wires = append(wires, &hostv1.Wire{From: from, To: slices.Compact(to)})
+	}
+	return wires
+}
+
+// pushTables gives the host the current route table and wiring, when what
+// it has differs. Generations are the time of the push, and always above
+// the host's, so that a restarted operator (whose count would start over)
+// is not refused, while a late push of an older table still is.
+func pushTables(ctx context.Context, c *conn, mods []v1alpha1.TinyModule) error {
+	ctx, cancel := context.WithTimeout(ctx, tablesTimeout)
+	defer cancel()
+	routes := routeTable(mods)
+	got, err := c.client.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
+	if err != nil {
+		return fmt.Errorf("host %s: get routes: %w", c.name, err)
+	}
+	if !sameList(got.GetRoutes(), routes) {
+		gen := generation(got.GetGeneration())
+		if _, err := c.client.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: gen, Routes: routes}); err != nil {
+			return fmt.Errorf("host %s: set routes: %w", c.name, err)
+		}
+		logf.FromContext(ctx).V(1).Info("routes set", "generation", gen, "routes", describeRoutes(routes))
+	}
+	wires := wiringTable(mods)
+	gw, err := c.client.GetWiring(ctx, &hostv1.GetWiringRequest{})
+	if err != nil {
+		return fmt.Errorf("host %s: get wiring: %w", c.name, err)
+	}
+	if !sameList(gw.GetWires(), wires) {
+		gen := generation(gw.GetGeneration())
+		if _, err := c.client.SetWiring(ctx, &hostv1.SetWiringRequest{Generation: gen, Wires: wires}); err != nil {
+			return fmt.Errorf("host %s: set wiring: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
+func generation(host uint64) uint64 {
+	return max(uint64(time.Now().UnixNano()), host+1)
+}
+
+func sameList[T proto.Message](a, b []T) bool {
+	return slices.EqualFunc(a, b, func(x, y T) bool { return proto.Equal(x, y) })
+}
+
+// describeRoutes is the table in one line, for logs.
+func describeRoutes(routes []*hostv1.Route) string {
+	parts := make([]string, len(routes))
+	for i, r := range routes {
+		parts[i] = r.GetModule() + "=" + strings.Join(r.GetAddresses(), ",")
+	}
+	return strings.Join(parts, " ")
+}

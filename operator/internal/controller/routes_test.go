@@ -1,0 +1,150 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/testbed"
+)
+
+// TestRoutes runs the flow of examples/flow under the operator: common on
+// one host, its split/out wired to tally/counter/in on another host. The
+// operator pushes the route table and the wiring to every host; a message
+// split on the first host is counted on the second. When tally moves, the
+// routes follow.
+func TestRoutes(t *testing.T) {
+	b := newBed(t,
+		hostSpec{name: "host-a", labels: map[string]string{"role": "split"}},
+		hostSpec{name: "host-b", labels: map[string]string{"role": "count"}},
+		hostSpec{name: "host-c", labels: map[string]string{"role": "count"}},
+	)
+	ctx := ctxT(t, 5*time.Minute)
+	tally := b.reg.Push(t, "examples/flow/tally", "tinyhost/tally:0.1.0")
+
+	b.create(t, &v1alpha1.TinyModule{
+		ObjectMeta: metav1.ObjectMeta{Name: "common"},
+		Spec: v1alpha1.TinyModuleSpec{
+			Image:        b.comm.Ref,
+			HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "split"}},
+			Wiring:       []v1alpha1.Wire{{From: "split/out", To: "tally/counter/in"}},
+		},
+	})
+	b.create(t, &v1alpha1.TinyModule{
+		ObjectMeta: metav1.ObjectMeta{Name: "tally"},
+		Spec: v1alpha1.TinyModuleSpec{
+			Image:        tally.Ref,
+			HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "count"}},
+			// The total lives in the instance: one instance.
+			Limits: &v1alpha1.Limits{MinInstances: replicas(1), MaxInstances: replicas(1)},
+		},
+	})
+	common := b.ready(t, "default", "common", time.Minute)
+	tm := b.ready(t, "default", "tally", time.Minute)
+
+	wantRoutes := func(tallyAddr string) []*hostv1.Route {
+		return []*hostv1.Route{
+			{Module: "common", Addresses: []string{common.Status.Address}},
+			{Module: "tally", Addresses: []string{tallyAddr}},
+		}
+	}
+	b.tablesEverywhere(t, wantRoutes(tm.Status.Address))
+	for name, h := range b.hosts {
+		w, err := h.Client.GetWiring(ctx, &hostv1.GetWiringRequest{})
+		require.NoError(t, err)
+		assert.True(t, sameList(w.GetWires(), []*hostv1.Wire{{From: "common/split/out", To: []string{"tally/counter/in"}}}), "%s: %v", name, w.GetWires())
+	}
+
+	out, err := invoke(ctx, t, common.Status.Address, "common", "split", `[1, 2, 3]`)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"count":3}`, out)
+	total := func(addr string) func() error {
+		return func() error {
+			resp, err := testbed.Dial(t, addr).Invoke(ctx, &hostv1.InvokeRequest{Module: "tally", Component: "counter", Port: "total", Payload: []byte(`{}`)})
+			if err != nil {
+				return err
+			}
+			if got := string(resp.GetPayload()); got != `{"count":3,"sum":6}` {
+				return fmt.Errorf("total %s", got)
+			}
+			return nil
+		}
+	}
+	eventually(t, 10*time.Second, "the items counted on the other host", total(tm.Status.Address))
+
+	t.Run("routes follow a module that moves", func(t *testing.T) {
+		from := readyOn(tm)[0]
+		to := map[string]string{"host-b": "host-c", "host-c": "host-b"}[from]
+		b.updateHost(t, from, func(h *v1alpha1.TinyHost) { h.Labels["role"] = "none" })
+		eventually(t, time.Minute, "tally on "+to, func() error {
+			m := b.module(t, "default", "tally")
+			if on := readyOn(m); len(on) != 1 || on[0] != to {
+				return fmt.Errorf("%s", brief(m))
+			}
+			return nil
+		})
+		b.tablesEverywhere(t, wantRoutes(b.hosts[to].Addr))
+		_, err := invoke(ctx, t, common.Status.Address, "common", "split", `[1, 2, 3]`)
+		require.NoError(t, err)
+		eventually(t, 10*time.Second, "the items counted on the new host", total(b.hosts[to].Addr))
+	})
+}
+
+// tablesEverywhere waits until every host has the route table.
+func (b *bed) tablesEverywhere(t *testing.T, want []*hostv1.Route) {
+	t.Helper()
+	eventually(t, 30*time.Second, "the route table on every host", func() error {
+		for name, h := range b.hosts {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			got, err := h.Client.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
+			cancel()
+			if err != nil {
+				return err
+			}
+			if !sameList(got.GetRoutes(), want) {
+				return fmt.Errorf("%s has %v", name, got.GetRoutes())
+			}
+		}
+		return nil
+	})
+}
+
+// TestRouteTable: ready placements only, deleted modules left out, sorted;
+// wiring of placed modules, prefixed with the module's name.
+func TestRouteTable(t *testing.T) {
+	now := metav1.Now()
+	mod := func(name string, deleting bool, wiring []v1alpha1.Wire, ps ...v1alpha1.Placement) v1alpha1.TinyModule {
+		m := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TinyModuleSpec{Wiring: wiring}}
+		if deleting {
+			m.DeletionTimestamp = &now
+		}
+		m.Status.Placements = ps
+		return m
+	}
+	ready := func(addr string) v1alpha1.Placement {
+		return v1alpha1.Placement{Host: addr, Address: addr, Phase: v1alpha1.PhaseReady}
+	}
+	loading := v1alpha1.Placement{Host: "h9", Address: "h9:1", Phase: v1alpha1.PhaseLoading}
+	mods := []v1alpha1.TinyModule{
+		mod("b", false, nil, ready("h2:1"), ready("h1:1"), loading),
+		mod("a", false, []v1alpha1.Wire{{From: "x/out", To: "c/z/in"}, {From: "x/out", To: "b/y/in"}}, ready("h1:1")),
+		mod("gone", true, []v1alpha1.Wire{{From: "x/out", To: "b/y/in"}}, ready("h1:1")),
+		mod("loading", false, []v1alpha1.Wire{{From: "x/out", To: "b/y/in"}}, loading),
+		mod("unplaced", false, []v1alpha1.Wire{{From: "x/out", To: "b/y/in"}}),
+	}
+	want := []*hostv1.Route{{Module: "a", Addresses: []string{"h1:1"}}, {Module: "b", Addresses: []string{"h1:1", "h2:1"}}}
+	assert.True(t, sameList(routeTable(mods), want), "%v", routeTable(mods))
+	wantWires := []*hostv1.Wire{
+		{From: "a/x/out", To: []string{"b/y/in", "c/z/in"}},
+		{From: "loading/x/out", To: []string{"b/y/in"}},
+	}
+	assert.True(t, sameList(wiringTable(mods), wantWires), "%v", wiringTable(mods))
+	assert.Empty(t, routeTable(nil))
+}

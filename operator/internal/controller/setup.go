@@ -1,0 +1,174 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+)
+
+// Options of the controllers; operator.Setup fills in every default.
+type Options struct {
+	// ProbeInterval is how often each host is probed; ProbeTimeout bounds
+	// one probe. A host is NotReady after FailureThreshold failed probes in
+	// a row.
+	ProbeInterval    time.Duration
+	ProbeTimeout     time.Duration
+	FailureThreshold int
+	// SpreadLabel is the TinyHost label of failure domains.
+	SpreadLabel string
+	// Resync is how often a ready host is converged without an event, and
+	// the age at which its lastProbeTime is refreshed.
+	Resync time.Duration
+	// Loader loads modules onto hosts.
+	Loader Loader
+	// DialOptions are added to those of every host connection (after
+	// insecure transport credentials, which a TLS option replaces).
+	DialOptions []grpc.DialOption
+}
+
+// indexName indexes TinyModules by name, across namespaces.
+const indexName = "metadata.name"
+
+// Setup adds the module controller (placement and status) and the host
+// sync to the manager.
+func Setup(mgr ctrl.Manager, o Options) error {
+	if o.Loader == nil {
+		return errors.New("controller: no Loader")
+	}
+	ctx := context.Background()
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &v1alpha1.TinyModule{}, indexName, func(obj client.Object) []string {
+		return []string{obj.GetName()}
+	}); err != nil {
+		return err
+	}
+
+	hs := newHosts(o)
+	if err := mgr.Add(hs); err != nil {
+		return err
+	}
+	descs := newDescriptors()
+	c := mgr.GetClient()
+
+	mods := &modules{Client: c, opts: o, events: mgr.GetEventRecorder("tinyhost-placement"), ledger: newLedger(), descs: descs}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("tinymodule").
+		// Its own status writes do not bring a module back; spec changes
+		// and deletion do.
+		For(&v1alpha1.TinyModule{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
+		Watches(&v1alpha1.TinyModule{}, handler.EnqueueRequestsFromMapFunc(mods.sameName)).
+		Watches(&v1alpha1.TinyHost{}, handler.EnqueueRequestsFromMapFunc(mods.onHost)).
+		// One at a time: each placement counts the placements made before.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Complete(mods)
+	if err != nil {
+		return err
+	}
+
+	sync := &hostSync{Client: c, api: mgr.GetAPIReader(), opts: o, hosts: hs, descs: descs, loader: o.Loader,
+		events: mgr.GetEventRecorder("tinyhost-sync")}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("tinyhost").
+		For(&v1alpha1.TinyHost{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
+		Watches(&v1alpha1.TinyModule{}, handler.EnqueueRequestsFromMapFunc(sync.forModule)).
+		WatchesRawSource(source.Channel(hs.events, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
+		Complete(sync)
+}
+
+// sameName brings back the TinyModules of other namespaces that have the
+// module's name: one of them may now be first.
+func (r *modules) sameName(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1alpha1.TinyModuleList
+	if err := r.List(ctx, &list, client.MatchingFields{indexName: obj.GetName()}); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, m := range list.Items {
+		if m.Namespace != obj.GetNamespace() {
+			out = append(out, moduleKey(m.Namespace, m.Name))
+		}
+	}
+	return out
+}
+
+// onHost brings back the modules a host change may concern: those placed
+// on it or listed in its status, and those not fully placed (a host that
+// appears or becomes ready may take them).
+func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Request {
+	h := obj.(*v1alpha1.TinyHost)
+	seen := map[types.NamespacedName]bool{}
+	var out []reconcile.Request
+	add := func(ns, name string) {
+		k := types.NamespacedName{Namespace: ns, Name: name}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, reconcile.Request{NamespacedName: k})
+		}
+	}
+	for _, e := range h.Status.Modules {
+		if e.Namespace != "" {
+			add(e.Namespace, e.Name)
+		}
+	}
+	var list v1alpha1.TinyModuleList
+	if err := r.List(ctx, &list); err != nil {
+		return out
+	}
+	for _, m := range list.Items {
+		if !meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ConditionScheduled) || placedOn(&m, h.Name) {
+			add(m.Namespace, m.Name)
+		}
+	}
+	return out
+}
+
+// forModule brings back every host: the module's own hosts to load or
+// unload it, and all of them for the route table and wiring it is part of.
+func (r *hostSync) forModule(ctx context.Context, _ client.Object) []reconcile.Request {
+	var hosts v1alpha1.TinyHostList
+	if err := r.List(ctx, &hosts); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, len(hosts.Items))
+	for i := range hosts.Items {
+		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: hosts.Items[i].Name}}
+	}
+	return out
+}
+
+func placedOn(m *v1alpha1.TinyModule, host string) bool {
+	for _, p := range m.Status.Placements {
+		if p.Host == host {
+			return true
+		}
+	}
+	return false
+}
+
+// deletionChanged passes the update that marks an object for deletion.
+func deletionChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+		},
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}

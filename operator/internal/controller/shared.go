@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/placement"
+)
+
+// descriptors remembers, by wasm digest, the version and components that
+// hosts report for the modules they loaded. The host sync fills it from
+// LoadModule and ListModules; the module status reads it, so that
+// TinyModule status publishes what a host reported, not what the operator
+// guessed. Digests identify bytes, so entries never go stale; the map grows
+// with the number of distinct module builds seen, which is small.
+type descriptors struct {
+	mu sync.RWMutex
+	m  map[string]described
+}
+
+type described struct {
+	Version    string
+	Components []v1alpha1.ComponentStatus
+}
+
+func newDescriptors() *descriptors { return &descriptors{m: map[string]described{}} }
+
+func (d *descriptors) add(mods ...*hostv1.Module) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, m := range mods {
+		if m.GetDigest() == "" {
+			continue
+		}
+		if _, ok := d.m[m.GetDigest()]; ok {
+			continue
+		}
+		var cs []v1alpha1.ComponentStatus
+		for _, c := range m.GetComponents() {
+			cs = append(cs, v1alpha1.ComponentStatus{
+				Name: c.GetName(),
+				Info: v1alpha1.ComponentInfo{Description: c.GetInfo().GetDescription(), Tags: c.GetInfo().GetTags()},
+			})
+		}
+		d.m[m.GetDigest()] = described{Version: m.GetVersion(), Components: cs}
+	}
+}
+
+func (d *descriptors) get(digest string) (described, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	v, ok := d.m[digest]
+	return v, ok
+}
+
+// ledger holds the placements the module status last wrote, per module,
+// like the scheduler's assume cache: the informer cache may not show a
+// write made a moment ago, and a module placed right after another must
+// count it on its hosts, or a burst of new modules would all land on the
+// host that looked least loaded. Only the module status writes placements,
+// so the ledger is never older than the cache.
+type ledger struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]assumed
+}
+
+type assumed struct {
+	Hosts   []string
+	Request placement.Resources
+}
+
+func newLedger() *ledger { return &ledger{m: map[types.NamespacedName]assumed{}} }
+
+func (l *ledger) set(k types.NamespacedName, a assumed) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.m[k] = a
+}
+
+func (l *ledger) forget(k types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.m, k)
+}
+
+func (l *ledger) get(k types.NamespacedName) (assumed, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a, ok := l.m[k]
+	return a, ok
+}

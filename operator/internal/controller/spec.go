@@ -1,0 +1,143 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"slices"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tinyhost/tinyhost/host/artifact"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/placement"
+)
+
+// artifactOf is the artifact an image or a source names.
+func artifactOf(image string, s *v1alpha1.Source) placement.Artifact {
+	if s != nil {
+		return placement.Artifact{URL: s.URL, SHA256: s.SHA256}
+	}
+	return placement.Artifact{Image: image}
+}
+
+// artifactNamed finds, among the artifacts the module's spec names, the one
+// a placement recorded by its String. It is false when the spec no longer
+// names it: the placement is about to be decided again.
+func artifactNamed(m *v1alpha1.TinyModule, s string) (placement.Artifact, bool) {
+	cands := []placement.Artifact{artifactOf(m.Spec.Image, m.Spec.Source)}
+	for _, hm := range m.Spec.HostMappings {
+		cands = append(cands, artifactOf(hm.Image, hm.Source))
+	}
+	for _, a := range cands {
+		if !a.IsZero() && a.String() == s {
+			return a, true
+		}
+	}
+	return placement.Artifact{}, false
+}
+
+// specHash identifies what a host loads for the module: its name, the
+// artifact chosen for the host, limits, capabilities and configuration.
+// Replicas, selectors and wiring are not in it: changing them reloads
+// nothing.
+func specHash(m *v1alpha1.TinyModule, a placement.Artifact) string {
+	var cfg any
+	if m.Spec.Config != nil && len(m.Spec.Config.Raw) > 0 {
+		// Through any, so that key order and spacing do not count.
+		_ = json.Unmarshal(m.Spec.Config.Raw, &cfg)
+	}
+	caps := make([]string, len(m.Spec.Capabilities))
+	for i, c := range m.Spec.Capabilities {
+		caps[i] = string(c)
+	}
+	slices.Sort(caps)
+	b, _ := json.Marshal(struct {
+		Name         string             `json:"name"`
+		Artifact     placement.Artifact `json:"artifact"`
+		Limits       *v1alpha1.Limits   `json:"limits,omitempty"`
+		Capabilities []string           `json:"capabilities,omitempty"`
+		Config       any                `json:"config,omitempty"`
+	}{m.Name, a, m.Spec.Limits, caps, cfg})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// loadHeader is the LoadModule header for the module's spec: its name on
+// the host, limits, capabilities and configuration. The Loader adds what
+// names the bytes.
+func loadHeader(m *v1alpha1.TinyModule) *hostv1.LoadHeader {
+	h := &hostv1.LoadHeader{Name: m.Name, Config: []byte("{}")}
+	if l := m.Spec.Limits; l != nil {
+		h.Limits = &hostv1.Limits{}
+		if l.MemoryPages != nil {
+			h.Limits.MemoryPages = uint32(*l.MemoryPages)
+		}
+		if l.CallTimeout != nil {
+			h.Limits.CallTimeoutMs = uint32(l.CallTimeout.Milliseconds())
+		}
+		if l.QueueTimeout != nil {
+			h.Limits.QueueTimeoutMs = uint32(l.QueueTimeout.Milliseconds())
+		}
+		if l.MaxMessageBytes != nil {
+			h.Limits.MaxMessageBytes = uint32(*l.MaxMessageBytes)
+		}
+		if l.MinInstances != nil {
+			h.Limits.MinInstances = uint32(*l.MinInstances)
+		}
+		if l.MaxInstances != nil {
+			h.Limits.MaxInstances = uint32(*l.MaxInstances)
+		}
+	}
+	for _, c := range m.Spec.Capabilities {
+		h.Capabilities = append(h.Capabilities, string(c))
+	}
+	// Always sent, "{}" when absent: a header without config would keep the
+	// configuration of the version being replaced.
+	if m.Spec.Config != nil && len(m.Spec.Config.Raw) > 0 {
+		h.Config = m.Spec.Config.Raw
+	}
+	return h
+}
+
+// permanent reports whether a load failed for good: loading the same spec
+// on the same host again would fail the same way (the wasm is not a module,
+// speaks another ABI, is too large for the host, does not have its digest,
+// or the artifact is named wrong). Anything else may pass and is retried: an
+// unreachable host or registry, a busy host, credentials that are missing
+// now, an image not pushed yet.
+func permanent(err error) bool {
+	for _, e := range []error{artifact.ErrNotWasm, artifact.ErrDigestMismatch, artifact.ErrTooLarge,
+		artifact.ErrInvalidSource, artifact.ErrPlainHTTP} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	s, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch s.Code() {
+	case codes.InvalidArgument, codes.DataLoss, codes.FailedPrecondition:
+		return true
+	case codes.ResourceExhausted:
+		return reason(s) == "TOO_LARGE"
+	case codes.PermissionDenied:
+		return reason(s) != "UNAUTHORIZED"
+	}
+	return false
+}
+
+// reason is the ErrorInfo reason of a host's status error.
+func reason(s *status.Status) string {
+	for _, d := range s.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
