@@ -64,8 +64,8 @@ func Root(t testing.TB) string {
 	return root
 }
 
-// Main runs the tests of a package that uses testbuild and removes what it
-// built: call it from TestMain as os.Exit(testbuild.Main(m)).
+// Main runs the tests of a package that uses e2e and removes what it
+// built: call it from TestMain as os.Exit(e2e.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
 	mu.Lock()
