@@ -35,30 +35,17 @@ Examples:
 `,
 	flags: outputFlag,
 	run: func(ctx context.Context, c *ctl, args []string) error {
-		if len(args) != 0 {
-			return usagef("list takes no arguments")
-		}
-		client, closeConn, err := c.client()
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		cctx, cancel := c.callCtx(ctx)
-		defer cancel()
-		resp, err := client.ListModules(cctx, &hostv1.ListModulesRequest{})
-		if err != nil {
-			return err
-		}
-		if c.o.output == "json" {
-			return writeProto(c.Stdout, resp)
-		}
-		tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tVERSION\tCOMPONENTS\tPOOL\tSOURCE")
-		for _, m := range resp.GetModules() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.GetName(), dash(m.GetVersion()),
-				componentNames(m), poolString(m.GetPool()), dash(m.GetSource()))
-		}
-		return tw.Flush()
+		return show(ctx, c, "list", args, func(ctx context.Context, client hostv1.HostServiceClient) (*hostv1.ListModulesResponse, error) {
+			return client.ListModules(ctx, &hostv1.ListModulesRequest{})
+		}, func(w io.Writer, resp *hostv1.ListModulesResponse) error {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tVERSION\tCOMPONENTS\tPOOL\tSOURCE")
+			for _, m := range resp.GetModules() {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.GetName(), dash(m.GetVersion()),
+					componentNames(m), poolString(m.GetPool()), dash(m.GetSource()))
+			}
+			return tw.Flush()
+		})
 	},
 }
 
@@ -74,50 +61,37 @@ Examples:
 `,
 	flags: outputFlag,
 	run: func(ctx context.Context, c *ctl, args []string) error {
-		if len(args) != 0 {
-			return usagef("info takes no arguments")
-		}
-		client, closeConn, err := c.client()
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		cctx, cancel := c.callCtx(ctx)
-		defer cancel()
-		resp, err := client.Info(cctx, &hostv1.InfoRequest{})
-		if err != nil {
-			return err
-		}
-		if c.o.output == "json" {
-			return writeProto(c.Stdout, resp)
-		}
-		abis := make([]string, 0, len(resp.GetAbiVersions()))
-		for _, v := range resp.GetAbiVersions() {
-			abis = append(abis, fmt.Sprintf("v%d", v))
-		}
-		labels := make([]string, 0, len(resp.GetLabels()))
-		for _, k := range sortedKeys(resp.GetLabels()) {
-			labels = append(labels, k+"="+resp.GetLabels()[k])
-		}
-		tw := tabwriter.NewWriter(c.Stdout, 0, 4, 1, ' ', 0)
-		fmt.Fprintf(tw, "name:\t%s\n", resp.GetName())
-		fmt.Fprintf(tw, "version:\t%s\n", dash(resp.GetVersion()))
-		fmt.Fprintf(tw, "abi:\t%s\n", dash(strings.Join(abis, ", ")))
-		fmt.Fprintf(tw, "labels:\t%s\n", dash(strings.Join(labels, ", ")))
-		fmt.Fprintf(tw, "capacity:\t%s\n", capacityString(resp.GetCapacity(), len(resp.GetModules())))
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if len(resp.GetModules()) == 0 {
-			fmt.Fprintln(c.Stdout, "modules:  none")
-			return nil
-		}
-		fmt.Fprintln(c.Stdout, "modules:")
-		tw = tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-		for _, m := range resp.GetModules() {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", m.GetName(), dash(m.GetVersion()), componentNames(m))
-		}
-		return tw.Flush()
+		return show(ctx, c, "info", args, func(ctx context.Context, client hostv1.HostServiceClient) (*hostv1.InfoResponse, error) {
+			return client.Info(ctx, &hostv1.InfoRequest{})
+		}, func(w io.Writer, resp *hostv1.InfoResponse) error {
+			abis := make([]string, 0, len(resp.GetAbiVersions()))
+			for _, v := range resp.GetAbiVersions() {
+				abis = append(abis, fmt.Sprintf("v%d", v))
+			}
+			labels := make([]string, 0, len(resp.GetLabels()))
+			for _, k := range sortedKeys(resp.GetLabels()) {
+				labels = append(labels, k+"="+resp.GetLabels()[k])
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
+			fmt.Fprintf(tw, "name:\t%s\n", resp.GetName())
+			fmt.Fprintf(tw, "version:\t%s\n", dash(resp.GetVersion()))
+			fmt.Fprintf(tw, "abi:\t%s\n", dash(strings.Join(abis, ", ")))
+			fmt.Fprintf(tw, "labels:\t%s\n", dash(strings.Join(labels, ", ")))
+			fmt.Fprintf(tw, "capacity:\t%s\n", capacityString(resp.GetCapacity(), len(resp.GetModules())))
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(resp.GetModules()) == 0 {
+				fmt.Fprintln(w, "modules:  none")
+				return nil
+			}
+			fmt.Fprintln(w, "modules:")
+			tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			for _, m := range resp.GetModules() {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\n", m.GetName(), dash(m.GetVersion()), componentNames(m))
+			}
+			return tw.Flush()
+		})
 	},
 }
 
@@ -457,4 +431,28 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// show runs a query that takes no arguments and prints the response: as
+// JSON with -o json, otherwise with print.
+func show[R proto.Message](ctx context.Context, c *ctl, name string, args []string,
+	query func(context.Context, hostv1.HostServiceClient) (R, error), print func(io.Writer, R) error) error {
+	if len(args) != 0 {
+		return usagef("%s takes no arguments", name)
+	}
+	client, closeConn, err := c.client()
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	cctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	resp, err := query(cctx, client)
+	if err != nil {
+		return err
+	}
+	if c.o.output == "json" {
+		return writeProto(c.Stdout, resp)
+	}
+	return print(c.Stdout, resp)
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -25,29 +26,16 @@ Examples:
 `,
 	flags: func(fs *pflag.FlagSet, o *opts) { outputFlag(fs, o) },
 	run: func(ctx context.Context, c *ctl, args []string) error {
-		if len(args) != 0 {
-			return usagef("routes takes no arguments")
-		}
-		client, closeConn, err := c.client()
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		cctx, cancel := c.callCtx(ctx)
-		defer cancel()
-		resp, err := client.GetRoutes(cctx, &hostv1.GetRoutesRequest{})
-		if err != nil {
-			return err
-		}
-		if c.o.output == "json" {
-			return writeProto(c.Stdout, resp)
-		}
-		tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "MODULE\tHOSTS\t(generation %d)\n", resp.GetGeneration())
-		for _, r := range resp.GetRoutes() {
-			fmt.Fprintf(tw, "%s\t%s\t\n", r.GetModule(), strings.Join(r.GetAddresses(), ","))
-		}
-		return tw.Flush()
+		return show(ctx, c, "routes", args, func(ctx context.Context, client hostv1.HostServiceClient) (*hostv1.GetRoutesResponse, error) {
+			return client.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
+		}, func(w io.Writer, resp *hostv1.GetRoutesResponse) error {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "MODULE\tHOSTS\t(generation %d)\n", resp.GetGeneration())
+			for _, r := range resp.GetRoutes() {
+				fmt.Fprintf(tw, "%s\t%s\t\n", r.GetModule(), strings.Join(r.GetAddresses(), ","))
+			}
+			return tw.Flush()
+		})
 	},
 }
 
@@ -64,28 +52,15 @@ Examples:
 `,
 	flags: func(fs *pflag.FlagSet, o *opts) { outputFlag(fs, o) },
 	run: func(ctx context.Context, c *ctl, args []string) error {
-		if len(args) != 0 {
-			return usagef("wiring takes no arguments")
-		}
-		client, closeConn, err := c.client()
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		cctx, cancel := c.callCtx(ctx)
-		defer cancel()
-		resp, err := client.GetWiring(cctx, &hostv1.GetWiringRequest{})
-		if err != nil {
-			return err
-		}
-		if c.o.output == "json" {
-			return writeProto(c.Stdout, resp)
-		}
-		tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "FROM\tTO\t(generation %d)\n", resp.GetGeneration())
-		for _, w := range resp.GetWires() {
-			fmt.Fprintf(tw, "%s\t%s\t\n", w.GetFrom(), strings.Join(w.GetTo(), ","))
-		}
-		return tw.Flush()
+		return show(ctx, c, "wiring", args, func(ctx context.Context, client hostv1.HostServiceClient) (*hostv1.GetWiringResponse, error) {
+			return client.GetWiring(ctx, &hostv1.GetWiringRequest{})
+		}, func(w io.Writer, resp *hostv1.GetWiringResponse) error {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "FROM\tTO\t(generation %d)\n", resp.GetGeneration())
+			for _, w := range resp.GetWires() {
+				fmt.Fprintf(tw, "%s\t%s\t\n", w.GetFrom(), strings.Join(w.GetTo(), ","))
+			}
+			return tw.Flush()
+		})
 	},
 }
