@@ -24,6 +24,13 @@ type config struct {
 	LeaderElectionNamespace string
 	Operator                operator.Options
 	Zap                     zap.Options
+
+	// How the operator reaches hosts; see hostDialOptions.
+	HostTLS       bool
+	HostTLSCA     string
+	HostTLSCert   string
+	HostTLSKey    string
+	HostTokenFile string
 }
 
 // parseConfig reads the flags in args and, for each flag not given, the
@@ -46,6 +53,11 @@ func parseConfig(args, environ []string) (config, error) {
 	fs.StringSliceVar(&c.Operator.PlainHTTP, "plain-http", nil, "with --fetch-artifacts: registries (host or host:port) reached over plain HTTP, comma-separated")
 	fs.StringVar(&c.Operator.DockerConfig, "docker-config", "", "with --fetch-artifacts: docker config file with registry credentials (default ~/.docker/config.json)")
 	fs.StringVar(&c.Operator.SpreadLabel, "spread-label", "", "TinyHost label whose values are failure domains (default topology.kubernetes.io/zone)")
+	fs.BoolVar(&c.HostTLS, "host-tls", false, "reach hosts over TLS, verified against the system roots (implied by the --host-tls-* flags)")
+	fs.StringVar(&c.HostTLSCA, "host-tls-ca", "", "PEM CA that signed the hosts' certificates")
+	fs.StringVar(&c.HostTLSCert, "host-tls-cert", "", "PEM client certificate for hosts that require one (mTLS)")
+	fs.StringVar(&c.HostTLSKey, "host-tls-key", "", "PEM key of --host-tls-cert")
+	fs.StringVar(&c.HostTokenFile, "host-token-file", "", "file holding the bearer token hosts require (their --token-file)")
 	zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	c.Zap.BindFlags(zapFlags)
 	fs.AddGoFlagSet(zapFlags)

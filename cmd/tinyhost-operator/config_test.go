@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -63,4 +66,43 @@ func TestParseConfig(t *testing.T) {
 			tt.check(t, c)
 		})
 	}
+}
+
+func TestHostDialOptions(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte(" \n"), 0o600))
+	notPEM := filepath.Join(dir, "ca.pem")
+	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate"), 0o600))
+	tests := []struct {
+		name    string
+		cfg     config
+		n       int
+		wantErr string
+	}{
+		{name: "plain text by default", n: 0},
+		{name: "a token", cfg: config{HostTokenFile: token}, n: 1},
+		{name: "TLS against the system roots, and a token", cfg: config{HostTLS: true, HostTokenFile: token}, n: 2},
+		{name: "a missing token file", cfg: config{HostTokenFile: filepath.Join(dir, "nope")}, wantErr: "--host-token-file"},
+		{name: "an empty token file", cfg: config{HostTokenFile: empty}, wantErr: "is empty"},
+		{name: "a CA file without a certificate", cfg: config{HostTLSCA: notPEM}, wantErr: "no PEM certificate"},
+		{name: "a certificate without its key", cfg: config{HostTLSCert: notPEM}, wantErr: "go together"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts, err := hostDialOptions(tt.cfg)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Len(t, opts, tt.n)
+		})
+	}
+	md, err := bearer("s3cret").GetRequestMetadata(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"authorization": "Bearer s3cret"}, md)
 }

@@ -75,6 +75,9 @@ func run(cfg config) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
+	if cfg.Operator.DialOptions, err = hostDialOptions(cfg); err != nil {
+		return err
+	}
 	if err := operator.Setup(mgr, cfg.Operator); err != nil {
 		return err
 	}

@@ -107,6 +107,10 @@ func TestKubernetes(t *testing.T) {
 
 	t.Run("a cross-module call", func(t *testing.T) {
 		crossModule(t, cp, tinyctl)
+		addr := cp.kubectl(t, "get", "tinymodule/common", "-n", "tinysystems", "-o", "jsonpath={.status.address}")
+		res := e2e.Run(t, nil, tinyctl, "--addr", addr, "routes")
+		require.Zero(t, res.Code, res.Stderr)
+		t.Logf("tinyctl --addr %s routes (pushed by the operator):\n%s", addr, res.Stdout)
 	})
 
 	t.Run("a host killed: its modules Ready elsewhere", func(t *testing.T) {

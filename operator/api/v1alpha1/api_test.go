@@ -78,6 +78,30 @@ func TestAPI(t *testing.T) {
 		assert.Equal(t, "tinyhost-system", out)
 	})
 
+	t.Run("kubectl apply -k config/host lets host pods register themselves, and no more", func(t *testing.T) {
+		out, err := env.Kubectl(ctx, "apply", "-k", "operator/config/host")
+		require.NoError(t, err)
+		assert.Contains(t, out, "serviceaccount/tinyhost")
+		assert.Contains(t, out, "clusterrole.rbac.authorization.k8s.io/tinyhost-host")
+		as := "--as=system:serviceaccount:tinyhost-system:tinyhost"
+		for _, tt := range []struct {
+			verb, resource, sub, want string
+		}{
+			{"create", "tinyhosts.operator.tinysystems.io", "", "yes"},
+			{"update", "tinyhosts.operator.tinysystems.io", "", "yes"},
+			{"delete", "tinyhosts.operator.tinysystems.io", "", "yes"},
+			{"update", "tinyhosts.operator.tinysystems.io", "status", "no"},
+			{"create", "tinymodules.operator.tinysystems.io", "", "no"},
+			{"get", "secrets", "", "no"},
+		} {
+			// kubectl auth can-i exits 1 for "no", and warns first that
+			// TinyHosts have no namespace.
+			out, _ := env.Kubectl(ctx, "auth", "can-i", tt.verb, tt.resource, as, "--subresource="+tt.sub)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			assert.Equal(t, tt.want, lines[len(lines)-1], "%s %s %s", tt.verb, tt.resource, tt.sub)
+		}
+	})
+
 	t.Run("printer columns and kubectl wait", func(t *testing.T) {
 		m := &v1alpha1.TinyModule{}
 		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: "tinysystems", Name: "common-module-v1"}, m))

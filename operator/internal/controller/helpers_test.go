@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,9 +39,15 @@ type bed struct {
 	hosts map[string]*testbed.Host
 	mgr   *testbed.Manager
 	opts  Options
+	bedOptions
+}
+
+type bedOptions struct {
 	// fetch: the operator fetches artifacts and streams them (FetchLoader)
 	// instead of the hosts fetching them (SourceLoader).
 	fetch bool
+	// dial are the operator's options for host connections.
+	dial []grpc.DialOption
 }
 
 // hostSpec is a host to start: its name, labels and more daemon flags.
@@ -50,11 +57,11 @@ type hostSpec struct {
 	args   []string
 }
 
-func newBed(t testing.TB, hosts ...hostSpec) *bed { return newBedWith(t, false, hosts...) }
+func newBed(t testing.TB, hosts ...hostSpec) *bed { return newBedWith(t, bedOptions{}, hosts...) }
 
-func newBedWith(t testing.TB, fetch bool, hosts ...hostSpec) *bed {
+func newBedWith(t testing.TB, o bedOptions, hosts ...hostSpec) *bed {
 	t.Helper()
-	b := &bed{env: kubetest.Start(t), reg: testbed.StartRegistry(t), hosts: map[string]*testbed.Host{}, fetch: fetch}
+	b := &bed{env: kubetest.Start(t), reg: testbed.StartRegistry(t), hosts: map[string]*testbed.Host{}, bedOptions: o}
 	b.c = b.env.Client
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -88,7 +95,7 @@ func (b *bed) start(t testing.TB) {
 	}
 	b.opts = Options{
 		ProbeInterval: time.Second, ProbeTimeout: time.Second, FailureThreshold: 3,
-		Resync: 30 * time.Second, Loader: loader,
+		Resync: 30 * time.Second, Loader: loader, DialOptions: b.dial,
 	}
 	b.mgr = testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, b.opts) })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -206,3 +210,27 @@ func loadedAt(ctx context.Context, t *testing.T, h *testbed.Host) map[string]int
 	}
 	return out
 }
+
+// TestHostToken: a host that requires a bearer token is probed and loaded
+// with the operator's DialOptions; the host refuses a client without it.
+func TestHostToken(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600))
+	b := newBedWith(t, bedOptions{dial: []grpc.DialOption{grpc.WithPerRPCCredentials(bearer("s3cret"))}},
+		hostSpec{name: "locked", args: []string{"--token-file", tokenFile}})
+	ctx := ctxT(t, 2*time.Minute)
+
+	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "hello"}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
+	m := b.ready(t, "default", "hello", time.Minute)
+	assert.Equal(t, []string{"locked"}, readyOn(m))
+	_, err := b.hosts["locked"].Loaded(ctx)
+	assert.Equal(t, codes.Unauthenticated, status.Code(err), "a client without the token")
+}
+
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }

@@ -30,20 +30,19 @@ const Finalizer = "operator.tinysystems.io/unload"
 
 // Reasons of conditions and Events besides those of the API package.
 const (
-	reasonReady         = "Ready"
-	reasonPending       = "Pending"
-	reasonLoading       = "Loading"
-	reasonLoadFailed    = "LoadFailed"
-	reasonAsExpected    = "AsExpected"
-	reasonDeleting      = "Deleting"
-	reasonPlaced        = "Placed"
-	reasonNoReplicas    = "NoReplicas"
-	reasonProbed        = "Probed"
-	reasonUnreachable   = "Unreachable"
-	reasonInvalidAddr   = "InvalidAddress"
-	reasonHostNotReady  = "HostNotReady"
-	reasonHostReady     = "HostReady"
-	reasonUnloadPending = "Unloading"
+	reasonReady        = "Ready"
+	reasonPending      = "Pending"
+	reasonLoading      = "Loading"
+	reasonLoadFailed   = "LoadFailed"
+	reasonAsExpected   = "AsExpected"
+	reasonDeleting     = "Deleting"
+	reasonPlaced       = "Placed"
+	reasonNoReplicas   = "NoReplicas"
+	reasonProbed       = "Probed"
+	reasonUnreachable  = "Unreachable"
+	reasonInvalidAddr  = "InvalidAddress"
+	reasonHostNotReady = "HostNotReady"
+	reasonHostReady    = "HostReady"
 )
 
 // modules is the placement and the status of TinyModules: the only writer

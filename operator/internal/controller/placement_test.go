@@ -25,7 +25,7 @@ func TestPlacementRules(t *testing.T) {
 	const zone = placement.DefaultSpreadLabel
 	// The operator streams the wasm here (FetchLoader), the other suites
 	// let the hosts fetch it.
-	b := newBedWith(t, true,
+	b := newBedWith(t, bedOptions{fetch: true},
 		// a-small refuses hello and common: they are larger than its load limit.
 		hostSpec{name: "a-small", labels: map[string]string{zone: "z1", "size": "small"}, args: []string{"--max-load-bytes", "1000000"}},
 		hostSpec{name: "b-big", labels: map[string]string{zone: "z1"}},
@@ -247,9 +247,8 @@ func TestBadSpecs(t *testing.T) {
 		b.ready(t, "default", "bad-regexp", time.Minute)
 	})
 
-	t.Run("not a wasm artifact: Failed, with the reason", func(t *testing.T) {
-		// The seed's image is a container image, not a module; here, a
-		// reference to a repository that does not exist.
+	t.Run("a missing artifact: the reason in the placement, retried", func(t *testing.T) {
+		// Not pushed (yet): retried, like an image pull, not refused.
 		b.create(t, &v1alpha1.TinyModule{
 			ObjectMeta: metav1.ObjectMeta{Name: "missing"},
 			Spec:       v1alpha1.TinyModuleSpec{Image: b.reg.Host + "/tinyhost/missing:0.1.0"},
