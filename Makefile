@@ -56,8 +56,12 @@ tools: $(GRPCURL) ## Build the pinned grpcurl into bin/ (bin/grpcurl links to it
 	ln -sf $(notdir $(GRPCURL)) $(BIN)/grpcurl
 
 .PHONY: build
+# The version binaries report: the nearest tag, the commit, and -dirty for
+# uncommitted changes.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+
 build: plugins ## Build the binaries of cmd/ into bin/ and the modules into bin/modules.
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "-X github.com/tinyhost/tinyhost/internal/buildinfo.version=$(VERSION)" -o $(BIN)/ ./cmd/...
 
 .PHONY: run
 run: build ## Build everything and run tinyhost on 127.0.0.1:50051 with bin/modules.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/internal/buildinfo"
 )
 
 // Options configure a Server. The zero value is usable: every field documents
@@ -119,7 +119,7 @@ func New(h *host.Host, opts Options) (*Server, error) {
 		opts.Name = "tinyhost"
 	}
 	if opts.Version == "" {
-		opts.Version = buildVersion()
+		opts.Version = buildinfo.Version()
 	}
 	if opts.MaxLoadBytes == 0 {
 		opts.MaxLoadBytes = defaultMaxLoadBytes
@@ -334,11 +334,4 @@ func (s *Server) logCall(method string, start time.Time, err error) {
 		st := status.Convert(err)
 		s.log.Debug("call failed", "method", method, "code", st.Code().String(), "error", st.Message(), "duration", time.Since(start))
 	}
-}
-
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/tinyhost/tinyhost/internal/buildinfo"
 )
 
 // Exit codes. Scripts may rely on them; they are listed in --help.
@@ -179,7 +181,7 @@ func run(ctx context.Context, args []string, env Env) error {
 		return usagef("%v", err)
 	}
 	if *version {
-		fmt.Fprintln(env.Stdout, "tinyctl", buildVersion())
+		fmt.Fprintln(env.Stdout, "tinyctl", buildinfo.Version())
 		return nil
 	}
 	rest := pre.Args()

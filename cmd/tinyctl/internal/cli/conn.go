@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/internal/buildinfo"
 )
 
 // client connects to the host named by the global flags. The connection is
@@ -37,7 +37,7 @@ func (c *ctl) client() (hostv1.HostServiceClient, func(), error) {
 	if token != "" {
 		dopts = append(dopts, grpc.WithPerRPCCredentials(bearer(token)))
 	}
-	dopts = append(dopts, grpc.WithUserAgent("tinyctl/"+buildVersion()))
+	dopts = append(dopts, grpc.WithUserAgent("tinyctl/"+buildinfo.Version()))
 	conn, err := grpc.NewClient(c.o.addr, dopts...)
 	if err != nil {
 		return nil, nil, usagef("--addr %q: %v", c.o.addr, err)
@@ -112,10 +112,3 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 
 func (bearer) RequireTransportSecurity() bool { return false }
-
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
-}

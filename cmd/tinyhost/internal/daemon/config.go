@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	"github.com/knadh/koanf/providers/posflag"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
+
+	"github.com/tinyhost/tinyhost/internal/buildinfo"
 )
 
 // Config is the daemon's configuration. Every field is a flag, a key of the
@@ -353,9 +354,4 @@ func lookupEnv(environ []string, key string) string {
 }
 
 // Version is the daemon's build version.
-func Version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
-}
+func Version() string { return buildinfo.Version() }
