@@ -378,14 +378,14 @@ func startRegistry(t *testing.T) string {
 type operatorProcess struct {
 	cmd    *exec.Cmd
 	probes string
-	logs   *lockedBuffer
+	logs   *e2e.LogBuffer
 	exited chan struct{}
 	err    error
 }
 
 func startOperator(t *testing.T, bin, kubeconfig string) *operatorProcess {
 	t.Helper()
-	op := &operatorProcess{probes: freeAddr(t), logs: &lockedBuffer{}, exited: make(chan struct{})}
+	op := &operatorProcess{probes: freeAddr(t), logs: &e2e.LogBuffer{}, exited: make(chan struct{})}
 	op.cmd = exec.Command(bin, "--leader-elect", "--leader-election-namespace=default",
 		"--health-probe-bind-address="+op.probes, "--metrics-bind-address=0", "--zap-log-level=debug")
 	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
@@ -485,21 +485,4 @@ func freeAddr(t *testing.T) string {
 	require.NoError(t, err)
 	defer l.Close()
 	return l.Addr().String()
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -27,7 +27,7 @@ type Host struct {
 	ModulesDir, CacheDir string
 
 	cmd    *exec.Cmd
-	log    *lockedBuffer
+	log    *LogBuffer
 	exited chan struct{}
 	err    error // of cmd.Wait, once exited is closed
 }
@@ -52,7 +52,7 @@ func StartHost(t testing.TB, o HostOptions) *Host {
 	h := &Host{
 		ModulesDir: filepath.Join(t.TempDir(), "modules"),
 		CacheDir:   CacheDir(t),
-		log:        &lockedBuffer{},
+		log:        &LogBuffer{},
 		exited:     make(chan struct{}),
 	}
 	if err := os.MkdirAll(h.ModulesDir, 0o755); err != nil {
@@ -216,18 +216,19 @@ func CopyFile(t testing.TB, src, dst string) {
 	}
 }
 
-type lockedBuffer struct {
+// LogBuffer collects a process's output; it is safe for concurrent use.
+type LogBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *LogBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *LogBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()

@@ -5,7 +5,6 @@
 package testbed
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log"
@@ -181,7 +180,7 @@ type Manager struct {
 	cancel context.CancelFunc
 	done   chan error
 	stop   sync.Once
-	logs   *lockedBuffer
+	logs   *e2e.LogBuffer
 }
 
 // StartManager starts a manager against env after setup added the
@@ -192,7 +191,7 @@ func StartManager(t testing.TB, env *kubetest.Env, setup func(ctrl.Manager) erro
 	scheme := runtime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	require.NoError(t, v1alpha1.AddToScheme(scheme))
-	logs := &lockedBuffer{}
+	logs := &e2e.LogBuffer{}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -234,20 +233,3 @@ func (m *Manager) Stop(t testing.TB) {
 func (m *Manager) Logs() string { return m.logs.String() }
 
 func ptr[T any](v T) *T { return &v }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
