@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -161,7 +160,7 @@ func TestLoadUnloadWatch(t *testing.T) {
 
 	// watch runs until its context ends, printing events as they come.
 	wctx, stopWatch := context.WithCancel(context.Background())
-	var wout, werr syncBuffer
+	var wout, werr e2e.LogBuffer
 	watched := make(chan int, 1)
 	go func() {
 		watched <- cli.Run(wctx, []string{"watch"}, cli.Env{Stdout: &wout, Stderr: &werr, Getenv: func(k string) string { return env[k] }})
@@ -226,21 +225,4 @@ func TestBuild(t *testing.T) {
 		assert.Equal(t, cli.ExitFailed, res.code, "build %s: %s", tc.dir, res.stderr)
 		assert.Contains(t, res.stderr, tc.want, "build %s", tc.dir)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
