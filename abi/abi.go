@@ -143,7 +143,16 @@ const (
 	LogInfo
 	LogWarn
 	LogError
+	// LogOff is no line's level: as EnvLogLevel it says that the host
+	// records no line of the module.
+	LogOff
 )
+
+// EnvLogLevel is the one environment variable the host gives an instance:
+// the lowest LogLevel it records for the module, in decimal ("2" for
+// LogInfo), or LogOff. It is a hint, read when the instance starts: a guest
+// may skip formatting the lines below it, and the host drops them anyway.
+const EnvLogLevel = "TINYHOST_LOG_LEVEL"
 
 // Status is the outcome of a host call or of handling a message.
 type Status uint8

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -609,4 +611,33 @@ func TestLoadRenamed(t *testing.T) {
 
 	_, err = h.Invoke(ctx, host.Request{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
 	assert.ErrorIs(t, err, host.ErrNotFound)
+}
+
+// TestGuestLogLevel: an instance learns the lowest level the host records
+// for its module, so that the SDK skips formatting lines that would be
+// dropped; without the log capability it learns that nothing is recorded.
+func TestGuestLogLevel(t *testing.T) {
+	wasm := e2e.WasmBytes(t, "internal/e2e/testdata/sdkecho")
+	tests := []struct {
+		name  string
+		level hclog.Level
+		caps  []string
+		want  string
+	}{
+		{"trace", hclog.Trace, nil, "0"},
+		{"info", hclog.Info, nil, "2"},
+		{"warn", hclog.Warn, nil, "3"},
+		{"off", hclog.Off, nil, "5"},
+		{"no log capability", hclog.Trace, []string{abi.CapConfig}, "5"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _ := newHost(t, host.Options{Logger: hclog.New(&hclog.LoggerOptions{Level: tc.level, Output: io.Discard})})
+			_, err := h.Load(context.Background(), wasm, host.LoadOptions{Capabilities: tc.caps})
+			require.NoError(t, err)
+			resp, err := h.Invoke(context.Background(), host.Request{Module: "sdkecho", Component: "echo", Port: "loglevel"})
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, string(resp.Payload))
+		})
+	}
 }

@@ -134,6 +134,21 @@ var logLevels = [...]hclog.Level{
 	abi.LogError: hclog.Error,
 }
 
+// guestLogLevel is the lowest level of guest log line the version's logger
+// records, for abi.EnvLogLevel.
+func (v *version) guestLogLevel() abi.LogLevel {
+	if !v.caps.has(capLog) {
+		return abi.LogOff
+	}
+	l := v.log.GetLevel()
+	for level, hl := range logLevels {
+		if l <= hl {
+			return abi.LogLevel(level)
+		}
+	}
+	return abi.LogOff
+}
+
 func hostLog(ctx context.Context, _ api.Module, stack []uint64) {
 	in := instanceOf(ctx)
 	if in == nil {

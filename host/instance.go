@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,7 +94,8 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 	cfgm := h.modCfg.
 		WithStdout(&in.stdout).
 		WithStderr(&in.stderr).
-		WithNanosleep(in.sleep)
+		WithNanosleep(in.sleep).
+		WithEnv(abi.EnvLogLevel, strconv.Itoa(int(v.guestLogLevel())))
 	mod, err := h.rt.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, in.memory.Allocator()), v.compiled, cfgm)
 	if err != nil {
 		if in.memory.Hit() {

@@ -153,7 +153,8 @@ func hostError(s abi.Status, op, target string, reason []byte) error {
 }
 
 // Debug logs msg with key-value pairs, formatted as "msg k=v k=v". The host
-// adds the module and the component.
+// adds the module and the component. A line below the level the host
+// records is dropped before it is formatted.
 func (c *Context) Debug(msg string, keyvals ...any) { c.log(abi.LogDebug, msg, keyvals) }
 
 // Info logs at info level; see Debug.
@@ -166,7 +167,7 @@ func (c *Context) Warn(msg string, keyvals ...any) { c.log(abi.LogWarn, msg, key
 func (c *Context) Error(msg string, keyvals ...any) { c.log(abi.LogError, msg, keyvals) }
 
 func (c *Context) log(level abi.LogLevel, msg string, keyvals []any) {
-	if c.in == nil {
+	if c.in == nil || level < minLogLevel {
 		return
 	}
 	b := appendLog(c.in.line[:0], msg, keyvals)

@@ -36,6 +36,9 @@ func (in *instance) hostcall(fn hostFunc, req, out []byte) uint64 {
 	return abi.PackResult(s, uint32(copy(out, res)))
 }
 
+// minLogLevel: natively every line goes to the sdktest harness.
+const minLogLevel = abi.LogTrace
+
 func (in *instance) hostlog(level abi.LogLevel, line []byte) {
 	if in.host != nil {
 		in.host.Log(level, line)

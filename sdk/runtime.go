@@ -16,12 +16,14 @@ import (
 type instance struct {
 	platform // the host functions: wasm imports, or the native bridge
 
-	req  []byte // the request buffer handed out by tinyhost_buffer
-	resp []byte // the response of the last tinyhost_handle
-	msg  []byte // the request of a host call
-	addr []byte // the encoded names of a send or call
-	out  []byte // the result of a host call
-	line []byte // a log line
+	req     []byte // the request buffer handed out by tinyhost_buffer
+	resp    []byte // the response of the last tinyhost_handle
+	msg     []byte // the request of a host call
+	addr    []byte // the encoded names of a send or call
+	out     []byte // the result of a host call
+	line    []byte // a log line
+	scratch []byte // a reply sdk.JSON appends; see Context.appendReply
+	decoded []any  // by port id, the value sdk.JSON decodes into; see reuse
 
 	r        request // the request being handled
 	ctx      Context
@@ -302,6 +304,9 @@ func (in *instance) names(module, component, port string) []byte {
 }
 
 func (in *instance) log(level abi.LogLevel, line string) {
+	if level < minLogLevel {
+		return
+	}
 	if len(line) > abi.MaxLogSize {
 		line = line[:abi.MaxLogSize]
 	}

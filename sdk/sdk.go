@@ -86,6 +86,7 @@ var reg struct {
 	components []*component
 	byName     map[string]*component
 	descriptor []byte // JSON, built on first use
+	ports      int    // input ports registered, numbered from 0 (port.id)
 }
 
 type component struct {
@@ -114,6 +115,7 @@ func (c *component) output(name string) []byte {
 }
 
 type port struct {
+	id       int // unique in the module, for per-instance state
 	name     string
 	handle   Handler
 	settings bool // the port is PortSettings
@@ -161,6 +163,10 @@ func Register(m Module, components ...Component) {
 	}
 	for _, c := range added {
 		c.index = len(reg.components)
+		for _, p := range c.inputs {
+			p.id = reg.ports
+			reg.ports++
+		}
 		reg.components = append(reg.components, c)
 		reg.byName[c.spec.Name] = c
 	}

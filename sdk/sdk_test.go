@@ -11,6 +11,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/sdk"
+	"github.com/tinyhost/tinyhost/sdk/jsonlite"
 	"github.com/tinyhost/tinyhost/sdk/sdktest"
 )
 
@@ -470,5 +471,71 @@ func assertMessages(t *testing.T, got, want []sdktest.Message) {
 		if g.Port != w.Port || g.Address != w.Address || !bytes.Equal(g.Payload, w.Payload) || fmt.Sprint(g.Metadata) != fmt.Sprint(w.Metadata) {
 			t.Fatalf("message %d: %+v, want %+v", i, g, w)
 		}
+	}
+}
+
+// pair decodes itself with jsonlite and records that it did.
+type pair struct {
+	A, B string
+	self bool
+}
+
+func (p *pair) UnmarshalJSON(data []byte) error {
+	p.self = true
+	obj := jsonlite.NewObject(data)
+	for obj.Next() {
+		var err error
+		switch string(obj.Key()) {
+		case "a":
+			p.A, err = obj.Value().Text()
+		case "b":
+			p.B, err = obj.Value().Text()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return obj.Err()
+}
+
+// joined appends itself as JSON.
+type joined struct{ S string }
+
+func (j joined) AppendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"joined":`...)
+	return append(jsonlite.AppendString(b, j.S), '}'), nil
+}
+
+func init() {
+	sdk.Register(module, sdk.Component{
+		Name: "joiner",
+		Ports: []sdk.Port{{Name: "in", Handle: sdk.JSON(func(_ *sdk.Context, p pair) (joined, error) {
+			if !p.self {
+				return joined{}, errors.New("UnmarshalJSON was not used")
+			}
+			return joined{S: p.A + "+" + p.B}, nil
+		})}},
+	})
+}
+
+// TestJSONOwnCodec: sdk.JSON hands the payload to the request type's
+// UnmarshalJSON and has the reply append itself; each call decodes into a
+// zero value, and a reply stays intact after the next call.
+func TestJSONOwnCodec(t *testing.T) {
+	h := sdktest.New("joiner")
+	first, err := h.Handle("in", []byte(`{"a":"x","b":"y\u00e9"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := h.Handle("in", []byte(`{"a":"z"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(first) != `{"joined":"x+yé"}` || string(second) != `{"joined":"z+"}` {
+		t.Fatalf("replies %s and %s", first, second)
+	}
+	_, err = h.Handle("in", []byte(`{"a":1}`))
+	if !errors.Is(err, sdk.ErrBadRequest) || !strings.Contains(err.Error(), "want a string, have a number") {
+		t.Fatalf("a number for a string: %v", err)
 	}
 }

@@ -3,6 +3,8 @@
 package sdk
 
 import (
+	"os"
+	"strconv"
 	"unsafe"
 
 	"github.com/tinyhost/tinyhost/abi"
@@ -57,6 +59,16 @@ func (in *instance) hostcall(fn hostFunc, req, out []byte) uint64 {
 		return hostResult(rp, rn, op, oc)
 	}
 }
+
+// minLogLevel is the lowest level the host records (abi.EnvLogLevel): the
+// SDK does not format lines below it.
+var minLogLevel = func() abi.LogLevel {
+	n, err := strconv.Atoi(os.Getenv(abi.EnvLogLevel))
+	if err != nil || n < 0 {
+		return abi.LogTrace
+	}
+	return abi.LogLevel(n)
+}()
 
 func (in *instance) hostlog(level abi.LogLevel, line []byte) {
 	hostLog(uint32(level), ptr(line), uint32(len(line)))

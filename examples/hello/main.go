@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tinyhost/tinyhost/sdk"
+	"github.com/tinyhost/tinyhost/sdk/jsonlite"
 )
 
 // Request is what greeter takes on its port "in".
@@ -16,9 +17,31 @@ type Request struct {
 	Name string `json:"name"`
 }
 
+// UnmarshalJSON reads a Request without reflection. It is optional:
+// without it sdk.JSON would use encoding/json, which compiled to wasm costs
+// several times the rest of the call (see sdk/jsonlite).
+func (r *Request) UnmarshalJSON(data []byte) error {
+	obj := jsonlite.NewObject(data)
+	for obj.Next() {
+		if string(obj.Key()) == "name" {
+			var err error
+			if r.Name, err = obj.Value().Text(); err != nil {
+				return err
+			}
+		}
+	}
+	return obj.Err()
+}
+
 // Reply is greeter's answer.
 type Reply struct {
 	Greeting string `json:"greeting"`
+}
+
+// AppendJSON writes a Reply without reflection; optional, as UnmarshalJSON.
+func (r Reply) AppendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"greeting":`...)
+	return append(jsonlite.AppendString(b, r.Greeting), '}'), nil
 }
 
 func init() {
