@@ -25,7 +25,10 @@
 //
 // A Handler receives the messages of an input port: the port's own
 // Port.Handle, or Component.Handle for the ports without one. JSON wraps a
-// typed function as a Handler. The payload aliases the request buffer and
+// typed function as a Handler; a request type that implements
+// json.Unmarshaler and a reply type that implements JSONAppender, written
+// with the jsonlite package, spare it encoding/json's reflection, the
+// largest cost of a small call in wasm. The payload aliases the request buffer and
 // is valid only during the call; the Context likewise. While handling, a
 // component may Emit on its output ports, Send or Call any address
 // "module/component/port", log, read its Settings and the module Config, and

@@ -22,8 +22,8 @@ type instance struct {
 	addr    []byte // the encoded names of a send or call
 	out     []byte // the result of a host call
 	line    []byte // a log line
-	scratch []byte // a reply sdk.JSON appends; see Context.appendReply
-	decoded []any  // by port id, the value sdk.JSON decodes into; see reuse
+	scratch []byte // a reply sdk.JSON appends; see Context.scratch
+	codecs  []any  // by port id, what sdk.JSON keeps; see codecOf
 
 	r        request // the request being handled
 	ctx      Context

@@ -59,12 +59,11 @@ func init() {
 	})
 }
 
-func greet(ctx *sdk.Context, req Request) (Reply, error) {
+func greet(_ *sdk.Context, req Request) (Reply, error) {
 	name := strings.TrimSpace(req.Name)
 	if name == "" {
 		return Reply{}, errors.New(`greeter: "name" is missing or empty; send {"name":"Ada"}`)
 	}
-	ctx.Debug("greeting", "name", name)
 	return Reply{Greeting: "Hello, " + name + "!"}, nil
 }
 
