@@ -23,8 +23,14 @@ import (
 //go:embed guests
 var guestFS embed.FS
 
-// goMod is the go.mod of the throwaway module the guests are built in.
-const goMod = "module abitestguests\n\ngo 1.26\n"
+// goMod is the go.mod of the throwaway module the guests are built in. Its
+// path is the import path of guests/ inside the abi module, so that the
+// guests import guests/internal/guest by the same path in both places.
+const goMod = "module github.com/tinyhost/tinyhost/abi/abitest/guests\n\ngo 1.26\n"
+
+// shared is the directory under guests/ of the plumbing the guests share
+// (package guest); it is not a guest.
+const shared = "internal"
 
 // Names returns the names of the reference guests, sorted: each is a
 // directory guests/<name> holding a package main.
@@ -35,7 +41,7 @@ func Names() []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if e.IsDir() {
+		if e.IsDir() && e.Name() != shared {
 			names = append(names, e.Name())
 		}
 	}

@@ -41,12 +41,13 @@
 //
 // # Building the guests
 //
-// The guest sources (guests/<name>/main.go, built only for wasip1) are
-// embedded in this package, so a host outside this repository uses the kit
-// straight from its module cache. Guest builds them all the first time a test
-// process asks for one, with the go command on PATH and the caller's GOCACHE;
-// Build does the same into a directory of the caller's choosing. A cold build
-// compiles the Go runtime for wasm once; after that a build is mostly linking.
+// The guest sources (guests/<name>/main.go, built only for wasip1, and the
+// ABI plumbing they share in guests/internal/guest) are embedded in this
+// package, so a host outside this repository uses the kit straight from its
+// module cache. Guest builds them all the first time a test process asks for
+// one, with the go command on PATH and the caller's GOCACHE; Build does the
+// same into a directory of the caller's choosing. A cold build compiles the Go
+// runtime for wasm once; after that a build is mostly linking.
 //
 // # The guests
 //

@@ -5,10 +5,7 @@
 // sees as a trap; port ok echoes.
 package main
 
-import (
-	"encoding/binary"
-	"unsafe"
-)
+import "github.com/tinyhost/tinyhost/abi/abitest/guests/internal/guest"
 
 const (
 	component  = "panicker"
@@ -20,24 +17,15 @@ func serve(port, _ []byte, _ uint64, payload []byte) (byte, []byte) {
 	case "in":
 		panic("gopanic: panicking in panicker")
 	case "ok":
-		return statusOK, payload
+		return guest.StatusOK, payload
 	case "_settings":
-		return statusOK, nil
+		return guest.StatusOK, nil
 	}
-	return statusNotFound, []byte("gopanic/panicker has no port " + string(port))
+	return guest.StatusNotFound, []byte("gopanic/panicker has no port " + string(port))
 }
 
-// ABI v1 plumbing, shared by every abitest guest; the doc comment at the top
-// names any difference.
-
-const (
-	statusOK         = 0
-	statusError      = 1
-	statusNotFound   = 2
-	statusBadRequest = 8
-)
-
-var req, resp []byte // the request and response buffers, reused by every call
+// The ABI v1 exports, the same in every abitest guest but where the doc
+// comment at the top names a difference; package guest holds the plumbing.
 
 func main() {}
 
@@ -45,57 +33,10 @@ func main() {}
 func abiV1() {}
 
 //go:wasmexport tinyhost_describe
-func describe() uint64 { return pack(unsafe.StringData(descriptor), len(descriptor)) }
+func describe() uint64 { return guest.Describe(descriptor) }
 
 //go:wasmexport tinyhost_buffer
-func buffer(size uint32) uint32 {
-	if req == nil || int(size) > len(req) {
-		req = make([]byte, max(size, 64))
-	}
-	return addr(unsafe.SliceData(req))
-}
+func buffer(size uint32) uint32 { return guest.Buffer(size) }
 
 //go:wasmexport tinyhost_handle
-func handle(n uint32) uint64 {
-	status, body := dispatch(req[:n])
-	resp = append(append(resp[:0], status), body...)
-	return pack(unsafe.SliceData(resp), len(resp))
-}
-
-// dispatch decodes a Message (ABI.md 4.1) and hands it to serve.
-func dispatch(b []byte) (byte, []byte) {
-	var f [3][]byte // module, component, port
-	var ok bool
-	for i := range f {
-		if f[i], b, ok = field(b); !ok {
-			return statusBadRequest, []byte("malformed message")
-		}
-	}
-	count, k := binary.Uvarint(b)
-	if k <= 0 {
-		return statusBadRequest, []byte("malformed metadata count")
-	}
-	meta := b[k:]
-	b = meta
-	for i := uint64(0); i < 2*count; i++ {
-		if _, b, ok = field(b); !ok {
-			return statusBadRequest, []byte("malformed metadata")
-		}
-	}
-	if string(f[1]) != component {
-		return statusNotFound, []byte("no component " + string(f[1]))
-	}
-	return serve(f[2], meta[:len(meta)-len(b)], count, b)
-}
-
-// field splits a length-prefixed string off b.
-func field(b []byte) (s, rest []byte, ok bool) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)-k) {
-		return nil, nil, false
-	}
-	return b[k : k+int(n)], b[k+int(n):], true
-}
-
-func addr(p *byte) uint32        { return uint32(uintptr(unsafe.Pointer(p))) }
-func pack(p *byte, n int) uint64 { return uint64(addr(p))<<32 | uint64(n) }
+func handle(n uint32) uint64 { return guest.Handle(n, component, serve) }

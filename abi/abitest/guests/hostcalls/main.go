@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"time"
 	"unsafe"
+
+	"github.com/tinyhost/tinyhost/abi/abitest/guests/internal/guest"
 )
 
 const (
@@ -25,9 +27,6 @@ const (
 		`{"name":"ticks","direction":"input"},{"name":"note","direction":"input"},` +
 		`{"name":"oobreq","direction":"input"},{"name":"ooblog","direction":"input"},` +
 		`{"name":"oobout","direction":"input"},{"name":"out","direction":"output"}]}]}`
-
-	// badPtr and badLen name a region past the end of any wasm32 memory.
-	badPtr, badLen = 0xFFFFFFF0, 0x100
 )
 
 //go:wasmimport tinyhost_v1 log
@@ -65,14 +64,14 @@ func serve(port, _ []byte, _ uint64, payload []byte) (byte, []byte) {
 		for level := 0; level <= 4; level++ {
 			logf(level, "level "+strconv.Itoa(level)+" "+string(payload))
 		}
-		return statusOK, []byte("ok")
+		return guest.StatusOK, []byte("ok")
 	case "emit": // emits the payload on out
 		return reply("emit", hostEmit, encode("", component, "out", payload), len(out), []byte("ok"))
 	case "send", "call", "callsmall": // callsmall offers 1 byte for the reply, so the reply becomes a pending result
 		addr, rest, _ := bytes.Cut(payload, []byte(" "))
 		parts := bytes.Split(addr, []byte("/"))
 		if len(parts) != 3 {
-			return statusError, []byte("want module/component/port in the payload, got " + strconv.Quote(string(addr)))
+			return guest.StatusError, []byte("want module/component/port in the payload, got " + strconv.Quote(string(addr)))
 		}
 		req := encode(string(parts[0]), string(parts[1]), string(parts[2]), rest)
 		switch string(port) {
@@ -87,16 +86,16 @@ func serve(port, _ []byte, _ uint64, payload []byte) (byte, []byte) {
 		return reply("config", hostConfig, nil, len(out), nil)
 	case "_settings":
 		settings, haveSettings = append(settings[:0], payload...), true
-		return statusOK, nil
+		return guest.StatusOK, nil
 	case "settings":
 		if !haveSettings {
-			return statusError, []byte("no message on _settings before the first message")
+			return guest.StatusError, []byte("no message on _settings before the first message")
 		}
-		return statusOK, settings
+		return guest.StatusOK, settings
 	case "timer": // the payload is the interval in milliseconds; 0 cancels
 		ms, err := strconv.ParseUint(string(payload), 10, 32)
 		if err != nil {
-			return statusError, []byte("timer: " + err.Error())
+			return guest.StatusError, []byte("timer: " + err.Error())
 		}
 		msg = binary.AppendUvarint(append(binary.AppendUvarint(msg[:0], uint64(len(component))), component...), ms)
 		return reply("timer", hostTimer, msg, len(out), []byte("ok"))
@@ -108,25 +107,25 @@ func serve(port, _ []byte, _ uint64, payload []byte) (byte, []byte) {
 			logf(2, "tick "+strconv.Itoa(ticks)+" "+string(payload))
 		}
 		hostcall(hostEmit, encode("", component, "out", []byte("tick")), len(out))
-		return statusOK, nil
+		return guest.StatusOK, nil
 	case "ticks":
-		return statusOK, []byte(strconv.Itoa(ticks))
+		return guest.StatusOK, []byte(strconv.Itoa(ticks))
 	case "note": // the target of send: logs "note <payload>" at info
 		logf(2, "note "+string(payload))
-		return statusOK, []byte("ok")
+		return guest.StatusOK, []byte("ok")
 	case "oobreq": // each must fail the call; returning is a host bug
-		return reply("emit", func(_, _, o, c uint32) uint64 { return hostEmit(badPtr, badLen, o, c) }, nil, len(out), []byte("host accepted an out-of-bounds request"))
+		return reply("emit", func(_, _, o, c uint32) uint64 { return hostEmit(guest.BadPtr, guest.BadLen, o, c) }, nil, len(out), []byte("host accepted an out-of-bounds request"))
 	case "ooblog":
-		hostLog(2, badPtr, badLen)
-		return statusError, []byte("host accepted an out-of-bounds log line")
+		hostLog(2, guest.BadPtr, guest.BadLen)
+		return guest.StatusError, []byte("host accepted an out-of-bounds log line")
 	case "oobout":
-		return reply("config", func(_, _, _, _ uint32) uint64 { return hostConfig(0, 0, badPtr, badLen) }, nil, len(out), []byte("host wrote a result out of bounds"))
+		return reply("config", func(_, _, _, _ uint32) uint64 { return hostConfig(0, 0, guest.BadPtr, guest.BadLen) }, nil, len(out), []byte("host wrote a result out of bounds"))
 	}
-	return statusNotFound, []byte("hostcalls/caller has no port " + string(port))
+	return guest.StatusNotFound, []byte("hostcalls/caller has no port " + string(port))
 }
 
 func logf(level int, line string) {
-	hostLog(uint32(level), addr(unsafe.StringData(line)), uint32(len(line)))
+	hostLog(uint32(level), guest.Addr(unsafe.StringData(line)), uint32(len(line)))
 }
 
 // encode encodes a Message without metadata (ABI.md 4.1) into msg.
@@ -142,15 +141,15 @@ func encode(module, component, port string, payload []byte) []byte {
 // hostcall calls a host import with room for outCap result bytes, fetching a
 // longer result with the result import.
 func hostcall(fn func(uint32, uint32, uint32, uint32) uint64, req []byte, outCap int) (byte, []byte) {
-	r := fn(addr(unsafe.SliceData(req)), uint32(len(req)), addr(unsafe.SliceData(out)), uint32(outCap))
+	r := fn(guest.Addr(unsafe.SliceData(req)), uint32(len(req)), guest.Addr(unsafe.SliceData(out)), uint32(outCap))
 	status, n := byte(r>>32), int(uint32(r))
 	if n > outCap {
 		if n > len(out) {
 			out = make([]byte, n)
 		}
-		r = hostResult(0, 0, addr(unsafe.SliceData(out)), uint32(len(out)))
+		r = hostResult(0, 0, guest.Addr(unsafe.SliceData(out)), uint32(len(out)))
 		if s, m := byte(r>>32), int(uint32(r)); s != status || m != n {
-			return statusError, []byte("result returned status " + strconv.Itoa(int(s)) + " length " + strconv.Itoa(m) +
+			return guest.StatusError, []byte("result returned status " + strconv.Itoa(int(s)) + " length " + strconv.Itoa(m) +
 				", the call returned status " + strconv.Itoa(int(status)) + " length " + strconv.Itoa(n))
 		}
 	}
@@ -161,26 +160,17 @@ func hostcall(fn func(uint32, uint32, uint32, uint32) uint64, req []byte, outCap
 // bytes, or with okBody when it is not nil), or an error naming the status.
 func reply(what string, fn func(uint32, uint32, uint32, uint32) uint64, req []byte, outCap int, okBody []byte) (byte, []byte) {
 	status, res := hostcall(fn, req, outCap)
-	if status != statusOK {
-		return statusError, []byte(what + ": status " + strconv.Itoa(int(status)) + ": " + string(res))
+	if status != guest.StatusOK {
+		return guest.StatusError, []byte(what + ": status " + strconv.Itoa(int(status)) + ": " + string(res))
 	}
 	if okBody != nil {
-		return statusOK, okBody
+		return guest.StatusOK, okBody
 	}
-	return statusOK, res
+	return guest.StatusOK, res
 }
 
-// ABI v1 plumbing, shared by every abitest guest; the doc comment at the top
-// names any difference.
-
-const (
-	statusOK         = 0
-	statusError      = 1
-	statusNotFound   = 2
-	statusBadRequest = 8
-)
-
-var req, resp []byte // the request and response buffers, reused by every call
+// The ABI v1 exports, the same in every abitest guest but where the doc
+// comment at the top names a difference; package guest holds the plumbing.
 
 func main() {}
 
@@ -188,57 +178,10 @@ func main() {}
 func abiV1() {}
 
 //go:wasmexport tinyhost_describe
-func describe() uint64 { return pack(unsafe.StringData(descriptor), len(descriptor)) }
+func describe() uint64 { return guest.Describe(descriptor) }
 
 //go:wasmexport tinyhost_buffer
-func buffer(size uint32) uint32 {
-	if req == nil || int(size) > len(req) {
-		req = make([]byte, max(size, 64))
-	}
-	return addr(unsafe.SliceData(req))
-}
+func buffer(size uint32) uint32 { return guest.Buffer(size) }
 
 //go:wasmexport tinyhost_handle
-func handle(n uint32) uint64 {
-	status, body := dispatch(req[:n])
-	resp = append(append(resp[:0], status), body...)
-	return pack(unsafe.SliceData(resp), len(resp))
-}
-
-// dispatch decodes a Message (ABI.md 4.1) and hands it to serve.
-func dispatch(b []byte) (byte, []byte) {
-	var f [3][]byte // module, component, port
-	var ok bool
-	for i := range f {
-		if f[i], b, ok = field(b); !ok {
-			return statusBadRequest, []byte("malformed message")
-		}
-	}
-	count, k := binary.Uvarint(b)
-	if k <= 0 {
-		return statusBadRequest, []byte("malformed metadata count")
-	}
-	meta := b[k:]
-	b = meta
-	for i := uint64(0); i < 2*count; i++ {
-		if _, b, ok = field(b); !ok {
-			return statusBadRequest, []byte("malformed metadata")
-		}
-	}
-	if string(f[1]) != component {
-		return statusNotFound, []byte("no component " + string(f[1]))
-	}
-	return serve(f[2], meta[:len(meta)-len(b)], count, b)
-}
-
-// field splits a length-prefixed string off b.
-func field(b []byte) (s, rest []byte, ok bool) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)-k) {
-		return nil, nil, false
-	}
-	return b[k : k+int(n)], b[k+int(n):], true
-}
-
-func addr(p *byte) uint32        { return uint32(uintptr(unsafe.Pointer(p))) }
-func pack(p *byte, n int) uint64 { return uint64(addr(p))<<32 | uint64(n) }
+func handle(n uint32) uint64 { return guest.Handle(n, component, serve) }
