@@ -94,8 +94,9 @@ func (k Kind) String() string {
 	return "invalid JSON"
 }
 
-// Value is the text of one well-formed JSON value, as an Object or an
-// Array yields it: a slice of their input, without surrounding whitespace.
+// Value is the text of one JSON value, as an Object or an Array yields it:
+// a slice of their input, checked and without surrounding whitespace. Its
+// methods also check a Value made by hand, and refuse a malformed one.
 type Value []byte
 
 // Kind returns the kind of v, or Invalid for an empty v.
@@ -131,13 +132,18 @@ func (v Value) Text() (string, error) {
 	default:
 		return "", &TypeError{Want: String, Have: v.Kind()}
 	}
-	body := v[1 : len(v)-1]
-	for _, c := range body {
-		if c == '\\' || c >= utf8.RuneSelf {
-			return string(unescape(make([]byte, 0, len(body)), body)), nil
-		}
+	end, plain, msg := scanString(v, 0)
+	switch {
+	case msg != "":
+		return "", &SyntaxError{Offset: end, msg: msg}
+	case end != len(v):
+		return "", &SyntaxError{Offset: end, msg: "invalid character " + quoteChar(v[end]) + " after string"}
 	}
-	return string(body), nil
+	body := v[1 : end-1]
+	if plain {
+		return string(body), nil
+	}
+	return string(unescape(make([]byte, 0, len(body)), body)), nil
 }
 
 // Int returns the integer v holds; null is 0. A fraction, an exponent or a
@@ -175,11 +181,14 @@ func (v Value) Float() (float64, error) {
 
 // Bool returns the boolean v holds; null is false.
 func (v Value) Bool() (bool, error) {
-	switch v.Kind() {
-	case Bool:
-		return v[0] == 't', nil
-	case Null:
+	switch string(v) {
+	case "true":
+		return true, nil
+	case "false", "null":
 		return false, nil
+	}
+	if v.Kind() == Bool {
+		return false, &SyntaxError{msg: "invalid literal " + strconv.Quote(string(v))}
 	}
 	return false, &TypeError{Want: Bool, Have: v.Kind()}
 }

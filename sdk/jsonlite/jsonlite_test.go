@@ -219,6 +219,14 @@ func TestValue(t *testing.T) {
 	if _, err := v(`1`).Bool(); err == nil {
 		t.Error("Bool of a number: no error")
 	}
+	for _, bad := range []string{`"`, `"abc`, `"a\u12"`, `"a" x`, "\"\x01\"", `"\q"`} {
+		if _, err := v(bad).Text(); err == nil {
+			t.Errorf("Text(%s): no error", bad)
+		}
+	}
+	if _, err := v(`tru`).Bool(); err == nil {
+		t.Error("Bool(tru): no error")
+	}
 	if !v(`null`).IsNull() || v(`0`).IsNull() {
 		t.Error("IsNull")
 	}
@@ -260,4 +268,36 @@ func TestNoAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations", allocs)
 	}
+}
+
+// FuzzValue: a Value made by hand from any bytes gets an answer or an
+// error from every method, never a panic, and Text agrees with
+// encoding/json on string literals.
+func FuzzValue(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v := jsonlite.Value(data)
+		_, _ = v.Int()
+		_, _ = v.Float()
+		_, _ = v.Bool()
+		for obj := v.Object(); obj.Next(); {
+		}
+		for arr := v.Array(); arr.Next(); {
+		}
+		text, err := v.Text()
+		if v.Kind() != jsonlite.String {
+			return
+		}
+		var want string
+		wantErr := json.Unmarshal(data, &want)
+		if wantErr == nil && len(data) > 0 && data[len(data)-1] == '"' {
+			if err != nil || text != want {
+				t.Fatalf("Text(%q) = %q, %v; encoding/json: %q", data, text, err, want)
+			}
+		} else if err == nil {
+			t.Fatalf("Text(%q) = %q; encoding/json: %v", data, text, wantErr)
+		}
+	})
 }
