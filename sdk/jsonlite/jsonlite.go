@@ -222,9 +222,9 @@ func (s *scanner) fail(msg string) bool {
 
 func (s *scanner) skipSpace() { s.pos = skipSpace(s.data, s.pos) }
 
-// open starts an iteration over a container that opens with c (the kind
-// k), or over nothing for null.
-func (s *scanner) open(c byte, k Kind) {
+// open starts an iteration over a container between c and closing (the
+// kind k), or over nothing for null or an empty container.
+func (s *scanner) open(c, closing byte, k Kind) {
 	s.skipSpace()
 	if s.pos == len(s.data) {
 		s.fail("unexpected end of JSON input")
@@ -233,6 +233,11 @@ func (s *scanner) open(c byte, k Kind) {
 	switch s.data[s.pos] {
 	case c:
 		s.pos++
+		s.skipSpace()
+		if s.pos < len(s.data) && s.data[s.pos] == closing {
+			s.pos++
+			s.finish()
+		}
 		return
 	case 'n':
 		end, msg := scanLiteral(s.data, s.pos, "null")
@@ -340,14 +345,7 @@ type Object struct {
 // an empty object.
 func NewObject(data []byte) Object {
 	o := Object{scanner: scanner{data: data}}
-	o.open('{', ObjectKind)
-	if !o.done {
-		o.skipSpace()
-		if o.pos < len(o.data) && o.data[o.pos] == '}' {
-			o.pos++
-			o.finish()
-		}
-	}
+	o.open('{', '}', ObjectKind)
 	return o
 }
 
@@ -415,14 +413,7 @@ type Array struct {
 // empty array.
 func NewArray(data []byte) Array {
 	a := Array{scanner{data: data}}
-	a.open('[', ArrayKind)
-	if !a.done {
-		a.skipSpace()
-		if a.pos < len(a.data) && a.data[a.pos] == ']' {
-			a.pos++
-			a.finish()
-		}
-	}
+	a.open('[', ']', ArrayKind)
 	return a
 }
 
