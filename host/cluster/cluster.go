@@ -99,6 +99,18 @@ type peerConn struct {
 	addr   string
 	conn   *grpc.ClientConn
 	client hostv1.HostServiceClient
+	ctx    context.Context // of its delivery streams
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	open  *deliveryStream // the stream new deliveries go on, nil for none
+	unary bool            // the peer has no DeliverStream
+}
+
+// close ends the peer's delivery stream and closes its connection.
+func (p *peerConn) close() error {
+	p.cancel()
+	return p.conn.Close()
 }
 
 const (
@@ -157,7 +169,7 @@ func (r *Router) Close() error {
 	defer r.mu.Unlock()
 	var errs []error
 	for _, p := range *r.peers.Load() {
-		errs = append(errs, p.conn.Close())
+		errs = append(errs, p.close())
 	}
 	r.peers.Store(&map[string]*peerConn{})
 	return errors.Join(errs...)
@@ -213,7 +225,7 @@ func (r *Router) SetRoutes(gen uint64, routes map[string][]string) error {
 			continue
 		}
 		r.log.Debug("peer left the routes: closing its connection", "peer", a)
-		_ = p.conn.Close()
+		_ = p.close()
 	}
 	r.peers.Store(&peers)
 	r.log.Info("routes set", "generation", gen, "modules", len(next.routes))
@@ -359,13 +371,12 @@ func (r *Router) remote(ctx context.Context, rt *route, msg abi.Message, wait bo
 			if failing := p.conn.GetState() == connectivity.TransientFailure; failing != (pass == 1) {
 				continue
 			}
-			var pr peer.Peer
-			resp, err := p.client.Deliver(ctx, req, grpc.Peer(&pr))
+			reply, notRun, err := p.deliver(ctx, req)
 			if err == nil {
-				return resp.GetPayload(), nil
+				return reply, nil
 			}
 			to := abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}
-			if ctx.Err() != nil || !retryable(err, &pr) {
+			if ctx.Err() != nil || !notRun {
 				return nil, server.FromStatus(err, to, addr)
 			}
 			if r.log.IsDebug() {
@@ -416,6 +427,7 @@ func (r *Router) peer(addr string) (*peerConn, error) {
 		return nil, fmt.Errorf("peer %s: %w", addr, err)
 	}
 	p := &peerConn{addr: addr, conn: conn, client: hostv1.NewHostServiceClient(conn)}
+	p.ctx, p.cancel = context.WithCancel(r.ctx)
 	next := maps.Clone(old)
 	next[addr] = p
 	r.peers.Store(&next)

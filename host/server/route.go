@@ -35,7 +35,15 @@ var ErrStaleGeneration = errors.New("stale generation")
 // module of this one. It is never forwarded further: a module that is not
 // loaded here is NOT_FOUND, and the peer tries another replica or fails.
 func (s *Server) Deliver(ctx context.Context, req *hostv1.DeliverRequest) (*hostv1.DeliverResponse, error) {
-	m := req.GetMessage()
+	reply, err := s.deliver(ctx, req.GetMessage(), req.GetWait())
+	if err != nil {
+		return nil, err
+	}
+	return &hostv1.DeliverResponse{Payload: reply}, nil
+}
+
+// deliver is Deliver's work on a message from a peer.
+func (s *Server) deliver(ctx context.Context, m *hostv1.Message, wait bool) ([]byte, error) {
 	if m == nil {
 		return nil, status.Error(codes.InvalidArgument, "message is empty")
 	}
@@ -49,7 +57,7 @@ func (s *Server) Deliver(ctx context.Context, req *hostv1.DeliverRequest) (*host
 			msg.Metadata[i] = abi.KV{Key: kv.GetKey(), Value: kv.GetValue()}
 		}
 	}
-	reply, err := s.h.Deliver(ctx, msg, req.GetWait())
+	reply, err := s.h.Deliver(ctx, msg, wait)
 	if err != nil {
 		if s.log.IsDebug() {
 			tp, _ := msg.Get(abi.MetaTraceparent)
@@ -57,7 +65,7 @@ func (s *Server) Deliver(ctx context.Context, req *hostv1.DeliverRequest) (*host
 		}
 		return nil, toStatus(err)
 	}
-	return &hostv1.DeliverResponse{Payload: reply}, nil
+	return reply, nil
 }
 
 // TraceID returns the trace id of a W3C traceparent

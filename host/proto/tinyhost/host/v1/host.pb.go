@@ -1826,6 +1826,152 @@ func (x *DeliverResponse) GetPayload() []byte {
 	return nil
 }
 
+type DeliverStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the client, unique among its requests in flight; echoed in
+	// the response.
+	Id      uint64   `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Message *Message `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// Wait for the reply.
+	Wait bool `protobuf:"varint,3,opt,name=wait,proto3" json:"wait,omitempty"`
+	// How long the caller still waits, in nanoseconds; 0 for no limit but
+	// the target's call timeout. Negative is INVALID_ARGUMENT.
+	TimeoutNanos int64 `protobuf:"varint,4,opt,name=timeout_nanos,json=timeoutNanos,proto3" json:"timeout_nanos,omitempty"`
+	// Cancel the request in flight with this id; message, wait and
+	// timeout_nanos are ignored.
+	Cancel        bool `protobuf:"varint,5,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliverStreamRequest) Reset() {
+	*x = DeliverStreamRequest{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliverStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliverStreamRequest) ProtoMessage() {}
+
+func (x *DeliverStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliverStreamRequest.ProtoReflect.Descriptor instead.
+func (*DeliverStreamRequest) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DeliverStreamRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *DeliverStreamRequest) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *DeliverStreamRequest) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+func (x *DeliverStreamRequest) GetTimeoutNanos() int64 {
+	if x != nil {
+		return x.TimeoutNanos
+	}
+	return 0
+}
+
+func (x *DeliverStreamRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+type DeliverStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The reply, when the request waited and succeeded.
+	Payload []byte `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	// Set when the delivery failed: the status Deliver would have failed
+	// with.
+	Error         *Error `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliverStreamResponse) Reset() {
+	*x = DeliverStreamResponse{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliverStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliverStreamResponse) ProtoMessage() {}
+
+func (x *DeliverStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliverStreamResponse.ProtoReflect.Descriptor instead.
+func (*DeliverStreamResponse) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DeliverStreamResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *DeliverStreamResponse) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *DeliverStreamResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // Route is where one module is ready: "host:port" gRPC addresses of hosts.
 type Route struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1837,7 +1983,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[27]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +1995,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[27]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +2008,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{27}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Route) GetModule() string {
@@ -1890,7 +2036,7 @@ type SetRoutesRequest struct {
 
 func (x *SetRoutesRequest) Reset() {
 	*x = SetRoutesRequest{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[28]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +2048,7 @@ func (x *SetRoutesRequest) String() string {
 func (*SetRoutesRequest) ProtoMessage() {}
 
 func (x *SetRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[28]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2061,7 @@ func (x *SetRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRoutesRequest.ProtoReflect.Descriptor instead.
 func (*SetRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{28}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetRoutesRequest) GetGeneration() uint64 {
@@ -1941,7 +2087,7 @@ type SetRoutesResponse struct {
 
 func (x *SetRoutesResponse) Reset() {
 	*x = SetRoutesResponse{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[29]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2099,7 @@ func (x *SetRoutesResponse) String() string {
 func (*SetRoutesResponse) ProtoMessage() {}
 
 func (x *SetRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[29]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2112,7 @@ func (x *SetRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRoutesResponse.ProtoReflect.Descriptor instead.
 func (*SetRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{29}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetRoutesResponse) GetGeneration() uint64 {
@@ -1984,7 +2130,7 @@ type GetRoutesRequest struct {
 
 func (x *GetRoutesRequest) Reset() {
 	*x = GetRoutesRequest{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[30]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2142,7 @@ func (x *GetRoutesRequest) String() string {
 func (*GetRoutesRequest) ProtoMessage() {}
 
 func (x *GetRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[30]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2155,7 @@ func (x *GetRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoutesRequest.ProtoReflect.Descriptor instead.
 func (*GetRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{30}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{32}
 }
 
 type GetRoutesResponse struct {
@@ -2023,7 +2169,7 @@ type GetRoutesResponse struct {
 
 func (x *GetRoutesResponse) Reset() {
 	*x = GetRoutesResponse{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[31]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2181,7 @@ func (x *GetRoutesResponse) String() string {
 func (*GetRoutesResponse) ProtoMessage() {}
 
 func (x *GetRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[31]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2194,7 @@ func (x *GetRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoutesResponse.ProtoReflect.Descriptor instead.
 func (*GetRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{31}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetRoutesResponse) GetGeneration() uint64 {
@@ -2076,7 +2222,7 @@ type Wire struct {
 
 func (x *Wire) Reset() {
 	*x = Wire{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[32]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2088,7 +2234,7 @@ func (x *Wire) String() string {
 func (*Wire) ProtoMessage() {}
 
 func (x *Wire) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[32]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2101,7 +2247,7 @@ func (x *Wire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wire.ProtoReflect.Descriptor instead.
 func (*Wire) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{32}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Wire) GetFrom() string {
@@ -2128,7 +2274,7 @@ type SetWiringRequest struct {
 
 func (x *SetWiringRequest) Reset() {
 	*x = SetWiringRequest{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[33]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2286,7 @@ func (x *SetWiringRequest) String() string {
 func (*SetWiringRequest) ProtoMessage() {}
 
 func (x *SetWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[33]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2299,7 @@ func (x *SetWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWiringRequest.ProtoReflect.Descriptor instead.
 func (*SetWiringRequest) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{33}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetWiringRequest) GetGeneration() uint64 {
@@ -2179,7 +2325,7 @@ type SetWiringResponse struct {
 
 func (x *SetWiringResponse) Reset() {
 	*x = SetWiringResponse{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[34]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2337,7 @@ func (x *SetWiringResponse) String() string {
 func (*SetWiringResponse) ProtoMessage() {}
 
 func (x *SetWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[34]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2350,7 @@ func (x *SetWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWiringResponse.ProtoReflect.Descriptor instead.
 func (*SetWiringResponse) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{34}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetWiringResponse) GetGeneration() uint64 {
@@ -2222,7 +2368,7 @@ type GetWiringRequest struct {
 
 func (x *GetWiringRequest) Reset() {
 	*x = GetWiringRequest{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[35]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2380,7 @@ func (x *GetWiringRequest) String() string {
 func (*GetWiringRequest) ProtoMessage() {}
 
 func (x *GetWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[35]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2393,7 @@ func (x *GetWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWiringRequest.ProtoReflect.Descriptor instead.
 func (*GetWiringRequest) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{35}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{37}
 }
 
 type GetWiringResponse struct {
@@ -2261,7 +2407,7 @@ type GetWiringResponse struct {
 
 func (x *GetWiringResponse) Reset() {
 	*x = GetWiringResponse{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[36]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2419,7 @@ func (x *GetWiringResponse) String() string {
 func (*GetWiringResponse) ProtoMessage() {}
 
 func (x *GetWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[36]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2432,7 @@ func (x *GetWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWiringResponse.ProtoReflect.Descriptor instead.
 func (*GetWiringResponse) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{36}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetWiringResponse) GetGeneration() uint64 {
@@ -2435,7 +2581,17 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\amessage\x18\x01 \x01(\v2\x19.tinyhost.host.v1.MessageR\amessage\x12\x12\n" +
 	"\x04wait\x18\x02 \x01(\bR\x04wait\"+\n" +
 	"\x0fDeliverResponse\x12\x18\n" +
-	"\apayload\x18\x01 \x01(\fR\apayload\"=\n" +
+	"\apayload\x18\x01 \x01(\fR\apayload\"\xac\x01\n" +
+	"\x14DeliverStreamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x123\n" +
+	"\amessage\x18\x02 \x01(\v2\x19.tinyhost.host.v1.MessageR\amessage\x12\x12\n" +
+	"\x04wait\x18\x03 \x01(\bR\x04wait\x12#\n" +
+	"\rtimeout_nanos\x18\x04 \x01(\x03R\ftimeoutNanos\x12\x16\n" +
+	"\x06cancel\x18\x05 \x01(\bR\x06cancel\"p\n" +
+	"\x15DeliverStreamResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12-\n" +
+	"\x05error\x18\x03 \x01(\v2\x17.tinyhost.host.v1.ErrorR\x05error\"=\n" +
 	"\x05Route\x12\x16\n" +
 	"\x06module\x18\x01 \x01(\tR\x06module\x12\x1c\n" +
 	"\taddresses\x18\x02 \x03(\tR\taddresses\"c\n" +
@@ -2471,7 +2627,7 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12,\n" +
-	"\x05wires\x18\x02 \x03(\v2\x16.tinyhost.host.v1.WireR\x05wires2\x8b\b\n" +
+	"\x05wires\x18\x02 \x03(\v2\x16.tinyhost.host.v1.WireR\x05wires2\xf1\b\n" +
 	"\vHostService\x12E\n" +
 	"\x04Info\x12\x1d.tinyhost.host.v1.InfoRequest\x1a\x1e.tinyhost.host.v1.InfoResponse\x12Z\n" +
 	"\vListModules\x12$.tinyhost.host.v1.ListModulesRequest\x1a%.tinyhost.host.v1.ListModulesResponse\x12Y\n" +
@@ -2481,7 +2637,8 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x06Invoke\x12\x1f.tinyhost.host.v1.InvokeRequest\x1a .tinyhost.host.v1.InvokeResponse\x12a\n" +
 	"\fInvokeStream\x12%.tinyhost.host.v1.InvokeStreamRequest\x1a&.tinyhost.host.v1.InvokeStreamResponse(\x010\x01\x12G\n" +
 	"\x05Watch\x12\x1e.tinyhost.host.v1.WatchRequest\x1a\x1c.tinyhost.host.v1.WatchEvent0\x01\x12N\n" +
-	"\aDeliver\x12 .tinyhost.host.v1.DeliverRequest\x1a!.tinyhost.host.v1.DeliverResponse\x12T\n" +
+	"\aDeliver\x12 .tinyhost.host.v1.DeliverRequest\x1a!.tinyhost.host.v1.DeliverResponse\x12d\n" +
+	"\rDeliverStream\x12&.tinyhost.host.v1.DeliverStreamRequest\x1a'.tinyhost.host.v1.DeliverStreamResponse(\x010\x01\x12T\n" +
 	"\tSetRoutes\x12\".tinyhost.host.v1.SetRoutesRequest\x1a#.tinyhost.host.v1.SetRoutesResponse\x12T\n" +
 	"\tGetRoutes\x12\".tinyhost.host.v1.GetRoutesRequest\x1a#.tinyhost.host.v1.GetRoutesResponse\x12T\n" +
 	"\tSetWiring\x12\".tinyhost.host.v1.SetWiringRequest\x1a#.tinyhost.host.v1.SetWiringResponse\x12T\n" +
@@ -2500,50 +2657,52 @@ func file_tinyhost_host_v1_host_proto_rawDescGZIP() []byte {
 }
 
 var file_tinyhost_host_v1_host_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_tinyhost_host_v1_host_proto_goTypes = []any{
-	(WatchEvent_Type)(0),         // 0: tinyhost.host.v1.WatchEvent.Type
-	(*InfoRequest)(nil),          // 1: tinyhost.host.v1.InfoRequest
-	(*InfoResponse)(nil),         // 2: tinyhost.host.v1.InfoResponse
-	(*Capacity)(nil),             // 3: tinyhost.host.v1.Capacity
-	(*ListModulesRequest)(nil),   // 4: tinyhost.host.v1.ListModulesRequest
-	(*ListModulesResponse)(nil),  // 5: tinyhost.host.v1.ListModulesResponse
-	(*Module)(nil),               // 6: tinyhost.host.v1.Module
-	(*Component)(nil),            // 7: tinyhost.host.v1.Component
-	(*ComponentInfo)(nil),        // 8: tinyhost.host.v1.ComponentInfo
-	(*Port)(nil),                 // 9: tinyhost.host.v1.Port
-	(*Limits)(nil),               // 10: tinyhost.host.v1.Limits
-	(*Pool)(nil),                 // 11: tinyhost.host.v1.Pool
-	(*LoadModuleRequest)(nil),    // 12: tinyhost.host.v1.LoadModuleRequest
-	(*LoadHeader)(nil),           // 13: tinyhost.host.v1.LoadHeader
-	(*LoadModuleResponse)(nil),   // 14: tinyhost.host.v1.LoadModuleResponse
-	(*UnloadModuleRequest)(nil),  // 15: tinyhost.host.v1.UnloadModuleRequest
-	(*UnloadModuleResponse)(nil), // 16: tinyhost.host.v1.UnloadModuleResponse
-	(*KeyValue)(nil),             // 17: tinyhost.host.v1.KeyValue
-	(*InvokeRequest)(nil),        // 18: tinyhost.host.v1.InvokeRequest
-	(*InvokeResponse)(nil),       // 19: tinyhost.host.v1.InvokeResponse
-	(*Message)(nil),              // 20: tinyhost.host.v1.Message
-	(*InvokeStreamRequest)(nil),  // 21: tinyhost.host.v1.InvokeStreamRequest
-	(*InvokeStreamResponse)(nil), // 22: tinyhost.host.v1.InvokeStreamResponse
-	(*Error)(nil),                // 23: tinyhost.host.v1.Error
-	(*WatchRequest)(nil),         // 24: tinyhost.host.v1.WatchRequest
-	(*WatchEvent)(nil),           // 25: tinyhost.host.v1.WatchEvent
-	(*DeliverRequest)(nil),       // 26: tinyhost.host.v1.DeliverRequest
-	(*DeliverResponse)(nil),      // 27: tinyhost.host.v1.DeliverResponse
-	(*Route)(nil),                // 28: tinyhost.host.v1.Route
-	(*SetRoutesRequest)(nil),     // 29: tinyhost.host.v1.SetRoutesRequest
-	(*SetRoutesResponse)(nil),    // 30: tinyhost.host.v1.SetRoutesResponse
-	(*GetRoutesRequest)(nil),     // 31: tinyhost.host.v1.GetRoutesRequest
-	(*GetRoutesResponse)(nil),    // 32: tinyhost.host.v1.GetRoutesResponse
-	(*Wire)(nil),                 // 33: tinyhost.host.v1.Wire
-	(*SetWiringRequest)(nil),     // 34: tinyhost.host.v1.SetWiringRequest
-	(*SetWiringResponse)(nil),    // 35: tinyhost.host.v1.SetWiringResponse
-	(*GetWiringRequest)(nil),     // 36: tinyhost.host.v1.GetWiringRequest
-	(*GetWiringResponse)(nil),    // 37: tinyhost.host.v1.GetWiringResponse
-	nil,                          // 38: tinyhost.host.v1.InfoResponse.LabelsEntry
+	(WatchEvent_Type)(0),          // 0: tinyhost.host.v1.WatchEvent.Type
+	(*InfoRequest)(nil),           // 1: tinyhost.host.v1.InfoRequest
+	(*InfoResponse)(nil),          // 2: tinyhost.host.v1.InfoResponse
+	(*Capacity)(nil),              // 3: tinyhost.host.v1.Capacity
+	(*ListModulesRequest)(nil),    // 4: tinyhost.host.v1.ListModulesRequest
+	(*ListModulesResponse)(nil),   // 5: tinyhost.host.v1.ListModulesResponse
+	(*Module)(nil),                // 6: tinyhost.host.v1.Module
+	(*Component)(nil),             // 7: tinyhost.host.v1.Component
+	(*ComponentInfo)(nil),         // 8: tinyhost.host.v1.ComponentInfo
+	(*Port)(nil),                  // 9: tinyhost.host.v1.Port
+	(*Limits)(nil),                // 10: tinyhost.host.v1.Limits
+	(*Pool)(nil),                  // 11: tinyhost.host.v1.Pool
+	(*LoadModuleRequest)(nil),     // 12: tinyhost.host.v1.LoadModuleRequest
+	(*LoadHeader)(nil),            // 13: tinyhost.host.v1.LoadHeader
+	(*LoadModuleResponse)(nil),    // 14: tinyhost.host.v1.LoadModuleResponse
+	(*UnloadModuleRequest)(nil),   // 15: tinyhost.host.v1.UnloadModuleRequest
+	(*UnloadModuleResponse)(nil),  // 16: tinyhost.host.v1.UnloadModuleResponse
+	(*KeyValue)(nil),              // 17: tinyhost.host.v1.KeyValue
+	(*InvokeRequest)(nil),         // 18: tinyhost.host.v1.InvokeRequest
+	(*InvokeResponse)(nil),        // 19: tinyhost.host.v1.InvokeResponse
+	(*Message)(nil),               // 20: tinyhost.host.v1.Message
+	(*InvokeStreamRequest)(nil),   // 21: tinyhost.host.v1.InvokeStreamRequest
+	(*InvokeStreamResponse)(nil),  // 22: tinyhost.host.v1.InvokeStreamResponse
+	(*Error)(nil),                 // 23: tinyhost.host.v1.Error
+	(*WatchRequest)(nil),          // 24: tinyhost.host.v1.WatchRequest
+	(*WatchEvent)(nil),            // 25: tinyhost.host.v1.WatchEvent
+	(*DeliverRequest)(nil),        // 26: tinyhost.host.v1.DeliverRequest
+	(*DeliverResponse)(nil),       // 27: tinyhost.host.v1.DeliverResponse
+	(*DeliverStreamRequest)(nil),  // 28: tinyhost.host.v1.DeliverStreamRequest
+	(*DeliverStreamResponse)(nil), // 29: tinyhost.host.v1.DeliverStreamResponse
+	(*Route)(nil),                 // 30: tinyhost.host.v1.Route
+	(*SetRoutesRequest)(nil),      // 31: tinyhost.host.v1.SetRoutesRequest
+	(*SetRoutesResponse)(nil),     // 32: tinyhost.host.v1.SetRoutesResponse
+	(*GetRoutesRequest)(nil),      // 33: tinyhost.host.v1.GetRoutesRequest
+	(*GetRoutesResponse)(nil),     // 34: tinyhost.host.v1.GetRoutesResponse
+	(*Wire)(nil),                  // 35: tinyhost.host.v1.Wire
+	(*SetWiringRequest)(nil),      // 36: tinyhost.host.v1.SetWiringRequest
+	(*SetWiringResponse)(nil),     // 37: tinyhost.host.v1.SetWiringResponse
+	(*GetWiringRequest)(nil),      // 38: tinyhost.host.v1.GetWiringRequest
+	(*GetWiringResponse)(nil),     // 39: tinyhost.host.v1.GetWiringResponse
+	nil,                           // 40: tinyhost.host.v1.InfoResponse.LabelsEntry
 }
 var file_tinyhost_host_v1_host_proto_depIdxs = []int32{
-	38, // 0: tinyhost.host.v1.InfoResponse.labels:type_name -> tinyhost.host.v1.InfoResponse.LabelsEntry
+	40, // 0: tinyhost.host.v1.InfoResponse.labels:type_name -> tinyhost.host.v1.InfoResponse.LabelsEntry
 	3,  // 1: tinyhost.host.v1.InfoResponse.capacity:type_name -> tinyhost.host.v1.Capacity
 	6,  // 2: tinyhost.host.v1.InfoResponse.modules:type_name -> tinyhost.host.v1.Module
 	6,  // 3: tinyhost.host.v1.ListModulesResponse.modules:type_name -> tinyhost.host.v1.Module
@@ -2564,39 +2723,43 @@ var file_tinyhost_host_v1_host_proto_depIdxs = []int32{
 	0,  // 18: tinyhost.host.v1.WatchEvent.type:type_name -> tinyhost.host.v1.WatchEvent.Type
 	6,  // 19: tinyhost.host.v1.WatchEvent.info:type_name -> tinyhost.host.v1.Module
 	20, // 20: tinyhost.host.v1.DeliverRequest.message:type_name -> tinyhost.host.v1.Message
-	28, // 21: tinyhost.host.v1.SetRoutesRequest.routes:type_name -> tinyhost.host.v1.Route
-	28, // 22: tinyhost.host.v1.GetRoutesResponse.routes:type_name -> tinyhost.host.v1.Route
-	33, // 23: tinyhost.host.v1.SetWiringRequest.wires:type_name -> tinyhost.host.v1.Wire
-	33, // 24: tinyhost.host.v1.GetWiringResponse.wires:type_name -> tinyhost.host.v1.Wire
-	1,  // 25: tinyhost.host.v1.HostService.Info:input_type -> tinyhost.host.v1.InfoRequest
-	4,  // 26: tinyhost.host.v1.HostService.ListModules:input_type -> tinyhost.host.v1.ListModulesRequest
-	12, // 27: tinyhost.host.v1.HostService.LoadModule:input_type -> tinyhost.host.v1.LoadModuleRequest
-	15, // 28: tinyhost.host.v1.HostService.UnloadModule:input_type -> tinyhost.host.v1.UnloadModuleRequest
-	18, // 29: tinyhost.host.v1.HostService.Invoke:input_type -> tinyhost.host.v1.InvokeRequest
-	21, // 30: tinyhost.host.v1.HostService.InvokeStream:input_type -> tinyhost.host.v1.InvokeStreamRequest
-	24, // 31: tinyhost.host.v1.HostService.Watch:input_type -> tinyhost.host.v1.WatchRequest
-	26, // 32: tinyhost.host.v1.HostService.Deliver:input_type -> tinyhost.host.v1.DeliverRequest
-	29, // 33: tinyhost.host.v1.HostService.SetRoutes:input_type -> tinyhost.host.v1.SetRoutesRequest
-	31, // 34: tinyhost.host.v1.HostService.GetRoutes:input_type -> tinyhost.host.v1.GetRoutesRequest
-	34, // 35: tinyhost.host.v1.HostService.SetWiring:input_type -> tinyhost.host.v1.SetWiringRequest
-	36, // 36: tinyhost.host.v1.HostService.GetWiring:input_type -> tinyhost.host.v1.GetWiringRequest
-	2,  // 37: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
-	5,  // 38: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
-	14, // 39: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
-	16, // 40: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
-	19, // 41: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
-	22, // 42: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
-	25, // 43: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
-	27, // 44: tinyhost.host.v1.HostService.Deliver:output_type -> tinyhost.host.v1.DeliverResponse
-	30, // 45: tinyhost.host.v1.HostService.SetRoutes:output_type -> tinyhost.host.v1.SetRoutesResponse
-	32, // 46: tinyhost.host.v1.HostService.GetRoutes:output_type -> tinyhost.host.v1.GetRoutesResponse
-	35, // 47: tinyhost.host.v1.HostService.SetWiring:output_type -> tinyhost.host.v1.SetWiringResponse
-	37, // 48: tinyhost.host.v1.HostService.GetWiring:output_type -> tinyhost.host.v1.GetWiringResponse
-	37, // [37:49] is the sub-list for method output_type
-	25, // [25:37] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	20, // 21: tinyhost.host.v1.DeliverStreamRequest.message:type_name -> tinyhost.host.v1.Message
+	23, // 22: tinyhost.host.v1.DeliverStreamResponse.error:type_name -> tinyhost.host.v1.Error
+	30, // 23: tinyhost.host.v1.SetRoutesRequest.routes:type_name -> tinyhost.host.v1.Route
+	30, // 24: tinyhost.host.v1.GetRoutesResponse.routes:type_name -> tinyhost.host.v1.Route
+	35, // 25: tinyhost.host.v1.SetWiringRequest.wires:type_name -> tinyhost.host.v1.Wire
+	35, // 26: tinyhost.host.v1.GetWiringResponse.wires:type_name -> tinyhost.host.v1.Wire
+	1,  // 27: tinyhost.host.v1.HostService.Info:input_type -> tinyhost.host.v1.InfoRequest
+	4,  // 28: tinyhost.host.v1.HostService.ListModules:input_type -> tinyhost.host.v1.ListModulesRequest
+	12, // 29: tinyhost.host.v1.HostService.LoadModule:input_type -> tinyhost.host.v1.LoadModuleRequest
+	15, // 30: tinyhost.host.v1.HostService.UnloadModule:input_type -> tinyhost.host.v1.UnloadModuleRequest
+	18, // 31: tinyhost.host.v1.HostService.Invoke:input_type -> tinyhost.host.v1.InvokeRequest
+	21, // 32: tinyhost.host.v1.HostService.InvokeStream:input_type -> tinyhost.host.v1.InvokeStreamRequest
+	24, // 33: tinyhost.host.v1.HostService.Watch:input_type -> tinyhost.host.v1.WatchRequest
+	26, // 34: tinyhost.host.v1.HostService.Deliver:input_type -> tinyhost.host.v1.DeliverRequest
+	28, // 35: tinyhost.host.v1.HostService.DeliverStream:input_type -> tinyhost.host.v1.DeliverStreamRequest
+	31, // 36: tinyhost.host.v1.HostService.SetRoutes:input_type -> tinyhost.host.v1.SetRoutesRequest
+	33, // 37: tinyhost.host.v1.HostService.GetRoutes:input_type -> tinyhost.host.v1.GetRoutesRequest
+	36, // 38: tinyhost.host.v1.HostService.SetWiring:input_type -> tinyhost.host.v1.SetWiringRequest
+	38, // 39: tinyhost.host.v1.HostService.GetWiring:input_type -> tinyhost.host.v1.GetWiringRequest
+	2,  // 40: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
+	5,  // 41: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
+	14, // 42: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
+	16, // 43: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
+	19, // 44: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
+	22, // 45: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
+	25, // 46: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
+	27, // 47: tinyhost.host.v1.HostService.Deliver:output_type -> tinyhost.host.v1.DeliverResponse
+	29, // 48: tinyhost.host.v1.HostService.DeliverStream:output_type -> tinyhost.host.v1.DeliverStreamResponse
+	32, // 49: tinyhost.host.v1.HostService.SetRoutes:output_type -> tinyhost.host.v1.SetRoutesResponse
+	34, // 50: tinyhost.host.v1.HostService.GetRoutes:output_type -> tinyhost.host.v1.GetRoutesResponse
+	37, // 51: tinyhost.host.v1.HostService.SetWiring:output_type -> tinyhost.host.v1.SetWiringResponse
+	39, // 52: tinyhost.host.v1.HostService.GetWiring:output_type -> tinyhost.host.v1.GetWiringResponse
+	40, // [40:53] is the sub-list for method output_type
+	27, // [27:40] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_tinyhost_host_v1_host_proto_init() }
@@ -2610,7 +2773,7 @@ func file_tinyhost_host_v1_host_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tinyhost_host_v1_host_proto_rawDesc), len(file_tinyhost_host_v1_host_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

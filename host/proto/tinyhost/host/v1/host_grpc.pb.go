@@ -70,18 +70,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	HostService_Info_FullMethodName         = "/tinyhost.host.v1.HostService/Info"
-	HostService_ListModules_FullMethodName  = "/tinyhost.host.v1.HostService/ListModules"
-	HostService_LoadModule_FullMethodName   = "/tinyhost.host.v1.HostService/LoadModule"
-	HostService_UnloadModule_FullMethodName = "/tinyhost.host.v1.HostService/UnloadModule"
-	HostService_Invoke_FullMethodName       = "/tinyhost.host.v1.HostService/Invoke"
-	HostService_InvokeStream_FullMethodName = "/tinyhost.host.v1.HostService/InvokeStream"
-	HostService_Watch_FullMethodName        = "/tinyhost.host.v1.HostService/Watch"
-	HostService_Deliver_FullMethodName      = "/tinyhost.host.v1.HostService/Deliver"
-	HostService_SetRoutes_FullMethodName    = "/tinyhost.host.v1.HostService/SetRoutes"
-	HostService_GetRoutes_FullMethodName    = "/tinyhost.host.v1.HostService/GetRoutes"
-	HostService_SetWiring_FullMethodName    = "/tinyhost.host.v1.HostService/SetWiring"
-	HostService_GetWiring_FullMethodName    = "/tinyhost.host.v1.HostService/GetWiring"
+	HostService_Info_FullMethodName          = "/tinyhost.host.v1.HostService/Info"
+	HostService_ListModules_FullMethodName   = "/tinyhost.host.v1.HostService/ListModules"
+	HostService_LoadModule_FullMethodName    = "/tinyhost.host.v1.HostService/LoadModule"
+	HostService_UnloadModule_FullMethodName  = "/tinyhost.host.v1.HostService/UnloadModule"
+	HostService_Invoke_FullMethodName        = "/tinyhost.host.v1.HostService/Invoke"
+	HostService_InvokeStream_FullMethodName  = "/tinyhost.host.v1.HostService/InvokeStream"
+	HostService_Watch_FullMethodName         = "/tinyhost.host.v1.HostService/Watch"
+	HostService_Deliver_FullMethodName       = "/tinyhost.host.v1.HostService/Deliver"
+	HostService_DeliverStream_FullMethodName = "/tinyhost.host.v1.HostService/DeliverStream"
+	HostService_SetRoutes_FullMethodName     = "/tinyhost.host.v1.HostService/SetRoutes"
+	HostService_GetRoutes_FullMethodName     = "/tinyhost.host.v1.HostService/GetRoutes"
+	HostService_SetWiring_FullMethodName     = "/tinyhost.host.v1.HostService/SetWiring"
+	HostService_GetWiring_FullMethodName     = "/tinyhost.host.v1.HostService/GetWiring"
 )
 
 // HostServiceClient is the client API for HostService service.
@@ -123,6 +124,19 @@ type HostServiceClient interface {
 	// in the background. The message's metadata carries traceparent and
 	// tinyhost-hops; past the host's hop limit it fails with HOP_LIMIT.
 	Deliver(ctx context.Context, in *DeliverRequest, opts ...grpc.CallOption) (*DeliverResponse, error)
+	// DeliverStream carries many deliveries on one stream: what a peer's
+	// router uses, one stream per pair of hosts, because a message on an open
+	// stream costs about half a unary call. The host first sends the header
+	// "tinyhost-window": how many requests of the stream it runs at once
+	// (further requests wait in gRPC flow control, so a client should keep
+	// at most that many in flight). Each request carries the time its caller
+	// still waits, in place of a gRPC deadline, and is answered once, by id,
+	// in any order; a request with cancel set cancels the request of its id
+	// and is not answered. A failed delivery is reported in its response's
+	// error; the stream goes on. When the host shuts down it answers every
+	// request it has started, then ends the stream with UNAVAILABLE and the
+	// reason CLOSED: a request without a response was not run.
+	DeliverStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DeliverStreamRequest, DeliverStreamResponse], error)
 	// SetRoutes replaces the route table (module -> ready host addresses)
 	// whole. A generation older than the table's is refused with
 	// FAILED_PRECONDITION, so that a late push cannot undo a newer one.
@@ -239,6 +253,19 @@ func (c *hostServiceClient) Deliver(ctx context.Context, in *DeliverRequest, opt
 	return out, nil
 }
 
+func (c *hostServiceClient) DeliverStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DeliverStreamRequest, DeliverStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &HostService_ServiceDesc.Streams[3], HostService_DeliverStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DeliverStreamRequest, DeliverStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HostService_DeliverStreamClient = grpc.BidiStreamingClient[DeliverStreamRequest, DeliverStreamResponse]
+
 func (c *hostServiceClient) SetRoutes(ctx context.Context, in *SetRoutesRequest, opts ...grpc.CallOption) (*SetRoutesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetRoutesResponse)
@@ -318,6 +345,19 @@ type HostServiceServer interface {
 	// in the background. The message's metadata carries traceparent and
 	// tinyhost-hops; past the host's hop limit it fails with HOP_LIMIT.
 	Deliver(context.Context, *DeliverRequest) (*DeliverResponse, error)
+	// DeliverStream carries many deliveries on one stream: what a peer's
+	// router uses, one stream per pair of hosts, because a message on an open
+	// stream costs about half a unary call. The host first sends the header
+	// "tinyhost-window": how many requests of the stream it runs at once
+	// (further requests wait in gRPC flow control, so a client should keep
+	// at most that many in flight). Each request carries the time its caller
+	// still waits, in place of a gRPC deadline, and is answered once, by id,
+	// in any order; a request with cancel set cancels the request of its id
+	// and is not answered. A failed delivery is reported in its response's
+	// error; the stream goes on. When the host shuts down it answers every
+	// request it has started, then ends the stream with UNAVAILABLE and the
+	// reason CLOSED: a request without a response was not run.
+	DeliverStream(grpc.BidiStreamingServer[DeliverStreamRequest, DeliverStreamResponse]) error
 	// SetRoutes replaces the route table (module -> ready host addresses)
 	// whole. A generation older than the table's is refused with
 	// FAILED_PRECONDITION, so that a late push cannot undo a newer one.
@@ -362,6 +402,9 @@ func (UnimplementedHostServiceServer) Watch(*WatchRequest, grpc.ServerStreamingS
 }
 func (UnimplementedHostServiceServer) Deliver(context.Context, *DeliverRequest) (*DeliverResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Deliver not implemented")
+}
+func (UnimplementedHostServiceServer) DeliverStream(grpc.BidiStreamingServer[DeliverStreamRequest, DeliverStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method DeliverStream not implemented")
 }
 func (UnimplementedHostServiceServer) SetRoutes(context.Context, *SetRoutesRequest) (*SetRoutesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRoutes not implemented")
@@ -511,6 +554,13 @@ func _HostService_Deliver_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HostService_DeliverStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(HostServiceServer).DeliverStream(&grpc.GenericServerStream[DeliverStreamRequest, DeliverStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HostService_DeliverStreamServer = grpc.BidiStreamingServer[DeliverStreamRequest, DeliverStreamResponse]
+
 func _HostService_SetRoutes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SetRoutesRequest)
 	if err := dec(in); err != nil {
@@ -643,6 +693,12 @@ var HostService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Watch",
 			Handler:       _HostService_Watch_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "DeliverStream",
+			Handler:       _HostService_DeliverStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "tinyhost/host/v1/host.proto",

@@ -1,0 +1,264 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/server"
+)
+
+// maxWindow bounds the window a peer announces, so that a peer cannot make
+// this host keep an unbounded number of requests in flight to it.
+const maxWindow = 4096
+
+// deliver delivers req to the peer and returns the reply, or an error and
+// whether the peer certainly did not run the message. It uses the peer's
+// delivery stream, opening one when there is none, and plain Deliver calls
+// for a peer that has no DeliverStream.
+func (p *peerConn) deliver(ctx context.Context, req *hostv1.DeliverRequest) (reply []byte, notRun bool, err error) {
+	ds, err := p.stream(ctx)
+	if err != nil {
+		return nil, true, err
+	}
+	if ds == nil {
+		var pr peer.Peer
+		resp, err := p.client.Deliver(ctx, req, grpc.Peer(&pr))
+		if err != nil {
+			return nil, retryable(err, &pr), err
+		}
+		return resp.GetPayload(), false, nil
+	}
+	return ds.deliver(ctx, req)
+}
+
+// stream returns the peer's open delivery stream, opening one when there
+// is none, within ctx. It returns nil, nil when the peer has no
+// DeliverStream. An error means nothing was sent.
+func (p *peerConn) stream(ctx context.Context) (*deliveryStream, error) {
+	p.mu.Lock()
+	if p.unary {
+		p.mu.Unlock()
+		return nil, nil
+	}
+	ds := p.open
+	if ds == nil {
+		ds = &deliveryStream{ready: make(chan struct{}), done: make(chan struct{}), pending: map[uint64]chan result{}}
+		p.open = ds
+		go p.connect(ds)
+	}
+	p.mu.Unlock()
+	select {
+	case <-ds.ready:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	if ds.openErr != nil {
+		if status.Code(ds.openErr) == codes.Unimplemented {
+			return nil, nil
+		}
+		return nil, ds.openErr
+	}
+	return ds, nil
+}
+
+// connect opens ds on the peer's connection and reads its responses until
+// it ends. It runs in a goroutine of its own, so that a caller waiting for
+// the connection is bound by its own deadline.
+func (p *peerConn) connect(ds *deliveryStream) {
+	ds.openErr = ds.open(p)
+	if ds.openErr != nil {
+		p.mu.Lock()
+		if p.open == ds {
+			p.open = nil
+		}
+		if status.Code(ds.openErr) == codes.Unimplemented {
+			p.unary = true
+		}
+		p.mu.Unlock()
+		close(ds.ready)
+		return
+	}
+	close(ds.ready)
+	err := ds.read()
+	p.mu.Lock()
+	if p.open == ds {
+		p.open = nil
+	}
+	p.mu.Unlock()
+	ds.end(err)
+}
+
+// deliveryStream is one DeliverStream to a peer: requests are sent under
+// sendMu and their responses, read by one goroutine, are handed to the
+// callers waiting for them by id.
+type deliveryStream struct {
+	ready   chan struct{} // closed once open returned; then openErr is set
+	openErr error
+	st      hostv1.HostService_DeliverStreamClient
+	slots   chan struct{} // one per request in flight, up to the peer's window
+	sendMu  sync.Mutex
+
+	mu      sync.Mutex
+	pending map[uint64]chan result
+	nextID  uint64
+	ended   bool
+	done    chan struct{} // closed when the stream ended
+}
+
+type result struct {
+	reply  []byte
+	err    error
+	notRun bool
+}
+
+// open opens the stream and reads the peer's window from its header.
+func (ds *deliveryStream) open(p *peerConn) error {
+	st, err := p.client.DeliverStream(p.ctx)
+	if err != nil {
+		return err
+	}
+	md, err := st.Header()
+	if err == nil && len(md.Get(server.WindowHeader)) == 0 {
+		// The stream ended before its header: Recv has the reason.
+		if _, err = st.Recv(); err == nil {
+			err = status.Error(codes.Internal, "the peer answered DeliverStream without its window header")
+		}
+	}
+	if err != nil {
+		return err
+	}
+	window, err := strconv.Atoi(md.Get(server.WindowHeader)[0])
+	if err != nil || window < 1 {
+		return status.Errorf(codes.Internal, "the peer announced the window %q", md.Get(server.WindowHeader)[0])
+	}
+	ds.st = st
+	ds.slots = make(chan struct{}, min(window, maxWindow))
+	return nil
+}
+
+// read hands each response to its caller until the stream ends, and
+// returns why it ended.
+func (ds *deliveryStream) read() error {
+	for {
+		resp, err := ds.st.Recv()
+		if err != nil {
+			return err
+		}
+		ds.mu.Lock()
+		ch := ds.pending[resp.GetId()]
+		delete(ds.pending, resp.GetId())
+		ds.mu.Unlock()
+		// Every request is answered once, cancelled ones too: its answer
+		// frees its slot.
+		select {
+		case <-ds.slots:
+		default:
+		}
+		if ch == nil {
+			continue // its caller stopped waiting
+		}
+		r := result{reply: resp.GetPayload()}
+		if e := resp.GetError(); e != nil {
+			r.err = server.StatusFromProto(e)
+			r.notRun = server.Retryable(r.err)
+		}
+		ch <- r
+	}
+}
+
+// end fails the requests still waiting: when the peer ended the stream
+// with CLOSED, it answered every request it ran, so the others did not
+// run; otherwise (a broken connection) they may have.
+func (ds *deliveryStream) end(err error) {
+	if errors.Is(err, io.EOF) {
+		err = status.Error(codes.Unavailable, "the peer ended the delivery stream")
+	}
+	notRun := server.Retryable(err)
+	ds.mu.Lock()
+	ds.ended = true
+	pending := ds.pending
+	ds.pending = nil
+	ds.mu.Unlock()
+	close(ds.done)
+	for _, ch := range pending {
+		ch <- result{err: err, notRun: notRun}
+	}
+}
+
+// deliver sends req on the stream and waits for its response within ctx.
+func (ds *deliveryStream) deliver(ctx context.Context, req *hostv1.DeliverRequest) ([]byte, bool, error) {
+	var timeout time.Duration
+	if d, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(d); timeout <= 0 {
+			return nil, true, status.FromContextError(context.DeadlineExceeded).Err()
+		}
+	}
+	select {
+	case ds.slots <- struct{}{}:
+	case <-ds.done:
+		return nil, true, status.Error(codes.Unavailable, "the delivery stream to the peer ended")
+	case <-ctx.Done():
+		return nil, true, status.FromContextError(ctx.Err()).Err()
+	}
+	ch := make(chan result, 1)
+	ds.mu.Lock()
+	if ds.ended {
+		ds.mu.Unlock()
+		return nil, true, status.Error(codes.Unavailable, "the delivery stream to the peer ended")
+	}
+	ds.nextID++
+	id := ds.nextID
+	ds.pending[id] = ch
+	ds.mu.Unlock()
+
+	ds.sendMu.Lock()
+	err := ds.st.Send(&hostv1.DeliverStreamRequest{Id: id, Message: req.GetMessage(), Wait: req.GetWait(), TimeoutNanos: int64(timeout)})
+	ds.sendMu.Unlock()
+	if err != nil {
+		ds.forget(id)
+		<-ds.slots
+		// A message Send refused was not sent; io.EOF means the stream
+		// ended, and its reason reaches the callers waiting on it.
+		if errors.Is(err, io.EOF) {
+			return nil, true, status.Error(codes.Unavailable, "the delivery stream to the peer ended")
+		}
+		return nil, true, err
+	}
+	select {
+	case r := <-ch:
+		return r.reply, r.notRun, r.err
+	case <-ctx.Done():
+		if ds.forget(id) {
+			go ds.cancel(id)
+		}
+		return nil, false, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// forget stops waiting for the response to id; it reports whether the
+// response had not arrived.
+func (ds *deliveryStream) forget(id uint64) bool {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	_, ok := ds.pending[id]
+	delete(ds.pending, id)
+	return ok
+}
+
+// cancel tells the peer to stop running request id.
+func (ds *deliveryStream) cancel(id uint64) {
+	ds.sendMu.Lock()
+	defer ds.sendMu.Unlock()
+	// A failed Send ends the stream, which cancels every request on it.
+	_ = ds.st.Send(&hostv1.DeliverStreamRequest{Id: id, Cancel: true})
+}
