@@ -254,6 +254,49 @@ func TestCancel(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
 
+// TestSleepingGuest: a guest asleep (Go's time.Sleep, WASI poll_oneoff)
+// is stopped by the module's CallTimeout, by the caller's deadline and by
+// cancellation, like one that spins, and the module answers afterwards.
+func TestSleepingGuest(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	_, err := h.Load(ctxT(t, time.Minute), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: 4, MaxInstances: 4, CallTimeout: 300 * time.Millisecond}})
+	require.NoError(t, err)
+	// Four instances, one for each call: a stopped instance is replaced,
+	// which the next call must not have to wait for. 20 s of sleep: only an
+	// interruption ends a call within the test.
+	req := host.Request{Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":20000}`)}
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want string
+		is   error
+	}{
+		{"call timeout", func() (context.Context, context.CancelFunc) {
+			return context.WithCancel(context.Background())
+		}, "sleeper/sleeper/in: timeout: deadline exceeded after 300ms", context.DeadlineExceeded},
+		{"caller's deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+		}, "sleeper/sleeper/in: timeout: the caller's deadline passed", context.DeadlineExceeded},
+		{"cancelled", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(50*time.Millisecond, cancel)
+			return ctx, cancel
+		}, "sleeper/sleeper/in: timeout: context canceled", context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			_, err := h.Invoke(ctx, req)
+			assert.Equal(t, host.KindTimeout, kindOf(err), "%v", err)
+			assert.EqualError(t, err, tc.want)
+			assert.ErrorIs(t, err, tc.is)
+		})
+	}
+	resp, err := h.Invoke(ctxT(t, time.Minute), host.Request{Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":1}`)})
+	require.NoError(t, err, "the module serves again")
+	assert.Equal(t, `{"slept":1}`, string(resp.Payload))
+}
+
 // TestBusy fills a module's only instance and checks that the next call
 // waits QueueTimeout and fails with ErrBusy.
 func TestBusy(t *testing.T) {

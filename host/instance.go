@@ -64,6 +64,7 @@ type instance struct {
 	callCtx context.Context
 
 	// Per-call state.
+	byCaller  bool // the deadline is the caller's, sooner than CallTimeout
 	component string
 	meta      []abi.KV
 	hops      int
@@ -138,15 +139,22 @@ func (in *instance) close() {
 }
 
 // sleep is the instance's nanosleep (WASI poll_oneoff on a clock): a real
-// sleep that the watchdog can cut short.
+// sleep that the watchdog can cut short. Cut short, it unwinds the guest:
+// a guest runtime woken early would only go back to sleep (Go's does, for
+// the rest of its timer), so the call ends here, and classify reports why
+// the watchdog stopped it.
 func (in *instance) sleep(ns int64) {
 	t := time.NewTimer(time.Duration(ns))
 	select {
 	case <-t.C:
 	case <-in.wake:
 		t.Stop()
+		panic(errWoken)
 	}
 }
+
+// errWoken is what a guest stopped in its sleep is unwound with.
+var errWoken = errors.New("stopped while asleep")
 
 // begin arms the watchdog for a call. ctx is the caller's context.
 func (in *instance) begin(ctx context.Context, deadline int64) {
@@ -185,6 +193,7 @@ func (in *instance) run(fn api.Function, params []uint64) (uint64, Kind, error) 
 		stack[0] = params[0]
 	}
 	ctx := context.Background()
+	in.byCaller = false
 	in.begin(ctx, deadline)
 	err := fn.CallWithStack(in.ctx, stack)
 	cause := in.end(ctx, deadline)
@@ -205,6 +214,8 @@ func (in *instance) fail(err error, cause int64) (Kind, error) {
 
 func (in *instance) classify(err error, cause int64) (Kind, error) {
 	switch {
+	case cause == interruptTimeout && in.byCaller:
+		return KindTimeout, errors.New("the caller's deadline passed")
 	case cause == interruptTimeout:
 		return KindTimeout, fmt.Errorf("deadline exceeded after %v", time.Duration(in.v.timeout))
 	case cause == interruptCanceled:

@@ -139,8 +139,11 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, got *i
 		*got = now
 	}
 	deadline := now + v.timeout
+	in.byCaller = false
 	if d, ok := ctx.Deadline(); ok {
-		deadline = min(deadline, v.h.deadlineAt(d))
+		if cd := v.h.deadlineAt(d); cd < deadline {
+			deadline, in.byCaller = cd, true
+		}
 	}
 	if done := ctx.Done(); done != nil {
 		select {
