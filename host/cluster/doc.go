@@ -13,12 +13,21 @@
 // A message to a module loaded in the local host goes to it in-process
 // (Host.Deliver), without gRPC. Any other module is looked up in the route
 // table (module → addresses of the hosts where it is ready, replaced whole
-// by SetRoutes with a generation that only grows) and delivered over
-// HostService.Deliver to one of its replicas, in round robin. A module that
-// is neither local nor routed fails at once with KindNotFound.
+// by SetRoutes with a generation that only grows) and delivered to one of
+// its replicas, in round robin. A module that is neither local nor routed
+// fails at once with KindNotFound.
 //
-// The call carries the caller's deadline as its gRPC deadline, and the
-// message's metadata carries tinyhost-hops (each host counts forwards and
+// Deliveries to a peer share one HostService.DeliverStream, opened on first
+// use and again after it ends: a message on an open stream costs about half
+// a unary call, having no stream to open and no headers. Each request
+// carries the time its caller still waits, and a caller that stops waiting
+// sends a cancel for it, so the peer stops the guest too. At most the
+// window the peer announces is in flight on the stream; further callers
+// wait for a free slot within their own deadline. A peer without
+// DeliverStream (HostService from before it) is called with Deliver, each
+// message with its caller's deadline as its gRPC deadline.
+//
+// The message's metadata carries tinyhost-hops (each host counts forwards and
 // refuses past its HopLimit, so a cycle A → B → A … ends with KindHopLimit)
 // and a W3C traceparent, created at the first hop when the message has
 // none; log lines about a message name its trace_id.
@@ -26,10 +35,12 @@
 // # Retry
 //
 // A failed delivery goes to the next replica only when it certainly did
-// not run: the request never reached a connection to the peer (it was
-// refused by a dial or a broken connection before a stream was opened:
-// grpc.Peer is not set), or the peer answered that it refused it before
-// running it (UNAVAILABLE/CLOSED, BUSY). A request that may have run, e.g.
+// not run: the request never reached the peer (no delivery stream could be
+// opened, the stream ended before the request was sent, or, with Deliver,
+// grpc.Peer is not set), the peer answered that it refused it before
+// running it (UNAVAILABLE/CLOSED, BUSY), or the peer, stopping, ended the
+// stream with CLOSED before answering it (it answers every request it
+// ran first). A request that may have run, e.g.
 // one in flight when its peer died, is never retried: it fails with
 // KindUnavailable to its caller, which knows whether repeating it is safe.
 // Replicas whose connection is in TRANSIENT_FAILURE are tried last.
@@ -37,8 +48,8 @@
 // # The pool
 //
 // One *grpc.ClientConn per peer host (grpc.NewClient, keepalive 10 s / 3 s),
-// shared by every module of the host, opened on first use and closed when
-// the peer leaves the route table.
+// and one delivery stream on it, shared by every module of the host, opened
+// on first use and closed when the peer leaves the route table.
 //
 // # Wiring
 //

@@ -62,18 +62,23 @@
 //
 // # Streams and shutdown
 //
-// InvokeStream runs up to Options.StreamWindow invocations of one stream at
-// once and answers each with its request's id. GracefulStop ends the Watch
-// streams and the intake of every InvokeStream (answering what it started,
-// then ending with UNAVAILABLE), and waits for accepted unary calls.
+// InvokeStream and DeliverStream run up to Options.StreamWindow requests of
+// one stream at once, on workers that stay for the stream's next request,
+// and answer each with its request's id. GracefulStop ends the Watch
+// streams and the intake of every InvokeStream and DeliverStream
+// (answering what it started, then ending with UNAVAILABLE, and for
+// DeliverStream the reason CLOSED), and waits for accepted unary calls.
 //
 // # Between hosts
 //
-// Deliver takes a message from a peer's router (package host/cluster) to a
-// module of this host, never further; its errors use the table above, and
-// FromStatus turns them back into the *host.CallError on the peer's side, so
-// that a component calling a remote module sees the status it would see
-// locally. SetRoutes, GetRoutes, SetWiring and GetWiring act on
+// DeliverStream (and Deliver, one message a call) takes messages from a
+// peer's router (package host/cluster) to a module of this host, never
+// further. DeliverStream's header WindowHeader announces StreamWindow; each
+// request carries its caller's remaining time and may be cancelled by id.
+// Errors use the table above, and FromStatus (with StatusFromProto for a
+// stream's error) turns them back into the *host.CallError on the peer's
+// side, so that a component calling a remote module sees the status it
+// would see locally. SetRoutes, GetRoutes, SetWiring and GetWiring act on
 // Options.Routing (a *cluster.Router); a generation older than the current
 // one is FAILED_PRECONDITION.
 package server

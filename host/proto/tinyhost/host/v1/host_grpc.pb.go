@@ -119,7 +119,8 @@ type HostServiceClient interface {
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error)
 	// Deliver is the host-to-host delivery of one message that a component
 	// sent, called or emitted on a wired port, to a module loaded in this
-	// host (never forwarded further). With wait, the reply is returned
+	// host (never forwarded further). Routers use DeliverStream, and Deliver
+	// only for a peer without it. With wait, the reply is returned
 	// within the call's deadline; without, the message is accepted and runs
 	// in the background. The message's metadata carries traceparent and
 	// tinyhost-hops; past the host's hop limit it fails with HOP_LIMIT.
@@ -340,7 +341,8 @@ type HostServiceServer interface {
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error
 	// Deliver is the host-to-host delivery of one message that a component
 	// sent, called or emitted on a wired port, to a module loaded in this
-	// host (never forwarded further). With wait, the reply is returned
+	// host (never forwarded further). Routers use DeliverStream, and Deliver
+	// only for a peer without it. With wait, the reply is returned
 	// within the call's deadline; without, the message is accepted and runs
 	// in the background. The message's metadata carries traceparent and
 	// tinyhost-hops; past the host's hop limit it fails with HOP_LIMIT.
