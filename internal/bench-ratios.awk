@@ -7,7 +7,7 @@
 }
 function ratio(label, num, den) {
 	if ((num in ns) && (den in ns) && ns[den] > 0)
-		printf "  %-44s %7.2fx   (%s ns/op vs %s ns/op)\n", label, ns[num] / ns[den], ns[num], ns[den]
+		printf "  %-48s %7.2fx   (%s ns/op vs %s ns/op)\n", label, ns[num] / ns[den], ns[num], ns[den]
 }
 END {
 	print ""
@@ -21,6 +21,8 @@ END {
 	ratio("load from the compile cache / cold load", "BenchmarkLoad/cached", "BenchmarkLoad/cold")
 	ratio("routed call to host 2 / gRPC Invoke on host 2", "BenchmarkRemoteCall/router", "BenchmarkRemoteCall/grpc-invoke")
 	ratio("routed call to host 2 / bare gRPC echo", "BenchmarkRemoteCall/router", "BenchmarkRemoteCall/grpc-echo")
+	ratio("component on host 1 -> host 2 / bare gRPC echo", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-echo")
 	ratio("component on host 1 -> host 2 / gRPC Invoke", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-invoke")
+	ratio("component on host 1 -> host 2 / stream echo", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-stream-echo")
 	ratio("in-process cross-module call / direct Invoke", "BenchmarkLocalCall/router", "BenchmarkLocalCall/invoke")
 }

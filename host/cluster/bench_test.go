@@ -56,6 +56,20 @@ func (echoServer) Invoke(_ context.Context, req *hostv1.InvokeRequest) (*hostv1.
 	return &hostv1.InvokeResponse{Payload: req.GetPayload()}, nil
 }
 
+// InvokeStream answers each request as it reads it: the least a round trip
+// on an open stream costs.
+func (echoServer) InvokeStream(stream hostv1.HostService_InvokeStreamServer) error {
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		if err := stream.Send(&hostv1.InvokeStreamResponse{Id: req.GetId(), Response: &hostv1.InvokeResponse{Payload: req.GetRequest().GetPayload()}}); err != nil {
+			return err
+		}
+	}
+}
+
 func serve(b *testing.B, register func(*grpc.Server)) string {
 	b.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -111,9 +125,11 @@ var (
 
 // BenchmarkRemoteCall: a component on host 1 (relay, invoked in-process)
 // calls hello on host 2 through host 1's pool, against one bare gRPC round
-// trip: an echo server with nothing behind it (grpc-echo), and a gRPC
-// Invoke of hello on host 2 (grpc-invoke), which does the same guest work
-// on host 2. router is the delivery alone, without the calling component.
+// trip: a unary call to an echo server with nothing behind it (grpc-echo),
+// one message each way on an open stream to it (grpc-stream-echo, the
+// floor of the delivery stream the pool uses), and a gRPC Invoke of hello
+// on host 2 (grpc-invoke), which does the same guest work on host 2. router
+// is the delivery alone, without the calling component.
 func BenchmarkRemoteCall(b *testing.B) {
 	ctx := context.Background()
 	hello, relay := e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay)
@@ -140,9 +156,25 @@ func BenchmarkRemoteCall(b *testing.B) {
 
 	echo, c2 := client(b, echoAddr), client(b, addr2)
 	invoke := &hostv1.InvokeRequest{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
-	base := []string{"grpc-echo", "grpc-invoke"}
+	base := []string{"grpc-echo", "grpc-stream-echo", "grpc-invoke"}
 	b.Run("grpc-echo", func(b *testing.B) {
 		measure(b, "grpc-echo", nil, func() error { _, err := echo.Invoke(ctx, invoke); return err })
+	})
+	b.Run("grpc-stream-echo", func(b *testing.B) {
+		stream, err := echo.InvokeStream(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer stream.CloseSend()
+		var id uint64
+		measure(b, "grpc-stream-echo", []string{"grpc-echo"}, func() error {
+			id++
+			if err := stream.Send(&hostv1.InvokeStreamRequest{Id: id, Request: invoke}); err != nil {
+				return err
+			}
+			_, err := stream.Recv()
+			return err
+		})
 	})
 	b.Run("grpc-invoke", func(b *testing.B) {
 		measure(b, "grpc-invoke", []string{"grpc-echo"}, func() error { _, err := c2.Invoke(ctx, invoke); return err })

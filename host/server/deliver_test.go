@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"testing"
 	"time"
 
@@ -72,11 +73,14 @@ func TestDeliverStream(t *testing.T) {
 		&hostv1.DeliverStreamRequest{Id: n + 2, Wait: true, TimeoutNanos: -1, Message: &hostv1.Message{Module: "echo", Component: "echo", Port: "in"}},
 		// Without wait the message is accepted and the reply dropped.
 		&hostv1.DeliverStreamRequest{Id: n + 3, Message: &hostv1.Message{Module: "echo", Component: "echo", Port: "in", Payload: []byte("x")}},
+		// The longest timeout is no timeout but the module's.
+		&hostv1.DeliverStreamRequest{Id: n + 4, Wait: true, TimeoutNanos: math.MaxInt64, Message: &hostv1.Message{Module: "echo", Component: "echo", Port: "in", Payload: []byte("long")}},
 	)
 	wants[n] = want{codes.InvalidArgument, "", "message is empty"}
 	wants[n+1] = want{codes.NotFound, server.ReasonNotFound, `"nope"`}
 	wants[n+2] = want{codes.InvalidArgument, "", "timeout_nanos is -1"}
 	wants[n+3] = want{}
+	wants[n+4] = want{text: "long"}
 	go func() {
 		for _, r := range reqs {
 			if err := stream.Send(r); err != nil {
