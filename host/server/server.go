@@ -87,6 +87,7 @@ const (
 	defaultMaxLoadBytes    = 64 << 20
 	defaultMaxMessageBytes = 4<<20 + 64<<10
 	defaultStreamWindow    = 64
+	streamWorkers          = 64
 )
 
 // Server serves one host over gRPC: tinyhost.host.v1.HostService, the
@@ -157,6 +158,11 @@ func New(h *host.Host, opts Options) (*Server, error) {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
+		// Calls run on workers that stay for the next call, not on a goroutine
+		// each, whose stack a guest call would grow by copying every time; a
+		// long-lived stream (a peer's DeliverStream, Watch) holds one, and
+		// when all are busy grpc-go starts a goroutine as it would without.
+		grpc.NumStreamWorkers(streamWorkers),
 		// Peers' routers ping every 10 s (host/cluster); grpc-go's default
 		// policy (5 min) would answer them with GOAWAY.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
