@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -254,7 +255,7 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 		for _, t := range targets {
 			out := abi.Message{Module: t.Module, Component: t.Component, Port: t.Port, Metadata: meta, Payload: msg.Payload}
 			if _, err := v.h.router.Deliver(v.h.ctx, out, false); err != nil {
-				return failed(kindStatus(err), "emit %s to %s: %v", from, t, err)
+				return failed(kindStatus(err), "emit %s to %s: %s", from, t, cause(err, t))
 			}
 		}
 		return abi.StatusOK, nil
@@ -304,24 +305,36 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 	}
 	next := in.hops + 1
 	if next > v.h.opts.HopLimit {
-		return failed(abi.StatusHopLimit, "%s to %s: hop limit %d reached (a cycle?)", what, to, v.h.opts.HopLimit)
+		return failed(abi.StatusHopLimit, "hop limit %d reached (a cycle?)", v.h.opts.HopLimit)
 	}
 	msg.Metadata = in.forwardMetadata(msg.Metadata, next)
 	if !wait {
 		if _, err := v.h.router.Deliver(v.h.ctx, msg, false); err != nil {
-			return failed(kindStatus(err), "%s to %s: %v", what, to, err)
+			return failed(kindStatus(err), "%s", cause(err, to))
 		}
 		return abi.StatusOK, nil
 	}
 	d := in.deadline.Load()
 	if d <= idle {
-		return failed(abi.StatusTimeout, "%s to %s: the caller's deadline passed", what, to)
+		return failed(abi.StatusTimeout, "the caller's deadline passed")
 	}
 	ctx, cancel := context.WithDeadline(v.h.ctx, v.h.epoch.Add(time.Duration(d)))
 	defer cancel()
 	reply, err := v.h.router.Deliver(ctx, msg, true)
 	if err != nil {
-		return failed(kindStatus(err), "%s to %s: %v", what, to, err)
+		return failed(kindStatus(err), "%s", cause(err, to))
 	}
 	return abi.StatusOK, reply
+}
+
+// cause is the reason a guest is given for a failed delivery to the
+// address to. The status already says the kind, and the SDK names the
+// operation and the address, so a *CallError about that address gives only
+// its cause.
+func cause(err error, to abi.Address) string {
+	var ce *CallError
+	if errors.As(err, &ce) && ce.Module == to.Module && ce.Component == to.Component && ce.Port == to.Port {
+		return ce.Err.Error()
+	}
+	return err.Error()
 }

@@ -247,12 +247,13 @@ func kindStatus(err error) abi.Status {
 	return abi.StatusError
 }
 
-// statusError is the error of a non-ok status with its reason.
+// statusError is the error of a non-ok status with its reason. The status
+// is left out where the CallError's kind already says it.
 func statusError(s abi.Status, reason []byte) error {
 	if len(reason) == 0 {
 		return errors.New(s.String())
 	}
-	if s == abi.StatusError {
+	if s == abi.StatusError || statusKind(s).String() == s.String() {
 		return errors.New(string(reason))
 	}
 	return errors.New(s.String() + ": " + string(reason))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -129,6 +130,8 @@ func TestCycle(t *testing.T) {
 		t.Logf("%s: %.300s", st.Code(), st.Message())
 		assert.Equal(t, codes.FailedPrecondition, st.Code())
 		assert.Contains(t, st.Message(), "hop limit 16 reached")
+		assert.True(t, strings.HasPrefix(st.Message(), "a/relay/bounce: hop limit: call b/relay/bounce: hop limit: host "+h2.Addr+": call a/relay/bounce: hop limit: host "+h1.Addr+": "),
+			"the message follows the path hop by hop: %.300s", st.Message())
 
 		// One trace across both hosts: created at the first hop on host 1,
 		// carried to host 2 and back, in the log lines about the message.
@@ -142,7 +145,9 @@ func TestCycle(t *testing.T) {
 		require.Error(t, err)
 		t.Logf("%v in %v", err, time.Since(start))
 		assert.Equal(t, codes.NotFound, status.Code(err))
-		assert.Contains(t, status.Convert(err).Message(), `module "nosuch" is not loaded here and has no route`)
+		// Each layer says what it adds once: the invoked port, the call its
+		// guest made, why that failed.
+		assert.Equal(t, `a/relay/call: not found: call nosuch/x/in: not found: module "nosuch" is not loaded here and has no route`, status.Convert(err).Message())
 	})
 	t.Run("routes", func(t *testing.T) {
 		resp, err := c1.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
