@@ -98,15 +98,15 @@ func (p *peerConn) connect(ds *deliveryStream) {
 	ds.end(err)
 }
 
-// deliveryStream is one DeliverStream to a peer: requests are sent under
-// sendMu and their responses, read by one goroutine, are handed to the
+// deliveryStream is one DeliverStream to a peer: requests are sent one at
+// a time, by whoever holds the send token, and their responses, read by one goroutine, are handed to the
 // callers waiting for them by id.
 type deliveryStream struct {
 	ready   chan struct{} // closed once open returned; then openErr is set
 	openErr error
 	st      hostv1.HostService_DeliverStreamClient
 	slots   chan struct{} // one per request in flight, up to the peer's window
-	sendMu  sync.Mutex
+	send    chan struct{} // the send token: a caller waits for it within its deadline
 
 	mu      sync.Mutex
 	pending map[uint64]chan result
@@ -143,6 +143,7 @@ func (ds *deliveryStream) open(p *peerConn) error {
 	}
 	ds.st = st
 	ds.slots = make(chan struct{}, min(window, maxWindow))
+	ds.send = make(chan struct{}, 1)
 	return nil
 }
 
@@ -197,12 +198,6 @@ func (ds *deliveryStream) end(err error) {
 
 // deliver sends req on the stream and waits for its response within ctx.
 func (ds *deliveryStream) deliver(ctx context.Context, req *hostv1.DeliverRequest) ([]byte, bool, error) {
-	var timeout time.Duration
-	if d, ok := ctx.Deadline(); ok {
-		if timeout = time.Until(d); timeout <= 0 {
-			return nil, true, status.FromContextError(context.DeadlineExceeded).Err()
-		}
-	}
 	select {
 	case ds.slots <- struct{}{}:
 	case <-ds.done:
@@ -221,9 +216,23 @@ func (ds *deliveryStream) deliver(ctx context.Context, req *hostv1.DeliverReques
 	ds.pending[id] = ch
 	ds.mu.Unlock()
 
-	ds.sendMu.Lock()
+	select {
+	case ds.send <- struct{}{}:
+	case <-ctx.Done():
+		// Another caller's Send holds the stream (a large message, flow
+		// control): this one was not sent.
+		ds.forget(id)
+		<-ds.slots
+		return nil, true, status.FromContextError(ctx.Err()).Err()
+	}
+	// The time the caller still waits, as late as possible; a deadline just
+	// passed is 1 ns, as 0 would be none.
+	var timeout time.Duration
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(d), 1)
+	}
 	err := ds.st.Send(&hostv1.DeliverStreamRequest{Id: id, Message: req.GetMessage(), Wait: req.GetWait(), TimeoutNanos: int64(timeout)})
-	ds.sendMu.Unlock()
+	<-ds.send
 	if err != nil {
 		ds.forget(id)
 		<-ds.slots
@@ -257,8 +266,8 @@ func (ds *deliveryStream) forget(id uint64) bool {
 
 // cancel tells the peer to stop running request id.
 func (ds *deliveryStream) cancel(id uint64) {
-	ds.sendMu.Lock()
-	defer ds.sendMu.Unlock()
+	ds.send <- struct{}{}
+	defer func() { <-ds.send }()
 	// A failed Send ends the stream, which cancels every request on it.
 	_ = ds.st.Send(&hostv1.DeliverStreamRequest{Id: id, Cancel: true})
 }
