@@ -102,9 +102,9 @@ type peerConn struct {
 	ctx    context.Context // of its delivery streams
 	cancel context.CancelFunc
 
-	mu    sync.Mutex
-	open  *deliveryStream // the stream new deliveries go on, nil for none
-	unary bool            // the peer has no DeliverStream
+	mu         sync.Mutex
+	open       *deliveryStream // the stream new deliveries go on, nil for none
+	unaryUntil time.Time       // the peer has no DeliverStream: use Deliver until then
 }
 
 // close ends the peer's delivery stream and closes its connection.

@@ -17,6 +17,10 @@ import (
 	"github.com/tinyhost/tinyhost/host/server"
 )
 
+// unaryRetry is how long a peer that had no DeliverStream is called with
+// Deliver before a stream is tried again (it may have been upgraded).
+const unaryRetry = time.Minute
+
 // maxWindow bounds the window a peer announces, so that a peer cannot make
 // this host keep an unbounded number of requests in flight to it.
 const maxWindow = 4096
@@ -46,7 +50,7 @@ func (p *peerConn) deliver(ctx context.Context, req *hostv1.DeliverRequest) (rep
 // DeliverStream. An error means nothing was sent.
 func (p *peerConn) stream(ctx context.Context) (*deliveryStream, error) {
 	p.mu.Lock()
-	if p.unary {
+	if p.unaryUntil.After(time.Now()) {
 		p.mu.Unlock()
 		return nil, nil
 	}
@@ -82,7 +86,7 @@ func (p *peerConn) connect(ds *deliveryStream) {
 			p.open = nil
 		}
 		if status.Code(ds.openErr) == codes.Unimplemented {
-			p.unary = true
+			p.unaryUntil = time.Now().Add(unaryRetry)
 		}
 		p.mu.Unlock()
 		close(ds.ready)

@@ -158,7 +158,12 @@ func TestPeerStops(t *testing.T) {
 // of a version before DeliverStream serves it.
 type unaryPeer struct {
 	hostv1.UnimplementedHostServiceServer
-	calls atomic.Int64
+	calls, streams atomic.Int64
+}
+
+func (p *unaryPeer) DeliverStream(stream hostv1.HostService_DeliverStreamServer) error {
+	p.streams.Add(1)
+	return p.UnimplementedHostServiceServer.DeliverStream(stream)
 }
 
 func (p *unaryPeer) Deliver(_ context.Context, req *hostv1.DeliverRequest) (*hostv1.DeliverResponse, error) {
@@ -166,7 +171,8 @@ func (p *unaryPeer) Deliver(_ context.Context, req *hostv1.DeliverRequest) (*hos
 	return &hostv1.DeliverResponse{Payload: append([]byte("unary:"), req.GetMessage().GetPayload()...)}, nil
 }
 
-// TestUnaryPeer: a peer without DeliverStream is reached with Deliver.
+// TestUnaryPeer: a peer without DeliverStream is reached with Deliver, and
+// the router remembers it rather than trying a stream for every message.
 func TestUnaryPeer(t *testing.T) {
 	p := &unaryPeer{}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -182,4 +188,5 @@ func TestUnaryPeer(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf(`unary:{"ms":%d}`, i), string(reply))
 	}
 	assert.EqualValues(t, 3, p.calls.Load())
+	assert.EqualValues(t, 1, p.streams.Load())
 }
