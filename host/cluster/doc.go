@@ -25,7 +25,8 @@
 // window the peer announces is in flight on the stream; further callers
 // wait for a free slot within their own deadline. A peer without
 // DeliverStream (HostService from before it) is called with Deliver, each
-// message with its caller's deadline as its gRPC deadline.
+// message with its caller's deadline as its gRPC deadline, for a minute
+// before a stream is tried again.
 //
 // The message's metadata carries tinyhost-hops (each host counts forwards and
 // refuses past its HopLimit, so a cycle A → B → A … ends with KindHopLimit)
