@@ -49,7 +49,9 @@
 // idle and the pool is below MaxInstances a new instance is created in the
 // background (instantiation costs milliseconds, so it never happens on the
 // call's goroutine while another instance may come free first); the call
-// waits at most QueueTimeout, then fails with ErrBusy.
+// waits at most QueueTimeout, then fails with ErrBusy. Once a second the
+// watchdog closes the instances beyond MinInstances that have been idle for
+// IdleTimeout, least recently used first.
 //
 // The request is encoded straight into the guest's own request buffer (the
 // guest hands it out once through tinyhost_buffer; the host asks again only

@@ -297,6 +297,38 @@ func TestSleepingGuest(t *testing.T) {
 	assert.Equal(t, `{"slept":1}`, string(resp.Payload))
 }
 
+// TestIdleTimeout: after a burst, the instances beyond MinInstances are
+// closed once idle for IdleTimeout, and the module goes on answering.
+func TestIdleTimeout(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	_, err := h.Load(ctxT(t, time.Minute), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{
+		MinInstances: 1, MaxInstances: 4, IdleTimeout: 300 * time.Millisecond,
+	}})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := h.Invoke(ctxT(t, time.Minute), host.Request{Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":500}`)})
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	info, _ := h.Module("sleeper")
+	require.Equal(t, 4, info.Pool.Instances, "the burst took four instances")
+	require.Eventually(t, func() bool {
+		info, _ := h.Module("sleeper")
+		return info.Pool.Instances == 1
+	}, 10*time.Second, 10*time.Millisecond, "idle instances beyond MinInstances are closed")
+	info, _ = h.Module("sleeper")
+	assert.Equal(t, 1, info.Pool.Idle)
+	assert.Zero(t, info.Pool.Discarded, "closing an idle instance is not a failure")
+	resp, err := h.Invoke(ctxT(t, time.Minute), host.Request{Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":1}`)})
+	require.NoError(t, err)
+	assert.Equal(t, `{"slept":1}`, string(resp.Payload))
+}
+
 // TestBusy fills a module's only instance and checks that the next call
 // waits QueueTimeout and fails with ErrBusy.
 func TestBusy(t *testing.T) {

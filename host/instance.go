@@ -52,6 +52,7 @@ type instance struct {
 	bufCap    uint32
 	cfg       *moduleConfig // the configuration its settings came from
 	liveIdx   int           // position in h.live; guarded by h.liveMu
+	idleSince int64         // the host's clock when it was last put back; guarded by pool.mu
 	dead      bool          // discard instead of reuse
 	deadKind  Kind          // why, when fail knows; else KindABIViolation
 

@@ -96,6 +96,11 @@ type Limits struct {
 	// QueueTimeout is how long a call waits for a free instance before it
 	// fails with ErrBusy. Default 5s.
 	QueueTimeout time.Duration
+
+	// IdleTimeout is how long an instance beyond MinInstances may stay
+	// idle before it is closed, so that a burst of calls does not hold its
+	// instances' memory for ever. Default 1m.
+	IdleTimeout time.Duration
 }
 
 // LoadOptions configure one Load.
@@ -122,6 +127,7 @@ const (
 	defaultMaxMessageSize = 4 << 20
 	defaultMinInstances   = 1
 	defaultQueueTimeout   = 5 * time.Second
+	defaultIdleTimeout    = time.Minute
 	defaultHopLimit       = 16
 	maxMemoryPages        = 65536
 )
@@ -156,6 +162,7 @@ func (o Options) withDefaults() (Options, error) {
 		MinInstances:   defaultMinInstances,
 		MaxInstances:   2 * runtime.GOMAXPROCS(0),
 		QueueTimeout:   defaultQueueTimeout,
+		IdleTimeout:    defaultIdleTimeout,
 	}
 	o.Limits = o.Limits.over(builtin)
 
@@ -203,6 +210,9 @@ func (l Limits) over(d Limits) Limits {
 	if l.QueueTimeout == 0 {
 		l.QueueTimeout = d.QueueTimeout
 	}
+	if l.IdleTimeout == 0 {
+		l.IdleTimeout = d.IdleTimeout
+	}
 	return l
 }
 
@@ -225,6 +235,9 @@ func (l Limits) validate() error {
 	}
 	if l.QueueTimeout < 0 {
 		errs = append(errs, fmt.Errorf("QueueTimeout is %v, must be positive", l.QueueTimeout))
+	}
+	if l.IdleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("IdleTimeout is %v, must be positive", l.IdleTimeout))
 	}
 	return errors.Join(errs...)
 }

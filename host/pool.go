@@ -121,9 +121,36 @@ func (p *pool) put(in *instance) {
 		w.ch <- handoff{in: in}
 		return
 	}
+	in.idleSince = p.v.h.clock()
 	p.idle = append(p.idle, in)
 	p.inUse--
 	p.mu.Unlock()
+}
+
+// reap closes the instances beyond MinInstances that have been idle for
+// IdleTimeout at the host's clock now, least recently used first, and
+// returns how many it closed.
+func (p *pool) reap(now int64) int {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return 0
+	}
+	// The idle stack is ordered by idleSince, oldest at the bottom.
+	n := 0
+	for n < len(p.idle) && p.live-n > p.v.limits.MinInstances && now-p.idle[n].idleSince >= int64(p.v.limits.IdleTimeout) {
+		n++
+	}
+	old := append([]*instance(nil), p.idle[:n]...)
+	k := copy(p.idle, p.idle[n:])
+	clear(p.idle[k:])
+	p.idle = p.idle[:k]
+	p.live -= n
+	p.mu.Unlock()
+	for _, in := range old {
+		in.close()
+	}
+	return n
 }
 
 // discard closes an instance that trapped, timed out, broke its memory limit
@@ -186,6 +213,7 @@ func (p *pool) spawnLocked() {
 			w.ch <- handoff{in: in}
 			return
 		default:
+			in.idleSince = p.v.h.clock()
 			p.idle = append(p.idle, in)
 		}
 		p.mu.Unlock()

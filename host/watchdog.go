@@ -9,6 +9,10 @@ import (
 // clock that call deadlines are computed from may be.
 var watchdogTick = 5 * time.Millisecond
 
+// reapEvery is how many watchdog ticks pass between two looks for idle
+// instances to close (IdleTimeout): a second.
+const reapEvery = 200
+
 // clock returns the host's coarse monotonic clock in nanoseconds since its
 // epoch, as last read by the watchdog (at most watchdogTick ago).
 func (h *Host) clock() int64 { return h.now.Load() }
@@ -48,13 +52,16 @@ func (h *Host) runWatchdog() {
 	defer close(h.watchdogDone)
 	t := time.NewTicker(watchdogTick)
 	defer t.Stop()
-	for {
+	for tick := 1; ; tick++ {
 		select {
 		case <-h.watchdog:
 			return
 		case <-t.C:
 		}
 		now := int64(time.Since(h.epoch))
+		if tick%reapEvery == 0 {
+			h.reapIdle(now)
+		}
 		h.now.Store(now)
 		h.liveMu.Lock()
 		for _, in := range h.live {
@@ -114,4 +121,18 @@ func (h *Host) memoryOf(v *version) uint64 {
 		}
 	}
 	return n
+}
+
+// reapIdle closes the instances of every module that have been idle for its
+// IdleTimeout, beyond its MinInstances.
+func (h *Host) reapIdle(now int64) {
+	for _, m := range *h.modules.Load() {
+		v := m.current.Load()
+		if v == nil {
+			continue
+		}
+		if n := v.pool.reap(now); n > 0 {
+			v.log.Debug("idle instances closed", "closed", n, "idle_timeout", v.limits.IdleTimeout)
+		}
+	}
 }

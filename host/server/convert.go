@@ -54,6 +54,7 @@ func limitsProto(l host.Limits) *hostv1.Limits {
 		MinInstances:    uint32(l.MinInstances),
 		MaxInstances:    uint32(l.MaxInstances),
 		QueueTimeoutMs:  uint32(l.QueueTimeout / time.Millisecond),
+		IdleTimeoutMs:   uint32(l.IdleTimeout / time.Millisecond),
 	}
 }
 
@@ -70,6 +71,7 @@ func limitsHost(l *hostv1.Limits) host.Limits {
 		MinInstances:   int(l.GetMinInstances()),
 		MaxInstances:   int(l.GetMaxInstances()),
 		QueueTimeout:   time.Duration(l.GetQueueTimeoutMs()) * time.Millisecond,
+		IdleTimeout:    time.Duration(l.GetIdleTimeoutMs()) * time.Millisecond,
 	}
 }
 

@@ -212,6 +212,14 @@ type Limits struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(h|m|s|ms)){1,4}$`
 	QueueTimeout *metav1.Duration `json:"queueTimeout,omitempty"`
 
+	// IdleTimeout is how long an instance beyond minInstances may stay
+	// idle before the host closes it.
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(h|m|s|ms)){1,4}$`
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+
 	// MaxMessageBytes bounds a message to or from the module.
 	//
 	// +optional

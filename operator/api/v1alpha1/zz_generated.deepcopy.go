@@ -132,6 +132,11 @@ func (in *Limits) DeepCopyInto(out *Limits) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.IdleTimeout != nil {
+		in, out := &in.IdleTimeout, &out.IdleTimeout
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.MaxMessageBytes != nil {
 		in, out := &in.MaxMessageBytes, &out.MaxMessageBytes
 		*out = new(int32)

@@ -105,7 +105,7 @@ func TestModuleLifecycle(t *testing.T) {
 		before := b.hostEntries(t, "hello")
 		b.update(t, "default", "hello", func(m *v1alpha1.TinyModule) {
 			m.Spec.Config = &runtime.RawExtension{Raw: []byte(`{"greeting":"Hi"}`)}
-			m.Spec.Limits = &v1alpha1.Limits{MaxInstances: replicas(2), MemoryPages: replicas(512)}
+			m.Spec.Limits = &v1alpha1.Limits{MaxInstances: replicas(2), MemoryPages: replicas(512), IdleTimeout: &metav1.Duration{Duration: 5 * time.Minute}}
 		})
 		eventually(t, time.Minute, "hello reloaded with the new spec on 3 hosts", func() error {
 			after := b.hostEntries(t, "hello")
@@ -126,6 +126,7 @@ func TestModuleLifecycle(t *testing.T) {
 				if mod.GetName() == "hello" {
 					assert.EqualValues(t, 2, mod.GetLimits().GetMaxInstances(), name)
 					assert.EqualValues(t, 512, mod.GetLimits().GetMemoryPages(), name)
+					assert.EqualValues(t, 300_000, mod.GetLimits().GetIdleTimeoutMs(), name)
 				}
 			}
 		}

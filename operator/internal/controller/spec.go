@@ -83,6 +83,9 @@ func loadHeader(m *v1alpha1.TinyModule) *hostv1.LoadHeader {
 		if l.QueueTimeout != nil {
 			h.Limits.QueueTimeoutMs = uint32(l.QueueTimeout.Milliseconds())
 		}
+		if l.IdleTimeout != nil {
+			h.Limits.IdleTimeoutMs = uint32(l.IdleTimeout.Milliseconds())
+		}
 		if l.MaxMessageBytes != nil {
 			h.Limits.MaxMessageBytes = uint32(*l.MaxMessageBytes)
 		}

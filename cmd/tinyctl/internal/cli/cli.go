@@ -95,6 +95,7 @@ type limitFlags struct {
 	minInstances uint32
 	maxInstances uint32
 	queueTimeout time.Duration
+	idleTimeout  time.Duration
 }
 
 // ctl is what a running command works with.

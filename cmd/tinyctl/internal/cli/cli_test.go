@@ -154,7 +154,7 @@ func TestCallJSON(t *testing.T) {
 }
 
 func TestLoadUnloadWatch(t *testing.T) {
-	_, addr := startHost(t)
+	h, addr := startHost(t)
 	env := map[string]string{"TINYCTL_ADDR": addr}
 	hello := e2e.Wasm(t, e2e.Hello)
 
@@ -168,9 +168,11 @@ func TestLoadUnloadWatch(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Count(wout.String(), "LOADED") == 2 }, 10*time.Second, 5*time.Millisecond,
 		"watch lists the loaded modules: %s", wout.String())
 
-	res := run(t, env, "", "load", hello, "--max-instances", "2", "--call-timeout", "3s")
+	res := run(t, env, "", "load", hello, "--max-instances", "2", "--call-timeout", "3s", "--idle-timeout", "90s")
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
 	assert.Contains(t, res.stdout, "upgraded hello 0.1.0 (sha256:")
+	info, _ := h.Module("hello")
+	assert.Equal(t, 90*time.Second, info.Limits.IdleTimeout)
 	res = run(t, env, "", "call", "hello/greeter", `{"name":"Ada"}`)
 	assert.Equal(t, cli.ExitOK, res.code, res.stderr)
 	res = run(t, env, "", "list")

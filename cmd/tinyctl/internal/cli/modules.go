@@ -132,6 +132,7 @@ Examples:
 		fs.Uint32Var(&o.limits.minInstances, "min-instances", 0, "instances kept warm")
 		fs.Uint32Var(&o.limits.maxInstances, "max-instances", 0, "most instances at once")
 		fs.DurationVar(&o.limits.queueTimeout, "queue-timeout", 0, "how long a call waits for a free instance")
+		fs.DurationVar(&o.limits.idleTimeout, "idle-timeout", 0, "how long an instance beyond --min-instances stays idle before it is closed")
 	},
 	run: runLoad,
 }
@@ -171,6 +172,7 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 		MinInstances:    c.o.limits.minInstances,
 		MaxInstances:    c.o.limits.maxInstances,
 		QueueTimeoutMs:  uint32(c.o.limits.queueTimeout.Milliseconds()),
+		IdleTimeoutMs:   uint32(c.o.limits.idleTimeout.Milliseconds()),
 	}
 	if c.o.config != "" {
 		cfg, err := c.readArg(c.o.config)

@@ -58,6 +58,7 @@ type Config struct {
 	MinInstances    int           `koanf:"min-instances"`
 	MaxInstances    int           `koanf:"max-instances"`
 	QueueTimeout    time.Duration `koanf:"queue-timeout"`
+	IdleTimeout     time.Duration `koanf:"idle-timeout"`
 
 	// Artifacts is the "artifacts" section of the file; its flags and
 	// variables are spelled --artifacts-cache-dir, TINYHOST_ARTIFACTS_CACHE_DIR.
@@ -130,6 +131,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Int("min-instances", 0, "module default: instances kept warm (default 1)")
 	fs.Int("max-instances", 0, "module default: most instances at once (default 2 x GOMAXPROCS)")
 	fs.Duration("queue-timeout", 0, "module default: how long a call waits for a free instance (default 5s)")
+	fs.Duration("idle-timeout", 0, "module default: how long an instance beyond min-instances stays idle before it is closed (default 1m)")
 	fs.String("artifacts-cache-dir", "", "cache of modules fetched from registries and URLs (default: <cache-dir>/artifacts)")
 	fs.String("artifacts-docker-config", "", "docker config file with registry credentials (default: $DOCKER_CONFIG, ~/.docker)")
 	fs.StringSlice("artifacts-plain-http", nil, "registries or hosts, host or host:port, reached over plain HTTP")

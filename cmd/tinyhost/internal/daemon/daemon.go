@@ -108,6 +108,7 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 			MinInstances:   cfg.MinInstances,
 			MaxInstances:   cfg.MaxInstances,
 			QueueTimeout:   cfg.QueueTimeout,
+			IdleTimeout:    cfg.IdleTimeout,
 		},
 	})
 	if err != nil {

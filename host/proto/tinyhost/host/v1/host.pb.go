@@ -705,8 +705,11 @@ type Limits struct {
 	MinInstances    uint32 `protobuf:"varint,4,opt,name=min_instances,json=minInstances,proto3" json:"min_instances,omitempty"`
 	MaxInstances    uint32 `protobuf:"varint,5,opt,name=max_instances,json=maxInstances,proto3" json:"max_instances,omitempty"`
 	QueueTimeoutMs  uint32 `protobuf:"varint,6,opt,name=queue_timeout_ms,json=queueTimeoutMs,proto3" json:"queue_timeout_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// How long an instance beyond min_instances may stay idle before it is
+	// closed.
+	IdleTimeoutMs uint32 `protobuf:"varint,7,opt,name=idle_timeout_ms,json=idleTimeoutMs,proto3" json:"idle_timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -777,6 +780,13 @@ func (x *Limits) GetMaxInstances() uint32 {
 func (x *Limits) GetQueueTimeoutMs() uint32 {
 	if x != nil {
 		return x.QueueTimeoutMs
+	}
+	return 0
+}
+
+func (x *Limits) GetIdleTimeoutMs() uint32 {
+	if x != nil {
+		return x.IdleTimeoutMs
 	}
 	return 0
 }
@@ -2499,14 +2509,15 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x04Port\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tdirection\x18\x02 \x01(\tR\tdirection\x12\x16\n" +
-	"\x06schema\x18\x03 \x01(\tR\x06schema\"\xf3\x01\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\"\x9b\x02\n" +
 	"\x06Limits\x12!\n" +
 	"\fmemory_pages\x18\x01 \x01(\rR\vmemoryPages\x12&\n" +
 	"\x0fcall_timeout_ms\x18\x02 \x01(\rR\rcallTimeoutMs\x12*\n" +
 	"\x11max_message_bytes\x18\x03 \x01(\rR\x0fmaxMessageBytes\x12#\n" +
 	"\rmin_instances\x18\x04 \x01(\rR\fminInstances\x12#\n" +
 	"\rmax_instances\x18\x05 \x01(\rR\fmaxInstances\x12(\n" +
-	"\x10queue_timeout_ms\x18\x06 \x01(\rR\x0equeueTimeoutMs\"\xd6\x01\n" +
+	"\x10queue_timeout_ms\x18\x06 \x01(\rR\x0equeueTimeoutMs\x12&\n" +
+	"\x0fidle_timeout_ms\x18\a \x01(\rR\ridleTimeoutMs\"\xd6\x01\n" +
 	"\x04Pool\x12\x1c\n" +
 	"\tinstances\x18\x01 \x01(\rR\tinstances\x12\x15\n" +
 	"\x06in_use\x18\x02 \x01(\rR\x05inUse\x12\x10\n" +
