@@ -19,6 +19,10 @@ var (
 
 	// ErrClosed is returned by every method of a closed Host.
 	ErrClosed = errors.New("host: closed")
+
+	// ErrCapacity is matched by the error of a load that would take the
+	// host past Options.Capacity.
+	ErrCapacity = errors.New("no capacity")
 )
 
 // Kind classifies a failed call.

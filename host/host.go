@@ -226,6 +226,9 @@ func (h *Host) Module(name string) (ModuleInfo, bool) {
 	return ModuleInfo{}, false
 }
 
+// Capacity returns the host's Options.Capacity.
+func (h *Host) Capacity() Capacity { return h.opts.Capacity }
+
 // Loaded reports whether a module with the name is loaded. It is cheap (no
 // allocation), for routers that must tell local modules from remote ones on
 // every message.

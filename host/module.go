@@ -381,6 +381,12 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 
 	h.mu.Lock()
 	m := (*h.modules.Load())[v.name]
+	if err := h.roomFor(m, &limits); err != nil {
+		h.mu.Unlock()
+		first.close()
+		v.retire()
+		return v, false, err
+	}
 	if m == nil {
 		m = &module{h: h, name: v.name}
 		h.setModule(v.name, m)
@@ -436,6 +442,39 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 		m.pruneTimers(v)
 	}
 	return v, old != nil, nil
+}
+
+// roomFor checks that a version with limits fits Options.Capacity, in
+// place of m's current one (m is nil for a new module). The caller holds
+// h.mu; a module counts from the moment its first version is being built.
+func (h *Host) roomFor(m *module, limits *Limits) error {
+	c := h.opts.Capacity
+	mods := *h.modules.Load()
+	if c.MaxModules > 0 && m == nil && len(mods) >= c.MaxModules {
+		return fmt.Errorf("%w: the host takes at most %d modules, and %d are loaded", ErrCapacity, c.MaxModules, len(mods))
+	}
+	if c.MemoryBytes == 0 {
+		return nil
+	}
+	need := limits.reserved()
+	for _, other := range mods {
+		if other == m {
+			continue
+		}
+		if v := other.current.Load(); v != nil {
+			need += v.limits.reserved()
+		}
+	}
+	if need > c.MemoryBytes {
+		return fmt.Errorf("%w: the pools would reserve %d MiB of memory, the host takes %d MiB (MemoryPages × 64 KiB × MaxInstances of each module)",
+			ErrCapacity, need>>20, c.MemoryBytes>>20)
+	}
+	return nil
+}
+
+// reserved is the memory a pool with these limits may grow to.
+func (l *Limits) reserved() uint64 {
+	return uint64(l.MemoryPages) * 65536 * uint64(l.MaxInstances)
 }
 
 // checkInterface checks what can be checked before compiling: the declared

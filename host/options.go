@@ -69,6 +69,20 @@ type Options struct {
 	// Observer is told about every guest call, compilation and discarded
 	// instance, e.g. to count them in metrics. Default nil: none, at no cost.
 	Observer Observer
+
+	// Capacity bounds what the host takes; a load past it fails with
+	// ErrCapacity. Default: no bounds.
+	Capacity Capacity
+}
+
+// Capacity is how much a host takes, and what it advertises to placement.
+// A zero field is no bound.
+type Capacity struct {
+	// MaxModules is how many modules may be loaded at once.
+	MaxModules int
+	// MemoryBytes bounds the memory the loaded modules' pools may grow to:
+	// the sum of MemoryPages × 64 KiB × MaxInstances over the modules.
+	MemoryBytes uint64
 }
 
 // Limits bound what one module may use. A zero field means "the default":
@@ -169,6 +183,9 @@ func (o Options) withDefaults() (Options, error) {
 	var errs []error
 	if o.HopLimit < 0 {
 		errs = append(errs, fmt.Errorf("HopLimit is %d, must be positive", o.HopLimit))
+	}
+	if o.Capacity.MaxModules < 0 {
+		errs = append(errs, fmt.Errorf("Capacity.MaxModules is %d, must be positive", o.Capacity.MaxModules))
 	}
 	if err := o.Limits.validate(); err != nil {
 		errs = append(errs, fmt.Errorf("Limits: %w", err))

@@ -161,6 +161,30 @@ func TestModulesDirectory(t *testing.T) {
 	}
 }
 
+// TestCapacity: the host advertises the capacity its flags give and
+// refuses a load past it, with a message that says which bound.
+func TestCapacity(t *testing.T) {
+	hello := e2e.Wasm(t, e2e.Hello)
+	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--max-modules", "1", "--max-memory-bytes", "1073741824"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info, err := client(t, h.Addr).Info(ctx, &hostv1.InfoRequest{})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, info.GetCapacity().GetMaxModules())
+	assert.EqualValues(t, 1<<30, info.GetCapacity().GetMemoryBytes())
+
+	tinyctl := e2e.Binary(t, "cmd/tinyctl")
+	env := []string{"TINYCTL_ADDR=" + h.Addr}
+	res := e2e.Run(t, env, tinyctl, "load", hello)
+	require.Equal(t, 0, res.Code, res.Stderr)
+	res = e2e.Run(t, env, tinyctl, "load", hello, "--name", "hola")
+	assert.NotEqual(t, 0, res.Code)
+	assert.Contains(t, res.Stderr, "no capacity: the host takes at most 1 modules, and 1 are loaded")
+	res = e2e.Run(t, env, tinyctl, "load", hello, "--memory-pages", "65536", "--max-instances", "1")
+	assert.NotEqual(t, 0, res.Code, "an upgrade past the memory bound")
+	assert.Contains(t, res.Stderr, "would reserve 4096 MiB of memory, the host takes 1024 MiB")
+}
+
 // TestGracefulShutdown sends SIGTERM while calls are in flight and more keep
 // coming, unary and on a stream: every call the host accepted is answered
 // (the others fail with UNAVAILABLE, never accepted), and it exits 0.

@@ -28,6 +28,7 @@
 //	KindHopLimit                    FAILED_PRECONDITION  HOP_LIMIT
 //	KindUnavailable                 UNAVAILABLE          UNAVAILABLE
 //	ErrClosed                       UNAVAILABLE          CLOSED
+//	ErrCapacity                     RESOURCE_EXHAUSTED   CAPACITY
 //	artifact.ErrInvalidSource       INVALID_ARGUMENT     BAD_SOURCE
 //	artifact.ErrNotWasm             INVALID_ARGUMENT     NOT_WASM
 //	artifact.ErrDigestMismatch      DATA_LOSS            DIGEST_MISMATCH

@@ -35,11 +35,6 @@ type Options struct {
 	Version string
 	// Labels are reported by Info, for placement.
 	Labels map[string]string
-	// Capacity is what the host advertises for placement: MaxModules and
-	// MemoryBytes (0 means no limit). The loaded and reserved fields are
-	// computed.
-	Capacity Capacity
-
 	// Token, when set, is the bearer token every call must carry in its
 	// "authorization: Bearer <token>" metadata; the health service is
 	// exempt. Default "": no token.
@@ -68,12 +63,6 @@ type Options struct {
 	// (interceptors, message sizes): transport credentials for TLS and
 	// mTLS, keepalive.
 	ServerOptions []grpc.ServerOption
-}
-
-// Capacity is what the host advertises about its size.
-type Capacity struct {
-	MaxModules  uint32
-	MemoryBytes uint64
 }
 
 // Observer is told about every invocation the server handles, after it
@@ -218,15 +207,16 @@ func (s *Server) Stop() {
 // Info implements HostService.Info.
 func (s *Server) Info(ctx context.Context, _ *hostv1.InfoRequest) (*hostv1.InfoResponse, error) {
 	mods := s.h.Modules()
+	c := s.h.Capacity()
 	resp := &hostv1.InfoResponse{
 		Name:        s.opts.Name,
 		Version:     s.opts.Version,
 		AbiVersions: []uint32{abi.Version},
 		Labels:      s.opts.Labels,
 		Capacity: &hostv1.Capacity{
-			MaxModules:    s.opts.Capacity.MaxModules,
+			MaxModules:    uint32(c.MaxModules),
 			LoadedModules: uint32(len(mods)),
-			MemoryBytes:   s.opts.Capacity.MemoryBytes,
+			MemoryBytes:   c.MemoryBytes,
 		},
 		Modules: make([]*hostv1.Module, 0, len(mods)),
 	}

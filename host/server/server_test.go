@@ -204,10 +204,10 @@ func TestLoadModule(t *testing.T) {
 }
 
 func TestInfo(t *testing.T) {
-	e := newEnv(t, envOptions{server: server.Options{
-		Name: "host-a", Version: "v9.9.9", Labels: map[string]string{"zone": "a"},
-		Capacity: server.Capacity{MaxModules: 10},
-	}})
+	e := newEnv(t, envOptions{
+		server: server.Options{Name: "host-a", Version: "v9.9.9", Labels: map[string]string{"zone": "a"}},
+		host:   host.Options{Capacity: host.Capacity{MaxModules: 10, MemoryBytes: 1 << 30}},
+	})
 	e.load(t, guest(t, "echo"), "", host.Limits{MaxInstances: 2, MemoryPages: 100})
 	info, err := e.client.Info(context.Background(), &hostv1.InfoRequest{})
 	require.NoError(t, err)
@@ -216,6 +216,7 @@ func TestInfo(t *testing.T) {
 	assert.Equal(t, []uint32{1}, info.GetAbiVersions())
 	assert.Equal(t, map[string]string{"zone": "a"}, info.GetLabels())
 	assert.Equal(t, uint32(10), info.GetCapacity().GetMaxModules())
+	assert.Equal(t, uint64(1<<30), info.GetCapacity().GetMemoryBytes())
 	assert.Equal(t, uint32(1), info.GetCapacity().GetLoadedModules())
 	assert.Equal(t, uint64(2*100*65536), info.GetCapacity().GetMemoryReservedBytes())
 	require.Len(t, info.GetModules(), 1)
@@ -224,6 +225,36 @@ func TestInfo(t *testing.T) {
 	assert.Equal(t, "1.0.0", m.GetVersion())
 	assert.Equal(t, uint32(1), m.GetAbiVersion())
 	assert.Equal(t, []string{"abitest", "echo"}, m.GetComponents()[0].GetInfo().GetTags())
+}
+
+// TestCapacity: a load past the host's capacity is RESOURCE_EXHAUSTED with
+// the reason CAPACITY, and says what is full; an upgrade of a loaded module
+// is not a new one.
+func TestCapacity(t *testing.T) {
+	// 2 modules, and 64 MiB: echo with 4 instances of 4 MiB (64 pages) takes
+	// 16 MiB.
+	e := newEnv(t, envOptions{host: host.Options{Capacity: host.Capacity{MaxModules: 2, MemoryBytes: 64 << 20}}})
+	small := host.Limits{MemoryPages: 64, MaxInstances: 4}
+	e.load(t, guest(t, "echo"), "", small)
+
+	load := func(name string, limits *hostv1.Limits) error {
+		stream, err := e.client.LoadModule(context.Background())
+		require.NoError(t, err)
+		wasm := guest(t, "echo")
+		require.NoError(t, stream.Send(&hostv1.LoadModuleRequest{Header: &hostv1.LoadHeader{Name: name, Size: uint64(len(wasm)), Limits: limits}, Chunk: wasm}))
+		_, err = stream.CloseAndRecv()
+		return err
+	}
+	smallProto := &hostv1.Limits{MemoryPages: 64, MaxInstances: 4}
+	wantStatus(t, load("big", &hostv1.Limits{MemoryPages: 1024, MaxInstances: 4}), codes.ResourceExhausted, server.ReasonCapacity,
+		"no capacity", "would reserve 272 MiB of memory, the host takes 64 MiB")
+	require.NoError(t, load("echo", &hostv1.Limits{MemoryPages: 64, MaxInstances: 8}), "an upgrade replaces its own reservation")
+	require.NoError(t, load("second", smallProto))
+	wantStatus(t, load("third", smallProto), codes.ResourceExhausted, server.ReasonCapacity, "the host takes at most 2 modules, and 2 are loaded")
+	_, loaded := e.h.Module("third")
+	assert.False(t, loaded)
+	require.NoError(t, e.h.Unload(context.Background(), "second"))
+	require.NoError(t, load("third", smallProto), "unloading makes room")
 }
 
 func TestToken(t *testing.T) {

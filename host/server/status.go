@@ -35,6 +35,7 @@ const (
 	ReasonBadModule    = "BAD_MODULE"
 	ReasonABIVersion   = "ABI_VERSION"
 	ReasonClosed       = "CLOSED"
+	ReasonCapacity     = "CAPACITY"
 
 	// Reasons of a module fetched from a source (LoadHeader.source).
 	ReasonBadSource      = "BAD_SOURCE"
@@ -107,6 +108,11 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, host.ErrClosed):
 		code, reason = codes.Unavailable, ReasonClosed
+	case errors.Is(err, host.ErrCapacity):
+		code, reason = codes.ResourceExhausted, ReasonCapacity
+		if errors.As(err, &loadErr) && loadErr.Module != "" {
+			meta = map[string]string{"module": loadErr.Module}
+		}
 	case errors.As(err, &callErr):
 		ks, ok := kindStatus[callErr.Kind]
 		if ok {

@@ -43,6 +43,8 @@ type Config struct {
 	ShutdownTimeout time.Duration     `koanf:"shutdown-timeout"`
 	Capabilities    []string          `koanf:"capabilities"`
 	HopLimit        int               `koanf:"hop-limit"`
+	MaxModules      int               `koanf:"max-modules"`
+	MaxMemoryBytes  uint64            `koanf:"max-memory-bytes"`
 
 	// Routes (module → "host:port" of the hosts where it is ready) and
 	// wiring ("module/component/outport" → "module/component/inport") of a
@@ -124,6 +126,8 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish")
 	fs.StringSlice("capabilities", nil, "capabilities granted to modules that name none; empty means log,config,timer,messaging")
 	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
+	fs.Int("max-modules", 0, "how many modules the host takes; advertised to placement (default 0: no limit)")
+	fs.Uint64("max-memory-bytes", 0, "memory the modules' pools may reserve (memory-pages x 64 KiB x max-instances each); advertised to placement (default 0: no limit)")
 	fs.String("peer-tls-ca", "", "PEM CA of the peers' certificates; with --tls-cert, peers are called over TLS (default: system roots)")
 	fs.Uint32("memory-pages", 0, "module default: linear memory per instance in 64 KiB pages (default 4096)")
 	fs.Duration("call-timeout", 0, "module default: how long one call may run (default 10s)")
@@ -305,6 +309,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxLoadBytes <= 0 {
 		errs = append(errs, fmt.Sprintf("max-load-bytes is %d, must be positive", c.MaxLoadBytes))
+	}
+	if c.MaxModules < 0 {
+		errs = append(errs, fmt.Sprintf("max-modules is %d, must not be negative", c.MaxModules))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Sprintf("shutdown-timeout is %v, must be positive", c.ShutdownTimeout))

@@ -99,6 +99,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "tls pair", args: []string{"--tls-cert", "c.pem"}, want: "tls-cert and tls-key go together"},
 		{name: "client ca alone", args: []string{"--tls-client-ca", "ca.pem"}, want: "tls-client-ca needs tls-cert"},
 		{name: "load limit", args: []string{"--max-load-bytes", "0"}, want: "max-load-bytes"},
+		{name: "max modules", args: []string{"--max-modules", "-1"}, want: "max-modules is -1, must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args

@@ -101,6 +101,7 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		Router:              router,
 		DefaultCapabilities: caps,
 		HopLimit:            cfg.HopLimit,
+		Capacity:            host.Capacity{MaxModules: cfg.MaxModules, MemoryBytes: cfg.MaxMemoryBytes},
 		Limits: host.Limits{
 			MemoryPages:    cfg.MemoryPages,
 			CallTimeout:    cfg.CallTimeout,

@@ -32,6 +32,8 @@
 //   FAILED_PRECONDITION HOP_LIMIT      a message was forwarded too many times
 //   UNAVAILABLE         UNAVAILABLE    the target cannot take the message now
 //   UNAVAILABLE         CLOSED         the host is shutting down
+//   RESOURCE_EXHAUSTED  CAPACITY       a load would take the host past its
+//                                      capacity (max_modules, memory_bytes)
 //   INVALID_ARGUMENT    BAD_SOURCE     LoadHeader.source does not parse, or a
 //                                      source came with chunks
 //   INVALID_ARGUMENT    NOT_WASM       the source names something other than a
@@ -252,7 +254,8 @@ func (x *InfoResponse) GetModules() []*Module {
 // Capacity is what the host offers modules and how much of it is in use.
 type Capacity struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// How many modules the host accepts; 0 means no limit.
+	// How many modules the host accepts; 0 means no limit. A load past it or
+	// past memory_bytes fails with RESOURCE_EXHAUSTED/CAPACITY.
 	MaxModules    uint32 `protobuf:"varint,1,opt,name=max_modules,json=maxModules,proto3" json:"max_modules,omitempty"`
 	LoadedModules uint32 `protobuf:"varint,2,opt,name=loaded_modules,json=loadedModules,proto3" json:"loaded_modules,omitempty"`
 	// Memory the host may give guest instances, in bytes; 0 means no limit.

@@ -32,6 +32,8 @@
 //   FAILED_PRECONDITION HOP_LIMIT      a message was forwarded too many times
 //   UNAVAILABLE         UNAVAILABLE    the target cannot take the message now
 //   UNAVAILABLE         CLOSED         the host is shutting down
+//   RESOURCE_EXHAUSTED  CAPACITY       a load would take the host past its
+//                                      capacity (max_modules, memory_bytes)
 //   INVALID_ARGUMENT    BAD_SOURCE     LoadHeader.source does not parse, or a
 //                                      source came with chunks
 //   INVALID_ARGUMENT    NOT_WASM       the source names something other than a
