@@ -94,6 +94,10 @@ func (p *peerConn) connect(ds *deliveryStream) {
 	}
 	close(ds.ready)
 	err := ds.read()
+	if p.ctx.Err() != nil {
+		// Not the callers' cancellation: the router closed the connection.
+		err = status.Error(codes.Unavailable, "the connection to the peer was closed: it left the routes, or the router closed")
+	}
 	p.mu.Lock()
 	if p.open == ds {
 		p.open = nil
@@ -103,8 +107,8 @@ func (p *peerConn) connect(ds *deliveryStream) {
 }
 
 // deliveryStream is one DeliverStream to a peer: requests are sent one at
-// a time, by whoever holds the send token, and their responses, read by one goroutine, are handed to the
-// callers waiting for them by id.
+// a time, by whoever holds the send token, and their responses, read by
+// one goroutine, are handed to the callers waiting for them by id.
 type deliveryStream struct {
 	ready   chan struct{} // closed once open returned; then openErr is set
 	openErr error
