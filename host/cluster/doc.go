@@ -23,7 +23,9 @@
 // carries the time its caller still waits, and a caller that stops waiting
 // sends a cancel for it, so the peer stops the guest too. At most the
 // window the peer announces is in flight on the stream; further callers
-// wait for a free slot within their own deadline. A peer without
+// wait for a free slot within their own deadline. One writer goroutine
+// sends what callers queue, so that none waits past its deadline inside a
+// Send held up by flow control. A peer without
 // DeliverStream (HostService from before it) is called with Deliver, each
 // message with its caller's deadline as its gRPC deadline, for a minute
 // before a stream is tried again.

@@ -56,7 +56,7 @@ func (p *peerConn) stream(ctx context.Context) (*deliveryStream, error) {
 	}
 	ds := p.open
 	if ds == nil {
-		ds = &deliveryStream{ready: make(chan struct{}), done: make(chan struct{}), pending: map[uint64]chan result{}}
+		ds = &deliveryStream{ready: make(chan struct{}), done: make(chan struct{}), pending: map[uint64]*call{}}
 		p.open = ds
 		go p.connect(ds)
 	}
@@ -93,6 +93,7 @@ func (p *peerConn) connect(ds *deliveryStream) {
 		return
 	}
 	close(ds.ready)
+	go ds.write()
 	err := ds.read()
 	if p.ctx.Err() != nil {
 		// Not the callers' cancellation: the router closed the connection.
@@ -106,21 +107,28 @@ func (p *peerConn) connect(ds *deliveryStream) {
 	ds.end(err)
 }
 
-// deliveryStream is one DeliverStream to a peer: requests are sent one at
-// a time, by whoever holds the send token, and their responses, read by
-// one goroutine, are handed to the callers waiting for them by id.
+// deliveryStream is one DeliverStream to a peer. Callers queue their
+// requests for one writer goroutine, so that none waits inside a Send held
+// up by flow control (a wedged peer) past its deadline; one reader
+// goroutine hands each response to the caller waiting for its id.
 type deliveryStream struct {
 	ready   chan struct{} // closed once open returned; then openErr is set
 	openErr error
 	st      hostv1.HostService_DeliverStreamClient
-	slots   chan struct{} // one per request in flight, up to the peer's window
-	send    chan struct{} // the send token: a caller waits for it within its deadline
+	slots   chan struct{}                     // one per request in flight, up to the peer's window
+	queue   chan *hostv1.DeliverStreamRequest // for the writer; room for a window of requests and their cancels
 
 	mu      sync.Mutex
-	pending map[uint64]chan result
+	pending map[uint64]*call
 	nextID  uint64
 	ended   bool
 	done    chan struct{} // closed when the stream ended
+}
+
+// call is a request waiting for its response.
+type call struct {
+	ch   chan result
+	sent bool // handed to Send: from then on it may have run; guarded by mu
 }
 
 type result struct {
@@ -149,10 +157,37 @@ func (ds *deliveryStream) open(p *peerConn) error {
 	if err != nil || window < 1 {
 		return status.Errorf(codes.Internal, "the peer announced the window %q", md.Get(server.WindowHeader)[0])
 	}
+	window = min(window, maxWindow)
 	ds.st = st
-	ds.slots = make(chan struct{}, min(window, maxWindow))
-	ds.send = make(chan struct{}, 1)
+	ds.slots = make(chan struct{}, window)
+	ds.queue = make(chan *hostv1.DeliverStreamRequest, 2*window)
 	return nil
+}
+
+// write sends the queued requests until the stream ends or a Send fails
+// (then the stream is broken, and read reports why).
+func (ds *deliveryStream) write() {
+	for {
+		select {
+		case req := <-ds.queue:
+			if !req.GetCancel() {
+				ds.mu.Lock()
+				c := ds.pending[req.GetId()]
+				if c != nil {
+					c.sent = true
+				}
+				ds.mu.Unlock()
+				if c == nil {
+					continue // its caller gave up before it was sent
+				}
+			}
+			if ds.st.Send(req) != nil {
+				return
+			}
+		case <-ds.done:
+			return
+		}
+	}
 }
 
 // read hands each response to its caller until the stream ends, and
@@ -164,7 +199,7 @@ func (ds *deliveryStream) read() error {
 			return err
 		}
 		ds.mu.Lock()
-		ch := ds.pending[resp.GetId()]
+		c := ds.pending[resp.GetId()]
 		delete(ds.pending, resp.GetId())
 		ds.mu.Unlock()
 		// Every request is answered once, cancelled ones too: its answer
@@ -173,7 +208,7 @@ func (ds *deliveryStream) read() error {
 		case <-ds.slots:
 		default:
 		}
-		if ch == nil {
+		if c == nil {
 			continue // its caller stopped waiting
 		}
 		r := result{reply: resp.GetPayload()}
@@ -181,13 +216,14 @@ func (ds *deliveryStream) read() error {
 			r.err = server.StatusFromProto(e)
 			r.notRun = server.Retryable(r.err)
 		}
-		ch <- r
+		c.ch <- r
 	}
 }
 
-// end fails the requests still waiting: when the peer ended the stream
-// with CLOSED, it answered every request it ran, so the others did not
-// run; otherwise (a broken connection) they may have.
+// end fails the requests still waiting: those never handed to Send did
+// not run; when the peer ended the stream with CLOSED, it answered every
+// request it ran, so none of the others ran either; otherwise (a broken
+// connection) they may have.
 func (ds *deliveryStream) end(err error) {
 	if errors.Is(err, io.EOF) {
 		err = status.Error(codes.Unavailable, "the peer ended the delivery stream")
@@ -199,8 +235,8 @@ func (ds *deliveryStream) end(err error) {
 	ds.pending = nil
 	ds.mu.Unlock()
 	close(ds.done)
-	for _, ch := range pending {
-		ch <- result{err: err, notRun: notRun}
+	for _, c := range pending {
+		c.ch <- result{err: err, notRun: notRun || !c.sent}
 	}
 }
 
@@ -213,69 +249,64 @@ func (ds *deliveryStream) deliver(ctx context.Context, req *hostv1.DeliverReques
 	case <-ctx.Done():
 		return nil, true, status.FromContextError(ctx.Err()).Err()
 	}
-	ch := make(chan result, 1)
-	ds.mu.Lock()
-	if ds.ended {
-		ds.mu.Unlock()
-		return nil, true, status.Error(codes.Unavailable, "the delivery stream to the peer ended")
-	}
-	ds.nextID++
-	id := ds.nextID
-	ds.pending[id] = ch
-	ds.mu.Unlock()
-
-	select {
-	case ds.send <- struct{}{}:
-	case <-ctx.Done():
-		// Another caller's Send holds the stream (a large message, flow
-		// control): this one was not sent.
-		ds.forget(id)
-		<-ds.slots
-		return nil, true, status.FromContextError(ctx.Err()).Err()
-	}
-	// The time the caller still waits, as late as possible; a deadline just
-	// passed is 1 ns, as 0 would be none.
+	// The time the caller still waits; a deadline just passed is 1 ns, as 0
+	// would be none.
 	var timeout time.Duration
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(d), 1)
 	}
-	err := ds.st.Send(&hostv1.DeliverStreamRequest{Id: id, Message: req.GetMessage(), Wait: req.GetWait(), TimeoutNanos: int64(timeout)})
-	<-ds.send
-	if err != nil {
-		ds.forget(id)
+	c := &call{ch: make(chan result, 1)}
+	ds.mu.Lock()
+	if ds.ended {
+		ds.mu.Unlock()
 		<-ds.slots
-		// A message Send refused was not sent; io.EOF means the stream
-		// ended, and its reason reaches the callers waiting on it.
-		if errors.Is(err, io.EOF) {
-			return nil, true, status.Error(codes.Unavailable, "the delivery stream to the peer ended")
-		}
-		return nil, true, err
+		return nil, true, status.Error(codes.Unavailable, "the delivery stream to the peer ended")
 	}
+	ds.nextID++
+	id := ds.nextID
+	ds.pending[id] = c
+	ds.mu.Unlock()
 	select {
-	case r := <-ch:
+	case ds.queue <- &hostv1.DeliverStreamRequest{Id: id, Message: req.GetMessage(), Wait: req.GetWait(), TimeoutNanos: int64(timeout)}:
+	case <-ds.done: // end answers it, as not sent
+	case <-ctx.Done():
+		// The queue is full of requests whose callers gave up while the
+		// writer was held up: this one was not sent.
+		if _, waiting := ds.forget(id); waiting {
+			<-ds.slots
+		}
+		return nil, true, status.FromContextError(ctx.Err()).Err()
+	}
+
+	select {
+	case r := <-c.ch:
 		return r.reply, r.notRun, r.err
 	case <-ctx.Done():
-		if ds.forget(id) {
-			go ds.cancel(id)
+		if sent, waiting := ds.forget(id); waiting && sent {
+			ds.cancel(id)
+		} else if waiting {
+			<-ds.slots // never sent: no response will free its slot
 		}
 		return nil, false, status.FromContextError(ctx.Err()).Err()
 	}
 }
 
 // forget stops waiting for the response to id; it reports whether the
-// response had not arrived.
-func (ds *deliveryStream) forget(id uint64) bool {
+// request was handed to Send, and whether its response had not arrived.
+func (ds *deliveryStream) forget(id uint64) (sent, waiting bool) {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
-	_, ok := ds.pending[id]
+	c, ok := ds.pending[id]
 	delete(ds.pending, id)
-	return ok
+	return ok && c.sent, ok
 }
 
-// cancel tells the peer to stop running request id.
+// cancel tells the peer to stop running request id; its answer frees the
+// request's slot. With the queue full it is dropped: the request's own
+// timeout, carried to the peer, stops it there.
 func (ds *deliveryStream) cancel(id uint64) {
-	ds.send <- struct{}{}
-	defer func() { <-ds.send }()
-	// A failed Send ends the stream, which cancels every request on it.
-	_ = ds.st.Send(&hostv1.DeliverStreamRequest{Id: id, Cancel: true})
+	select {
+	case ds.queue <- &hostv1.DeliverStreamRequest{Id: id, Cancel: true}:
+	default:
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
@@ -152,6 +153,53 @@ func TestPeerStops(t *testing.T) {
 	}
 	assert.EqualValues(t, n, ok.Load())
 	require.NoError(t, <-stopped)
+}
+
+// wedgedPeer opens delivery streams and never reads them, as a host that
+// hangs would: what is sent to it waits in flow control.
+type wedgedPeer struct {
+	hostv1.UnimplementedHostServiceServer
+}
+
+func (wedgedPeer) DeliverStream(stream hostv1.HostService_DeliverStreamServer) error {
+	if err := stream.SendHeader(metadata.Pairs(server.WindowHeader, "64")); err != nil {
+		return err
+	}
+	<-stream.Context().Done()
+	return nil
+}
+
+// TestWedgedPeer: callers to a peer that stops reading end at their
+// deadlines, though their messages are stuck in gRPC flow control.
+func TestWedgedPeer(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := grpc.NewServer()
+	hostv1.RegisterHostServiceServer(s, wedgedPeer{})
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	r := router(t, map[string][]string{"sleeper": {lis.Addr().String()}})
+
+	big := abi.Message{Module: "sleeper", Component: "sleeper", Port: "in", Payload: make([]byte, 3<<20)}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			_, err := r.Deliver(ctx, big, true)
+			errs <- err
+		}()
+	}
+	for range 4 {
+		select {
+		case err := <-errs:
+			var ce *host.CallError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, host.KindTimeout, ce.Kind, "%v", err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("a call to a wedged peer outlived its deadline by 20 s")
+		}
+	}
 }
 
 // unaryPeer is a host API with Deliver but without DeliverStream, as a host
