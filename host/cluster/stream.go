@@ -26,12 +26,19 @@ const unaryRetry = time.Minute
 const maxWindow = 4096
 
 // deliver delivers req to the peer and returns the reply, or an error and
-// whether the peer certainly did not run the message. It uses the peer's
+// whether another replica may take the message: the peer certainly did not
+// run it, for a reason of its own. It uses the peer's
 // delivery stream, opening one when there is none, and plain Deliver calls
 // for a peer that has no DeliverStream.
 func (p *peerConn) deliver(ctx context.Context, req *hostv1.DeliverRequest) (reply []byte, notRun bool, err error) {
 	ds, err := p.stream(ctx)
 	if err != nil {
+		// Nothing was sent, but credentials the peer refused would be
+		// refused by every replica: that goes back to the caller.
+		switch status.Code(err) {
+		case codes.Unauthenticated, codes.PermissionDenied:
+			return nil, false, err
+		}
 		return nil, true, err
 	}
 	if ds == nil {

@@ -202,6 +202,29 @@ func TestWedgedPeer(t *testing.T) {
 	}
 }
 
+// TestPeerRefusesToken: a peer that refuses this host's token is DENIED at
+// once, not tried on every replica as if it were down.
+func TestPeerRefusesToken(t *testing.T) {
+	h, err := host.New(context.Background(), host.Options{CacheDir: e2e.CacheDir(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { h.Close(context.Background()) })
+	srv, err := server.New(h, server.Options{Token: "right"})
+	require.NoError(t, err)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+
+	r := cluster.New(cluster.Options{Token: "wrong"})
+	t.Cleanup(func() { r.Close() })
+	require.NoError(t, r.SetRoutes(1, map[string][]string{"sleeper": {lis.Addr().String()}}))
+	_, err = r.Deliver(context.Background(), sleepMsg(1), true)
+	var ce *host.CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, host.KindDenied, ce.Kind, "%v", err)
+	assert.Contains(t, err.Error(), "invalid bearer token")
+}
+
 // unaryPeer is a host API with Deliver but without DeliverStream, as a host
 // of a version before DeliverStream serves it.
 type unaryPeer struct {
