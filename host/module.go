@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/internal/instrument"
@@ -329,7 +331,8 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 		return nil, false, withKind(KindABIViolation, err)
 	}
 	compileStart := time.Now()
-	compiled, err := h.rt.CompileModule(ctx, res.Wasm)
+	// A Go guest has thousands of functions: compile them on every core.
+	compiled, err := h.rt.CompileModule(experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0)), res.Wasm)
 	if err != nil {
 		return nil, false, fmt.Errorf("compile: %w", err)
 	}
