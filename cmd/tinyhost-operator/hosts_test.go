@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/internal/e2e"
+)
+
+func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
+
+// TestHostDialOptionsReachHost: the connection the operator's flags make reaches a
+// real host that requires TLS, a client certificate and a token; the same
+// flags without the certificate, or with another CA, are refused.
+func TestHostDialOptionsReachHost(t *testing.T) {
+	certs := e2e.NewCerts(t)
+	token := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
+	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{
+		"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--tls-client-ca", certs.CA, "--token-file", token,
+	}})
+	info := func(cfg config) error {
+		t.Helper()
+		opts, err := hostDialOptions(cfg)
+		require.NoError(t, err)
+		conn, err := grpc.NewClient(h.Addr, opts...)
+		require.NoError(t, err)
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err = hostv1.NewHostServiceClient(conn).Info(ctx, &hostv1.InfoRequest{})
+		return err
+	}
+	full := config{HostTLSCA: certs.CA, HostTLSCert: certs.ClientCert, HostTLSKey: certs.ClientKey, HostTokenFile: token}
+	require.NoError(t, info(full), "mTLS and the token")
+
+	noCert := full
+	noCert.HostTLSCert, noCert.HostTLSKey = "", ""
+	assert.Equal(t, codes.Unavailable, status.Code(info(noCert)), "without a client certificate")
+
+	stranger := full
+	stranger.HostTLSCert, stranger.HostTLSKey = certs.StrangerCert, certs.Stranger
+	assert.Equal(t, codes.Unavailable, status.Code(info(stranger)), "with a certificate of another CA")
+
+	noToken := full
+	noToken.HostTokenFile = ""
+	assert.Equal(t, codes.Unauthenticated, status.Code(info(noToken)), "without the token")
+}
