@@ -48,28 +48,6 @@ func measure(b *testing.B, key string, baselines []string, fn func() error) {
 	}
 }
 
-type echoServer struct {
-	hostv1.UnimplementedHostServiceServer
-}
-
-func (echoServer) Invoke(_ context.Context, req *hostv1.InvokeRequest) (*hostv1.InvokeResponse, error) {
-	return &hostv1.InvokeResponse{Payload: req.GetPayload()}, nil
-}
-
-// InvokeStream answers each request as it reads it: the least a round trip
-// on an open stream costs.
-func (echoServer) InvokeStream(stream hostv1.HostService_InvokeStreamServer) error {
-	for {
-		req, err := stream.Recv()
-		if err != nil {
-			return nil
-		}
-		if err := stream.Send(&hostv1.InvokeStreamResponse{Id: req.GetId(), Response: &hostv1.InvokeResponse{Payload: req.GetRequest().GetPayload()}}); err != nil {
-			return err
-		}
-	}
-}
-
 func serve(b *testing.B, register func(*grpc.Server)) string {
 	b.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -133,7 +111,7 @@ var (
 func BenchmarkRemoteCall(b *testing.B) {
 	ctx := context.Background()
 	hello, relay := e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay)
-	echoAddr := serve(b, func(s *grpc.Server) { hostv1.RegisterHostServiceServer(s, echoServer{}) })
+	echoAddr := serve(b, func(s *grpc.Server) { hostv1.RegisterHostServiceServer(s, e2e.EchoServer{}) })
 
 	h2 := newHost(b, nil, hello)
 	srv, err := server.New(h2, server.Options{})

@@ -17,31 +17,6 @@ import (
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
-// echoServer is the baseline: a bare grpc-go server of the same service
-// whose Invoke returns the payload, with no host, pool or guest behind it.
-type echoServer struct {
-	hostv1.UnimplementedHostServiceServer
-}
-
-func (echoServer) Invoke(_ context.Context, req *hostv1.InvokeRequest) (*hostv1.InvokeResponse, error) {
-	return &hostv1.InvokeResponse{Payload: req.GetPayload()}, nil
-}
-
-func (echoServer) InvokeStream(stream hostv1.HostService_InvokeStreamServer) error {
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(&hostv1.InvokeStreamResponse{Id: req.GetId(), Response: &hostv1.InvokeResponse{Payload: req.GetRequest().GetPayload()}}); err != nil {
-			return err
-		}
-	}
-}
-
 // baseline holds the echo's ns/op of each mode, for the ratio the tinyhost
 // run of the same mode reports.
 var baseline sync.Map
@@ -60,7 +35,7 @@ func BenchmarkInvoke(b *testing.B) {
 		b.Fatal(err)
 	}
 	echo := grpc.NewServer()
-	hostv1.RegisterHostServiceServer(echo, echoServer{})
+	hostv1.RegisterHostServiceServer(echo, e2e.EchoServer{})
 	go echo.Serve(echoLis)
 	defer echo.Stop()
 
