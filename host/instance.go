@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
@@ -98,7 +99,10 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		WithStderr(&in.stderr).
 		WithNanosleep(in.sleep).
 		WithEnv(abi.EnvLogLevel, strconv.Itoa(int(v.guestLogLevel())))
-	mod, err := h.rt.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, in.memory.Allocator()), v.compiled, cfgm)
+	if err := v.checkMemory(in.memory); err != nil {
+		return nil, withKind(KindMemory, fmt.Errorf("instantiate: %w", err))
+	}
+	mod, err := v.instantiate(experimental.WithMemoryAllocator(in.ctx, in.memory.Allocator()), cfgm)
 	if err != nil {
 		if in.memory.Hit() {
 			return nil, withKind(KindMemory, fmt.Errorf("instantiate: memory limit of %d pages: %w", v.limits.MemoryPages, err))
@@ -130,6 +134,36 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		}
 	}
 	return in, nil
+}
+
+// checkMemory checks the initial size of the module's memory against the
+// limit before wazero allocates it, which it cannot do with a refusal.
+func (v *version) checkMemory(m *memlimit.Memory) error {
+	defs := v.compiled.ImportedMemories()
+	for _, d := range v.compiled.ExportedMemories() {
+		defs = append(defs, d)
+	}
+	for _, d := range defs {
+		if err := m.CheckInitial(d.Min()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// instantiate instantiates the compiled module. An allocation memlimit
+// cannot make (see memlimit.InitialError) is an error, not a crash.
+func (v *version) instantiate(ctx context.Context, cfg wazero.ModuleConfig) (mod api.Module, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			ie, ok := r.(*memlimit.InitialError)
+			if !ok {
+				panic(r)
+			}
+			mod, err = nil, ie
+		}
+	}()
+	return v.h.rt.InstantiateModule(ctx, v.compiled, cfg)
 }
 
 // close releases the wasm instance.

@@ -8,13 +8,30 @@
 // Reallocate makes the guest's memory.grow return -1, which a Go guest turns
 // into "fatal error: out of memory" and an exit, and [Memory.Hit] tells the
 // host to report that as a memory-limit breach rather than a plain trap.
+//
+// wazero calls the allocator in three places (internal/wasm/memory.go of
+// v1.12): NewMemoryInstance, which reallocates to the declared initial size
+// and slices the result to that size without checking it; Grow, which
+// handles nil as a failed memory.grow; and the instance's Close, which
+// frees. Only the first cannot take a refusal, so the initial size must be
+// checked against the limit before instantiation ([Memory.CheckInitial]
+// does it); should it be above the limit all the same, Reallocate panics
+// with an *InitialError, which the instantiating code recovers, rather than
+// hand wazero a nil slice to index. Shared memories (the threads proposal)
+// need a buffer that never moves; a Memory moves as it grows, so it must not
+// back one, and the host's runtime does not enable threads, which makes a
+// module declaring a shared memory fail to compile.
 package memlimit
 
 import (
+	"fmt"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero/experimental"
 )
+
+// PageSize is the size of a wasm page in bytes.
+const PageSize = 65536
 
 // Memory is an experimental.LinearMemory bounded by a limit in bytes. It is
 // grown by the instance's goroutine only; Size and Hit may be read from any
@@ -24,6 +41,18 @@ type Memory struct {
 	limit uint64
 	size  atomic.Uint64
 	hit   atomic.Bool
+	made  bool // the initial allocation is done
+}
+
+// InitialError is the panic of a Reallocate asked for an initial size
+// above the limit, and the error of CheckInitial.
+type InitialError struct {
+	Pages, Limit uint64 // the declared initial size and the limit, in pages
+}
+
+func (e *InitialError) Error() string {
+	return fmt.Sprintf("the module declares an initial memory of %d pages (%d MiB), above its limit of %d pages (%d MiB)",
+		e.Pages, e.Pages*PageSize>>20, e.Limit, e.Limit*PageSize>>20)
 }
 
 // Allocator returns an experimental.MemoryAllocator that hands out m. It
@@ -35,13 +64,27 @@ func (m *Memory) Allocator() experimental.MemoryAllocator {
 // New returns a Memory that refuses to grow beyond limit bytes.
 func New(limit uint64) *Memory { return &Memory{limit: limit} }
 
+// CheckInitial returns an *InitialError when a memory of pages pages is
+// above m's limit: an instance declaring it cannot be backed by m.
+func (m *Memory) CheckInitial(pages uint32) error {
+	if uint64(pages)*PageSize > m.limit {
+		return &InitialError{Pages: uint64(pages), Limit: m.limit / PageSize}
+	}
+	return nil
+}
+
 // Reallocate implements experimental.LinearMemory. It returns nil, and
-// records the breach, when size exceeds the limit.
+// records the breach, when size exceeds the limit; for the initial size,
+// which wazero cannot refuse, it panics with an *InitialError instead.
 func (m *Memory) Reallocate(size uint64) []byte {
 	if size > m.limit {
 		m.hit.Store(true)
+		if !m.made {
+			panic(&InitialError{Pages: (size + PageSize - 1) / PageSize, Limit: m.limit / PageSize})
+		}
 		return nil
 	}
+	m.made = true
 	if size <= uint64(cap(m.buf)) {
 		// Bytes past len were never visible to the guest, so they are
 		// still zero, as new wasm pages must be.
