@@ -171,13 +171,7 @@ func hostLog(ctx context.Context, _ api.Module, stack []uint64) {
 	if int(level) < len(logLevels) {
 		l = logLevels[level]
 	}
-	if in.v.log.GetLevel() <= l {
-		if id := traceID(in.meta); id != "" {
-			in.v.log.Log(l, string(line), "component", in.component, "trace_id", id)
-		} else {
-			in.v.log.Log(l, string(line), "component", in.component)
-		}
-	}
+	in.guestLog(l, line)
 }
 
 func denied(capability string) (abi.Status, []byte) {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
@@ -92,8 +93,8 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		stack:  make([]uint64, 1),
 	}
 	in.ctx = context.WithValue(h.ctx, instanceKey{}, in)
-	in.stdout = lineWriter{in: in, stream: "stdout"}
-	in.stderr = lineWriter{in: in, stream: "stderr", keep: true}
+	in.stdout = lineWriter{in: in, stream: "stdout", level: hclog.Info}
+	in.stderr = lineWriter{in: in, stream: "stderr", level: hclog.Warn, keep: true}
 	cfgm := h.modCfg.
 		WithStdout(&in.stdout).
 		WithStderr(&in.stderr).

@@ -1,14 +1,19 @@
 package host_test
 
 import (
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
 )
 
@@ -84,4 +89,135 @@ func TestSharedMemoryRefused(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "shared memory")
 	mustEcho(t, h)
+}
+
+// logRecorder keeps every line a host logs, with its fields.
+type logRecorder struct {
+	mu    sync.Mutex
+	lines []logRecord
+}
+
+type logRecord struct {
+	level  hclog.Level
+	msg    string
+	fields map[string]any
+}
+
+func (r *logRecorder) Accept(_ string, level hclog.Level, msg string, args ...any) {
+	f := map[string]any{}
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, ok := args[i].(string); ok {
+			f[k] = args[i+1]
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, logRecord{level, msg, f})
+}
+
+// where returns the lines logged for module whose field key is value
+// (any value for nil).
+func (r *logRecorder) where(module, key string, value any) []logRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []logRecord
+	for _, l := range r.lines {
+		if l.fields["module"] != module {
+			continue
+		}
+		if v, ok := l.fields[key]; ok && (value == nil || v == value) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (r *logRecorder) longest() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, l := range r.lines {
+		n = max(n, len(l.msg))
+	}
+	return n
+}
+
+// loggedHost starts a host whose log is kept by a logRecorder.
+func loggedHost(t *testing.T, opts host.Options) (*host.Host, *logRecorder) {
+	t.Helper()
+	rec := &logRecorder{}
+	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Trace, Output: io.Discard})
+	l.RegisterSink(rec)
+	opts.Logger = l
+	h, _ := newHost(t, opts)
+	return h, rec
+}
+
+// TestGuestOutput writes a megabyte without a newline to stdout and to
+// stderr, and floods both stdout and the log import, from modules with and
+// without the log capability: without it nothing reaches the host's log
+// (and the guest's writes still succeed); with it no line is longer than
+// 16 KiB, and each module's lines are bounded by its own rate, the rest
+// dropped and counted.
+func TestGuestOutput(t *testing.T) {
+	h, rec := loggedHost(t, host.Options{})
+	wasm := fixture(t, "stdio")
+	_, err := h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "mute", Capabilities: []string{abi.CapConfig}})
+	require.NoError(t, err)
+	_, err = h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "loud", Capabilities: []string{abi.CapLog},
+		Limits: host.Limits{LogLinesPerSecond: 1000, LogBytesPerSecond: 4 << 20}})
+	require.NoError(t, err)
+	_, err = h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "flood", Capabilities: []string{abi.CapLog}})
+	require.NoError(t, err)
+	_, err = h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "quiet", Capabilities: []string{abi.CapLog}})
+	require.NoError(t, err)
+
+	call := func(module, port string) {
+		t.Helper()
+		resp, err := invoke(t, h, module, "w", port, nil)
+		require.NoError(t, err)
+		assert.Equal(t, []byte{0, 0, 0, 0}, resp.Payload, "fd_write's errno: a write always succeeds")
+	}
+
+	t.Run("no log capability", func(t *testing.T) {
+		for _, port := range []string{"out", "err", "lines", "glog"} {
+			call("mute", port)
+		}
+		assert.Empty(t, rec.where("mute", "component", nil), "no guest line without the log capability")
+	})
+
+	t.Run("a megabyte without a newline", func(t *testing.T) {
+		call("loud", "out")
+		call("loud", "err")
+		for _, stream := range []string{"stdout", "stderr"} {
+			lines := rec.where("loud", "stream", stream)
+			require.Len(t, lines, 64, "1 MiB in lines of 16 KiB")
+			for _, l := range lines {
+				require.Equal(t, strings.Repeat("a", abi.MaxLogSize), l.msg)
+			}
+		}
+	})
+
+	t.Run("rate", func(t *testing.T) {
+		call("flood", "lines")
+		call("flood", "glog")
+		// The rate is 200 lines a second, in bursts of a second's worth.
+		assert.LessOrEqual(t, len(rec.where("flood", "component", "w")), 220)
+		require.Eventually(t, func() bool {
+			n := 0
+			for _, l := range rec.where("flood", "dropped", nil) {
+				assert.Equal(t, "guest log lines dropped", l.msg)
+				assert.Equal(t, "200 lines and 262144 bytes per second", l.fields["limit"])
+				n += l.fields["dropped"].(int)
+			}
+			return n+len(rec.where("flood", "component", "w")) == 2000
+		}, 10*time.Second, 10*time.Millisecond, "every dropped line is counted")
+
+		call("quiet", "glog")
+		n := len(rec.where("quiet", "component", "w"))
+		assert.GreaterOrEqual(t, n, 200, "another module's rate is its own")
+		assert.LessOrEqual(t, n, 220)
+	})
+
+	assert.LessOrEqual(t, rec.longest(), abi.MaxLogSize, "no line of the host's log is over 16 KiB")
 }

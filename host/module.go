@@ -84,6 +84,8 @@ type module struct {
 	timersMu  sync.Mutex
 	timers    map[string]*ticker // by component
 	timersOff bool               // unloaded
+
+	budget budget // shared by its versions
 }
 
 // moduleConfig is a parsed module configuration. Instances remember the
@@ -135,6 +137,9 @@ type version struct {
 	log      hclog.Logger
 	timeout  int64 // CallTimeout in nanoseconds
 	pool     pool
+	// own is the budget of the version until it joins its module, which
+	// is known only once the first instance has described it.
+	own budget
 
 	// state is the count of references in its low bits and retiredBit.
 	state  atomic.Int64
@@ -142,6 +147,16 @@ type version struct {
 }
 
 const retiredBit = 1 << 62
+
+// budget is the module's budget, or the version's own before it joins
+// the module. v.mod is set once, by the loader, before any instance but the
+// first runs.
+func (v *version) budget() *budget {
+	if v.mod != nil {
+		return &v.mod.budget
+	}
+	return &v.own
+}
 
 // acquire takes a reference; it fails when the version is retired, and the
 // caller then looks up the module's current version again.
@@ -291,7 +306,7 @@ func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOpti
 // build makes a new version and publishes it. On failure it returns the
 // version built so far (for its name) and the error.
 func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadOptions) (*version, bool, error) {
-	limits := opts.Limits.over(h.opts.Limits)
+	limits := opts.Limits.over(h.opts.Limits).forModule()
 	if err := limits.validate(); err != nil {
 		return nil, false, fmt.Errorf("limits: %w", err)
 	}

@@ -115,6 +115,44 @@ type Limits struct {
 	// idle before it is closed, so that a burst of calls does not hold its
 	// instances' memory for ever. Default 1m.
 	IdleTimeout time.Duration
+
+	// RecyclePages bounds the linear memory an instance may keep between
+	// calls, in 64 KiB pages. Linear memory never shrinks (a Go guest's
+	// heap grows to its peak and stays there), so an instance whose memory
+	// has grown past RecyclePages after a call is closed once that call
+	// has returned its reply, and replaced in the background when the pool
+	// needs one; no call fails. An instance already past it when created
+	// is recycled only once it grows further. PoolStats.Recycled counts
+	// them. At or above MemoryPages, nothing is recycled. Default
+	// MemoryPages / 2.
+	RecyclePages uint32
+
+	// LogLinesPerSecond and LogBytesPerSecond bound the module's guest log
+	// lines: those of the log import and of stdout and stderr together,
+	// over all its instances. Bursts of one second's worth pass; past
+	// that, lines are dropped, and the host logs how many once a second.
+	// Defaults 200 lines and 256 KiB; LogBytesPerSecond is at least
+	// abi.MaxLogSize, one full line.
+	LogLinesPerSecond int
+	LogBytesPerSecond int
+
+	// MinTimerInterval is the shortest interval the timer import accepts;
+	// a shorter one is refused with abi.StatusBadRequest. Default 10ms.
+	MinTimerInterval time.Duration
+
+	// MaxTimers is how many timers (one per component at most) the module
+	// may have running; a further one is refused with
+	// abi.StatusUnavailable. Default 64.
+	MaxTimers int
+
+	// MaxSends is how many messages the module may have in flight that no
+	// one waits for (send, and emits on wired ports), from the moment they
+	// are accepted until the target has handled them (or, for a module on
+	// another host, until that host has accepted them). A further send
+	// fails at once with abi.StatusUnavailable, so that one module cannot
+	// take every slot of the host's own bound (1024) from the others.
+	// Default 128.
+	MaxSends int
 }
 
 // LoadOptions configure one Load.
@@ -144,6 +182,12 @@ const (
 	defaultIdleTimeout    = time.Minute
 	defaultHopLimit       = 16
 	maxMemoryPages        = 65536
+
+	defaultLogLinesPerSecond = 200
+	defaultLogBytesPerSecond = 256 << 10
+	defaultMinTimerInterval  = 10 * time.Millisecond
+	defaultMaxTimers         = 64
+	defaultMaxSends          = 128
 )
 
 var knownCapabilities = []string{abi.CapLog, abi.CapConfig, abi.CapTimer, abi.CapMessaging}
@@ -177,6 +221,12 @@ func (o Options) withDefaults() (Options, error) {
 		MaxInstances:   2 * runtime.GOMAXPROCS(0),
 		QueueTimeout:   defaultQueueTimeout,
 		IdleTimeout:    defaultIdleTimeout,
+
+		LogLinesPerSecond: defaultLogLinesPerSecond,
+		LogBytesPerSecond: defaultLogBytesPerSecond,
+		MinTimerInterval:  defaultMinTimerInterval,
+		MaxTimers:         defaultMaxTimers,
+		MaxSends:          defaultMaxSends,
 	}
 	o.Limits = o.Limits.over(builtin)
 
@@ -230,6 +280,33 @@ func (l Limits) over(d Limits) Limits {
 	if l.IdleTimeout == 0 {
 		l.IdleTimeout = d.IdleTimeout
 	}
+	if l.RecyclePages == 0 {
+		l.RecyclePages = d.RecyclePages
+	}
+	if l.LogLinesPerSecond == 0 {
+		l.LogLinesPerSecond = d.LogLinesPerSecond
+	}
+	if l.LogBytesPerSecond == 0 {
+		l.LogBytesPerSecond = d.LogBytesPerSecond
+	}
+	if l.MinTimerInterval == 0 {
+		l.MinTimerInterval = d.MinTimerInterval
+	}
+	if l.MaxTimers == 0 {
+		l.MaxTimers = d.MaxTimers
+	}
+	if l.MaxSends == 0 {
+		l.MaxSends = d.MaxSends
+	}
+	return l
+}
+
+// forModule fills what depends on the module's other limits: the default
+// RecyclePages.
+func (l Limits) forModule() Limits {
+	if l.RecyclePages == 0 {
+		l.RecyclePages = l.MemoryPages / 2
+	}
 	return l
 }
 
@@ -255,6 +332,21 @@ func (l Limits) validate() error {
 	}
 	if l.IdleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("IdleTimeout is %v, must be positive", l.IdleTimeout))
+	}
+	if l.LogLinesPerSecond < 0 {
+		errs = append(errs, fmt.Errorf("LogLinesPerSecond is %d, must be positive", l.LogLinesPerSecond))
+	}
+	if l.LogBytesPerSecond != 0 && l.LogBytesPerSecond < abi.MaxLogSize {
+		errs = append(errs, fmt.Errorf("LogBytesPerSecond is %d, must be at least %d (one line)", l.LogBytesPerSecond, abi.MaxLogSize))
+	}
+	if l.MinTimerInterval < 0 {
+		errs = append(errs, fmt.Errorf("MinTimerInterval is %v, must be positive", l.MinTimerInterval))
+	}
+	if l.MaxTimers < 0 {
+		errs = append(errs, fmt.Errorf("MaxTimers is %d, must be positive", l.MaxTimers))
+	}
+	if l.MaxSends < 0 {
+		errs = append(errs, fmt.Errorf("MaxSends is %d, must be positive", l.MaxSends))
 	}
 	return errors.Join(errs...)
 }

@@ -4,25 +4,37 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/tinyhost/tinyhost/abi"
 )
 
 // Limits of what is kept of a guest's output.
 const (
-	maxLine       = 16 << 10 // a longer line is logged in pieces
-	maxStderrHead = 4 << 10  // stderr kept per call for errors
-	maxStderrNote = 300      // stderr quoted in an error
+	maxLine       = abi.MaxLogSize // a longer line is logged in pieces
+	maxStderrHead = 4 << 10        // stderr kept per call for errors
+	maxStderrNote = 300            // stderr quoted in an error
 )
 
 // lineWriter is an instance's stdout or stderr: each line is logged with the
-// module and component; stderr also keeps the head of what the current call
+// module and component, like a line of the log import, when the module has
+// the log capability; stderr also keeps the head of what the current call
 // wrote, to explain a trap.
+//
+// A write always succeeds, even when its lines are discarded: Go's wasip1
+// runtime throws "fd_write failed" (a fatal error, the instance's end) when
+// a write of its own (print, a panic's message) fails, so a refusal would
+// turn a module without the log capability into one that dies on its first
+// println.
 type lineWriter struct {
 	in      *instance
 	stream  string
+	level   hclog.Level
 	keep    bool
-	partial []byte
+	partial []byte // an unfinished line, shorter than maxLine
 	head    []byte
 }
 
@@ -31,33 +43,34 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	if w.keep && len(w.head) < maxStderrHead {
 		w.head = append(w.head, p[:min(len(p), maxStderrHead-len(w.head))]...)
 	}
+	if !w.in.v.caps.has(capLog) {
+		return n, nil
+	}
 	for len(p) > 0 {
+		room := maxLine - len(w.partial)
 		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			w.partial = append(w.partial, p...)
-			if len(w.partial) >= maxLine {
-				w.log(w.partial)
+		if i < 0 || i > room {
+			// No end of line within what one line may hold: keep what
+			// fits, and log it once it reaches the limit.
+			k := min(len(p), room)
+			w.partial = append(w.partial, p[:k]...)
+			p = p[k:]
+			if len(w.partial) == maxLine {
+				w.in.guestLog(w.level, w.partial, "stream", w.stream)
 				w.partial = w.partial[:0]
 			}
-			break
+			continue
 		}
 		line := p[:i]
 		if len(w.partial) > 0 {
-			line = append(w.partial, line...)
-			w.partial = w.partial[:0]
+			w.partial = append(w.partial, line...)
+			line = w.partial
 		}
-		w.log(line)
+		w.in.guestLog(w.level, line, "stream", w.stream)
+		w.partial = w.partial[:0]
 		p = p[i+1:]
 	}
 	return n, nil
-}
-
-func (w *lineWriter) log(line []byte) {
-	level := hclog.Info
-	if w.stream == "stderr" {
-		level = hclog.Warn
-	}
-	w.in.v.log.Log(level, string(line), "component", w.in.component, "stream", w.stream)
 }
 
 func (w *lineWriter) reset() {
@@ -87,4 +100,99 @@ func (w *lineWriter) suffix() string {
 		s = s[:maxStderrNote] + "…"
 	}
 	return fmt.Sprintf(" (guest stderr: %q)", s)
+}
+
+// guestLog logs a line of the guest (log import, stdout or stderr) at
+// level, if the module's logger records that level and its log rate allows
+// it. The caller has checked the log capability and the line's length.
+func (in *instance) guestLog(level hclog.Level, line []byte, args ...any) {
+	v := in.v
+	if v.log.GetLevel() > level {
+		return
+	}
+	ok, dropped := v.budget().log.allow(v.h.clock(), len(line), &v.limits)
+	if dropped > 0 {
+		v.logDropped(dropped)
+	}
+	if !ok {
+		return
+	}
+	args = append(args, "component", in.component)
+	if id := traceID(in.meta); id != "" {
+		args = append(args, "trace_id", id)
+	}
+	v.log.Log(level, string(line), args...)
+}
+
+// logDropped reports guest log lines dropped for the module's log rate.
+func (v *version) logDropped(n int) {
+	v.log.Warn("guest log lines dropped", "dropped", n,
+		"limit", fmt.Sprintf("%d lines and %d bytes per second", v.limits.LogLinesPerSecond, v.limits.LogBytesPerSecond))
+}
+
+// logRate is a module's budget of guest log lines: two token buckets, one
+// of lines and one of bytes, each filled at its rate per second up to one
+// second's worth. A line that finds either short is dropped and counted;
+// the count is reported at most once a second while lines are dropped,
+// and with the next line that goes through.
+type logRate struct {
+	mu      sync.Mutex
+	started bool
+	last    int64   // host clock at the last refill
+	lines   float64 // tokens
+	bytes   float64
+	dropped int   // lines dropped and not reported yet
+	since   int64 // host clock of the first of them
+}
+
+// allow takes a line of n bytes from the budget at the host clock now. It
+// reports whether the line may be logged, and a count of dropped lines to
+// report first (0 for none).
+func (r *logRate) allow(now int64, n int, l *Limits) (ok bool, dropped int) {
+	lineRate, byteRate := float64(l.LogLinesPerSecond), float64(l.LogBytesPerSecond)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.started {
+		r.started, r.lines, r.bytes = true, lineRate, byteRate
+	} else if dt := now - r.last; dt > 0 {
+		s := float64(dt) / float64(time.Second)
+		r.lines = min(lineRate, r.lines+s*lineRate)
+		r.bytes = min(byteRate, r.bytes+s*byteRate)
+	}
+	r.last = max(r.last, now)
+	if r.lines >= 1 && r.bytes >= float64(n) {
+		r.lines--
+		r.bytes -= float64(n)
+		dropped, r.dropped = r.dropped, 0
+		return true, dropped
+	}
+	if r.dropped == 0 {
+		r.since = now
+	}
+	r.dropped++
+	return false, r.due(now)
+}
+
+// pending returns the count of dropped lines to report at now, once a
+// second after the first of them, so that a flood that stops is reported
+// too (the watchdog asks every second).
+func (r *logRate) pending(now int64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.due(now)
+}
+
+func (r *logRate) due(now int64) int {
+	if r.dropped == 0 || now-r.since < int64(time.Second) {
+		return 0
+	}
+	n := r.dropped
+	r.dropped = 0
+	return n
+}
+
+// budget is what a module may hold of the host at once, shared by its
+// versions (see version.budget).
+type budget struct {
+	log logRate
 }

@@ -124,7 +124,8 @@ func (h *Host) memoryOf(v *version) uint64 {
 }
 
 // reapIdle closes the instances of every module that have been idle for its
-// IdleTimeout, beyond its MinInstances.
+// IdleTimeout, beyond its MinInstances, and reports the guest log lines
+// dropped in the last second.
 func (h *Host) reapIdle(now int64) {
 	for _, m := range *h.modules.Load() {
 		v := m.current.Load()
@@ -133,6 +134,9 @@ func (h *Host) reapIdle(now int64) {
 		}
 		if n := v.pool.reap(now); n > 0 {
 			v.log.Debug("idle instances closed", "closed", n, "idle_timeout", v.limits.IdleTimeout)
+		}
+		if n := m.budget.log.pending(now); n > 0 {
+			v.logDropped(n)
 		}
 	}
 }
