@@ -206,7 +206,13 @@ func (in *instance) hostTimer(req []byte) (abi.Status, []byte) {
 	if in.v.mod == nil {
 		return failed(abi.StatusUnavailable, "timers can be set once the module is described")
 	}
-	in.v.mod.setTimer(component, time.Duration(ms)*time.Millisecond)
+	interval := time.Duration(ms) * time.Millisecond
+	if least := in.v.limits.MinTimerInterval; ms > 0 && interval < least {
+		return failed(abi.StatusBadRequest, "module %q: timer interval %v is below the minimum of %v (MinTimerInterval)", in.v.name, interval, least)
+	}
+	if err := in.v.mod.setTimer(component, interval, in.v.limits.MaxTimers); err != nil {
+		return failed(abi.StatusUnavailable, "%v", err)
+	}
 	return abi.StatusOK, nil
 }
 

@@ -221,3 +221,31 @@ func TestGuestOutput(t *testing.T) {
 
 	assert.LessOrEqual(t, rec.longest(), abi.MaxLogSize, "no line of the host's log is over 16 KiB")
 }
+
+// TestTimerLimits sets timers past a module's MaxTimers and below its
+// MinTimerInterval: the guest gets a status that names the bound, the
+// timers it was granted run, and another module's timers are its own.
+func TestTimerLimits(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	wasm := fixture(t, "timers")
+	_, err := h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Limits: host.Limits{MaxTimers: 2}})
+	require.NoError(t, err)
+	_, err = h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "other"})
+	require.NoError(t, err)
+
+	resp, err := invoke(t, h, "timers", "c0", "set", nil)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(resp.Payload), 3)
+	assert.Equal(t, []byte{byte(abi.StatusOK), byte(abi.StatusOK), byte(abi.StatusUnavailable)}, resp.Payload[:3])
+	assert.Equal(t, `module "timers" may have at most 2 timers running (MaxTimers)`, string(resp.Payload[3:]))
+
+	resp, err = invoke(t, h, "timers", "c0", "fast", nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, resp.Payload)
+	assert.Equal(t, byte(abi.StatusBadRequest), resp.Payload[0])
+	assert.Equal(t, `module "timers": timer interval 1ms is below the minimum of 10ms (MinTimerInterval)`, string(resp.Payload[1:]))
+
+	resp, err = invoke(t, h, "other", "c0", "set", nil)
+	require.NoError(t, err)
+	assert.Equal(t, []byte{byte(abi.StatusOK), byte(abi.StatusOK), byte(abi.StatusOK)}, resp.Payload[:3], "the default MaxTimers is 64")
+}

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/tinyhost/tinyhost/abi"
@@ -13,23 +14,27 @@ type ticker struct {
 	stop     chan struct{}
 }
 
-// setTimer starts, changes or (interval 0) cancels a component's timer.
+// setTimer starts, changes or (interval 0) cancels a component's timer. It
+// refuses a new timer when the module has most timers running already.
 // Called from a host function, so the host's wait group is positive.
-func (m *module) setTimer(component string, interval time.Duration) {
+func (m *module) setTimer(component string, interval time.Duration, most int) error {
 	m.timersMu.Lock()
 	defer m.timersMu.Unlock()
 	if m.timersOff {
-		return
+		return nil
 	}
 	if t := m.timers[component]; t != nil {
 		if t.interval == interval {
-			return
+			return nil
 		}
 		close(t.stop)
 		delete(m.timers, component)
 	}
 	if interval <= 0 {
-		return
+		return nil
+	}
+	if len(m.timers) >= most {
+		return fmt.Errorf("module %q may have at most %d timers running (MaxTimers)", m.name, most)
 	}
 	if m.timers == nil {
 		m.timers = map[string]*ticker{}
@@ -38,6 +43,7 @@ func (m *module) setTimer(component string, interval time.Duration) {
 	m.timers[component] = t
 	m.h.wg.Add(1)
 	go m.tick(component, t)
+	return nil
 }
 
 // tick invokes the component's abi.PortTick every interval. A tick that
