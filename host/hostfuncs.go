@@ -254,8 +254,8 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 		meta := in.forwardMetadata(msg.Metadata, next)
 		for _, t := range targets {
 			out := abi.Message{Module: t.Module, Component: t.Component, Port: t.Port, Metadata: meta, Payload: msg.Payload}
-			if _, err := v.h.router.Deliver(v.h.ctx, out, false); err != nil {
-				return failed(kindStatus(err), "emit %s to %s: %s", from, t, cause(err, t))
+			if st, reason := in.sendAway(out); st != abi.StatusOK {
+				return failed(st, "emit %s to %s: %s", from, t, reason)
 			}
 		}
 		return abi.StatusOK, nil
@@ -309,10 +309,7 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 	}
 	msg.Metadata = in.forwardMetadata(msg.Metadata, next)
 	if !wait {
-		if _, err := v.h.router.Deliver(v.h.ctx, msg, false); err != nil {
-			return failed(kindStatus(err), "%s", cause(err, to))
-		}
-		return abi.StatusOK, nil
+		return in.sendAway(msg)
 	}
 	d := in.deadline.Load()
 	if d <= idle {
@@ -325,6 +322,22 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 		return failed(kindStatus(err), "%s", cause(err, to))
 	}
 	return abi.StatusOK, reply
+}
+
+// sendAway delivers a message that no one waits for, within the module's
+// MaxSends: the router holds its place while it delivers it (HoldSend).
+func (in *instance) sendAway(msg abi.Message) (abi.Status, []byte) {
+	v := in.v
+	t := v.budget().takeSend(v.limits.MaxSends)
+	if t == nil {
+		return failed(abi.StatusUnavailable, "module %q has %d messages in flight, the most it may have (MaxSends)", v.name, v.limits.MaxSends)
+	}
+	_, err := v.h.router.Deliver(context.WithValue(v.h.ctx, sendKey{}, t), msg, false)
+	t.settle()
+	if err != nil {
+		return failed(kindStatus(err), "%s", cause(err, abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}))
+	}
+	return abi.StatusOK, nil
 }
 
 // cause is the reason a guest is given for a failed delivery to the

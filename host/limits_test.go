@@ -249,3 +249,63 @@ func TestTimerLimits(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []byte{byte(abi.StatusOK), byte(abi.StatusOK), byte(abi.StatusOK)}, resp.Payload[:3], "the default MaxTimers is 64")
 }
+
+// TestSendsInFlight fills a module's MaxSends with messages to a slow
+// target: its next sends fail at once with a status that names the bound,
+// while another module's sends go through and are delivered; once the
+// target has handled a message, the module may send again.
+func TestSendsInFlight(t *testing.T) {
+	h, sink := newHost(t, host.Options{})
+	for _, m := range []struct {
+		fixture string
+		opts    host.LoadOptions
+	}{
+		// One instance that sleeps 1 s per message: the messages queue.
+		{"sleeper", host.LoadOptions{Limits: host.Limits{MaxInstances: 1, QueueTimeout: time.Minute, CallTimeout: time.Minute}}},
+		{"sender", host.LoadOptions{Name: "a", Limits: host.Limits{MaxSends: 3}}},
+		{"sender", host.LoadOptions{Name: "b"}},
+		{"stdio", host.LoadOptions{Capabilities: []string{abi.CapLog}}},
+	} {
+		_, err := h.Load(ctxT(t, time.Minute), fixture(t, m.fixture), m.opts)
+		require.NoError(t, err)
+	}
+	// send makes module send n copies of a message to the address, and
+	// returns the status of each and the reason given with the last.
+	send := func(module string, n int, to abi.Address) ([]abi.Status, string) {
+		t.Helper()
+		msg := abi.Message{Module: to.Module, Component: to.Component, Port: to.Port}
+		resp, err := invoke(t, h, module, "s", "send", abi.AppendMessage([]byte{byte(n)}, &msg))
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, len(resp.Payload), n)
+		st := make([]abi.Status, n)
+		for i := range st {
+			st[i] = abi.Status(resp.Payload[i])
+		}
+		return st, string(resp.Payload[n:])
+	}
+	slow := abi.Address{Module: "sleeper", Component: "s", Port: "in"}
+	logs := abi.Address{Module: "stdio", Component: "w", Port: "glog"}
+	ok, full := abi.StatusOK, abi.StatusUnavailable
+
+	st, reason := send("a", 5, slow)
+	assert.Equal(t, []abi.Status{ok, ok, ok, full, full}, st)
+	assert.Equal(t, `module "a" has 3 messages in flight, the most it may have (MaxSends)`, reason)
+
+	st, reason = send("b", 3, logs)
+	assert.Equal(t, []abi.Status{ok, ok, ok}, st, "another module's sends go through: %s", reason)
+	require.Eventually(t, func() bool {
+		for _, l := range sink.of("stdio") {
+			if l.msg == "a line" {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 10*time.Millisecond, "and are delivered")
+
+	st, _ = send("a", 1, logs)
+	assert.Equal(t, []abi.Status{full}, st, "a module at its bound cannot send anywhere")
+	require.Eventually(t, func() bool {
+		st, _ := send("a", 1, logs)
+		return st[0] == ok
+	}, time.Minute, 100*time.Millisecond, "the place of a delivered message is given back")
+}

@@ -190,9 +190,3 @@ func (r *logRate) due(now int64) int {
 	r.dropped = 0
 	return n
 }
-
-// budget is what a module may hold of the host at once, shared by its
-// versions (see version.budget).
-type budget struct {
-	log logRate
-}

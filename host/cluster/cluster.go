@@ -334,9 +334,11 @@ func (r *Router) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byt
 			Err: fmt.Errorf("%d remote sends are in flight", maxSends)}
 	}
 	r.wg.Add(1)
+	done := host.HoldSend(ctx) // the sender's place, until the peer has it
 	go func() {
 		defer r.wg.Done()
 		defer func() { <-r.sends }()
+		defer done()
 		ctx, cancel := context.WithTimeout(r.ctx, r.opts.SendTimeout)
 		defer cancel()
 		if _, err := r.remote(ctx, rt, msg, false); err != nil {

@@ -59,4 +59,9 @@
 // SetWiring connects output ports to input ports ("module/component/port"):
 // what a component emits on a wired port is delivered to every target, as a
 // send (the emit does not wait for them), wherever the target is loaded.
+//
+// A send to a remote module runs in the background for at most
+// SendTimeout; at most 1024 of them run at once, and each keeps its place
+// among its sending module's host.Limits.MaxSends (host.HoldSend) until the
+// peer has accepted it.
 package cluster
