@@ -3,8 +3,12 @@ package host_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,4 +224,67 @@ func BenchmarkTimeouts(b *testing.B) {
 			}
 		})
 	}
+}
+
+// soakCalls is how many calls BenchmarkSoak makes in one soak.
+const soakCalls = 1_000_000
+
+// BenchmarkSoak makes 1,000,000 calls, from GOMAXPROCS goroutines, of a Go
+// guest that makes 64 KiB of garbage per call, under the default limits.
+// It reports the process's resident memory after 10%, 50% and 100% of the
+// calls, which must level off (a guest's linear memory never shrinks, and
+// an instance grown past RecyclePages is recycled), and how many instances
+// were recycled. One soak is one op: the run takes minutes, so it is not a
+// test.
+func BenchmarkSoak(b *testing.B) {
+	h, _ := newHost(b, host.Options{})
+	load(b, h, "garbage", host.LoadOptions{})
+	req := host.Request{Module: "garbage", Component: "churn", Port: "in", Payload: []byte("x")}
+	var rss [3]float64
+	marks := [3]int64{soakCalls / 10, soakCalls / 2, soakCalls}
+	start := time.Now()
+	for b.Loop() {
+		var issued, done atomic.Int64
+		var wg sync.WaitGroup
+		for range runtime.GOMAXPROCS(0) {
+			wg.Go(func() {
+				for issued.Add(1) <= soakCalls {
+					if _, err := h.Invoke(context.Background(), req); err != nil {
+						b.Error(err)
+						return
+					}
+					n := done.Add(1)
+					for i, m := range marks {
+						if n == m {
+							rss[i] = rssMiB()
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	elapsed := time.Since(start)
+	info, ok := h.Module("garbage")
+	require.True(b, ok)
+	b.ReportMetric(rss[0], "MiB-rss-10%")
+	b.ReportMetric(rss[1], "MiB-rss-50%")
+	b.ReportMetric(rss[2], "MiB-rss-100%")
+	b.ReportMetric(float64(info.Pool.Recycled), "recycled")
+	b.ReportMetric(float64(info.Pool.MemoryBytes)/(1<<20), "MiB-guests")
+	b.ReportMetric(float64(b.N)*soakCalls/elapsed.Seconds(), "calls/s")
+}
+
+// rssMiB is the resident memory of the process, from /proc/self/statm; on
+// a system without it, the memory the Go runtime holds from the system.
+func rssMiB() float64 {
+	if s, err := os.ReadFile("/proc/self/statm"); err == nil {
+		var size, resident uint64
+		if _, err := fmt.Sscan(string(s), &size, &resident); err == nil {
+			return float64(resident*uint64(os.Getpagesize())) / (1 << 20)
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.Sys-ms.HeapReleased) / (1 << 20)
 }

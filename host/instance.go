@@ -55,6 +55,7 @@ type instance struct {
 	cfg       *moduleConfig // the configuration its settings came from
 	liveIdx   int           // position in h.live; guarded by h.liveMu
 	idleSince int64         // the host's clock when it was last put back; guarded by pool.mu
+	baseline  uint64        // memory in bytes once created (see pool.put)
 	dead      bool          // discard instead of reuse
 	deadKind  Kind          // why, when fail knows; else KindABIViolation
 
@@ -134,6 +135,7 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 			return nil, err
 		}
 	}
+	in.baseline = in.memory.Size()
 	return in, nil
 }
 

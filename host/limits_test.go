@@ -1,11 +1,13 @@
 package host_test
 
 import (
+	"context"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -308,4 +310,50 @@ func TestSendsInFlight(t *testing.T) {
 		st, _ := send("a", 1, logs)
 		return st[0] == ok
 	}, time.Minute, 100*time.Millisecond, "the place of a delivered message is given back")
+}
+
+// TestRecycle grows instances past their module's RecyclePages while other
+// calls run without pause: the call that grew an instance has its reply,
+// the instance is replaced, no call fails, and the module's memory comes
+// back under the budget.
+func TestRecycle(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	const budget = 512 // pages: 32 MiB
+	info := load(t, h, "garbage", host.LoadOptions{Limits: host.Limits{MaxInstances: 3, RecyclePages: budget}})
+	require.Less(t, info.Pool.MemoryBytes, uint64(budget*65536), "a new instance is under the budget")
+
+	var (
+		stop  atomic.Bool
+		calls atomic.Int64
+		wg    sync.WaitGroup
+	)
+	for range 2 {
+		wg.Go(func() {
+			for !stop.Load() {
+				resp, err := h.Invoke(context.Background(), host.Request{Module: "garbage", Component: "churn", Port: "in", Payload: []byte("x")})
+				if !assert.NoError(t, err) || !assert.Equal(t, "x", string(resp.Payload)) {
+					return
+				}
+				calls.Add(1)
+			}
+		})
+	}
+	const spikes = 3
+	for range spikes {
+		resp, err := invoke(t, h, "garbage", "churn", "spike", []byte("64"))
+		require.NoError(t, err, "the call that grows an instance has its reply")
+		assert.Equal(t, "64", string(resp.Payload))
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d calls beside the spikes", calls.Load())
+
+	info, ok := h.Module("garbage")
+	require.True(t, ok)
+	assert.Equal(t, uint64(spikes), info.Pool.Recycled, "each instance that grew past the budget is recycled")
+	assert.Zero(t, info.Pool.Discarded, "recycling is not a failure")
+	assert.Less(t, info.Pool.MemoryBytes, uint64(info.Pool.Instances)*budget*65536, "every instance left is under the budget")
+	resp, err := invoke(t, h, "garbage", "churn", "in", []byte("y"))
+	require.NoError(t, err)
+	assert.Equal(t, "y", string(resp.Payload))
 }

@@ -68,6 +68,9 @@ type PoolStats struct {
 	Waiting   int    // calls queued for an instance
 	Created   uint64 // instances created since load
 	Discarded uint64 // instances discarded (trap, timeout, memory, ABI violation)
+	// Recycled counts the healthy instances closed after a call because
+	// their memory had grown past Limits.RecyclePages.
+	Recycled uint64
 	// MemoryBytes is the linear memory of the live instances, summed.
 	MemoryBytes uint64
 }

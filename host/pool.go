@@ -24,6 +24,7 @@ type pool struct {
 
 	created   atomic.Uint64
 	discarded atomic.Uint64
+	recycled  atomic.Uint64
 }
 
 type waiter struct{ ch chan handoff }
@@ -42,6 +43,7 @@ func (p *pool) init(v *version) {
 
 // add puts a new instance, created by the caller, into the pool.
 func (p *pool) add(in *instance) {
+	in.baseline = in.memory.Size() // settings may have grown it
 	p.created.Add(1)
 	p.mu.Lock()
 	p.live++
@@ -100,10 +102,14 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 }
 
 // put returns an instance after a call: to the first waiter, to the idle
-// stack, or, when it is dead or the pool is closed, to the bin.
+// stack, or, when it is dead, overgrown or the pool is closed, to the bin.
 func (p *pool) put(in *instance) {
 	if in.dead {
 		p.discard(in)
+		return
+	}
+	if size := in.memory.Size(); size > uint64(p.v.limits.RecyclePages)*65536 && size > in.baseline {
+		p.recycle(in, size)
 		return
 	}
 	p.mu.Lock()
@@ -154,8 +160,7 @@ func (p *pool) reap(now int64) int {
 }
 
 // discard closes an instance that trapped, timed out, broke its memory limit
-// or the ABI, and starts a replacement when the pool falls below
-// MinInstances or calls are waiting.
+// or the ABI, and replaces it.
 func (p *pool) discard(in *instance) {
 	in.close()
 	if o := p.v.h.observer; o != nil {
@@ -166,6 +171,22 @@ func (p *pool) discard(in *instance) {
 		o.InstanceDiscarded(p.v.name, kind)
 	}
 	p.discarded.Add(1)
+	p.replace()
+}
+
+// recycle closes a healthy instance whose linear memory, which never
+// shrinks, has grown past RecyclePages, and replaces it. The call that grew
+// it has its reply already.
+func (p *pool) recycle(in *instance, size uint64) {
+	in.close()
+	p.recycled.Add(1)
+	p.v.log.Debug("instance recycled", "memory_bytes", size, "recycle_pages", p.v.limits.RecyclePages)
+	p.replace()
+}
+
+// replace takes a closed instance out of the count, and starts creating
+// another when the pool falls below MinInstances or calls are waiting.
+func (p *pool) replace() {
 	p.mu.Lock()
 	p.live--
 	p.inUse--
@@ -256,6 +277,7 @@ func (p *pool) stats() PoolStats {
 		Waiting:   len(p.waiters),
 		Created:   p.created.Load(),
 		Discarded: p.discarded.Load(),
+		Recycled:  p.recycled.Load(),
 	}
 	p.mu.Unlock()
 	s.MemoryBytes = p.v.h.memoryOf(p.v)

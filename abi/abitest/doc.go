@@ -68,4 +68,7 @@
 //	noversion    exports no tinyhost_abi_v* function.
 //	gopanic      component panicker: in panics; ok echoes.
 //	blocker      component waiter: in blocks forever on a channel; ok echoes.
+//	garbage      component churn: in makes 64 KiB of garbage and echoes; spike
+//	             holds its payload's count of MiB for the call (for a host's
+//	             recycling of grown instances and its soak benchmarks).
 package abitest
