@@ -90,6 +90,31 @@
 // MinInstances warm. Other instances and modules are untouched; the host
 // never panics on guest input.
 //
+// What a guest makes the host hold is bounded per module, by its Limits:
+//
+//   - Linear memory: a module whose declared initial memory is above
+//     MemoryPages fails to load (a *LoadError of KindMemory naming the
+//     pages and the limit), checked before wazero allocates it; growth past
+//     MemoryPages fails the guest's memory.grow. Linear memory never
+//     shrinks, so an instance whose memory has grown past RecyclePages
+//     (default half of MemoryPages) is closed after the call that grew it,
+//     which keeps its reply, and replaced in the background like a
+//     discarded one; PoolStats.Recycled counts them.
+//   - Output: stdout and stderr are logged line by line, like the log
+//     import, only when the module has the log capability (without it they
+//     are discarded, and the guest's writes still succeed). No line is
+//     longer than 16 KiB (abi.MaxLogSize): a longer one, with or without a
+//     newline, is logged in pieces. The log import, stdout and stderr share
+//     the module's rate, LogLinesPerSecond and LogBytesPerSecond; lines past
+//     it are dropped, and their count is logged once a second.
+//   - Timers: at most MaxTimers at once, none shorter than
+//     MinTimerInterval; the timer import refuses others with a status.
+//   - Sends: the messages a module sends without waiting (send, emits on
+//     wired ports) keep one of its MaxSends places until delivered (a
+//     Router holds it with HoldSend); past that its sends fail at once with
+//     abi.StatusUnavailable, while other modules' sends go on within the
+//     host's own bound of 1024.
+//
 // # Host functions and routing
 //
 // The imports of module tinyhost_v1 (log, emit, send, call, config, timer,

@@ -89,7 +89,9 @@ type Capacity struct {
 // the host's Options.Limits for a module, the values below for the host.
 type Limits struct {
 	// MemoryPages is the most linear memory one instance may have, in
-	// 64 KiB pages (at most 65536). Default 4096 (256 MiB).
+	// 64 KiB pages (at most 65536). A module that declares a larger
+	// initial memory fails to load; growing past it fails the guest's
+	// memory.grow. Default 4096 (256 MiB).
 	MemoryPages uint32
 
 	// CallTimeout is how long one call into the guest may run. Default 10s.
@@ -123,8 +125,9 @@ type Limits struct {
 	// has returned its reply, and replaced in the background when the pool
 	// needs one; no call fails. An instance already past it when created
 	// is recycled only once it grows further. PoolStats.Recycled counts
-	// them. At or above MemoryPages, nothing is recycled. Default
-	// MemoryPages / 2.
+	// them. At or above MemoryPages, nothing is recycled; below what the
+	// module's instances need in steady state, nearly every call costs an
+	// instantiation. Default MemoryPages / 2.
 	RecyclePages uint32
 
 	// LogLinesPerSecond and LogBytesPerSecond bound the module's guest log
