@@ -357,3 +357,35 @@ func TestRecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "y", string(resp.Payload))
 }
+
+// TestLimitDefaults checks the documented defaults of the bounds on what a
+// guest makes the host hold, and that bad values are refused.
+func TestLimitDefaults(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	info, err := h.Load(ctxT(t, time.Minute), fixture(t, "stdio"), host.LoadOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, host.Limits{
+		MemoryPages: 4096, CallTimeout: 10 * time.Second, MaxMessageSize: 4 << 20,
+		MinInstances: 1, MaxInstances: info.Limits.MaxInstances, QueueTimeout: 5 * time.Second, IdleTimeout: time.Minute,
+		RecyclePages: 2048, LogLinesPerSecond: 200, LogBytesPerSecond: 256 << 10,
+		MinTimerInterval: 10 * time.Millisecond, MaxTimers: 64, MaxSends: 128,
+	}, info.Limits)
+
+	info, err = h.Load(ctxT(t, time.Minute), fixture(t, "stdio"), host.LoadOptions{Name: "small", Limits: host.Limits{MemoryPages: 100}})
+	require.NoError(t, err)
+	assert.Equal(t, uint32(50), info.Limits.RecyclePages, "half of the module's own MemoryPages")
+
+	for _, tc := range []struct {
+		limits host.Limits
+		want   string
+	}{
+		{host.Limits{LogBytesPerSecond: 1000}, "LogBytesPerSecond is 1000, must be at least 16384 (one line)"},
+		{host.Limits{LogLinesPerSecond: -1}, "LogLinesPerSecond is -1"},
+		{host.Limits{MinTimerInterval: -time.Second}, "MinTimerInterval is -1s"},
+		{host.Limits{MaxTimers: -1}, "MaxTimers is -1"},
+		{host.Limits{MaxSends: -1}, "MaxSends is -1"},
+	} {
+		_, err := h.Load(ctxT(t, time.Minute), fixture(t, "stdio"), host.LoadOptions{Name: "bad", Limits: tc.limits})
+		assert.ErrorContains(t, err, tc.want)
+	}
+}
