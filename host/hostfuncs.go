@@ -212,7 +212,7 @@ func (in *instance) hostTimer(req []byte) (abi.Status, []byte) {
 	if in.v.mod == nil {
 		return failed(abi.StatusUnavailable, "timers can be set once the module is described")
 	}
-	in.v.mod.setTimer(component, time.Duration(ms)*time.Millisecond)
+	in.v.setTimer(component, time.Duration(ms)*time.Millisecond)
 	return abi.StatusOK, nil
 }
 
