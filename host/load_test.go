@@ -159,7 +159,7 @@ func TestFailedLoadLeavesNothing(t *testing.T) {
 	assert.Empty(t, h.Modules())
 	assert.Eventually(t, func() bool { return host.LiveInstances(h) == 0 }, 10*time.Second, time.Millisecond,
 		"instances of the failed load are alive")
-	settled(t, before) // no goroutine of the failed load is left
+	settled(t, before)                     // no goroutine of the failed load is left
 	load(t, h, "echo", host.LoadOptions{}) // the module the failed load counted is free
 	mustEcho(t, h)
 }
