@@ -58,6 +58,20 @@ func dropFile(t testing.TB, path string, b []byte) {
 	require.NoError(t, os.Rename(tmp, path))
 }
 
+// await is the next event, within minutes: a cold compile under the race
+// detector takes about one.
+func await(t *testing.T, events <-chan host.Event) host.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-events:
+		require.True(t, ok, "events closed")
+		return ev
+	case <-time.After(5 * time.Minute):
+		t.Fatal("no event within 5 minutes")
+	}
+	return host.Event{}
+}
+
 // TestModulesDirHostile: a FIFO, a link to a device, a huge sparse file or
 // a directory in the modules directory is refused, with an event and a log
 // line, without being opened for reading or read, whether it is there when
@@ -95,16 +109,16 @@ func TestModulesDirHostile(t *testing.T) {
 			assert.Contains(t, out.String(), `"@message":"module file not loaded"`)
 			assert.Contains(t, out.String(), "present.wasm")
 
-			events := h.Subscribe(ctxT(t, 2*time.Minute))
+			events := h.Subscribe(ctxT(t, 10*time.Minute))
 			tc.make(t, filepath.Join(dir, "later.wasm"))
-			ev := next(t, events)
+			ev := await(t, events)
 			assert.Equal(t, host.EventFailed, ev.Type, "%+v", ev)
 			assert.Equal(t, filepath.Join(dir, "later.wasm"), ev.Source)
 			assert.ErrorIs(t, ev.Err, tc.want)
 			t.Logf("refused: %v", ev.Err)
 
 			dropFile(t, filepath.Join(dir, "echo.wasm"), echo)
-			ev = next(t, events)
+			ev = await(t, events)
 			assert.Equal(t, host.EventLoaded, ev.Type, "%+v", ev)
 			mustEcho(t, h)
 		})
@@ -121,9 +135,9 @@ func TestModulesDirSymlink(t *testing.T) {
 	h, _ := newHost(t, host.Options{ModulesDir: dir})
 	mustEcho(t, h)
 
-	events := h.Subscribe(ctxT(t, 2*time.Minute))
+	events := h.Subscribe(ctxT(t, 10*time.Minute))
 	require.NoError(t, os.Symlink(target, filepath.Join(dir, "later.wasm")))
-	ev := next(t, events)
+	ev := await(t, events)
 	assert.Equal(t, host.EventUpgraded, ev.Type, "%+v", ev)
 	assert.Equal(t, filepath.Join(dir, "later.wasm"), ev.Source)
 	mustEcho(t, h)
@@ -136,14 +150,14 @@ func TestModulesDirSymlink(t *testing.T) {
 func TestModulesDirSlowWriter(t *testing.T) {
 	dir := t.TempDir()
 	h, _ := newHost(t, host.Options{ModulesDir: dir})
-	events := h.Subscribe(ctxT(t, 2*time.Minute))
+	events := h.Subscribe(ctxT(t, 10*time.Minute))
 	wasm := abitest.Guest(t, "echo")
 
 	f, err := os.Create(filepath.Join(dir, "echo.wasm"))
 	require.NoError(t, err)
 	_, err = f.Write(wasm[:len(wasm)/2])
 	require.NoError(t, err)
-	ev := next(t, events) // the writer pauses until the loader has tried the half
+	ev := await(t, events) // the writer pauses until the loader has tried the half
 	assert.Equal(t, host.EventFailed, ev.Type, "%+v", ev)
 	_, ok := h.Module("echo")
 	assert.False(t, ok)
@@ -152,7 +166,7 @@ func TestModulesDirSlowWriter(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	written := time.Now()
-	ev = next(t, events)
+	ev = await(t, events)
 	assert.Equal(t, host.EventLoaded, ev.Type, "%+v", ev)
 	assert.True(t, ev.Time.After(written), "loaded before the file was whole")
 	mustEcho(t, h)
@@ -228,9 +242,9 @@ func TestModulesDirDrip(t *testing.T) {
 		h, _ := newHost(t, host.Options{ModulesDir: dir, Logger: log, Artifacts: d.options(2 * time.Second)})
 		assert.Contains(t, out.String(), "the fetch deadline of 2s passed")
 		d.left(t, "the fetch still holds its connection")
-		events := h.Subscribe(ctxT(t, 2*time.Minute))
+		events := h.Subscribe(ctxT(t, 10*time.Minute))
 		dropFile(t, filepath.Join(dir, "echo.wasm"), echo)
-		ev := next(t, events)
+		ev := await(t, events)
 		assert.Equal(t, host.EventLoaded, ev.Type, "%+v", ev)
 		mustEcho(t, h)
 	})
@@ -239,7 +253,7 @@ func TestModulesDirDrip(t *testing.T) {
 		d := newDrip(t)
 		dir := t.TempDir()
 		h, _ := newHost(t, host.Options{ModulesDir: dir, Artifacts: d.options(time.Hour)})
-		events := h.Subscribe(ctxT(t, 2*time.Minute))
+		events := h.Subscribe(ctxT(t, 10*time.Minute))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "drip.ref"), d.source().RefFile(), 0o644))
 		select {
 		case <-d.started:
@@ -253,7 +267,7 @@ func TestModulesDirDrip(t *testing.T) {
 		}()
 
 		dropFile(t, filepath.Join(dir, "echo.wasm"), echo)
-		ev := next(t, events)
+		ev := await(t, events)
 		assert.Equal(t, host.EventLoaded, ev.Type, "the fetch held up another file: %+v", ev)
 		mustEcho(t, h)
 

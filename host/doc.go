@@ -24,7 +24,7 @@
 // (see "Timeouts" below) and compiled (once: the compiled code is cached in
 // Options.CacheDir across restarts). Compiling is bounded: at most
 // Options.MaxCompiles at once (GOMAXPROCS; a load waits for a slot as long
-// as its context allows), each for at most Options.CompileTimeout (1m).
+// as its context allows), each for at most Options.CompileTimeout (5m).
 // wazero checks for cancellation between the functions it compiles, so a
 // compile cut off stops soon; what it cannot interrupt (decoding,
 // validating, one function) keeps its slot until it ends, while the load

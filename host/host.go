@@ -81,7 +81,9 @@ const maxSends = 1024
 // New starts a host: the wazero runtime, the watchdog and, when
 // Options.ModulesDir is set, the loading and watching of that directory. A
 // module of the directory that fails to load is logged and reported as an
-// EventFailed; it does not fail New.
+// EventFailed; it does not fail New. New waits for the files present to be
+// loaded or refused (each within the bounds of a load) as long as ctx
+// allows; when ctx ends first, New closes the host and fails.
 func New(ctx context.Context, opts Options) (*Host, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {

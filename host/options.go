@@ -85,8 +85,9 @@ type Options struct {
 
 	// CompileTimeout bounds the compilation of one module, from the moment
 	// it has a compile slot (see MaxCompiles); a load that takes longer
-	// fails with KindTimeout. Default 1m: a standard Go guest compiles in
-	// about a second.
+	// fails with KindTimeout. Default 5m: a standard Go guest of a few MiB
+	// compiles in seconds, and in about a minute under the race detector
+	// on a busy machine.
 	CompileTimeout time.Duration
 
 	// MaxCompiles is how many modules may compile at once; further loads
@@ -165,7 +166,7 @@ const (
 	defaultHopLimit       = 16
 	maxMemoryPages        = 65536
 	defaultMaxModuleSize  = 64 << 20
-	defaultCompileTimeout = time.Minute
+	defaultCompileTimeout = 5 * time.Minute
 )
 
 var knownCapabilities = []string{abi.CapLog, abi.CapConfig, abi.CapTimer, abi.CapMessaging}

@@ -127,7 +127,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Bool("log-json", false, "log JSON lines instead of text")
 	fs.Int64("max-load-bytes", DefaultMaxLoadBytes, "largest module accepted, in bytes, from any source: LoadModule, the modules directory (checked before reading), a fetch")
 	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish; the daemon exits at most 5s after it")
-	fs.Duration("compile-timeout", 0, "how long compiling one module may take (default 1m)")
+	fs.Duration("compile-timeout", 0, "how long compiling one module may take (default 5m)")
 	fs.Int("max-compiles", 0, "how many modules may compile at once; more loads wait (default GOMAXPROCS)")
 	fs.StringSlice("capabilities", nil, "capabilities granted to modules that name none; empty means log,config,timer,messaging")
 	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
