@@ -461,9 +461,9 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 	m.config.Store(cfg)
 	v.loadedAt = time.Now()
 	old := m.current.Swap(v)
+	v.publish() // under h.mu: a later upgrade's timers come after these
 	h.mu.Unlock()
 
-	v.publish()
 	if old != nil {
 		old.retire()
 		m.pruneTimers(v)
@@ -524,10 +524,9 @@ func (h *Host) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule,
 			<-h.compiles
 			h.releaseRuntime()
 		}()
-		start := time.Now()
-		code, err := h.compileNow(cctx, wasm)
+		code, took, err := h.compileNow(cctx, wasm)
 		select {
-		case done <- result{code, time.Since(start), err}:
+		case done <- result{code, took, err}:
 		case <-abandoned:
 			if code != nil {
 				_ = code.Close(context.Background())
@@ -557,9 +556,10 @@ func cutOff(cctx context.Context) error {
 	return err
 }
 
-// compileNow does the work of compile. A panic in the rewrite or in wazero
-// is an error for this module.
-func (h *Host) compileNow(ctx context.Context, wasm []byte) (code wazero.CompiledModule, err error) {
+// compileNow does the work of compile; took is the time wazero took (the
+// rewrite aside), which tells a compile from a cache hit. A panic in the
+// rewrite or in wazero is an error for this module.
+func (h *Host) compileNow(ctx context.Context, wasm []byte) (code wazero.CompiledModule, took time.Duration, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			code, err = nil, fmt.Errorf("compile: panic: %v", p)
@@ -568,26 +568,27 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte) (code wazero.Compile
 	res, err := instrument.Rewrite(wasm, interruptGlobal, instrument.WithPoll(pollInterval))
 	if err != nil {
 		if errors.Is(err, instrument.ErrNotWasm) {
-			return nil, errors.New("not a WebAssembly module")
+			return nil, 0, errors.New("not a WebAssembly module")
 		}
-		return nil, err
+		return nil, 0, err
 	}
 	if err := checkInterface(res); err != nil {
 		var verr *VersionError
 		if errors.As(err, &verr) {
-			return nil, err
+			return nil, 0, err
 		}
-		return nil, withKind(KindABIViolation, err)
+		return nil, 0, withKind(KindABIViolation, err)
 	}
 	// A Go guest has thousands of functions: compile them on every core,
 	// and on two workers at least, since wazero checks ctx only between
 	// the functions of a compile with several.
 	workers := max(2, runtime.GOMAXPROCS(0))
+	start := time.Now()
 	code, err = h.rt.CompileModule(experimental.WithCompilationWorkers(ctx, workers), res.Wasm)
 	if err != nil {
-		return nil, fmt.Errorf("compile: %w", err)
+		return nil, 0, fmt.Errorf("compile: %w", err)
 	}
-	return code, nil
+	return code, time.Since(start), nil
 }
 
 // loadContext is ctx, also ended (with ErrClosed as its cause) when the
