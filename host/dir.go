@@ -1,13 +1,17 @@
 package host
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tinyhost/tinyhost/host/artifact"
@@ -18,14 +22,33 @@ import (
 // before it is loaded: a file being copied in arrives in several writes.
 var dirQuiet = 150 * time.Millisecond
 
+// ErrNotRegular is matched by the error of a module file that is not a
+// regular file (a FIFO, a device, a socket, a directory), or a symbolic link
+// to one. Such a file is never opened for reading.
+var ErrNotRegular = errors.New("not a regular file")
+
+// dirScanRetries is how many times in a row New's scan waits for a file
+// that changes while it is read.
+const dirScanRetries = 10
+
+// errChanged says that a file changed while it was read: it is read again
+// once it has been quiet.
+var errChanged = errors.New("changed while read")
+
 // dirLoader keeps the modules of Options.ModulesDir in step with its
-// *.wasm and *.ref files.
+// *.wasm and *.ref files. Each file has a worker of its own while it has
+// work, so that a slow or hostile file (a fetch that drips, a long
+// compile) never holds up another, and the changes of one file are synced
+// in order. Workers and the event loop are counted in the host's wait
+// group; they stop when the host's loads stop (Close).
 type dirLoader struct {
-	h     *Host
-	dir   string
-	w     *watch.Watcher
-	files map[string]dirFile // by path; touched by the loader's goroutine only
-	done  chan struct{}
+	h   *Host
+	dir string
+	w   *watch.Watcher
+
+	mu    sync.Mutex
+	files map[string]dirFile  // by path: the module each file loaded
+	work  map[string]*dirWork // by path: the file's worker, while it runs
 }
 
 type dirFile struct {
@@ -34,118 +57,320 @@ type dirFile struct {
 	source string // the module's Source: the file, or what a ref file names
 }
 
+// dirWork is a file's pending work.
+type dirWork struct {
+	again   bool              // sync (once more) before the worker ends
+	waiters []*sync.WaitGroup // told when the next sync is done
+}
+
 func isModuleFile(name string) bool {
 	return (strings.HasSuffix(name, ".wasm") || strings.HasSuffix(name, artifact.RefFileExt)) &&
 		!strings.HasPrefix(name, ".")
 }
 
-// startDir watches dir, loads the files it holds, then follows changes.
-func startDir(h *Host, dir string) (*dirLoader, error) {
+// startDir watches dir, loads the files it holds (in parallel, until they
+// are loaded or refused, or ctx ends), then follows changes.
+func startDir(ctx context.Context, h *Host, dir string) (*dirLoader, error) {
 	// Watch first, so that nothing changed during the scan is missed.
 	w, err := watch.New(dir, dirQuiet, isModuleFile)
 	if err != nil {
 		return nil, err
 	}
-	d := &dirLoader{h: h, dir: dir, w: w, files: map[string]dirFile{}, done: make(chan struct{})}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
+	d := &dirLoader{h: h, dir: dir, w: w, files: map[string]dirFile{}, work: map[string]*dirWork{}}
+	var scan sync.WaitGroup
+	if err := d.rescan(&scan); err != nil {
 		w.Close()
 		return nil, err
 	}
+	h.wg.Add(1)
+	go d.run()
+	done := make(chan struct{})
+	go func() {
+		scan.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return d, nil
+	case <-ctx.Done():
+		return d, fmt.Errorf("loading the files present: %w", context.Cause(ctx))
+	}
+}
+
+// rescan syncs every module file of the directory, and every file known to
+// have held a module (it may be gone).
+func (d *dirLoader) rescan(scan *sync.WaitGroup) error {
+	entries, err := os.ReadDir(d.dir)
+	if err != nil {
+		return err
+	}
+	paths := map[string]bool{}
 	for _, e := range entries {
-		if e.Type().IsRegular() && isModuleFile(e.Name()) {
-			d.sync(filepath.Join(dir, e.Name()))
+		if isModuleFile(e.Name()) {
+			paths[filepath.Join(d.dir, e.Name())] = true
 		}
 	}
-	go d.run()
-	return d, nil
+	d.mu.Lock()
+	for p := range d.files {
+		paths[p] = true
+	}
+	d.mu.Unlock()
+	for p := range paths {
+		d.enqueue(p, scan)
+	}
+	return nil
 }
 
 func (d *dirLoader) run() {
-	defer close(d.done)
+	defer d.h.wg.Done()
 	for {
 		select {
 		case c, ok := <-d.w.Changes():
 			if !ok {
 				return
 			}
-			d.sync(c.Path)
+			d.enqueue(c.Path, nil)
 		case err := <-d.w.Errors():
-			d.h.log.Warn("modules directory", "dir", d.dir, "error", err)
+			// Events may have been lost (a queue overflow): look again.
+			d.h.log.Warn("modules directory: rescanning", "dir", d.dir, "error", err)
+			if err := d.rescan(nil); err != nil {
+				d.h.log.Error("modules directory", "dir", d.dir, "error", err)
+			}
 		}
 	}
 }
 
+// close stops watching. Workers stop with the host's loads; Close waits for
+// them through the host's wait group.
 func (d *dirLoader) close() {
 	_ = d.w.Close()
-	<-d.done
+}
+
+// enqueue asks for a sync of path, starting the file's worker when it has
+// none. scan, when not nil, is told when that sync is done. It never
+// blocks, so the event loop keeps reading events.
+func (d *dirLoader) enqueue(path string, scan *sync.WaitGroup) {
+	if scan != nil {
+		scan.Add(1)
+	}
+	d.mu.Lock()
+	w, running := d.work[path]
+	if !running {
+		w = &dirWork{}
+		d.work[path] = w
+	}
+	w.again = true
+	if scan != nil {
+		w.waiters = append(w.waiters, scan)
+	}
+	d.mu.Unlock()
+	if !running {
+		d.h.wg.Add(1) // from New or the event loop, which the group counts
+		go d.worker(path, w)
+	}
+}
+
+// worker syncs path for as long as changes come; once the host's loads
+// stop, what is pending is dropped.
+func (d *dirLoader) worker(path string, w *dirWork) {
+	defer d.h.wg.Done()
+	ctx := d.h.loadCtx
+	var waiters []*sync.WaitGroup
+	for retries := 0; ; {
+		d.mu.Lock()
+		waiters = append(waiters, w.waiters...)
+		w.waiters = nil
+		if !w.again || ctx.Err() != nil {
+			delete(d.work, path)
+			d.mu.Unlock()
+			for _, s := range waiters {
+				s.Done()
+			}
+			return
+		}
+		w.again = false
+		d.mu.Unlock()
+
+		// A file that changed while read is read again once it is quiet,
+		// whether or not the watcher saw the writes. The scan of New waits
+		// for a file being written, but not for ever.
+		retry := d.sync(ctx, path)
+		if retry {
+			retries++
+			d.mu.Lock()
+			w.again = true
+			d.mu.Unlock()
+		} else {
+			retries = 0
+		}
+		if !retry || retries >= dirScanRetries {
+			for _, s := range waiters {
+				s.Done()
+			}
+			waiters = nil
+		}
+		if retry {
+			t := time.NewTimer(dirQuiet)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
 }
 
 // sync brings the module of one file in step with the file: load it when it
-// is new or changed, unload its module when it is gone.
-func (d *dirLoader) sync(path string) {
+// is new or changed, unload its module when it is gone. It returns true
+// when the file changed while it was read, to be read again.
+func (d *dirLoader) sync(ctx context.Context, path string) (retry bool) {
 	h := d.h
+	d.mu.Lock()
 	prev, known := d.files[path]
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	d.mu.Unlock()
+	limit := h.opts.MaxModuleSize
+	if strings.HasSuffix(path, artifact.RefFileExt) {
+		limit = artifact.MaxRefFileSize
+	}
+	b, err := readModuleFile(path, limit, dirQuiet)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		if known {
+			d.mu.Lock()
 			delete(d.files, path)
+			d.mu.Unlock()
 			if err := h.unload(prev.module, prev.source); err == nil {
 				h.log.Info("module file removed", "file", path, "module", prev.module)
 			}
 		}
-		return
-	}
-	if err != nil {
-		h.log.Error("cannot read module file", "file", path, "error", err)
-		return
+		return false
+	case errors.Is(err, errChanged):
+		h.log.Debug("module file changed while read; reading it again once quiet", "file", path)
+		return true
+	case err != nil:
+		d.failed(path, known, &LoadError{File: path, Kind: kindOf(err), Err: err})
+		return false
 	}
 	sum := sha256.Sum256(b)
 	digest := hex.EncodeToString(sum[:])
 	if known && prev.digest == digest {
-		return
+		return false
 	}
 	source := path
 	if strings.HasSuffix(path, artifact.RefFileExt) {
 		// A reference file names the module; its bytes come from the
 		// registry or the cache.
-		if b, source, err = d.fetch(path, b); err != nil {
-			if known {
-				h.log.Error("module reference not loaded; the previous version keeps serving", "file", path, "error", err)
-			} else {
-				h.log.Error("module reference not loaded", "file", path, "error", err)
-			}
-			return
+		src, err := artifact.ParseRefFile(b)
+		if err == nil {
+			b, err = h.fetch(ctx, src)
+			source = src.String()
+		}
+		if err != nil {
+			d.failed(path, known, &LoadError{File: path, Err: err})
+			return false
 		}
 	}
-	info, err := h.load(h.ctx, b, source, LoadOptions{})
+	info, err := h.load(ctx, b, source, LoadOptions{})
 	if err != nil {
-		if known {
-			h.log.Error("module file not loaded; the previous version keeps serving", "file", path, "error", err)
-		} else {
-			h.log.Error("module file not loaded", "file", path, "error", err)
-		}
-		return
+		d.logFailed(path, known, err) // load published the event
+		return false
 	}
+	d.mu.Lock()
 	d.files[path] = dirFile{module: info.Name, digest: digest, source: source}
+	d.mu.Unlock()
 	if known && prev.module != info.Name {
 		// The file now holds another module: the old one goes.
 		_ = h.unload(prev.module, prev.source)
 	}
+	return false
 }
 
-// fetch reads the reference file b at path and fetches the wasm it names.
-// A failure is reported as an EventFailed, as a bad .wasm is.
-func (d *dirLoader) fetch(path string, b []byte) ([]byte, string, error) {
-	h := d.h
-	src, err := artifact.ParseRefFile(b)
-	if err == nil {
-		var wasm []byte
-		if wasm, err = h.fetch(h.ctx, src); err == nil {
-			return wasm, src.String(), nil
-		}
+// failed reports a file that could not be read or fetched, as a bad .wasm
+// is: an EventFailed and a log line.
+func (d *dirLoader) failed(path string, known bool, lerr *LoadError) {
+	d.h.events.publish(Event{Type: EventFailed, Source: path, Err: lerr})
+	d.logFailed(path, known, lerr)
+}
+
+func (d *dirLoader) logFailed(path string, known bool, err error) {
+	if known {
+		d.h.log.Error("module file not loaded; the previous version keeps serving", "file", path, "error", err)
+	} else {
+		d.h.log.Error("module file not loaded", "file", path, "error", err)
 	}
-	lerr := &LoadError{File: path, Err: err}
-	h.events.publish(Event{Type: EventFailed, Source: path, Err: lerr})
-	return nil, "", lerr
+}
+
+// readModuleFile reads a file that names or holds a module, which may be
+// hostile: only a regular file (a symbolic link is followed to one), at
+// most limit bytes (checked before reading, and while reading, so that a
+// file that grows is cut off), and never blocking on a FIFO or a device.
+// With quiet > 0 (the modules directory), a file modified less than quiet
+// ago, or while it was read, fails with errChanged, to be read again.
+func readModuleFile(path string, limit int64, quiet time.Duration) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRegular(st); err != nil {
+		return nil, err
+	}
+	if st.Size() > limit {
+		return nil, tooLarge(st.Size(), limit)
+	}
+	// Non-blocking, so that a file swapped for a FIFO since the Stat
+	// cannot block the open (nor the read: it is refused below).
+	f, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	before, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRegular(before); err != nil {
+		return nil, err
+	}
+	if !os.SameFile(st, before) {
+		return nil, errChanged
+	}
+	if age := time.Since(before.ModTime()); quiet > 0 && age >= 0 && age < quiet {
+		return nil, errChanged
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, tooLarge(int64(len(b)), limit)
+	}
+	after, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if quiet > 0 && (after.Size() != int64(len(b)) || !after.ModTime().Equal(before.ModTime())) {
+		return nil, errChanged
+	}
+	return b, nil
+}
+
+// checkRegular refuses what is not a regular file.
+func checkRegular(st fs.FileInfo) error {
+	m := st.Mode()
+	var what string
+	switch {
+	case m.IsRegular():
+		return nil
+	case m&fs.ModeNamedPipe != 0:
+		what = "a named pipe (FIFO)"
+	case m&fs.ModeDevice != 0:
+		what = "a device"
+	case m&fs.ModeSocket != 0:
+		what = "a socket"
+	case m.IsDir():
+		what = "a directory"
+	default:
+		what = "of mode " + m.String()
+	}
+	return fmt.Errorf("%w: it is %s", ErrNotRegular, what)
 }

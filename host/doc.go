@@ -16,11 +16,19 @@
 //
 // # Loading
 //
-// Load reads the export section before anything is compiled: a module
-// without a tinyhost_abi_v1 export, or with another version, is refused
-// there. The module is then rewritten by host/internal/instrument (see
-// "Timeouts" below), compiled (once: the compiled code is cached in
-// Options.CacheDir across restarts), and instantiated MinInstances times.
+// A module is at most Options.MaxModuleSize bytes (64 MiB), from any
+// source: bytes, a file (whose size is checked before it is read), a
+// fetch. Load reads the export section before anything is compiled: a
+// module without a tinyhost_abi_v1 export, or with another version, is
+// refused there. The module is then rewritten by host/internal/instrument
+// (see "Timeouts" below) and compiled (once: the compiled code is cached in
+// Options.CacheDir across restarts). Compiling is bounded: at most
+// Options.MaxCompiles at once (GOMAXPROCS; a load waits for a slot as long
+// as its context allows), each for at most Options.CompileTimeout (5m).
+// wazero checks for cancellation between the functions it compiles, so a
+// compile cut off stops soon; what it cannot interrupt (decoding,
+// validating, one function) keeps its slot until it ends, while the load
+// has already failed. The module is then instantiated MinInstances times.
 // Each instance runs _initialize; the first one describes the module, whose
 // descriptor gives the module its name (LoadOptions.Name overrides it); each
 // component of each instance then receives its settings on _settings.
@@ -30,14 +38,37 @@
 // is an upgrade: calls already running, or already queued, finish on the old
 // version, which holds a reference count and closes when the last one is
 // done. Nothing fails during an upgrade, and a module that fails to load
-// (not wasm, wrong ABI, a trap in _initialize, a bad descriptor) leaves the
-// old version serving.
+// (not wasm, wrong ABI, a trap in _initialize, a bad descriptor, too large,
+// too slow to compile) leaves the old version serving, and nothing of its
+// own behind: its instances are closed, its compiled code released, the
+// capacity it counted on freed, and the timers its _settings set (they wait
+// until the version is published) never start.
 //
 // Options.ModulesDir is watched: a *.wasm file added is loaded, a file
 // replaced (written or renamed into place) upgrades the module it holds, a
-// file removed unloads it. A file must be left alone for 150 ms before it is
-// read, so that a file being copied in is read once, whole. Every outcome
-// is an Event.
+// file removed unloads it. Its files are untrusted input: only regular
+// files are read (a symbolic link is followed to one; a FIFO, a device, a
+// socket or a directory is refused with an EventFailed, and never opened
+// for reading: a file swapped for a FIFO after the check is opened
+// non-blocking and refused), and a file over MaxModuleSize is refused
+// before it is read. A file must be left alone for 150 ms before it is read,
+// so that a file being copied in is read once, whole; a file modified less
+// than that ago, or while it was read, is read again once quiet. A writer
+// that pauses for longer gets its partial file tried: it is refused as
+// invalid wasm, and the whole file loads when written (write to a temporary
+// name and rename it into place to avoid the failed attempt). Each file has
+// a worker of its own, so that a slow file (a long compile, a fetch) never
+// holds up another, while the changes of one file are applied in order. A
+// *.ref file names a module to fetch (package artifact); every fetch is
+// bounded by Artifacts.FetchTimeout (2m), bodies included. New waits for
+// the files present to be loaded or refused, within those bounds and as
+// long as its context allows. Every outcome is an Event.
+//
+// Close stops loads at once: a fetch, a compile or a wait for a compile
+// slot in progress fails with ErrClosed. Calls in flight finish first; when
+// Close's context ends before they do, they are interrupted and Close
+// returns; the interrupted guests unwind, and the runtime closes, in the
+// background.
 //
 // # A call
 //
@@ -128,4 +159,5 @@
 // Every forward increments the tinyhost-hops metadata and carries
 // traceparent on; past Options.HopLimit delivery is refused. Timers belong
 // to the module, not to a version: they survive upgrades and stop on unload.
+// A timer set while a version is loaded starts only once it is published.
 package host

@@ -33,6 +33,13 @@ type Host struct {
 	// replacement instances) runs under it.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// loadCtx ends when Close starts: loads, fetches and compiles stop at
+	// once (see loadContext), while calls in flight may still finish.
+	loadCtx   context.Context
+	stopLoads context.CancelFunc
+
+	// compiles holds a token per compile running (Options.MaxCompiles).
+	compiles chan struct{}
 
 	// epoch anchors the monotonic nanosecond clock in which deadlines are
 	// kept; now is that clock as last read by the watchdog, so that the
@@ -45,6 +52,10 @@ type Host struct {
 	modules atomic.Pointer[map[string]*module]
 	mu      sync.Mutex // serialises changes to modules, and closed
 	closed  bool
+	// rtUsers counts the compiles using the runtime; once Close is done
+	// with everything else (rtClosing), the last of them closes it.
+	rtUsers   int
+	rtClosing bool
 
 	// live is every instance the watchdog must look at.
 	liveMu sync.Mutex
@@ -70,7 +81,9 @@ const maxSends = 1024
 // New starts a host: the wazero runtime, the watchdog and, when
 // Options.ModulesDir is set, the loading and watching of that directory. A
 // module of the directory that fails to load is logged and reported as an
-// EventFailed; it does not fail New.
+// EventFailed; it does not fail New. New waits for the files present to be
+// loaded or refused (each within the bounds of a load) as long as ctx
+// allows; when ctx ends first, New closes the host and fails.
 func New(ctx context.Context, opts Options) (*Host, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -80,6 +93,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		opts:         opts,
 		log:          opts.Logger,
 		epoch:        time.Now(),
+		compiles:     make(chan struct{}, opts.MaxCompiles),
 		sends:        make(chan struct{}, maxSends),
 		watchdog:     make(chan struct{}),
 		watchdogDone: make(chan struct{}),
@@ -95,6 +109,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	}
 	h.modules.Store(&map[string]*module{})
 	h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	h.loadCtx, h.stopLoads = context.WithCancel(h.ctx)
 
 	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(false)
 	if opts.CacheDir != "" {
@@ -129,7 +144,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	go h.runWatchdog()
 
 	if opts.ModulesDir != "" {
-		h.dir, err = startDir(h, opts.ModulesDir)
+		h.dir, err = startDir(ctx, h, opts.ModulesDir)
 		if err != nil {
 			_ = h.Close(ctx)
 			return nil, fmt.Errorf("host: modules directory %s: %w", opts.ModulesDir, err)
@@ -142,12 +157,17 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 func (h *Host) abort(ctx context.Context) {
 	_ = h.rt.Close(ctx)
 	_ = h.cache.Close(ctx)
+	h.stopLoads()
 	h.cancel()
 }
 
-// Close unloads every module and stops the host. Calls in flight finish
-// first; when ctx ends before they do, they are interrupted (KindTimeout)
-// and Close returns ctx's error once everything has stopped.
+// Close unloads every module and stops the host. Loads in progress stop at
+// once (a fetch, a compile or a wait for a compile slot fails with
+// ErrClosed); calls in flight finish first. When ctx ends before they do,
+// they are interrupted (KindTimeout) and Close returns ctx's error at once:
+// the interrupted guests unwind, and the runtime closes, in the background.
+// A compile that wazero cannot interrupt keeps the runtime open until it
+// ends.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if h.closed {
@@ -159,6 +179,7 @@ func (h *Host) Close(ctx context.Context) error {
 	h.modules.Store(&map[string]*module{})
 	h.mu.Unlock()
 
+	h.stopLoads()
 	if h.dir != nil {
 		h.dir.close()
 	}
@@ -168,39 +189,95 @@ func (h *Host) Close(ctx context.Context) error {
 			v.retire()
 		}
 	}
+	defer h.events.close()
 
 	drained := make(chan struct{})
 	go func() {
 		h.wg.Wait()
 		close(drained)
 	}()
-	var err error
 	select {
 	case <-drained:
+		return h.finish()
 	case <-ctx.Done():
-		err = ctx.Err()
-		h.cancel()
+	}
+	h.cancel()
+	h.interruptAll()
+	select {
+	case <-drained:
+		_ = h.finish()
+		return ctx.Err()
+	default:
+	}
+	h.log.Warn("closing: the deadline passed, calls still running were interrupted")
+	go func() {
 		// Calls that got an instance after one sweep are caught by the next.
 		for done := false; !done; {
-			h.interruptAll()
 			select {
 			case <-drained:
 				done = true
 			case <-time.After(watchdogTick):
+				h.interruptAll()
 			}
 		}
-	}
+		if err := h.finish(); err != nil {
+			h.log.Warn("closing the runtime", "error", err)
+		}
+	}()
+	return ctx.Err()
+}
+
+// finish stops the watchdog and closes the runtime once nothing runs guest
+// code any more.
+func (h *Host) finish() error {
 	h.cancel()
 	close(h.watchdog)
 	<-h.watchdogDone
-	h.events.close()
-	if cerr := h.rt.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
-		err = cerr
-	}
-	if cerr := h.cache.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
-		err = cerr
+	h.artifacts.CloseIdleConnections()
+	h.mu.Lock()
+	h.rtClosing = true
+	held := h.rtUsers > 0
+	h.mu.Unlock()
+	var err error
+	if !held {
+		err = h.closeRuntime()
 	}
 	h.log.Info("host closed", "name", h.opts.Name)
+	return err
+}
+
+// holdRuntime keeps the runtime open for a compile; it fails once the host
+// is closed.
+func (h *Host) holdRuntime() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.rtUsers++
+	return true
+}
+
+// releaseRuntime ends a holdRuntime; the last one after Close closes the
+// runtime.
+func (h *Host) releaseRuntime() {
+	h.mu.Lock()
+	h.rtUsers--
+	last := h.rtUsers == 0 && h.rtClosing
+	h.mu.Unlock()
+	if last {
+		if err := h.closeRuntime(); err != nil {
+			h.log.Warn("closing the runtime", "error", err)
+		}
+	}
+}
+
+func (h *Host) closeRuntime() error {
+	ctx := context.Background()
+	err := h.rt.Close(ctx)
+	if cerr := h.cache.Close(ctx); cerr != nil && err == nil {
+		err = cerr
+	}
 	return err
 }
 

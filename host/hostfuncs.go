@@ -210,7 +210,7 @@ func (in *instance) hostTimer(req []byte) (abi.Status, []byte) {
 	if least := in.v.limits.MinTimerInterval; ms > 0 && interval < least {
 		return failed(abi.StatusBadRequest, "module %q: timer interval %v is below the minimum of %v (MinTimerInterval)", in.v.name, interval, least)
 	}
-	if err := in.v.mod.setTimer(component, interval, in.v.limits.MaxTimers); err != nil {
+	if err := in.v.setTimer(component, interval); err != nil {
 		return failed(abi.StatusUnavailable, "%v", err)
 	}
 	return abi.StatusOK, nil

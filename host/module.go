@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/internal/instrument"
 )
 
@@ -147,6 +147,45 @@ type version struct {
 	// state is the count of references in its low bits and retiredBit.
 	state  atomic.Int64
 	closed atomic.Bool
+
+	// Timers set while the version is loaded (by _settings) wait in
+	// staged until it is published, so that a load that fails leaves no
+	// timer behind.
+	timersMu  sync.Mutex
+	published bool
+	staged    map[string]time.Duration
+}
+
+// setTimer sets a component's timer: the module's, once the version is
+// published, else a staged one.
+func (v *version) setTimer(component string, interval time.Duration) error {
+	v.timersMu.Lock()
+	defer v.timersMu.Unlock()
+	if v.published {
+		return v.mod.setTimer(component, interval, v.limits.MaxTimers)
+	}
+	if _, ok := v.staged[component]; !ok && interval > 0 && len(v.staged) >= v.limits.MaxTimers {
+		return fmt.Errorf("module %q may have at most %d timers running (MaxTimers)", v.name, v.limits.MaxTimers)
+	}
+	if v.staged == nil {
+		v.staged = map[string]time.Duration{}
+	}
+	v.staged[component] = interval
+	return nil
+}
+
+// publish starts the timers staged during the load; from now on setTimer
+// sets the module's. Holding timersMu keeps a later setTimer from being
+// overtaken by a staged one.
+func (v *version) publish() {
+	v.timersMu.Lock()
+	defer v.timersMu.Unlock()
+	v.published = true
+	for c, d := range v.staged {
+		// Each staged timer passed the same bound when it was set.
+		_ = v.mod.setTimer(c, d, v.limits.MaxTimers)
+	}
+	v.staged = nil
 }
 
 const retiredBit = 1 << 62
@@ -269,11 +308,13 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts LoadOptions) (ModuleI
 	return h.load(ctx, wasm, "", opts)
 }
 
-// LoadFile loads a module from a .wasm file, like Load.
+// LoadFile loads a module from a .wasm file, like Load. The file must be a
+// regular file (or a symbolic link to one) of at most MaxModuleSize bytes;
+// that is checked before it is read.
 func (h *Host) LoadFile(ctx context.Context, path string, opts LoadOptions) (ModuleInfo, error) {
-	b, err := os.ReadFile(path)
+	b, err := readModuleFile(path, h.opts.MaxModuleSize, 0)
 	if err != nil {
-		lerr := &LoadError{Module: opts.Name, File: path, Err: err}
+		lerr := &LoadError{Module: opts.Name, File: path, Kind: kindOf(err), Err: err}
 		h.events.publish(Event{Type: EventFailed, Module: opts.Name, Source: path, Err: lerr})
 		return ModuleInfo{}, lerr
 	}
@@ -309,6 +350,9 @@ func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOpti
 // build makes a new version and publishes it. On failure it returns the
 // version built so far (for its name) and the error.
 func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadOptions) (*version, bool, error) {
+	if int64(len(wasm)) > h.opts.MaxModuleSize {
+		return nil, false, tooLarge(int64(len(wasm)), h.opts.MaxModuleSize)
+	}
 	limits := opts.Limits.over(h.opts.Limits).forModule()
 	if err := limits.validate(); err != nil {
 		return nil, false, fmt.Errorf("limits: %w", err)
@@ -334,27 +378,10 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 	}
 
 	sum := sha256.Sum256(wasm)
-	res, err := instrument.Rewrite(wasm, interruptGlobal, instrument.WithPoll(pollInterval))
+	compiled, compileTime, err := h.compile(ctx, wasm)
 	if err != nil {
-		if errors.Is(err, instrument.ErrNotWasm) {
-			return nil, false, errors.New("not a WebAssembly module")
-		}
 		return nil, false, err
 	}
-	if err := checkInterface(res); err != nil {
-		var verr *VersionError
-		if errors.As(err, &verr) {
-			return nil, false, err
-		}
-		return nil, false, withKind(KindABIViolation, err)
-	}
-	compileStart := time.Now()
-	// A Go guest has thousands of functions: compile them on every core.
-	compiled, err := h.rt.CompileModule(experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0)), res.Wasm)
-	if err != nil {
-		return nil, false, fmt.Errorf("compile: %w", err)
-	}
-	compileTime := time.Since(compileStart)
 
 	h.mu.Lock()
 	if h.closed {
@@ -456,6 +483,7 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 	m.config.Store(cfg)
 	v.loadedAt = time.Now()
 	old := m.current.Swap(v)
+	v.publish() // under h.mu: a later upgrade's timers come after these
 	h.mu.Unlock()
 
 	if old != nil {
@@ -463,6 +491,137 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 		m.pruneTimers(v)
 	}
 	return v, old != nil, nil
+}
+
+// tooLarge is the error for a module of n bytes, over the host's limit.
+func tooLarge(n, limit int64) error {
+	return withKind(KindTooLarge, fmt.Errorf("%w: %d bytes, over this host's limit of %d bytes (MaxModuleSize)",
+		artifact.ErrTooLarge, n, limit))
+}
+
+// compileTimeoutError is the cause of a compile cut off by CompileTimeout.
+type compileTimeoutError struct{ d time.Duration }
+
+func (e *compileTimeoutError) Error() string {
+	return fmt.Sprintf("took longer than the compile timeout of %v", e.d)
+}
+
+func (e *compileTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// compile rewrites wasm (see "Timeouts" in the package doc), checks its
+// interface and compiles it within the host's bounds: at most MaxCompiles
+// at once (a load waits for a slot as long as ctx allows), each for at most
+// CompileTimeout, and none past Close.
+//
+// wazero checks the context between functions when it compiles with
+// several workers, so a compile cut off stops soon; decoding, validating
+// and one function's code cannot be interrupted. The load fails at the
+// deadline all the same, and the compile keeps its slot (and the runtime
+// stays open) until it has really ended, so that the bound on compiles at
+// once holds.
+func (h *Host) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule, time.Duration, error) {
+	ctx, stop := h.loadContext(ctx)
+	defer stop()
+	select {
+	case h.compiles <- struct{}{}:
+	case <-ctx.Done():
+		return nil, 0, fmt.Errorf("waiting for a compile slot (%d at once): %w", cap(h.compiles), context.Cause(ctx))
+	}
+	if !h.holdRuntime() {
+		<-h.compiles
+		return nil, 0, ErrClosed
+	}
+	cctx, cancel := context.WithTimeoutCause(ctx, h.opts.CompileTimeout, &compileTimeoutError{h.opts.CompileTimeout})
+	defer cancel()
+
+	type result struct {
+		code wazero.CompiledModule
+		took time.Duration
+		err  error
+	}
+	done := make(chan result)
+	abandoned := make(chan struct{})
+	go func() {
+		defer func() {
+			<-h.compiles
+			h.releaseRuntime()
+		}()
+		code, took, err := h.compileNow(cctx, wasm)
+		select {
+		case done <- result{code, took, err}:
+		case <-abandoned:
+			if code != nil {
+				_ = code.Close(context.Background())
+			}
+		}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil && cctx.Err() != nil {
+			r.err = cutOff(cctx) // wazero's error says only that ctx ended
+		}
+		return r.code, r.took, r.err
+	case <-cctx.Done():
+		close(abandoned)
+		return nil, 0, cutOff(cctx)
+	}
+}
+
+// cutOff is the error of a compile whose context ended: KindTimeout when
+// CompileTimeout passed; otherwise the caller gave up or the host closed.
+func cutOff(cctx context.Context) error {
+	err := fmt.Errorf("compile: %w", context.Cause(cctx))
+	var te *compileTimeoutError
+	if errors.As(err, &te) {
+		return withKind(KindTimeout, err)
+	}
+	return err
+}
+
+// compileNow does the work of compile; took is the time wazero took (the
+// rewrite aside), which tells a compile from a cache hit. A panic in the
+// rewrite or in wazero is an error for this module.
+func (h *Host) compileNow(ctx context.Context, wasm []byte) (code wazero.CompiledModule, took time.Duration, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			code, err = nil, fmt.Errorf("compile: panic: %v", p)
+		}
+	}()
+	res, err := instrument.Rewrite(wasm, interruptGlobal, instrument.WithPoll(pollInterval))
+	if err != nil {
+		if errors.Is(err, instrument.ErrNotWasm) {
+			return nil, 0, errors.New("not a WebAssembly module")
+		}
+		return nil, 0, err
+	}
+	if err := checkInterface(res); err != nil {
+		var verr *VersionError
+		if errors.As(err, &verr) {
+			return nil, 0, err
+		}
+		return nil, 0, withKind(KindABIViolation, err)
+	}
+	// A Go guest has thousands of functions: compile them on every core,
+	// and on two workers at least, since wazero checks ctx only between
+	// the functions of a compile with several.
+	workers := max(2, runtime.GOMAXPROCS(0))
+	start := time.Now()
+	code, err = h.rt.CompileModule(experimental.WithCompilationWorkers(ctx, workers), res.Wasm)
+	if err != nil {
+		return nil, 0, fmt.Errorf("compile: %w", err)
+	}
+	return code, time.Since(start), nil
+}
+
+// loadContext is ctx, also ended (with ErrClosed as its cause) when the
+// host closes, so that Close never waits on a load, a fetch or a compile.
+func (h *Host) loadContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(h.loadCtx, func() { cancel(ErrClosed) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
 }
 
 // roomFor checks that a version with limits fits Options.Capacity, in

@@ -62,8 +62,9 @@ type Options struct {
 
 	// Artifacts configures fetching modules from OCI registries and URLs
 	// (LoadSource, *.ref files in ModulesDir). Defaults: CacheDir is
-	// <CacheDir>/artifacts when CacheDir is set, Logger is
-	// Logger.Named("artifact"); see artifact.Options for the rest.
+	// <CacheDir>/artifacts when CacheDir is set, MaxSize is
+	// MaxModuleSize, Logger is Logger.Named("artifact"); see
+	// artifact.Options for the rest (FetchTimeout bounds a whole fetch).
 	Artifacts artifact.Options
 
 	// Observer is told about every guest call, compilation and discarded
@@ -73,6 +74,26 @@ type Options struct {
 	// Capacity bounds what the host takes; a load past it fails with
 	// ErrCapacity. Default: no bounds.
 	Capacity Capacity
+
+	// MaxModuleSize is the largest module accepted, in bytes, from any
+	// source: Load, LoadFile, a file of ModulesDir (checked before it is
+	// read) and a fetch (it is also Artifacts.MaxSize unless that is set).
+	// A larger module fails with a *LoadError of KindTooLarge that matches
+	// artifact.ErrTooLarge. Default 64 MiB: a standard Go guest weighs a
+	// few MiB.
+	MaxModuleSize int64
+
+	// CompileTimeout bounds the compilation of one module, from the moment
+	// it has a compile slot (see MaxCompiles); a load that takes longer
+	// fails with KindTimeout. Default 5m: a standard Go guest of a few MiB
+	// compiles in seconds, and in about a minute under the race detector
+	// on a busy machine.
+	CompileTimeout time.Duration
+
+	// MaxCompiles is how many modules may compile at once; further loads
+	// wait for a slot, as long as their context allows. Default
+	// GOMAXPROCS.
+	MaxCompiles int
 }
 
 // Capacity is how much a host takes, and what it advertises to placement.
@@ -185,6 +206,8 @@ const (
 	defaultIdleTimeout    = time.Minute
 	defaultHopLimit       = 16
 	maxMemoryPages        = 65536
+	defaultMaxModuleSize  = 64 << 20
+	defaultCompileTimeout = 5 * time.Minute
 
 	defaultLogLinesPerSecond = 200
 	defaultLogBytesPerSecond = 256 << 10
@@ -206,6 +229,18 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Artifacts.CacheDir == "" && o.CacheDir != "" {
 		o.Artifacts.CacheDir = filepath.Join(o.CacheDir, "artifacts")
+	}
+	if o.MaxModuleSize == 0 {
+		o.MaxModuleSize = defaultMaxModuleSize
+	}
+	if o.Artifacts.MaxSize == 0 {
+		o.Artifacts.MaxSize = o.MaxModuleSize
+	}
+	if o.CompileTimeout == 0 {
+		o.CompileTimeout = defaultCompileTimeout
+	}
+	if o.MaxCompiles == 0 {
+		o.MaxCompiles = runtime.GOMAXPROCS(0)
 	}
 	if o.Artifacts.Logger == nil {
 		o.Artifacts.Logger = o.Logger.Named("artifact")
@@ -236,6 +271,15 @@ func (o Options) withDefaults() (Options, error) {
 	var errs []error
 	if o.HopLimit < 0 {
 		errs = append(errs, fmt.Errorf("HopLimit is %d, must be positive", o.HopLimit))
+	}
+	if o.MaxModuleSize < 0 {
+		errs = append(errs, fmt.Errorf("MaxModuleSize is %d, must be positive", o.MaxModuleSize))
+	}
+	if o.CompileTimeout < 0 {
+		errs = append(errs, fmt.Errorf("CompileTimeout is %v, must be positive", o.CompileTimeout))
+	}
+	if o.MaxCompiles < 0 {
+		errs = append(errs, fmt.Errorf("MaxCompiles is %d, must be positive", o.MaxCompiles))
 	}
 	if o.Capacity.MaxModules < 0 {
 		errs = append(errs, fmt.Errorf("Capacity.MaxModules is %d, must be positive", o.Capacity.MaxModules))

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/tinyhost/tinyhost/host/artifact"
 )
@@ -12,8 +13,15 @@ import (
 // *LoadError wrapping the artifact error (artifact.ErrDigestMismatch,
 // artifact.ErrUnreachable, ...). When the registry is unreachable and a tag
 // is answered from the cache, a warning is logged and the module loads.
+// The fetch is bounded by Options.Artifacts.FetchTimeout (body included)
+// and stops when the host closes.
 func (h *Host) LoadSource(ctx context.Context, src artifact.Source, opts LoadOptions) (ModuleInfo, error) {
-	wasm, err := h.fetch(ctx, src)
+	fctx, stop := h.loadContext(ctx)
+	wasm, err := h.fetch(fctx, src)
+	if err != nil && fctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w: %w", context.Cause(fctx), err) // the host closed
+	}
+	stop()
 	if err != nil {
 		lerr := &LoadError{Module: opts.Name, File: src.String(), Err: err}
 		h.events.publish(Event{Type: EventFailed, Module: opts.Name, Source: src.String(), Err: lerr})

@@ -3,12 +3,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/daemon"
 )
@@ -31,11 +28,5 @@ func main() {
 		os.Exit(1)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = daemon.Run(ctx, cfg, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "tinyhost: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(daemon.Main(cfg, os.Stderr))
 }

@@ -23,6 +23,7 @@ const (
 	DefaultBackoff      = 250 * time.Millisecond
 	DefaultMaxBackoff   = 8 * time.Second
 	DefaultRetryTimeout = time.Minute
+	DefaultFetchTimeout = 2 * time.Minute
 )
 
 // Options configures a Client. The zero value is usable: no cache, registry
@@ -75,6 +76,12 @@ type Options struct {
 	// RetryTimeout bounds the time from the first attempt after which no
 	// retry is started. 0: DefaultRetryTimeout.
 	RetryTimeout time.Duration
+
+	// FetchTimeout bounds a whole Fetch: resolving the reference, every
+	// retry and the download, bodies included, so that a server that
+	// answers one byte at a time fails the fetch when it passes (the error
+	// matches context.DeadlineExceeded). 0: DefaultFetchTimeout.
+	FetchTimeout time.Duration
 }
 
 // Client fetches, pushes and inspects module artifacts. It is safe for
@@ -91,8 +98,8 @@ type Client struct {
 // New validates opts, fills in the defaults and creates the cache
 // directory.
 func New(opts Options) (*Client, error) {
-	if opts.MaxSize < 0 || opts.Attempts < 0 || opts.Backoff < 0 || opts.MaxBackoff < 0 || opts.RetryTimeout < 0 {
-		return nil, fmt.Errorf("artifact: negative MaxSize, Attempts, Backoff, MaxBackoff or RetryTimeout")
+	if opts.MaxSize < 0 || opts.Attempts < 0 || opts.Backoff < 0 || opts.MaxBackoff < 0 || opts.RetryTimeout < 0 || opts.FetchTimeout < 0 {
+		return nil, fmt.Errorf("artifact: negative MaxSize, Attempts, Backoff, MaxBackoff, RetryTimeout or FetchTimeout")
 	}
 	if opts.MaxSize == 0 {
 		opts.MaxSize = DefaultMaxSize
@@ -108,6 +115,9 @@ func New(opts Options) (*Client, error) {
 	}
 	if opts.RetryTimeout == 0 {
 		opts.RetryTimeout = DefaultRetryTimeout
+	}
+	if opts.FetchTimeout == 0 {
+		opts.FetchTimeout = DefaultFetchTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
@@ -145,6 +155,12 @@ func New(opts Options) (*Client, error) {
 	return c, nil
 }
 
+// CloseIdleConnections closes the connections kept for reuse (a host does
+// when it closes).
+func (c *Client) CloseIdleConnections() {
+	(&http.Client{Transport: c.transport}).CloseIdleConnections()
+}
+
 // Meta says what Fetch fetched and from where.
 type Meta struct {
 	Source Source `json:"source"`
@@ -173,11 +189,14 @@ type Meta struct {
 // unreachable after every retry, the digest the tag last resolved to is
 // answered from the cache with Meta.Stale set. Errors match ErrInvalidSource,
 // ErrNotWasm, ErrDigestMismatch, ErrTooLarge, ErrUnreachable,
-// ErrUnauthorized, ErrNotFound or ErrPlainHTTP.
+// ErrUnauthorized, ErrNotFound or ErrPlainHTTP, or context.DeadlineExceeded
+// when Options.FetchTimeout passed.
 func (c *Client) Fetch(ctx context.Context, src Source) ([]byte, Meta, error) {
 	if err := src.Validate(); err != nil {
 		return nil, Meta{}, err
 	}
+	ctx, cancel := context.WithTimeoutCause(ctx, c.opts.FetchTimeout, &fetchTimeoutError{c.opts.FetchTimeout})
+	defer cancel()
 	src.SHA256 = src.Digest()
 	var (
 		wasm []byte
@@ -197,6 +216,15 @@ func (c *Client) Fetch(ctx context.Context, src Source) ([]byte, Meta, error) {
 		"cache", meta.FromCache, "stale", meta.Stale)
 	return wasm, meta, nil
 }
+
+// fetchTimeoutError is the cause of a fetch cut off by Options.FetchTimeout.
+type fetchTimeoutError struct{ d time.Duration }
+
+func (e *fetchTimeoutError) Error() string {
+	return fmt.Sprintf("the fetch deadline of %v passed", e.d)
+}
+
+func (e *fetchTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
 
 // checkPin refuses bytes whose digest is not the one the source pins.
 func checkPin(src Source, what, got string) error {

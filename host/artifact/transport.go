@@ -35,3 +35,10 @@ func redact(s string) string {
 	u.User = nil
 	return u.String()
 }
+
+// CloseIdleConnections passes on to the transport under the guard.
+func (g *guard) CloseIdleConnections() {
+	if c, ok := g.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}

@@ -45,6 +45,8 @@ type Config struct {
 	HopLimit        int               `koanf:"hop-limit"`
 	MaxModules      int               `koanf:"max-modules"`
 	MaxMemoryBytes  uint64            `koanf:"max-memory-bytes"`
+	CompileTimeout  time.Duration     `koanf:"compile-timeout"`
+	MaxCompiles     int               `koanf:"max-compiles"`
 
 	// Routes (module → "host:port" of the hosts where it is ready) and
 	// wiring ("module/component/outport" → "module/component/inport") of a
@@ -69,11 +71,12 @@ type Config struct {
 
 // ArtifactsConfig configures fetching modules from registries and URLs.
 type ArtifactsConfig struct {
-	CacheDir     string   `koanf:"cache-dir"`
-	DockerConfig string   `koanf:"docker-config"`
-	PlainHTTP    []string `koanf:"plain-http"`
-	MaxSize      int64    `koanf:"max-size"`
-	Attempts     int      `koanf:"attempts"`
+	CacheDir     string        `koanf:"cache-dir"`
+	DockerConfig string        `koanf:"docker-config"`
+	PlainHTTP    []string      `koanf:"plain-http"`
+	MaxSize      int64         `koanf:"max-size"`
+	Attempts     int           `koanf:"attempts"`
+	FetchTimeout time.Duration `koanf:"fetch-timeout"`
 }
 
 // artifactsKey maps a flag or variable name to its key in the artifacts
@@ -122,8 +125,10 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.String("token-file", "", "file holding the bearer token every call must carry (health checks excepted)")
 	fs.String("log-level", "info", "trace, debug, info, warn or error")
 	fs.Bool("log-json", false, "log JSON lines instead of text")
-	fs.Int64("max-load-bytes", DefaultMaxLoadBytes, "largest module LoadModule accepts, in bytes")
-	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish")
+	fs.Int64("max-load-bytes", DefaultMaxLoadBytes, "largest module accepted, in bytes, from any source: LoadModule, the modules directory (checked before reading), a fetch")
+	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish; the daemon exits at most 5s after it")
+	fs.Duration("compile-timeout", 0, "how long compiling one module may take (default 5m)")
+	fs.Int("max-compiles", 0, "how many modules may compile at once; more loads wait (default GOMAXPROCS)")
 	fs.StringSlice("capabilities", nil, "capabilities granted to modules that name none; empty means log,config,timer,messaging")
 	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
 	fs.Int("max-modules", 0, "how many modules the host takes; advertised to placement (default 0: no limit)")
@@ -139,8 +144,9 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.String("artifacts-cache-dir", "", "cache of modules fetched from registries and URLs (default: <cache-dir>/artifacts)")
 	fs.String("artifacts-docker-config", "", "docker config file with registry credentials (default: $DOCKER_CONFIG, ~/.docker)")
 	fs.StringSlice("artifacts-plain-http", nil, "registries or hosts, host or host:port, reached over plain HTTP")
-	fs.Int64("artifacts-max-size", 0, "largest module fetched, in bytes (default 64 MiB)")
+	fs.Int64("artifacts-max-size", 0, "largest module fetched, in bytes (default: max-load-bytes)")
 	fs.Int("artifacts-attempts", 0, "tries of one registry or URL request before giving up (default 5)")
+	fs.Duration("artifacts-fetch-timeout", 0, "how long one fetch may take, retries and download included (default 2m)")
 	fs.BoolP("help", "h", false, "show this help")
 	fs.Bool("version", false, "print the version")
 	return fs
@@ -168,7 +174,9 @@ environment.
 Flags:
 %s
 SIGTERM or SIGINT stops accepting calls, answers those accepted (within
---shutdown-timeout), closes the modules and exits 0.
+--shutdown-timeout), closes the modules and exits 0. What still runs at the
+timeout is interrupted; if the daemon has not exited 5s later, or on a
+second signal, it exits at once with code 1.
 `, flagSet(host).FlagUsages())
 }
 
@@ -316,8 +324,14 @@ func (c *Config) validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Sprintf("shutdown-timeout is %v, must be positive", c.ShutdownTimeout))
 	}
-	if c.Artifacts.MaxSize < 0 || c.Artifacts.Attempts < 0 {
-		errs = append(errs, "artifacts max-size and attempts must not be negative")
+	if c.Artifacts.MaxSize < 0 || c.Artifacts.Attempts < 0 || c.Artifacts.FetchTimeout < 0 {
+		errs = append(errs, "artifacts max-size, attempts and fetch-timeout must not be negative")
+	}
+	if c.CompileTimeout < 0 {
+		errs = append(errs, fmt.Sprintf("compile-timeout is %v, must not be negative", c.CompileTimeout))
+	}
+	if c.MaxCompiles < 0 {
+		errs = append(errs, fmt.Sprintf("max-compiles is %d, must not be negative", c.MaxCompiles))
 	}
 	for k := range c.Labels {
 		if k == "" {

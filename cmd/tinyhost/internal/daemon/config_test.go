@@ -142,13 +142,14 @@ artifacts:
   plain-http: [registry.local:5000]
   max-size: 1000
   attempts: 2
+  fetch-timeout: 90s
 `), 0o644))
 
 	c, err := daemon.ParseConfig([]string{"--config", file}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, daemon.ArtifactsConfig{
 		CacheDir: "/from/file", DockerConfig: "/file/docker", PlainHTTP: []string{"registry.local:5000"},
-		MaxSize: 1000, Attempts: 2,
+		MaxSize: 1000, Attempts: 2, FetchTimeout: 90 * time.Second,
 	}, c.Artifacts)
 
 	c, err = daemon.ParseConfig([]string{"--config", file, "--artifacts-attempts", "7"},
@@ -165,4 +166,30 @@ artifacts:
 
 	_, err = daemon.ParseConfig([]string{"--artifacts-attempts", "-1"}, nil)
 	assert.ErrorContains(t, err, "must not be negative")
+	c, err = daemon.ParseConfig([]string{"--artifacts-fetch-timeout", "5s"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, c.Artifacts.FetchTimeout)
+}
+
+// TestParseConfigCompiles reads the bounds on compiling from the file, the
+// environment and flags.
+func TestParseConfigCompiles(t *testing.T) {
+	c, err := daemon.ParseConfig(nil, nil)
+	require.NoError(t, err)
+	assert.Zero(t, c.CompileTimeout, "the host's default")
+	assert.Zero(t, c.MaxCompiles, "the host's default")
+
+	file := writeConfig(t, "compile-timeout: 2m\nmax-compiles: 3\n")
+	c, err = daemon.ParseConfig([]string{"--config", file}, []string{"TINYHOST_MAX_COMPILES=4"})
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Minute, c.CompileTimeout)
+	assert.Equal(t, 4, c.MaxCompiles, "env over file")
+	c, err = daemon.ParseConfig([]string{"--config", file, "--compile-timeout", "30s"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, c.CompileTimeout, "flag over file")
+
+	_, err = daemon.ParseConfig([]string{"--max-compiles", "-1"}, nil)
+	assert.ErrorContains(t, err, "max-compiles is -1, must not be negative")
+	_, err = daemon.ParseConfig([]string{"--compile-timeout", "-1s"}, nil)
+	assert.ErrorContains(t, err, "compile-timeout is -1s, must not be negative")
 }

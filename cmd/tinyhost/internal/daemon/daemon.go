@@ -2,7 +2,8 @@
 // (ParseConfig: flags, TINYHOST_* environment, YAML file), starts a host
 // with its modules directory, serves it over gRPC with TLS, mTLS and a
 // bearer token as configured, exports Prometheus metrics, and shuts down
-// gracefully when its context ends (Run).
+// gracefully when its context ends (Run), or on SIGTERM or SIGINT, within
+// a bound whatever its modules do (Main).
 package daemon
 
 import (
@@ -15,7 +16,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,17 +34,64 @@ import (
 	"github.com/tinyhost/tinyhost/host/server"
 )
 
+// ShutdownSlack is how long after Config.ShutdownTimeout Main waits for
+// the shutdown to finish before it exits anyway.
+const ShutdownSlack = 5 * time.Second
+
+// Main runs the daemon until SIGTERM or SIGINT and returns the process's
+// exit code: 0 after a clean shutdown, 1 when Run failed. The shutdown is
+// bounded whatever the modules do: Run interrupts what still runs at
+// ShutdownTimeout, and should it not have returned ShutdownSlack later, or
+// should a second signal come, Main returns 1 at once with a log line
+// saying so.
+func Main(cfg Config, logOut io.Writer) int {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, logOut) }()
+
+	log := newLogger(cfg, logOut)
+	var late <-chan time.Time
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				fmt.Fprintf(logOut, "tinyhost: %v\n", err)
+				return 1
+			}
+			return 0
+		case sig := <-sigs:
+			if ctx.Err() != nil {
+				log.Error("second signal: exiting at once, without finishing the shutdown", "signal", sig.String())
+				return 1
+			}
+			cancel()
+			late = time.After(cfg.ShutdownTimeout + ShutdownSlack)
+		case <-late:
+			log.Error("shutdown still not finished: exiting at once", "timeout", cfg.ShutdownTimeout, "slack", ShutdownSlack)
+			return 1
+		}
+	}
+}
+
+func newLogger(cfg Config, out io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "tinyhost",
+		Level:      hclog.LevelFromString(cfg.LogLevel),
+		Output:     out,
+		JSONFormat: cfg.LogJSON,
+	})
+}
+
 // Run runs the daemon until ctx ends, then shuts it down: the gRPC server
 // stops accepting and answers the calls it accepted (for at most
 // ShutdownTimeout), then the host closes its modules. logOut receives the
 // logs. A nil error means a clean shutdown.
 func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
-	log := hclog.New(&hclog.LoggerOptions{
-		Name:       "tinyhost",
-		Level:      hclog.LevelFromString(cfg.LogLevel),
-		Output:     logOut,
-		JSONFormat: cfg.LogJSON,
-	})
+	log := newLogger(cfg, logOut)
 
 	token, err := readToken(cfg.TokenFile)
 	if err != nil {
@@ -95,7 +145,11 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 			PlainHTTP:    cfg.Artifacts.PlainHTTP,
 			MaxSize:      cfg.Artifacts.MaxSize,
 			Attempts:     cfg.Artifacts.Attempts,
+			FetchTimeout: cfg.Artifacts.FetchTimeout,
 		},
+		MaxModuleSize:       cfg.MaxLoadBytes,
+		CompileTimeout:      cfg.CompileTimeout,
+		MaxCompiles:         cfg.MaxCompiles,
 		CacheDir:            cfg.CacheDir,
 		ModulesDir:          cfg.Modules,
 		Router:              router,
@@ -113,6 +167,11 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		},
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped while New loaded the modules directory.
+			log.Info("stopped before serving", "reason", err)
+			return nil
+		}
 		return err
 	}
 	src.h = h

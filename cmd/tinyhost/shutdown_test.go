@@ -1,0 +1,134 @@
+package main_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/daemon"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/internal/e2e"
+)
+
+// startSpinning starts a host with the abitest guest "loop" and extra
+// flags, and a call to its spin port, which loops for as long as its
+// call timeout allows; it returns once the call runs.
+func startSpinning(t *testing.T, args ...string) (*e2e.Host, <-chan error) {
+	t.Helper()
+	loop := filepath.Join(t.TempDir(), "loop.wasm")
+	require.NoError(t, os.WriteFile(loop, e2e.Guest(t, "loop"), 0o644))
+	h := e2e.StartHost(t, e2e.HostOptions{Modules: []string{loop}, Args: append([]string{"--call-timeout", "1h"}, args...)})
+	c := client(t, h.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	spun := make(chan error, 1)
+	go func() {
+		_, err := c.Invoke(ctx, &hostv1.InvokeRequest{Module: "loop", Component: "spinner", Port: "spin"})
+		spun <- err
+	}()
+	require.Eventually(t, func() bool {
+		list, err := c.ListModules(ctx, &hostv1.ListModulesRequest{})
+		return err == nil && len(list.GetModules()) == 1 && list.GetModules()[0].GetPool().GetInUse() >= 1
+	}, time.Minute, 10*time.Millisecond, "the spinning call runs")
+	return h, spun
+}
+
+// dripServer answers every request with a large body sent one byte a
+// second, for as long as the client stays; started is closed when it sent
+// a first byte.
+func dripServer(t *testing.T) (srv *httptest.Server, started <-chan struct{}, active *atomic.Int32) {
+	first := make(chan struct{})
+	var once sync.Once
+	active = &atomic.Int32{}
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		active.Add(1)
+		defer active.Add(-1)
+		w.Header().Set("Content-Length", "1000000")
+		w.WriteHeader(http.StatusOK)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			if _, err := w.Write([]byte{0}); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			once.Do(func() { close(first) })
+			select {
+			case <-r.Context().Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, first, active
+}
+
+// TestShutdownBounded: SIGTERM while a guest loops in a call (whose call
+// timeout is an hour) and the modules directory fetches a .ref from a
+// server that drips one byte a second (fetch timeout an hour): the daemon
+// interrupts both at its shutdown timeout and exits 0 within that timeout
+// plus daemon.ShutdownSlack.
+func TestShutdownBounded(t *testing.T) {
+	const shutdownTimeout = 2 * time.Second
+	drip, started, active := dripServer(t)
+	h, spun := startSpinning(t,
+		"--shutdown-timeout", shutdownTimeout.String(),
+		"--artifacts-plain-http", strings.TrimPrefix(drip.URL, "http://"),
+		"--artifacts-fetch-timeout", "1h")
+	sum := sha256.Sum256([]byte("never"))
+	ref := "url: " + drip.URL + "/m.wasm\nsha256: " + hex.EncodeToString(sum[:]) + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(h.ModulesDir, "drip.ref"), []byte(ref), 0o644))
+	select {
+	case <-started:
+	case <-time.After(time.Minute):
+		t.Fatal("the host did not fetch drip.ref")
+	}
+
+	start := time.Now()
+	h.Signal(t, syscall.SIGTERM)
+	code := h.Wait(t, shutdownTimeout+daemon.ShutdownSlack)
+	t.Logf("exited with code %d %v after SIGTERM (shutdown timeout %v)", code, time.Since(start).Round(time.Millisecond), shutdownTimeout)
+	assert.Equal(t, 0, code)
+	assert.Contains(t, h.Log(), `"@message":"stopped"`)
+	assert.Error(t, <-spun, "the spinning call was answered")
+	require.Eventually(t, func() bool { return active.Load() == 0 }, time.Minute, 10*time.Millisecond,
+		"the fetch's connection outlived the daemon")
+}
+
+// TestSecondSignal: a second SIGTERM or SIGINT during a shutdown that would
+// take an hour (a guest loops in a call with an hour's call timeout, the
+// shutdown timeout is an hour) exits at once with code 1, saying so.
+func TestSecondSignal(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		second syscall.Signal
+	}{
+		{"SIGTERM", syscall.SIGTERM},
+		{"SIGINT", syscall.SIGINT},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _ := startSpinning(t, "--shutdown-timeout", "1h")
+			h.Signal(t, syscall.SIGTERM)
+			require.Eventually(t, func() bool { return strings.Contains(h.Log(), "shutting down") }, time.Minute, 10*time.Millisecond)
+			h.Signal(t, tc.second)
+			code := h.Wait(t, daemon.ShutdownSlack)
+			assert.Equal(t, 1, code)
+			assert.Contains(t, h.Log(), `"@message":"second signal: exiting at once, without finishing the shutdown"`)
+			assert.Contains(t, h.Log(), `"signal":"`+tc.second.String()+`"`)
+		})
+	}
+}

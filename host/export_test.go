@@ -1,0 +1,24 @@
+package host
+
+// HoldCompileSlots takes every compile slot of h, as compiles running
+// would, until release is called.
+func HoldCompileSlots(h *Host) (release func()) {
+	for range cap(h.compiles) {
+		h.compiles <- struct{}{}
+	}
+	return func() {
+		for range cap(h.compiles) {
+			<-h.compiles
+		}
+	}
+}
+
+// LiveInstances is how many instances the watchdog of h watches.
+func LiveInstances(h *Host) int {
+	h.liveMu.Lock()
+	defer h.liveMu.Unlock()
+	return len(h.live)
+}
+
+// CompilesRunning is how many compile slots of h are taken.
+func CompilesRunning(h *Host) int { return len(h.compiles) }
