@@ -229,7 +229,7 @@ func (d *drip) options(fetchTimeout time.Duration) artifact.Options {
 
 // TestModulesDirDrip: a .ref file names a server that drips its answer.
 // Present when the host starts, it holds New up only until the fetch
-// deadline; dropped in later, it holds up neither another file nor Close,
+// deadline, or until New's context ends; dropped in later, it holds up neither another file nor Close,
 // and neither does a LoadSource of it.
 func TestModulesDirDrip(t *testing.T) {
 	echo := abitest.Guest(t, "echo")
@@ -247,6 +247,22 @@ func TestModulesDirDrip(t *testing.T) {
 		ev := await(t, events)
 		assert.Equal(t, host.EventLoaded, ev.Type, "%+v", ev)
 		mustEcho(t, h)
+	})
+
+	t.Run("present at start, New's context ends", func(t *testing.T) {
+		d := newDrip(t)
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "drip.ref"), d.source().RefFile(), 0o644))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			<-d.started
+			cancel() // as a signal during the daemon's start does
+		}()
+		_, err := host.New(ctx, host.Options{ModulesDir: dir, Artifacts: d.options(time.Hour)})
+		assert.ErrorIs(t, err, context.Canceled)
+		t.Logf("%v", err)
+		d.left(t, "the fetch still holds its connection after New failed")
 	})
 
 	t.Run("dropped in, then Close", func(t *testing.T) {
