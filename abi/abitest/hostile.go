@@ -372,8 +372,11 @@ func (s *suite) hostileFlood(t *testing.T) {
 	s.mustLoad(t, "slow", Limits{CallTimeout: 5 * time.Second})
 	flood := s.mustLoad(t, "flood", Limits{})
 	caller := s.mustLoad(t, "hostcalls", Limits{})
+	// Each accepted send holds its place until the slow module's
+	// CallTimeout (or, queued, its QueueTimeout) ends it, seconds after the
+	// flood: long enough for another module to send while none has left.
 	const sends = 10000
-	r := s.mustInvoke(t, flood, "flooder", "flood", fmt.Appendf(nil, "slow/sleeper/in %d 20", sends))
+	r := s.mustInvoke(t, flood, "flooder", "flood", fmt.Appendf(nil, "slow/sleeper/in %d 60000", sends))
 	var c floodCounts
 	if err := json.Unmarshal(r.Payload, &c); err != nil {
 		t.Fatalf("flood answered %q: %v", r.Payload, err)

@@ -523,8 +523,11 @@ func hostileFlood(t *testing.T, d *daemon) {
 	d.mustLoad(t, "slow", e2e.Guest(t, "slow"), &hostv1.LoadHeader{Limits: limits(0, 5*time.Second)})
 	d.mustLoad(t, "flood", e2e.Guest(t, "flood"), &hostv1.LoadHeader{})
 	d.mustLoad(t, "hostcalls", e2e.Guest(t, "hostcalls"), &hostv1.LoadHeader{})
+	// Each accepted send holds its place until the slow module's
+	// CallTimeout (or, queued, its QueueTimeout) ends it, seconds after the
+	// flood: long enough for another module to send while none has left.
 	const sends = 10000
-	b := d.mustInvoke(t, "flood", "flooder", "flood", fmt.Appendf(nil, "slow/sleeper/in %d 20", sends))
+	b := d.mustInvoke(t, "flood", "flooder", "flood", fmt.Appendf(nil, "slow/sleeper/in %d 60000", sends))
 	var c struct {
 		OK, Unavailable, Other int
 		Reason                 string
