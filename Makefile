@@ -25,6 +25,29 @@ plugins: ## Build every component module into bin/modules/<name>.wasm.
 	  GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $(MODULES)/$$name.wasm $$pkg; \
 	done
 
+# Hand-written hostile guests of the conformance kit: each .wat beside the
+# .wasm made from it, which the kit embeds, so that make test needs no wat2wasm.
+# A source whose comments hold "wat2wasm: <flags>" is built with those flags
+# (--no-check for the guests that are invalid on purpose). The .wasm ends in a
+# custom section "abitest.wat-sha256" holding the hex SHA-256 of its .wat,
+# which TestFixtures compares with the source.
+WAT_FIXTURES := $(wildcard abi/abitest/wat/*.wat)
+
+.PHONY: fixtures
+fixtures: ## Regenerate the .wasm of every hand-written .wat fixture (needs wabt).
+	@command -v wat2wasm >/dev/null || { \
+	  echo "wat2wasm not found: installing Debian's wabt"; \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq wabt; }
+	@for wat in $(WAT_FIXTURES); do \
+	  wasm=$${wat%.wat}.wasm; \
+	  flags=$$(sed -n 's/^;; wat2wasm: //p' $$wat); \
+	  echo "wat2wasm $$flags $$wat -> $$wasm"; \
+	  wat2wasm $$flags -o $$wasm $$wat; \
+	  sum=$$(sha256sum $$wat | cut -c1-64); \
+	  printf '\000\123\022abitest.wat-sha256%s' $$sum >> $$wasm; \
+	done
+
 .PHONY: test
 test: plugins ## Run every test (builds all wasm it needs from source).
 	$(GO) test -race -count=1 ./...

@@ -77,9 +77,7 @@ var levels = map[hclog.Level]abi.LogLevel{
 func (k *kitHost) Logs(module string) []abitest.Log {
 	var out []abitest.Log
 	for _, l := range k.logs.of(module) {
-		if l.stream == "" {
-			out = append(out, abitest.Log{Level: levels[l.level], Message: l.msg})
-		}
+		out = append(out, abitest.Log{Level: levels[l.level], Message: l.msg, Stream: l.stream})
 	}
 	return out
 }

@@ -16,10 +16,11 @@ type Host interface {
 	Load(ctx context.Context, wasm []byte, limits Limits) (Module, error)
 	// Kind classifies an error that Load or Module.Invoke returned.
 	Kind(err error) ErrorKind
-	// Logs returns every line the modules named module have logged so far,
-	// through the log import (at every level, trace included) and,
-	// optionally, through stdout and stderr. The suite only looks for lines
-	// it caused, so lines of modules it loaded earlier may stay.
+	// Logs returns every line the modules named module have logged so far:
+	// through the log import (at every level, trace included), and what
+	// they wrote to stdout and stderr that the host logged, with Stream set.
+	// The suite only looks for lines it caused, so lines of modules it
+	// loaded earlier may stay.
 	Logs(module string) []Log
 }
 
@@ -71,6 +72,9 @@ type Log struct {
 	// Message is the line as the guest wrote it, after the host truncated
 	// it to abi.MaxLogSize bytes, without decoration.
 	Message string
+	// Stream is "stdout" or "stderr" for a line the guest wrote to that
+	// stream, "" for a line of the log import.
+	Stream string
 }
 
 // ErrorKind classifies an error of Load or Invoke.

@@ -23,6 +23,12 @@ import (
 //go:embed guests
 var guestFS embed.FS
 
+// The hand-written guests: each wat/<name>.wat beside the <name>.wasm that
+// `make fixtures` made from it, so that using the kit needs no wat2wasm.
+//
+//go:embed wat
+var watFS embed.FS
+
 // goMod is the go.mod of the throwaway module the guests are built in. Its
 // path is the import path of guests/ inside the abi module, so that the
 // guests import guests/internal/guest by the same path in both places.
@@ -32,9 +38,17 @@ const goMod = "module github.com/tinyhost/tinyhost/abi/abitest/guests\n\ngo 1.26
 // (package guest); it is not a guest.
 const shared = "internal"
 
-// Names returns the names of the reference guests, sorted: each is a
-// directory guests/<name> holding a package main.
+// Names returns the names of the reference guests, sorted: the Go guests,
+// each a directory guests/<name> holding a package main, and the
+// hand-written ones, each a wat/<name>.wasm built from wat/<name>.wat.
 func Names() []string {
+	names := append(goNames(), watNames()...)
+	slices.Sort(names)
+	return names
+}
+
+// goNames returns the names of the Go guests, sorted.
+func goNames() []string {
 	entries, err := guestFS.ReadDir("guests")
 	if err != nil {
 		panic(err) // the embedded tree is fixed at compile time
@@ -48,12 +62,34 @@ func Names() []string {
 	return names
 }
 
-// Build builds every reference guest with the go command on PATH
+// watNames returns the names of the hand-written guests, sorted.
+func watNames() []string {
+	entries, err := watFS.ReadDir("wat")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at compile time
+	}
+	var names []string
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), ".wasm"); ok {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// watGuest returns the embedded wasm of a hand-written guest.
+func watGuest(name string) ([]byte, bool) {
+	b, err := watFS.ReadFile("wat/" + name + ".wasm")
+	return b, err == nil
+}
+
+// Build builds every Go reference guest with the go command on PATH
 // (GOOS=wasip1 GOARCH=wasm, c-shared, so each is a reactor exporting
-// _initialize) and returns the wasm of each by name. It writes the sources
-// to dir/src and the modules to dir/wasm/<name>.wasm; an empty dir means a
-// temporary directory, removed before Build returns. The caller's GOCACHE
-// applies, so a second Build costs little more than linking.
+// _initialize) and returns the wasm of each guest by name, the hand-written
+// ones included. It writes the sources to dir/src and the modules to
+// dir/wasm/<name>.wasm; an empty dir means a temporary directory, removed
+// before Build returns. The caller's GOCACHE applies, so a second Build costs
+// little more than linking.
 func Build(ctx context.Context, dir string) (map[string][]byte, error) {
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "abitest-")
@@ -82,13 +118,23 @@ func Build(ctx context.Context, dir string) (map[string][]byte, error) {
 	if err != nil {
 		guests, err = buildEach(ctx, src, out)
 	}
-	return guests, err
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range watNames() {
+		b, _ := watGuest(name)
+		if err := os.WriteFile(filepath.Join(out, name+".wasm"), b, 0o644); err != nil {
+			return nil, fmt.Errorf("abitest: build guests: %w", err)
+		}
+		guests[name] = b
+	}
+	return guests, nil
 }
 
 // buildEach builds the guests one go invocation each, with
 // -buildmode=c-shared.
 func buildEach(ctx context.Context, src, out string) (map[string][]byte, error) {
-	for _, name := range Names() {
+	for _, name := range goNames() {
 		if err := goBuild(ctx, src, "-buildmode=c-shared", "-o", filepath.Join(out, name+".wasm"), "./"+name); err != nil {
 			return nil, err
 		}
@@ -96,11 +142,11 @@ func buildEach(ctx context.Context, src, out string) (map[string][]byte, error) 
 	return readGuests(out, ".wasm")
 }
 
-// readGuests reads out/<name><ext> of every guest, checks that it is a
+// readGuests reads out/<name><ext> of every Go guest, checks that it is a
 // reactor, and renames it to <name>.wasm.
 func readGuests(out, ext string) (map[string][]byte, error) {
 	guests := map[string][]byte{}
-	for _, name := range Names() {
+	for _, name := range goNames() {
 		file := filepath.Join(out, name+ext)
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -173,9 +219,13 @@ var built struct {
 }
 
 // Guest returns the wasm of the named reference guest. The first call in a
-// test process builds every guest (see Build); the others share the result.
+// test process that asks for a Go guest builds every guest (see Build); the
+// others share the result.
 func Guest(t testing.TB, name string) []byte {
 	t.Helper()
+	if b, ok := watGuest(name); ok {
+		return b
+	}
 	built.once.Do(func() {
 		built.guests, built.err = Build(context.Background(), "")
 	})

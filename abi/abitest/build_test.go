@@ -1,6 +1,7 @@
 package abitest
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -49,7 +50,7 @@ func checkGuests(t *testing.T, guests map[string][]byte) {
 		t.Errorf("built %d guests, want %d (%v)", len(guests), len(Names()), Names())
 	}
 	base := []string{"memory", "_initialize", "tinyhost_describe", "tinyhost_buffer", "tinyhost_handle"}
-	for _, name := range Names() {
+	for _, name := range goNames() {
 		t.Run(name, func(t *testing.T) {
 			names, err := exports(guests[name])
 			if err != nil {
@@ -87,6 +88,9 @@ func TestGuest(t *testing.T) {
 	a, b := Guest(t, "echo"), Guest(t, "echo")
 	if len(a) == 0 || &a[0] != &b[0] {
 		t.Error("Guest built echo twice")
+	}
+	if w, _ := watGuest("recurse"); !bytes.Equal(Guest(t, "recurse"), w) || len(w) == 0 {
+		t.Error("Guest does not return the embedded recurse.wasm")
 	}
 }
 

@@ -18,10 +18,17 @@
 // concurrent calls, handler errors, unknown components and ports, every host
 // import (log, emit, send, call with its pending result, config, _settings,
 // timer and _tick, denied capabilities, pointers outside memory), and the
-// hostile guests (a loop, a memory bomb, a trap in _initialize, bad pointers,
-// bad descriptors, wrong or missing ABI versions, a Go panic, a deadlock).
-// After every hostile guest it checks that the echo module, loaded first,
-// still answers.
+// hostile guests, one method each: guest code that never returns (a loop,
+// recursion without loops, in a handler, _settings, the start section,
+// _initialize, tinyhost_describe or tinyhost_buffer), memory and tables
+// beyond the limit (declared or grown), a megabyte on stdout, timers of 1 ms
+// and by the ten thousand, a timer left by a failed load, a flood of sends,
+// messages to system ports, modules that address what a host's rewrite
+// would add, bytes that are not a module, garbage that only grows a Go
+// guest's memory, traps, bad pointers, bad descriptors, wrong or missing ABI
+// versions, a Go panic and a deadlock. Each expects a load error or a call
+// error of the right kind, or a bound not crossed. After every hostile guest
+// the suite checks that the echo module, loaded first, still answers.
 //
 // What the adapter must provide:
 //
@@ -35,7 +42,8 @@
 //     the module and the component.
 //   - Logs, every line a module logged through the log import, at every
 //     level including trace, truncated at abi.MaxLogSize and otherwise as the
-//     guest wrote it.
+//     guest wrote it, and the lines of its stdout and stderr that the host
+//     logged, with Log.Stream set.
 //   - Result.Emitted, the messages emitted on unwired output ports during the
 //     call.
 //
@@ -49,9 +57,14 @@
 // same into a directory of the caller's choosing. A cold build compiles the Go
 // runtime for wasm once; after that a build is mostly linking.
 //
+// The hand-written guests are WebAssembly text, wat/<name>.wat, each beside
+// the wat/<name>.wasm that `make fixtures` builds from it with wat2wasm; the
+// .wasm files are embedded, so the kit needs no wat2wasm, and TestFixtures
+// checks that each was built from the .wat beside it.
+//
 // # The guests
 //
-// Each guest is a Go c-shared reactor: the host calls _initialize first.
+// Each Go guest is a c-shared reactor: the host calls _initialize first.
 //
 //	echo         component echo: in replies with the payload, meta with the
 //	             metadata as a JSON object, fail with StatusError "boom";
@@ -68,7 +81,43 @@
 //	noversion    exports no tinyhost_abi_v* function.
 //	gopanic      component panicker: in panics; ok echoes.
 //	blocker      component waiter: in blocks forever on a channel; ok echoes.
+//	flood        component flooder: flood sends a message count times
+//	             without waiting and counts the answers; ok echoes.
+//	slow         component sleeper: in sleeps the milliseconds it is sent.
 //	garbage      component churn: in makes 64 KiB of garbage and echoes; spike
 //	             holds its payload's count of MiB for the call (for a host's
-//	             recycling of grown instances and its soak benchmarks).
+//	             recycling of grown instances and its soak benchmarks); ok
+//	             echoes.
+//
+// The hand-written guests answer "ok" on port ok and on their system ports
+// unless said otherwise; the numbers they answer are 4 bytes, little-endian.
+//
+//	startloop        its start function loops forever.
+//	initloop         _initialize loops forever.
+//	describeloop     tinyhost_describe loops forever.
+//	bufferloop       tinyhost_buffer loops forever.
+//	recurse          component r: in calls itself twice per level, 60
+//	                 levels deep, without a loop.
+//	settingsrecurse  the same on _settings.
+//	bigmemory        declares 5000 pages of memory.
+//	memgrow          component m: grow grows memory until refused; answers
+//	                 the pages.
+//	bigtable         declares a funcref table of 100,000,000 slots.
+//	tablegrow        component t: grow grows its table by 200,000,000
+//	                 slots, creep by 1,000,000 at a time; both answer the
+//	                 table size.
+//	stdout           component w: out writes 1 MiB without a newline to
+//	                 stdout, err to stderr.
+//	timers           component t: fast sets a timer of 1 ms, many sets
+//	                 10,000 timers, stop cancels; logs "tick" on _tick.
+//	timerfail        component t: with settings other than {}, _settings
+//	                 sets a timer of 10 ms and traps; logs "tick" on _tick.
+//	globalset        invalid: sets the global a host's appended interrupt
+//	                 global would be.
+//	pollcall         invalid: calls the function a host's appended function
+//	                 would be.
+//
+// The suite also loads two byte strings that are not modules: text
+// ("notwasm") and a wasm header whose first section declares 4 GiB
+// ("truncated").
 package abitest

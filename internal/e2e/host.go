@@ -118,6 +118,12 @@ func StartHost(t testing.TB, o HostOptions) *Host {
 // Log returns what the host logged so far.
 func (h *Host) Log() string { return h.log.String() }
 
+// PID is the host's process id.
+func (h *Host) PID() int { return h.cmd.Process.Pid }
+
+// Exited is closed once the host's process has exited.
+func (h *Host) Exited() <-chan struct{} { return h.exited }
+
 // Signal sends sig to the host.
 func (h *Host) Signal(t testing.TB, sig os.Signal) {
 	t.Helper()

@@ -15,7 +15,7 @@ import (
 
 const (
 	component  = "churn"
-	descriptor = `{"abi":1,"name":"garbage","version":"1.0.0","components":[{"name":"churn","info":{"description":"Makes garbage: 64 KiB on in, a spike on spike.","tags":["abitest"]},"ports":[{"name":"in","direction":"input"},{"name":"spike","direction":"input"}]}]}`
+	descriptor = `{"abi":1,"name":"garbage","version":"1.0.0","components":[{"name":"churn","info":{"description":"Makes garbage: 64 KiB on in, a spike on spike.","tags":["abitest"]},"ports":[{"name":"in","direction":"input"},{"name":"spike","direction":"input"},{"name":"ok","direction":"input"}]}]}`
 )
 
 // sink keeps the last allocation reachable until the next, so that the
@@ -38,6 +38,8 @@ func serve(port, _ []byte, _ uint64, payload []byte) (byte, []byte) {
 		}
 		sink = nil
 		return guest.StatusOK, []byte(strconv.Itoa(len(hold)))
+	case "ok":
+		return guest.StatusOK, payload
 	case "_settings":
 		return guest.StatusOK, nil
 	}

@@ -1,0 +1,17 @@
+;; describeloop: an abitest hostile guest. Module "describeloop" (were it ever
+;; described), component "s", port "ok". Its tinyhost_describe loops forever.
+;; `make fixtures` builds describeloop.wasm from this file.
+(module
+  (memory (export "memory") 2)
+  (data (i32.const 0x200) "\00ok")
+  (data (i32.const 0x400) "{\"abi\":1,\"name\":\"describeloop\",\"version\":\"1.0.0\",\"components\":[{\"name\":\"s\",\"info\":{\"description\":\"Loops forever in tinyhost_describe.\",\"tags\":[\"abitest\"]},\"ports\":[{\"name\":\"ok\",\"direction\":\"input\"}]}]}")
+  (func (export "tinyhost_abi_v1"))
+  (func (export "tinyhost_describe") (result i64)
+    (loop $forever (br $forever))
+    (unreachable))
+  ;; The request buffer is the second page.
+  (func (export "tinyhost_buffer") (param $size i32) (result i32)
+    (select (i32.const 0) (i32.const 0x10000) (i32.gt_u (local.get $size) (i32.const 0x10000))))
+  ;; Every port answers ok, "ok": the response at 0x200, 3 bytes.
+  (func (export "tinyhost_handle") (param i32) (result i64)
+    (i64.const 0x200_00000003)))
