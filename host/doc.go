@@ -103,4 +103,10 @@
 // Every forward increments the tinyhost-hops metadata and carries
 // traceparent on; past Options.HopLimit delivery is refused. Timers belong
 // to the module, not to a version: they survive upgrades and stop on unload.
+//
+// System ports (_settings, _tick, any port starting with '_') belong to the
+// host: it delivers settings and ticks itself, on paths of its own, and
+// Invoke and Deliver, through which every other caller comes (clients,
+// peer hosts, routers, and so guests' send, call and wired emits), refuse
+// a system port with KindDenied and ErrSystemPort.
 package host

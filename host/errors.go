@@ -23,6 +23,13 @@ var (
 	// ErrCapacity is matched by the error of a load that would take the
 	// host past Options.Capacity.
 	ErrCapacity = errors.New("no capacity")
+
+	// ErrSystemPort is matched by the error (a *CallError of KindDenied)
+	// of a message to a system port, abi.PortSettings, abi.PortTick or any
+	// port whose name starts with '_', from outside the host: a client, a
+	// peer host, a wire, or a guest's send or call. Only the host delivers
+	// to system ports.
+	ErrSystemPort = errors.New("only the host delivers to system ports")
 )
 
 // Kind classifies a failed call.

@@ -59,4 +59,7 @@
 // SetWiring connects output ports to input ports ("module/component/port"):
 // what a component emits on a wired port is delivered to every target, as a
 // send (the emit does not wait for them), wherever the target is loaded.
+// Neither end of a wire may be a system port (_settings, _tick, any port
+// starting with '_'): only the host delivers to those, so SetWiring refuses
+// such a wire, and a host refuses such a delivery in any case.
 package cluster
