@@ -88,7 +88,10 @@
 // and length a guest passes is bounds-checked; a violation stops it like a
 // timeout) is discarded, and a replacement is made in the background to keep
 // MinInstances warm. Other instances and modules are untouched; the host
-// never panics on guest input.
+// never panics on guest input. Should wazero panic on a module's input,
+// the panic is recovered around every entry into it (compile, instantiate,
+// each guest call) and fails that load or call with KindABIViolation; only
+// wazero's own compile workers are beyond reach.
 //
 // # Host functions and routing
 //

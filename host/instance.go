@@ -98,7 +98,7 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		WithStderr(&in.stderr).
 		WithNanosleep(in.sleep).
 		WithEnv(abi.EnvLogLevel, strconv.Itoa(int(v.guestLogLevel())))
-	mod, err := h.rt.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, in.memory.Allocator()), v.compiled, cfgm)
+	mod, err := v.instantiate(experimental.WithMemoryAllocator(in.ctx, in.memory.Allocator()), cfgm)
 	if err != nil {
 		if in.memory.Hit() {
 			return nil, withKind(KindMemory, fmt.Errorf("instantiate: memory limit of %d pages: %w", v.limits.MemoryPages, err))
@@ -196,7 +196,7 @@ func (in *instance) run(fn api.Function, params []uint64) (uint64, Kind, error) 
 	ctx := context.Background()
 	in.byCaller = false
 	in.begin(ctx, deadline)
-	err := fn.CallWithStack(in.ctx, stack)
+	err := in.call(fn, stack)
 	cause := in.end(ctx, deadline)
 	if err != nil || cause != idle || in.violation != nil {
 		kind, ferr := in.fail(err, cause)
@@ -230,6 +230,8 @@ func (in *instance) classify(err error, cause int64) (Kind, error) {
 			in.v.limits.MemoryPages, in.v.limits.MemoryPages/16, in.stderr.suffix())
 	case err == nil:
 		return KindTrap, errors.New("interrupted")
+	case errors.As(err, new(*panicError)):
+		return KindABIViolation, err
 	}
 	msg := err.Error()
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
@@ -338,7 +340,7 @@ func (in *instance) handle(ctx context.Context, m *abi.Message, n int, deadline 
 	in.collect = collect
 	in.begin(ctx, deadline)
 	in.stack[0] = uint64(n)
-	err := in.handleFn.CallWithStack(in.ctx, in.stack)
+	err := in.call(in.handleFn, in.stack)
 	cause := in.end(ctx, deadline)
 	in.meta = nil
 	if err != nil || in.violation != nil {

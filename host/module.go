@@ -332,7 +332,7 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 	}
 	compileStart := time.Now()
 	// A Go guest has thousands of functions: compile them on every core.
-	compiled, err := h.rt.CompileModule(experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0)), res.Wasm)
+	compiled, err := h.compile(experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0)), res.Wasm)
 	if err != nil {
 		return nil, false, fmt.Errorf("compile: %w", err)
 	}
