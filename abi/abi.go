@@ -95,7 +95,8 @@ const (
 )
 
 // System ports follow the Tiny Systems convention: their names start with an
-// underscore and a component handles them without declaring them.
+// underscore and a component handles them without declaring them. Only the
+// host delivers to them: a send, call or emit to one is refused.
 const (
 	// PortSettings receives the component's settings (JSON): the member of
 	// the module configuration named after the component, or {} when there

@@ -119,7 +119,10 @@
 // and length a guest passes is bounds-checked; a violation stops it like a
 // timeout) is discarded, and a replacement is made in the background to keep
 // MinInstances warm. Other instances and modules are untouched; the host
-// never panics on guest input.
+// never panics on guest input. Should wazero panic on a module's input,
+// the panic is recovered around every entry into it (compile, instantiate,
+// each guest call) and fails that load or call with KindABIViolation; only
+// wazero's own compile workers are beyond reach.
 //
 // What a guest makes the host hold is bounded per module, by its Limits:
 //
@@ -160,4 +163,10 @@
 // traceparent on; past Options.HopLimit delivery is refused. Timers belong
 // to the module, not to a version: they survive upgrades and stop on unload.
 // A timer set while a version is loaded starts only once it is published.
+//
+// System ports (_settings, _tick, any port starting with '_') belong to the
+// host: it delivers settings and ticks itself, on paths of its own, and
+// Invoke and Deliver, through which every other caller comes (clients,
+// peer hosts, routers, and so guests' send, call and wired emits), refuse
+// a system port with KindDenied and ErrSystemPort.
 package host

@@ -23,6 +23,13 @@ var (
 	// ErrCapacity is matched by the error of a load that would take the
 	// host past Options.Capacity.
 	ErrCapacity = errors.New("no capacity")
+
+	// ErrSystemPort is matched by the error (a *CallError of KindDenied)
+	// of a message to a system port, abi.PortSettings, abi.PortTick or any
+	// port whose name starts with '_', from outside the host: a client, a
+	// peer host, a wire, or a guest's send or call. Only the host delivers
+	// to system ports.
+	ErrSystemPort = errors.New("only the host delivers to system ports")
 )
 
 // Kind classifies a failed call.
@@ -39,7 +46,8 @@ const (
 	// The instance was discarded.
 	KindMemory
 	// KindABIViolation: the guest broke ABI v1 (a pointer outside its
-	// memory, a malformed response). The instance was discarded.
+	// memory, a malformed response), or made the wasm runtime panic. The
+	// instance was discarded.
 	KindABIViolation
 	// KindHandler: the guest's handler returned an error (abi.StatusError).
 	KindHandler
@@ -121,7 +129,7 @@ type LoadError struct {
 	// Kind classifies a failure of the guest: KindTrap (e.g. a panic in
 	// _initialize), KindTimeout, KindMemory, or KindABIViolation (no
 	// version export, missing exports, unknown imports, an unreadable or
-	// invalid descriptor). It is zero for bytes that are not wasm, for
+	// invalid descriptor, a panic of the wasm runtime). It is zero for bytes that are not wasm, for
 	// another ABI version (the error wraps a *VersionError) and for invalid
 	// options.
 	Kind Kind
@@ -179,6 +187,8 @@ func kindOf(err error) Kind {
 		return ke.kind
 	case errors.As(err, &ce):
 		return ce.Kind
+	case errors.As(err, new(*panicError)):
+		return KindABIViolation
 	}
 	return 0
 }

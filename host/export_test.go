@@ -22,3 +22,14 @@ func LiveInstances(h *Host) int {
 
 // CompilesRunning is how many compile slots of h are taken.
 func CompilesRunning(h *Host) int { return len(h.compiles) }
+
+// SetPanicHook makes hook run at every entry into wazero (compile,
+// instantiate, call), where a panic of hook stands for one of wazero's;
+// nil removes it.
+func SetPanicHook(hook func(op string)) {
+	if hook == nil {
+		panicHook.Store(nil)
+		return
+	}
+	panicHook.Store(&hook)
+}

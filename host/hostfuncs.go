@@ -186,10 +186,13 @@ func (in *instance) hostConfig(_ []byte) (abi.Status, []byte) {
 	if !in.v.caps.has(capConfig) {
 		return denied(abi.CapConfig)
 	}
-	if in.v.mod == nil {
+	// The configuration the instance's settings came from: the module's
+	// own is published only once a load has delivered them, and a call
+	// gets the module's current one delivered first.
+	if in.cfg == nil {
 		return abi.StatusOK, emptyConfig
 	}
-	return abi.StatusOK, in.v.mod.config.Load().raw
+	return abi.StatusOK, in.cfg.raw
 }
 
 func (in *instance) hostTimer(req []byte) (abi.Status, []byte) {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
@@ -154,21 +153,6 @@ func (v *version) checkMemory(m *memlimit.Memory) error {
 	return nil
 }
 
-// instantiate instantiates the compiled module. An allocation memlimit
-// cannot make (see memlimit.InitialError) is an error, not a crash.
-func (v *version) instantiate(ctx context.Context, cfg wazero.ModuleConfig) (mod api.Module, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			ie, ok := r.(*memlimit.InitialError)
-			if !ok {
-				panic(r)
-			}
-			mod, err = nil, ie
-		}
-	}()
-	return v.h.rt.InstantiateModule(ctx, v.compiled, cfg)
-}
-
 // close releases the wasm instance.
 func (in *instance) close() {
 	in.dead = true
@@ -233,7 +217,7 @@ func (in *instance) run(fn api.Function, params []uint64) (uint64, Kind, error) 
 	ctx := context.Background()
 	in.byCaller = false
 	in.begin(ctx, deadline)
-	err := fn.CallWithStack(in.ctx, stack)
+	err := in.call(fn, stack)
 	cause := in.end(ctx, deadline)
 	if err != nil || cause != idle || in.violation != nil {
 		kind, ferr := in.fail(err, cause)
@@ -267,6 +251,8 @@ func (in *instance) classify(err error, cause int64) (Kind, error) {
 			in.v.limits.MemoryPages, in.v.limits.MemoryPages/16, in.stderr.suffix())
 	case err == nil:
 		return KindTrap, errors.New("interrupted")
+	case errors.As(err, new(*panicError)):
+		return KindABIViolation, err
 	}
 	msg := err.Error()
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
@@ -375,7 +361,7 @@ func (in *instance) handle(ctx context.Context, m *abi.Message, n int, deadline 
 	in.collect = collect
 	in.begin(ctx, deadline)
 	in.stack[0] = uint64(n)
-	err := in.handleFn.CallWithStack(in.ctx, in.stack)
+	err := in.call(in.handleFn, in.stack)
 	cause := in.end(ctx, deadline)
 	in.meta = nil
 	if err != nil || in.violation != nil {

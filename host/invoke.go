@@ -33,8 +33,25 @@ type Response struct {
 // call runs on an idle instance of the module's current version, for at
 // most the module's CallTimeout or until ctx's deadline, whichever is
 // sooner; cancelling ctx interrupts it. A failed call returns a *CallError.
+// A system port (abi.IsSystemPort) is refused with KindDenied and
+// ErrSystemPort: only the host delivers to it.
 func (h *Host) Invoke(ctx context.Context, req Request) (Response, error) {
+	if abi.IsSystemPort(req.Port) {
+		return Response{}, h.systemPort(&req)
+	}
 	return h.invoke(ctx, &req, true)
+}
+
+// systemPort is the error of a message to a system port from outside the
+// host. Invoke and Deliver, which every caller outside the host goes
+// through (clients, peers, routers, and so guests' send, call and wired
+// emits), refuse such messages; the host delivers settings and ticks on
+// paths of its own (instance.settings, module.tick).
+func (h *Host) systemPort(req *Request) error {
+	if h.observer != nil {
+		h.observer.CallDone(req.Module, req.Component, req.Port, KindDenied, 0, 0)
+	}
+	return callError(req, KindDenied, fmt.Errorf("port %q: %w", req.Port, ErrSystemPort))
 }
 
 // invoke is Invoke; collect says whether to keep messages emitted on unwired

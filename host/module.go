@@ -582,11 +582,10 @@ func cutOff(cctx context.Context) error {
 // rewrite aside), which tells a compile from a cache hit. A panic in the
 // rewrite or in wazero is an error for this module.
 func (h *Host) compileNow(ctx context.Context, wasm []byte) (code wazero.CompiledModule, took time.Duration, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			code, err = nil, fmt.Errorf("compile: panic: %v", p)
-		}
-	}()
+	defer recovered(h.log, "compile", &err)
+	if hook := panicHook.Load(); hook != nil {
+		(*hook)("compile")
+	}
 	res, err := instrument.Rewrite(wasm, interruptGlobal, instrument.WithPoll(pollInterval))
 	if err != nil {
 		if errors.Is(err, instrument.ErrNotWasm) {

@@ -33,8 +33,12 @@ type Router interface {
 // wait runs in the background with the target's CallTimeout; at most 1024
 // such messages run at once, and further ones fail with KindUnavailable
 // (and at most Limits.MaxSends of one sending module, see HoldSend).
+// A system port is refused, as by Invoke.
 func (h *Host) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byte, error) {
 	req := Request{Module: msg.Module, Component: msg.Component, Port: msg.Port, Payload: msg.Payload, Metadata: msg.Metadata}
+	if abi.IsSystemPort(req.Port) {
+		return nil, h.systemPort(&req)
+	}
 	if wait {
 		resp, err := h.invoke(ctx, &req, false)
 		return resp.Payload, err

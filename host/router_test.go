@@ -2,6 +2,8 @@ package host_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -88,15 +90,15 @@ func TestRouter(t *testing.T) {
 // itself) until the hop limit stops it.
 func TestHopLimit(t *testing.T) {
 	w := &wiring{wires: map[abi.Address][]abi.Address{
-		// _tick emits on out; out is wired back to _tick: a cycle.
-		{Module: "hostcalls", Component: "caller", Port: "out"}: {{Module: "hostcalls", Component: "caller", Port: "_tick"}},
+		// emit emits on out; out is wired back to emit: a cycle.
+		{Module: "hostcalls", Component: "caller", Port: "out"}: {{Module: "hostcalls", Component: "caller", Port: "emit"}},
 	}}
 	h, sink := newHost(t, host.Options{Router: w, HopLimit: 3})
 	w.h = h
 	load(t, h, "hostcalls", host.LoadOptions{})
 	_, err := invoke(t, h, "hostcalls", "caller", "emit", []byte("x"))
 	require.NoError(t, err)
-	// emit (hop 1) -> _tick, which emits (hop 2) -> _tick (hop 3) -> _tick,
+	// emit (hop 1) -> emit, which emits (hop 2) -> emit (hop 3) -> emit,
 	// whose emit would be hop 4: refused.
 	require.Eventually(t, func() bool { return len(w.messages()) == 3 }, 30*time.Second, time.Millisecond)
 	assert.Never(t, func() bool { return len(w.messages()) > 3 }, 200*time.Millisecond, 10*time.Millisecond)
@@ -124,4 +126,90 @@ func TestTimers(t *testing.T) {
 	require.NoError(t, h.Unload(context.Background(), "hostcalls"))
 	stopped := ticks() + 1 // a tick may be running as the module goes
 	assert.Never(t, func() bool { return ticks() > stopped }, 200*time.Millisecond, 10*time.Millisecond, "ticks stop on unload")
+}
+
+// TestSystemPorts: only the host delivers to _settings, _tick and every
+// other port starting with '_'. Invoke, Deliver (with and without wait), a
+// guest's send and call, and a wired emit are refused with KindDenied
+// (status denied for a guest) naming the port, and the guest never sees
+// them; the host's own settings (load, SetConfig) and ticks still arrive.
+func TestSystemPorts(t *testing.T) {
+	w := &wiring{wires: map[abi.Address][]abi.Address{
+		{Module: "hostcalls", Component: "caller", Port: "out"}: {{Module: "hostcalls", Component: "caller", Port: abi.PortTick}},
+	}}
+	h, sink := newHost(t, host.Options{Router: w})
+	w.h = h
+	load(t, h, "echo", host.LoadOptions{})
+	load(t, h, "hostcalls", host.LoadOptions{Config: []byte(`{"caller":{"n":1}}`)})
+
+	denied := func(t *testing.T, err error, port string) {
+		t.Helper()
+		require.Error(t, err)
+		var ce *host.CallError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, host.KindDenied, ce.Kind, "%v", err)
+		assert.Equal(t, port, ce.Port)
+		assert.ErrorIs(t, err, host.ErrSystemPort)
+		assert.Contains(t, err.Error(), strconv.Quote(port))
+	}
+	for _, port := range []string{abi.PortSettings, abi.PortTick, "_other", "_"} {
+		t.Run("Invoke "+port, func(t *testing.T) {
+			_, err := invoke(t, h, "hostcalls", "caller", port, []byte("x"))
+			denied(t, err, port)
+		})
+		for _, wait := range []bool{true, false} {
+			t.Run(fmt.Sprintf("Deliver %s wait=%v", port, wait), func(t *testing.T) {
+				reply, err := h.Deliver(ctxT(t, 30*time.Second), abi.Message{Module: "hostcalls", Component: "caller", Port: port, Payload: []byte("x")}, wait)
+				assert.Nil(t, reply)
+				denied(t, err, port)
+			})
+		}
+	}
+	// Refused before anything else: the module need not exist.
+	t.Run("Invoke of a module not loaded", func(t *testing.T) {
+		_, err := invoke(t, h, "nope", "c", abi.PortSettings, nil)
+		denied(t, err, abi.PortSettings)
+	})
+
+	// The guest's host calls return status 3 (denied) with the reason,
+	// which hostcalls returns as its handler error.
+	for _, tc := range []struct{ port, payload, want string }{
+		{"send", "hostcalls/caller/_settings x", `send: status 3: port "_settings": only the host delivers to system ports`},
+		{"send", "echo/echo/_tick x", `send: status 3: port "_tick": only the host delivers to system ports`},
+		{"call", "hostcalls/caller/_settings x", `call: status 3: port "_settings": only the host delivers to system ports`},
+		{"call", "echo/echo/_other x", `call: status 3: port "_other": only the host delivers to system ports`},
+		{"emit", "x", `emit: status 3: emit hostcalls/caller/out to hostcalls/caller/_tick: port "_tick": only the host delivers to system ports`},
+	} {
+		t.Run("guest "+tc.port+" "+tc.payload, func(t *testing.T) {
+			_, err := invoke(t, h, "hostcalls", "caller", tc.port, []byte(tc.payload))
+			var ce *host.CallError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, host.KindHandler, ce.Kind, "%v", err)
+			assert.Equal(t, tc.want, ce.Err.Error())
+		})
+	}
+
+	// None of it reached the guest: its settings are still the load's, and
+	// it has had no tick.
+	resp, err := invoke(t, h, "hostcalls", "caller", "settings", nil)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"n":1}`, string(resp.Payload))
+	resp, err = invoke(t, h, "hostcalls", "caller", "ticks", nil)
+	require.NoError(t, err)
+	assert.Equal(t, "0", string(resp.Payload))
+
+	// The host's own deliveries still work: SetConfig delivers _settings,
+	// a timer delivers _tick.
+	require.NoError(t, h.SetConfig(ctxT(t, 30*time.Second), "hostcalls", []byte(`{"caller":{"n":2}}`)))
+	resp, err = invoke(t, h, "hostcalls", "caller", "settings", nil)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"n":2}`, string(resp.Payload))
+
+	// Each tick emits on out, wired to _tick: refused, so ticks do not
+	// feed themselves.
+	_, err = invoke(t, h, "hostcalls", "caller", "timer", []byte("10"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return countLogs(sink, "hostcalls", "tick ") >= 2 }, 30*time.Second, time.Millisecond)
+	resp, err = invoke(t, h, "hostcalls", "caller", "timer", []byte("0"))
+	require.NoError(t, err)
 }

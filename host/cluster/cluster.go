@@ -283,6 +283,11 @@ func parseAddress(s string) (abi.Address, error) {
 	if err != nil {
 		return a, err
 	}
+	// Only the host delivers to system ports (host.ErrSystemPort), and
+	// emit refuses them as output ports: a wire can be neither.
+	if abi.IsSystemPort(a.Port) {
+		return a, fmt.Errorf("port %q: %w", a.Port, host.ErrSystemPort)
+	}
 	for _, n := range []string{a.Module, a.Component, a.Port} {
 		if err := abi.ValidName(n); err != nil {
 			return a, err
@@ -315,6 +320,12 @@ func (r *Router) Wired(from abi.Address) []abi.Address {
 // Deliver implements host.Router: in-process to a local module, else over
 // the pool to a replica from the route table (see the package doc).
 func (r *Router) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byte, error) {
+	// The target host would refuse it too, but a send does not wait for
+	// the target's answer: refuse it here, so that the sender learns.
+	if abi.IsSystemPort(msg.Port) {
+		return nil, &host.CallError{Module: msg.Module, Component: msg.Component, Port: msg.Port, Kind: host.KindDenied,
+			Err: fmt.Errorf("port %q: %w", msg.Port, host.ErrSystemPort)}
+	}
 	msg.Metadata = withTrace(msg.Metadata)
 	if l := r.local.Load(); l != nil && (*l).Loaded(msg.Module) {
 		return (*l).Deliver(ctx, msg, wait)

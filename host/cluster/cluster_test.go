@@ -15,6 +15,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/cluster"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
@@ -58,8 +59,76 @@ func TestSetWiring(t *testing.T) {
 	assert.Nil(t, r.Wired(abi.Address{Module: "a", Component: "split", Port: "other"}))
 	require.ErrorContains(t, r.SetWiring(2, map[string][]string{"a/split": {"b/counter/in"}}), "want module/component/port")
 	require.ErrorContains(t, r.SetWiring(2, map[string][]string{"a/split/out": {"b//in"}}), `to "b//in"`)
+	// Only the host delivers to system ports, and emit refuses them as
+	// output ports: neither end of a wire may be one.
+	for _, wires := range []map[string][]string{
+		{"a/split/out": {"b/counter/_settings"}},
+		{"a/split/out": {"b/counter/in", "b/counter/_tick"}},
+		{"a/split/_tick": {"b/counter/in"}},
+		{"a/split/out": {"b/counter/_x"}},
+	} {
+		err := r.SetWiring(3, wires)
+		require.ErrorIs(t, err, host.ErrSystemPort, "%v", wires)
+		assert.Regexp(t, `port "_[a-z]*"`, err.Error())
+	}
 	_, wires := r.Wiring()
 	assert.Len(t, wires["a/split/out"], 2, "a refused wiring leaves the old one")
+}
+
+// TestSystemPortRemote: a guest on one host that sends to or calls a system
+// port of a module on another host is refused by that host; the guest gets
+// status 3 (denied) naming the port, as it would locally.
+func TestSystemPortRemote(t *testing.T) {
+	ctx := context.Background()
+	h2, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { h2.Close(ctx) })
+	_, err = h2.Load(ctx, e2e.Guest(t, "echo"), host.LoadOptions{})
+	require.NoError(t, err)
+	srv, err := server.New(h2, server.Options{})
+	require.NoError(t, err)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+
+	r := cluster.New(cluster.Options{})
+	t.Cleanup(func() { r.Close() })
+	h1, err := host.New(ctx, host.Options{Router: r, CacheDir: e2e.CacheDir(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { h1.Close(ctx) })
+	r.SetLocal(h1)
+	require.NoError(t, r.SetRoutes(1, map[string][]string{"echo": {lis.Addr().String()}}))
+	_, err = h1.Load(ctx, e2e.Guest(t, "hostcalls"), host.LoadOptions{})
+	require.NoError(t, err)
+
+	for _, tc := range []struct{ port, payload, want string }{
+		{"send", "echo/echo/_settings x", `send: status 3: port "_settings": only the host delivers to system ports`},
+		{"call", "echo/echo/_tick x", `call: status 3: port "_tick": only the host delivers to system ports`},
+	} {
+		t.Run(tc.port, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			_, err := h1.Invoke(ctx, host.Request{Module: "hostcalls", Component: "caller", Port: tc.port, Payload: []byte(tc.payload)})
+			var ce *host.CallError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, host.KindHandler, ce.Kind, "%v", err)
+			assert.Equal(t, tc.want, ce.Err.Error())
+		})
+	}
+	// The remote host refuses it too, for a router that would forward
+	// it: here a peer's DeliverStream, as the router would use.
+	c := e2e.Client(t, lis.Addr().String())
+	stream, err := c.DeliverStream(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(&hostv1.DeliverStreamRequest{Id: 1, Wait: true, TimeoutNanos: int64(30 * time.Second),
+		Message: &hostv1.Message{Module: "echo", Component: "echo", Port: abi.PortSettings}}))
+	resp, err := stream.Recv()
+	require.NoError(t, err)
+	ce := server.FromStatus(server.StatusFromProto(resp.GetError()), abi.Address{Module: "echo", Component: "echo", Port: abi.PortSettings}, lis.Addr().String())
+	assert.Equal(t, host.KindDenied, ce.Kind, "%v", ce)
+	assert.Contains(t, ce.Error(), `port "_settings"`)
+	require.NoError(t, stream.CloseSend())
 }
 
 func TestUnknownModule(t *testing.T) {

@@ -64,4 +64,8 @@
 // SendTimeout; at most 1024 of them run at once, and each keeps its place
 // among its sending module's host.Limits.MaxSends (host.HoldSend) until the
 // peer has accepted it.
+//
+// Neither end of a wire may be a system port (_settings, _tick, any port
+// starting with '_'): only the host delivers to those, so SetWiring refuses
+// such a wire, and a host refuses such a delivery in any case.
 package cluster

@@ -24,7 +24,7 @@
 //	KindMemory                      ABORTED              MEMORY_LIMIT
 //	KindABIViolation                ABORTED              ABI_VIOLATION
 //	KindHandler                     UNKNOWN              HANDLER_ERROR
-//	KindDenied                      PERMISSION_DENIED    DENIED
+//	KindDenied, ErrSystemPort       PERMISSION_DENIED    DENIED
 //	KindHopLimit                    FAILED_PRECONDITION  HOP_LIMIT
 //	KindUnavailable                 UNAVAILABLE          UNAVAILABLE
 //	ErrClosed                       UNAVAILABLE          CLOSED
@@ -45,7 +45,10 @@
 // whichever layer catches it; a trap is ABORTED, not INTERNAL, because the
 // host is fine and the instance was replaced, so a retry may succeed; a
 // handler's error is UNKNOWN because that is what grpc-go makes of a
-// handler's plain error, and it keeps it apart from a trap.
+// handler's plain error, and it keeps it apart from a trap. A message to a
+// system port (_settings, _tick, any port starting with '_') on Invoke,
+// InvokeStream, Deliver or DeliverStream is PERMISSION_DENIED whatever the
+// caller's credentials: only the host delivers there.
 //
 // # Authentication
 //
