@@ -219,16 +219,18 @@ func TestRewriteBodies(t *testing.T) {
 			in := wasmMod(typeSec, funcSec1, tableSec, memSec,
 				sec(7, vec(exportF)),
 				sec(10, vec(fn(tt.in...))))
+			// Every function starts with the check too.
 			want := wasmMod(typeSec, funcSec1, tableSec, memSec,
 				sec(6, vec(newGlobal)),
 				sec(7, vec(exportF, exportG(0))),
-				sec(10, vec(fn(tt.want...))))
+				sec(10, vec(fn(b(c, tt.want)...))))
 			compile(t, in)
 
 			res, err := Rewrite(in, testGlobal)
 			require.NoError(t, err)
 			assert.Equal(t, want, res.Wasm)
 			assert.Equal(t, tt.loops, res.Loops)
+			assert.Equal(t, 1, res.Functions)
 			assert.Equal(t, uint32(0), res.Global)
 			assert.Equal(t, []Export{{Name: "f", Kind: KindFunc, Index: 0}}, res.Exports)
 			assert.Empty(t, res.Imports)
@@ -260,11 +262,12 @@ func TestRewriteLocalsAndManyFunctions(t *testing.T) {
 		sec(6, vec(newGlobal)),
 		sec(7, vec(exportG(0))),
 		sec(10, vec(
-			fnLocals(vec([]byte{0x03, 0x7F}, []byte{0x03, 0x7E}), 0x0B),
-			fn(b(loopHeader, chk(0), 0x0B, 0x0B)...),
+			fnLocals(vec([]byte{0x03, 0x7F}, []byte{0x03, 0x7E}), b(chk(0), 0x0B)...),
+			fn(b(chk(0), loopHeader, chk(0), 0x0B, 0x0B)...),
 		)))
 	assert.Equal(t, want, res.Wasm)
 	assert.Equal(t, 1, res.Loops)
+	assert.Equal(t, 2, res.Functions)
 	compile(t, res.Wasm)
 }
 
@@ -292,7 +295,7 @@ func TestRewriteExistingSectionsAndImports(t *testing.T) {
 	require.NoError(t, err)
 	want := wasmMod(custom("first", 1, 2, 3), typeSec, imports, custom("mid"), funcSec1, globals(newGlobal),
 		sec(7, vec(exportAbi, exportGl, exportG(3))), custom("beforecode"),
-		sec(10, vec(fn(b(loopHeader, chk(3), 0x10, 0x00, 0x0B, 0x0B)...))), custom("name", 0x01, 0x04, 0x01, 0x00, 0x01, 0x66))
+		sec(10, vec(fn(b(chk(3), loopHeader, chk(3), 0x10, 0x00, 0x0B, 0x0B)...))), custom("name", 0x01, 0x04, 0x01, 0x00, 0x01, 0x66))
 	assert.Equal(t, want, res.Wasm)
 	assert.Equal(t, uint32(3), res.Global)
 	assert.Equal(t, []Import{
@@ -320,7 +323,7 @@ func TestRewriteBigGlobalIndex(t *testing.T) {
 	require.NoError(t, err)
 	want := wasmMod(typeSec, funcSec1, sec(6, vec(append(gs, newGlobal)...)),
 		sec(7, vec(exportG(200))),
-		sec(10, vec(fn(b(loopHeader, chk(200), loopHeader, chk(200), 0x0B, 0x0B, 0x0B)...))))
+		sec(10, vec(fn(b(chk(200), loopHeader, chk(200), loopHeader, chk(200), 0x0B, 0x0B, 0x0B)...))))
 	assert.Equal(t, want, res.Wasm)
 	compile(t, res.Wasm)
 }
@@ -347,20 +350,20 @@ func TestRewriteMissingSectionsPlacement(t *testing.T) {
 				sec(10, vec(fn(0x0B))), sec(11, vec(cat([]byte{0x01}, str("hi"))))),
 			want: wasmMod(typeSec, funcSec1, memSec, sec(6, vec(newGlobal)), sec(7, vec(exportG(0))),
 				sec(8, leb(0)), sec(12, leb(1)),
-				sec(10, vec(fn(0x0B))), sec(11, vec(cat([]byte{0x01}, str("hi"))))),
+				sec(10, vec(fn(b(chk(0), 0x0B)...))), sec(11, vec(cat([]byte{0x01}, str("hi"))))),
 		},
 		{
 			name: "export exists, global missing",
 			in:   wasmMod(typeSec, funcSec1, sec(7, vec(exportF)), sec(10, vec(fn(0x0B)))),
 			want: wasmMod(typeSec, funcSec1, sec(6, vec(newGlobal)), sec(7, vec(exportF, exportG(0))),
-				sec(10, vec(fn(0x0B)))),
+				sec(10, vec(fn(b(chk(0), 0x0B)...)))),
 		},
 		{
 			name: "global exists, export missing, custom section before code",
 			in: wasmMod(typeSec, funcSec1, sec(6, vec([]byte{0x7D, 0x00, 0x43, 0, 0, 0, 0, 0x0B})),
 				custom("x"), sec(10, vec(fn(0x0B)))),
 			want: wasmMod(typeSec, funcSec1, sec(6, vec([]byte{0x7D, 0x00, 0x43, 0, 0, 0, 0, 0x0B}, newGlobal)),
-				custom("x"), sec(7, vec(exportG(1))), sec(10, vec(fn(0x0B)))),
+				custom("x"), sec(7, vec(exportG(1))), sec(10, vec(fn(b(chk(1), 0x0B)...)))),
 		},
 	}
 	for _, tt := range tests {
@@ -466,8 +469,8 @@ func TestRewriteErrors(t *testing.T) {
 		},
 		{
 			name: "start section with trailing bytes",
-			in:   wasmMod(sec(8, leb(0), []byte{0x00})),
-			want: []string{"start section (id 8)", "1 unexpected bytes after the last index"},
+			in:   wasmMod(typeSec, funcSec1, sec(8, leb(0), []byte{0x00}), sec(10, vec(fn(0x0B)))),
+			want: []string{"start section (id 8)", "1 unexpected bytes after the last start function index"},
 		},
 		{
 			name: "locals over the per-function limit",
@@ -577,11 +580,20 @@ func richModule() (wasm []byte, boundaries map[int]bool) {
 		sec(11, vec(cat([]byte{0x01}, str("data")))),
 		custom("name", 0x00, 0x02, 0x01, 0x00),
 	}
+	// boundaries: the prefixes that end between sections, and whether each
+	// is a whole module: not one with functions but no code section.
 	boundaries = map[int]bool{8: true}
 	wasm = wasmMod()
+	whole := true
 	for _, s := range sections {
 		wasm = append(wasm, s...)
-		boundaries[len(wasm)] = true
+		switch s[0] {
+		case 3:
+			whole = false
+		case 10:
+			whole = true
+		}
+		boundaries[len(wasm)] = whole
 	}
 	return wasm, boundaries
 }
@@ -604,9 +616,14 @@ func TestRewriteTruncated(t *testing.T) {
 			err error
 		)
 		require.NotPanics(t, func() { res, err = Rewrite(in[:n], testGlobal) }, "prefix of %d bytes", n)
-		if boundaries[n] {
-			// A prefix that ends between sections is a smaller module.
-			require.NoError(t, err, "prefix of %d bytes", n)
+		if whole, ok := boundaries[n]; ok {
+			// A prefix that ends between sections is a smaller module,
+			// unless it declares functions but lacks their code.
+			if whole {
+				require.NoError(t, err, "prefix of %d bytes", n)
+			} else {
+				require.ErrorContains(t, err, "no code section for 2 functions", "prefix of %d bytes", n)
+			}
 			continue
 		}
 		require.Error(t, err, "prefix of %d bytes", n)
