@@ -26,19 +26,48 @@ import (
 )
 
 // interruptGlobal is the name of the global that instrument adds to every
-// module; setting it to 1 makes the guest trap within pollInterval loop
-// iterations.
+// module; setting it to 1 makes the guest trap within pollInterval
+// function calls and loop iterations.
 const interruptGlobal = "tinyhost_interrupt"
 
-// pollInterval is how many loop iterations a guest runs between exits from
-// compiled code to Go (instrument.WithPoll). Compiled wasm cannot be
-// preempted by the Go runtime, so without these exits a spinning guest
-// would block every stop-the-world (each garbage collection) and so the
-// whole process, watchdog included. An exit costs around 100 ns; at least a
-// nanosecond per iteration makes this well under 1% of a hot loop, and
-// bounds the pause a spinning guest adds to a collection to tens of
-// microseconds.
+// startExport is the name under which instrument exports a module's start
+// function (instrument.WithStart), for newInstance to call under the
+// watchdog instead of wazero inside instantiation.
+const startExport = "tinyhost_start"
+
+// pollInterval is how many function calls and loop iterations a guest runs
+// between exits from compiled code to Go (instrument.WithPoll). Compiled
+// wasm cannot be preempted by the Go runtime, so without these exits a
+// spinning guest would block every stop-the-world (each garbage
+// collection) and so the whole process, watchdog included. An exit costs
+// around 100 ns; at least a nanosecond per call or iteration makes this
+// well under 1% of hot code, and bounds the pause a spinning guest adds to
+// a collection to tens of microseconds.
 var pollInterval uint32 = 1 << 14
+
+// tableShare is the share of a module's memory limit its tables may take,
+// as 1/tableShare: tables live outside linear memory, so the host bounds
+// them (instrument.WithMaxTableElements) and holds what they may grow to
+// back from the linear memory's limit (see tableBudget).
+const tableShare = 16
+
+// tableElementBytes is what one table element costs in wazero (a
+// pointer-sized reference).
+const tableElementBytes = 8
+
+// tableBudget returns how many table elements a module with a memory limit
+// of pages may have, in all of its tables.
+func tableBudget(pages uint32) uint32 {
+	return uint32(uint64(pages) * 65536 / tableShare / tableElementBytes)
+}
+
+// memoryLimit returns the limit of an instance's linear memory, in bytes:
+// MemoryPages less what the module's tables may grow to, rounded up to
+// whole pages.
+func (v *version) memoryLimit() uint64 {
+	tables := (v.tableElements*tableElementBytes + 65535) / 65536 * 65536
+	return uint64(v.limits.MemoryPages)*65536 - tables
+}
 
 // ModuleInfo describes a loaded module: the version that serves its calls.
 type ModuleInfo struct {
@@ -135,6 +164,10 @@ type version struct {
 	log      hclog.Logger
 	timeout  int64 // CallTimeout in nanoseconds
 	pool     pool
+	// start says the module has a start function, exported as startExport.
+	start bool
+	// tableElements is the most elements the module's tables can hold.
+	tableElements uint64
 
 	// state is the count of references in its low bits and retiredBit.
 	state  atomic.Int64
@@ -316,10 +349,18 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 	}
 
 	sum := sha256.Sum256(wasm)
-	res, err := instrument.Rewrite(wasm, interruptGlobal, instrument.WithPoll(pollInterval))
+	res, err := instrument.Rewrite(wasm, interruptGlobal,
+		instrument.WithPoll(pollInterval),
+		instrument.WithStart(startExport),
+		instrument.WithMaxTableElements(tableBudget(limits.MemoryPages)))
 	if err != nil {
-		if errors.Is(err, instrument.ErrNotWasm) {
+		var tle *instrument.TableLimitError
+		switch {
+		case errors.Is(err, instrument.ErrNotWasm):
 			return nil, false, errors.New("not a WebAssembly module")
+		case errors.As(err, &tle):
+			return nil, false, withKind(KindMemory, fmt.Errorf("tables of %d elements exceed the limit of %d elements (1/%d of the memory limit of %d pages, %d bytes an element)",
+				tle.Initial, tle.Limit, tableShare, limits.MemoryPages, tableElementBytes))
 		}
 		return nil, false, err
 	}
@@ -358,6 +399,9 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 		source:   source,
 		timeout:  int64(limits.CallTimeout),
 		log:      h.log.With("source", source),
+
+		start:         res.Start,
+		tableElements: res.TableElements,
 	}
 	v.pool.init(v)
 	// The first instance describes the module; only then is its name known.
