@@ -52,7 +52,14 @@
 //	0x0B                                  ;; end
 //
 // A branch to a loop's label goes to the start of its body, so the check
-// runs on every iteration. Finally, it re-encodes the size prefixes of each
+// runs on every iteration. A function whose code runs into a loop through
+// straight-line code only (block, nop, drop, local and global get, set and
+// tee, constants and numeric instructions: nothing that calls, branches or
+// returns) gets no check at its entry: its loop's check runs first, before
+// anything that could call or go round. Go's wasm backend starts most
+// functions that way (global.get 0; local.set 1; block; loop, the loop that
+// resumes a function after a stack switch), so Go code pays one check per
+// call, not two. Finally, Rewrite re-encodes the size prefixes of each
 // changed function body and of every changed section (minimal LEB128).
 //
 // # Stop-the-world, and WithPoll
@@ -72,7 +79,7 @@
 // wazero's own RATIONALE.md ("Why context cancellation is handled in Go
 // code rather than native code") says the same about checking a flag in
 // native code. WithPoll(n) avoids it. Instead of the check above, it
-// inserts at every function entry and after every loop header:
+// inserts at the same places:
 //
 //	0x23 <C>  0x41 0x01  0x6B  0x24 <C>   ;; C = C - 1
 //	0x23 <C>  0x45                        ;; C == 0 ?
@@ -122,7 +129,8 @@
 // proves the property: for every module Rewrite accepts, decoding the
 // output finds G, C, P and an injected memory named only by the inserted
 // checks and P's body, the interrupt global exported only under its name,
-// and the check at every function entry and loop header.
+// and the check at every loop header and at every function entry (or, past
+// straight-line code, at the function's first loop).
 //
 // # The start function: WithStart
 //

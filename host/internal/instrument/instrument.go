@@ -66,7 +66,8 @@ type Result struct {
 	Global uint32
 	// Poll is the index of the injected poll function (WithPoll only).
 	Poll uint32
-	// Functions is the number of function bodies instrumented at entry.
+	// Functions is the number of function bodies instrumented: each gets
+	// a check at its entry, or runs into a loop's check first.
 	Functions int
 	// Loops is the number of loop instructions instrumented.
 	Loops int
@@ -168,7 +169,7 @@ func Rewrite(wasm []byte, globalName string, opts ...Option) (*Result, error) {
 		Global:    m.global,
 		Poll:      m.bounds.n[spaceFunc],
 		Functions: len(m.bodies),
-		Loops:     len(m.points) - len(m.bodies),
+		Loops:     len(m.points) - m.entries,
 	}
 	if o.start != "" && m.start >= 0 {
 		m.startExport = o.start
@@ -276,8 +277,9 @@ type vecInfo struct {
 }
 
 // body is one code section entry: input[content:end] follows its size
-// prefix, and points[first:end] are its insertion points: its entry, just
-// after its locals, then each of its loop headers.
+// prefix, and points[first:last] are its insertion points: its entry,
+// just after its locals (unless it runs into a loop first), then each of
+// its loop headers.
 type body struct {
 	content, end int
 	first, last  int
@@ -311,9 +313,10 @@ type module struct {
 	global          uint32 // index of the interrupt global
 	bounds          bounds // the input's index spaces
 
-	bodies []body
-	locals uint64 // locals declared by all function bodies
-	points []int  // file offsets where the check goes: function entries and loop headers
+	bodies  []body
+	locals  uint64 // locals declared by all function bodies
+	points  []int  // file offsets where the check goes: function entries and loop headers
+	entries int    // how many of points are function entries
 
 	// What write changes besides the code.
 	startExport string // export the start function under this name, and drop the start section
@@ -591,7 +594,8 @@ func (m *module) scanCode() error {
 
 // scanBody decodes one function body: locals, then instructions up to the
 // function's final end, which must be its last byte. It records the
-// function's entry and its loop headers as insertion points.
+// function's entry (unless a loop's check comes first: reachesLoop) and
+// its loop headers as insertion points.
 func (m *module) scanBody(r *reader) error {
 	start := r.pos
 	n, err := readLocals(r)
@@ -605,7 +609,10 @@ func (m *module) scanBody(r *reader) error {
 	if m.locals > MaxModuleLocals {
 		return r.errAt(start, "locals exceed the limit of %d per module", MaxModuleLocals)
 	}
-	m.points = append(m.points, r.off()) // the function's entry
+	if !reachesLoop(*r) {
+		m.points = append(m.points, r.off()) // the function's entry
+		m.entries++
+	}
 	if m.points, err = m.bounds.scanInstrs(r, m.points); err != nil {
 		return err
 	}
@@ -613,6 +620,42 @@ func (m *module) scanBody(r *reader) error {
 		return r.errAt(r.pos-1, "function ends with %d bytes of its body left", r.remaining())
 	}
 	return nil
+}
+
+// reachesLoop reports whether code, from r's position, runs into a loop
+// instruction through straight-line code only: blocks, nop, drop, locals,
+// globals, constants and numeric instructions; nothing that calls, branches
+// or returns. The loop's check then runs before anything else that
+// matters, so the function needs no check of its own at entry. Go's wasm
+// backend starts most functions so (global.get 0; local.set 1; block;
+// loop), to resume them after a stack switch. r is a copy: the caller's
+// position does not move.
+func reachesLoop(r reader) bool {
+	for r.pos < len(r.buf) {
+		op := r.buf[r.pos]
+		r.pos++
+		var err error
+		switch {
+		case op == 0x03: // loop
+			return true
+		case op == 0x02: // block
+			err = r.blockType()
+		case op == 0x01, op == 0x1A: // nop, drop
+		case op >= 0x20 && op <= 0x24: // local.get/set/tee, global.get/set
+			_, err = r.u32()
+		case op == 0x41:
+			_, err = r.sleb(32)
+		case op == 0x42:
+			_, err = r.sleb(64)
+		case op >= 0x45 && op <= 0xC4: // numeric
+		default:
+			return false
+		}
+		if err != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // appendSLEB appends v as minimal signed LEB128.

@@ -103,8 +103,11 @@ func TestRewriteBodies(t *testing.T) {
 	tests := []struct {
 		name  string
 		in    []byte // instructions of function 0, () -> ()
-		want  []byte
+		want  []byte // with the entry check, unless loopFirst
 		loops int
+		// The body runs into a loop through straight-line code: the loop's
+		// check serves as the entry check.
+		loopFirst bool
 	}{
 		{
 			name: "no loops",
@@ -112,16 +115,18 @@ func TestRewriteBodies(t *testing.T) {
 			want: b(0x01, 0x0B),
 		},
 		{
-			name:  "one loop",
-			in:    b(loopHeader, 0x0C, 0x00, 0x0B, 0x0B),
-			want:  b(loopHeader, c, 0x0C, 0x00, 0x0B, 0x0B),
-			loops: 1,
+			name:      "one loop",
+			in:        b(loopHeader, 0x0C, 0x00, 0x0B, 0x0B),
+			want:      b(loopHeader, c, 0x0C, 0x00, 0x0B, 0x0B),
+			loops:     1,
+			loopFirst: true,
 		},
 		{
-			name:  "nested loops",
-			in:    b(loopHeader, loopHeader, 0x0C, 0x01, 0x0B, 0x0B, 0x0B),
-			want:  b(loopHeader, c, loopHeader, c, 0x0C, 0x01, 0x0B, 0x0B, 0x0B),
-			loops: 2,
+			name:      "nested loops",
+			in:        b(loopHeader, loopHeader, 0x0C, 0x01, 0x0B, 0x0B, 0x0B),
+			want:      b(loopHeader, c, loopHeader, c, 0x0C, 0x01, 0x0B, 0x0B, 0x0B),
+			loops:     2,
+			loopFirst: true,
 		},
 		{
 			name: "loops inside if, else and block",
@@ -133,9 +138,10 @@ func TestRewriteBodies(t *testing.T) {
 		{
 			name: "loop with a result type and a type-index block type",
 			// loop (result i32) i32.const 3 end drop; loop (type 0) end
-			in:    b(0x03, 0x7F, 0x41, 0x03, 0x0B, 0x1A, 0x03, 0x00, 0x0B, 0x0B),
-			want:  b(0x03, 0x7F, c, 0x41, 0x03, 0x0B, 0x1A, 0x03, 0x00, c, 0x0B, 0x0B),
-			loops: 2,
+			in:        b(0x03, 0x7F, 0x41, 0x03, 0x0B, 0x1A, 0x03, 0x00, 0x0B, 0x0B),
+			want:      b(0x03, 0x7F, c, 0x41, 0x03, 0x0B, 0x1A, 0x03, 0x00, c, 0x0B, 0x0B),
+			loops:     2,
+			loopFirst: true,
 		},
 		{
 			name: "br_table with labels that look like loop opcodes",
@@ -146,7 +152,8 @@ func TestRewriteBodies(t *testing.T) {
 			want: b(0x02, 0x40, 0x02, 0x40, 0x02, 0x40, loopHeader, c,
 				0x41, 0x03, 0x0E, 0x03, 0x03, 0x00, 0x03, 0x03,
 				0x0B, 0x0B, 0x0B, 0x0B, 0x0B),
-			loops: 1,
+			loops:     1,
+			loopFirst: true,
 		},
 		{
 			name: "constants and memargs containing 0x03",
@@ -175,7 +182,8 @@ func TestRewriteBodies(t *testing.T) {
 				0x41, 0x03, 0x41, 0x03, 0x41, 0x03, 0xFC, 0x0B, 0x00, 0x0B,
 				0x41, 0x00, 0x41, 0x00, 0x41, 0x03, 0xFC, 0x0A, 0x00, 0x00,
 				loopHeader, c, 0xFC, 0x10, 0x00, 0x1A, 0x0B, 0x0B),
-			loops: 2,
+			loops:     2,
+			loopFirst: true,
 		},
 		{
 			name: "0xFD ops around loops",
@@ -219,11 +227,16 @@ func TestRewriteBodies(t *testing.T) {
 			in := wasmMod(typeSec, funcSec1, tableSec, memSec,
 				sec(7, vec(exportF)),
 				sec(10, vec(fn(tt.in...))))
-			// Every function starts with the check too.
+			// Every function starts with the check too, unless a loop's
+			// comes first.
+			body := b(c, tt.want)
+			if tt.loopFirst {
+				body = tt.want
+			}
 			want := wasmMod(typeSec, funcSec1, tableSec, memSec,
 				sec(6, vec(newGlobal)),
 				sec(7, vec(exportF, exportG(0))),
-				sec(10, vec(fn(b(c, tt.want)...))))
+				sec(10, vec(fn(body...))))
 			compile(t, in)
 
 			res, err := Rewrite(in, testGlobal)
@@ -263,7 +276,7 @@ func TestRewriteLocalsAndManyFunctions(t *testing.T) {
 		sec(7, vec(exportG(0))),
 		sec(10, vec(
 			fnLocals(vec([]byte{0x03, 0x7F}, []byte{0x03, 0x7E}), b(chk(0), 0x0B)...),
-			fn(b(chk(0), loopHeader, chk(0), 0x0B, 0x0B)...),
+			fn(b(loopHeader, chk(0), 0x0B, 0x0B)...),
 		)))
 	assert.Equal(t, want, res.Wasm)
 	assert.Equal(t, 1, res.Loops)
@@ -295,7 +308,7 @@ func TestRewriteExistingSectionsAndImports(t *testing.T) {
 	require.NoError(t, err)
 	want := wasmMod(custom("first", 1, 2, 3), typeSec, imports, custom("mid"), funcSec1, globals(newGlobal),
 		sec(7, vec(exportAbi, exportGl, exportG(3))), custom("beforecode"),
-		sec(10, vec(fn(b(chk(3), loopHeader, chk(3), 0x10, 0x00, 0x0B, 0x0B)...))), custom("name", 0x01, 0x04, 0x01, 0x00, 0x01, 0x66))
+		sec(10, vec(fn(b(loopHeader, chk(3), 0x10, 0x00, 0x0B, 0x0B)...))), custom("name", 0x01, 0x04, 0x01, 0x00, 0x01, 0x66))
 	assert.Equal(t, want, res.Wasm)
 	assert.Equal(t, uint32(3), res.Global)
 	assert.Equal(t, []Import{
@@ -323,7 +336,7 @@ func TestRewriteBigGlobalIndex(t *testing.T) {
 	require.NoError(t, err)
 	want := wasmMod(typeSec, funcSec1, sec(6, vec(append(gs, newGlobal)...)),
 		sec(7, vec(exportG(200))),
-		sec(10, vec(fn(b(chk(200), loopHeader, chk(200), loopHeader, chk(200), 0x0B, 0x0B, 0x0B)...))))
+		sec(10, vec(fn(b(loopHeader, chk(200), loopHeader, chk(200), 0x0B, 0x0B, 0x0B)...))))
 	assert.Equal(t, want, res.Wasm)
 	compile(t, res.Wasm)
 }

@@ -40,7 +40,7 @@ func TestRewritePollBytes(t *testing.T) {
 		memSec,
 		sec(6, vec(newGlobal, countdownGlobal(sleb1000))),
 		sec(7, vec(exportF, exportG(0))),
-		sec(10, vec(fn(b(pollSeq(1, 1), loopHeader, pollSeq(1, 1), 0x0C, 0x00, 0x0B, 0x0B)...), pollBody(0, 1, sleb1000))),
+		sec(10, vec(fn(b(loopHeader, pollSeq(1, 1), 0x0C, 0x00, 0x0B, 0x0B)...), pollBody(0, 1, sleb1000))),
 	)
 	assert.Equal(t, want, res.Wasm)
 	assert.Equal(t, 1, res.Loops)
@@ -92,7 +92,7 @@ func TestRewritePollCreatesSections(t *testing.T) {
 				sec(12, leb(1)),
 				// Global 1 is the interrupt, 2 the countdown; function 0 is
 				// the import, 2 the poll function.
-				sec(10, vec(fn(b(pollSeq(2, 2), loopHeader, pollSeq(2, 2), 0x10, 0x00, 0x0B, 0x0B)...), pollBody(1, 2, sleb1000))),
+				sec(10, vec(fn(b(loopHeader, pollSeq(2, 2), 0x10, 0x00, 0x0B, 0x0B)...), pollBody(1, 2, sleb1000))),
 				sec(11, vec(cat([]byte{0x01}, str("d")))),
 				custom("tail", 1)),
 		},

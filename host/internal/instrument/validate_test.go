@@ -256,3 +256,49 @@ func TestRewriteTables(t *testing.T) {
 		})
 	}
 }
+
+// TestRewriteEntryCheck: every function gets a check at entry, unless it
+// runs into a loop through straight-line code, whose check then comes
+// first (as in most functions Go compiles).
+func TestRewriteEntryCheck(t *testing.T) {
+	c := chk(1)
+	for _, tc := range []struct {
+		name  string
+		body  []byte
+		entry bool
+	}{
+		{"no loop", b(0x01, 0x0B), true},
+		{"a loop first", b(loopHeader, 0x0B, 0x0B), false},
+		{"Go's prologue", b(0x23, 0x00, 0x21, 0x00, 0x02, 0x40, loopHeader, 0x0B, 0x0B, 0x0B), false},
+		{"arithmetic and a typed block first", b(0x41, 0x01, 0x42, 0x02, 0xA7, 0x6A, 0x1A, 0x02, 0x7F, loopHeader, 0x0B, 0x41, 0x00, 0x0B, 0x1A, 0x0B), false},
+		{"a call first", b(0x10, 0x00, loopHeader, 0x0B, 0x0B), true},
+		{"an if first", b(0x41, 0x01, 0x04, 0x40, loopHeader, 0x0B, 0x0B, 0x0B), true},
+		{"a branch first", b(0x02, 0x40, 0x0C, 0x00, 0x0B, loopHeader, 0x0B, 0x0B), true},
+		{"a return first", b(0x0F, loopHeader, 0x0B, 0x0B), true},
+		{"a load first", b(0x41, 0x00, 0x28, 0x02, 0x00, 0x1A, loopHeader, 0x0B, 0x0B), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := wasmMod(typeSec, funcSec1, memSec, sec(6, vec([]byte{0x7F, 0x01, 0x41, 0x00, 0x0B})),
+				sec(10, vec(fnLocals(vec([]byte{0x01, 0x7F}), tc.body...))))
+			compile(t, in)
+			res, err := Rewrite(in, testGlobal)
+			require.NoError(t, err)
+			compile(t, res.Wasm)
+			// The check for global 1, right after the locals (one i32).
+			atEntry := string(cat([]byte{0x01, 0x01, 0x7F}, c))
+			if tc.entry {
+				assert.Contains(t, string(res.Wasm), atEntry, "a check at entry")
+			} else {
+				assert.NotContains(t, string(res.Wasm), atEntry, "no check at entry")
+			}
+			checkInjected(t, in, mustRewrite(t, in))
+		})
+	}
+}
+
+func mustRewrite(t *testing.T, in []byte) *Result {
+	t.Helper()
+	res, err := Rewrite(in, testGlobal, hostOptions...)
+	require.NoError(t, err)
+	return res
+}
