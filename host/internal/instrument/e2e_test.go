@@ -43,16 +43,6 @@ func sum(n int32) int32 {
 	return s
 }
 
-// fib is call-heavy Go code, for BenchmarkGoGuestRecursion.
-//
-//go:wasmexport fib
-func fib(n int32) int32 {
-	if n < 2 {
-		return n
-	}
-	return fib(n-1) + fib(n-2)
-}
-
 func main() {}
 `
 
@@ -258,43 +248,6 @@ func BenchmarkGoGuestLoop(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/iteration")
-		})
-	}
-}
-
-// BenchmarkGoGuestRecursion measures call-heavy Go-compiled guest code
-// (fib(25): 242,785 calls) uninstrumented and rewritten as the host does
-// it (WithPoll(16384), WithStart, WithMaxTableElements): what the check at
-// every function entry costs Go code.
-func BenchmarkGoGuestRecursion(b *testing.B) {
-	in := buildGuest(b)
-	for _, c := range []struct {
-		name string
-		raw  bool
-	}{{name: "uninstrumented", raw: true}, {name: "instrumented"}} {
-		b.Run(c.name, func(b *testing.B) {
-			wasm := in
-			if !c.raw {
-				res, err := Rewrite(in, testGlobal, WithPoll(1<<14), WithStart("tinyhost_start"), WithMaxTableElements(4096*512))
-				require.NoError(b, err)
-				wasm = res.Wasm
-			}
-			ctx := context.Background()
-			r := wazero.NewRuntime(ctx)
-			defer r.Close(ctx)
-			wasi_snapshot_preview1.MustInstantiate(ctx, r)
-			mod, err := r.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().
-				WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime().WithSysNanosleep())
-			require.NoError(b, err)
-			fib := mod.ExportedFunction("fib")
-			stack := make([]uint64, 1)
-			for b.Loop() {
-				stack[0] = 25
-				if err := fib.CallWithStack(ctx, stack); err != nil || stack[0] != 75025 {
-					b.Fatal(err, stack[0])
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/242785, "ns/call")
 		})
 	}
 }
