@@ -173,15 +173,15 @@ func BenchmarkLoad(b *testing.B) {
 //
 //   - none: no timeout at all (the floor);
 //   - interrupt-global: the guest instrumented as the host does it (a
-//     countdown at every loop head, an exit to Go and a check of the
-//     interrupt global every 16384 iterations); the host adds one atomic
-//     store and one CAS per call for the watchdog;
+//     countdown at every function entry and loop head, an exit to Go and a
+//     check of the interrupt global every 16384 of them); the host adds
+//     one atomic store and one CAS per call for the watchdog;
 //   - close-on-context-done: wazero's WithCloseOnContextDone, with a
 //     context.WithTimeout per call, which is what it takes to use it.
 func BenchmarkTimeouts(b *testing.B) {
 	ctx := context.Background()
 	echo := abitest.Guest(b, "echo")
-	res, err := instrument.Rewrite(echo, "tinyhost_interrupt", instrument.WithPoll(1<<14))
+	res, err := instrument.Rewrite(echo, "tinyhost_interrupt", hostRewrite...)
 	require.NoError(b, err)
 	for _, tc := range []struct {
 		name      string
@@ -288,3 +288,115 @@ func rssMiB() float64 {
 	runtime.ReadMemStats(&ms)
 	return float64(ms.Sys-ms.HeapReleased) / (1 << 20)
 }
+
+// hostRewrite are the options the host rewrites a module with (a module of
+// the default 4096 pages).
+var hostRewrite = []instrument.Option{instrument.WithPoll(1 << 14), instrument.WithStart("tinyhost_start"), instrument.WithMaxTableElements(4096 * 512)}
+
+// BenchmarkInterruptChecks is what the host's instrumentation (a countdown
+// at every function entry and loop head, an exit to Go every 16384 of
+// them) costs a guest, against the same guest as is, both as bare wazero
+// calls:
+//
+//   - echo-1KiB: BenchmarkFloor's 1 KiB echo call (target: at most 10%
+//     more);
+//   - fib-wat: fib(25) of testdata/fib.wat, 242,785 calls of a few
+//     instructions and no loop (target: at most 1.5x);
+//   - fib-go: the same fib compiled by Go (target: at most 1.5x).
+//
+// The two run alternately, in small batches, so that on a busy machine
+// both see the same load: each reports its mean time per call as a metric
+// (as-is-ns/call, checked-ns/call), and make bench prints their ratio.
+func BenchmarkInterruptChecks(b *testing.B) {
+	ctx := context.Background()
+	b.Run("echo-1KiB", func(b *testing.B) {
+		echo := abitest.Guest(b, "echo")
+		var calls [2]func()
+		for i, wasm := range rewritten(b, echo) {
+			rt := wazero.NewRuntime(ctx)
+			b.Cleanup(func() { rt.Close(ctx) })
+			wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+			_, err := rt.NewHostModuleBuilder(abi.ImportModule).Instantiate(ctx)
+			require.NoError(b, err)
+			mod, err := rt.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().
+				WithName("").WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime().WithSysNanosleep())
+			require.NoError(b, err)
+			handle, buffer, mem := mod.ExportedFunction(abi.ExportHandle), mod.ExportedFunction(abi.ExportBuffer), mod.Memory()
+			msg := abi.AppendMessage(nil, &abi.Message{Module: "echo", Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, 1<<10)})
+			stack := []uint64{uint64(len(msg))}
+			require.NoError(b, buffer.CallWithStack(ctx, stack))
+			ptr := uint32(stack[0])
+			out := make([]byte, 1<<10)
+			calls[i] = func() { floorCall(b, ctx, mem, handle, stack, ptr, msg, out) }
+		}
+		interleave(b, 64, calls)
+	})
+	fib := func(b *testing.B, wasm []byte, wasi bool) {
+		var calls [2]func()
+		for i, wasm := range rewritten(b, wasm) {
+			rt := wazero.NewRuntime(ctx)
+			b.Cleanup(func() { rt.Close(ctx) })
+			cfg := wazero.NewModuleConfig()
+			if wasi {
+				wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+				cfg = cfg.WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime().WithSysNanosleep()
+			}
+			mod, err := rt.InstantiateWithConfig(ctx, wasm, cfg)
+			require.NoError(b, err)
+			fn := mod.ExportedFunction("fib")
+			stack := make([]uint64, 1)
+			calls[i] = func() {
+				stack[0] = 25
+				if err := fn.CallWithStack(ctx, stack); err != nil || stack[0] != 75025 {
+					b.Fatal(err, stack[0])
+				}
+			}
+		}
+		interleave(b, 1, calls)
+	}
+	b.Run("fib-wat", func(b *testing.B) { fib(b, fixture(b, "fib"), false) })
+	b.Run("fib-go", func(b *testing.B) { fib(b, buildGuest(b, "fib", fibSource), true) })
+}
+
+// rewritten returns wasm as is and as the host rewrites it.
+func rewritten(b *testing.B, wasm []byte) [2][]byte {
+	res, err := instrument.Rewrite(wasm, "tinyhost_interrupt", hostRewrite...)
+	require.NoError(b, err)
+	return [2][]byte{wasm, res.Wasm}
+}
+
+// interleave makes b.N calls of each of calls[0] (the guest as is) and
+// calls[1] (instrumented), alternating batches of batch calls, and reports
+// the mean time per call of each.
+func interleave(b *testing.B, batch int, calls [2]func()) {
+	var spent [2]time.Duration
+	b.ResetTimer()
+	for done := 0; done < b.N; done += batch {
+		n := min(batch, b.N-done)
+		for k, call := range calls {
+			start := time.Now()
+			for range n {
+				call()
+			}
+			spent[k] += time.Since(start)
+		}
+	}
+	b.ReportMetric(float64(spent[0].Nanoseconds())/float64(b.N), "as-is-ns/call")
+	b.ReportMetric(float64(spent[1].Nanoseconds())/float64(b.N), "checked-ns/call")
+}
+
+// fibSource is a Go guest that exports fib, for BenchmarkInterruptChecks.
+const fibSource = `//go:build wasip1
+
+package main
+
+//go:wasmexport fib
+func fib(n int32) int32 {
+	if n < 2 {
+		return n
+	}
+	return fib(n-1) + fib(n-2)
+}
+
+func main() {}
+`

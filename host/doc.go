@@ -29,7 +29,8 @@
 // compile cut off stops soon; what it cannot interrupt (decoding,
 // validating, one function) keeps its slot until it ends, while the load
 // has already failed. The module is then instantiated MinInstances times.
-// Each instance runs _initialize; the first one describes the module, whose
+// Each instance runs the module's start function, if it has one, then
+// _initialize; the first one describes the module, whose
 // descriptor gives the module its name (LoadOptions.Name overrides it); each
 // component of each instance then receives its settings on _settings.
 //
@@ -96,11 +97,23 @@
 //
 // # Timeouts: the watchdog
 //
-// Before compiling, every loop of the guest gets a countdown, and every
-// 16384 iterations the guest leaves compiled code for Go (so that the Go
-// runtime can preempt it: compiled wasm cannot be, and a guest that never
-// left it would block every garbage collection, and so the whole process)
-// and checks an injected global, tinyhost_interrupt. A call stores its
+// Before compiling, every function entry and every loop of the guest gets
+// a countdown, and every 16384 calls and iterations the guest leaves
+// compiled code for Go (so that the Go runtime can preempt it: compiled
+// wasm cannot be, and a guest that never left it would block every garbage
+// collection, and so the whole process) and checks an injected global,
+// tinyhost_interrupt. No path escapes it, a loop or a recursion without
+// loops alike, and the guest cannot reach the injected global or function:
+// a module that names an index outside its own function, global or memory
+// index space is refused before it is rewritten.
+//
+// Every run of guest code is a call under a deadline that the watchdog
+// watches: the start function, _initialize, tinyhost_describe,
+// tinyhost_buffer, _settings, handlers and ticks. wazero runs no guest code
+// itself: it would run a start section, or start functions, inside
+// instantiation, out of the watchdog's reach, so the rewrite turns the
+// start section into an export, tinyhost_start, that the host calls first.
+// A call stores its
 // deadline on its instance (one atomic store; one compare-and-swap to clear
 // it). One goroutine per host, the watchdog, wakes every 5 ms, reads the
 // clock once, and sets the interrupt global of every instance past its
@@ -114,8 +127,8 @@
 // # Failures and limits
 //
 // An instance that traps, times out, exceeds its memory (the linear memory
-// is allocated by host/internal/memlimit, which refuses to grow past
-// MemoryPages and remembers that it did) or breaks the ABI (every pointer
+// is allocated by host/internal/memlimit, which refuses to grow past its
+// limit and remembers that it did) or breaks the ABI (every pointer
 // and length a guest passes is bounds-checked; a violation stops it like a
 // timeout) is discarded, and a replacement is made in the background to keep
 // MinInstances warm. Other instances and modules are untouched; the host
@@ -148,6 +161,15 @@
 //     Router holds it with HoldSend); past that its sends fail at once with
 //     abi.StatusUnavailable, while other modules' sends go on within the
 //     host's own bound of 1024.
+//
+// Tables live outside linear memory, and count against MemoryPages too: a
+// module's tables may hold, in all, 1/16 of it at 8 bytes an element
+// (2,097,152 elements for 4096 pages). A module whose tables start larger
+// is refused (KindMemory); every table gets a maximum, so that table.grow
+// past the bound returns -1; and the linear memory's limit is MemoryPages
+// less what the tables may grow to, so that the two together stay within
+// MemoryPages. A Go guest's table has no maximum: it gets the whole bound,
+// and its linear memory 15/16 of MemoryPages.
 //
 // # Host functions and routing
 //

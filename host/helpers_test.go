@@ -249,3 +249,12 @@ func pack(p *byte, n int) uint64 { return uint64(addr(p))<<32 | uint64(n) }
 `
 
 var _ = abi.Version
+
+// fixture returns testdata/<name>.wasm, a hand-written module made from the
+// .wat beside it.
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name+".wasm"))
+	require.NoError(t, err)
+	return b
+}

@@ -132,7 +132,10 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	}
 	// Guests get real clocks (a Go guest's garbage collector paces itself
 	// by them), real randomness, and nothing else of the outside world.
-	// Each instance adds its own stdout, stderr and sleep.
+	// Each instance adds its own stdout, stderr and sleep. wazero calls no
+	// start functions: it would call them inside InstantiateModule, beyond
+	// the watchdog's reach; newInstance calls the module's start function
+	// (exported by instrument.WithStart) and _initialize itself.
 	h.modCfg = wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions().

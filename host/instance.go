@@ -88,7 +88,7 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 	h := v.h
 	in := &instance{
 		v:      v,
-		memory: memlimit.New(uint64(v.limits.MemoryPages) * 65536),
+		memory: memlimit.New(v.memoryLimit()),
 		wake:   make(chan struct{}, 1),
 		stack:  make([]uint64, 1),
 	}
@@ -106,7 +106,7 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 	mod, err := v.instantiate(experimental.WithMemoryAllocator(in.ctx, in.memory.Allocator()), cfgm)
 	if err != nil {
 		if in.memory.Hit() {
-			return nil, withKind(KindMemory, fmt.Errorf("instantiate: memory limit of %d pages: %w", v.limits.MemoryPages, err))
+			return nil, withKind(KindMemory, fmt.Errorf("instantiate: memory limit of %d pages%s: %w", v.limits.MemoryPages, v.tableNote(), err))
 		}
 		return nil, fmt.Errorf("instantiate: %w", err)
 	}
@@ -115,13 +115,24 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 	in.handleFn = mod.ExportedFunction(abi.ExportHandle)
 	in.bufferFn = mod.ExportedFunction(abi.ExportBuffer)
 	g, _ := mod.ExportedGlobal(interruptGlobal).(api.MutableGlobal)
-	if in.mem == nil || in.handleFn == nil || in.bufferFn == nil || g == nil {
+	start := mod.ExportedFunction(startExport)
+	if in.mem == nil || in.handleFn == nil || in.bufferFn == nil || g == nil || (v.start && start == nil) {
 		_ = mod.Close(h.ctx)
 		return nil, errors.New("instantiate: exports missing after instrumentation")
 	}
 	in.interrupt = g
 	h.register(in)
 
+	// Instantiation ran no guest code (the host calls no start functions,
+	// and instrument moved the module's own out of its start section):
+	// the start function runs here, first, as it would have at the end of
+	// instantiation, but under the deadline and the watchdog.
+	if v.start {
+		if _, kind, err := in.run(start, nil); err != nil {
+			in.close()
+			return nil, withKind(kind, fmt.Errorf("start function: %v: %w", kind, err))
+		}
+	}
 	if init := mod.ExportedFunction(abi.ExportInitialize); init != nil {
 		if _, kind, err := in.run(init, nil); err != nil {
 			in.close()
@@ -151,6 +162,16 @@ func (v *version) checkMemory(m *memlimit.Memory) error {
 		}
 	}
 	return nil
+}
+
+// tableNote says how much of the memory limit is held for the module's
+// tables, for errors about the limit.
+func (v *version) tableNote() string {
+	held := uint64(v.limits.MemoryPages) - v.memoryLimit()/65536
+	if held == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d of them held for its tables", held)
 }
 
 // close releases the wasm instance.
@@ -247,8 +268,8 @@ func (in *instance) classify(err error, cause int64) (Kind, error) {
 	case in.violation != nil:
 		return KindABIViolation, in.violation
 	case in.memory.Hit():
-		return KindMemory, fmt.Errorf("exceeded the memory limit of %d pages (%d MiB)%s",
-			in.v.limits.MemoryPages, in.v.limits.MemoryPages/16, in.stderr.suffix())
+		return KindMemory, fmt.Errorf("exceeded the memory limit of %d pages (%d MiB)%s%s",
+			in.v.limits.MemoryPages, in.v.limits.MemoryPages/16, in.v.tableNote(), in.stderr.suffix())
 	case err == nil:
 		return KindTrap, errors.New("interrupted")
 	case errors.As(err, new(*panicError)):

@@ -19,15 +19,6 @@ import (
 	"github.com/tinyhost/tinyhost/host"
 )
 
-// fixture reads a hand-written module of testdata (its .wat source sits
-// beside it).
-func fixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name+".wasm"))
-	require.NoError(t, err)
-	return b
-}
-
 // TestInitialMemoryAboveLimit loads a module that declares 5000 pages of
 // initial memory, above the 4096-page default limit, every way a module
 // comes in: the load fails with an error that names the module, the pages

@@ -26,19 +26,48 @@ import (
 )
 
 // interruptGlobal is the name of the global that instrument adds to every
-// module; setting it to 1 makes the guest trap within pollInterval loop
-// iterations.
+// module; setting it to 1 makes the guest trap within pollInterval
+// function calls and loop iterations.
 const interruptGlobal = "tinyhost_interrupt"
 
-// pollInterval is how many loop iterations a guest runs between exits from
-// compiled code to Go (instrument.WithPoll). Compiled wasm cannot be
-// preempted by the Go runtime, so without these exits a spinning guest
-// would block every stop-the-world (each garbage collection) and so the
-// whole process, watchdog included. An exit costs around 100 ns; at least a
-// nanosecond per iteration makes this well under 1% of a hot loop, and
-// bounds the pause a spinning guest adds to a collection to tens of
-// microseconds.
+// startExport is the name under which instrument exports a module's start
+// function (instrument.WithStart), for newInstance to call under the
+// watchdog instead of wazero inside instantiation.
+const startExport = "tinyhost_start"
+
+// pollInterval is how many function calls and loop iterations a guest runs
+// between exits from compiled code to Go (instrument.WithPoll). Compiled
+// wasm cannot be preempted by the Go runtime, so without these exits a
+// spinning guest would block every stop-the-world (each garbage
+// collection) and so the whole process, watchdog included. An exit costs
+// around 100 ns; at least a nanosecond per call or iteration makes this
+// well under 1% of hot code, and bounds the pause a spinning guest adds to
+// a collection to tens of microseconds.
 var pollInterval uint32 = 1 << 14
+
+// tableShare is the share of a module's memory limit its tables may take,
+// as 1/tableShare: tables live outside linear memory, so the host bounds
+// them (instrument.WithMaxTableElements) and holds what they may grow to
+// back from the linear memory's limit (see tableBudget).
+const tableShare = 16
+
+// tableElementBytes is what one table element costs in wazero (a
+// pointer-sized reference).
+const tableElementBytes = 8
+
+// tableBudget returns how many table elements a module with a memory limit
+// of pages may have, in all of its tables.
+func tableBudget(pages uint32) uint32 {
+	return uint32(uint64(pages) * 65536 / tableShare / tableElementBytes)
+}
+
+// memoryLimit returns the limit of an instance's linear memory, in bytes:
+// MemoryPages less what the module's tables may grow to, rounded up to
+// whole pages.
+func (v *version) memoryLimit() uint64 {
+	tables := (v.tableElements*tableElementBytes + 65535) / 65536 * 65536
+	return uint64(v.limits.MemoryPages)*65536 - tables
+}
 
 // ModuleInfo describes a loaded module: the version that serves its calls.
 type ModuleInfo struct {
@@ -143,6 +172,10 @@ type version struct {
 	// own is the budget of the version until it joins its module, which
 	// is known only once the first instance has described it.
 	own budget
+	// start says the module has a start function, exported as startExport.
+	start bool
+	// tableElements is the most elements the module's tables can hold.
+	tableElements uint64
 
 	// state is the count of references in its low bits and retiredBit.
 	state  atomic.Int64
@@ -378,7 +411,7 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 	}
 
 	sum := sha256.Sum256(wasm)
-	compiled, compileTime, err := h.compile(ctx, wasm)
+	c, err := h.compile(ctx, wasm, limits.MemoryPages)
 	if err != nil {
 		return nil, false, err
 	}
@@ -386,7 +419,7 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		_ = compiled.Close(ctx)
+		_ = c.code.Close(ctx)
 		return nil, false, ErrClosed
 	}
 	h.wg.Add(1) // released when the version closes
@@ -395,7 +428,7 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 	v := &version{
 		h:        h,
 		name:     opts.Name,
-		compiled: compiled,
+		compiled: c.code,
 		limits:   limits,
 		caps:     caps,
 		capNames: slices.Clone(capNames),
@@ -403,6 +436,9 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 		source:   source,
 		timeout:  int64(limits.CallTimeout),
 		log:      h.log.With("source", source),
+
+		start:         c.start,
+		tableElements: c.tableElements,
 	}
 	v.pool.init(v)
 	// The first instance describes the module; only then is its name known.
@@ -424,7 +460,7 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 	}
 	v.log = h.log.With("module", v.name)
 	if h.observer != nil {
-		h.observer.Compiled(v.name, compileTime, compileTime < cachedCompile)
+		h.observer.Compiled(v.name, c.took, c.took < cachedCompile)
 	}
 
 	h.mu.Lock()
@@ -519,25 +555,36 @@ func (e *compileTimeoutError) Is(target error) bool { return target == context.D
 // deadline all the same, and the compile keeps its slot (and the runtime
 // stays open) until it has really ended, so that the bound on compiles at
 // once holds.
-func (h *Host) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule, time.Duration, error) {
+// compiled is what compile makes of a module.
+type compiled struct {
+	code wazero.CompiledModule
+	// took is the time wazero took (the rewrite aside), which tells a
+	// compile from a cache hit.
+	took time.Duration
+	// start says the module has a start function, exported as startExport.
+	start bool
+	// tableElements is the most elements the module's tables can hold.
+	tableElements uint64
+}
+
+func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32) (*compiled, error) {
 	ctx, stop := h.loadContext(ctx)
 	defer stop()
 	select {
 	case h.compiles <- struct{}{}:
 	case <-ctx.Done():
-		return nil, 0, fmt.Errorf("waiting for a compile slot (%d at once): %w", cap(h.compiles), context.Cause(ctx))
+		return nil, fmt.Errorf("waiting for a compile slot (%d at once): %w", cap(h.compiles), context.Cause(ctx))
 	}
 	if !h.holdRuntime() {
 		<-h.compiles
-		return nil, 0, ErrClosed
+		return nil, ErrClosed
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, h.opts.CompileTimeout, &compileTimeoutError{h.opts.CompileTimeout})
 	defer cancel()
 
 	type result struct {
-		code wazero.CompiledModule
-		took time.Duration
-		err  error
+		c   *compiled
+		err error
 	}
 	done := make(chan result)
 	abandoned := make(chan struct{})
@@ -546,12 +593,12 @@ func (h *Host) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule,
 			<-h.compiles
 			h.releaseRuntime()
 		}()
-		code, took, err := h.compileNow(cctx, wasm)
+		c, err := h.compileNow(cctx, wasm, pages)
 		select {
-		case done <- result{code, took, err}:
+		case done <- result{c, err}:
 		case <-abandoned:
-			if code != nil {
-				_ = code.Close(context.Background())
+			if c != nil {
+				_ = c.code.Close(context.Background())
 			}
 		}
 	}()
@@ -560,10 +607,10 @@ func (h *Host) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule,
 		if r.err != nil && cctx.Err() != nil {
 			r.err = cutOff(cctx) // wazero's error says only that ctx ended
 		}
-		return r.code, r.took, r.err
+		return r.c, r.err
 	case <-cctx.Done():
 		close(abandoned)
-		return nil, 0, cutOff(cctx)
+		return nil, cutOff(cctx)
 	}
 }
 
@@ -578,38 +625,46 @@ func cutOff(cctx context.Context) error {
 	return err
 }
 
-// compileNow does the work of compile; took is the time wazero took (the
-// rewrite aside), which tells a compile from a cache hit. A panic in the
-// rewrite or in wazero is an error for this module.
-func (h *Host) compileNow(ctx context.Context, wasm []byte) (code wazero.CompiledModule, took time.Duration, err error) {
+// compileNow does the work of compile: the rewrite, for the memory limit
+// of pages, and wazero's compile. A panic in either is an error for this
+// module.
+func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32) (c *compiled, err error) {
 	defer recovered(h.log, "compile", &err)
 	if hook := panicHook.Load(); hook != nil {
 		(*hook)("compile")
 	}
-	res, err := instrument.Rewrite(wasm, interruptGlobal, instrument.WithPoll(pollInterval))
+	res, err := instrument.Rewrite(wasm, interruptGlobal,
+		instrument.WithPoll(pollInterval),
+		instrument.WithStart(startExport),
+		instrument.WithMaxTableElements(tableBudget(pages)))
 	if err != nil {
-		if errors.Is(err, instrument.ErrNotWasm) {
-			return nil, 0, errors.New("not a WebAssembly module")
+		var tle *instrument.TableLimitError
+		switch {
+		case errors.Is(err, instrument.ErrNotWasm):
+			return nil, errors.New("not a WebAssembly module")
+		case errors.As(err, &tle):
+			return nil, withKind(KindMemory, fmt.Errorf("tables of %d elements exceed the limit of %d elements (1/%d of the memory limit of %d pages, %d bytes an element)",
+				tle.Initial, tle.Limit, tableShare, pages, tableElementBytes))
 		}
-		return nil, 0, err
+		return nil, err
 	}
 	if err := checkInterface(res); err != nil {
 		var verr *VersionError
 		if errors.As(err, &verr) {
-			return nil, 0, err
+			return nil, err
 		}
-		return nil, 0, withKind(KindABIViolation, err)
+		return nil, withKind(KindABIViolation, err)
 	}
 	// A Go guest has thousands of functions: compile them on every core,
 	// and on two workers at least, since wazero checks ctx only between
 	// the functions of a compile with several.
 	workers := max(2, runtime.GOMAXPROCS(0))
 	start := time.Now()
-	code, err = h.rt.CompileModule(experimental.WithCompilationWorkers(ctx, workers), res.Wasm)
+	code, err := h.rt.CompileModule(experimental.WithCompilationWorkers(ctx, workers), res.Wasm)
 	if err != nil {
-		return nil, 0, fmt.Errorf("compile: %w", err)
+		return nil, fmt.Errorf("compile: %w", err)
 	}
-	return code, time.Since(start), nil
+	return &compiled{code: code, took: time.Since(start), start: res.Start, tableElements: res.TableElements}, nil
 }
 
 // loadContext is ctx, also ended (with ErrClosed as its cause) when the

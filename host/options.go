@@ -109,10 +109,12 @@ type Capacity struct {
 // Limits bound what one module may use. A zero field means "the default":
 // the host's Options.Limits for a module, the values below for the host.
 type Limits struct {
-	// MemoryPages is the most linear memory one instance may have, in
-	// 64 KiB pages (at most 65536). A module that declares a larger
-	// initial memory fails to load; growing past it fails the guest's
-	// memory.grow. Default 4096 (256 MiB).
+	// MemoryPages is the most memory one instance may have, in 64 KiB
+	// pages (at most 65536): its linear memory and its tables, which may
+	// take up to 1/16 of it (see "Failures and limits" in the package
+	// documentation). A module that declares a larger initial memory
+	// fails to load; growing past it fails the guest's memory.grow.
+	// Default 4096 (256 MiB).
 	MemoryPages uint32
 
 	// CallTimeout is how long one call into the guest may run. Default 10s.

@@ -3,11 +3,20 @@
 /^Benchmark/ {
 	name = $1
 	sub(/-[0-9]+$/, "", name)
-	for (i = 3; i < NF; i++) if ($(i + 1) == "ns/op") ns[name] = $i
+	for (i = 3; i < NF; i++) {
+		if ($(i + 1) == "ns/op") ns[name] = $i
+		else if ($(i + 1) ~ /ns\/call$/) ns[name "/" $(i + 1)] = $i
+	}
 }
 function ratio(label, num, den) {
 	if ((num in ns) && (den in ns) && ns[den] > 0)
 		printf "  %-48s %7.2fx   (%s ns/op vs %s ns/op)\n", label, ns[num] / ns[den], ns[num], ns[den]
+}
+# target is ratio with the most the ratio may be, and whether it is met.
+function target(label, num, den, most) {
+	if ((num in ns) && (den in ns) && ns[den] > 0)
+		printf "  %-48s %7.2fx   (%s ns vs %s ns; target <= %.2fx: %s)\n", label, ns[num] / ns[den], ns[num], ns[den],
+			most, ns[num] / ns[den] <= most ? "met" : "MISSED"
 }
 END {
 	print ""
@@ -17,6 +26,18 @@ END {
 		s = sizes[i]
 		ratio("host Invoke, raw echo " s " / bare wazero call", "BenchmarkInvoke/raw-" s, "BenchmarkFloor/" s)
 		ratio("host Invoke, sdk echo " s " / bare wazero call", "BenchmarkInvoke/sdk-" s, "BenchmarkFloor/" s)
+	}
+	# What the checks add to a bare echo call, against a whole Invoke of it.
+	c = "BenchmarkInterruptChecks/echo-1KiB/"
+	if ((c "checked-ns/call" in ns) && (c "as-is-ns/call" in ns) && ns["BenchmarkInvoke/raw-1KiB"] > 0) {
+		d = ns[c "checked-ns/call"] - ns[c "as-is-ns/call"]
+		printf "  %-48s %7.1f%%   (%.1f ns of %s ns/op; target <= 10%%: %s)\n", "interrupt checks' share of Invoke raw-1KiB",
+			100 * d / ns["BenchmarkInvoke/raw-1KiB"], d, ns["BenchmarkInvoke/raw-1KiB"], d <= 0.10 * ns["BenchmarkInvoke/raw-1KiB"] ? "met" : "MISSED"
+	}
+	split("echo-1KiB 1.10 fib-wat 1.5 fib-go 1.5", checks, " ")
+	for (i = 1; i <= 6; i += 2) {
+		b = "BenchmarkInterruptChecks/" checks[i]
+		target("interrupt checks: " checks[i] " / as is", b "/checked-ns/call", b "/as-is-ns/call", checks[i + 1])
 	}
 	ratio("load from the compile cache / cold load", "BenchmarkLoad/cached", "BenchmarkLoad/cold")
 	ratio("routed call to host 2 / gRPC Invoke on host 2", "BenchmarkRemoteCall/router", "BenchmarkRemoteCall/grpc-invoke")

@@ -30,6 +30,9 @@ const (
 	immLoop            // loop: block type; opens a block; instrumented
 	immEnd             // end: closes a block
 	immU32             // one u32 index or label
+	immFunc            // a function index
+	immGlobal          // a global index
+	immMem             // a memory index
 	immU32x2           // two u32 indices
 	immBrTable         // vector of labels, then the default label
 	immSelectT         // vector of value types
@@ -73,14 +76,15 @@ var opImm = func() (t [256]uint8) {
 	set(immU32,
 		0x08,       // throw: tag index
 		0x0C, 0x0D, // br, br_if: label
-		0x10, 0x12, // call, return_call: function index
 		0x14, 0x15, // call_ref, return_call_ref: type index
-		0x3F, 0x40, // memory.size, memory.grow: memory index
-		0xD2,       // ref.func: function index
 		0xD5, 0xD6, // br_on_null, br_on_non_null: label
+		0x20, 0x21, 0x22, // local.get/set/tee
+		0x25, 0x26, // table.get/set
 	)
-	setRange(immU32, 0x20, 0x26) // local.get/set/tee, global.get/set, table.get/set
-	set(immU32x2, 0x11, 0x13)    // call_indirect, return_call_indirect: type, table
+	set(immFunc, 0x10, 0x12, 0xD2) // call, return_call, ref.func
+	set(immGlobal, 0x23, 0x24)     // global.get/set
+	set(immMem, 0x3F, 0x40)        // memory.size, memory.grow
+	set(immU32x2, 0x11, 0x13)      // call_indirect, return_call_indirect: type, table
 	set(immBrTable, 0x0E)
 	set(immSelectT, 0x1C)
 	set(immTryTable, 0x1F)
@@ -96,10 +100,58 @@ var opImm = func() (t [256]uint8) {
 	return t
 }()
 
+// An indexSpace is one of the index spaces whose indices Rewrite checks:
+// those it appends to.
+type indexSpace uint8
+
+const (
+	spaceFunc indexSpace = iota
+	spaceGlobal
+	spaceMemory
+	numSpaces
+)
+
+func (sp indexSpace) String() string {
+	return [numSpaces]string{"function", "global", "memory"}[sp]
+}
+
+// bounds checks the function, global and memory indices that instructions,
+// constant expressions and segments name against the sizes of the input's
+// index spaces: an index that is out of range in the input would name what
+// Rewrite appends once it is rewritten.
+type bounds struct {
+	n [numSpaces]uint32
+	// visit, when set, is told every index (and the file offset of its
+	// first byte) instead of checking it; tests decode output with it.
+	visit func(sp indexSpace, idx uint32, off int)
+}
+
+// index reads an index of space sp and checks it.
+func (b *bounds) index(r *reader, sp indexSpace) error {
+	at := r.pos
+	idx, err := r.u32()
+	if err != nil {
+		return err
+	}
+	return b.check(r, sp, idx, at)
+}
+
+func (b *bounds) check(r *reader, sp indexSpace, idx uint32, at int) error {
+	if b.visit != nil {
+		b.visit(sp, idx, r.base+at)
+		return nil
+	}
+	if idx >= b.n[sp] {
+		return r.errAt(at, "%s index %d is out of range (the module has %d)", sp, idx, b.n[sp])
+	}
+	return nil
+}
+
 // scanInstrs decodes instructions up to and including the end that closes
-// the enclosing function or constant expression, and appends to loops the
-// file offset just after the block type of every loop instruction.
-func scanInstrs(r *reader, loops []int) ([]int, error) {
+// the enclosing function or constant expression, checks the indices they
+// name, and appends to loops the file offset just after the block type of
+// every loop instruction.
+func (b *bounds) scanInstrs(r *reader, loops []int) ([]int, error) {
 	var err error
 	depth := 1 // the enclosing function's or expression's own block
 	for r.pos < len(r.buf) {
@@ -110,6 +162,12 @@ func scanInstrs(r *reader, loops []int) ([]int, error) {
 		case immNone:
 		case immU32:
 			_, err = r.u32()
+		case immFunc:
+			err = b.index(r, spaceFunc)
+		case immGlobal:
+			err = b.index(r, spaceGlobal)
+		case immMem:
+			err = b.index(r, spaceMemory)
 		case immEnd:
 			depth--
 			if depth == 0 {
@@ -124,7 +182,7 @@ func scanInstrs(r *reader, loops []int) ([]int, error) {
 			}
 			depth++
 		case immMemArg:
-			err = r.memArg()
+			err = b.memArg(r)
 		case immI32:
 			_, err = r.sleb(32)
 		case immI64:
@@ -157,11 +215,11 @@ func scanInstrs(r *reader, loops []int) ([]int, error) {
 		case immHeapType:
 			err = r.heapType()
 		case immPrefixFC:
-			err = r.prefixFC(start)
+			err = b.prefixFC(r, start)
 		case immPrefixFD:
-			err = r.prefixFD(start)
+			err = b.prefixFD(r, start)
 		case immPrefixFE:
-			err = r.prefixFE(start)
+			err = b.prefixFE(r, start)
 		default:
 			return loops, r.errAt(start, "unknown opcode 0x%02x", op)
 		}
@@ -172,17 +230,28 @@ func scanInstrs(r *reader, loops []int) ([]int, error) {
 	return loops, r.eof()
 }
 
-// memArg skips a memory argument: alignment (bit 6 set: a memory index
-// follows), then the offset (up to 64 bits for memory64).
-func (r *reader) memArg() error {
+// constExpr decodes a constant expression, up to and including its end,
+// and checks the indices it names.
+func (b *bounds) constExpr(r *reader) error {
+	_, err := b.scanInstrs(r, nil)
+	return err
+}
+
+// memArg decodes a memory argument: alignment (bit 6 set: a memory index
+// follows, else the memory is 0), then the offset (up to 64 bits for
+// memory64).
+func (b *bounds) memArg(r *reader) error {
+	at := r.pos
 	align, err := r.u32()
 	if err != nil {
 		return err
 	}
 	if align&0x40 != 0 {
-		if _, err := r.u32(); err != nil {
+		if err := b.index(r, spaceMemory); err != nil {
 			return err
 		}
+	} else if err := b.check(r, spaceMemory, 0, at); err != nil {
+		return err
 	}
 	_, err = r.uleb(64)
 	return err
@@ -219,47 +288,56 @@ func (r *reader) tryTable() error {
 	return nil
 }
 
-// prefixFC skips a 0xFC-prefixed instruction (saturating truncation, bulk
-// memory, reference-type table instructions).
-func (r *reader) prefixFC(start int) error {
+// prefixFC decodes a 0xFC-prefixed instruction (saturating truncation,
+// bulk memory, reference-type table instructions).
+func (b *bounds) prefixFC(r *reader, start int) error {
 	sub, err := r.u32()
 	if err != nil {
 		return err
 	}
-	var imm int
 	switch {
 	case sub <= 7: // iNN.trunc_sat_fMM_s/u
-		imm = 0
-	case sub == 8, sub == 10, sub == 12, sub == 14: // memory.init, memory.copy, table.init, table.copy
-		imm = 2
-	case sub <= 17: // data.drop, memory.fill, elem.drop, table.grow/size/fill
-		imm = 1
-	default:
-		return r.errAt(start, "unknown opcode 0xfc %d", sub)
-	}
-	for ; imm > 0; imm-- {
+		return nil
+	case sub == 8: // memory.init: data index, memory index
 		if _, err := r.u32(); err != nil {
 			return err
 		}
+		return b.index(r, spaceMemory)
+	case sub == 10: // memory.copy: two memory indices
+		if err := b.index(r, spaceMemory); err != nil {
+			return err
+		}
+		return b.index(r, spaceMemory)
+	case sub == 11: // memory.fill
+		return b.index(r, spaceMemory)
+	case sub == 12, sub == 14: // table.init, table.copy: two indices
+		if _, err := r.u32(); err != nil {
+			return err
+		}
+		_, err = r.u32()
+		return err
+	case sub <= 17: // data.drop, elem.drop, table.grow/size/fill: one index
+		_, err = r.u32()
+		return err
 	}
-	return nil
+	return r.errAt(start, "unknown opcode 0xfc %d", sub)
 }
 
-// prefixFD skips a 0xFD-prefixed (SIMD and relaxed SIMD) instruction.
-func (r *reader) prefixFD(start int) error {
+// prefixFD decodes a 0xFD-prefixed (SIMD and relaxed SIMD) instruction.
+func (b *bounds) prefixFD(r *reader, start int) error {
 	sub, err := r.u32()
 	if err != nil {
 		return err
 	}
 	switch {
 	case sub <= 11, sub == 92, sub == 93: // loads, store, load_zero
-		return r.memArg()
+		return b.memArg(r)
 	case sub == 12, sub == 13: // v128.const, i8x16.shuffle
 		return r.skip(16)
 	case sub >= 21 && sub <= 34: // extract_lane, replace_lane
 		return r.skip(1)
 	case sub >= 84 && sub <= 91: // load_lane, store_lane
-		if err := r.memArg(); err != nil {
+		if err := b.memArg(r); err != nil {
 			return err
 		}
 		return r.skip(1)
@@ -269,8 +347,8 @@ func (r *reader) prefixFD(start int) error {
 	return r.errAt(start, "unknown opcode 0xfd %d", sub)
 }
 
-// prefixFE skips a 0xFE-prefixed (threads) instruction.
-func (r *reader) prefixFE(start int) error {
+// prefixFE decodes a 0xFE-prefixed (threads) instruction.
+func (b *bounds) prefixFE(r *reader, start int) error {
 	sub, err := r.u32()
 	if err != nil {
 		return err
@@ -279,7 +357,7 @@ func (r *reader) prefixFE(start int) error {
 	case sub == 0x03: // atomic.fence: one reserved byte
 		return r.skip(1)
 	case sub <= 0x02, sub >= 0x10 && sub <= 0x4E: // notify, wait, atomic loads, stores, rmw
-		return r.memArg()
+		return b.memArg(r)
 	}
 	return r.errAt(start, "unknown opcode 0xfe %d", sub)
 }

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"testing"
 	"time"
@@ -98,56 +97,66 @@ type buildError struct {
 func (e *buildError) Error() string { return "go build guest: " + e.err.Error() + "\n" + e.out }
 
 func TestEndToEndGoGuest(t *testing.T) {
-	// The plain check. While the guest spins, its goroutine cannot be
-	// preempted, so a garbage collection that starts then would stop the
-	// whole process, this test included (see "Stop-the-world" in the
-	// package documentation). The test therefore turns the collector off
-	// while the guest spins, and needs a second P for itself.
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("the plain check needs GOMAXPROCS >= 2 for the host to run while the guest spins")
-	}
-	runGoGuest(t, nil, func() func() {
-		// Before spin starts: SetGCPercent waits for a collection in
-		// progress to finish, which it could not do while spin runs.
-		old := debug.SetGCPercent(-1)
-		return func() { debug.SetGCPercent(old) }
-	})
+	// The plain check. A guest spinning under it cannot be preempted: a
+	// stop-the-world (a collection, or the runtime flushing its caches)
+	// that starts then would stop the whole process, this test included
+	// (see "Stop-the-world" in the package documentation). So the flag is
+	// set before the call: the first check traps, even in add, which has
+	// no loop.
+	mod, global, ctx := instantiateGoGuest(t, nil)
+	global.Set(1)
+	_, err := mod.ExportedFunction("add").Call(ctx, api.EncodeI32(40), api.EncodeI32(2))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "unreachable")
+	_, err = mod.ExportedFunction("spin").Call(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "unreachable")
 }
 
 func TestEndToEndGoGuestPoll(t *testing.T) {
 	// WithPoll: the host runs even on a single P, and the collector runs
 	// (three forced collections) while the guest spins.
-	runGoGuest(t, []Option{WithPoll(10_000)}, func() func() {
-		old := runtime.GOMAXPROCS(1)
-		gcDone := make(chan struct{})
-		go func() {
-			defer close(gcDone)
-			time.Sleep(10 * time.Millisecond) // let spin start
-			for i := 0; i < 3; i++ {
-				runtime.GC()
-			}
-		}()
-		return func() {
-			select {
-			case <-gcDone:
-			case <-time.After(10 * time.Second):
-				t.Error("the garbage collector could not finish while the guest spun")
-			}
-			runtime.GOMAXPROCS(old)
+	mod, global, ctx := instantiateGoGuest(t, []Option{WithPoll(10_000)})
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	done := make(chan error, 1)
+	go func() {
+		_, err := mod.ExportedFunction("spin").Call(ctx)
+		done <- err
+	}()
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		for i := 0; i < 3; i++ {
+			runtime.GC()
 		}
-	})
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("spin returned before the interrupt: %v", err)
+	case <-gcDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the garbage collector could not finish while the guest spun")
+	}
+	global.Set(1)
+	setAt := time.Now()
+	select {
+	case err := <-done:
+		t.Logf("spin stopped %v after the interrupt: %v", time.Since(setAt), err)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "unreachable")
+	case <-time.After(10 * time.Second):
+		t.Fatal("spin did not stop within 10s of setting the interrupt global")
+	}
 }
 
-// runGoGuest rewrites the Go guest with opts, checks that it instantiates
-// (so _initialize, and Go's runtime loops, ran) and that add works, then
-// calls spin in a goroutine and checks that setting the interrupt global
-// stops it. setup is called just before spin starts; the function it
-// returns, once spin has stopped.
-func runGoGuest(t *testing.T, opts []Option, setup func() func()) {
+// instantiateGoGuest rewrites the Go guest with opts and instantiates it
+// (so _initialize, and Go's runtime loops, ran), checks that add works,
+// and returns the instance and its interrupt global.
+func instantiateGoGuest(t *testing.T, opts []Option) (api.Module, api.MutableGlobal, context.Context) {
 	in := buildGuest(t)
 	res, err := Rewrite(in, testGlobal, opts...)
 	require.NoError(t, err)
-	t.Logf("guest: %d bytes in, %d bytes out, %d loops instrumented", len(in), len(res.Wasm), res.Loops)
+	t.Logf("guest: %d bytes in, %d bytes out, %d functions and %d loops instrumented", len(in), len(res.Wasm), res.Functions, res.Loops)
 	assert.Greater(t, res.Loops, 100, "Go's runtime has many loops")
 
 	names := map[string]Kind{}
@@ -160,9 +169,9 @@ func runGoGuest(t *testing.T, opts []Option, setup func() func()) {
 	assert.Contains(t, res.Imports, Import{Module: "wasi_snapshot_preview1", Name: "fd_write", Kind: KindFunc})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	r := wazero.NewRuntime(ctx) // deliberately without WithCloseOnContextDone
-	defer r.Close(context.Background())
+	t.Cleanup(func() { r.Close(context.Background()) })
 	wasi_snapshot_preview1.MustInstantiate(ctx, r)
 
 	compiled, err := r.CompileModule(ctx, res.Wasm)
@@ -179,32 +188,7 @@ func runGoGuest(t *testing.T, opts []Option, setup func() func()) {
 	global, ok := mod.ExportedGlobal(testGlobal).(api.MutableGlobal)
 	require.True(t, ok, "the interrupt global must be exported and mutable")
 	assert.Equal(t, uint64(0), global.Get())
-
-	after := setup()
-	done := make(chan error, 1)
-	go func() {
-		_, err := mod.ExportedFunction("spin").Call(ctx)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		t.Fatalf("spin returned before the interrupt: %v", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	global.Set(1)
-	setAt := time.Now()
-
-	wait, stop := context.WithTimeout(ctx, 10*time.Second)
-	defer stop()
-	select {
-	case err := <-done:
-		t.Logf("spin stopped %v after the interrupt: %v", time.Since(setAt), err)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "unreachable")
-	case <-wait.Done():
-		t.Fatal("spin did not stop within 10s of setting the interrupt global")
-	}
-	after()
+	return mod, global, ctx
 }
 
 func BenchmarkRewriteGoGuest(b *testing.B) {

@@ -14,9 +14,10 @@ import (
 )
 
 // FuzzRewrite checks that Rewrite never panics, that what it returns
-// decodes again to the same loops, imports and exports, and that whenever
-// wazero compiles the input it also compiles the output, with and without
-// WithPoll. The seed corpus is in
+// decodes again to the same loops, imports and exports, that with the
+// host's options the injected state is unreachable (checkInjected), and
+// that whenever wazero compiles the input it also compiles the output,
+// with and without WithPoll and the host's options. The seed corpus is in
 // testdata/fuzz/FuzzRewrite.
 func FuzzRewrite(f *testing.F) {
 	ctx := context.Background()
@@ -53,12 +54,22 @@ func FuzzRewrite(f *testing.F) {
 		polled, err := Rewrite(in, testGlobal, WithPoll(1000))
 		require.NoError(t, err)
 		assert.Equal(t, res.Loops, polled.Loops)
+		// With the host's options too (which may refuse more: a name
+		// taken, tables too large), and then the injected state is
+		// unreachable.
+		hosted, err := Rewrite(in, testGlobal, hostOptions...)
+		if err == nil {
+			checkInjected(t, in, hosted)
+		}
 
 		if compileOnly(ctx, rt, in) != nil {
 			return
 		}
 		require.NoError(t, compileOnly(ctx, rt, res.Wasm), "wazero compiles the input but not the output")
 		require.NoError(t, compileOnly(ctx, rt, polled.Wasm), "wazero compiles the input but not the WithPoll output")
+		if hosted != nil {
+			require.NoError(t, compileOnly(ctx, rt, hosted.Wasm), "wazero compiles the input but not the output with the host's options")
+		}
 	})
 }
 
@@ -132,11 +143,15 @@ func FuzzBodies(f *testing.F) {
 		}
 		polled, err := Rewrite(in, testGlobal, WithPoll(1000))
 		require.NoError(t, err)
+		hosted, err := Rewrite(in, testGlobal, hostOptions...)
+		require.NoError(t, err)
+		checkInjected(t, in, hosted)
 		if cerr != nil {
 			return
 		}
 		require.NoError(t, compileOnly(ctx, rt, res.Wasm), "wazero compiles the input but not the output")
 		require.NoError(t, compileOnly(ctx, rt, polled.Wasm), "wazero compiles the input but not the WithPoll output")
+		require.NoError(t, compileOnly(ctx, rt, hosted.Wasm), "wazero compiles the input but not the output with the host's options")
 	})
 }
 

@@ -57,22 +57,37 @@ type Import struct {
 type Result struct {
 	// Wasm is the rewritten module. It does not share memory with the input.
 	Wasm []byte
-	// Exports lists the input module's exports, in order. The injected
-	// global's export is not included.
+	// Exports lists the input module's exports, in order. The exports
+	// Rewrite adds are not included.
 	Exports []Export
 	// Imports lists the input module's imports, in order.
 	Imports []Import
 	// Global is the index of the injected interrupt global.
 	Global uint32
+	// Poll is the index of the injected poll function (WithPoll only).
+	Poll uint32
+	// Functions is the number of function bodies instrumented: each gets
+	// a check at its entry, or runs into a loop's check first.
+	Functions int
 	// Loops is the number of loop instructions instrumented.
 	Loops int
+	// Start reports that the module had a start section, which WithStart
+	// replaced by an export of the start function.
+	Start bool
+	// TableElements is, with WithMaxTableElements, the most elements the
+	// tables the module defines can ever hold, summed: their maxima as
+	// rewritten.
+	TableElements uint64
 }
 
 // An Option changes what Rewrite inserts.
 type Option func(*options)
 
 type options struct {
-	poll uint32
+	poll      uint32
+	start     string
+	maxTables uint64
+	capTables bool
 }
 
 // WithPoll makes the guest leave compiled code once every n loop
@@ -86,20 +101,43 @@ func WithPoll(n uint32) Option {
 	return func(o *options) { o.poll = n }
 }
 
+// WithStart removes the module's start section, if it has one, and
+// exports its start function under name instead, so that the host can run
+// it after instantiation like any other export: under its deadline and
+// watchdog, rather than inside the runtime's instantiation, where nothing
+// can stop it. Instantiating the output runs no guest code; the host calls
+// the export, when Result.Start says there is one, before anything else.
+// A module that already exports name is refused.
+func WithStart(name string) Option {
+	return func(o *options) { o.start = name }
+}
+
+// WithMaxTableElements bounds the tables the module defines to n elements
+// in all: a module whose tables start larger is refused with a
+// *TableLimitError, and every table gets a maximum (its declared one, or
+// lower) so that table.grow past the bound returns -1. The headroom above
+// the initial sizes goes to the tables in order. Imported tables are left
+// as they are.
+func WithMaxTableElements(n uint32) Option {
+	return func(o *options) { o.maxTables, o.capTables = uint64(n), true }
+}
+
 // Rewrite returns a copy of the core WebAssembly module wasm with an
 // exported mutable i32 interrupt global named globalName, and a check of
-// that global at the head of every loop: once the host sets the global to a
-// non-zero value, the guest traps ("unreachable") at its next loop
-// iteration (with WithPoll(n), within n iterations). See the package
-// documentation for the exact bytes.
+// that global at the entry of every function and the head of every loop:
+// once the host sets the global to a non-zero value, the guest traps
+// ("unreachable") at its next call or loop iteration (with WithPoll(n),
+// within n of them). See the package documentation for the exact bytes.
 //
 // wasm is untrusted: malformed input returns an error, never a panic. So
-// does an opcode Rewrite does not know, an existing export named
-// globalName, an empty or non-UTF-8 globalName, or more locals than
-// MaxFunctionLocals or MaxModuleLocals. Rewrite checks the structure of
-// every section far enough that no declared count or length exceeds the
-// bytes left, but it does not type-check the module: the runtime that
-// compiles the result does that.
+// does an opcode Rewrite does not know, a function, global or memory
+// index outside the input's own index spaces (it would name what Rewrite
+// adds), an existing export named globalName (or WithStart's name), an
+// empty or non-UTF-8 name, or more locals than MaxFunctionLocals or
+// MaxModuleLocals. Rewrite checks the structure of every section far
+// enough that no declared count or length exceeds the bytes left, but it
+// does not type-check the module: the runtime that compiles the result
+// does that.
 func Rewrite(wasm []byte, globalName string, opts ...Option) (*Result, error) {
 	var o options
 	for _, opt := range opts {
@@ -111,6 +149,9 @@ func Rewrite(wasm []byte, globalName string, opts ...Option) (*Result, error) {
 	if globalName == "" || !utf8.ValidString(globalName) {
 		return nil, fmt.Errorf("instrument: global export name %q must be non-empty valid UTF-8", globalName)
 	}
+	if o.start != "" && (!utf8.ValidString(o.start) || o.start == globalName) {
+		return nil, fmt.Errorf("instrument: start export name %q must be valid UTF-8 and differ from %q", o.start, globalName)
+	}
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
 		return nil, fmt.Errorf("%w: missing \\0asm magic number", ErrNotWasm)
 	}
@@ -119,40 +160,56 @@ func Rewrite(wasm []byte, globalName string, opts ...Option) (*Result, error) {
 	}
 
 	m := &module{input: wasm, poll: o.poll}
-	if err := m.splitSections(); err != nil {
+	if err := m.decode(globalName, o.start); err != nil {
 		return nil, err
 	}
-	if err := m.screen(); err != nil {
-		return nil, err
+	res := &Result{
+		Exports:   m.exports,
+		Imports:   m.imports,
+		Global:    m.global,
+		Poll:      m.bounds.n[spaceFunc],
+		Functions: len(m.bodies),
+		Loops:     len(m.points) - m.entries,
 	}
-	if err := m.readImports(); err != nil {
-		return nil, err
+	if o.start != "" && m.start >= 0 {
+		m.startExport = o.start
+		res.Start = true
 	}
-	if err := m.readGlobalCount(); err != nil {
-		return nil, err
-	}
-	g := uint64(m.importedGlobals) + uint64(m.vecs[secGlobal].count)
-	if g > math.MaxUint32-2 {
-		return nil, fmt.Errorf("instrument: global index space is full")
-	}
-	m.global = uint32(g)
-	if err := m.readExports(globalName); err != nil {
-		return nil, err
-	}
-	if err := m.scanCode(); err != nil {
-		return nil, err
+	if o.capTables && len(m.tables) > 0 {
+		var err error
+		if m.tableSec, res.TableElements, err = m.capTables(o.maxTables); err != nil {
+			return nil, err
+		}
 	}
 	out, err := m.write(globalName)
 	if err != nil {
 		return nil, err
 	}
-	return &Result{
-		Wasm:    out,
-		Exports: m.exports,
-		Imports: m.imports,
-		Global:  m.global,
-		Loops:   len(m.loops),
-	}, nil
+	res.Wasm = out
+	return res, nil
+}
+
+// decode reads and checks the input: sections, imports, the sizes of the
+// index spaces, every other section (screen), exports and code.
+// globalName and startName are the export names Rewrite will add.
+func (m *module) decode(globalName, startName string) error {
+	m.start = -1
+	if err := m.splitSections(); err != nil {
+		return err
+	}
+	if err := m.readImports(); err != nil {
+		return err
+	}
+	if err := m.countSpaces(); err != nil {
+		return err
+	}
+	if err := m.screen(); err != nil {
+		return err
+	}
+	if err := m.readExports(globalName, startName); err != nil {
+		return err
+	}
+	return m.scanCode()
 }
 
 // Section ids.
@@ -161,10 +218,14 @@ const (
 	secType      = 1
 	secImport    = 2
 	secFunction  = 3
+	secTable     = 4
 	secMemory    = 5
 	secGlobal    = 6
 	secExport    = 7
+	secStart     = 8
+	secElement   = 9
 	secCode      = 10
+	secData      = 11
 	secDataCount = 12
 	secTag       = 13
 	numSections  = 14
@@ -216,15 +277,17 @@ type vecInfo struct {
 }
 
 // body is one code section entry: input[content:end] follows its size
-// prefix, and loops[firstLoop:endLoop] are its insertion points.
+// prefix, and points[first:last] are its insertion points: its entry,
+// just after its locals (unless it runs into a loop first), then each of
+// its loop headers.
 type body struct {
-	content, end       int
-	firstLoop, endLoop int
+	content, end int
+	first, last  int
 }
 
 // newSize is the body's size after insertion of n-byte checks.
 func (b body) newSize(n int) uint64 {
-	return uint64(b.end-b.content) + uint64(b.endLoop-b.firstLoop)*uint64(n)
+	return uint64(b.end-b.content) + uint64(b.last-b.first)*uint64(n)
 }
 
 type module struct {
@@ -238,15 +301,26 @@ type module struct {
 
 	imports         []Import
 	importedFuncs   uint32
+	importedTables  uint32
 	importedGlobals uint32
 	importedMems    uint32
-	types           uint32 // entries in the type index space
+	types           uint32   // entries in the type index space
+	voidTypes       []bool   // by type index: a function type () -> ()
+	funcTypes       []uint32 // by function index: its type index
+	tables          []table  // the tables the module defines
 	exports         []Export
+	start           int64  // the start function's index, or -1
 	global          uint32 // index of the interrupt global
+	bounds          bounds // the input's index spaces
 
-	bodies []body
-	locals uint64 // locals declared by all function bodies
-	loops  []int  // file offsets just after each loop's block type
+	bodies  []body
+	locals  uint64 // locals declared by all function bodies
+	points  []int  // file offsets where the check goes: function entries and loop headers
+	entries int    // how many of points are function entries
+
+	// What write changes besides the code.
+	startExport string // export the start function under this name, and drop the start section
+	tableSec    []byte // the table section's new payload, with capped limits
 }
 
 func sectionErr(s section, err error) error {
@@ -350,12 +424,15 @@ func (m *module) readImportEntries(s section) error {
 		}
 		switch Kind(k) {
 		case KindFunc:
-			_, err = r.u32()
+			var t uint32
+			t, err = r.u32()
+			m.funcTypes = append(m.funcTypes, t)
 			m.importedFuncs++
 		case KindTable:
 			if err = r.valType(); err == nil {
 				err = r.limits()
 			}
+			m.importedTables++
 		case KindMemory:
 			err = r.limits()
 			m.importedMems++
@@ -379,34 +456,48 @@ func (m *module) readImportEntries(s section) error {
 	return trailing(r, "import")
 }
 
-// readGlobalCount reads the number of globals the module defines. The
-// entries themselves are copied unchanged, so they are not decoded.
-func (m *module) readGlobalCount() error {
-	s, ok := m.section(secGlobal)
-	if !ok {
-		return nil
+// countSpaces reads how many functions, tables, memories and globals the
+// module defines, so that every index can be checked against the input's
+// index spaces, and where the interrupt global goes.
+func (m *module) countSpaces() error {
+	// The smallest entry of each: a type index; a reference type, limits
+	// flags and a minimum; flags and a minimum; a type, a mutability and an
+	// end byte.
+	for _, c := range [...]struct {
+		id      byte
+		minSize int
+	}{{secFunction, 1}, {secTable, 3}, {secMemory, 2}, {secGlobal, 3}} {
+		if s, ok := m.section(c.id); ok {
+			if _, err := m.readVecCount(m.sectionReader(s), c.id, sectionName(c.id), c.minSize); err != nil {
+				return sectionErr(s, err)
+			}
+		}
 	}
-	// A global has at least a type, a mutability and an end byte.
-	if _, err := m.readVecCount(m.sectionReader(s), secGlobal, "global", 3); err != nil {
-		return sectionErr(s, err)
+	funcs := uint64(m.importedFuncs) + uint64(m.vecs[secFunction].count)
+	globals := uint64(m.importedGlobals) + uint64(m.vecs[secGlobal].count)
+	mems := uint64(m.importedMems) + uint64(m.vecs[secMemory].count)
+	if funcs > math.MaxUint32-1 || globals > math.MaxUint32-2 || mems > math.MaxUint32-1 {
+		return fmt.Errorf("instrument: an index space is full")
 	}
+	m.bounds.n = [numSpaces]uint32{spaceFunc: uint32(funcs), spaceGlobal: uint32(globals), spaceMemory: uint32(mems)}
+	m.global = uint32(globals)
 	return nil
 }
 
-// readExports records every export and refuses a module that already
-// exports globalName.
-func (m *module) readExports(globalName string) error {
+// readExports records every export, checks its index, and refuses a
+// module that already exports globalName or startName.
+func (m *module) readExports(globalName, startName string) error {
 	s, ok := m.section(secExport)
 	if !ok {
 		return nil
 	}
-	if err := m.readExportEntries(s, globalName); err != nil {
+	if err := m.readExportEntries(s, globalName, startName); err != nil {
 		return sectionErr(s, err)
 	}
 	return nil
 }
 
-func (m *module) readExportEntries(s section, globalName string) error {
+func (m *module) readExportEntries(s section, globalName, startName string) error {
 	r := m.sectionReader(s)
 	// An export has at least a name length, a kind and an index.
 	n, err := m.readVecCount(r, secExport, "export", 3)
@@ -427,12 +518,27 @@ func (m *module) readExportEntries(s section, globalName string) error {
 		if Kind(k) > KindTag {
 			return r.errAt(r.pos-1, "export %d (%q): unknown export kind 0x%02x", i, name, k)
 		}
+		at := r.pos
 		idx, err := r.u32()
 		if err != nil {
 			return err
 		}
-		if name == globalName {
+		switch Kind(k) {
+		case KindFunc:
+			err = m.bounds.check(r, spaceFunc, idx, at)
+		case KindGlobal:
+			err = m.bounds.check(r, spaceGlobal, idx, at)
+		case KindMemory:
+			err = m.bounds.check(r, spaceMemory, idx, at)
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case name == globalName && globalName != "":
 			return r.errAt(start, "the module already exports %q (a %s); refusing to add the interrupt global under that name", name, Kind(k))
+		case name == startName && startName != "":
+			return r.errAt(start, "the module already exports %q (a %s); refusing to add the start function under that name", name, Kind(k))
 		}
 		m.exports = append(m.exports, Export{Name: name, Kind: Kind(k), Index: idx})
 	}
@@ -444,6 +550,9 @@ func (m *module) readExportEntries(s section, globalName string) error {
 func (m *module) scanCode() error {
 	s, ok := m.section(secCode)
 	if !ok {
+		if n := m.vecs[secFunction].count; n != 0 {
+			return fmt.Errorf("instrument: no code section for %d functions", n)
+		}
 		return nil
 	}
 	r := m.sectionReader(s)
@@ -451,6 +560,11 @@ func (m *module) scanCode() error {
 	n, err := m.readVecCount(r, secCode, "function body", 3)
 	if err != nil {
 		return sectionErr(s, err)
+	}
+	if uint32(n) != m.vecs[secFunction].count {
+		// Else a body would be taken for the poll function's, or go
+		// without its entry check.
+		return sectionErr(s, fmt.Errorf("%d function bodies for %d functions", n, m.vecs[secFunction].count))
 	}
 	m.bodies = make([]body, 0, n)
 	for i := 0; i < n; i++ {
@@ -465,11 +579,11 @@ func (m *module) scanCode() error {
 		}
 		br := &reader{buf: r.buf[r.pos : r.pos+int(size)], base: r.off()}
 		r.pos += int(size)
-		b := body{content: br.base, end: r.off(), firstLoop: len(m.loops)}
+		b := body{content: br.base, end: r.off(), first: len(m.points)}
 		if err := m.scanBody(br); err != nil {
 			return fmt.Errorf("instrument: code section (id 10): function %d (body %d): %w", fn, i, err)
 		}
-		b.endLoop = len(m.loops)
+		b.last = len(m.points)
 		m.bodies = append(m.bodies, b)
 	}
 	if err := trailing(r, "function body"); err != nil {
@@ -479,7 +593,9 @@ func (m *module) scanCode() error {
 }
 
 // scanBody decodes one function body: locals, then instructions up to the
-// function's final end, which must be its last byte.
+// function's final end, which must be its last byte. It records the
+// function's entry (unless a loop's check comes first: reachesLoop) and
+// its loop headers as insertion points.
 func (m *module) scanBody(r *reader) error {
 	start := r.pos
 	n, err := readLocals(r)
@@ -493,13 +609,53 @@ func (m *module) scanBody(r *reader) error {
 	if m.locals > MaxModuleLocals {
 		return r.errAt(start, "locals exceed the limit of %d per module", MaxModuleLocals)
 	}
-	if m.loops, err = scanInstrs(r, m.loops); err != nil {
+	if !reachesLoop(*r) {
+		m.points = append(m.points, r.off()) // the function's entry
+		m.entries++
+	}
+	if m.points, err = m.bounds.scanInstrs(r, m.points); err != nil {
 		return err
 	}
 	if r.remaining() != 0 {
 		return r.errAt(r.pos-1, "function ends with %d bytes of its body left", r.remaining())
 	}
 	return nil
+}
+
+// reachesLoop reports whether code, from r's position, runs into a loop
+// instruction through straight-line code only: blocks, nop, drop, locals,
+// globals, constants and numeric instructions; nothing that calls, branches
+// or returns. The loop's check then runs before anything else that
+// matters, so the function needs no check of its own at entry. Go's wasm
+// backend starts most functions so (global.get 0; local.set 1; block;
+// loop), to resume them after a stack switch. r is a copy: the caller's
+// position does not move.
+func reachesLoop(r reader) bool {
+	for r.pos < len(r.buf) {
+		op := r.buf[r.pos]
+		r.pos++
+		var err error
+		switch {
+		case op == 0x03: // loop
+			return true
+		case op == 0x02: // block
+			err = r.blockType()
+		case op == 0x01, op == 0x1A: // nop, drop
+		case op >= 0x20 && op <= 0x24: // local.get/set/tee, global.get/set
+			_, err = r.u32()
+		case op == 0x41:
+			_, err = r.sleb(32)
+		case op == 0x42:
+			_, err = r.sleb(64)
+		case op >= 0x45 && op <= 0xC4: // numeric
+		default:
+			return false
+		}
+		if err != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // appendSLEB appends v as minimal signed LEB128.
@@ -537,6 +693,9 @@ func (m *module) plan(globalName string) (seq []byte, add *additions) {
 	// The interrupt global, (mut i32) (i32.const 0), and its export.
 	add.add(secGlobal, []byte{0x7F, 0x01, 0x41, 0x00, 0x0B})
 	add.add(secExport, appendULEB(nil, uint64(len(globalName))), []byte(globalName), []byte{byte(KindGlobal)}, g)
+	if m.startExport != "" {
+		add.add(secExport, appendULEB(nil, uint64(len(m.startExport))), []byte(m.startExport), []byte{byte(KindFunc)}, appendULEB(nil, uint64(m.start)))
+	}
 
 	if m.poll == 0 {
 		// global.get $g; if; unreachable; end
@@ -571,7 +730,7 @@ func (m *module) plan(globalName string) (seq []byte, add *additions) {
 
 	// global.get $c; i32.const 1; i32.sub; global.set $c;
 	// global.get $c; i32.eqz; if; call $poll; end
-	p := appendULEB(nil, uint64(m.importedFuncs)+uint64(m.vecs[secFunction].count))
+	p := appendULEB(nil, uint64(m.bounds.n[spaceFunc]))
 	seq = append(seq, 0x23)
 	seq = append(seq, c...)
 	seq = append(seq, 0x41, 0x01, 0x6B, 0x24)
@@ -603,7 +762,7 @@ func (m *module) write(globalName string) ([]byte, error) {
 		}
 	}
 
-	extra := len(m.loops)*len(seq) + 64
+	extra := len(m.points)*len(seq) + len(m.tableSec) + 64
 	for _, a := range add {
 		extra += len(a.b) + 16
 	}
@@ -647,7 +806,7 @@ func (m *module) write(globalName string) ([]byte, error) {
 			for _, b := range m.bodies {
 				out = appendULEB(out, b.newSize(len(seq)))
 				from := b.content
-				for _, at := range m.loops[b.firstLoop:b.endLoop] {
+				for _, at := range m.points[b.first:b.last] {
 					out = append(out, m.input[from:at]...)
 					out = append(out, seq...)
 					from = at
@@ -655,6 +814,12 @@ func (m *module) write(globalName string) ([]byte, error) {
 				out = append(out, m.input[from:b.end]...)
 			}
 			out = append(out, a.b...)
+		case s.id == secStart && m.startExport != "":
+			// Dropped: the start function is exported instead.
+		case s.id == secTable && m.tableSec != nil:
+			out = append(out, secTable)
+			out = appendULEB(out, uint64(len(m.tableSec)))
+			out = append(out, m.tableSec...)
 		case add[s.id].n > 0:
 			v, a := m.vecs[s.id], add[s.id]
 			count := uint64(v.count) + uint64(a.n)

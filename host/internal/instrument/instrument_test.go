@@ -103,8 +103,11 @@ func TestRewriteBodies(t *testing.T) {
 	tests := []struct {
 		name  string
 		in    []byte // instructions of function 0, () -> ()
-		want  []byte
+		want  []byte // with the entry check, unless loopFirst
 		loops int
+		// The body runs into a loop through straight-line code: the loop's
+		// check serves as the entry check.
+		loopFirst bool
 	}{
 		{
 			name: "no loops",
@@ -112,16 +115,18 @@ func TestRewriteBodies(t *testing.T) {
 			want: b(0x01, 0x0B),
 		},
 		{
-			name:  "one loop",
-			in:    b(loopHeader, 0x0C, 0x00, 0x0B, 0x0B),
-			want:  b(loopHeader, c, 0x0C, 0x00, 0x0B, 0x0B),
-			loops: 1,
+			name:      "one loop",
+			in:        b(loopHeader, 0x0C, 0x00, 0x0B, 0x0B),
+			want:      b(loopHeader, c, 0x0C, 0x00, 0x0B, 0x0B),
+			loops:     1,
+			loopFirst: true,
 		},
 		{
-			name:  "nested loops",
-			in:    b(loopHeader, loopHeader, 0x0C, 0x01, 0x0B, 0x0B, 0x0B),
-			want:  b(loopHeader, c, loopHeader, c, 0x0C, 0x01, 0x0B, 0x0B, 0x0B),
-			loops: 2,
+			name:      "nested loops",
+			in:        b(loopHeader, loopHeader, 0x0C, 0x01, 0x0B, 0x0B, 0x0B),
+			want:      b(loopHeader, c, loopHeader, c, 0x0C, 0x01, 0x0B, 0x0B, 0x0B),
+			loops:     2,
+			loopFirst: true,
 		},
 		{
 			name: "loops inside if, else and block",
@@ -133,9 +138,10 @@ func TestRewriteBodies(t *testing.T) {
 		{
 			name: "loop with a result type and a type-index block type",
 			// loop (result i32) i32.const 3 end drop; loop (type 0) end
-			in:    b(0x03, 0x7F, 0x41, 0x03, 0x0B, 0x1A, 0x03, 0x00, 0x0B, 0x0B),
-			want:  b(0x03, 0x7F, c, 0x41, 0x03, 0x0B, 0x1A, 0x03, 0x00, c, 0x0B, 0x0B),
-			loops: 2,
+			in:        b(0x03, 0x7F, 0x41, 0x03, 0x0B, 0x1A, 0x03, 0x00, 0x0B, 0x0B),
+			want:      b(0x03, 0x7F, c, 0x41, 0x03, 0x0B, 0x1A, 0x03, 0x00, c, 0x0B, 0x0B),
+			loops:     2,
+			loopFirst: true,
 		},
 		{
 			name: "br_table with labels that look like loop opcodes",
@@ -146,7 +152,8 @@ func TestRewriteBodies(t *testing.T) {
 			want: b(0x02, 0x40, 0x02, 0x40, 0x02, 0x40, loopHeader, c,
 				0x41, 0x03, 0x0E, 0x03, 0x03, 0x00, 0x03, 0x03,
 				0x0B, 0x0B, 0x0B, 0x0B, 0x0B),
-			loops: 1,
+			loops:     1,
+			loopFirst: true,
 		},
 		{
 			name: "constants and memargs containing 0x03",
@@ -175,7 +182,8 @@ func TestRewriteBodies(t *testing.T) {
 				0x41, 0x03, 0x41, 0x03, 0x41, 0x03, 0xFC, 0x0B, 0x00, 0x0B,
 				0x41, 0x00, 0x41, 0x00, 0x41, 0x03, 0xFC, 0x0A, 0x00, 0x00,
 				loopHeader, c, 0xFC, 0x10, 0x00, 0x1A, 0x0B, 0x0B),
-			loops: 2,
+			loops:     2,
+			loopFirst: true,
 		},
 		{
 			name: "0xFD ops around loops",
@@ -219,16 +227,23 @@ func TestRewriteBodies(t *testing.T) {
 			in := wasmMod(typeSec, funcSec1, tableSec, memSec,
 				sec(7, vec(exportF)),
 				sec(10, vec(fn(tt.in...))))
+			// Every function starts with the check too, unless a loop's
+			// comes first.
+			body := b(c, tt.want)
+			if tt.loopFirst {
+				body = tt.want
+			}
 			want := wasmMod(typeSec, funcSec1, tableSec, memSec,
 				sec(6, vec(newGlobal)),
 				sec(7, vec(exportF, exportG(0))),
-				sec(10, vec(fn(tt.want...))))
+				sec(10, vec(fn(body...))))
 			compile(t, in)
 
 			res, err := Rewrite(in, testGlobal)
 			require.NoError(t, err)
 			assert.Equal(t, want, res.Wasm)
 			assert.Equal(t, tt.loops, res.Loops)
+			assert.Equal(t, 1, res.Functions)
 			assert.Equal(t, uint32(0), res.Global)
 			assert.Equal(t, []Export{{Name: "f", Kind: KindFunc, Index: 0}}, res.Exports)
 			assert.Empty(t, res.Imports)
@@ -260,11 +275,12 @@ func TestRewriteLocalsAndManyFunctions(t *testing.T) {
 		sec(6, vec(newGlobal)),
 		sec(7, vec(exportG(0))),
 		sec(10, vec(
-			fnLocals(vec([]byte{0x03, 0x7F}, []byte{0x03, 0x7E}), 0x0B),
+			fnLocals(vec([]byte{0x03, 0x7F}, []byte{0x03, 0x7E}), b(chk(0), 0x0B)...),
 			fn(b(loopHeader, chk(0), 0x0B, 0x0B)...),
 		)))
 	assert.Equal(t, want, res.Wasm)
 	assert.Equal(t, 1, res.Loops)
+	assert.Equal(t, 2, res.Functions)
 	compile(t, res.Wasm)
 }
 
@@ -347,20 +363,20 @@ func TestRewriteMissingSectionsPlacement(t *testing.T) {
 				sec(10, vec(fn(0x0B))), sec(11, vec(cat([]byte{0x01}, str("hi"))))),
 			want: wasmMod(typeSec, funcSec1, memSec, sec(6, vec(newGlobal)), sec(7, vec(exportG(0))),
 				sec(8, leb(0)), sec(12, leb(1)),
-				sec(10, vec(fn(0x0B))), sec(11, vec(cat([]byte{0x01}, str("hi"))))),
+				sec(10, vec(fn(b(chk(0), 0x0B)...))), sec(11, vec(cat([]byte{0x01}, str("hi"))))),
 		},
 		{
 			name: "export exists, global missing",
 			in:   wasmMod(typeSec, funcSec1, sec(7, vec(exportF)), sec(10, vec(fn(0x0B)))),
 			want: wasmMod(typeSec, funcSec1, sec(6, vec(newGlobal)), sec(7, vec(exportF, exportG(0))),
-				sec(10, vec(fn(0x0B)))),
+				sec(10, vec(fn(b(chk(0), 0x0B)...)))),
 		},
 		{
 			name: "global exists, export missing, custom section before code",
 			in: wasmMod(typeSec, funcSec1, sec(6, vec([]byte{0x7D, 0x00, 0x43, 0, 0, 0, 0, 0x0B})),
 				custom("x"), sec(10, vec(fn(0x0B)))),
 			want: wasmMod(typeSec, funcSec1, sec(6, vec([]byte{0x7D, 0x00, 0x43, 0, 0, 0, 0, 0x0B}, newGlobal)),
-				custom("x"), sec(7, vec(exportG(1))), sec(10, vec(fn(0x0B)))),
+				custom("x"), sec(7, vec(exportG(1))), sec(10, vec(fn(b(chk(1), 0x0B)...)))),
 		},
 	}
 	for _, tt := range tests {
@@ -466,8 +482,8 @@ func TestRewriteErrors(t *testing.T) {
 		},
 		{
 			name: "start section with trailing bytes",
-			in:   wasmMod(sec(8, leb(0), []byte{0x00})),
-			want: []string{"start section (id 8)", "1 unexpected bytes after the last index"},
+			in:   wasmMod(typeSec, funcSec1, sec(8, leb(0), []byte{0x00}), sec(10, vec(fn(0x0B)))),
+			want: []string{"start section (id 8)", "1 unexpected bytes after the last start function index"},
 		},
 		{
 			name: "locals over the per-function limit",
@@ -577,11 +593,20 @@ func richModule() (wasm []byte, boundaries map[int]bool) {
 		sec(11, vec(cat([]byte{0x01}, str("data")))),
 		custom("name", 0x00, 0x02, 0x01, 0x00),
 	}
+	// boundaries: the prefixes that end between sections, and whether each
+	// is a whole module: not one with functions but no code section.
 	boundaries = map[int]bool{8: true}
 	wasm = wasmMod()
+	whole := true
 	for _, s := range sections {
 		wasm = append(wasm, s...)
-		boundaries[len(wasm)] = true
+		switch s[0] {
+		case 3:
+			whole = false
+		case 10:
+			whole = true
+		}
+		boundaries[len(wasm)] = whole
 	}
 	return wasm, boundaries
 }
@@ -604,9 +629,14 @@ func TestRewriteTruncated(t *testing.T) {
 			err error
 		)
 		require.NotPanics(t, func() { res, err = Rewrite(in[:n], testGlobal) }, "prefix of %d bytes", n)
-		if boundaries[n] {
-			// A prefix that ends between sections is a smaller module.
-			require.NoError(t, err, "prefix of %d bytes", n)
+		if whole, ok := boundaries[n]; ok {
+			// A prefix that ends between sections is a smaller module,
+			// unless it declares functions but lacks their code.
+			if whole {
+				require.NoError(t, err, "prefix of %d bytes", n)
+			} else {
+				require.ErrorContains(t, err, "no code section for 2 functions", "prefix of %d bytes", n)
+			}
 			continue
 		}
 		require.Error(t, err, "prefix of %d bytes", n)

@@ -44,6 +44,8 @@ func TestRewritePollBytes(t *testing.T) {
 	)
 	assert.Equal(t, want, res.Wasm)
 	assert.Equal(t, 1, res.Loops)
+	assert.Equal(t, 1, res.Functions)
+	assert.Equal(t, uint32(1), res.Poll)
 	compile(t, res.Wasm)
 }
 
@@ -171,44 +173,109 @@ func TestPollPreservesResults(t *testing.T) {
 	}
 }
 
+// recursionModule exports recurse(n), which calls itself twice with n-1
+// until n is 0: 2^(n+1)-1 calls, no loop, and a stack never deeper than n.
+func recursionModule() []byte {
+	return wasmMod(
+		sec(1, vec([]byte{0x60, 0x01, 0x7F, 0x00})),
+		sec(3, vec([]byte{0x00})),
+		sec(7, vec(cat(str("recurse"), []byte{0x00, 0x00}))),
+		sec(10, vec(fn(
+			0x20, 0x00, 0x45, 0x04, 0x40, 0x0F, 0x0B, // if n == 0: return
+			0x20, 0x00, 0x41, 0x01, 0x6B, 0x10, 0x00, // recurse(n-1)
+			0x20, 0x00, 0x41, 0x01, 0x6B, 0x10, 0x00, // recurse(n-1)
+			0x0B,
+		))),
+	)
+}
+
 // TestPollSurvivesGCAndOneProc is the reason WithPoll exists: with a single
 // P, and with the garbage collector trying to stop the world while the
-// guest spins, the host can still run, set the interrupt global and see
-// the guest stop. Without WithPoll this test would hang the whole process.
+// guest runs, the host can still run, set the interrupt global and see
+// the guest stop. Without WithPoll (or, for the recursion, without the
+// check at function entry) this test would hang the whole process.
 func TestPollSurvivesGCAndOneProc(t *testing.T) {
-	res, err := Rewrite(loopModule(), testGlobal, WithPoll(10_000))
+	for _, tc := range []struct {
+		name, fn string
+		wasm     []byte
+		args     []uint64
+	}{
+		{"a loop", "spin", loopModule(), nil},
+		// 2^61 calls: no loop, and never a stack overflow.
+		{"recursion without loops", "recurse", recursionModule(), []uint64{60}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Rewrite(tc.wasm, testGlobal, WithPoll(10_000))
+			require.NoError(t, err)
+			mod, closeRT := instantiate(t, res.Wasm)
+			defer closeRT()
+			global := mod.ExportedGlobal(testGlobal).(api.MutableGlobal)
+
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			done := make(chan error, 1)
+			go func() {
+				_, err := mod.ExportedFunction(tc.fn).Call(context.Background(), tc.args...)
+				done <- err
+			}()
+			gcDone := make(chan struct{})
+			go func() {
+				for i := 0; i < 3; i++ {
+					runtime.GC()
+				}
+				close(gcDone)
+			}()
+			select {
+			case err := <-done:
+				t.Fatalf("%s returned before the interrupt: %v", tc.fn, err)
+			case <-gcDone:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the garbage collector could not run while the guest ran")
+			}
+			global.Set(1)
+			select {
+			case err := <-done:
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "unreachable")
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s did not stop within 10s of setting the interrupt global", tc.fn)
+			}
+		})
+	}
+}
+
+func TestPollPreservesRecursion(t *testing.T) {
+	for _, poll := range []uint32{0, 1, 7, 1000} {
+		res, err := Rewrite(recursionModule(), testGlobal, WithPoll(poll))
+		require.NoError(t, err)
+		mod, closeRT := instantiate(t, res.Wasm)
+		_, err = mod.ExportedFunction("recurse").Call(context.Background(), 12)
+		require.NoError(t, err, "poll %d", poll)
+		closeRT()
+	}
+}
+
+// TestStartRunsOnlyWhenCalled: with WithStart, instantiating a module
+// whose start function never returns runs no guest code; the exported
+// start function then stops like any other call.
+func TestStartRunsOnlyWhenCalled(t *testing.T) {
+	in := wasmMod(typeSec, funcSec1, sec(8, leb(0)), sec(10, vec(fn(b(loopHeader, 0x0C, 0x00, 0x0B, 0x0B)...))))
+	res, err := Rewrite(in, testGlobal, WithPoll(10_000), WithStart("start"))
 	require.NoError(t, err)
+	require.True(t, res.Start)
 	mod, closeRT := instantiate(t, res.Wasm)
 	defer closeRT()
-	global := mod.ExportedGlobal(testGlobal).(api.MutableGlobal)
-
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	done := make(chan error, 1)
 	go func() {
-		_, err := mod.ExportedFunction("spin").Call(context.Background())
+		_, err := mod.ExportedFunction("start").Call(context.Background())
 		done <- err
 	}()
-	gcDone := make(chan struct{})
-	go func() {
-		for i := 0; i < 3; i++ {
-			runtime.GC()
-		}
-		close(gcDone)
-	}()
-	select {
-	case err := <-done:
-		t.Fatalf("spin returned before the interrupt: %v", err)
-	case <-gcDone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the garbage collector could not run while the guest spun")
-	}
-	global.Set(1)
+	mod.ExportedGlobal(testGlobal).(api.MutableGlobal).Set(1)
 	select {
 	case err := <-done:
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "unreachable")
 	case <-time.After(10 * time.Second):
-		t.Fatal("spin did not stop within 10s of setting the interrupt global")
+		t.Fatal("start did not stop within 10s of setting the interrupt global")
 	}
 }
 

@@ -10,45 +10,85 @@ const (
 	MaxModuleLocals   = 1 << 22
 )
 
-// screen checks, in the sections Rewrite does not otherwise decode, that
-// every declared count or length fits in the bytes left. A module that
-// fails this is malformed, and wazero would refuse it too, but only after
-// allocating memory in proportion to the declared number: screening here
-// keeps what the runtime allocates for an accepted module proportional to
-// its size. Global, import, export and code sections are checked where
-// they are decoded.
+// screen walks every section but the import, export and code sections
+// (decoded elsewhere): it checks that every declared count or length fits
+// in the bytes left, and that every function, global and memory index is
+// inside the input's index spaces (m.bounds). A module that fails this is
+// malformed, and wazero would refuse it too, but only after allocating
+// memory in proportion to a declared number: screening here keeps what
+// the runtime allocates for an accepted module proportional to its size.
 func (m *module) screen() error {
 	for _, s := range m.sections {
 		r := m.sectionReader(s)
 		var err error
 		switch s.id {
 		case secCustom:
-			err = screenCustom(r)
+			// The rest of a custom section is not ours to check.
+			if err := screenCustom(r); err != nil {
+				return sectionErr(s, err)
+			}
+			continue
 		case secType:
 			err = m.screenTypes(r)
-		case secFunction, secMemory:
-			// Each entry takes at least one byte; the entries themselves
-			// allocate nothing that depends on a declared number.
-			_, err = m.readVecCount(r, s.id, sectionName(s.id), 1)
-		case 4, secTag: // table, tag
-			_, err = r.count(sectionName(s.id), 1)
-		case 8, secDataCount: // start, data count: one u32 and nothing else
+		case secFunction:
+			err = m.screenFunctions(r)
+		case secTable:
+			err = m.screenTables(r)
+		case secMemory:
+			var n int
+			if n, err = r.count("memory", 2); err == nil {
+				for i := 0; i < n && err == nil; i++ {
+					err = r.limits()
+				}
+			}
+		case secTag:
+			var n int
+			if n, err = r.count("tag", 2); err == nil {
+				for i := 0; i < n && err == nil; i++ {
+					if _, err = r.byte(); err == nil { // attribute
+						_, err = r.u32() // type index
+					}
+				}
+			}
+		case secGlobal:
+			err = m.screenGlobals(r)
+		case secStart:
+			err = m.screenStart(r)
+		case secElement:
+			err = m.screenElements(r)
+		case secDataCount:
 			// wazero accepts an empty data count section at the end of a
 			// module (it reads nothing past the input), but not once a
 			// section follows it, as one may in the output.
-			if _, err = r.u32(); err == nil {
-				err = trailing(r, "index")
-			}
-		case 9:
-			err = screenElements(r)
-		case 11:
-			err = screenData(r)
+			_, err = r.u32()
+		case secData:
+			err = m.screenData(r)
+		default: // import, export, code
+			continue
+		}
+		if err == nil {
+			err = trailing(r, entryName(s.id))
 		}
 		if err != nil {
 			return sectionErr(s, err)
 		}
 	}
 	return nil
+}
+
+// entryName names what a section is a vector of, for error messages.
+func entryName(id byte) string {
+	switch id {
+	case secStart:
+		return "start function index"
+	case secDataCount:
+		return "data count"
+	case secElement:
+		return "element segment"
+	case secData:
+		return "data segment"
+	}
+	return sectionName(id)
 }
 
 func trailing(r *reader, what string) error {
@@ -132,6 +172,7 @@ func (m *module) screenTypes(r *reader) error {
 	if err != nil {
 		return err
 	}
+	m.voidTypes = make([]bool, 0, n)
 	for i := 0; i < n; i++ {
 		if r.remaining() > 0 && r.buf[r.pos] == 0x4E { // rec group
 			r.pos++
@@ -140,68 +181,74 @@ func (m *module) screenTypes(r *reader) error {
 				return err
 			}
 			for j := 0; j < k; j++ {
-				if err := screenSubType(r); err != nil {
+				void, err := screenSubType(r)
+				if err != nil {
 					return err
 				}
+				m.voidTypes = append(m.voidTypes, void)
 			}
-			m.types += uint32(k)
 			continue
 		}
-		if err := screenSubType(r); err != nil {
+		void, err := screenSubType(r)
+		if err != nil {
 			return err
 		}
-		m.types++
+		m.voidTypes = append(m.voidTypes, void)
 	}
-	return trailing(r, "type")
+	m.types = uint32(len(m.voidTypes))
+	return nil
 }
 
-func screenSubType(r *reader) error {
+// screenSubType walks one type; void reports a function type () -> ().
+func screenSubType(r *reader) (void bool, err error) {
 	if r.remaining() > 0 && (r.buf[r.pos] == 0x50 || r.buf[r.pos] == 0x4F) { // sub, sub final
 		r.pos++
 		k, err := r.count("supertype", 1)
 		if err != nil {
-			return err
+			return false, err
 		}
 		for j := 0; j < k; j++ {
 			if _, err := r.u32(); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
 	start := r.pos
 	form, err := r.byte()
 	if err != nil {
-		return err
+		return false, err
 	}
 	switch form {
 	case 0x60: // func
+		void = true
 		for _, what := range [...]string{"parameter", "result"} {
 			k, err := r.count(what, 1)
 			if err != nil {
-				return err
+				return false, err
 			}
+			void = void && k == 0
 			for j := 0; j < k; j++ {
 				if err := r.valType(); err != nil {
-					return err
+					return false, err
 				}
 			}
 		}
-		return nil
+		return void, nil
 	case 0x5F: // struct
 		k, err := r.count("struct field", 2)
 		if err != nil {
-			return err
+			return false, err
 		}
 		for j := 0; j < k; j++ {
 			if err := r.fieldType(); err != nil {
-				return err
+				return false, err
 			}
 		}
-		return nil
+		return false, nil
 	case 0x5E: // array
-		return r.fieldType()
+		return false, r.fieldType()
 	}
-	return r.errAt(start, "unknown type form 0x%02x", form)
+	return false, r.errAt(start, "unknown type form 0x%02x", form)
 }
 
 // fieldType skips a storage type (a value type or a packed i8/i16) and a
@@ -216,14 +263,69 @@ func (r *reader) fieldType() error {
 	return err
 }
 
-// constExpr skips a constant expression, up to and including its end.
-func (r *reader) constExpr() error {
-	_, err := scanInstrs(r, nil)
-	return err
+// screenFunctions records the type index of every function the module
+// defines.
+func (m *module) screenFunctions(r *reader) error {
+	n, err := r.count("function", 1)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		at := r.pos
+		t, err := r.u32()
+		if err != nil {
+			return err
+		}
+		if t >= m.types {
+			return r.errAt(at, "function %d: type index %d is out of range (the module has %d)", uint64(m.importedFuncs)+uint64(i), t, m.types)
+		}
+		m.funcTypes = append(m.funcTypes, t)
+	}
+	return nil
+}
+
+// screenGlobals walks the globals the module defines: type, mutability and
+// initialiser.
+func (m *module) screenGlobals(r *reader) error {
+	n, err := r.count("global", 3)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if err := r.valType(); err != nil {
+			return err
+		}
+		if _, err := r.byte(); err != nil { // mutability
+			return err
+		}
+		if err := m.bounds.constExpr(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// screenStart checks the start function: in range, of type () -> ().
+func (m *module) screenStart(r *reader) error {
+	at := r.pos
+	fn, err := r.u32()
+	if err != nil {
+		return err
+	}
+	if err := m.bounds.check(r, spaceFunc, fn, at); err != nil {
+		return err
+	}
+	if int(fn) < len(m.funcTypes) {
+		if t := m.funcTypes[fn]; int(t) >= len(m.voidTypes) || !m.voidTypes[t] {
+			return r.errAt(at, "start function %d is not of type () -> ()", fn)
+		}
+	}
+	m.start = int64(fn)
+	return nil
 }
 
 // screenElements walks the element section's segments (flags 0 to 7).
-func screenElements(r *reader) error {
+func (m *module) screenElements(r *reader) error {
 	n, err := r.count("element segment", 2)
 	if err != nil {
 		return err
@@ -243,7 +345,7 @@ func screenElements(r *reader) error {
 					return err
 				}
 			}
-			if err := r.constExpr(); err != nil {
+			if err := m.bounds.constExpr(r); err != nil {
 				return err
 			}
 		}
@@ -263,20 +365,20 @@ func screenElements(r *reader) error {
 		}
 		for j := 0; j < k; j++ {
 			if flags&4 != 0 {
-				err = r.constExpr()
+				err = m.bounds.constExpr(r)
 			} else {
-				_, err = r.u32()
+				err = m.bounds.index(r, spaceFunc)
 			}
 			if err != nil {
 				return err
 			}
 		}
 	}
-	return trailing(r, "element segment")
+	return nil
 }
 
 // screenData walks the data section's segments.
-func screenData(r *reader) error {
+func (m *module) screenData(r *reader) error {
 	n, err := r.count("data segment", 2)
 	if err != nil {
 		return err
@@ -289,11 +391,13 @@ func screenData(r *reader) error {
 		}
 		switch flags {
 		case 0: // active, memory 0
-			err = r.constExpr()
+			if err = m.bounds.check(r, spaceMemory, 0, start); err == nil {
+				err = m.bounds.constExpr(r)
+			}
 		case 1: // passive
 		case 2: // active, explicit memory
-			if _, err = r.u32(); err == nil {
-				err = r.constExpr()
+			if err = m.bounds.index(r, spaceMemory); err == nil {
+				err = m.bounds.constExpr(r)
 			}
 		default:
 			return r.errAt(start, "data segment %d: invalid flags %d", i, flags)
@@ -311,5 +415,5 @@ func screenData(r *reader) error {
 		}
 		r.pos += int(size)
 	}
-	return trailing(r, "data segment")
+	return nil
 }
