@@ -31,7 +31,7 @@ plugins: ## Build every component module into bin/modules/<name>.wasm.
 # (--no-check for the guests that are invalid on purpose). The .wasm ends in a
 # custom section "abitest.wat-sha256" holding the hex SHA-256 of its .wat,
 # which TestFixtures compares with the source.
-WAT_FIXTURES := $(wildcard abi/abitest/wat/*.wat)
+WAT_FIXTURES := $(wildcard abi/abitest/wat/*.wat host/testdata/*.wat host/testdata/wat/*.wat)
 
 .PHONY: fixtures
 fixtures: ## Regenerate the .wasm of every hand-written .wat fixture (needs wabt).
@@ -53,6 +53,18 @@ test: plugins ## Run every test (builds all wasm it needs from source).
 	$(GO) test -race -count=1 ./...
 	cd abi && $(GO) test -race -count=1 ./...
 	cd sdk && $(GO) test -race -count=1 ./...
+
+# A bounded run of each fuzz target that feeds the host hostile modules
+# (their seed corpora also run in the plain tests). FUZZTIME=10m for longer.
+FUZZTIME ?= 20s
+
+.PHONY: fuzz
+fuzz: ## Fuzz the rewrite and the host for a bounded time per target.
+	$(GO) test -run '^$$' -fuzz '^FuzzInjected$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./host/internal/instrument
+	$(GO) test -run '^$$' -fuzz '^FuzzHostLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./host/
+	$(GO) test -run '^$$' -fuzz '^FuzzHostCode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./host/
+
+test: fuzz
 
 .PHONY: bench
 bench: plugins ## Run the benchmarks and print ratios against their baselines.

@@ -1,4 +1,4 @@
-;; Built with: wat2wasm --enable-threads sharedmem.wat -o sharedmem.wasm
+;; wat2wasm: --enable-threads
 ;; sharedmem declares a shared memory (the threads proposal), which the
 ;; host's runtime does not enable: it must be refused at load, since a
 ;; shared memory cannot be backed by an allocator whose buffer moves.

@@ -1,3 +1,4 @@
+;; wat2wasm: --no-check
 ;; steal: an ABI v1 guest that names global 0 and function 4, neither of
 ;; which it has. Once rewritten, global 0 would be the host's interrupt
 ;; flag (which "in" clears, so the host could never stop it) and function 4
