@@ -5,13 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/artifact"
+	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
 // logText collects what a logger writes, for tests that look for a line.
@@ -172,37 +171,15 @@ func TestModulesDirSlowWriter(t *testing.T) {
 	mustEcho(t, h)
 }
 
-// drip is an HTTP server on 127.0.0.1 that answers every request with a
-// large body sent one byte a second, for as long as the client stays.
+// drip is an e2e.Drip served on 127.0.0.1.
 type drip struct {
-	srv     *httptest.Server
-	started chan struct{} // closed when a first byte was sent
-	once    sync.Once
-	active  atomic.Int32 // requests being answered
+	*e2e.Drip
+	srv *httptest.Server
 }
 
 func newDrip(t *testing.T) *drip {
-	d := &drip{started: make(chan struct{})}
-	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d.active.Add(1)
-		defer d.active.Add(-1)
-		w.Header().Set("Content-Length", "1000000")
-		w.WriteHeader(http.StatusOK)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			if _, err := w.Write([]byte{0}); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-			d.once.Do(func() { close(d.started) })
-			select {
-			case <-r.Context().Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}))
+	d := &drip{Drip: e2e.NewDrip()}
+	d.srv = httptest.NewServer(d.Drip)
 	t.Cleanup(d.srv.Close)
 	return d
 }
@@ -210,7 +187,7 @@ func newDrip(t *testing.T) *drip {
 // left fails the test unless every client of the drip goes away.
 func (d *drip) left(t *testing.T, msg string) {
 	t.Helper()
-	require.Eventually(t, func() bool { return d.active.Load() == 0 }, time.Minute, 10*time.Millisecond, msg)
+	require.Eventually(t, func() bool { return d.Active() == 0 }, time.Minute, 10*time.Millisecond, msg)
 }
 
 // source names the drip's module, pinned by a digest it will never match.
@@ -256,7 +233,7 @@ func TestModulesDirDrip(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {
-			<-d.started
+			<-d.Started()
 			cancel() // as a signal during the daemon's start does
 		}()
 		_, err := host.New(ctx, host.Options{ModulesDir: dir, Artifacts: d.options(time.Hour)})
@@ -272,7 +249,7 @@ func TestModulesDirDrip(t *testing.T) {
 		events := h.Subscribe(ctxT(t, 10*time.Minute))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "drip.ref"), d.source().RefFile(), 0o644))
 		select {
-		case <-d.started:
+		case <-d.Started():
 		case <-time.After(time.Minute):
 			t.Fatal("the modules directory did not fetch drip.ref")
 		}

@@ -76,7 +76,7 @@ func TestHostile(t *testing.T) {
 	d := startHostile(t)
 	for _, tc := range []struct {
 		name string
-		run  func(*testing.T, *daemon)
+		run  func(*testing.T, *hostileDaemon)
 	}{
 		{"notwasm", hostileNotwasm},
 		{"truncated", hostileTruncated},
@@ -135,8 +135,9 @@ func TestHostile(t *testing.T) {
 	})
 }
 
-// daemon is the tinyhost process under test and what the test watches of it.
-type daemon struct {
+// hostileDaemon is the tinyhost process under test and what the test
+// watches of it.
+type hostileDaemon struct {
 	h       *e2e.Host
 	c       hostv1.HostServiceClient
 	health  grpc_health_v1.HealthClient
@@ -145,7 +146,7 @@ type daemon struct {
 	broken  string // the guest after which the daemon stopped serving
 }
 
-func startHostile(t *testing.T) *daemon {
+func startHostile(t *testing.T) *hostileDaemon {
 	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{
 		"--log-level", "info",
 		"--call-timeout", guestTimeout.String(),
@@ -156,7 +157,7 @@ func startHostile(t *testing.T) *daemon {
 	conn, err := grpc.NewClient(h.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
-	d := &daemon{h: h, c: hostv1.NewHostServiceClient(conn), health: grpc_health_v1.NewHealthClient(conn)}
+	d := &hostileDaemon{h: h, c: hostv1.NewHostServiceClient(conn), health: grpc_health_v1.NewHealthClient(conn)}
 	d.mon = watch(t, h)
 	require.Eventually(t, func() bool {
 		for _, line := range strings.Split(h.Log(), "\n") {
@@ -177,7 +178,7 @@ func startHostile(t *testing.T) *daemon {
 }
 
 // check checks the daemon after a guest: health, echo, CPU and memory.
-func (d *daemon) check(t *testing.T, guest string) {
+func (d *hostileDaemon) check(t *testing.T, guest string) {
 	select {
 	case <-d.h.Exited():
 		d.broken = guest
@@ -211,7 +212,7 @@ func (d *daemon) check(t *testing.T, guest string) {
 
 // healthy checks that grpc.health.v1 answers SERVING within healthWithin
 // and returns how long it took.
-func (d *daemon) healthy(t *testing.T, guest string) time.Duration {
+func (d *hostileDaemon) healthy(t *testing.T, guest string) time.Duration {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), healthWithin)
 	hc, err := d.health.Check(ctx, &grpc_health_v1.HealthCheckRequest{})
@@ -225,7 +226,7 @@ func (d *daemon) healthy(t *testing.T, guest string) time.Duration {
 
 // heap reports the daemon's Go heap from its metrics, to tell memory in use
 // from memory the Go runtime has yet to return.
-func (d *daemon) heap() string {
+func (d *hostileDaemon) heap() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.metrics+"/metrics", nil)
@@ -253,7 +254,7 @@ func (d *daemon) heap() string {
 
 // load loads wasm over gRPC, in chunks of 1 MiB, giving the daemon within
 // to answer.
-func (d *daemon) load(t *testing.T, wasm []byte, hdr *hostv1.LoadHeader, within time.Duration) (*hostv1.LoadModuleResponse, error) {
+func (d *hostileDaemon) load(t *testing.T, wasm []byte, hdr *hostv1.LoadHeader, within time.Duration) (*hostv1.LoadModuleResponse, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
@@ -273,7 +274,7 @@ func (d *daemon) load(t *testing.T, wasm []byte, hdr *hostv1.LoadHeader, within 
 }
 
 // mustLoad loads a module that must load, and unloads it when the test ends.
-func (d *daemon) mustLoad(t *testing.T, name string, wasm []byte, hdr *hostv1.LoadHeader) {
+func (d *hostileDaemon) mustLoad(t *testing.T, name string, wasm []byte, hdr *hostv1.LoadHeader) {
 	t.Helper()
 	resp, err := d.load(t, wasm, hdr, time.Minute) // a Go guest compiles for seconds
 	require.NoError(t, err, "load %s", name)
@@ -281,14 +282,14 @@ func (d *daemon) mustLoad(t *testing.T, name string, wasm []byte, hdr *hostv1.Lo
 	t.Cleanup(func() { d.unload(name) })
 }
 
-func (d *daemon) unload(name string) {
+func (d *hostileDaemon) unload(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, _ = d.c.UnloadModule(ctx, &hostv1.UnloadModuleRequest{Name: name})
 }
 
 // refused loads wasm, which the daemon must refuse within refuseWithin.
-func (d *daemon) refused(t *testing.T, what string, wasm []byte, hdr *hostv1.LoadHeader) {
+func (d *hostileDaemon) refused(t *testing.T, what string, wasm []byte, hdr *hostv1.LoadHeader) {
 	t.Helper()
 	start := time.Now()
 	resp, err := d.load(t, wasm, hdr, refuseWithin)
@@ -306,14 +307,14 @@ func (d *daemon) refused(t *testing.T, what string, wasm []byte, hdr *hostv1.Loa
 }
 
 // invoke calls module/component/port, giving the daemon callWithin.
-func (d *daemon) invoke(module, component, port string, payload []byte) ([]byte, error) {
+func (d *hostileDaemon) invoke(module, component, port string, payload []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), callWithin)
 	defer cancel()
 	resp, err := d.c.Invoke(ctx, &hostv1.InvokeRequest{Module: module, Component: component, Port: port, Payload: payload})
 	return resp.GetPayload(), err
 }
 
-func (d *daemon) mustInvoke(t *testing.T, module, component, port string, payload []byte) []byte {
+func (d *hostileDaemon) mustInvoke(t *testing.T, module, component, port string, payload []byte) []byte {
 	t.Helper()
 	b, err := d.invoke(module, component, port, payload)
 	require.NoError(t, err, "%s/%s/%s", module, component, port)
@@ -321,7 +322,7 @@ func (d *daemon) mustInvoke(t *testing.T, module, component, port string, payloa
 }
 
 // mustFail calls a port that must fail with code.
-func (d *daemon) mustFail(t *testing.T, code codes.Code, module, component, port string, payload []byte) *status.Status {
+func (d *hostileDaemon) mustFail(t *testing.T, code codes.Code, module, component, port string, payload []byte) *status.Status {
 	t.Helper()
 	b, err := d.invoke(module, component, port, payload)
 	require.Error(t, err, "%s/%s/%s answered %.64q", module, component, port, b)
@@ -346,7 +347,7 @@ type logLine struct {
 }
 
 // logs returns the lines the daemon logged about module.
-func (d *daemon) logs(module string) []logLine {
+func (d *hostileDaemon) logs(module string) []logLine {
 	var out []logLine
 	for _, s := range strings.Split(d.h.Log(), "\n") {
 		if !strings.Contains(s, `"module":"`+module+`"`) {
@@ -360,7 +361,7 @@ func (d *daemon) logs(module string) []logLine {
 	return out
 }
 
-func (d *daemon) countLogs(module string, match func(logLine) bool) int {
+func (d *hostileDaemon) countLogs(module string, match func(logLine) bool) int {
 	n := 0
 	for _, l := range d.logs(module) {
 		if match(l) {
@@ -374,37 +375,37 @@ func limits(pages uint32, timeout time.Duration) *hostv1.Limits {
 	return &hostv1.Limits{MemoryPages: pages, CallTimeoutMs: uint32(timeout / time.Millisecond)}
 }
 
-func hostileNotwasm(t *testing.T, d *daemon) {
+func hostileNotwasm(t *testing.T, d *hostileDaemon) {
 	d.refused(t, "text", []byte("this is a text file, not a WebAssembly module\n"), &hostv1.LoadHeader{})
 }
 
-func hostileTruncated(t *testing.T, d *daemon) {
+func hostileTruncated(t *testing.T, d *hostileDaemon) {
 	// A type section that declares 4 GiB and as many types.
 	d.refused(t, "a truncated module", []byte("\x00asm\x01\x00\x00\x00\x01\xff\xff\xff\xff\x0f\xff\xff\xff\xff\x0f\x60"), &hostv1.LoadHeader{})
 }
 
 // hostileRefused loads a guest that the daemon must refuse: invalid, or
 // running guest code that never returns while it loads.
-func hostileRefused(guest string) func(*testing.T, *daemon) {
-	return func(t *testing.T, d *daemon) {
+func hostileRefused(guest string) func(*testing.T, *hostileDaemon) {
+	return func(t *testing.T, d *hostileDaemon) {
 		d.refused(t, guest, e2e.Guest(t, guest), &hostv1.LoadHeader{})
 	}
 }
 
-func hostileLoop(t *testing.T, d *daemon) {
+func hostileLoop(t *testing.T, d *hostileDaemon) {
 	d.mustLoad(t, "loop", e2e.Guest(t, "loop"), &hostv1.LoadHeader{})
 	d.mustFail(t, codes.DeadlineExceeded, "loop", "spinner", "spin", nil)
 	d.mustInvoke(t, "loop", "spinner", "in", []byte("x"))
 }
 
-func hostileMembomb(t *testing.T, d *daemon) {
+func hostileMembomb(t *testing.T, d *hostileDaemon) {
 	d.mustLoad(t, "membomb", e2e.Guest(t, "membomb"), &hostv1.LoadHeader{Limits: limits(1024, 20*time.Second)})
 	st := d.mustFail(t, codes.Aborted, "membomb", "hog", "grow", nil)
 	assert.Contains(t, st.Message(), "memory")
 	d.mustInvoke(t, "membomb", "hog", "in", []byte("x"))
 }
 
-func hostileGopanic(t *testing.T, d *daemon) {
+func hostileGopanic(t *testing.T, d *hostileDaemon) {
 	d.mustLoad(t, "gopanic", e2e.Guest(t, "gopanic"), &hostv1.LoadHeader{})
 	d.mustFail(t, codes.Aborted, "gopanic", "panicker", "in", nil)
 	d.mustInvoke(t, "gopanic", "panicker", "ok", []byte("x"))
@@ -412,7 +413,7 @@ func hostileGopanic(t *testing.T, d *daemon) {
 
 // grown calls a port that grows a memory or a table until refused: it fails
 // (a memory limit) or answers a size in units of unit bytes within pages.
-func (d *daemon) grown(t *testing.T, module, component, port string, unit, pages uint64) {
+func (d *hostileDaemon) grown(t *testing.T, module, component, port string, unit, pages uint64) {
 	t.Helper()
 	b, err := d.invoke(module, component, port, nil)
 	if err != nil {
@@ -425,42 +426,42 @@ func (d *daemon) grown(t *testing.T, module, component, port string, unit, pages
 	assert.LessOrEqual(t, n*unit, pages*65536, "%s grew past the module's %d pages", port, pages)
 }
 
-func hostileMemgrow(t *testing.T, d *daemon) {
+func hostileMemgrow(t *testing.T, d *hostileDaemon) {
 	d.mustLoad(t, "memgrow", e2e.Guest(t, "memgrow"), &hostv1.LoadHeader{Limits: limits(256, 0)})
 	d.grown(t, "memgrow", "m", "grow", 65536, 256)
 	assert.Equal(t, "ok", string(d.mustInvoke(t, "memgrow", "m", "ok", nil)))
 }
 
-func hostileTablegrow(t *testing.T, d *daemon) {
+func hostileTablegrow(t *testing.T, d *hostileDaemon) {
 	d.mustLoad(t, "tablegrow", e2e.Guest(t, "tablegrow"), &hostv1.LoadHeader{Limits: limits(256, 0)})
 	d.grown(t, "tablegrow", "t", "grow", 8, 256)
 	d.grown(t, "tablegrow", "t", "creep", 8, 256)
 	assert.Equal(t, "ok", string(d.mustInvoke(t, "tablegrow", "t", "ok", nil)))
 }
 
-func hostileBigtable(t *testing.T, d *daemon) {
+func hostileBigtable(t *testing.T, d *hostileDaemon) {
 	d.refused(t, "bigtable", e2e.Guest(t, "bigtable"), &hostv1.LoadHeader{Limits: limits(256, 0)})
 }
 
-func hostileBigmemory(t *testing.T, d *daemon) {
+func hostileBigmemory(t *testing.T, d *hostileDaemon) {
 	// 5000 pages declared, 4096 allowed.
 	d.refused(t, "bigmemory", e2e.Guest(t, "bigmemory"), &hostv1.LoadHeader{Limits: limits(4096, 0)})
 }
 
-func hostileRecurse(t *testing.T, d *daemon) {
+func hostileRecurse(t *testing.T, d *hostileDaemon) {
 	d.mustLoad(t, "recurse", e2e.Guest(t, "recurse"), &hostv1.LoadHeader{})
 	d.mustFail(t, codes.DeadlineExceeded, "recurse", "r", "in", nil)
 	assert.Equal(t, "ok", string(d.mustInvoke(t, "recurse", "r", "ok", nil)))
 }
 
-func (d *daemon) stdoutFlood(t *testing.T) {
+func (d *hostileDaemon) stdoutFlood(t *testing.T) {
 	t.Helper()
 	for _, port := range []string{"out", "err"} {
 		assert.Equal(t, "ok", string(d.mustInvoke(t, "stdout", "w", port, nil)))
 	}
 }
 
-func hostileStdoutNolog(t *testing.T, d *daemon) {
+func hostileStdoutNolog(t *testing.T, d *hostileDaemon) {
 	d.mustLoad(t, "stdout", e2e.Guest(t, "stdout"), &hostv1.LoadHeader{Capabilities: []string{"config"}})
 	d.stdoutFlood(t)
 	assert.Never(t, func() bool {
@@ -468,7 +469,7 @@ func hostileStdoutNolog(t *testing.T, d *daemon) {
 	}, 300*time.Millisecond, 20*time.Millisecond, "output of a module without the log capability logged")
 }
 
-func hostileStdoutLog(t *testing.T, d *daemon) {
+func hostileStdoutLog(t *testing.T, d *hostileDaemon) {
 	d.mustLoad(t, "stdout", e2e.Guest(t, "stdout"), &hostv1.LoadHeader{})
 	d.stdoutFlood(t)
 	assert.Eventually(t, func() bool {
@@ -485,7 +486,7 @@ func hostileStdoutLog(t *testing.T, d *daemon) {
 	t.Logf("%d lines of output logged", n)
 }
 
-func hostileTimers(t *testing.T, d *daemon) {
+func hostileTimers(t *testing.T, d *hostileDaemon) {
 	d.mustLoad(t, "timers", e2e.Guest(t, "timers"), &hostv1.LoadHeader{})
 	ticks := func() int { return d.countLogs("timers", func(l logLine) bool { return l.Message == "tick" }) }
 	fast := func() {
@@ -510,7 +511,7 @@ func hostileTimers(t *testing.T, d *daemon) {
 	assert.Never(t, func() bool { return ticks() > after }, 300*time.Millisecond, 20*time.Millisecond, "ticks after the unload")
 }
 
-func hostileTimerfail(t *testing.T, d *daemon) {
+func hostileTimerfail(t *testing.T, d *hostileDaemon) {
 	wasm := e2e.Guest(t, "timerfail")
 	d.refused(t, "timerfail with a timer set in _settings", wasm, &hostv1.LoadHeader{Config: []byte(`{"t":"fail"}`)})
 	d.mustLoad(t, "timerfail", wasm, &hostv1.LoadHeader{})
@@ -519,7 +520,7 @@ func hostileTimerfail(t *testing.T, d *daemon) {
 	}, 300*time.Millisecond, 20*time.Millisecond, "a tick of the timer of the failed load")
 }
 
-func hostileFlood(t *testing.T, d *daemon) {
+func hostileFlood(t *testing.T, d *hostileDaemon) {
 	d.mustLoad(t, "slow", e2e.Guest(t, "slow"), &hostv1.LoadHeader{Limits: limits(0, 5*time.Second)})
 	d.mustLoad(t, "flood", e2e.Guest(t, "flood"), &hostv1.LoadHeader{})
 	d.mustLoad(t, "hostcalls", e2e.Guest(t, "hostcalls"), &hostv1.LoadHeader{})
@@ -543,7 +544,7 @@ func hostileFlood(t *testing.T, d *daemon) {
 	}, 10*time.Second, 20*time.Millisecond, "another module's send delivered during the flood")
 }
 
-func hostileSysports(t *testing.T, d *daemon) {
+func hostileSysports(t *testing.T, d *hostileDaemon) {
 	d.mustLoad(t, "hostcalls", e2e.Guest(t, "hostcalls"), &hostv1.LoadHeader{})
 	for _, port := range []string{"_settings", "_tick"} {
 		d.mustFail(t, codes.PermissionDenied, "echo", "echo", port, []byte(`{}`))
@@ -558,7 +559,7 @@ func hostileSysports(t *testing.T, d *daemon) {
 	}
 }
 
-func hostileGarbage(t *testing.T, d *daemon) {
+func hostileGarbage(t *testing.T, d *hostileDaemon) {
 	d.mustLoad(t, "garbage", e2e.Guest(t, "garbage"), &hostv1.LoadHeader{Limits: limits(256, 0)})
 	for i := range 1000 { // 62.5 MiB of garbage through 16 MiB of memory
 		_, err := d.invoke("garbage", "churn", "in", []byte("x"))
@@ -568,7 +569,7 @@ func hostileGarbage(t *testing.T, d *daemon) {
 
 // probe checks that the modules directory still works: a module copied in
 // is loaded, and unloaded once its file is removed.
-func (d *daemon) probe(t *testing.T) {
+func (d *hostileDaemon) probe(t *testing.T) {
 	t.Helper()
 	file := filepath.Join(d.h.ModulesDir, "probe.wasm")
 	tmp := filepath.Join(d.h.ModulesDir, ".probe.wasm.tmp")
@@ -592,34 +593,16 @@ func (d *daemon) probe(t *testing.T) {
 	d.unload("loop")
 }
 
-func hostileDrip(t *testing.T, d *daemon) {
-	stop := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			if _, err := w.Write([]byte{0}); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-			select {
-			case <-tick.C:
-			case <-r.Context().Done():
-				return
-			case <-stop:
-				return
-			}
-		}
-	}))
+func hostileDrip(t *testing.T, d *hostileDaemon) {
+	srv := httptest.NewServer(e2e.NewDrip())
 	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(stop) })
 	ref := filepath.Join(d.h.ModulesDir, "drip.ref")
 	require.NoError(t, os.WriteFile(ref, fmt.Appendf(nil, "url: %s/drip.wasm\nsha256: %064x\n", srv.URL, rand.Uint64()), 0o644))
 	t.Cleanup(func() { os.Remove(ref) })
 	d.probe(t)
 }
 
-func hostileFIFO(t *testing.T, d *daemon) {
+func hostileFIFO(t *testing.T, d *hostileDaemon) {
 	fifo := filepath.Join(d.h.ModulesDir, "fifo.wasm")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
 	t.Cleanup(func() {
@@ -632,14 +615,14 @@ func hostileFIFO(t *testing.T, d *daemon) {
 	d.probe(t)
 }
 
-func hostileDevZero(t *testing.T, d *daemon) {
+func hostileDevZero(t *testing.T, d *hostileDaemon) {
 	link := filepath.Join(d.h.ModulesDir, "zero.wasm")
 	require.NoError(t, os.Symlink("/dev/zero", link))
 	t.Cleanup(func() { os.Remove(link) })
 	d.probe(t)
 }
 
-func hostileSparse(t *testing.T, d *daemon) {
+func hostileSparse(t *testing.T, d *hostileDaemon) {
 	file := filepath.Join(d.h.ModulesDir, "huge.wasm")
 	f, err := os.Create(file)
 	require.NoError(t, err)

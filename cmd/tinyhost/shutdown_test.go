@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -46,35 +43,12 @@ func startSpinning(t *testing.T, args ...string) (*e2e.Host, <-chan error) {
 	return h, spun
 }
 
-// dripServer answers every request with a large body sent one byte a
-// second, for as long as the client stays; started is closed when it sent
-// a first byte.
-func dripServer(t *testing.T) (srv *httptest.Server, started <-chan struct{}, active *atomic.Int32) {
-	first := make(chan struct{})
-	var once sync.Once
-	active = &atomic.Int32{}
-	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		active.Add(1)
-		defer active.Add(-1)
-		w.Header().Set("Content-Length", "1000000")
-		w.WriteHeader(http.StatusOK)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			if _, err := w.Write([]byte{0}); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-			once.Do(func() { close(first) })
-			select {
-			case <-r.Context().Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}))
+// dripServer serves an e2e.Drip on 127.0.0.1.
+func dripServer(t *testing.T) (*httptest.Server, *e2e.Drip) {
+	d := e2e.NewDrip()
+	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
-	return srv, first, active
+	return srv, d
 }
 
 // TestShutdownBounded: SIGTERM while a guest loops in a call (whose call
@@ -84,7 +58,7 @@ func dripServer(t *testing.T) (srv *httptest.Server, started <-chan struct{}, ac
 // plus daemon.ShutdownSlack.
 func TestShutdownBounded(t *testing.T) {
 	const shutdownTimeout = 2 * time.Second
-	drip, started, active := dripServer(t)
+	drip, dripper := dripServer(t)
 	h, spun := startSpinning(t,
 		"--shutdown-timeout", shutdownTimeout.String(),
 		"--artifacts-plain-http", strings.TrimPrefix(drip.URL, "http://"),
@@ -93,7 +67,7 @@ func TestShutdownBounded(t *testing.T) {
 	ref := "url: " + drip.URL + "/m.wasm\nsha256: " + hex.EncodeToString(sum[:]) + "\n"
 	require.NoError(t, os.WriteFile(filepath.Join(h.ModulesDir, "drip.ref"), []byte(ref), 0o644))
 	select {
-	case <-started:
+	case <-dripper.Started():
 	case <-time.After(time.Minute):
 		t.Fatal("the host did not fetch drip.ref")
 	}
@@ -105,7 +79,7 @@ func TestShutdownBounded(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Contains(t, h.Log(), `"@message":"stopped"`)
 	assert.Error(t, <-spun, "the spinning call was answered")
-	require.Eventually(t, func() bool { return active.Load() == 0 }, time.Minute, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return dripper.Active() == 0 }, time.Minute, 10*time.Millisecond,
 		"the fetch's connection outlived the daemon")
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,35 +11,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyhost/tinyhost/host/artifact"
+	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
 // dripping answers the requests whose "METHOD path" contains match with a
 // large body sent one byte a second, for as long as the client stays; the
-// others go on. active counts the answers being dripped.
-func dripping(match string, active *atomic.Int32) middleware {
+// others go on.
+func dripping(match string, d *e2e.Drip) middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !strings.Contains(r.Method+" "+r.URL.Path, match) {
 				next.ServeHTTP(w, r)
 				return
 			}
-			active.Add(1)
-			defer active.Add(-1)
-			w.Header().Set("Content-Length", "1000000")
-			w.WriteHeader(http.StatusOK)
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for {
-				if _, err := w.Write([]byte{0}); err != nil {
-					return
-				}
-				w.(http.Flusher).Flush()
-				select {
-				case <-r.Context().Done():
-					return
-				case <-tick.C:
-				}
-			}
+			d.ServeHTTP(w, r)
 		})
 	}
 }
@@ -67,8 +51,8 @@ func TestFetchTimeout(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var active atomic.Int32
-			reg := startRegistry(t, false, dripping(tc.match, &active))
+			d := e2e.NewDrip()
+			reg := startRegistry(t, false, dripping(tc.match, d))
 			pushed, err := newClient(t, reg.Options()).Push(ctx, reg.Ref("m/drip:1"), wasm, testDescriptor(), artifact.PushOptions{})
 			require.NoError(t, err)
 
@@ -78,7 +62,7 @@ func TestFetchTimeout(t *testing.T) {
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.Contains(t, err.Error(), "the fetch deadline of 1s passed")
 			t.Logf("%v", err)
-			require.Eventually(t, func() bool { return active.Load() == 0 }, time.Minute, 10*time.Millisecond,
+			require.Eventually(t, func() bool { return d.Active() == 0 }, time.Minute, 10*time.Millisecond,
 				"the fetch still holds its connection")
 		})
 	}
