@@ -302,6 +302,9 @@ func (s *suite) hostileStdoutLog(t *testing.T) {
 	m := s.mustLoad(t, "stdout", Limits{})
 	s.flood(t, m)
 	s.answersOK(t, m, "w")
+	// The guest wrote 2 MiB in two lines. A host logs them in pieces of at
+	// most abi.MaxLogSize, and may drop what is past its log rate (stderr
+	// comes second, so it may be dropped whole).
 	streams := func() map[string]int {
 		n := map[string]int{}
 		for _, l := range s.h.Logs("stdout") {
@@ -309,10 +312,7 @@ func (s *suite) hostileStdoutLog(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, "lines of the guest's stdout and stderr in the log", func() bool {
-		n := streams()
-		return n["stdout"] > 0 && n["stderr"] > 0
-	})
+	eventually(t, "lines of the guest's stdout in the log", func() bool { return streams()["stdout"] > 0 })
 	for _, l := range s.h.Logs("stdout") {
 		if len(l.Message) > abi.MaxLogSize {
 			t.Errorf("a %s line of %d bytes was logged; the limit is %d", l.Stream, len(l.Message), abi.MaxLogSize)
