@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,27 +22,9 @@ import (
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
-// logText collects what a logger writes, for tests that look for a line.
-type logText struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logText) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logText) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // textLogger is a logger whose lines (JSON) can be searched.
-func textLogger() (hclog.Logger, *logText) {
-	out := &logText{}
+func textLogger() (hclog.Logger, *e2e.LogBuffer) {
+	out := &e2e.LogBuffer{}
 	return hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: out, JSONFormat: true}), out
 }
 
