@@ -2,7 +2,6 @@ package host_test
 
 import (
 	"context"
-	"github.com/tinyhost/tinyhost/internal/e2e"
 	"io"
 	"os"
 	"os/exec"
@@ -14,10 +13,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
 // logSink keeps every line logged through a host, by module.
@@ -257,4 +258,44 @@ func fixture(t testing.TB, name string) []byte {
 	b, err := os.ReadFile(filepath.Join("testdata", name+".wasm"))
 	require.NoError(t, err)
 	return b
+}
+
+// collectDuringCall starts req, which must keep its guest busy until
+// cancelled, and runs a garbage collection while the guest runs: the
+// collection must end first (a guest that never left compiled code would
+// hold it, and every goroutine, forever). It runs during, if not nil,
+// while the guest is still busy, then cancels the call, which must end as
+// a timeout caused by the cancellation.
+func collectDuringCall(t *testing.T, h *host.Host, req host.Request, during func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Invoke(ctx, req)
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		info, _ := h.Module(req.Module)
+		return info.Pool.InUse == 1
+	}, 30*time.Second, time.Millisecond)
+	collected := make(chan struct{})
+	go func() {
+		// runtime.GC sweeps with a Gosched per span, and on one P each
+		// hands the busy guest a time slice: it takes a while, but it ends.
+		runtime.GC()
+		close(collected)
+	}()
+	select {
+	case <-collected:
+	case err := <-done:
+		t.Fatalf("the guest stopped before the collection ended: %v", err)
+	}
+	if during != nil {
+		during()
+	}
+	cancel()
+	err := <-done
+	assert.Equal(t, host.KindTimeout, kindOf(err), "%v", err)
+	assert.ErrorIs(t, err, context.Canceled)
 }

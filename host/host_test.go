@@ -640,34 +640,7 @@ func TestSpinDoesNotStopTheWorld(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "loop", host.LoadOptions{Limits: host.Limits{CallTimeout: 5 * time.Minute}})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	spun := make(chan error, 1)
-	go func() {
-		_, err := h.Invoke(ctx, host.Request{Module: "loop", Component: "spinner", Port: "spin"})
-		spun <- err
-	}()
-	require.Eventually(t, func() bool {
-		info, _ := h.Module("loop")
-		return info.Pool.InUse == 1
-	}, 30*time.Second, time.Millisecond)
-	collected := make(chan struct{})
-	go func() {
-		// runtime.GC sweeps with a Gosched per span, and on one P each
-		// hands the spinning guest a time slice: it takes a while, but it
-		// ends.
-		runtime.GC()
-		close(collected)
-	}()
-	select {
-	case <-collected:
-	case err := <-spun:
-		t.Fatalf("the guest stopped spinning before the collection ended: %v", err)
-	}
-	cancel()
-	err := <-spun
-	assert.Equal(t, host.KindTimeout, kindOf(err), "%v", err)
-	assert.ErrorIs(t, err, context.Canceled)
+	collectDuringCall(t, h, host.Request{Module: "loop", Component: "spinner", Port: "spin"}, nil)
 }
 
 // A module loaded under another name than its descriptor's answers under

@@ -105,32 +105,7 @@ func TestRecursionWithoutLoops(t *testing.T) {
 		_, err := h.Load(ctxT(t, time.Minute), fixture(t, "hostile"), host.LoadOptions{Name: "patient", Limits: host.Limits{CallTimeout: 5 * time.Minute}})
 		require.NoError(t, err)
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		done := make(chan error, 1)
-		go func() {
-			_, err := h.Invoke(ctx, host.Request{Module: "patient", Component: "h", Port: "recurse"})
-			done <- err
-		}()
-		require.Eventually(t, func() bool {
-			info, _ := h.Module("patient")
-			return info.Pool.InUse == 1
-		}, 30*time.Second, time.Millisecond)
-		collected := make(chan struct{})
-		go func() {
-			runtime.GC()
-			close(collected)
-		}()
-		select {
-		case <-collected:
-		case err := <-done:
-			t.Fatalf("the guest stopped before the collection ended: %v", err)
-		}
-		mustEcho(t, h)
-		cancel()
-		err = <-done
-		assert.Equal(t, host.KindTimeout, kindOf(err), "%v", err)
-		assert.ErrorIs(t, err, context.Canceled)
+		collectDuringCall(t, h, host.Request{Module: "patient", Component: "h", Port: "recurse"}, func() { mustEcho(t, h) })
 	})
 
 	t.Run("_settings", func(t *testing.T) {
