@@ -42,7 +42,7 @@ type Env struct {
 // Root is the repository's root directory.
 func Root() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 // Assets returns the directory holding kube-apiserver, etcd and kubectl.
