@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,7 +84,40 @@ func TestRegister(t *testing.T) {
 		})
 	}
 
-	t.Run("SIGTERM deletes the TinyHost and the Lease", func(t *testing.T) {
+	t.Run("the modules a host loads on its own are TinyModules provided by it", func(t *testing.T) {
+		hello := e2e.Wasm(t, "examples/hello")
+		e2e.CopyFile(t, hello, filepath.Join(h1.ModulesDir, "hello.wasm"))
+		e2e.LoadModule(t, client(t, h1.Addr), "loaded", hello, nil)
+		// What the operator loads is the operator's: its TinyHost entry,
+		// written before the load, says so.
+		var th v1alpha1.TinyHost
+		require.NoError(t, c.Get(ctx, crclient.ObjectKey{Name: "h1"}, &th))
+		th.Status.Modules = []v1alpha1.HostModule{{Name: "placed", Namespace: "apps", Phase: v1alpha1.PhaseLoading}}
+		require.NoError(t, c.Status().Update(ctx, &th))
+		e2e.LoadModule(t, client(t, h1.Addr), "placed", hello, nil)
+		// A TinyModule of the name that is not the host's is left alone.
+		require.NoError(t, c.Create(ctx, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "hosts", Name: "taken"},
+			Spec: v1alpha1.TinyModuleSpec{Image: "r/taken:v1"}}))
+		e2e.LoadModule(t, client(t, h1.Addr), "taken", hello, nil)
+
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			assert.Equal(ct, map[string]string{"hello": "h1", "loaded": "h1", "taken": ""}, provided(ctx, ct, c))
+		}, 30*time.Second, 50*time.Millisecond)
+		var m v1alpha1.TinyModule
+		require.NoError(t, c.Get(ctx, crclient.ObjectKey{Namespace: "hosts", Name: "hello"}, &m))
+		require.Len(t, m.OwnerReferences, 1)
+		assert.Equal(t, th.UID, m.OwnerReferences[0].UID, "the TinyModule goes with the TinyHost")
+		require.Eventually(t, func() bool {
+			return strings.Contains(h1.Log(), "module not published: TinyModule hosts/taken exists and is not this host's")
+		}, 10*time.Second, 50*time.Millisecond)
+
+		require.NoError(t, os.Remove(filepath.Join(h1.ModulesDir, "hello.wasm")))
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			assert.Equal(ct, map[string]string{"loaded": "h1", "taken": ""}, provided(ctx, ct, c))
+		}, 30*time.Second, 50*time.Millisecond, "the file deleted, its TinyModule goes")
+	})
+
+	t.Run("SIGTERM deletes the TinyHost, the Lease and the host's TinyModules", func(t *testing.T) {
 		h1.Signal(t, syscall.SIGTERM)
 		assert.Zero(t, h1.Wait(t, 30*time.Second))
 		err := c.Get(ctx, crclient.ObjectKey{Name: "h1"}, &v1alpha1.TinyHost{})
@@ -90,6 +125,7 @@ func TestRegister(t *testing.T) {
 		err = c.Get(ctx, crclient.ObjectKey{Namespace: "hosts", Name: "h1"}, &coordinationv1.Lease{})
 		assert.True(t, apierrors.IsNotFound(err), "Lease h1: %v", err)
 		assert.NoError(t, c.Get(ctx, crclient.ObjectKey{Name: "h2"}, &v1alpha1.TinyHost{}), "h2 stays")
+		assert.Equal(t, map[string]string{"taken": ""}, provided(ctx, t, c))
 	})
 
 	t.Run("an apiserver out of reach: the host serves, and says why it is not registered", func(t *testing.T) {
@@ -101,6 +137,18 @@ func TestRegister(t *testing.T) {
 			return strings.Contains(h.Log(), "cannot register the TinyHost; the host serves regardless")
 		}, 30*time.Second, 50*time.Millisecond, h.Log())
 	})
+}
+
+// provided lists the TinyModules of namespace hosts with their
+// spec.providedBy.
+func provided(ctx context.Context, t require.TestingT, c crclient.Client) map[string]string {
+	var list v1alpha1.TinyModuleList
+	require.NoError(t, c.List(ctx, &list, crclient.InNamespace("hosts")))
+	out := map[string]string{}
+	for _, m := range list.Items {
+		out[m.Name] = m.Spec.ProvidedBy
+	}
+	return out
 }
 
 // unreachableKubeconfig names an apiserver on a port nobody listens on.

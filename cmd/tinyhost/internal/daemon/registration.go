@@ -54,12 +54,13 @@ func newRegistration(cfg Config, listening string, log hclog.Logger) (*registrat
 	return &registration{r: r, log: log}, nil
 }
 
-// start registers the host, which serves.
-func (g *registration) start(_ *host.Host) {
+// start registers the host, which serves, and publishes the modules it
+// loads on its own.
+func (g *registration) start(h *host.Host) {
 	if g == nil {
 		return
 	}
-	g.r.Start()
+	g.r.Start(h)
 }
 
 // stop deletes the host's registration, once it has drained.

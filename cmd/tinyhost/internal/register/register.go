@@ -183,9 +183,13 @@ func New(o Options) (*Registrar, error) {
 func (r *Registrar) Namespace() string { return r.o.Namespace }
 
 // Start registers the host in the background: it applies the TinyHost
-// (retrying with backoff until it succeeds), then renews the Lease and
-// applies the TinyHost again every Resync.
-func (r *Registrar) Start() {
+// (retrying with backoff until it succeeds), then renews the Lease,
+// publishes the modules h loads on its own as TinyModules (when h is not
+// nil), and applies the TinyHost again every Resync.
+func (r *Registrar) Start(h Host) {
+	if h != nil {
+		r.parts = append(r.parts, func(ctx context.Context) { r.publish(ctx, h) })
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() {
@@ -269,6 +273,9 @@ func (r *Registrar) Stop(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
+	if err := r.deleteModules(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	uid := r.ownerRef().UID
 	th := &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: r.o.Name}}
 	if err := r.c.Delete(ctx, th, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
