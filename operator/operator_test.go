@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
-	"github.com/tinyhost/tinyhost/operator/internal/kubetest"
 )
 
 func TestSetup(t *testing.T) {

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
-	"github.com/tinyhost/tinyhost/operator/internal/kubetest"
 )
 
 // TestAPI runs the CRDs on a real kube-apiserver: what kubectl shows, what
@@ -130,7 +130,7 @@ func TestAPI(t *testing.T) {
 		assert.Regexp(t, `tinysystems\s+common-module-v1\s+True\s+1\.0\.0\s+10\.0\.12\.7:50051\s`, out)
 		out, err = env.Kubectl(ctx, "get", "tm", "-n", "tinysystems", "-o", "wide")
 		require.NoError(t, err)
-		assert.Equal(t, []string{"NAME", "READY", "VERSION", "ADDRESS", "AGE", "STATE", "REPLICAS", "AVAILABLE", "IMAGE"}, strings.Fields(firstLine(out)))
+		assert.Equal(t, []string{"NAME", "READY", "VERSION", "ADDRESS", "AGE", "STATE", "REPLICAS", "AVAILABLE", "IMAGE", "PROVIDED-BY"}, strings.Fields(firstLine(out)))
 
 		h := &v1alpha1.TinyHost{}
 		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Name: "edge-1"}, h))
@@ -181,6 +181,8 @@ func TestAPI(t *testing.T) {
 			{"a wire to a port without its module", `spec: {image: r/m:v1, wiring: [{from: c/p, to: c/p}]}`, "wiring.to must be module/component/port"},
 			{"a name that is not a module name", `metadata: {name: 9lives}
 spec: {image: r/m:v1}`, "metadata.name is the module's name on hosts"},
+			{"a provided module that names an image", `spec: {providedBy: h1, image: r/m:v1}`, "a module provided by a host names no artifact"},
+			{"a provided module with host mappings", `spec: {providedBy: h1, hostMappings: [{abi: 1, image: r/m:v1}]}`, "spec.image, spec.source and spec.hostMappings must be empty with spec.providedBy"},
 			{"a host address without a port", `spec: {address: host.example}`, "address must be host:port"},
 			{"a host with negative capacity", `spec: {address: "h:1", capacity: {modules: -1}}`, "spec.capacity.modules in body should be greater than or equal to 0"},
 		}
@@ -215,8 +217,32 @@ spec: {replicas: -1}
 			`spec: {image: r/m:v1, hostSelector: {matchExpressions: [{key: tier, operator: Exists}, {key: zone, operator: In, values: [a, b]}]}}`,
 			`spec: {image: r/m:v1, limits: {callTimeout: 1h30m, queueTimeout: 250ms}, wiring: [{from: split/out, to: other/sink/_settings}]}`,
 			`spec: {address: "[::1]:50051", unschedulable: true, capacity: {modules: 0, memory: 512Mi}}`,
+			`spec: {providedBy: h1}`,
 		} {
 			assert.NoError(t, create(ctx, env, y), y)
+		}
+	})
+
+	t.Run("spec.providedBy is immutable", func(t *testing.T) {
+		for _, tt := range []struct {
+			name   string
+			before string
+			change func(m *v1alpha1.TinyModule)
+		}{
+			{"another host", `spec: {providedBy: h1}`, func(m *v1alpha1.TinyModule) { m.Spec.ProvidedBy = "h2" }},
+			{"taken away", `spec: {providedBy: h1}`, func(m *v1alpha1.TinyModule) { m.Spec.ProvidedBy, m.Spec.Image = "", "r/m:v1" }},
+			{"set later", `spec: {image: r/m:v1}`, func(m *v1alpha1.TinyModule) { m.Spec.ProvidedBy, m.Spec.Image = "h1", "" }},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				name := "provided-" + strings.ReplaceAll(tt.name, " ", "-")
+				require.NoError(t, create(ctx, env, "metadata: {name: "+name+"}\n"+tt.before))
+				var m v1alpha1.TinyModule
+				require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, &m))
+				tt.change(&m)
+				err := env.Client.Update(ctx, &m)
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "spec.providedBy is immutable")
+			})
 		}
 	})
 }
