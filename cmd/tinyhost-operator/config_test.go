@@ -34,13 +34,15 @@ func TestParseConfig(t *testing.T) {
 			name: "flags, and the environment for flags not given",
 			args: []string{"--leader-elect=false", "--probe-timeout=3s"},
 			environ: []string{"TINYHOST_OPERATOR_PROBE_TIMEOUT=9s", "TINYHOST_OPERATOR_METRICS_BIND_ADDRESS=:8443",
-				"TINYHOST_OPERATOR_PLAIN_HTTP=127.0.0.1:5000,registry.local", "TINYHOST_OPERATOR_FAILURE_THRESHOLD=5", "OTHER=x"},
+				"TINYHOST_OPERATOR_PLAIN_HTTP=127.0.0.1:5000,registry.local", "TINYHOST_OPERATOR_FAILURE_THRESHOLD=5", "OTHER=x",
+				"TINYHOST_OPERATOR_HOST_LEASE_NAMESPACE=hosts"},
 			check: func(t *testing.T, c config) {
 				assert.False(t, c.LeaderElect)
 				assert.Equal(t, 3*time.Second, c.Operator.ProbeTimeout)
 				assert.Equal(t, 5, c.Operator.FailureThreshold)
 				assert.Equal(t, []string{"127.0.0.1:5000", "registry.local"}, c.Operator.PlainHTTP)
 				assert.Equal(t, ":8443", c.MetricsAddr)
+				assert.Equal(t, "hosts", c.Operator.HostLeaseNamespace)
 			},
 		},
 		{

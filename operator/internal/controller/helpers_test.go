@@ -95,7 +95,7 @@ func (b *bed) start(t testing.TB) {
 	}
 	b.opts = Options{
 		ProbeInterval: time.Second, ProbeTimeout: time.Second, FailureThreshold: 3,
-		Resync: 30 * time.Second, Loader: loader, DialOptions: b.dial,
+		Resync: 30 * time.Second, Loader: loader, DialOptions: b.dial, LeaseNamespace: "default",
 	}
 	b.mgr = testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, b.opts) })
 }
@@ -229,6 +229,17 @@ func readyOn(m *v1alpha1.TinyModule) []string {
 		}
 	}
 	return hs
+}
+
+// readyAddr is the address of the module's first Ready placement: where a
+// test outside the cluster calls it (status.address names its Service).
+func readyAddr(m *v1alpha1.TinyModule) string {
+	for _, p := range m.Status.Placements {
+		if p.Phase == v1alpha1.PhaseReady {
+			return p.Address
+		}
+	}
+	return ""
 }
 
 // loadedOn returns the names of the hosts that have the module loaded, per
