@@ -160,21 +160,7 @@ func hostLoss(b *testing.B, registered bool) {
 		b.StopTimer()
 		// A fresh host each round, so that every round loses one.
 		start(fmt.Sprintf("spare-%d", i))
-		// The host that runs the most modules is lost.
-		perHost := map[string][]string{}
-		for _, name := range names {
-			m := bd.module(b, "default", name)
-			for _, on := range readyOn(m) {
-				perHost[on] = append(perHost[on], name)
-			}
-		}
-		var victim string
-		for name, ms := range perHost {
-			if victim == "" || len(ms) > len(perHost[victim]) {
-				victim = name
-			}
-		}
-		lost := perHost[victim]
+		victim, lost := bd.busiest(b, names)
 		b.StartTimer()
 
 		bd.hosts[victim].Signal(b, syscall.SIGSTOP)
@@ -208,4 +194,21 @@ func hostLoss(b *testing.B, registered bool) {
 	b.ReportMetric(notReady.Seconds()/float64(b.N), "s/notready")
 	b.ReportMetric(elsewhere.Seconds()/float64(b.N), "s/ready-elsewhere")
 	b.ReportMetric(float64(moved)/float64(b.N), "modules-moved")
+}
+
+// busiest is the host that runs the most of the modules, and those.
+func (bd *bed) busiest(b *testing.B, names []string) (string, []string) {
+	perHost := map[string][]string{}
+	for _, name := range names {
+		for _, on := range readyOn(bd.module(b, "default", name)) {
+			perHost[on] = append(perHost[on], name)
+		}
+	}
+	var victim string
+	for name, ms := range perHost {
+		if victim == "" || len(ms) > len(perHost[victim]) {
+			victim = name
+		}
+	}
+	return victim, perHost[victim]
 }
