@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	hostclient "github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
 
@@ -36,9 +36,10 @@ type Options struct {
 	Resync time.Duration
 	// Loader loads modules onto hosts.
 	Loader Loader
-	// DialOptions are added to those of every host connection (after
-	// insecure transport credentials, which a TLS option replaces).
-	DialOptions []grpc.DialOption
+	// Host says how hosts are reached (TLS, token), resolved once
+	// (hostclient.Options.Resolve) so that no connection reads a file. Every
+	// connection adds its own backoff and message size.
+	Host hostclient.Options
 }
 
 // indexName indexes TinyModules by name, across namespaces.
