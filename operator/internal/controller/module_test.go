@@ -39,7 +39,7 @@ func TestModuleLifecycle(t *testing.T) {
 		h := b.hosts[p.Host]
 		assert.Equal(t, v1alpha1.PhaseReady, p.Phase)
 		assert.Equal(t, h.Addr, p.Address)
-		assert.Equal(t, h.Addr, m.Status.Address)
+		assert.Equal(t, "hello.default.svc:50051", m.Status.Address, "the Service's address")
 		assert.Equal(t, b.hello.Ref, p.Artifact)
 		assert.Equal(t, b.hello.Digest, p.Digest)
 		assert.Equal(t, "0.1.0", m.Status.Version)
@@ -77,8 +77,8 @@ func TestModuleLifecycle(t *testing.T) {
 		assert.NotEmpty(t, b.events(t, "default", "hello", reasonPlaced))
 	})
 
-	t.Run("a call through the published address", func(t *testing.T) {
-		out, err := invoke(ctx, t, m.Status.Address, "hello", "greeter", `{"name":"Ada"}`)
+	t.Run("a call through a ready placement's address", func(t *testing.T) {
+		out, err := invoke(ctx, t, readyAddr(m), "hello", "greeter", `{"name":"Ada"}`)
 		require.NoError(t, err)
 		assert.JSONEq(t, `{"greeting":"Hello, Ada!"}`, out)
 	})

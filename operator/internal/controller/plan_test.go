@@ -42,6 +42,8 @@ func TestPlanHost(t *testing.T) {
 	refused := mod("r", "ns", v1alpha1.PhaseFailed, "h")
 	reconfigured := mod("a", "ns", v1alpha1.PhaseReady, "h")
 	reconfigured.Spec.Config = &runtime.RawExtension{Raw: []byte(`{"x":1}`)}
+	provided := mod("p", "ns", v1alpha1.PhaseReady, "h")
+	provided.Spec = v1alpha1.TinyModuleSpec{ProvidedBy: "h"}
 	moved := mod("a", "ns", v1alpha1.PhaseReady, "h")
 	moved.Status.Placements[0].Artifact = "registry.test/m:old"
 
@@ -80,7 +82,15 @@ func TestPlanHost(t *testing.T) {
 			prior: []v1alpha1.HostModule{entry(deleted, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("d", "sha256:1")},
 			unloads: []string{"d"}, phases: map[string]v1alpha1.Phase{"d": v1alpha1.PhaseUnloading}},
 		{name: "placed elsewhere now: unload", mods: []v1alpha1.TinyModule{elsewhere},
+			prior:  []v1alpha1.HostModule{entry(elsewhere, v1alpha1.PhaseReady, "sha256:1")},
 			actual: []*hostv1.Module{loaded("e", "sha256:1")}, unloads: []string{"e"}},
+		{name: "a module of a TinyModule's name the host loaded on its own: left alone", mods: []v1alpha1.TinyModule{elsewhere},
+			actual: []*hostv1.Module{loaded("e", "sha256:1")},
+			phases: map[string]v1alpha1.Phase{"e": v1alpha1.PhaseUnmanaged}},
+		{name: "a module the host provides: its own, never loaded nor unloaded", mods: []v1alpha1.TinyModule{provided},
+			prior:  []v1alpha1.HostModule{{Name: "p", Phase: v1alpha1.PhaseUnmanaged, Digest: "sha256:1"}},
+			actual: []*hostv1.Module{loaded("p", "sha256:1")},
+			phases: map[string]v1alpha1.Phase{"p": v1alpha1.PhaseUnmanaged}},
 		{name: "its TinyModule is gone, the entry says it was ours: unload",
 			prior:  []v1alpha1.HostModule{{Name: "x", Namespace: "ns", Phase: v1alpha1.PhaseReady}},
 			actual: []*hostv1.Module{loaded("x", "sha256:1")}, unloads: []string{"x"}},
