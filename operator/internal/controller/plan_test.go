@@ -18,31 +18,38 @@ import (
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
 )
 
+// planned is a module with placements in phase on the hosts named on.
+func planned(name, ns string, phase v1alpha1.Phase, on ...string) v1alpha1.TinyModule {
+	m := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.TinyModuleSpec{Image: testImage}}
+	for _, h := range on {
+		m.Status.Placements = append(m.Status.Placements, v1alpha1.Placement{Host: h, Artifact: testImage, Phase: phase})
+	}
+	return m
+}
+
+func testHash(m v1alpha1.TinyModule) string {
+	return specHash(&m, placement.Artifact{Image: testImage})
+}
+
+func loaded(name, digest string) *hostv1.Module { return &hostv1.Module{Name: name, Digest: digest} }
+
+// entry is the host's status entry of m.
+func entry(m v1alpha1.TinyModule, phase v1alpha1.Phase, digest string) v1alpha1.HostModule {
+	return v1alpha1.HostModule{Name: m.Name, Namespace: m.Namespace, Phase: phase, Artifact: testImage, Digest: digest, SpecHash: testHash(m)}
+}
+
 // TestPlanHost: what the host sync does on one host, from the placements,
 // the host's status entries and ListModules.
 func TestPlanHost(t *testing.T) {
-	const image = "registry.test/m:v1"
-	mod := func(name, ns string, phase v1alpha1.Phase, on ...string) v1alpha1.TinyModule {
-		m := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.TinyModuleSpec{Image: image}}
-		for _, h := range on {
-			m.Status.Placements = append(m.Status.Placements, v1alpha1.Placement{Host: h, Artifact: image, Phase: phase})
-		}
-		return m
-	}
-	hash := func(m v1alpha1.TinyModule) string { return specHash(&m, placement.Artifact{Image: image}) }
-	loaded := func(name, digest string) *hostv1.Module { return &hostv1.Module{Name: name, Digest: digest} }
-	entry := func(m v1alpha1.TinyModule, phase v1alpha1.Phase, digest string) v1alpha1.HostModule {
-		return v1alpha1.HostModule{Name: m.Name, Namespace: m.Namespace, Phase: phase, Artifact: image, Digest: digest, SpecHash: hash(m)}
-	}
-	a := mod("a", "ns", v1alpha1.PhasePending, "h")
-	deleted := mod("d", "ns", v1alpha1.PhaseReady, "h")
+	a := planned("a", "ns", v1alpha1.PhasePending, "h")
+	deleted := planned("d", "ns", v1alpha1.PhaseReady, "h")
 	now := metav1.Now()
 	deleted.DeletionTimestamp = &now
-	elsewhere := mod("e", "ns", v1alpha1.PhaseReady, "other")
-	refused := mod("r", "ns", v1alpha1.PhaseFailed, "h")
-	reconfigured := mod("a", "ns", v1alpha1.PhaseReady, "h")
+	elsewhere := planned("e", "ns", v1alpha1.PhaseReady, "other")
+	refused := planned("r", "ns", v1alpha1.PhaseFailed, "h")
+	reconfigured := planned("a", "ns", v1alpha1.PhaseReady, "h")
 	reconfigured.Spec.Config = &runtime.RawExtension{Raw: []byte(`{"x":1}`)}
-	moved := mod("a", "ns", v1alpha1.PhaseReady, "h")
+	moved := planned("a", "ns", v1alpha1.PhaseReady, "h")
 	moved.Status.Placements[0].Artifact = "registry.test/m:old"
 
 	tests := []struct {
@@ -88,7 +95,7 @@ func TestPlanHost(t *testing.T) {
 			actual: []*hostv1.Module{loaded("local", "sha256:1")},
 			phases: map[string]v1alpha1.Phase{"local": v1alpha1.PhaseUnmanaged}},
 		{name: "an entry of another namespace's module of that name is not this one's", mods: []v1alpha1.TinyModule{a},
-			prior:  []v1alpha1.HostModule{{Name: "a", Namespace: "other", Phase: v1alpha1.PhaseReady, SpecHash: hash(a), Digest: "sha256:1"}},
+			prior:  []v1alpha1.HostModule{{Name: "a", Namespace: "other", Phase: v1alpha1.PhaseReady, SpecHash: testHash(a), Digest: "sha256:1"}},
 			actual: []*hostv1.Module{loaded("a", "sha256:1")}, loads: []string{"a"}},
 	}
 	for _, tt := range tests {
@@ -99,7 +106,7 @@ func TestPlanHost(t *testing.T) {
 			var loads []string
 			for _, j := range p.loads {
 				loads = append(loads, j.entry.Name)
-				assert.Equal(t, hash(*j.mod), j.hash)
+				assert.Equal(t, testHash(*j.mod), j.hash)
 				assert.Equal(t, j.mod.Name, j.req.Header.GetName())
 			}
 			assert.Equal(t, tt.loads, loads, "loads")
