@@ -148,10 +148,9 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 	path := args[0]
 	var wasm []byte
 	header := &hostv1.LoadHeader{}
-	if src, ok, err := loadSource(path, c.o.sha256); err != nil {
+	if ok, err := loadSource(path, c.o.sha256); err != nil {
 		return err
 	} else if ok {
-		_ = src
 		header.Source, header.Digest = path, c.o.sha256
 	} else {
 		if c.o.sha256 != "" {
