@@ -25,22 +25,24 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, "0", c.MetricsAddr)
 				assert.True(t, c.MetricsSecure)
 				assert.Equal(t, ":8081", c.ProbeAddr)
-				assert.False(t, c.LeaderElect)
+				assert.True(t, c.LeaderElect, "leader election is on by default")
 				assert.Zero(t, c.Operator.ProbeTimeout)
 				assert.Zero(t, c.Operator.FailureThreshold)
 			},
 		},
 		{
 			name: "flags, and the environment for flags not given",
-			args: []string{"--leader-elect", "--probe-timeout=3s"},
+			args: []string{"--leader-elect=false", "--probe-timeout=3s"},
 			environ: []string{"TINYHOST_OPERATOR_PROBE_TIMEOUT=9s", "TINYHOST_OPERATOR_METRICS_BIND_ADDRESS=:8443",
-				"TINYHOST_OPERATOR_PLAIN_HTTP=127.0.0.1:5000,registry.local", "TINYHOST_OPERATOR_FAILURE_THRESHOLD=5", "OTHER=x"},
+				"TINYHOST_OPERATOR_PLAIN_HTTP=127.0.0.1:5000,registry.local", "TINYHOST_OPERATOR_FAILURE_THRESHOLD=5", "OTHER=x",
+				"TINYHOST_OPERATOR_HOST_LEASE_NAMESPACE=hosts"},
 			check: func(t *testing.T, c config) {
-				assert.True(t, c.LeaderElect)
+				assert.False(t, c.LeaderElect)
 				assert.Equal(t, 3*time.Second, c.Operator.ProbeTimeout)
 				assert.Equal(t, 5, c.Operator.FailureThreshold)
 				assert.Equal(t, []string{"127.0.0.1:5000", "registry.local"}, c.Operator.PlainHTTP)
 				assert.Equal(t, ":8443", c.MetricsAddr)
+				assert.Equal(t, "hosts", c.Operator.HostLeaseNamespace)
 			},
 		},
 		{

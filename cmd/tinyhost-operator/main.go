@@ -63,7 +63,7 @@ func run(cfg config) error {
 		HealthProbeBindAddress:        cfg.ProbeAddr,
 		LeaderElection:                cfg.LeaderElect,
 		LeaderElectionID:              "tinyhost-operator.operator.tinysystems.io",
-		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
+		LeaderElectionNamespace:       leaderElectionNamespace(cfg.LeaderElectionNamespace),
 		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {

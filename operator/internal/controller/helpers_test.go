@@ -21,8 +21,8 @@ import (
 
 	"github.com/tinyhost/tinyhost/host/artifact"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
-	"github.com/tinyhost/tinyhost/operator/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/internal/testbed"
 )
 
@@ -96,7 +96,7 @@ func (b *bed) start(t testing.TB) {
 	}
 	b.opts = Options{
 		ProbeInterval: time.Second, ProbeTimeout: time.Second, FailureThreshold: 3,
-		Resync: 30 * time.Second, Loader: loader, DialOptions: b.dial,
+		Resync: 30 * time.Second, Loader: loader, DialOptions: b.dial, LeaseNamespace: "default",
 	}
 	b.mgr = testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, b.opts) })
 }
@@ -230,6 +230,17 @@ func readyOn(m *v1alpha1.TinyModule) []string {
 		}
 	}
 	return hs
+}
+
+// readyAddr is the address of the module's first Ready placement: where a
+// test outside the cluster calls it (status.address names its Service).
+func readyAddr(m *v1alpha1.TinyModule) string {
+	for _, p := range m.Status.Placements {
+		if p.Phase == v1alpha1.PhaseReady {
+			return p.Address
+		}
+	}
+	return ""
 }
 
 // loadedOn returns the names of the hosts that have the module loaded, per

@@ -54,6 +54,7 @@ type hostSync struct {
 	descs  *descriptors
 	loader Loader
 	events recorder.EventRecorder
+	leases *hostLeases
 }
 
 // job is one load for one host.
@@ -101,6 +102,9 @@ func (r *hostSync) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 			return requeueOnConflict(werr)
 		}
 		return ctrl.Result{}, reconcile.TerminalError(err)
+	}
+	if expired, err := r.leaseExpired(ctx, &h, st); expired || err != nil {
+		return requeueOnConflict(err)
 	}
 	p := c.state()
 	if !p.Done {
@@ -279,13 +283,11 @@ func planHost(h *v1alpha1.TinyHost, mods []v1alpha1.TinyModule, actual []*hostv1
 	for _, m := range actual {
 		loaded[m.GetName()] = m
 	}
-	known := map[string]bool{} // names of TinyModules: the operator's to unload
 	plan := hostPlan{entries: map[string]*v1alpha1.HostModule{}, loaded: loaded}
 	for i := range mods {
-		known[mods[i].Name] = true
 		plan.place(h.Name, &mods[i], prior)
 	}
-	plan.rest(prior, known)
+	plan.rest(prior)
 	slices.Sort(plan.unloads)
 	return plan
 }
@@ -294,7 +296,8 @@ func planHost(h *v1alpha1.TinyHost, mods []v1alpha1.TinyModule, actual []*hostv1
 // entries, prior: its entry, and a load unless it is loaded as asked or was
 // refused for this spec.
 func (plan *hostPlan) place(host string, m *v1alpha1.TinyModule, prior map[string]v1alpha1.HostModule) {
-	if !m.DeletionTimestamp.IsZero() {
+	// A module a host provides is the host's own, never the operator's.
+	if !m.DeletionTimestamp.IsZero() || m.Spec.ProvidedBy != "" {
 		return
 	}
 	var pl *v1alpha1.Placement
@@ -347,15 +350,16 @@ func (plan *hostPlan) place(host string, m *v1alpha1.TinyModule, prior map[strin
 }
 
 // rest plans what the host has loaded that nothing places there: the
-// operator's (a TinyModule of that name, known, or an entry naming a
-// namespace) is unloaded, the rest is the host's own and left alone.
-func (plan *hostPlan) rest(prior map[string]v1alpha1.HostModule, known map[string]bool) {
+// operator's (its entry names a namespace: the operator writes the entry
+// before it loads) is unloaded; the rest is the host's own and left alone,
+// even when a TinyModule has its name (a clash the module status reports).
+func (plan *hostPlan) rest(prior map[string]v1alpha1.HostModule) {
 	for name, a := range plan.loaded {
 		if plan.entries[name] != nil {
 			continue
 		}
 		pr, had := prior[name]
-		if known[name] || (had && pr.Namespace != "") {
+		if had && pr.Namespace != "" {
 			e := &v1alpha1.HostModule{Name: name, Namespace: pr.Namespace, Phase: v1alpha1.PhaseUnloading, Artifact: pr.Artifact, SpecHash: pr.SpecHash}
 			fillActual(e, a)
 			plan.entries[name] = e

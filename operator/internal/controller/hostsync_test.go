@@ -160,7 +160,7 @@ func syncHostLost(t *testing.T, b *bed) {
 		notReady.Round(10*time.Millisecond), elsewhere.Round(10*time.Millisecond))
 	b.ready(t, "default", "utils", time.Minute)
 	m = b.module(t, "default", "greet")
-	out, err := invoke(ctx, t, m.Status.Address, "greet", "greeter", `{"name":"Ada"}`)
+	out, err := invoke(ctx, t, readyAddr(m), "greet", "greeter", `{"name":"Ada"}`)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"greeting":"Hello, Ada!"}`, out)
 

@@ -33,7 +33,7 @@ func TestModuleLifecycle(t *testing.T) {
 	m := b.ready(t, "default", "hello", time.Minute)
 
 	t.Run("status from the host", func(t *testing.T) { lifecycleStatus(t, b, m) })
-	t.Run("a call through the published address", func(t *testing.T) { lifecycleCall(t, b, m) })
+	t.Run("a call through a ready placement's address", func(t *testing.T) { lifecycleCall(t, b, m) })
 	t.Run("kubectl wait", func(t *testing.T) { lifecycleWait(t, b, m) })
 	t.Run("scale to every host", func(t *testing.T) { lifecycleScaleUp(t, b, m) })
 	t.Run("configuration change reloads", func(t *testing.T) { lifecycleReconfigure(t, b, m) })
@@ -48,7 +48,7 @@ func lifecycleStatus(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
 	h := b.hosts[p.Host]
 	assert.Equal(t, v1alpha1.PhaseReady, p.Phase)
 	assert.Equal(t, h.Addr, p.Address)
-	assert.Equal(t, h.Addr, m.Status.Address)
+	assert.Equal(t, "hello.default.svc:50051", m.Status.Address, "the Service's address")
 	assert.Equal(t, b.hello.Ref, p.Artifact)
 	assert.Equal(t, b.hello.Digest, p.Digest)
 	assert.Equal(t, "0.1.0", m.Status.Version)
@@ -88,7 +88,7 @@ func lifecycleStatus(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
 
 func lifecycleCall(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
 	ctx := ctxT(t, 2*time.Minute)
-	out, err := invoke(ctx, t, m.Status.Address, "hello", "greeter", `{"name":"Ada"}`)
+	out, err := invoke(ctx, t, readyAddr(m), "hello", "greeter", `{"name":"Ada"}`)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"greeting":"Hello, Ada!"}`, out)
 }

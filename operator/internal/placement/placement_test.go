@@ -96,6 +96,13 @@ var placeTests = []struct {
 		reason: "1/2 hosts available: 1 where its load failed",
 	},
 	{
+		name:   "a host running a module of the name of its own gets no replica, even the current one",
+		module: func() Module { m := module(1, "a"); m.Taken = []string{"a"}; return m }(),
+		hosts:  []Host{host("a", 0), host("b", 5)},
+		want:   []Assignment{{"b", image}},
+		reason: "1/2 hosts available: 1 running a module of that name of their own",
+	},
+	{
 		name:     "load failed everywhere",
 		module:   avoiding(module(2), "a", "b"),
 		hosts:    []Host{host("a", 0), host("b", 0), notReadyHost("c")},

@@ -124,6 +124,10 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		}
 		defer metricsLis.Close()
 	}
+	member, err := newRegistration(cfg, lis.Addr().String(), log.Named("register"))
+	if err != nil {
+		return err
+	}
 
 	// An empty list means the host's defaults (not "none"): the flag's
 	// zero value must not strip every module of its capabilities.
@@ -209,6 +213,7 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(lis) }()
+	member.start(h)
 	var metricsSrv *http.Server
 	if metricsLis != nil {
 		mux := http.NewServeMux()
@@ -242,6 +247,7 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 	if err := h.Close(sctx); err != nil && runErr == nil {
 		log.Warn("closing the host", "error", err)
 	}
+	member.stop(ctx)
 	log.Info("stopped")
 	return runErr
 }
