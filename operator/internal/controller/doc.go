@@ -21,6 +21,14 @@
 //   - services (service.go) writes each TinyModule's Service and
 //     EndpointSlices, from its Ready placements.
 //
-// They talk only through the API: TinyModule placements are the hosts'
-// desired sets, TinyHost status entries are what the hosts run.
+// The controllers decide only from the API: TinyModule placements are the hosts'
+// desired sets, TinyHost status entries are what the hosts run. Besides,
+// they share one cache in memory, descriptors (shared.go): the version and
+// components each host reported for a wasm digest, which the host sync
+// fills from LoadModule and ListModules and modules reads to publish a
+// module's version and components, so that TinyHost status need not carry
+// every component of every module. A digest names bytes, so an entry never
+// goes stale; an operator restarted with an empty cache keeps the
+// components published before, and the version of the host's status
+// entry, until its host sync has listed that host's modules.
 package controller
