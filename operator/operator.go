@@ -23,7 +23,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"google.golang.org/grpc"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -31,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/tinyhost/tinyhost/host/artifact"
+	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 	"github.com/tinyhost/tinyhost/operator/internal/controller"
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
@@ -91,10 +91,10 @@ type Options struct {
 	// watches Leases there only. A host with a Lease there is NotReady
 	// the moment it expires. Default DefaultHostLeaseNamespace.
 	HostLeaseNamespace string
-	// DialOptions are added to the options of every host connection, e.g.
-	// transport credentials for hosts that serve TLS, or per-RPC
-	// credentials for hosts that want a bearer token. Default: plain text.
-	DialOptions []grpc.DialOption
+	// Host says how the operator reaches hosts: TLS files or
+	// configuration, a bearer token or its file (read once, by Setup).
+	// Default: plain text, no token.
+	Host client.Options
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -134,6 +134,9 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
+	if o.Host, err = o.Host.Resolve(); err != nil {
+		return fmt.Errorf("operator: hosts: %w", err)
+	}
 	gvk := v1alpha1.GroupVersion.WithKind("TinyModule")
 	if !mgr.GetScheme().Recognizes(gvk) {
 		return fmt.Errorf("operator: the manager's scheme does not know %s: add v1alpha1.AddToScheme", gvk)
@@ -171,7 +174,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		SpreadLabel:      o.SpreadLabel,
 		Resync:           o.ResyncPeriod,
 		Loader:           loader,
-		DialOptions:      o.DialOptions,
+		Host:             o.Host,
 		LeaseNamespace:   o.HostLeaseNamespace,
 	})
 }

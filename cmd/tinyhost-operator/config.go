@@ -44,7 +44,7 @@ type config struct {
 	Operator                operator.Options
 	Zap                     zap.Options
 
-	// How the operator reaches hosts; see hostDialOptions.
+	// How the operator reaches hosts; see hostOptions.
 	HostTLS       bool
 	HostTLSCA     string
 	HostTLSCert   string

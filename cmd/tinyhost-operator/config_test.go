@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -70,7 +69,7 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-func TestHostDialOptions(t *testing.T) {
+func TestHostOptions(t *testing.T) {
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
@@ -81,12 +80,13 @@ func TestHostDialOptions(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     config
-		n       int
+		tls     bool
+		token   string
 		wantErr string
 	}{
-		{name: "plain text by default", n: 0},
-		{name: "a token", cfg: config{HostTokenFile: token}, n: 1},
-		{name: "TLS against the system roots, and a token", cfg: config{HostTLS: true, HostTokenFile: token}, n: 2},
+		{name: "plain text by default"},
+		{name: "a token", cfg: config{HostTokenFile: token}, token: "s3cret"},
+		{name: "TLS against the system roots, and a token", cfg: config{HostTLS: true, HostTokenFile: token}, tls: true, token: "s3cret"},
 		{name: "a missing token file", cfg: config{HostTokenFile: filepath.Join(dir, "nope")}, wantErr: "--host-token-file"},
 		{name: "an empty token file", cfg: config{HostTokenFile: empty}, wantErr: "is empty"},
 		{name: "a CA file without a certificate", cfg: config{HostTLSCA: notPEM}, wantErr: "no PEM certificate"},
@@ -94,17 +94,15 @@ func TestHostDialOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts, err := hostDialOptions(tt.cfg)
+			opts, err := hostOptions(tt.cfg)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
 				return
 			}
 			require.NoError(t, err)
-			assert.Len(t, opts, tt.n)
+			assert.Equal(t, tt.tls, opts.TLSConfig != nil)
+			assert.Equal(t, tt.token, opts.Token)
 		})
 	}
-	md, err := bearer("s3cret").GetRequestMetadata(context.Background())
-	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"authorization": "Bearer s3cret"}, md)
 }

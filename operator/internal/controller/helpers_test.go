@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tinyhost/tinyhost/host/artifact"
+	hostclient "github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
@@ -47,8 +47,8 @@ type bedOptions struct {
 	// fetch: the operator fetches artifacts and streams them (FetchLoader)
 	// instead of the hosts fetching them (SourceLoader).
 	fetch bool
-	// dial are the operator's options for host connections.
-	dial []grpc.DialOption
+	// hostOptions are the operator's options for host connections.
+	hostOptions hostclient.Options
 }
 
 // hostSpec is a host to start: its name, labels and more daemon flags.
@@ -96,7 +96,7 @@ func (b *bed) start(t testing.TB) {
 	}
 	b.opts = Options{
 		ProbeInterval: time.Second, ProbeTimeout: time.Second, FailureThreshold: 3,
-		Resync: 30 * time.Second, Loader: loader, DialOptions: b.dial, LeaseNamespace: "default",
+		Resync: 30 * time.Second, Loader: loader, Host: b.hostOptions, LeaseNamespace: "default",
 	}
 	b.mgr = testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, b.opts) })
 }

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
@@ -150,13 +149,13 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 		return ctrl.Result{}, err
 	}
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
-	list, err := c.client.ListModules(lctx, &hostv1.ListModulesRequest{})
+	list, err := c.client.List(lctx)
 	cancel()
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("host %s: list modules: %w", h.Name, err)
 	}
-	r.descs.add(list.GetModules()...)
-	plan := planHost(h, mods.Items, list.GetModules())
+	r.descs.add(list...)
+	plan := planHost(h, mods.Items, list)
 
 	if len(plan.loads)+len(plan.unloads) > 0 {
 		// Written first, and against the version of the object read: a
@@ -202,9 +201,9 @@ func (r *hostSync) drain(ctx context.Context, h *v1alpha1.TinyHost) (ctrl.Result
 				continue
 			}
 			uctx, cancel := context.WithTimeout(ctx, unloadTimeout)
-			_, err := c.client.UnloadModule(uctx, &hostv1.UnloadModuleRequest{Name: e.Name})
+			err := c.client.Unload(uctx, e.Name)
 			cancel()
-			if err != nil && status.Code(err) != codes.NotFound {
+			if err != nil && !errors.Is(err, api.ErrNotFound) {
 				log.Info("draining: unload failed, leaving the module", "module", e.Name, "error", err.Error())
 			}
 		}
@@ -259,9 +258,9 @@ func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 	wg.Wait()
 	for _, name := range plan.unloads {
 		uctx, cancel := context.WithTimeout(ctx, unloadTimeout)
-		_, err := c.client.UnloadModule(uctx, &hostv1.UnloadModuleRequest{Name: name})
+		err := c.client.Unload(uctx, name)
 		cancel()
-		if err == nil || status.Code(err) == codes.NotFound {
+		if err == nil || errors.Is(err, api.ErrNotFound) {
 			delete(plan.entries, name)
 			delete(plan.loaded, name)
 			log.V(1).Info("module unloaded", "module", name)
@@ -345,7 +344,7 @@ func (plan *hostPlan) place(host string, m *v1alpha1.TinyModule, prior map[strin
 		if pr.SpecHash != hash {
 			e.Message = ""
 		}
-		plan.loads = append(plan.loads, job{mod: m, req: LoadRequest{Artifact: art, Header: loadHeader(m)}, hash: hash, entry: e})
+		plan.loads = append(plan.loads, job{mod: m, req: LoadRequest{Artifact: art, Module: loadModule(m)}, hash: hash, entry: e})
 	}
 }
 

@@ -14,12 +14,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	hostclient "github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
@@ -229,7 +229,7 @@ func loadedAt(ctx context.Context, t *testing.T, h *testbed.Host) map[string]int
 func TestHostToken(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600))
-	b := newBedWith(t, bedOptions{dial: []grpc.DialOption{grpc.WithPerRPCCredentials(bearer("s3cret"))}},
+	b := newBedWith(t, bedOptions{hostOptions: hostclient.Options{Token: "s3cret"}},
 		hostSpec{name: "locked", args: []string{"--token-file", tokenFile}})
 	ctx := ctxT(t, 2*time.Minute)
 
@@ -239,11 +239,3 @@ func TestHostToken(t *testing.T) {
 	_, err := b.hosts["locked"].Loaded(ctx)
 	assert.Equal(t, codes.Unauthenticated, status.Code(err), "a client without the token")
 }
-
-type bearer string
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
-}
-
-func (bearer) RequireTransportSecurity() bool { return false }

@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
@@ -128,7 +128,7 @@ func TestPlanHost(t *testing.T) {
 			for _, j := range p.loads {
 				loads = append(loads, j.entry.Name)
 				assert.Equal(t, testHash(*j.mod), j.hash)
-				assert.Equal(t, j.mod.Name, j.req.Header.GetName())
+				assert.Equal(t, j.mod.Name, j.req.Module.Name)
 			}
 			assert.Equal(t, tt.loads, loads, "loads")
 			assert.Equal(t, tt.unloads, p.unloads, "unloads")
@@ -169,23 +169,22 @@ func TestSpecHash(t *testing.T) {
 
 func TestPermanent(t *testing.T) {
 	withReason := func(c codes.Code, reason string) error {
-		s, _ := status.New(c, "x").WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: "tinyhost.host.v1"})
-		return fmt.Errorf("load: %w", s.Err())
+		return fmt.Errorf("load: %w", api.NewStatus(c, reason, nil, "x").Err())
 	}
 	tests := []struct {
 		err  error
 		want bool
 	}{
-		{withReason(codes.InvalidArgument, "ABI_VERSION"), true},
-		{withReason(codes.InvalidArgument, "NOT_WASM"), true},
-		{withReason(codes.DataLoss, "DIGEST_MISMATCH"), true},
-		{withReason(codes.ResourceExhausted, "TOO_LARGE"), true},
-		{withReason(codes.ResourceExhausted, "BUSY"), false},
-		{withReason(codes.PermissionDenied, "DENIED"), true},
-		{withReason(codes.PermissionDenied, "UNAUTHORIZED"), false},
-		{withReason(codes.FailedPrecondition, "PLAIN_HTTP"), true},
-		{withReason(codes.NotFound, "NOT_FOUND"), false},
-		{withReason(codes.Unavailable, "UNREACHABLE"), false},
+		{withReason(codes.InvalidArgument, api.ReasonABIVersion), true},
+		{withReason(codes.InvalidArgument, api.ReasonNotWasm), true},
+		{withReason(codes.DataLoss, api.ReasonDigestMismatch), true},
+		{withReason(codes.ResourceExhausted, api.ReasonTooLarge), true},
+		{withReason(codes.ResourceExhausted, api.ReasonBusy), false},
+		{withReason(codes.PermissionDenied, api.ReasonDenied), true},
+		{withReason(codes.PermissionDenied, api.ReasonUnauthorized), false},
+		{withReason(codes.FailedPrecondition, api.ReasonPlainHTTP), true},
+		{withReason(codes.NotFound, api.ReasonNotFound), false},
+		{withReason(codes.Unavailable, api.ReasonUnreachable), false},
 		{status.Error(codes.DeadlineExceeded, "slow"), false},
 		{fmt.Errorf("fetch: %w", artifact.ErrNotWasm), true},
 		{fmt.Errorf("fetch: %w", artifact.ErrUnreachable), false},

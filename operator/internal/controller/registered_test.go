@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hostclient "github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
@@ -82,7 +83,7 @@ func TestRegisteredHosts(t *testing.T) {
 
 		// hostcalls on h2 calls hello on h1 by name, through the routes
 		// the operator pushed.
-		e2e.LoadModule(t, h2.Client, "hostcalls", writeTemp(t, e2e.Guest(t, "hostcalls")), nil)
+		e2e.LoadModule(t, e2e.Client(t, h2.Addr), "hostcalls", writeTemp(t, e2e.Guest(t, "hostcalls")), hostclient.Limits{})
 		eventually(t, 30*time.Second, "a call from h2 to hello on h1", func() error {
 			resp, err := h2.Client.Invoke(context.Background(), &hostv1.InvokeRequest{Module: "hostcalls", Component: "caller", Port: "call",
 				Payload: []byte(`hello/greeter/in {"name":"Ada"}`)})
@@ -103,7 +104,7 @@ func TestRegisteredHosts(t *testing.T) {
 		b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "greeter"},
 			Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref, HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "placed"}}}})
 		b.ready(t, "apps", "greeter", time.Minute)
-		e2e.LoadModule(t, h2.Client, "greeter", writeTemp(t, e2e.WasmBytes(t, testbed.Hello)), nil)
+		e2e.LoadModule(t, e2e.Client(t, h2.Addr), "greeter", writeTemp(t, e2e.WasmBytes(t, testbed.Hello)), hostclient.Limits{})
 
 		eventually(t, 30*time.Second, "apps/greeter Degraded by the clash", func() error {
 			c := meta.FindStatusCondition(b.module(t, "apps", "greeter").Status.Conditions, v1alpha1.ConditionDegraded)

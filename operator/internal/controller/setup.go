@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -23,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	hostclient "github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
 
@@ -41,9 +41,10 @@ type Options struct {
 	Resync time.Duration
 	// Loader loads modules onto hosts.
 	Loader Loader
-	// DialOptions are added to those of every host connection (after
-	// insecure transport credentials, which a TLS option replaces).
-	DialOptions []grpc.DialOption
+	// Host says how hosts are reached (TLS, token), resolved once
+	// (hostclient.Options.Resolve) so that no connection reads a file. Every
+	// connection adds its own backoff and message size.
+	Host hostclient.Options
 	// LeaseNamespace holds the Leases of the hosts that register
 	// themselves; only its Leases are watched.
 	LeaseNamespace string

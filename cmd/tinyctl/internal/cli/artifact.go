@@ -152,10 +152,10 @@ func artifactError(err error) error {
 	return &exitError{code: code, msg: err.Error()}
 }
 
-// loadSource says whether the argument of load is a source for the host to
+// isSource says whether the argument of load is a source for the host to
 // fetch rather than a local file: it is when no such file exists. A source
 // is checked here so that a mistyped one is a usage error, not the host's.
-func loadSource(arg, sha string) (bool, error) {
+func isSource(arg, sha string) (bool, error) {
 	if _, err := os.Stat(arg); !errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
