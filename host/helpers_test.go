@@ -96,6 +96,20 @@ func (a sinkAdapter) Accept(name string, level hclog.Level, msg string, args ...
 	a.s.Accept(name, level, msg, args...)
 }
 
+// await is the next event, within minutes: a cold compile under the race
+// detector takes about one.
+func await(t *testing.T, events <-chan host.Event) host.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-events:
+		require.True(t, ok, "events closed")
+		return ev
+	case <-time.After(5 * time.Minute):
+		t.Fatal("no event within 5 minutes")
+	}
+	return host.Event{}
+}
+
 func ctxT(t testing.TB, d time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)

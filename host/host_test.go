@@ -462,7 +462,7 @@ func TestHotReload(t *testing.T) {
 		tmp := filepath.Join(dir, ".v.wasm.tmp")
 		require.NoError(t, os.WriteFile(tmp, v2, 0o644))
 		require.NoError(t, os.Rename(tmp, filepath.Join(dir, "v.wasm")))
-		ev := next(t, events)
+		ev := await(t, events)
 		assert.Equal(t, host.EventUpgraded, ev.Type, "%+v", ev)
 		require.Eventually(t, func() bool { return sawNew[0].Load() && sawNew[1].Load() }, 30*time.Second, time.Millisecond)
 	})
@@ -475,7 +475,7 @@ func TestHotReload(t *testing.T) {
 	_, err = f.Write(v1[:len(v1)/2])
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	ev := next(t, events)
+	ev := await(t, events)
 	assert.Equal(t, host.EventFailed, ev.Type, "%+v", ev)
 	resp, err := invoke(t, h, "versioned", "v", "in", []byte("p"))
 	require.NoError(t, err)
@@ -490,27 +490,15 @@ func TestHotReload(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // a slow writer, not synchronisation
 	}
 	require.NoError(t, f.Close())
-	ev = next(t, events)
+	ev = await(t, events)
 	assert.Equal(t, host.EventUpgraded, ev.Type, "%+v", ev)
 	assert.Equal(t, "1.0.0", ev.Version)
 
 	require.NoError(t, os.Remove(filepath.Join(dir, "v.wasm")))
-	ev = next(t, events)
+	ev = await(t, events)
 	assert.Equal(t, host.EventUnloaded, ev.Type, "%+v", ev)
 	_, err = invoke(t, h, "versioned", "v", "in", nil)
 	assert.ErrorIs(t, err, host.ErrNotFound)
-}
-
-func next(t *testing.T, events <-chan host.Event) host.Event {
-	t.Helper()
-	select {
-	case ev, ok := <-events:
-		require.True(t, ok, "events closed")
-		return ev
-	case <-time.After(time.Minute):
-		t.Fatal("no event within a minute")
-	}
-	return host.Event{}
 }
 
 // TestCompileCache loads a module into a host with a CacheDir, then into a
