@@ -409,10 +409,16 @@ func testFlakyRegistry(t *testing.T) {
 	assert.Contains(t, logs.String(), "503")
 }
 
+// downRegistry is a registry that answers every request 503, and the
+// count of the requests it had.
+func downRegistry(t *testing.T) (*testRegistry, *atomic.Int64) {
+	seen := new(atomic.Int64)
+	return startRegistry(t, true, failFirst(1<<40, seen)), seen
+}
+
 func testRegistryKeepsFailing(t *testing.T) {
 	ctx := ctxT(t)
-	var seen atomic.Int64
-	reg := startRegistry(t, true, failFirst(1<<40, &seen))
+	reg, seen := downRegistry(t)
 	o := reg.Options()
 	o.Attempts = 3
 	_, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
@@ -453,8 +459,7 @@ func testRegistryClosed(t *testing.T) {
 
 func testRetryTimeout(t *testing.T) {
 	ctx := ctxT(t)
-	var seen atomic.Int64
-	reg := startRegistry(t, true, failFirst(1<<40, &seen))
+	reg, seen := downRegistry(t)
 	o := reg.Options()
 	o.Attempts = 1000
 	o.Backoff = 20 * time.Millisecond
@@ -468,8 +473,7 @@ func testRetryTimeout(t *testing.T) {
 }
 
 func testRetryContext(t *testing.T) {
-	var seen atomic.Int64
-	reg := startRegistry(t, true, failFirst(1<<40, &seen))
+	reg, seen := downRegistry(t)
 	o := reg.Options()
 	o.Attempts = 1000
 	o.Backoff = time.Hour
