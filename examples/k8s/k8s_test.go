@@ -291,40 +291,24 @@ func TestKubernetes(t *testing.T) {
 
 	t.Run("the operator restarted: nothing loaded twice and nothing dropped", func(t *testing.T) {
 		before := map[string]map[string]int64{}
-		var mu sync.Mutex
-		var events []string
+		var events e2e.HostEvents
 		wctx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
 		for name, h := range hosts {
 			c := dial(t, h.Addr)
-			before[name] = loadedAt(ctx, t, c)
-			stream, err := c.Watch(wctx, &hostv1.WatchRequest{})
-			require.NoError(t, err)
-			initial := len(before[name])
-			go func() {
-				for i := 0; ; i++ {
-					ev, err := stream.Recv()
-					if err != nil {
-						return
-					}
-					if i >= initial {
-						mu.Lock()
-						events = append(events, fmt.Sprintf("%s %s %s", name, ev.GetType(), ev.GetModule()))
-						mu.Unlock()
-					}
-				}
-			}()
+			before[name] = e2e.LoadedAt(ctx, t, c)
+			events.Watch(wctx, t, name, c, len(before[name]))
 		}
 		op.stop(t)
 		op = startOperator(outer, operator, cp.kubeconfig)
 		cp.waitLeader(ctx, t, op)
-		// A few probes of every host, and a pass of both controllers.
-		time.Sleep(5 * time.Second)
-		mu.Lock()
-		assert.Empty(t, events, "host events after the operator restarted")
-		mu.Unlock()
+		// Over a few probes of every host and a pass of both controllers,
+		// no host loads anything.
+		assert.Never(t, func() bool { return len(events.Seen()) > 0 }, 5*time.Second, 50*time.Millisecond,
+			"host events after the operator restarted")
+		assert.Empty(t, events.Seen(), "host events after the operator restarted")
 		for name, h := range hosts {
-			assert.Equal(t, before[name], loadedAt(ctx, t, dial(t, h.Addr)), "modules on %s and when they were loaded", name)
+			assert.Equal(t, before[name], e2e.LoadedAt(ctx, t, dial(t, h.Addr)), "modules on %s and when they were loaded", name)
 		}
 		cp.kubectl(t, "wait", "--for=condition=Ready", "-n", "tinysystems", "--timeout=10s",
 			"tinymodule/hello", "tinymodule/common", "tinymodule/tally")
@@ -349,7 +333,7 @@ spec: {replicas: -1}
 		out := cp.kubectl(t, "delete", "tinymodule/hello", "-n", "tinysystems", "--timeout=1m")
 		t.Logf("kubectl delete:\n%s", out)
 		for name, h := range hosts {
-			_, loaded := loadedAt(ctx, t, dial(t, h.Addr))["hello"]
+			_, loaded := e2e.LoadedAt(ctx, t, dial(t, h.Addr))["hello"]
 			assert.False(t, loaded, "hello still loaded on %s", name)
 		}
 	})
@@ -616,18 +600,6 @@ func dial(t *testing.T, addr string) hostv1.HostServiceClient {
 	require.NoError(t, err)
 	t.Cleanup(func() { cc.Close() })
 	return hostv1.NewHostServiceClient(cc)
-}
-
-// loadedAt returns the host's modules with when each was loaded.
-func loadedAt(ctx context.Context, t *testing.T, c hostv1.HostServiceClient) map[string]int64 {
-	t.Helper()
-	resp, err := c.ListModules(ctx, &hostv1.ListModulesRequest{})
-	require.NoError(t, err)
-	out := map[string]int64{}
-	for _, m := range resp.GetModules() {
-		out[m.GetName()] = m.GetLoadedAtUnixNano()
-	}
-	return out
 }
 
 // waitFor polls cond every 100ms until it returns nil or ctx ends.
