@@ -176,7 +176,10 @@
 //
 // The imports of module tinyhost_v1 (log, emit, send, call, config, timer,
 // result) are granted by capability per module (LoadOptions.Capabilities,
-// else Options.DefaultCapabilities). send, call and emits on wired ports go
+// else Options.DefaultCapabilities). By default a module gets log and
+// config, which stay inside it; timer and messaging reach outside it and
+// must be granted; an empty non-nil LoadOptions.Capabilities grants
+// nothing. send, call and emits on wired ports go
 // through Options.Router; by default the Host itself delivers to its own
 // modules (Host.Deliver), which a cluster router (package host/cluster)
 // wraps: it reaches local modules in-process (Host.Loaded tells them

@@ -26,6 +26,9 @@ var (
 	// ErrSystemPort is matched by the error (a *CallError of KindDenied)
 	// of a message to a system port from outside the host.
 	ErrSystemPort = api.ErrSystemPort
+	// ErrOverMaximum is matched by the error of a load whose limits ask
+	// for more than Options.Maxima allow; the error names the bound.
+	ErrOverMaximum = errors.New("over the host's maximum")
 )
 
 type (

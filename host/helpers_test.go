@@ -58,6 +58,9 @@ func (s *logSink) of(module string) []logLine {
 	return append([]logLine(nil), s.lines[module]...)
 }
 
+// allCaps grants every capability, for the tests of what a granted one does.
+var allCaps = []string{abi.CapLog, abi.CapConfig, abi.CapTimer, abi.CapMessaging}
+
 // newHost starts a host for one test; it is closed, and checked for leaked
 // goroutines, when the test ends.
 func newHost(t testing.TB, opts host.Options) (*host.Host, *logSink) {

@@ -80,7 +80,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 4<<20, info.Limits.MaxMessageSize)
 	assert.Equal(t, 1, info.Limits.MinInstances)
 	assert.Equal(t, 5*time.Second, info.Limits.QueueTimeout)
-	assert.ElementsMatch(t, []string{abi.CapLog, abi.CapConfig, abi.CapTimer, abi.CapMessaging}, info.Capabilities)
+	assert.ElementsMatch(t, []string{abi.CapLog, abi.CapConfig}, info.Capabilities, "only what stays inside the module")
 	assert.Equal(t, 1, info.Pool.Instances)
 	assert.NotZero(t, info.Pool.MemoryBytes)
 

@@ -219,7 +219,7 @@ func TestGuestOutput(t *testing.T) {
 // MinTimerInterval: the guest gets a status that names the bound, the
 // timers it was granted run, and another module's timers are its own.
 func TestTimerLimits(t *testing.T) {
-	h, _ := newHost(t, host.Options{})
+	h, _ := newHost(t, host.Options{DefaultCapabilities: allCaps})
 	wasm := fixture(t, "timers")
 	_, err := h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Limits: host.Limits{MaxTimers: 2}})
 	require.NoError(t, err)
@@ -248,7 +248,7 @@ func TestTimerLimits(t *testing.T) {
 // while another module's sends go through and are delivered; once the
 // target has handled a message, the module may send again.
 func TestSendsInFlight(t *testing.T) {
-	h, sink := newHost(t, host.Options{})
+	h, sink := newHost(t, host.Options{DefaultCapabilities: allCaps})
 	for _, m := range []struct {
 		fixture string
 		opts    host.LoadOptions

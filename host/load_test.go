@@ -147,7 +147,7 @@ func TestFailedLoadLeavesNothing(t *testing.T) {
 	require.NoError(t, err)
 	log, out := textLogger()
 	rec := &recorder{}
-	h, _ := newHost(t, host.Options{Logger: log, Observer: rec, Capacity: host.Capacity{MaxModules: 1}})
+	h, _ := newHost(t, host.Options{Logger: log, Observer: rec, Capacity: host.Capacity{MaxModules: 1}, DefaultCapabilities: allCaps})
 	leftBehind := hammer.Since(t)
 
 	_, err = h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Limits: host.Limits{MinInstances: 2}})

@@ -442,6 +442,9 @@ func (h *Host) loadSpec(size int64, opts LoadOptions) (loadSpec, error) {
 	if err := spec.limits.validate(); err != nil {
 		return loadSpec{}, fmt.Errorf("limits: %w", err)
 	}
+	if err := h.opts.Maxima.check(spec.limits); err != nil {
+		return loadSpec{}, fmt.Errorf("limits: %w", err)
+	}
 	if spec.capNames == nil {
 		spec.capNames = h.opts.DefaultCapabilities
 	}

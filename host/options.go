@@ -51,8 +51,10 @@ type Options struct {
 	Limits Limits
 
 	// DefaultCapabilities are granted to a module whose LoadOptions name
-	// none. Default: abi.CapLog, abi.CapConfig, abi.CapTimer,
-	// abi.CapMessaging.
+	// none (nil Capabilities). Default: abi.CapLog and abi.CapConfig, the
+	// ones that reach nothing outside the module; abi.CapTimer and
+	// abi.CapMessaging must be granted by the load (or named here). An
+	// empty non-nil slice grants none by default.
 	DefaultCapabilities []string
 
 	// HopLimit is how many times a message may be forwarded (send, call,
@@ -74,6 +76,11 @@ type Options struct {
 	// Capacity bounds what the host takes; a load past it fails with
 	// ErrCapacity. Default: no bounds.
 	Capacity Capacity
+
+	// Maxima bound the limits a load may ask for, and Limits: a load over
+	// one fails with ErrOverMaximum, naming the bound, rather than being
+	// clamped. Zero fields take the defaults documented on Maxima.
+	Maxima Maxima
 
 	// MaxModuleSize is the largest module accepted, in bytes, from any
 	// source: Load, LoadFile, a file of ModulesDir (checked before it is
@@ -104,6 +111,41 @@ type Capacity struct {
 	// MemoryBytes bounds the memory the loaded modules' pools may grow to:
 	// the sum of MemoryPages × 64 KiB × MaxInstances over the modules.
 	MemoryBytes uint64
+}
+
+// Maxima are the most a module's limits may be on this host, so that a
+// client cannot ask for a 49-day call timeout or four billion instances.
+type Maxima struct {
+	// MemoryPages per instance. Default 16384 (1 GiB), at most 65536.
+	MemoryPages uint32
+	// CallTimeout of one call. Default 5m.
+	CallTimeout time.Duration
+	// MaxMessageSize in bytes. Default 16 MiB, at most abi.MaxMessageSize.
+	MaxMessageSize int
+	// MaxInstances of one module version. Default 256, or 2 ×
+	// GOMAXPROCS if more.
+	MaxInstances int
+}
+
+// check returns the error of limits l over a maximum, naming each bound.
+func (m Maxima) check(l Limits) error {
+	var errs []error
+	over := func(field string, got, most any) {
+		errs = append(errs, fmt.Errorf("%w: %s is %v, this host's maximum is %v (Maxima.%s)", ErrOverMaximum, field, got, most, field))
+	}
+	if l.MemoryPages > m.MemoryPages {
+		over("MemoryPages", l.MemoryPages, m.MemoryPages)
+	}
+	if l.CallTimeout > m.CallTimeout {
+		over("CallTimeout", l.CallTimeout, m.CallTimeout)
+	}
+	if l.MaxMessageSize > m.MaxMessageSize {
+		over("MaxMessageSize", l.MaxMessageSize, m.MaxMessageSize)
+	}
+	if l.MaxInstances > m.MaxInstances {
+		over("MaxInstances", l.MaxInstances, m.MaxInstances)
+	}
+	return errors.Join(errs...)
 }
 
 // Limits bound what one module may use. A zero field means "the default":
@@ -216,9 +258,19 @@ const (
 	defaultMinTimerInterval  = 10 * time.Millisecond
 	defaultMaxTimers         = 64
 	defaultMaxSends          = 128
+
+	defaultMaximumMemoryPages    = 16384
+	defaultMaximumCallTimeout    = 5 * time.Minute
+	defaultMaximumMaxMessageSize = 16 << 20
+	defaultMaximumMaxInstances   = 256
 )
 
 var knownCapabilities = []string{abi.CapLog, abi.CapConfig, abi.CapTimer, abi.CapMessaging}
+
+// defaultCapabilities are the self-contained capabilities: a module's own
+// log and its own configuration. Anything that reaches outside the module
+// is granted by its load.
+var defaultCapabilities = []string{abi.CapLog, abi.CapConfig}
 
 // withDefaults fills the zero fields of o, checks the rest, and prepares the
 // directories.
@@ -260,7 +312,20 @@ func (o *Options) fill() {
 		o.HopLimit = defaultHopLimit
 	}
 	if o.DefaultCapabilities == nil {
-		o.DefaultCapabilities = slices.Clone(knownCapabilities)
+		o.DefaultCapabilities = slices.Clone(defaultCapabilities)
+	}
+	if o.Maxima.MemoryPages == 0 {
+		o.Maxima.MemoryPages = defaultMaximumMemoryPages
+	}
+	if o.Maxima.CallTimeout == 0 {
+		o.Maxima.CallTimeout = defaultMaximumCallTimeout
+	}
+	if o.Maxima.MaxMessageSize == 0 {
+		o.Maxima.MaxMessageSize = defaultMaximumMaxMessageSize
+	}
+	if o.Maxima.MaxInstances == 0 {
+		// Never below the default MaxInstances, on a machine of any size.
+		o.Maxima.MaxInstances = max(defaultMaximumMaxInstances, 2*runtime.GOMAXPROCS(0))
 	}
 	o.Limits = o.Limits.over(Limits{
 		MemoryPages:    defaultMemoryPages,
@@ -298,6 +363,13 @@ func (o *Options) check() error {
 		}
 	}
 	if err := o.Limits.validate(); err != nil {
+		errs = append(errs, fmt.Errorf("Limits: %w", err))
+	}
+	if err := (Limits{MemoryPages: o.Maxima.MemoryPages, CallTimeout: o.Maxima.CallTimeout,
+		MaxMessageSize: o.Maxima.MaxMessageSize, MaxInstances: o.Maxima.MaxInstances}).validate(); err != nil {
+		errs = append(errs, fmt.Errorf("Maxima: %w", err))
+	}
+	if err := o.Maxima.check(o.Limits); err != nil {
 		errs = append(errs, fmt.Errorf("Limits: %w", err))
 	}
 	if _, err := capabilities(o.DefaultCapabilities); err != nil {

@@ -58,7 +58,7 @@ func TestRouter(t *testing.T) {
 	w := &wiring{wires: map[abi.Address][]abi.Address{
 		{Module: "hostcalls", Component: "caller", Port: "out"}: {{Module: "hostcalls", Component: "caller", Port: "note"}},
 	}}
-	h, sink := newHost(t, host.Options{Router: w})
+	h, sink := newHost(t, host.Options{Router: w, DefaultCapabilities: allCaps})
 	w.h = h
 	load(t, h, "echo", host.LoadOptions{})
 	load(t, h, "hostcalls", host.LoadOptions{})
@@ -93,7 +93,7 @@ func TestHopLimit(t *testing.T) {
 		// emit emits on out; out is wired back to emit: a cycle.
 		{Module: "hostcalls", Component: "caller", Port: "out"}: {{Module: "hostcalls", Component: "caller", Port: "emit"}},
 	}}
-	h, sink := newHost(t, host.Options{Router: w, HopLimit: 3})
+	h, sink := newHost(t, host.Options{Router: w, HopLimit: 3, DefaultCapabilities: allCaps})
 	w.h = h
 	load(t, h, "hostcalls", host.LoadOptions{})
 	_, err := invoke(t, h, "hostcalls", "caller", "emit", []byte("x"))
@@ -112,7 +112,7 @@ func TestHopLimit(t *testing.T) {
 // TestTimers sets a timer, upgrades the module (the timer survives), and
 // unloads it (the timer stops).
 func TestTimers(t *testing.T) {
-	h, sink := newHost(t, host.Options{})
+	h, sink := newHost(t, host.Options{DefaultCapabilities: allCaps})
 	load(t, h, "hostcalls", host.LoadOptions{})
 	ticks := func() int { return countLogs(sink, "hostcalls", "tick ") }
 	_, err := invoke(t, h, "hostcalls", "caller", "timer", []byte("10"))
@@ -137,7 +137,7 @@ func TestSystemPorts(t *testing.T) {
 	w := &wiring{wires: map[abi.Address][]abi.Address{
 		{Module: "hostcalls", Component: "caller", Port: "out"}: {{Module: "hostcalls", Component: "caller", Port: abi.PortTick}},
 	}}
-	h, sink := newHost(t, host.Options{Router: w})
+	h, sink := newHost(t, host.Options{Router: w, DefaultCapabilities: allCaps})
 	w.h = h
 	load(t, h, "echo", host.LoadOptions{})
 	load(t, h, "hostcalls", host.LoadOptions{Config: []byte(`{"caller":{"n":1}}`)})

@@ -37,8 +37,8 @@ type Limits struct {
 	// Config is the module configuration, a JSON object; nil means none.
 	Config []byte
 	// Capabilities are the capabilities granted (abi.CapLog and the
-	// others); nil means the host's defaults, which ABI.md 5 says are all
-	// four.
+	// others); nil means the host's defaults, which ABI.md 5 says are
+	// log and config.
 	Capabilities []string
 }
 

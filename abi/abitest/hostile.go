@@ -327,7 +327,7 @@ func (s *suite) ticks(module string) int {
 }
 
 func (s *suite) hostileTimers(t *testing.T) {
-	m := s.mustLoad(t, "timers", Limits{})
+	m := s.mustLoad(t, "timers", Limits{Capabilities: allCaps})
 	status := uint32Reply(t, s.mustInvoke(t, m, "t", "fast", nil))
 	t.Logf("a 1 ms timer: status %d", status)
 	if status == uint32(abi.StatusOK) {
@@ -352,12 +352,12 @@ func (s *suite) hostileTimers(t *testing.T) {
 
 func (s *suite) hostileTimerfail(t *testing.T) {
 	// The settings make _settings set a timer every 10 ms and trap.
-	err := s.mustFailLoad(t, "timerfail", Limits{Config: []byte(`{"t":"fail"}`)})
+	err := s.mustFailLoad(t, "timerfail", Limits{Config: []byte(`{"t":"fail"}`), Capabilities: allCaps})
 	s.wantKind(t, err, KindTrap)
 	wantMention(t, err, abi.PortSettings)
 	// The module loaded again sets no timer: no timer of the failed load
 	// may tick into it.
-	m := s.mustLoad(t, "timerfail", Limits{})
+	m := s.mustLoad(t, "timerfail", Limits{Capabilities: allCaps})
 	never(t, "a tick of the timer set by a load that failed", func() bool { return s.ticks("timerfail") > 0 })
 	s.answersOK(t, m, "t")
 }
@@ -370,8 +370,8 @@ type floodCounts struct {
 
 func (s *suite) hostileFlood(t *testing.T) {
 	s.mustLoad(t, "slow", Limits{CallTimeout: 5 * time.Second})
-	flood := s.mustLoad(t, "flood", Limits{})
-	caller := s.mustLoad(t, "hostcalls", Limits{})
+	flood := s.mustLoad(t, "flood", Limits{Capabilities: allCaps})
+	caller := s.mustLoad(t, "hostcalls", Limits{Capabilities: allCaps})
 	// Each accepted send holds its place until the slow module's
 	// CallTimeout (or, queued, its QueueTimeout) ends it, seconds after the
 	// flood: long enough for another module to send while none has left.
@@ -397,7 +397,7 @@ func (s *suite) hostileFlood(t *testing.T) {
 }
 
 func (s *suite) hostileSysports(t *testing.T) {
-	m := s.mustLoad(t, "hostcalls", Limits{Config: []byte(hostcallsConfig)})
+	m := s.mustLoad(t, "hostcalls", Limits{Config: []byte(hostcallsConfig), Capabilities: allCaps})
 	for _, port := range []string{abi.PortSettings, abi.PortTick} {
 		t.Run("invoke-"+port, func(t *testing.T) {
 			s.mustFail(t, s.echo, "echo", port, []byte(`{}`), KindDenied)

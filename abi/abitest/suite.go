@@ -341,7 +341,8 @@ const hostcallsConfig = `{"caller":{"greeting":"hi"},"other":[1,2]}`
 func (s *suite) testHostcalls(t *testing.T) {
 	t.Run("config-default", s.testConfigDefault)
 	t.Run("denied", s.testDenied)
-	c := &hostcalls{suite: s, m: s.mustLoad(t, "hostcalls", Limits{Config: []byte(hostcallsConfig)})}
+	t.Run("denied-by-default", s.testDeniedByDefault)
+	c := &hostcalls{suite: s, m: s.mustLoad(t, "hostcalls", Limits{Config: []byte(hostcallsConfig), Capabilities: allCaps})}
 	c.testConfig(t)
 	c.testLog(t)
 	c.testEmit(t)
@@ -358,6 +359,9 @@ func (s *suite) testConfigDefault(t *testing.T) {
 	wantJSON(t, "settings", s.mustInvoke(t, m, "caller", "settings", nil).Payload, `{}`)
 }
 
+// allCaps grants every capability of ABI.md 5.
+var allCaps = []string{abi.CapLog, abi.CapConfig, abi.CapTimer, abi.CapMessaging}
+
 func (s *suite) testDenied(t *testing.T) {
 	m := s.mustLoad(t, "hostcalls", Limits{Capabilities: []string{abi.CapLog}})
 	for _, tc := range []struct{ port, payload string }{
@@ -367,6 +371,20 @@ func (s *suite) testDenied(t *testing.T) {
 		wantMention(t, err, "status 3")
 	}
 	s.mustInvoke(t, m, "caller", "log", []byte("granted"))
+}
+
+// testDeniedByDefault: the default grant is the module's own log and
+// configuration; whatever reaches outside it must be granted.
+func (s *suite) testDeniedByDefault(t *testing.T) {
+	def := s.mustLoad(t, "hostcalls", Limits{})
+	for _, tc := range []struct{ port, payload string }{
+		{"timer", "1000"}, {"call", "echo/echo/in x"}, {"send", "echo/echo/in x"},
+	} {
+		err := s.mustFail(t, def, "caller", tc.port, []byte(tc.payload), KindHandler)
+		wantMention(t, err, "status 3")
+	}
+	s.mustInvoke(t, def, "caller", "log", []byte("granted"))
+	s.mustInvoke(t, def, "caller", "config", nil)
 }
 
 // hostcalls is the hostcalls guest loaded with hostcallsConfig and every

@@ -146,7 +146,9 @@ type Module struct {
 	// Digest is "sha256:<hex>": what Source must have (required for a URL).
 	Digest string
 
-	Limits       Limits
+	Limits Limits
+	// Capabilities granted to the module: nil is the host's defaults, an
+	// empty non-nil slice none at all.
 	Capabilities []string
 	// Config is the module's configuration, a JSON object; nil keeps the
 	// host's default (the configuration of the version being replaced).
@@ -194,7 +196,7 @@ const ChunkSize = 256 << 10
 func (c *Client) Load(ctx context.Context, m Module) (*hostv1.LoadModuleResponse, error) {
 	hdr := &hostv1.LoadHeader{
 		Name: m.Name, Limits: m.Limits.proto(), Capabilities: m.Capabilities, Config: m.Config,
-		Source: m.Source, Digest: m.Digest,
+		Source: m.Source, Digest: m.Digest, CapabilitiesSet: m.Capabilities != nil,
 	}
 	if m.Source == "" {
 		sum := sha256.Sum256(m.Wasm)

@@ -112,8 +112,10 @@ func (s *Server) loadSource(stream hostv1.HostService_LoadModuleServer, hdr *hos
 
 func loadOptions(hdr *hostv1.LoadHeader) host.LoadOptions {
 	opts := host.LoadOptions{Name: hdr.GetName(), Limits: limitsHost(hdr.GetLimits())}
-	if caps := hdr.GetCapabilities(); len(caps) > 0 {
-		opts.Capabilities = caps
+	// An empty list is the host's defaults unless capabilities_set says
+	// it is the whole grant: "none" must be expressible.
+	if caps := hdr.GetCapabilities(); len(caps) > 0 || hdr.GetCapabilitiesSet() {
+		opts.Capabilities = append([]string{}, caps...)
 	}
 	if cfg := hdr.GetConfig(); len(cfg) > 0 {
 		opts.Config = cfg

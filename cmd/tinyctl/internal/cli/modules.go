@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -111,6 +112,7 @@ Examples:
   tinyctl load bin/modules/hello.wasm
   tinyctl load hello.wasm --name hello-canary --max-instances 8 --call-timeout 2s
   tinyctl load ticker.wasm --config '{"ticker":{"interval":"1s"}}' --cap log --cap timer
+  tinyctl load pure.wasm --cap none
   tinyctl load registry.example.com/acme/hello:0.1.0
   tinyctl load registry.example.com/acme/hello@sha256:4f1c...
   tinyctl load https://downloads.example.com/hello.wasm --sha256 9f86d0...
@@ -120,7 +122,7 @@ Examples:
 		fs.StringVar(&o.name, "name", "", "module name (default: the name in the module's descriptor)")
 		fs.StringVar(&o.sha256, "sha256", "", "with a reference or URL: the sha256 the wasm must have")
 		fs.StringVar(&o.config, "config", "", "module configuration: a JSON object, @FILE or -")
-		fs.StringSliceVar(&o.caps, "cap", nil, "grant a capability (log, config, timer, messaging; repeatable; default: the host's defaults)")
+		fs.StringSliceVar(&o.caps, "cap", nil, `grant a capability (log, config, timer, messaging; repeatable; "none" alone grants none; default: the host's defaults, log and config)`)
 		fs.Uint32Var(&o.limits.memoryPages, "memory-pages", 0, "linear memory per instance, in 64 KiB pages")
 		fs.DurationVar(&o.limits.callTimeout, "call-timeout", 0, "how long one call may run")
 		fs.Uint32Var(&o.limits.maxMessage, "max-message-bytes", 0, "largest message or reply, in bytes")
@@ -132,12 +134,28 @@ Examples:
 	run: runLoad,
 }
 
+// capsArg reads the --cap flags: none given is the host's defaults (nil),
+// "none" alone is no capability at all (empty, not nil).
+func capsArg(caps []string) ([]string, error) {
+	if !slices.Contains(caps, "none") {
+		return caps, nil
+	}
+	if len(caps) > 1 {
+		return nil, usagef(`load: --cap none grants nothing and goes alone, got %v`, caps)
+	}
+	return []string{}, nil
+}
+
 func runLoad(ctx context.Context, c *ctl, args []string) error {
 	if len(args) != 1 {
 		return usagef("load: want exactly one FILE, got %d arguments", len(args))
 	}
 	path := args[0]
-	m := client.Module{Name: c.o.name, Capabilities: c.o.caps, Limits: client.Limits{
+	caps, err := capsArg(c.o.caps)
+	if err != nil {
+		return err
+	}
+	m := client.Module{Name: c.o.name, Capabilities: caps, Limits: client.Limits{
 		MemoryPages:    c.o.limits.memoryPages,
 		CallTimeout:    c.o.limits.callTimeout,
 		MaxMessageSize: int(c.o.limits.maxMessage),

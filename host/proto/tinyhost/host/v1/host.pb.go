@@ -972,7 +972,9 @@ type LoadHeader struct {
 	// Overrides the name in the module's descriptor.
 	Name   string  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Limits *Limits `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
-	// Capabilities granted to the module; empty means the host's defaults.
+	// Capabilities granted to the module. Empty means the host's defaults
+	// (log and config unless the host says otherwise), unless
+	// capabilities_set is true.
 	Capabilities []string `protobuf:"bytes,3,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// Module configuration, a JSON object.
 	Config []byte `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
@@ -985,9 +987,12 @@ type LoadHeader struct {
 	// OCI reference to a wasm artifact ("registry/repo:tag",
 	// "registry/repo@sha256:<hex>") or an https URL, which needs digest. The
 	// request then carries no chunks. See host/artifact/README.md.
-	Source        string `protobuf:"bytes,7,opt,name=source,proto3" json:"source,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Source string `protobuf:"bytes,7,opt,name=source,proto3" json:"source,omitempty"`
+	// When true, capabilities is the whole grant even when empty: an empty
+	// list then grants none, not the host's defaults.
+	CapabilitiesSet bool `protobuf:"varint,8,opt,name=capabilities_set,json=capabilitiesSet,proto3" json:"capabilities_set,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *LoadHeader) Reset() {
@@ -1067,6 +1072,13 @@ func (x *LoadHeader) GetSource() string {
 		return x.Source
 	}
 	return ""
+}
+
+func (x *LoadHeader) GetCapabilitiesSet() bool {
+	if x != nil {
+		return x.CapabilitiesSet
+	}
+	return false
 }
 
 type LoadModuleResponse struct {
@@ -2479,7 +2491,7 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\b \x01(\x04R\vmemoryBytes\"_\n" +
 	"\x11LoadModuleRequest\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.tinyhost.host.v1.LoadHeaderR\x06header\x12\x14\n" +
-	"\x05chunk\x18\x02 \x01(\fR\x05chunk\"\xd2\x01\n" +
+	"\x05chunk\x18\x02 \x01(\fR\x05chunk\"\xfd\x01\n" +
 	"\n" +
 	"LoadHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
@@ -2488,7 +2500,8 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x06config\x18\x04 \x01(\fR\x06config\x12\x12\n" +
 	"\x04size\x18\x05 \x01(\x04R\x04size\x12\x16\n" +
 	"\x06digest\x18\x06 \x01(\tR\x06digest\x12\x16\n" +
-	"\x06source\x18\a \x01(\tR\x06source\"b\n" +
+	"\x06source\x18\a \x01(\tR\x06source\x12)\n" +
+	"\x10capabilities_set\x18\b \x01(\bR\x0fcapabilitiesSet\"b\n" +
 	"\x12LoadModuleResponse\x120\n" +
 	"\x06module\x18\x01 \x01(\v2\x18.tinyhost.host.v1.ModuleR\x06module\x12\x1a\n" +
 	"\bupgraded\x18\x02 \x01(\bR\bupgraded\")\n" +
