@@ -14,9 +14,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // TestInitialMemoryAboveLimit loads a module that declares 5000 pages of
@@ -379,4 +382,52 @@ func TestLimitDefaults(t *testing.T) {
 		_, err := h.Load(ctxT(t, time.Minute), fixture(t, "stdio"), host.LoadOptions{Name: "bad", Limits: tc.limits})
 		assert.ErrorContains(t, err, tc.want)
 	}
+}
+
+// TestMaxima loads echo asking for limits at and over the host's maxima:
+// over one, the load is refused (not clamped) with ErrOverMaximum,
+// INVALID_ARGUMENT, naming the bound and the module; at it, it loads.
+func TestMaxima(t *testing.T) {
+	h, _ := newHost(t, host.Options{Maxima: host.Maxima{
+		MemoryPages: 2048, CallTimeout: time.Minute, MaxMessageSize: 1 << 20, MaxInstances: 8,
+	}})
+	wasm := abitest.Guest(t, "echo")
+	tests := []struct {
+		name   string
+		limits host.Limits
+		want   string // "" loads
+	}{
+		{"at every maximum", host.Limits{MemoryPages: 2048, CallTimeout: time.Minute, MaxMessageSize: 1 << 20, MaxInstances: 8}, ""},
+		{"memory", host.Limits{MemoryPages: 2049}, "MemoryPages is 2049, this host's maximum is 2048 (Maxima.MemoryPages)"},
+		{"call timeout", host.Limits{CallTimeout: 49 * 24 * time.Hour}, "CallTimeout is 1176h0m0s, this host's maximum is 1m0s (Maxima.CallTimeout)"},
+		{"message size", host.Limits{MaxMessageSize: 1<<20 + 1}, "MaxMessageSize is 1048577, this host's maximum is 1048576 (Maxima.MaxMessageSize)"},
+		{"instances", host.Limits{MaxInstances: 1 << 31}, "MaxInstances is 2147483648, this host's maximum is 8 (Maxima.MaxInstances)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			info, err := h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "asks", Limits: tc.limits})
+			if tc.want == "" {
+				require.NoError(t, err)
+				assert.Equal(t, tc.limits.MaxInstances, info.Limits.MaxInstances)
+				return
+			}
+			require.ErrorIs(t, err, host.ErrOverMaximum)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Contains(t, err.Error(), `"asks"`)
+			assert.Equal(t, codes.InvalidArgument, api.ToStatus(err).Code())
+			got, ok := h.Module("asks")
+			require.True(t, ok, "the version loaded before stays")
+			assert.Equal(t, 8, got.Limits.MaxInstances, "nothing was clamped or replaced")
+		})
+	}
+}
+
+// TestMaximaBoundTheDefaults: a host whose default limits are over its own
+// maxima does not start.
+func TestMaximaBoundTheDefaults(t *testing.T) {
+	_, err := host.New(context.Background(), host.Options{
+		Limits: host.Limits{CallTimeout: time.Hour}, Maxima: host.Maxima{CallTimeout: time.Minute},
+	})
+	require.ErrorIs(t, err, host.ErrOverMaximum)
+	assert.Contains(t, err.Error(), "CallTimeout is 1h0m0s, this host's maximum is 1m0s (Maxima.CallTimeout)")
 }

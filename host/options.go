@@ -79,7 +79,9 @@ type Options struct {
 
 	// Maxima bound the limits a load may ask for, and Limits: a load over
 	// one fails with ErrOverMaximum, naming the bound, rather than being
-	// clamped. Zero fields take the defaults documented on Maxima.
+	// clamped. Zero fields take the defaults documented on Maxima. A
+	// default of Limits above a maximum is lowered to it; a field of
+	// Limits set above one makes New fail.
 	Maxima Maxima
 
 	// MaxModuleSize is the largest module accepted, in bytes, from any
@@ -327,12 +329,14 @@ func (o *Options) fill() {
 		// Never below the default MaxInstances, on a machine of any size.
 		o.Maxima.MaxInstances = max(defaultMaximumMaxInstances, 2*runtime.GOMAXPROCS(0))
 	}
+	// A default above a maximum the embedder set gives way to it; a limit
+	// the embedder set above one is refused by check.
 	o.Limits = o.Limits.over(Limits{
-		MemoryPages:    defaultMemoryPages,
-		CallTimeout:    defaultCallTimeout,
-		MaxMessageSize: defaultMaxMessageSize,
+		MemoryPages:    min(defaultMemoryPages, o.Maxima.MemoryPages),
+		CallTimeout:    min(defaultCallTimeout, o.Maxima.CallTimeout),
+		MaxMessageSize: min(defaultMaxMessageSize, o.Maxima.MaxMessageSize),
 		MinInstances:   defaultMinInstances,
-		MaxInstances:   2 * runtime.GOMAXPROCS(0),
+		MaxInstances:   min(2*runtime.GOMAXPROCS(0), o.Maxima.MaxInstances),
 		QueueTimeout:   defaultQueueTimeout,
 		IdleTimeout:    defaultIdleTimeout,
 
