@@ -140,7 +140,7 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, got *i
 		case errors.Is(err, ErrBusy):
 			return Response{}, callError(req, KindBusy, err)
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-			return Response{}, callError(req, KindTimeout, fmt.Errorf("waiting for an instance: %w", err))
+			return Response{}, callError(req, ctxKind(err), fmt.Errorf("waiting for an instance: %w", err))
 		}
 		return Response{}, callError(req, KindUnavailable, err)
 	}
@@ -166,7 +166,7 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, got *i
 		select {
 		case <-done:
 			v.pool.put(in)
-			return Response{}, callError(req, KindTimeout, ctx.Err())
+			return Response{}, callError(req, ctxKind(ctx.Err()), ctx.Err())
 		default:
 		}
 	}
@@ -215,45 +215,12 @@ func checkMetadata(meta []abi.KV) error {
 	return nil
 }
 
-// statusKind maps a guest's or a host call's status to the kind of error.
-func statusKind(s abi.Status) Kind {
-	switch s {
-	case abi.StatusNotFound:
-		return KindNotFound
-	case abi.StatusDenied:
-		return KindDenied
-	case abi.StatusTooLarge:
-		return KindTooLarge
-	case abi.StatusTimeout:
-		return KindTimeout
-	case abi.StatusHopLimit:
-		return KindHopLimit
-	case abi.StatusUnavailable:
-		return KindUnavailable
-	}
-	return KindHandler
-}
-
-// kindStatus maps an error's kind back to a status for a guest.
+// kindStatus maps an error back to a status for a guest.
 func kindStatus(err error) abi.Status {
 	var ce *CallError
 	switch {
 	case errors.As(err, &ce):
-		switch ce.Kind {
-		case KindNotFound:
-			return abi.StatusNotFound
-		case KindDenied:
-			return abi.StatusDenied
-		case KindTooLarge:
-			return abi.StatusTooLarge
-		case KindTimeout:
-			return abi.StatusTimeout
-		case KindHopLimit:
-			return abi.StatusHopLimit
-		case KindBusy, KindUnavailable:
-			return abi.StatusUnavailable
-		}
-		return abi.StatusError
+		return ce.Kind.Status()
 	case errors.Is(err, ErrNotFound):
 		return abi.StatusNotFound
 	case errors.Is(err, context.DeadlineExceeded):
@@ -262,6 +229,14 @@ func kindStatus(err error) abi.Status {
 		return abi.StatusUnavailable
 	}
 	return abi.StatusError
+}
+
+// ctxKind is the kind of a call cut short by its context's error err.
+func ctxKind(err error) Kind {
+	if errors.Is(err, context.Canceled) {
+		return KindCanceled
+	}
+	return KindTimeout
 }
 
 // statusError is the error of a non-ok status with its reason. The status

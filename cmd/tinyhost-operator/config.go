@@ -44,7 +44,7 @@ type config struct {
 	Operator                operator.Options
 	Zap                     zap.Options
 
-	// How the operator reaches hosts; see hostDialOptions.
+	// How the operator reaches hosts; see hostOptions.
 	HostTLS       bool
 	HostTLSCA     string
 	HostTLSCert   string
@@ -71,6 +71,7 @@ func parseConfig(args, environ []string) (config, error) {
 	fs.StringVar(&c.Operator.ArtifactCacheDir, "artifact-cache-dir", "", "with --fetch-artifacts: cache of fetched artifacts (default $TMPDIR/tinyhost-operator-artifacts)")
 	fs.StringSliceVar(&c.Operator.PlainHTTP, "plain-http", nil, "with --fetch-artifacts: registries (host or host:port) reached over plain HTTP, comma-separated")
 	fs.StringVar(&c.Operator.DockerConfig, "docker-config", "", "with --fetch-artifacts: docker config file with registry credentials (default ~/.docker/config.json)")
+	fs.StringVar(&c.Operator.HostLeaseNamespace, "host-lease-namespace", "", "namespace of the Leases of hosts that register themselves; a host whose Lease expires is NotReady at once (default "+operator.DefaultHostLeaseNamespace+")")
 	fs.StringVar(&c.Operator.SpreadLabel, "spread-label", "", "TinyHost label whose values are failure domains (default topology.kubernetes.io/zone)")
 	fs.BoolVar(&c.HostTLS, "host-tls", false, "reach hosts over TLS, verified against the system roots (implied by the --host-tls-* flags)")
 	fs.StringVar(&c.HostTLSCA, "host-tls-ca", "", "PEM CA that signed the hosts' certificates")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,13 +33,15 @@ func TestParseConfig(t *testing.T) {
 			name: "flags, and the environment for flags not given",
 			args: []string{"--leader-elect=false", "--probe-timeout=3s"},
 			environ: []string{"TINYHOST_OPERATOR_PROBE_TIMEOUT=9s", "TINYHOST_OPERATOR_METRICS_BIND_ADDRESS=:8443",
-				"TINYHOST_OPERATOR_PLAIN_HTTP=127.0.0.1:5000,registry.local", "TINYHOST_OPERATOR_FAILURE_THRESHOLD=5", "OTHER=x"},
+				"TINYHOST_OPERATOR_PLAIN_HTTP=127.0.0.1:5000,registry.local", "TINYHOST_OPERATOR_FAILURE_THRESHOLD=5", "OTHER=x",
+				"TINYHOST_OPERATOR_HOST_LEASE_NAMESPACE=hosts"},
 			check: func(t *testing.T, c config) {
 				assert.False(t, c.LeaderElect)
 				assert.Equal(t, 3*time.Second, c.Operator.ProbeTimeout)
 				assert.Equal(t, 5, c.Operator.FailureThreshold)
 				assert.Equal(t, []string{"127.0.0.1:5000", "registry.local"}, c.Operator.PlainHTTP)
 				assert.Equal(t, ":8443", c.MetricsAddr)
+				assert.Equal(t, "hosts", c.Operator.HostLeaseNamespace)
 			},
 		},
 		{
@@ -68,41 +69,20 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-func TestHostDialOptions(t *testing.T) {
+// TestHostOptions: the --host-* flags become the client's options, read
+// once; a bad file names the flags (the client's own test has the rest).
+func TestHostOptions(t *testing.T) {
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
-	empty := filepath.Join(dir, "empty")
-	require.NoError(t, os.WriteFile(empty, []byte(" \n"), 0o600))
-	notPEM := filepath.Join(dir, "ca.pem")
-	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate"), 0o600))
-	tests := []struct {
-		name    string
-		cfg     config
-		n       int
-		wantErr string
-	}{
-		{name: "plain text by default", n: 0},
-		{name: "a token", cfg: config{HostTokenFile: token}, n: 1},
-		{name: "TLS against the system roots, and a token", cfg: config{HostTLS: true, HostTokenFile: token}, n: 2},
-		{name: "a missing token file", cfg: config{HostTokenFile: filepath.Join(dir, "nope")}, wantErr: "--host-token-file"},
-		{name: "an empty token file", cfg: config{HostTokenFile: empty}, wantErr: "is empty"},
-		{name: "a CA file without a certificate", cfg: config{HostTLSCA: notPEM}, wantErr: "no PEM certificate"},
-		{name: "a certificate without its key", cfg: config{HostTLSCert: notPEM}, wantErr: "go together"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			opts, err := hostDialOptions(tt.cfg)
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			assert.Len(t, opts, tt.n)
-		})
-	}
-	md, err := bearer("s3cret").GetRequestMetadata(context.Background())
+	o, err := hostOptions(config{})
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"authorization": "Bearer s3cret"}, md)
+	assert.Nil(t, o.TLSConfig, "plain text by default")
+	o, err = hostOptions(config{HostTLS: true, HostTokenFile: token})
+	require.NoError(t, err)
+	assert.NotNil(t, o.TLSConfig, "TLS against the system roots")
+	assert.Equal(t, "s3cret", o.Token)
+	assert.Empty(t, o.TokenFile, "read once")
+	_, err = hostOptions(config{HostTokenFile: filepath.Join(dir, "nope")})
+	assert.ErrorContains(t, err, "--host-token-file")
 }

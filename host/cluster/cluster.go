@@ -15,19 +15,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
-	"github.com/tinyhost/tinyhost/host/server"
 )
 
 // Options configure a Router. The zero value is usable: every field
@@ -64,7 +58,7 @@ type Local interface {
 type Router struct {
 	opts  Options
 	log   hclog.Logger
-	dial  []grpc.DialOption
+	dial  client.Options
 	local atomic.Pointer[Local]
 
 	table  atomic.Pointer[table]
@@ -97,14 +91,12 @@ type wiring struct {
 
 type peerConn struct {
 	addr   string
-	conn   *grpc.ClientConn
-	client hostv1.HostServiceClient
+	conn   *client.Client
 	ctx    context.Context // of its delivery streams
 	cancel context.CancelFunc
 
-	mu         sync.Mutex
-	open       *deliveryStream // the stream new deliveries go on, nil for none
-	unaryUntil time.Time       // the peer has no DeliverStream: use Deliver until then
+	mu   sync.Mutex
+	open *deliveryStream // the stream new deliveries go on, nil for none
 }
 
 // close ends the peer's delivery stream and closes its connection.
@@ -131,17 +123,9 @@ func New(opts Options) *Router {
 		opts.MaxMessageBytes = defaultMaxMessageBytes
 	}
 	r := &Router{opts: opts, log: opts.Logger, sends: make(chan struct{}, maxSends)}
-	creds := insecure.NewCredentials()
-	if opts.TLS != nil {
-		creds = credentials.NewTLS(opts.TLS)
-	}
-	r.dial = []grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes)),
-	}
-	if opts.Token != "" {
-		r.dial = append(r.dial, grpc.WithPerRPCCredentials(bearer{token: opts.Token, tls: opts.TLS != nil}))
+	r.dial = client.Options{
+		TLSConfig: opts.TLS, Token: opts.Token, TokenNeedsTLS: opts.TLS != nil,
+		Keepalive: 10 * time.Second, MaxMessageBytes: opts.MaxMessageBytes,
 	}
 	r.table.Store(&table{routes: map[string]*route{}})
 	r.wiring.Store(&wiring{wires: map[abi.Address][]abi.Address{}})
@@ -177,7 +161,7 @@ func (r *Router) Close() error {
 
 // SetRoutes replaces the route table: module → the addresses of the hosts
 // where it is ready. A generation older than the table's fails with
-// server.ErrStaleGeneration (0 is always accepted). Connections to peers no
+// api.ErrStaleGeneration (0 is always accepted). Connections to peers no
 // longer in the table are closed.
 func (r *Router) SetRoutes(gen uint64, routes map[string][]string) error {
 	next := &table{gen: gen, routes: make(map[string]*route, len(routes))}
@@ -207,7 +191,7 @@ func (r *Router) SetRoutes(gen uint64, routes map[string][]string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cur := r.table.Load(); gen != 0 && gen < cur.gen {
-		return fmt.Errorf("routes generation %d is older than %d: %w", gen, cur.gen, server.ErrStaleGeneration)
+		return fmt.Errorf("routes generation %d is older than %d: %w", gen, cur.gen, api.ErrStaleGeneration)
 	}
 	r.table.Store(next)
 	// Peers that left close; calls in flight on them end with an error.
@@ -271,7 +255,7 @@ func (r *Router) SetWiring(gen uint64, wires map[string][]string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cur := r.wiring.Load(); gen != 0 && gen < cur.gen {
-		return fmt.Errorf("wiring generation %d is older than %d: %w", gen, cur.gen, server.ErrStaleGeneration)
+		return fmt.Errorf("wiring generation %d is older than %d: %w", gen, cur.gen, api.ErrStaleGeneration)
 	}
 	r.wiring.Store(next)
 	r.log.Info("wiring set", "generation", gen, "wires", len(next.wires))
@@ -354,10 +338,18 @@ func (r *Router) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byt
 		defer cancel()
 		if _, err := r.remote(ctx, rt, msg, false); err != nil {
 			tp, _ := msg.Get(abi.MetaTraceparent)
-			r.log.Warn("message not delivered", "to", address(&msg), "trace_id", server.TraceID(tp), "error", err)
+			r.log.Warn("message not delivered", "to", address(&msg), "trace_id", api.TraceID(tp), "error", err)
 		}
 	}()
 	return nil, nil
+}
+
+// peerError is the error of a delivery to to that failed on peer: the
+// peer's own *CallError when it sent one.
+func peerError(err error, to abi.Address, peer string) *api.CallError {
+	ce := api.CallErrorOf(err, to)
+	ce.Err = fmt.Errorf("host %s: %w", peer, ce.Err)
+	return ce
 }
 
 func address(m *abi.Message) string {
@@ -381,7 +373,7 @@ func (r *Router) remote(ctx context.Context, rt *route, msg abi.Message, wait bo
 				lastErr = err
 				continue
 			}
-			if failing := p.conn.GetState() == connectivity.TransientFailure; failing != (pass == 1) {
+			if failing := p.conn.Conn().GetState() == connectivity.TransientFailure; failing != (pass == 1) {
 				continue
 			}
 			reply, notRun, err := p.deliver(ctx, req)
@@ -390,13 +382,13 @@ func (r *Router) remote(ctx context.Context, rt *route, msg abi.Message, wait bo
 			}
 			to := abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}
 			if ctx.Err() != nil || !notRun {
-				return nil, server.FromStatus(err, to, addr)
+				return nil, peerError(err, to, addr)
 			}
 			if r.log.IsDebug() {
 				tp, _ := msg.Get(abi.MetaTraceparent)
-				r.log.Debug("replica did not take the message: trying the next", "to", to.String(), "peer", addr, "trace_id", server.TraceID(tp), "error", err)
+				r.log.Debug("replica did not take the message: trying the next", "to", to.String(), "peer", addr, "trace_id", api.TraceID(tp), "error", err)
 			}
-			lastErr = server.FromStatus(err, to, addr)
+			lastErr = peerError(err, to, addr)
 		}
 	}
 	var ce *host.CallError
@@ -405,16 +397,6 @@ func (r *Router) remote(ctx context.Context, rt *route, msg abi.Message, wait bo
 	}
 	return nil, &host.CallError{Module: msg.Module, Component: msg.Component, Port: msg.Port, Kind: host.KindUnavailable,
 		Err: fmt.Errorf("no replica of %q took the message (%d tried); last: %w", msg.Module, n, lastErr)}
-}
-
-// retryable reports whether a failed Deliver certainly did not run: the
-// request never reached a connection, or the peer refused it before
-// running it.
-func retryable(err error, pr *peer.Peer) bool {
-	if status.Code(err) == codes.Unavailable && pr.Addr == nil {
-		return true
-	}
-	return server.Retryable(err)
 }
 
 // peer returns the connection to addr, opening it on first use; addr must
@@ -435,11 +417,11 @@ func (r *Router) peer(addr string) (*peerConn, error) {
 	if !r.routed(addr) {
 		return nil, fmt.Errorf("peer %s left the routes", addr)
 	}
-	conn, err := grpc.NewClient(addr, r.dial...)
+	conn, err := client.New(addr, r.dial)
 	if err != nil {
 		return nil, fmt.Errorf("peer %s: %w", addr, err)
 	}
-	p := &peerConn{addr: addr, conn: conn, client: hostv1.NewHostServiceClient(conn)}
+	p := &peerConn{addr: addr, conn: conn}
 	p.ctx, p.cancel = context.WithCancel(r.ctx)
 	next := maps.Clone(old)
 	next[addr] = p
@@ -496,15 +478,3 @@ func NewTraceparent() string {
 	copy(b[52:], "-01")
 	return string(b[:])
 }
-
-// bearer sends the token to peers.
-type bearer struct {
-	token string
-	tls   bool
-}
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + b.token}, nil
-}
-
-func (b bearer) RequireTransportSecurity() bool { return b.tls }

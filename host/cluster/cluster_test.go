@@ -11,9 +11,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/cluster"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
@@ -47,7 +49,7 @@ func TestSetRoutes(t *testing.T) {
 	gen, routes := r.Routes()
 	assert.Equal(t, uint64(2), gen)
 	assert.Equal(t, map[string][]string{"b": {"127.0.0.1:1", "127.0.0.1:2"}}, routes, "duplicates dropped")
-	assert.True(t, errors.Is(r.SetRoutes(1, nil), server.ErrStaleGeneration))
+	assert.True(t, errors.Is(r.SetRoutes(1, nil), api.ErrStaleGeneration))
 }
 
 func TestSetWiring(t *testing.T) {
@@ -119,13 +121,13 @@ func TestSystemPortRemote(t *testing.T) {
 	// The remote host refuses it too, for a router that would forward
 	// it: here a peer's DeliverStream, as the router would use.
 	c := e2e.Client(t, lis.Addr().String())
-	stream, err := c.DeliverStream(ctx)
+	stream, err := c.RPC().DeliverStream(ctx)
 	require.NoError(t, err)
 	require.NoError(t, stream.Send(&hostv1.DeliverStreamRequest{Id: 1, Wait: true, TimeoutNanos: int64(30 * time.Second),
 		Message: &hostv1.Message{Module: "echo", Component: "echo", Port: abi.PortSettings}}))
 	resp, err := stream.Recv()
 	require.NoError(t, err)
-	ce := server.FromStatus(server.StatusFromProto(resp.GetError()), abi.Address{Module: "echo", Component: "echo", Port: abi.PortSettings}, lis.Addr().String())
+	ce := api.CallErrorOf(status.FromProto(resp.GetError()).Err(), abi.Address{Module: "echo", Component: "echo", Port: abi.PortSettings})
 	assert.Equal(t, host.KindDenied, ce.Kind, "%v", ce)
 	assert.Contains(t, ce.Error(), `port "_settings"`)
 	require.NoError(t, stream.CloseSend())
@@ -144,7 +146,7 @@ func TestUnknownModule(t *testing.T) {
 func TestTraceparent(t *testing.T) {
 	tp := cluster.NewTraceparent()
 	assert.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`, tp)
-	assert.Equal(t, tp[3:35], server.TraceID(tp))
+	assert.Equal(t, tp[3:35], api.TraceID(tp))
 	assert.NotEqual(t, tp, cluster.NewTraceparent())
 }
 

@@ -25,10 +25,9 @@
 // window the peer announces is in flight on the stream; further callers
 // wait for a free slot within their own deadline. One writer goroutine
 // sends what callers queue, so that none waits past its deadline inside a
-// Send held up by flow control. A peer without
-// DeliverStream (HostService from before it) is called with Deliver, each
-// message with its caller's deadline as its gRPC deadline, for a minute
-// before a stream is tried again.
+// Send held up by flow control. Peers are dialled with package host/client
+// (its TLS, token and keepalive options), and their errors read back with
+// host/api.
 //
 // The message's metadata carries tinyhost-hops (each host counts forwards and
 // refuses past its HopLimit, so a cycle A → B → A … ends with KindHopLimit)
@@ -39,8 +38,7 @@
 //
 // A failed delivery goes to the next replica only when it certainly did
 // not run: the request never reached the peer (no delivery stream could be
-// opened, the stream ended before the request was sent, or, with Deliver,
-// grpc.Peer is not set), the peer answered that it refused it before
+// opened, or the stream ended before the request was sent), the peer answered that it refused it before
 // running it (UNAVAILABLE/CLOSED, BUSY), or the peer, stopping, ended the
 // stream with CLOSED before answering it (it answers every request it
 // ran first). A request that may have run, e.g.

@@ -81,24 +81,69 @@ func TestAPI(t *testing.T) {
 	t.Run("kubectl apply -k config/host lets host pods register themselves, and no more", func(t *testing.T) {
 		out, err := env.Kubectl(ctx, "apply", "-k", "operator/config/host")
 		require.NoError(t, err)
-		assert.Contains(t, out, "serviceaccount/tinyhost")
-		assert.Contains(t, out, "clusterrole.rbac.authorization.k8s.io/tinyhost-host")
+		for _, want := range []string{"serviceaccount/tinyhost", "clusterrole.rbac.authorization.k8s.io/tinyhost-host",
+			"role.rbac.authorization.k8s.io/tinyhost-host", "rolebinding.rbac.authorization.k8s.io/tinyhost-host"} {
+			assert.Contains(t, out, want)
+		}
 		as := "--as=system:serviceaccount:tinyhost-system:tinyhost"
 		for _, tt := range []struct {
-			verb, resource, sub, want string
+			verb, resource, sub, ns, want string
 		}{
-			{"create", "tinyhosts.operator.tinysystems.io", "", "yes"},
-			{"update", "tinyhosts.operator.tinysystems.io", "", "yes"},
-			{"delete", "tinyhosts.operator.tinysystems.io", "", "yes"},
-			{"update", "tinyhosts.operator.tinysystems.io", "status", "no"},
-			{"create", "tinymodules.operator.tinysystems.io", "", "no"},
-			{"get", "secrets", "", "no"},
+			// Its TinyHost: applied (create, patch), read, deleted.
+			{"create", "tinyhosts.operator.tinysystems.io", "", "", "yes"},
+			{"patch", "tinyhosts.operator.tinysystems.io", "", "", "yes"},
+			{"get", "tinyhosts.operator.tinysystems.io", "", "", "yes"},
+			{"delete", "tinyhosts.operator.tinysystems.io", "", "", "yes"},
+			{"update", "tinyhosts.operator.tinysystems.io", "", "", "no"},
+			{"list", "tinyhosts.operator.tinysystems.io", "", "", "no"},
+			{"update", "tinyhosts.operator.tinysystems.io", "status", "", "no"},
+			{"patch", "tinyhosts.operator.tinysystems.io", "status", "", "no"},
+			// Its Lease, in its namespace.
+			{"create", "leases.coordination.k8s.io", "", "tinyhost-system", "yes"},
+			{"get", "leases.coordination.k8s.io", "", "tinyhost-system", "yes"},
+			{"update", "leases.coordination.k8s.io", "", "tinyhost-system", "yes"},
+			{"delete", "leases.coordination.k8s.io", "", "tinyhost-system", "yes"},
+			{"update", "leases.coordination.k8s.io", "", "kube-system", "no"},
+			{"list", "leases.coordination.k8s.io", "", "tinyhost-system", "no"},
+			// The TinyModules of its own modules, in its namespace.
+			{"create", "tinymodules.operator.tinysystems.io", "", "tinyhost-system", "yes"},
+			{"list", "tinymodules.operator.tinysystems.io", "", "tinyhost-system", "yes"},
+			{"delete", "tinymodules.operator.tinysystems.io", "", "tinyhost-system", "yes"},
+			{"update", "tinymodules.operator.tinysystems.io", "", "tinyhost-system", "no"},
+			{"update", "tinymodules.operator.tinysystems.io", "status", "tinyhost-system", "no"},
+			{"create", "tinymodules.operator.tinysystems.io", "", "default", "no"},
+			{"get", "secrets", "", "tinyhost-system", "no"},
 		} {
+			args := []string{"auth", "can-i", tt.verb, tt.resource, as, "--subresource=" + tt.sub}
+			if tt.ns != "" {
+				args = append(args, "-n", tt.ns)
+			}
 			// kubectl auth can-i exits 1 for "no", and warns first that
 			// TinyHosts have no namespace.
-			out, _ := env.Kubectl(ctx, "auth", "can-i", tt.verb, tt.resource, as, "--subresource="+tt.sub)
+			out, _ := env.Kubectl(ctx, args...)
 			lines := strings.Split(strings.TrimSpace(out), "\n")
-			assert.Equal(t, tt.want, lines[len(lines)-1], "%s %s %s", tt.verb, tt.resource, tt.sub)
+			assert.Equal(t, tt.want, lines[len(lines)-1], "%s %s %s in %q", tt.verb, tt.resource, tt.sub, tt.ns)
+		}
+	})
+
+	t.Run("the operator's RBAC covers Services, EndpointSlices, Events and the hosts' Leases", func(t *testing.T) {
+		as := "--as=system:serviceaccount:tinyhost-system:tinyhost-operator"
+		for _, tt := range []struct {
+			verb, resource, ns, want string
+		}{
+			{"create", "services", "apps", "yes"},
+			{"update", "services", "apps", "yes"},
+			{"delete", "services", "apps", "no"},
+			{"create", "endpointslices.discovery.k8s.io", "apps", "yes"},
+			{"delete", "endpointslices.discovery.k8s.io", "apps", "yes"},
+			{"create", "events.events.k8s.io", "apps", "yes"},
+			{"watch", "leases.coordination.k8s.io", "tinyhost-system", "yes"},
+			{"watch", "leases.coordination.k8s.io", "kube-system", "no"},
+			{"update", "leases.coordination.k8s.io", "tinyhost-system", "yes"}, // its own leader election Lease
+		} {
+			out, _ := env.Kubectl(ctx, "auth", "can-i", tt.verb, tt.resource, as, "-n", tt.ns)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			assert.Equal(t, tt.want, lines[len(lines)-1], "%s %s in %s", tt.verb, tt.resource, tt.ns)
 		}
 	})
 

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
@@ -54,6 +53,7 @@ type hostSync struct {
 	descs  *descriptors
 	loader Loader
 	events recorder.EventRecorder
+	leases *hostLeases
 }
 
 // job is one load for one host.
@@ -102,6 +102,9 @@ func (r *hostSync) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		}
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
+	if expired, err := r.leaseExpired(ctx, &h, st); expired || err != nil {
+		return requeueOnConflict(err)
+	}
 	p := c.state()
 	if !p.Done {
 		return ctrl.Result{}, nil // the first probe's answer enqueues the host
@@ -146,13 +149,13 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 		return ctrl.Result{}, err
 	}
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
-	list, err := c.client.ListModules(lctx, &hostv1.ListModulesRequest{})
+	list, err := c.client.List(lctx)
 	cancel()
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("host %s: list modules: %w", h.Name, err)
 	}
-	r.descs.add(list.GetModules()...)
-	plan := planHost(h, mods.Items, list.GetModules())
+	r.descs.add(list...)
+	plan := planHost(h, mods.Items, list)
 
 	if len(plan.loads)+len(plan.unloads) > 0 {
 		// Written first, and against the version of the object read: a
@@ -198,9 +201,9 @@ func (r *hostSync) drain(ctx context.Context, h *v1alpha1.TinyHost) (ctrl.Result
 				continue
 			}
 			uctx, cancel := context.WithTimeout(ctx, unloadTimeout)
-			_, err := c.client.UnloadModule(uctx, &hostv1.UnloadModuleRequest{Name: e.Name})
+			err := c.client.Unload(uctx, e.Name)
 			cancel()
-			if err != nil && status.Code(err) != codes.NotFound {
+			if err != nil && !errors.Is(err, api.ErrNotFound) {
 				log.Info("draining: unload failed, leaving the module", "module", e.Name, "error", err.Error())
 			}
 		}
@@ -255,9 +258,9 @@ func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 	wg.Wait()
 	for _, name := range plan.unloads {
 		uctx, cancel := context.WithTimeout(ctx, unloadTimeout)
-		_, err := c.client.UnloadModule(uctx, &hostv1.UnloadModuleRequest{Name: name})
+		err := c.client.Unload(uctx, name)
 		cancel()
-		if err == nil || status.Code(err) == codes.NotFound {
+		if err == nil || errors.Is(err, api.ErrNotFound) {
 			delete(plan.entries, name)
 			delete(plan.loaded, name)
 			log.V(1).Info("module unloaded", "module", name)
@@ -279,13 +282,11 @@ func planHost(h *v1alpha1.TinyHost, mods []v1alpha1.TinyModule, actual []*hostv1
 	for _, m := range actual {
 		loaded[m.GetName()] = m
 	}
-	known := map[string]bool{} // names of TinyModules: the operator's to unload
 	plan := hostPlan{entries: map[string]*v1alpha1.HostModule{}, loaded: loaded}
 	for i := range mods {
-		known[mods[i].Name] = true
 		plan.place(h.Name, &mods[i], prior)
 	}
-	plan.rest(prior, known)
+	plan.rest(prior)
 	slices.Sort(plan.unloads)
 	return plan
 }
@@ -294,7 +295,8 @@ func planHost(h *v1alpha1.TinyHost, mods []v1alpha1.TinyModule, actual []*hostv1
 // entries, prior: its entry, and a load unless it is loaded as asked or was
 // refused for this spec.
 func (plan *hostPlan) place(host string, m *v1alpha1.TinyModule, prior map[string]v1alpha1.HostModule) {
-	if !m.DeletionTimestamp.IsZero() {
+	// A module a host provides is the host's own, never the operator's.
+	if !m.DeletionTimestamp.IsZero() || m.Spec.ProvidedBy != "" {
 		return
 	}
 	var pl *v1alpha1.Placement
@@ -342,20 +344,21 @@ func (plan *hostPlan) place(host string, m *v1alpha1.TinyModule, prior map[strin
 		if pr.SpecHash != hash {
 			e.Message = ""
 		}
-		plan.loads = append(plan.loads, job{mod: m, req: LoadRequest{Artifact: art, Header: loadHeader(m)}, hash: hash, entry: e})
+		plan.loads = append(plan.loads, job{mod: m, req: LoadRequest{Artifact: art, Module: loadModule(m)}, hash: hash, entry: e})
 	}
 }
 
 // rest plans what the host has loaded that nothing places there: the
-// operator's (a TinyModule of that name, known, or an entry naming a
-// namespace) is unloaded, the rest is the host's own and left alone.
-func (plan *hostPlan) rest(prior map[string]v1alpha1.HostModule, known map[string]bool) {
+// operator's (its entry names a namespace: the operator writes the entry
+// before it loads) is unloaded; the rest is the host's own and left alone,
+// even when a TinyModule has its name (a clash the module status reports).
+func (plan *hostPlan) rest(prior map[string]v1alpha1.HostModule) {
 	for name, a := range plan.loaded {
 		if plan.entries[name] != nil {
 			continue
 		}
 		pr, had := prior[name]
-		if known[name] || (had && pr.Namespace != "") {
+		if had && pr.Namespace != "" {
 			e := &v1alpha1.HostModule{Name: name, Namespace: pr.Namespace, Phase: v1alpha1.PhaseUnloading, Artifact: pr.Artifact, SpecHash: pr.SpecHash}
 			fillActual(e, a)
 			plan.entries[name] = e

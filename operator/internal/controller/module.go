@@ -65,10 +65,12 @@ type note struct {
 
 // decision is a new status and what goes with it.
 type decision struct {
-	status  v1alpha1.TinyModuleStatus
-	events  []note
-	invalid error
-	assumed assumed
+	status v1alpha1.TinyModuleStatus
+	events []note
+	// hostEvents are about TinyHosts.
+	hostEvents []hostNote
+	invalid    error
+	assumed    assumed
 }
 
 func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -84,7 +86,9 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	if !m.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &m)
 	}
-	if controllerutil.AddFinalizer(&m, Finalizer) {
+	// A module a host provides is never loaded by the operator: nothing
+	// to unload when it goes.
+	if m.Spec.ProvidedBy == "" && controllerutil.AddFinalizer(&m, Finalizer) {
 		if err := r.Update(ctx, &m); err != nil {
 			return requeueOnConflict(err)
 		}
@@ -99,6 +103,10 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		return ctrl.Result{}, err
 	}
 	d := r.decide(&m, hosts.Items, all.Items, metav1.Now())
+	if err := r.publishService(ctx, &m, &d.status); err != nil {
+		return ctrl.Result{}, err
+	}
+	stamp(&m.Status, &d.status, m.Generation, time.Now(), r.opts.Resync)
 	if !equality.Semantic.DeepEqual(m.Status, d.status) {
 		m.Status = d.status
 		if err := r.Status().Update(ctx, &m); err != nil {
@@ -109,6 +117,13 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	r.ledger.set(req.NamespacedName, d.assumed)
 	for _, e := range d.events {
 		r.events.Eventf(&m, nil, e.typ, e.reason, e.action, "%s", e.note)
+	}
+	for _, e := range d.hostEvents {
+		for i := range hosts.Items {
+			if h := &hosts.Items[i]; h.Name == e.host {
+				r.events.Eventf(h, &m, e.typ, e.reason, e.action, "%s", e.note)
+			}
+		}
 	}
 	if d.invalid != nil {
 		return ctrl.Result{}, reconcile.TerminalError(d.invalid)
@@ -131,6 +146,9 @@ func (r *modules) decide(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all 
 	if first := firstOfName(m, all); first != nil {
 		return nameTaken(m, first, &st, set)
 	}
+	if m.Spec.ProvidedBy != "" {
+		return r.decideProvided(m, hosts, now)
+	}
 	byName := make(map[string]*v1alpha1.TinyHost, len(hosts))
 	for i := range hosts {
 		byName[hosts[i].Name] = &hosts[i]
@@ -143,6 +161,7 @@ func (r *modules) decide(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all 
 	for _, p := range pr.failed {
 		mod.Avoid = append(mod.Avoid, p.Host)
 	}
+	mod.Taken = clashes(m, hosts)
 	dec := placement.Place(mod, r.placementHosts(m, mod, hosts, all), placement.Options{SpreadLabel: r.opts.SpreadLabel})
 
 	d := decision{events: pr.events}
@@ -152,6 +171,8 @@ func (r *modules) decide(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all 
 		d.events = append(d.events, note{corev1.EventTypeNormal, reasonPlaced, "Place", "placed on " + strings.Join(added, ", ")})
 	}
 	d.events = append(d.events, summarize(&st, set, wanted(m), dec)...)
+	onModule, onHosts := noteClash(m, mod.Taken, old, &st, now)
+	d.events, d.hostEvents = append(d.events, onModule...), onHosts
 	st.Address = ""
 	if at := servingAt(st.Placements, old.Address); at != nil {
 		st.Address = at.Address

@@ -9,7 +9,6 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +30,7 @@ import (
 	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/metrics"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/artifact"
+	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/server"
 )
 
@@ -276,13 +276,9 @@ func serverTLS(cfg Config) (*tls.Config, error) {
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	if cfg.TLSClientCA != "" {
-		pem, err := os.ReadFile(cfg.TLSClientCA)
+		pool, err := client.CertPool(cfg.TLSClientCA)
 		if err != nil {
 			return nil, fmt.Errorf("tls-client-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls-client-ca %s: no PEM certificate in the file", cfg.TLSClientCA)
 		}
 		tc.ClientCAs = pool
 		tc.ClientAuth = tls.RequireAndVerifyClientCert
