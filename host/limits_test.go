@@ -51,7 +51,7 @@ func TestInitialMemoryAboveLimit(t *testing.T) {
 		{"modules directory", func() error {
 			events := h.Subscribe(ctxT(t, time.Minute))
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "bigmem.wasm"), wasm, 0o644))
-			ev := next(t, events)
+			ev := await(t, events)
 			assert.Equal(t, host.EventFailed, ev.Type, "%+v", ev)
 			return ev.Err
 		}, []string{"load " + filepath.Join(dir, "bigmem.wasm"), "5000 pages", "4096 pages"}},

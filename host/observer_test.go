@@ -119,7 +119,7 @@ func TestRefFile(t *testing.T) {
 
 	ref := filepath.Join(dir, "echo"+artifact.RefFileExt)
 	require.NoError(t, os.WriteFile(ref, src.RefFile(), 0o644))
-	ev := next(t, events)
+	ev := await(t, events)
 	require.Equal(t, host.EventLoaded, ev.Type, "%+v", ev)
 	info, ok := h.Module("echo")
 	require.True(t, ok)
@@ -127,13 +127,13 @@ func TestRefFile(t *testing.T) {
 	mustEcho(t, h)
 
 	require.NoError(t, os.WriteFile(ref, []byte("url: "+url+"\n"), 0o644)) // no sha256
-	ev = next(t, events)
+	ev = await(t, events)
 	assert.Equal(t, host.EventFailed, ev.Type, "%+v", ev)
 	assert.ErrorIs(t, ev.Err, artifact.ErrInvalidSource)
 	mustEcho(t, h)
 
 	require.NoError(t, os.Remove(ref))
-	ev = next(t, events)
+	ev = await(t, events)
 	assert.Equal(t, host.EventUnloaded, ev.Type, "%+v", ev)
 	_, ok = h.Module("echo")
 	assert.False(t, ok)

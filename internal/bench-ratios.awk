@@ -39,6 +39,9 @@ END {
 		b = "BenchmarkInterruptChecks/" checks[i]
 		target("interrupt checks: " checks[i] " / as is", b "/checked-ns/call", b "/as-is-ns/call", checks[i + 1])
 	}
+	# The three ways to bound a call (RATIONALE: "Why an injected interrupt global").
+	ratio("1 KiB echo, interrupt global / no timeout", "BenchmarkTimeouts/interrupt-global", "BenchmarkTimeouts/none")
+	ratio("1 KiB echo, close on context done / no timeout", "BenchmarkTimeouts/close-on-context-done", "BenchmarkTimeouts/none")
 	ratio("load from the compile cache / cold load", "BenchmarkLoad/cached", "BenchmarkLoad/cold")
 	ratio("routed call to host 2 / gRPC Invoke on host 2", "BenchmarkRemoteCall/router", "BenchmarkRemoteCall/grpc-invoke")
 	ratio("routed call to host 2 / bare gRPC echo", "BenchmarkRemoteCall/router", "BenchmarkRemoteCall/grpc-echo")

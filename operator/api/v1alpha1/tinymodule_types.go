@@ -284,8 +284,12 @@ type Wire struct {
 // and Components are the fields the Tiny Systems docs publish for module
 // discovery, with the same names and shapes.
 type TinyModuleStatus struct {
-	// Address is the gRPC address (host:port) of a host on which the module
-	// is ready.
+	// Address is the gRPC address of the module while a replica is ready:
+	// its Service's, name.namespace.svc:50051, a Service without selector
+	// of the module's name whose EndpointSlices list the ready placements'
+	// addresses. When the module's name cannot name a Service, or a
+	// Service of that name is not the module's, it is a ready host's
+	// host:port instead. Hosts route to placements, not to this address.
 	//
 	// +optional
 	Address string `json:"address,omitempty"`
@@ -436,11 +440,13 @@ type Placement struct {
 type ModuleState string
 
 const (
-	// StatePending: not yet looked at by the operator.
+	// StatePending: placed, and sent to no host yet; for a module a host
+	// provides, that host is not ready or has not reported it yet.
 	StatePending ModuleState = "Pending"
 	// StateUnschedulable: no host, or too few, can run the module.
 	StateUnschedulable ModuleState = "Unschedulable"
-	// StateProgressing: placed, and loading or upgrading on some hosts.
+	// StateProgressing: placed, and loading or upgrading on some hosts, or
+	// ready on some and not yet sent to others.
 	StateProgressing ModuleState = "Progressing"
 	// StateReady: every replica is loaded and serving.
 	StateReady ModuleState = "Ready"
@@ -466,8 +472,10 @@ const (
 	PhaseFailed Phase = "Failed"
 	// PhaseUnloading: no longer placed there, being unloaded.
 	PhaseUnloading Phase = "Unloading"
-	// PhaseUnmanaged: loaded by the host on its own (e.g. from its modules
-	// directory), not by the operator. Only in TinyHost status.
+	// PhaseUnmanaged: loaded by the host on its own (from its modules
+	// directory, or a load not the operator's), not by the operator, which
+	// never unloads it. Only in TinyHost status. A host that registers
+	// itself publishes such a module as a TinyModule with spec.providedBy.
 	PhaseUnmanaged Phase = "Unmanaged"
 )
 
@@ -478,7 +486,8 @@ const (
 	// ConditionReady is True when every replica is loaded and serving.
 	ConditionReady = "Ready"
 	// ConditionDegraded is True when a replica failed or a placed host is
-	// not ready.
+	// not ready, and (reason NameConflict) when a host runs a module of
+	// the same name on its own.
 	ConditionDegraded = "Degraded"
 )
 
@@ -494,6 +503,7 @@ const (
 	// ReasonScheduled: every replica has a host.
 	ReasonScheduled = "Scheduled"
 	// ReasonNameConflict: a TinyModule of the same name in another namespace
-	// came first; module names are global across hosts.
+	// came first, or a host runs a module of that name on its own; module
+	// names are global across hosts.
 	ReasonNameConflict = "NameConflict"
 )

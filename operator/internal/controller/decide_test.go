@@ -13,16 +13,17 @@ import (
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
 )
 
-const decideImage = "registry.test/m:v1"
+// testImage is the image of the modules of the table tests.
+const testImage = "registry.test/m:v1"
 
 // decideModule is a module at generation 2 with placements in the given
 // phases, on the hosts named by the keys.
 func decideModule(observed int64, phases map[string]v1alpha1.Phase) *v1alpha1.TinyModule {
 	m := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", Generation: 2},
-		Spec: v1alpha1.TinyModuleSpec{Image: decideImage}}
+		Spec: v1alpha1.TinyModuleSpec{Image: testImage}}
 	m.Status.ObservedGeneration = observed
 	for h, ph := range phases {
-		m.Status.Placements = append(m.Status.Placements, v1alpha1.Placement{Host: h, Address: h + ":1", Artifact: decideImage, Phase: ph})
+		m.Status.Placements = append(m.Status.Placements, v1alpha1.Placement{Host: h, Address: h + ":1", Artifact: testImage, Phase: ph})
 	}
 	return m
 }
@@ -30,7 +31,7 @@ func decideModule(observed int64, phases map[string]v1alpha1.Phase) *v1alpha1.Ti
 // decideHosts are TinyHosts by name, each with the module's entry in the
 // given phase (none for "") and the current spec hash.
 func decideHosts(m *v1alpha1.TinyModule, entries map[string]v1alpha1.Phase) map[string]*v1alpha1.TinyHost {
-	hash := specHash(m, placement.Artifact{Image: decideImage})
+	hash := specHash(m, placement.Artifact{Image: testImage})
 	out := map[string]*v1alpha1.TinyHost{}
 	for name, ph := range entries {
 		h := &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TinyHostSpec{Address: name + ":1"}}
@@ -105,7 +106,7 @@ func TestPrior(t *testing.T) {
 func TestPlaced(t *testing.T) {
 	then := metav1.NewTime(time.Unix(1000, 0))
 	now := metav1.NewTime(time.Unix(2000, 0))
-	art := placement.Artifact{Image: decideImage}
+	art := placement.Artifact{Image: testImage}
 	tests := []struct {
 		name    string
 		before  map[string]v1alpha1.Phase // the prior placements
@@ -203,10 +204,12 @@ func TestSummarize(t *testing.T) {
 			state: v1alpha1.StateReady, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{true, reasonReady}, degraded: cond{false, reasonAsExpected}},
 		{name: "no replicas asked for", want: 0,
 			state: v1alpha1.StateReady, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{true, reasonNoReplicas}, degraded: cond{false, reasonAsExpected}},
+		{name: "one ready, one pending", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhasePending},
+			state: v1alpha1.StateProgressing, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{false, reasonPending}, degraded: cond{false, reasonAsExpected}},
 		{name: "loading", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseLoading},
 			state: v1alpha1.StateProgressing, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{false, reasonLoading}, degraded: cond{false, reasonAsExpected}},
 		{name: "pending", want: 1, phases: []v1alpha1.Phase{v1alpha1.PhasePending},
-			state: v1alpha1.StateProgressing, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{false, reasonPending}, degraded: cond{false, reasonAsExpected}},
+			state: v1alpha1.StatePending, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{false, reasonPending}, degraded: cond{false, reasonAsExpected}},
 		{name: "refused everywhere", want: 1, phases: []v1alpha1.Phase{v1alpha1.PhaseFailed}, unplaced: 1,
 			state: v1alpha1.StateFailed, scheduled: cond{false, v1alpha1.ReasonUnschedulable}, ready: cond{false, reasonLoadFailed}, degraded: cond{false, reasonAsExpected},
 			events: []string{v1alpha1.ReasonUnschedulable}},

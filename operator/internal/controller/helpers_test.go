@@ -31,6 +31,7 @@ func TestMain(m *testing.M) { os.Exit(testbed.Main(m)) }
 // bed is a control plane, a registry with hello and common, hosts
 // registered as TinyHosts, and the operator.
 type bed struct {
+	tb    testing.TB // the test the bed lives as long as
 	env   *kubetest.Env
 	c     client.Client
 	reg   *testbed.Registry
@@ -61,7 +62,7 @@ func newBed(t testing.TB, hosts ...hostSpec) *bed { return newBedWith(t, bedOpti
 
 func newBedWith(t testing.TB, o bedOptions, hosts ...hostSpec) *bed {
 	t.Helper()
-	b := &bed{env: kubetest.Start(t), reg: testbed.StartRegistry(t), hosts: map[string]*testbed.Host{}, bedOptions: o}
+	b := &bed{tb: t, env: kubetest.Start(t), reg: testbed.StartRegistry(t), hosts: map[string]*testbed.Host{}, bedOptions: o}
 	b.c = b.env.Client
 	var wg sync.WaitGroup
 	wg.Add(2)

@@ -224,7 +224,4 @@ func (m *Manager) Stop(t testing.TB) {
 	})
 }
 
-// Logs is what the manager logged so far.
-func (m *Manager) Logs() string { return m.logs.String() }
-
 func ptr[T any](v T) *T { return &v }

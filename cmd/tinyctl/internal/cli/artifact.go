@@ -153,7 +153,8 @@ func artifactError(err error) error {
 }
 
 // isSource says whether the argument of load is a source for the host to
-// fetch rather than a local file: it is when no such file exists.
+// fetch rather than a local file: it is when no such file exists. A source
+// is checked here so that a mistyped one is a usage error, not the host's.
 func isSource(arg, sha string) (bool, error) {
 	if _, err := os.Stat(arg); !errors.Is(err, fs.ErrNotExist) {
 		return false, nil
