@@ -21,8 +21,8 @@
 //   - services (service.go) writes each TinyModule's Service and
 //     EndpointSlices, from its Ready placements.
 //
-// The controllers decide only from the API: TinyModule placements are the hosts'
-// desired sets, TinyHost status entries are what the hosts run. Besides,
+// The controllers decide only from the API: TinyModule placements are the
+// hosts' desired sets, TinyHost status entries are what the hosts run. Besides,
 // they share one cache in memory, descriptors (shared.go): the version and
 // components each host reported for a wasm digest, which the host sync
 // fills from LoadModule and ListModules and modules reads to publish a
