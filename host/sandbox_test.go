@@ -88,7 +88,7 @@ func TestStartSection(t *testing.T) {
 func TestRecursionWithoutLoops(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
-	_, err := h.Load(ctxT(t, time.Minute), fixture(t, "hostile"), host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
+	_, err := h.Load(loadCtx(t), fixture(t, "hostile"), host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
 	require.NoError(t, err)
 
 	t.Run("handler", func(t *testing.T) {
@@ -102,7 +102,7 @@ func TestRecursionWithoutLoops(t *testing.T) {
 	})
 
 	t.Run("handler while the world stops", func(t *testing.T) {
-		_, err := h.Load(ctxT(t, time.Minute), fixture(t, "hostile"), host.LoadOptions{Name: "patient", Limits: host.Limits{CallTimeout: 5 * time.Minute}})
+		_, err := h.Load(loadCtx(t), fixture(t, "hostile"), host.LoadOptions{Name: "patient", Limits: host.Limits{CallTimeout: 5 * time.Minute}})
 		require.NoError(t, err)
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 		collectDuringCall(t, h, host.Request{Module: "patient", Component: "h", Port: "recurse"}, func() { mustEcho(t, h) })
@@ -151,7 +151,7 @@ func TestTables(t *testing.T) {
 	const budget = 4096 * 65536 / 16 / 8
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
-	_, err := h.Load(ctxT(t, time.Minute), fixture(t, "hostile"), host.LoadOptions{})
+	_, err := h.Load(loadCtx(t), fixture(t, "hostile"), host.LoadOptions{})
 	require.NoError(t, err)
 	grow := func(t *testing.T, delta int32) int32 {
 		t.Helper()
@@ -177,7 +177,7 @@ func TestTables(t *testing.T) {
 		mustEcho(t, h)
 	})
 	t.Run("a table that starts larger is refused", func(t *testing.T) {
-		_, err := h.Load(ctxT(t, time.Minute), fixture(t, "bigtable"), host.LoadOptions{})
+		_, err := h.Load(loadCtx(t), fixture(t, "bigtable"), host.LoadOptions{})
 		var le *host.LoadError
 		require.ErrorAs(t, err, &le)
 		assert.Equal(t, host.KindMemory, le.Kind)
@@ -190,7 +190,7 @@ func TestTables(t *testing.T) {
 // function the host adds (to clear its own interrupt flag) is refused.
 func TestInjectedStateIsUnreachable(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	_, err := h.Load(ctxT(t, time.Minute), fixture(t, "steal"), host.LoadOptions{})
+	_, err := h.Load(loadCtx(t), fixture(t, "steal"), host.LoadOptions{})
 	var le *host.LoadError
 	require.ErrorAs(t, err, &le)
 	assert.Contains(t, err.Error(), "global index 0 is out of range (the module has 0)")
