@@ -371,7 +371,8 @@ type TinyModuleStatus struct {
 	// +listMapKey=host
 	Inventory []InventoryItem `json:"inventory,omitempty"`
 
-	// Conditions: Scheduled, Ready and Degraded.
+	// Conditions: Scheduled, Ready, Degraded, and Wired when the module
+	// has wiring.
 	//
 	// +optional
 	// +listType=map
@@ -501,6 +502,11 @@ const (
 	// not ready, and (reason NameConflict) when a host runs a module of
 	// the same name on its own.
 	ConditionDegraded = "Degraded"
+	// ConditionWired is False (reason InvalidWire) when hosts would refuse
+	// some of spec.wiring, which is then left out of every host's wiring
+	// and named in the message; True when every wire is sent to the
+	// hosts. Absent without wiring.
+	ConditionWired = "Wired"
 )
 
 // Condition reasons shared by the controllers.
