@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 )
 
@@ -27,7 +28,7 @@ func TestInitialMemoryAboveLimit(t *testing.T) {
 	dir := t.TempDir()
 	h, _ := newHost(t, host.Options{ModulesDir: dir})
 	load(t, h, "echo", host.LoadOptions{})
-	wasm := fixture(t, "bigmem")
+	wasm := abitest.Guest(t, "bigmemory")
 	file := filepath.Join(t.TempDir(), "bigmem.wasm")
 	require.NoError(t, os.WriteFile(file, wasm, 0o644))
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 )
 
@@ -32,7 +33,7 @@ func TestWasmRuntimePanic(t *testing.T) {
 	load(t, h, "echo", host.LoadOptions{})
 
 	t.Run("initial memory above the limit", func(t *testing.T) {
-		_, err := h.Load(ctxT(t, time.Minute), wat(t, "bigmem"), host.LoadOptions{Name: "bigmem"})
+		_, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, "bigmemory"), host.LoadOptions{Name: "bigmem"})
 		var le *host.LoadError
 		require.ErrorAs(t, err, &le)
 		assert.Equal(t, "bigmem", le.Module)
