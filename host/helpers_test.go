@@ -113,6 +113,14 @@ func await(t *testing.T, events <-chan host.Event) host.Event {
 	return host.Event{}
 }
 
+// loadTimeout bounds a load in the tests: a cold compile of a Go guest
+// under the race detector takes about a minute on an idle machine, and
+// several on a busy one.
+const loadTimeout = 5 * time.Minute
+
+// loadCtx is the context of one load.
+func loadCtx(t testing.TB) context.Context { return ctxT(t, loadTimeout) }
+
 func ctxT(t testing.TB, d time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)

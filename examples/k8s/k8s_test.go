@@ -22,8 +22,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -596,10 +594,7 @@ func (op *operatorProcess) ready() error {
 
 func dial(t *testing.T, addr string) hostv1.HostServiceClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { cc.Close() })
-	return hostv1.NewHostServiceClient(cc)
+	return e2e.Client(t, addr).RPC()
 }
 
 // waitFor polls cond every 100ms until it returns nil or ctx ends.

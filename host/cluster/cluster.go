@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
@@ -125,7 +126,8 @@ func New(opts Options) *Router {
 	r := &Router{opts: opts, log: opts.Logger, sends: make(chan struct{}, maxSends)}
 	r.dial = client.Options{
 		TLSConfig: opts.TLS, Token: opts.Token, TokenNeedsTLS: opts.TLS != nil,
-		Keepalive: 10 * time.Second, MaxMessageBytes: opts.MaxMessageBytes,
+		Keepalive:       keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true},
+		MaxMessageBytes: opts.MaxMessageBytes,
 	}
 	r.table.Store(&table{routes: map[string]*route{}})
 	r.wiring.Store(&wiring{wires: map[abi.Address][]abi.Address{}})
