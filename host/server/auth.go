@@ -14,17 +14,16 @@ import (
 )
 
 // tokenAuth checks the bearer token of every call except the health
-// service's: readiness probes and load balancers rarely carry credentials,
-// and health answers only SERVING or not for a name the caller already knows.
+// service's Check: readiness probes and load balancers rarely carry
+// credentials, and Check answers only SERVING or not for a name the caller
+// already knows. List names every loaded module and Watch follows one, so
+// they need the token like the host service.
 type tokenAuth struct {
 	sum [sha256.Size]byte
 }
 
-// healthPrefix is the method prefix of the standard health service.
-var healthPrefix = "/" + grpc_health_v1.Health_ServiceDesc.ServiceName + "/"
-
 func (a *tokenAuth) check(ctx context.Context, method string) error {
-	if strings.HasPrefix(method, healthPrefix) {
+	if method == grpc_health_v1.Health_Check_FullMethodName {
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
