@@ -429,6 +429,9 @@ func TestBadConfiguration(t *testing.T) {
 		{"key without cert", []string{"--tls-key", "k.pem"}, 2, "tls-cert and tls-key go together"},
 		{"missing token file", []string{"--token-file", "/nonexistent/token", "--listen", "127.0.0.1:0"}, 1, "token-file"},
 		{"taken port", nil, 1, "listen"},
+		{"every interface, plaintext, no token", []string{"--listen", "0.0.0.0:0"}, 2,
+			"listen 0.0.0.0:0 is not a loopback address and there is neither TLS (tls-cert) nor a token (token-file): " +
+				"anyone who reaches it could load and run code; set one, or --insecure to serve it anyway"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
@@ -442,6 +445,11 @@ func TestBadConfiguration(t *testing.T) {
 			assert.Contains(t, res.Stderr, tc.want)
 		})
 	}
+	t.Run("every interface, insecure", func(t *testing.T) {
+		h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--listen", "0.0.0.0:0", "--insecure"}, Env: []string{"TINYHOST_INSECURE=false"}})
+		_, err := client(t, h.Addr).ListModules(context.Background(), &hostv1.ListModulesRequest{})
+		assert.NoError(t, err, "it serves")
+	})
 	res := e2e.Run(t, nil, bin, "--help")
 	assert.Equal(t, 0, res.Code)
 	assert.Contains(t, res.Stdout, "--modules")

@@ -68,7 +68,10 @@ func StartHost(t testing.TB, o HostOptions) *Host {
 		"--log-json", "--log-level", "debug",
 	}, o.Args...)
 	h.cmd = exec.Command(bin, args...)
-	h.cmd.Env = append(os.Environ(), o.Env...)
+	// Tests put hosts on a LocalIP, which the apiserver needs, without TLS
+	// or a token: insecure on purpose, on a machine the test owns. The
+	// refusal without it is tested with Run. o.Env, later, may say false.
+	h.cmd.Env = append(append(os.Environ(), "TINYHOST_INSECURE=true"), o.Env...)
 	pr, pw := io.Pipe()
 	h.cmd.Stderr = pw
 	h.cmd.Stdout = h.log

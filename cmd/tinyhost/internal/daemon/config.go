@@ -39,16 +39,20 @@ type Config struct {
 	TLSKey          string            `koanf:"tls-key"`
 	TLSClientCA     string            `koanf:"tls-client-ca"`
 	TokenFile       string            `koanf:"token-file"`
+	Insecure        bool              `koanf:"insecure"`
 	LogLevel        string            `koanf:"log-level"`
 	LogJSON         bool              `koanf:"log-json"`
 	MaxLoadBytes    int64             `koanf:"max-load-bytes"`
 	ShutdownTimeout time.Duration     `koanf:"shutdown-timeout"`
-	Capabilities    []string          `koanf:"capabilities"`
-	HopLimit        int               `koanf:"hop-limit"`
-	MaxModules      int               `koanf:"max-modules"`
-	MaxMemoryBytes  uint64            `koanf:"max-memory-bytes"`
-	CompileTimeout  time.Duration     `koanf:"compile-timeout"`
-	MaxCompiles     int               `koanf:"max-compiles"`
+	// Capabilities is nil when no source names it (the host's default,
+	// log and config), and empty, not nil, for "none": an empty list in
+	// the file, --capabilities none, TINYHOST_CAPABILITIES=none.
+	Capabilities   []string      `koanf:"capabilities"`
+	HopLimit       int           `koanf:"hop-limit"`
+	MaxModules     int           `koanf:"max-modules"`
+	MaxMemoryBytes uint64        `koanf:"max-memory-bytes"`
+	CompileTimeout time.Duration `koanf:"compile-timeout"`
+	MaxCompiles    int           `koanf:"max-compiles"`
 
 	// Routes (module → "host:port" of the hosts where it is ready) and
 	// wiring ("module/component/outport" → "module/component/inport") of a
@@ -65,6 +69,13 @@ type Config struct {
 	MaxInstances    int           `koanf:"max-instances"`
 	QueueTimeout    time.Duration `koanf:"queue-timeout"`
 	IdleTimeout     time.Duration `koanf:"idle-timeout"`
+
+	// Maxima of what a load may ask for (host.Maxima); zero means the
+	// host library's default.
+	MaximumMemoryPages  uint32        `koanf:"maximum-memory-pages"`
+	MaximumCallTimeout  time.Duration `koanf:"maximum-call-timeout"`
+	MaximumMessageBytes int           `koanf:"maximum-message-bytes"`
+	MaximumInstances    int           `koanf:"maximum-instances"`
 
 	// Registration in a Kubernetes cluster (package register): the
 	// TinyHost, its Lease and the TinyModules of the modules the host
@@ -135,13 +146,14 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.String("tls-key", "", "PEM key of --tls-cert")
 	fs.String("tls-client-ca", "", "PEM CA of client certificates; requires and verifies them (mTLS)")
 	fs.String("token-file", "", "file holding the bearer token every call must carry (health checks excepted)")
+	fs.Bool("insecure", false, "allow a listen address other than loopback with neither TLS nor a token: anyone who reaches it may load and run code")
 	fs.String("log-level", "info", "trace, debug, info, warn or error")
 	fs.Bool("log-json", false, "log JSON lines instead of text")
 	fs.Int64("max-load-bytes", DefaultMaxLoadBytes, "largest module accepted, in bytes, from any source: LoadModule, the modules directory (checked before reading), a fetch")
 	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish; the daemon exits at most 5s after it")
 	fs.Duration("compile-timeout", 0, "how long compiling one module may take (default 5m)")
 	fs.Int("max-compiles", 0, "how many modules may compile at once; more loads wait (default GOMAXPROCS)")
-	fs.StringSlice("capabilities", nil, "capabilities granted to modules whose load names none (default log,config: timer and messaging must be granted by the load)")
+	fs.StringSlice("capabilities", nil, `capabilities granted to modules whose load names none; "none" grants none (default log,config: timer and messaging must be granted by the load)`)
 	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
 	fs.Int("max-modules", 0, "how many modules the host takes; advertised to placement (default 0: no limit)")
 	fs.Uint64("max-memory-bytes", 0, "memory the modules' pools may reserve (memory-pages x 64 KiB x max-instances each); advertised to placement (default 0: no limit)")
@@ -153,6 +165,10 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Int("max-instances", 0, "module default: most instances at once (default 2 x GOMAXPROCS)")
 	fs.Duration("queue-timeout", 0, "module default: how long a call waits for a free instance (default 5s)")
 	fs.Duration("idle-timeout", 0, "module default: how long an instance beyond min-instances stays idle before it is closed (default 1m)")
+	fs.Uint32("maximum-memory-pages", 0, "most memory-pages a load may ask for; more is refused (default 16384, 1 GiB)")
+	fs.Duration("maximum-call-timeout", 0, "longest call-timeout a load may ask for; more is refused (default 5m)")
+	fs.Int("maximum-message-bytes", 0, "largest max-message-bytes a load may ask for; more is refused (default 16 MiB)")
+	fs.Int("maximum-instances", 0, "most max-instances a load may ask for; more is refused (default 256, or 2 x GOMAXPROCS if more)")
 	fs.String("artifacts-cache-dir", "", "cache of modules fetched from registries and URLs (default: <cache-dir>/artifacts)")
 	fs.String("artifacts-docker-config", "", "docker config file with registry credentials (default: $DOCKER_CONFIG, ~/.docker)")
 	fs.StringSlice("artifacts-plain-http", nil, "registries or hosts, host or host:port, reached over plain HTTP")
@@ -182,7 +198,7 @@ Examples:
   tinyhost --modules ./modules --cache-dir ./cache
   tinyhost --config /etc/tinyhost.yaml --label zone=a --metrics :9090
   TINYHOST_LISTEN=0.0.0.0:50051 tinyhost --tls-cert host.pem --tls-key host-key.pem --tls-client-ca ca.pem
-  tinyhost --register --listen 0.0.0.0:50051 --advertise-address 10.0.12.7:50051   # in a pod: its TinyHost, Lease, TinyModules
+  tinyhost --register --listen 0.0.0.0:50051 --token-file /etc/tinyhost/token --advertise-address 10.0.12.7:50051   # in a pod: its TinyHost, Lease, TinyModules
 
 Every flag is also a key of the --config file (listen: ..., cache-dir: ...)
 and an environment variable TINYHOST_<NAME> (TINYHOST_CACHE_DIR); a flag
@@ -299,6 +315,12 @@ func ParseConfig(args, environ []string) (Config, error) {
 		switch f.Name {
 		case "config", "help", "version":
 			return "", nil
+		case "capabilities":
+			// Unset, it must stay absent: absent is the host's default,
+			// an empty list is none.
+			if !f.Changed {
+				return "", nil
+			}
 		case "label":
 			if !f.Changed {
 				return "", nil
@@ -314,16 +336,35 @@ func ParseConfig(args, environ []string) (Config, error) {
 	if err := k.Unmarshal("", &c); err != nil {
 		return Config{}, usageErr("configuration: %v", err)
 	}
+	c.Capabilities = capabilities(k.Exists("capabilities"), c.Capabilities)
 	if err := c.validate(); err != nil {
 		return Config{}, err
 	}
 	return c, nil
 }
 
+// capabilities is the capabilities setting: nil when no source set it,
+// empty for an empty list or "none".
+func capabilities(set bool, caps []string) []string {
+	switch {
+	case !set:
+		return nil
+	case len(caps) == 0 || len(caps) == 1 && caps[0] == "none":
+		return []string{}
+	}
+	return caps
+}
+
 func (c *Config) validate() error {
 	var errs []string
 	if c.Listen == "" {
 		errs = append(errs, "listen is empty")
+	} else if !c.Insecure && c.TLSCert == "" && c.TokenFile == "" && !loopback(c.Listen) {
+		errs = append(errs, fmt.Sprintf("listen %s is not a loopback address and there is neither TLS (tls-cert) nor a token (token-file): "+
+			"anyone who reaches it could load and run code; set one, or --insecure to serve it anyway", c.Listen))
+	}
+	if slices.Contains(c.Capabilities, "none") {
+		errs = append(errs, fmt.Sprintf(`capabilities %v: "none" goes alone`, c.Capabilities))
 	}
 	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, strings.ToLower(c.LogLevel)) {
 		errs = append(errs, fmt.Sprintf("log-level %q is not trace, debug, info, warn or error", c.LogLevel))
@@ -426,3 +467,18 @@ func lookupEnv(environ []string, key string) string {
 
 // Version is the daemon's build version.
 func Version() string { return buildinfo.Version() }
+
+// loopback reports whether a listen address serves this machine alone:
+// localhost or a loopback IP. An empty host ("":50051) listens on every
+// interface.
+func loopback(listen string) bool {
+	h, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}

@@ -103,6 +103,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "register on every interface", args: []string{"--register", "--listen", "0.0.0.0:50051"}, want: "name the address others reach the host at"},
 		{name: "register: advertise without port", args: []string{"--register", "--advertise-address", "10.0.0.1"}, want: `advertise-address "10.0.0.1" is not host:port`},
 		{name: "register: lease in fractions", args: []string{"--register", "--lease-duration", "1500ms"}, want: "lease-duration is 1.5s, must be whole seconds"},
+		{name: "every interface, plaintext, no token", args: []string{"--listen", "0.0.0.0:50051"},
+			want: "listen 0.0.0.0:50051 is not a loopback address and there is neither TLS (tls-cert) nor a token (token-file)"},
+		{name: "no host, plaintext, no token", env: []string{"TINYHOST_LISTEN=:50051"}, want: "set one, or --insecure"},
+		{name: "none and more", args: []string{"--capabilities", "none,log"}, want: `"none" goes alone`},
 		{name: "register: renew too slow", env: []string{"TINYHOST_REGISTER=true", "TINYHOST_LEASE_RENEW_INTERVAL=3s"}, want: "lease-renew-interval is 3s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -217,4 +221,62 @@ func TestParseConfigCompiles(t *testing.T) {
 	assert.ErrorContains(t, err, "max-compiles is -1, must not be negative")
 	_, err = daemon.ParseConfig([]string{"--compile-timeout", "-1s"}, nil)
 	assert.ErrorContains(t, err, "compile-timeout is -1s, must not be negative")
+}
+
+// TestParseConfigCapabilities: absent is nil (the host's default); an empty
+// list or "none", from any source, is empty, not nil (no capability).
+func TestParseConfigCapabilities(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		file string
+		want []string
+	}{
+		{name: "absent", want: nil},
+		{name: "absent from the file", file: "name: x\n", want: nil},
+		{name: "empty list in the file", file: "capabilities: []\n", want: []string{}},
+		{name: "none in the file", file: "capabilities: [none]\n", want: []string{}},
+		{name: "listed in the file", file: "capabilities: [log, timer]\n", want: []string{"log", "timer"}},
+		{name: "none flag", args: []string{"--capabilities", "none"}, want: []string{}},
+		{name: "empty flag", args: []string{"--capabilities="}, want: []string{}},
+		{name: "none variable", env: []string{"TINYHOST_CAPABILITIES=none"}, want: []string{}},
+		{name: "flag over file", file: "capabilities: []\n", args: []string{"--capabilities", "messaging"}, want: []string{"messaging"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append(args, "--config", writeConfig(t, tc.file))
+			}
+			c, err := daemon.ParseConfig(args, tc.env)
+			require.NoError(t, err)
+			if tc.want == nil {
+				assert.Nil(t, c.Capabilities)
+				return
+			}
+			require.NotNil(t, c.Capabilities)
+			assert.Equal(t, tc.want, c.Capabilities)
+		})
+	}
+}
+
+// TestParseConfigInsecure: a listen address others can reach needs TLS or a
+// token, or --insecure said out loud; loopback needs neither.
+func TestParseConfigInsecure(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"loopback", []string{"--listen", "127.0.0.1:50051"}},
+		{"localhost", []string{"--listen", "localhost:50051"}},
+		{"loopback v6", []string{"--listen", "[::1]:50051"}},
+		{"insecure", []string{"--listen", "0.0.0.0:50051", "--insecure"}},
+		{"token", []string{"--listen", "0.0.0.0:50051", "--token-file", "/t"}},
+		{"tls", []string{"--listen", "10.0.0.1:50051", "--tls-cert", "c.pem", "--tls-key", "k.pem"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := daemon.ParseConfig(tc.args, nil)
+			assert.NoError(t, err)
+		})
+	}
 }
