@@ -298,6 +298,6 @@ func collectDuringCall(t *testing.T, h *host.Host, req host.Request, during func
 	}
 	cancel()
 	err := <-done
-	assert.Equal(t, host.KindTimeout, kindOf(err), "%v", err)
+	assert.Equal(t, host.KindCanceled, kindOf(err), "%v", err)
 	assert.ErrorIs(t, err, context.Canceled)
 }
