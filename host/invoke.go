@@ -10,15 +10,13 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 )
 
-// Request is a message to a component's input port.
-type Request struct {
-	Module, Component, Port string
-	Payload                 []byte
-	// Metadata travels with the message; abi.MetaTraceparent is carried
-	// on to the messages the handler sends, and abi.MetaHops counts
-	// forwards.
-	Metadata []abi.KV
-}
+// Request is a message to a component's input port. It is abi.Message, the
+// value a guest's send, call or emit is decoded into, so that a message
+// keeps one representation from the calling guest to the called one, on
+// this host or another. Its Metadata travels with it: abi.MetaTraceparent
+// is carried on to the messages the handler sends, and abi.MetaHops counts
+// forwards.
+type Request = abi.Message
 
 // Response is a component's reply.
 type Response struct {
@@ -120,7 +118,8 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, got *i
 	}
 	// The guest knows itself by its descriptor name, whatever name the
 	// host loaded it under.
-	msg := abi.Message{Module: v.desc.Name, Component: req.Component, Port: req.Port, Metadata: req.Metadata, Payload: req.Payload}
+	msg := *req
+	msg.Module = v.desc.Name
 	if len(req.Metadata) > 0 {
 		if n := hops(req.Metadata); n > v.h.opts.HopLimit {
 			return Response{}, callError(req, KindHopLimit, fmt.Errorf("forwarded %d times, limit %d", n, v.h.opts.HopLimit))
@@ -277,8 +276,9 @@ func statusError(s abi.Status, reason []byte) error {
 }
 
 // forwardMetadata returns the metadata of a message the handler forwards:
-// its own entries, the caller's trace context unless it set one, and the
-// incremented hop count.
+// its own entries, the caller's trace context unless it set one (a new one
+// when neither has one, so that the log lines of every host the message
+// crosses name one trace), and the incremented hop count.
 func (in *instance) forwardMetadata(own []abi.KV, hops int) []abi.KV {
 	out := make([]abi.KV, 0, len(own)+2)
 	trace := false
@@ -295,9 +295,13 @@ func (in *instance) forwardMetadata(own []abi.KV, hops int) []abi.KV {
 		for _, kv := range in.meta {
 			if kv.Key == abi.MetaTraceparent {
 				out = append(out, kv)
+				trace = true
 				break
 			}
 		}
+	}
+	if !trace {
+		out = append(out, abi.KV{Key: abi.MetaTraceparent, Value: newTraceparent()})
 	}
 	return append(out, abi.KV{Key: abi.MetaHops, Value: strconv.Itoa(hops)})
 }
