@@ -106,10 +106,11 @@ run: build ## Build everything and run tinyhost on 127.0.0.1:50051 with bin/modu
 test: tools
 
 # Pinned code generators, installed into bin/ on first use. protoc itself
-# comes from the system (Debian: protobuf-compiler).
+# comes from the system: Debian's protobuf-compiler (3.21.12 on bookworm),
+# the version the generated files name; `make protoc` installs it as root.
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
-PROTO_FILES := $(shell find host/proto -name '*.proto')
+PROTO_FILES := $(shell find host/proto/tinyhost -name '*.proto')
 
 $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION):
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
@@ -119,10 +120,19 @@ $(BIN)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION):
 	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	mv $(BIN)/protoc-gen-go-grpc $@
 
+.PHONY: protoc
+protoc: ## Install protoc (Debian's protobuf-compiler) when it is missing.
+	@command -v protoc >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get install -y -q protobuf-compiler >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q protobuf-compiler >/dev/null; }; }; } || \
+	  { echo "protoc not found: apt-get install protobuf-compiler" >&2; exit 1; }
+
+# The proto drift test (host/proto/.../generated_test.go) runs protoc.
+test: protoc
+
 .PHONY: proto
-proto: $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) $(BIN)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION) ## Regenerate the gRPC code (needs protoc).
-	@command -v protoc >/dev/null || { echo "protoc not found: apt-get install protobuf-compiler" >&2; exit 1; }
-	cd host/proto && protoc \
+proto: protoc $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) $(BIN)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION) ## Regenerate the gRPC code.
+	cd host/proto && protoc -I . -I third_party \
 	  --plugin=protoc-gen-go=$(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) \
 	  --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION) \
 	  --go_out=. --go_opt=paths=source_relative \

@@ -262,7 +262,7 @@ func (in *instance) classify(err error, cause int64) (Kind, error) {
 	case cause == interruptTimeout:
 		return KindTimeout, fmt.Errorf("deadline exceeded after %v", time.Duration(in.v.timeout))
 	case cause == interruptCanceled:
-		return KindTimeout, context.Canceled
+		return KindCanceled, context.Canceled
 	case cause == interruptClosed:
 		return KindTimeout, ErrClosed
 	case in.violation != nil:

@@ -8,24 +8,16 @@ import (
 	"time"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
-// Request is a message to a component's input port. It is abi.Message, the
-// value a guest's send, call or emit is decoded into, so that a message
-// keeps one representation from the calling guest to the called one, on
-// this host or another. Its Metadata travels with it: abi.MetaTraceparent
-// is carried on to the messages the handler sends, and abi.MetaHops counts
-// forwards.
-type Request = abi.Message
+// Request is a message to a component's input port: see api.Request (it is
+// abi.Message, so that a message keeps one representation from the
+// calling guest to the called one).
+type Request = api.Request
 
-// Response is a component's reply.
-type Response struct {
-	// Payload is the reply, owned by the caller.
-	Payload []byte
-	// Emitted holds the messages the handler emitted on output ports that
-	// are not wired to anything, so that a component can be tried alone.
-	Emitted []abi.Message
-}
+// Response is a component's reply: see api.Response.
+type Response = api.Response
 
 // Invoke delivers a request to a component port and returns the reply. The
 // call runs on an idle instance of the module's current version, for at
@@ -41,9 +33,9 @@ func (h *Host) Invoke(ctx context.Context, req Request) (Response, error) {
 }
 
 // systemPort is the error of a message to a system port from outside the
-// host. Invoke and Deliver, which every caller outside the host goes
-// through (clients, peers, routers, and so guests' send, call and wired
-// emits), refuse such messages; the host delivers settings and ticks on
+// host. Invoke (clients), Deliver (peers) and route (guests' send, call
+// and wired emits), which every message from outside the host goes
+// through, refuse such messages; the host delivers settings and ticks on
 // paths of its own (instance.settings, module.tick).
 func (h *Host) systemPort(req *Request) error {
 	if h.observer != nil {
@@ -139,7 +131,7 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, got *i
 		case errors.Is(err, ErrBusy):
 			return Response{}, callError(req, KindBusy, err)
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-			return Response{}, callError(req, KindTimeout, fmt.Errorf("waiting for an instance: %w", err))
+			return Response{}, callError(req, ctxKind(err), fmt.Errorf("waiting for an instance: %w", err))
 		}
 		return Response{}, callError(req, KindUnavailable, err)
 	}
@@ -165,7 +157,7 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, got *i
 		select {
 		case <-done:
 			v.pool.put(in)
-			return Response{}, callError(req, KindTimeout, ctx.Err())
+			return Response{}, callError(req, ctxKind(ctx.Err()), ctx.Err())
 		default:
 		}
 	}
@@ -214,45 +206,12 @@ func checkMetadata(meta []abi.KV) error {
 	return nil
 }
 
-// statusKind maps a guest's or a host call's status to the kind of error.
-func statusKind(s abi.Status) Kind {
-	switch s {
-	case abi.StatusNotFound:
-		return KindNotFound
-	case abi.StatusDenied:
-		return KindDenied
-	case abi.StatusTooLarge:
-		return KindTooLarge
-	case abi.StatusTimeout:
-		return KindTimeout
-	case abi.StatusHopLimit:
-		return KindHopLimit
-	case abi.StatusUnavailable:
-		return KindUnavailable
-	}
-	return KindHandler
-}
-
-// kindStatus maps an error's kind back to a status for a guest.
+// kindStatus maps an error back to a status for a guest.
 func kindStatus(err error) abi.Status {
 	var ce *CallError
 	switch {
 	case errors.As(err, &ce):
-		switch ce.Kind {
-		case KindNotFound:
-			return abi.StatusNotFound
-		case KindDenied:
-			return abi.StatusDenied
-		case KindTooLarge:
-			return abi.StatusTooLarge
-		case KindTimeout:
-			return abi.StatusTimeout
-		case KindHopLimit:
-			return abi.StatusHopLimit
-		case KindBusy, KindUnavailable:
-			return abi.StatusUnavailable
-		}
-		return abi.StatusError
+		return ce.Kind.Status()
 	case errors.Is(err, ErrNotFound):
 		return abi.StatusNotFound
 	case errors.Is(err, context.DeadlineExceeded):
@@ -261,6 +220,14 @@ func kindStatus(err error) abi.Status {
 		return abi.StatusUnavailable
 	}
 	return abi.StatusError
+}
+
+// ctxKind is the kind of a call cut short by its context's error err.
+func ctxKind(err error) Kind {
+	if errors.Is(err, context.Canceled) {
+		return KindCanceled
+	}
+	return KindTimeout
 }
 
 // statusError is the error of a non-ok status with its reason. The status

@@ -176,6 +176,8 @@ type version struct {
 	start bool
 	// tableElements is the most elements the module's tables can hold.
 	tableElements uint64
+	// compileTook is the time wazero took to compile it, for the observer.
+	compileTook time.Duration
 
 	// state is the count of references in its low bits and retiredBit.
 	state  atomic.Int64
@@ -380,124 +382,188 @@ func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOpti
 	return info, nil
 }
 
-// build makes a new version and publishes it. On failure it returns the
-// version built so far (for its name) and the error.
+// build makes a new version and publishes it: compile, describe (the
+// first instance names the module), join the module of that name, warm
+// the pool, publish. On failure it returns the version built so far (for
+// its name) and the error.
 func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadOptions) (*version, bool, error) {
-	if int64(len(wasm)) > h.opts.MaxModuleSize {
-		return nil, false, tooLarge(int64(len(wasm)), h.opts.MaxModuleSize)
-	}
-	limits := opts.Limits.over(h.opts.Limits).forModule()
-	if err := limits.validate(); err != nil {
-		return nil, false, fmt.Errorf("limits: %w", err)
-	}
-	capNames := opts.Capabilities
-	if capNames == nil {
-		capNames = h.opts.DefaultCapabilities
-	}
-	caps, err := capabilities(capNames)
+	spec, err := h.loadSpec(int64(len(wasm)), opts)
 	if err != nil {
 		return nil, false, err
 	}
-	var cfg *moduleConfig
-	if opts.Config != nil {
-		if cfg, err = parseConfig(opts.Config); err != nil {
-			return nil, false, err
-		}
-	}
-	if opts.Name != "" {
-		if err := abi.ValidName(opts.Name); err != nil {
-			return nil, false, fmt.Errorf("name: %w", err)
-		}
-	}
-
-	sum := sha256.Sum256(wasm)
-	c, err := h.compile(ctx, wasm, limits.MemoryPages)
+	v, err := h.newVersion(ctx, wasm, source, opts.Name, spec)
 	if err != nil {
 		return nil, false, err
 	}
-
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		_ = c.code.Close(ctx)
-		return nil, false, ErrClosed
-	}
-	h.wg.Add(1) // released when the version closes
-	h.mu.Unlock()
-
-	v := &version{
-		h:        h,
-		name:     opts.Name,
-		compiled: c.code,
-		limits:   limits,
-		caps:     caps,
-		capNames: slices.Clone(capNames),
-		digest:   hex.EncodeToString(sum[:]),
-		source:   source,
-		timeout:  int64(limits.CallTimeout),
-		log:      h.log.With("source", source),
-
-		start:         c.start,
-		tableElements: c.tableElements,
-	}
-	v.pool.init(v)
-	// The first instance describes the module; only then is its name known.
-	first, err := v.newInstance(nil)
+	first, err := v.describeFirst()
 	if err != nil {
 		v.retire()
 		return v, false, err
 	}
-	desc, err := first.describe()
+	m, err := h.join(v)
 	if err != nil {
 		first.close()
 		v.retire()
 		return v, false, err
+	}
+	cfg := spec.cfg
+	if cfg == nil {
+		if cfg = m.config.Load(); cfg == nil {
+			cfg, _ = parseConfig(nil)
+		}
+	}
+	old, err := h.publish(v, m, cfg, v.warm(first, cfg))
+	if err != nil {
+		v.retire()
+		return v, false, err
+	}
+	if old != nil {
+		old.retire()
+		m.pruneTimers(v)
+	}
+	return v, old != nil, nil
+}
+
+// loadSpec is what a load asks for, checked.
+type loadSpec struct {
+	limits   Limits
+	capNames []string
+	caps     capSet
+	cfg      *moduleConfig // nil: the module's, or none
+}
+
+// loadSpec checks a load's options, for a module of size bytes, against
+// the host's bounds and fills in the host's defaults.
+func (h *Host) loadSpec(size int64, opts LoadOptions) (loadSpec, error) {
+	if size > h.opts.MaxModuleSize {
+		return loadSpec{}, tooLarge(size, h.opts.MaxModuleSize)
+	}
+	spec := loadSpec{limits: opts.Limits.over(h.opts.Limits).forModule(), capNames: opts.Capabilities}
+	if err := spec.limits.validate(); err != nil {
+		return loadSpec{}, fmt.Errorf("limits: %w", err)
+	}
+	if spec.capNames == nil {
+		spec.capNames = h.opts.DefaultCapabilities
+	}
+	var err error
+	if spec.caps, err = capabilities(spec.capNames); err != nil {
+		return loadSpec{}, err
+	}
+	if opts.Config != nil {
+		if spec.cfg, err = parseConfig(opts.Config); err != nil {
+			return loadSpec{}, err
+		}
+	}
+	if opts.Name != "" {
+		if err := abi.ValidName(opts.Name); err != nil {
+			return loadSpec{}, fmt.Errorf("name: %w", err)
+		}
+	}
+	return spec, nil
+}
+
+// newVersion compiles wasm into a version with no instance yet, named name
+// until it describes itself. It counts in h.wg until it closes.
+func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string, spec loadSpec) (*version, error) {
+	sum := sha256.Sum256(wasm)
+	c, err := h.compile(ctx, wasm, spec.limits.MemoryPages)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		_ = c.code.Close(ctx)
+		return nil, ErrClosed
+	}
+	h.wg.Add(1) // released when the version closes
+	h.mu.Unlock()
+	v := &version{
+		h:        h,
+		name:     name,
+		compiled: c.code,
+		limits:   spec.limits,
+		caps:     spec.caps,
+		capNames: slices.Clone(spec.capNames),
+		digest:   hex.EncodeToString(sum[:]),
+		source:   source,
+		timeout:  int64(spec.limits.CallTimeout),
+		log:      h.log.With("source", source),
+
+		start:         c.start,
+		tableElements: c.tableElements,
+		compileTook:   c.took,
+	}
+	v.pool.init(v)
+	return v, nil
+}
+
+// describeFirst makes the version's first instance and has it describe
+// the module; only then is the module's name known.
+func (v *version) describeFirst() (*instance, error) {
+	first, err := v.newInstance(nil)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := first.describe()
+	if err != nil {
+		first.close()
+		return nil, err
 	}
 	v.desc = desc
 	v.comps = newComponentIndex(desc)
 	if v.name == "" {
 		v.name = desc.Name
 	}
-	v.log = h.log.With("module", v.name)
-	if h.observer != nil {
-		h.observer.Compiled(v.name, c.took, c.took < cachedCompile)
+	v.log = v.h.log.With("module", v.name)
+	if o := v.h.observer; o != nil {
+		o.Compiled(v.name, v.compileTook, v.compileTook < cachedCompile)
 	}
+	return first, nil
+}
 
+// join makes room for the version under its module, which it creates if
+// the name is new, and counts the load in progress there.
+func (h *Host) join(v *version) (*module, error) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	m := (*h.modules.Load())[v.name]
-	if err := h.roomFor(m, &limits); err != nil {
-		h.mu.Unlock()
-		first.close()
-		v.retire()
-		return v, false, err
+	if err := h.roomFor(m, &v.limits); err != nil {
+		return nil, err
 	}
 	if m == nil {
 		m = &module{h: h, name: v.name}
 		h.setModule(v.name, m)
 	}
 	m.loading++
-	h.mu.Unlock()
 	v.mod = m
-	if cfg == nil {
-		if cfg = m.config.Load(); cfg == nil {
-			cfg, _ = parseConfig(nil)
-		}
-	}
+	return m, nil
+}
 
-	err = first.settings(cfg)
-	if err == nil {
-		v.pool.add(first)
-		for i := 1; i < limits.MinInstances && err == nil; i++ {
-			var in *instance
-			if in, err = v.newInstance(cfg); err == nil {
-				v.pool.add(in)
-			}
-		}
-	} else {
+// warm delivers the configuration to the first instance and fills the
+// pool up to MinInstances. On failure the first instance is closed.
+func (v *version) warm(first *instance, cfg *moduleConfig) error {
+	if err := first.settings(cfg); err != nil {
 		first.close()
+		return err
 	}
+	v.pool.add(first)
+	for i := 1; i < v.limits.MinInstances; i++ {
+		in, err := v.newInstance(cfg)
+		if err != nil {
+			return err
+		}
+		v.pool.add(in)
+	}
+	return nil
+}
 
+// publish makes v the current version of m, with cfg its configuration,
+// unless the load failed (err) or the host closed meanwhile. It returns
+// the version replaced, for the caller to retire.
+func (h *Host) publish(v *version, m *module, cfg *moduleConfig, err error) (*version, error) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	m.loading--
 	if err == nil && h.closed {
 		err = ErrClosed
@@ -506,9 +572,7 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 		if m.current.Load() == nil && m.loading == 0 && (*h.modules.Load())[v.name] == m {
 			h.setModule(v.name, nil)
 		}
-		h.mu.Unlock()
-		v.retire()
-		return v, false, err
+		return nil, err
 	}
 	if (*h.modules.Load())[v.name] != m {
 		h.setModule(v.name, m) // unloaded while this version was built
@@ -520,13 +584,7 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 	v.loadedAt = time.Now()
 	old := m.current.Swap(v)
 	v.publish() // under h.mu: a later upgrade's timers come after these
-	h.mu.Unlock()
-
-	if old != nil {
-		old.retire()
-		m.pruneTimers(v)
-	}
-	return v, old != nil, nil
+	return old, nil
 }
 
 // tooLarge is the error for a module of n bytes, over the host's limit.

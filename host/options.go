@@ -225,6 +225,15 @@ var knownCapabilities = []string{abi.CapLog, abi.CapConfig, abi.CapTimer, abi.Ca
 // withDefaults fills the zero fields of o, checks the rest, and prepares the
 // directories.
 func (o Options) withDefaults() (Options, error) {
+	o.fill()
+	if err := o.check(); err != nil {
+		return o, fmt.Errorf("host: invalid options: %w", err)
+	}
+	return o, nil
+}
+
+// fill sets the zero fields of o to their defaults.
+func (o *Options) fill() {
 	if o.Name == "" {
 		o.Name = defaultName
 	}
@@ -255,7 +264,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.DefaultCapabilities == nil {
 		o.DefaultCapabilities = slices.Clone(knownCapabilities)
 	}
-	builtin := Limits{
+	o.Limits = o.Limits.over(Limits{
 		MemoryPages:    defaultMemoryPages,
 		CallTimeout:    defaultCallTimeout,
 		MaxMessageSize: defaultMaxMessageSize,
@@ -269,24 +278,26 @@ func (o Options) withDefaults() (Options, error) {
 		MinTimerInterval:  defaultMinTimerInterval,
 		MaxTimers:         defaultMaxTimers,
 		MaxSends:          defaultMaxSends,
-	}
-	o.Limits = o.Limits.over(builtin)
+	})
+}
 
+// check checks the filled options and makes their directories.
+func (o *Options) check() error {
 	var errs []error
-	if o.HopLimit < 0 {
-		errs = append(errs, fmt.Errorf("HopLimit is %d, must be positive", o.HopLimit))
-	}
-	if o.MaxModuleSize < 0 {
-		errs = append(errs, fmt.Errorf("MaxModuleSize is %d, must be positive", o.MaxModuleSize))
-	}
-	if o.CompileTimeout < 0 {
-		errs = append(errs, fmt.Errorf("CompileTimeout is %v, must be positive", o.CompileTimeout))
-	}
-	if o.MaxCompiles < 0 {
-		errs = append(errs, fmt.Errorf("MaxCompiles is %d, must be positive", o.MaxCompiles))
-	}
-	if o.Capacity.MaxModules < 0 {
-		errs = append(errs, fmt.Errorf("Capacity.MaxModules is %d, must be positive", o.Capacity.MaxModules))
+	for _, f := range []struct {
+		name string
+		neg  bool
+		v    any
+	}{
+		{"HopLimit", o.HopLimit < 0, o.HopLimit},
+		{"MaxModuleSize", o.MaxModuleSize < 0, o.MaxModuleSize},
+		{"CompileTimeout", o.CompileTimeout < 0, o.CompileTimeout},
+		{"MaxCompiles", o.MaxCompiles < 0, o.MaxCompiles},
+		{"Capacity.MaxModules", o.Capacity.MaxModules < 0, o.Capacity.MaxModules},
+	} {
+		if f.neg {
+			errs = append(errs, fmt.Errorf("%s is %v, must be positive", f.name, f.v))
+		}
 	}
 	if err := o.Limits.validate(); err != nil {
 		errs = append(errs, fmt.Errorf("Limits: %w", err))
@@ -302,10 +313,7 @@ func (o Options) withDefaults() (Options, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", d.name, err))
 		}
 	}
-	if len(errs) > 0 {
-		return o, fmt.Errorf("host: invalid options: %w", errors.Join(errs...))
-	}
-	return o, nil
+	return errors.Join(errs...)
 }
 
 // over returns l with its zero fields taken from d.

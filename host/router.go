@@ -11,53 +11,24 @@ import (
 	"sync/atomic"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
-// Transport carries messages to modules loaded on other hosts. The host
-// decides where a message goes: it hands the transport only a message to a
-// module that is not loaded here and has a route, with the addresses of
-// that module's replicas. Package host/cluster is the gRPC transport; a
-// host without one delivers to its own modules only. A Transport must be
-// safe for concurrent use, and must not keep msg, or change it, once a
-// call returns.
-type Transport interface {
-	// Call delivers msg to one of the replicas, waits for the reply within
-	// ctx, and returns it. Cancelling ctx stops the call on the replica
-	// too. It tries another replica only when one certainly did not run
-	// the message. A failure is a *CallError about msg's address, with
-	// the Kind the replica's host gave it.
-	Call(ctx context.Context, to Replicas, msg *abi.Message) ([]byte, error)
+// Transport carries messages to modules loaded on other hosts: see
+// api.Transport. Package host/cluster is the gRPC one; a host without one
+// delivers to its own modules only.
+type Transport = api.Transport
 
-	// Send delivers msg to one of the replicas and returns once that host
-	// has accepted it, without waiting for the handler. The host calls it
-	// in the background, within ctx, for a message that no one waits for.
-	// Errors are Call's.
-	Send(ctx context.Context, to Replicas, msg *abi.Message) error
-
-	// Peers tells the transport every address the routes name, on every
-	// SetRoutes: it closes what it holds for other addresses, and refuses
-	// them from then on, so that a message in flight to a host that has
-	// just left the routes does not open a connection to it again.
-	Peers(addrs []string)
-}
-
-// Replicas are the addresses of the hosts where a module is ready, tried
-// from First on: Addr(0) is Addrs[First]. The host starts each message at
-// the next replica, round robin.
-type Replicas struct {
-	Addrs []string
-	First int
-}
-
-// Len returns the number of replicas.
-func (r Replicas) Len() int { return len(r.Addrs) }
-
-// Addr returns the address to try i-th, for i in [0, Len).
-func (r Replicas) Addr(i int) string { return r.Addrs[(r.First+i)%len(r.Addrs)] }
+// Replicas are the addresses of the hosts where a module is ready, in the
+// order a Transport tries them: see api.Replicas.
+type Replicas = api.Replicas
 
 // ErrStaleGeneration is matched by the error of SetRoutes or SetWiring
 // with a generation older than the one set.
-var ErrStaleGeneration = errors.New("stale generation")
+var ErrStaleGeneration = api.ErrStaleGeneration
+
+// The Host is the Routing that its gRPC server acts on.
+var _ api.Routing = (*Host)(nil)
 
 // maxSends bounds the messages in flight in one host that no one waits
 // for, local and remote.

@@ -23,10 +23,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"google.golang.org/grpc"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/tinyhost/tinyhost/host/artifact"
+	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 	"github.com/tinyhost/tinyhost/operator/internal/controller"
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
@@ -39,6 +43,13 @@ import (
 // +kubebuilder:rbac:groups=operator.tinysystems.io,resources=tinymodules/status;tinyhosts/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=operator.tinysystems.io,resources=tinymodules/finalizers;tinyhosts/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch,namespace=tinyhost-system
+
+// DefaultHostLeaseNamespace is where hosts renew their Leases unless told
+// otherwise, the namespace of config/host and config/default.
+const DefaultHostLeaseNamespace = "tinyhost-system"
 
 // Options configure the operator. The zero value is usable: every zero field
 // takes the default its comment names.
@@ -75,10 +86,15 @@ type Options struct {
 	// Default: $DOCKER_CONFIG/config.json or ~/.docker/config.json.
 	DockerConfig string
 
-	// DialOptions are added to the options of every host connection, e.g.
-	// transport credentials for hosts that serve TLS, or per-RPC
-	// credentials for hosts that want a bearer token. Default: plain text.
-	DialOptions []grpc.DialOption
+	// HostLeaseNamespace holds the Leases that hosts registering
+	// themselves renew (tinyhost --register --namespace); the operator
+	// watches Leases there only. A host with a Lease there is NotReady
+	// the moment it expires. Default DefaultHostLeaseNamespace.
+	HostLeaseNamespace string
+	// Host says how the operator reaches hosts: TLS files or
+	// configuration, a bearer token or its file (read once, by Setup).
+	// Default: plain text, no token.
+	Host client.Options
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -100,6 +116,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.SpreadLabel == "" {
 		o.SpreadLabel = placement.DefaultSpreadLabel
 	}
+	if o.HostLeaseNamespace == "" {
+		o.HostLeaseNamespace = DefaultHostLeaseNamespace
+	}
 	if o.ArtifactCacheDir == "" {
 		o.ArtifactCacheDir = filepath.Join(os.TempDir(), "tinyhost-operator-artifacts")
 	}
@@ -107,16 +126,30 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // Setup adds the operator's controllers to the manager: the placement and
-// status of TinyModules, and the host sync of TinyHosts. The manager's
-// scheme must know the v1alpha1 types (v1alpha1.AddToScheme).
+// status of TinyModules, the host sync of TinyHosts (probes and Leases),
+// and each TinyModule's Service and EndpointSlices. The manager's scheme
+// must know the v1alpha1 types (v1alpha1.AddToScheme) and client-go's.
 func Setup(mgr manager.Manager, o Options) error {
 	o, err := o.withDefaults()
 	if err != nil {
 		return err
 	}
+	if o.Host, err = o.Host.Resolve(); err != nil {
+		return fmt.Errorf("operator: hosts: %w", err)
+	}
 	gvk := v1alpha1.GroupVersion.WithKind("TinyModule")
 	if !mgr.GetScheme().Recognizes(gvk) {
 		return fmt.Errorf("operator: the manager's scheme does not know %s: add v1alpha1.AddToScheme", gvk)
+	}
+	// Services, EndpointSlices and Leases.
+	for _, gvk := range []schema.GroupVersionKind{
+		corev1.SchemeGroupVersion.WithKind("Service"),
+		discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"),
+		coordinationv1.SchemeGroupVersion.WithKind("Lease"),
+	} {
+		if !mgr.GetScheme().Recognizes(gvk) {
+			return fmt.Errorf("operator: the manager's scheme does not know %s: add client-go's scheme (k8s.io/client-go/kubernetes/scheme.AddToScheme)", gvk)
+		}
 	}
 	var loader controller.Loader = controller.SourceLoader{}
 	if o.FetchArtifacts {
@@ -141,6 +174,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		SpreadLabel:      o.SpreadLabel,
 		Resync:           o.ResyncPeriod,
 		Loader:           loader,
-		DialOptions:      o.DialOptions,
+		Host:             o.Host,
+		LeaseNamespace:   o.HostLeaseNamespace,
 	})
 }

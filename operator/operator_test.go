@@ -18,19 +18,21 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
-	"github.com/tinyhost/tinyhost/operator/internal/kubetest"
 )
 
 func TestSetup(t *testing.T) {
 	env := kubetest.Start(t)
 	newManager := func(t *testing.T, withAPI bool) ctrl.Manager {
 		scheme := runtime.NewScheme()
+		require.NoError(t, clientgoscheme.AddToScheme(scheme))
 		if withAPI {
 			require.NoError(t, v1alpha1.AddToScheme(scheme))
 		}
@@ -53,6 +55,15 @@ func TestSetup(t *testing.T) {
 		{name: "a bad plain-HTTP registry", withAPI: true, opts: operator.Options{FetchArtifacts: true, PlainHTTP: []string{"http://x/y"}}, wantErr: "PlainHTTP"},
 		{name: "a scheme without the API", wantErr: "add v1alpha1.AddToScheme"},
 	}
+	t.Run("a scheme without client-go's", func(t *testing.T) {
+		scheme := runtime.NewScheme()
+		require.NoError(t, v1alpha1.AddToScheme(scheme))
+		skip := true
+		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+			Controller: config.Controller{SkipNameValidation: &skip}})
+		require.NoError(t, err)
+		assert.ErrorContains(t, operator.Setup(mgr, operator.Options{}), "add client-go's scheme")
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := operator.Setup(newManager(t, tt.withAPI), tt.opts)

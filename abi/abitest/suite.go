@@ -335,53 +335,84 @@ func (s *suite) testNotFound(t *testing.T) {
 // its member on _settings.
 const hostcallsConfig = `{"caller":{"greeting":"hi"},"other":[1,2]}`
 
+// testHostcalls checks each host import (ABI.md 3) with the hostcalls
+// guest, one method per import, after the two checks that load it without
+// configuration and with only log granted.
 func (s *suite) testHostcalls(t *testing.T) {
-	t.Run("config-default", func(t *testing.T) {
-		m := s.mustLoad(t, "hostcalls", Limits{})
-		wantJSON(t, "config", s.mustInvoke(t, m, "caller", "config", nil).Payload, `{}`)
-		wantJSON(t, "settings", s.mustInvoke(t, m, "caller", "settings", nil).Payload, `{}`)
-	})
+	t.Run("config-default", s.testConfigDefault)
+	t.Run("denied", s.testDenied)
+	c := &hostcalls{suite: s, m: s.mustLoad(t, "hostcalls", Limits{Config: []byte(hostcallsConfig)})}
+	c.testConfig(t)
+	c.testLog(t)
+	c.testEmit(t)
+	c.testSend(t)
+	c.testCall(t)
+	c.testResult(t)
+	c.testTimer(t)
+	c.testOutOfBounds(t)
+}
 
-	t.Run("denied", func(t *testing.T) {
-		m := s.mustLoad(t, "hostcalls", Limits{Capabilities: []string{abi.CapLog}})
-		for _, tc := range []struct{ port, payload string }{
-			{"config", ""}, {"timer", "1000"}, {"call", "echo/echo/in x"}, {"send", "echo/echo/in x"},
-		} {
-			err := s.mustFail(t, m, "caller", tc.port, []byte(tc.payload), KindHandler)
-			wantMention(t, err, "status 3")
-		}
-		s.mustInvoke(t, m, "caller", "log", []byte("granted"))
-	})
+func (s *suite) testConfigDefault(t *testing.T) {
+	m := s.mustLoad(t, "hostcalls", Limits{})
+	wantJSON(t, "config", s.mustInvoke(t, m, "caller", "config", nil).Payload, `{}`)
+	wantJSON(t, "settings", s.mustInvoke(t, m, "caller", "settings", nil).Payload, `{}`)
+}
 
-	m := s.mustLoad(t, "hostcalls", Limits{Config: []byte(hostcallsConfig)})
-	logs := func(match func(Log) bool) int {
-		return s.countLogs("hostcalls", func(l Log) bool { return l.Stream == "" && match(l) })
+func (s *suite) testDenied(t *testing.T) {
+	m := s.mustLoad(t, "hostcalls", Limits{Capabilities: []string{abi.CapLog}})
+	for _, tc := range []struct{ port, payload string }{
+		{"config", ""}, {"timer", "1000"}, {"call", "echo/echo/in x"}, {"send", "echo/echo/in x"},
+	} {
+		err := s.mustFail(t, m, "caller", tc.port, []byte(tc.payload), KindHandler)
+		wantMention(t, err, "status 3")
 	}
-	marker := func(what string) string { return what + "-" + strconv.FormatUint(rand.Uint64(), 36) }
+	s.mustInvoke(t, m, "caller", "log", []byte("granted"))
+}
 
+// hostcalls is the hostcalls guest loaded with hostcallsConfig and every
+// capability.
+type hostcalls struct {
+	*suite
+	m Module
+}
+
+// logs counts the guest's log lines (not its stdout or stderr) that match.
+func (c *hostcalls) logs(match func(Log) bool) int {
+	return c.countLogs("hostcalls", func(l Log) bool { return l.Stream == "" && match(l) })
+}
+
+// marker is what, made unique, so that a test finds its own log lines.
+func marker(what string) string { return what + "-" + strconv.FormatUint(rand.Uint64(), 36) }
+
+// testConfig: abi.ImportConfig, and _settings.
+func (c *hostcalls) testConfig(t *testing.T) {
 	t.Run("config", func(t *testing.T) {
-		wantJSON(t, "config", s.mustInvoke(t, m, "caller", "config", nil).Payload, hostcallsConfig)
+		wantJSON(t, "config", c.mustInvoke(t, c.m, "caller", "config", nil).Payload, hostcallsConfig)
 	})
 	t.Run("settings", func(t *testing.T) {
-		wantJSON(t, "settings", s.mustInvoke(t, m, "caller", "settings", nil).Payload, `{"greeting":"hi"}`)
+		wantJSON(t, "settings", c.mustInvoke(t, c.m, "caller", "settings", nil).Payload, `{"greeting":"hi"}`)
 	})
+}
+
+// testLog: abi.ImportLog at each level, and a line over abi.MaxLogSize.
+func (c *hostcalls) testLog(t *testing.T) {
 	t.Run("log", func(t *testing.T) {
 		mark := marker("log")
-		s.mustInvoke(t, m, "caller", "log", []byte(mark))
+		c.mustInvoke(t, c.m, "caller", "log", []byte(mark))
 		for level := abi.LogTrace; level <= abi.LogError; level++ {
 			line := fmt.Sprintf("level %d %s", level, mark)
 			eventually(t, fmt.Sprintf("log %q at level %d", line, level), func() bool {
-				return logs(func(l Log) bool { return l.Level == level && strings.Contains(l.Message, line) }) > 0
+				return c.logs(func(l Log) bool { return l.Level == level && strings.Contains(l.Message, line) }) > 0
 			})
 		}
 	})
 	t.Run("log-truncated", func(t *testing.T) {
 		mark := marker("long")
-		s.mustInvoke(t, m, "caller", "log", []byte(mark+strings.Repeat(".", abi.MaxLogSize)))
+		c.mustInvoke(t, c.m, "caller", "log", []byte(mark+strings.Repeat(".", abi.MaxLogSize)))
 		prefix := "level 2 " + mark
 		var got Log
 		eventually(t, "the long log line", func() bool {
-			for _, l := range s.h.Logs("hostcalls") {
+			for _, l := range c.h.Logs("hostcalls") {
 				if strings.HasPrefix(l.Message, prefix) {
 					got = l
 					return true
@@ -393,9 +424,13 @@ func (s *suite) testHostcalls(t *testing.T) {
 			t.Errorf("a line of %d bytes was logged as %d bytes, want it truncated to %d", len(prefix)+abi.MaxLogSize, len(got.Message), abi.MaxLogSize)
 		}
 	})
+}
+
+// testEmit: abi.ImportEmit.
+func (c *hostcalls) testEmit(t *testing.T) {
 	t.Run("emit", func(t *testing.T) {
 		mark := marker("emit")
-		r := s.mustInvoke(t, m, "caller", "emit", []byte(mark))
+		r := c.mustInvoke(t, c.m, "caller", "emit", []byte(mark))
 		if len(r.Emitted) != 1 {
 			t.Fatalf("emitted %d messages (%+v), want 1", len(r.Emitted), r.Emitted)
 		}
@@ -404,21 +439,30 @@ func (s *suite) testHostcalls(t *testing.T) {
 			t.Errorf("emitted %s/%s/%s %q, want [hostcalls]/caller/out %q", e.Module, e.Component, e.Port, e.Payload, mark)
 		}
 	})
+}
+
+// testSend: abi.ImportSend, to a port of the guest itself.
+func (c *hostcalls) testSend(t *testing.T) {
 	t.Run("send", func(t *testing.T) {
 		mark := marker("send")
-		s.mustInvoke(t, m, "caller", "send", []byte("hostcalls/caller/note "+mark))
+		c.mustInvoke(t, c.m, "caller", "send", []byte("hostcalls/caller/note "+mark))
 		eventually(t, "delivery of the message sent to hostcalls/caller/note", func() bool {
-			return logs(func(l Log) bool { return strings.Contains(l.Message, "note "+mark) }) > 0
+			return c.logs(func(l Log) bool { return strings.Contains(l.Message, "note "+mark) }) > 0
 		})
 	})
+}
+
+// testCall: abi.ImportCall to echo: the reply, the hop count the callee
+// sees, and the statuses passed back.
+func (c *hostcalls) testCall(t *testing.T) {
 	t.Run("call", func(t *testing.T) {
 		mark := marker("call")
-		if r := s.mustInvoke(t, m, "caller", "call", []byte("echo/echo/in "+mark)); string(r.Payload) != mark {
+		if r := c.mustInvoke(t, c.m, "caller", "call", []byte("echo/echo/in "+mark)); string(r.Payload) != mark {
 			t.Errorf("call echo/echo/in answered %q, want %q", r.Payload, mark)
 		}
 	})
 	t.Run("call-hops", func(t *testing.T) {
-		r := s.mustInvoke(t, m, "caller", "call", []byte("echo/echo/meta x"))
+		r := c.mustInvoke(t, c.m, "caller", "call", []byte("echo/echo/meta x"))
 		var meta map[string]string
 		if err := json.Unmarshal(r.Payload, &meta); err != nil {
 			t.Fatalf("echo/echo/meta answered %q: %v", r.Payload, err)
@@ -428,44 +472,56 @@ func (s *suite) testHostcalls(t *testing.T) {
 		}
 	})
 	t.Run("call-error", func(t *testing.T) {
-		err := s.mustFail(t, m, "caller", "call", []byte("echo/echo/fail x"), KindHandler)
+		err := c.mustFail(t, c.m, "caller", "call", []byte("echo/echo/fail x"), KindHandler)
 		wantMention(t, err, "status 1", "boom")
 	})
 	t.Run("call-unknown-module", func(t *testing.T) {
-		err := s.mustFail(t, m, "caller", "call", []byte("nosuch/echo/in x"), KindHandler)
+		err := c.mustFail(t, c.m, "caller", "call", []byte("nosuch/echo/in x"), KindHandler)
 		wantMention(t, err, "status 2")
 	})
+}
+
+// testResult: abi.ImportResult, after a call whose reply did not fit.
+func (c *hostcalls) testResult(t *testing.T) {
 	t.Run("pending-result", func(t *testing.T) {
 		mark := strings.Repeat(marker("pending"), 200)
-		if r := s.mustInvoke(t, m, "caller", "callsmall", []byte("echo/echo/in "+mark)); string(r.Payload) != mark {
+		if r := c.mustInvoke(t, c.m, "caller", "callsmall", []byte("echo/echo/in "+mark)); string(r.Payload) != mark {
 			t.Errorf("call with out_cap 1 then result answered %d bytes, want the %d-byte payload", len(r.Payload), len(mark))
 		}
 	})
+}
+
+// testTimer: abi.ImportTimer, and the _tick messages it brings.
+func (c *hostcalls) testTimer(t *testing.T) {
 	t.Run("timer", func(t *testing.T) {
-		s.mustInvoke(t, m, "caller", "timer", []byte("20"))
+		c.mustInvoke(t, c.m, "caller", "timer", []byte("20"))
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
 			defer cancel()
-			if _, err := m.Invoke(ctx, "caller", "timer", []byte("0"), nil); err != nil {
+			if _, err := c.m.Invoke(ctx, "caller", "timer", []byte("0"), nil); err != nil {
 				t.Errorf("cancel the timer: %v", err)
 			}
 		})
 		// Ticks are delivered to any instance, so they are observed
 		// through the log lines the guest writes on _tick.
 		eventually(t, "two ticks on hostcalls/caller/_tick", func() bool {
-			return logs(func(l Log) bool { return l.Level == abi.LogInfo && strings.HasPrefix(l.Message, "tick ") }) >= 2
+			return c.logs(func(l Log) bool { return l.Level == abi.LogInfo && strings.HasPrefix(l.Message, "tick ") }) >= 2
 		})
-		if n := logs(func(l Log) bool { return strings.Contains(l.Message, "tick with a bad payload") }); n > 0 {
+		if n := c.logs(func(l Log) bool { return strings.Contains(l.Message, "tick with a bad payload") }); n > 0 {
 			t.Errorf("%d ticks had a payload that is not RFC 3339 time", n)
 		}
 	})
-	// A guest pointer outside memory fails the call and costs the instance;
-	// the module goes on serving from a fresh one, which gets _settings again.
+}
+
+// testOutOfBounds: a guest pointer outside memory, given to emit (oobreq),
+// log (ooblog) or config (oobout), fails the call and costs the instance;
+// the module goes on serving from a fresh one, which gets _settings again.
+func (c *hostcalls) testOutOfBounds(t *testing.T) {
 	for _, port := range []string{"oobreq", "ooblog", "oobout"} {
 		t.Run(port, func(t *testing.T) {
-			err := s.mustFail(t, m, "caller", port, nil, KindABI, KindTrap)
+			err := c.mustFail(t, c.m, "caller", port, nil, KindABI, KindTrap)
 			wantMention(t, err, "hostcalls", "caller")
-			wantJSON(t, "settings", s.mustInvoke(t, m, "caller", "settings", nil).Payload, `{"greeting":"hi"}`)
+			wantJSON(t, "settings", c.mustInvoke(t, c.m, "caller", "settings", nil).Payload, `{"greeting":"hi"}`)
 		})
 	}
 }

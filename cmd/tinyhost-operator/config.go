@@ -12,6 +12,25 @@ import (
 	"github.com/tinyhost/tinyhost/operator"
 )
 
+// defaultNamespace holds the leader election lease of an operator that
+// runs outside a pod; config/default installs the operator there.
+const defaultNamespace = "tinyhost-system"
+
+// serviceAccountNamespace is the file that names a pod's namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// leaderElectionNamespace is the namespace given, else the pod's, else
+// defaultNamespace.
+func leaderElectionNamespace(given string) string {
+	if given != "" {
+		return given
+	}
+	if b, err := os.ReadFile(serviceAccountNamespace); err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b))
+	}
+	return defaultNamespace
+}
+
 // envPrefix prefixes the environment variable of every flag:
 // --probe-timeout is TINYHOST_OPERATOR_PROBE_TIMEOUT.
 const envPrefix = "TINYHOST_OPERATOR_"
@@ -25,7 +44,7 @@ type config struct {
 	Operator                operator.Options
 	Zap                     zap.Options
 
-	// How the operator reaches hosts; see hostDialOptions.
+	// How the operator reaches hosts; see hostOptions.
 	HostTLS       bool
 	HostTLSCA     string
 	HostTLSCert   string
@@ -42,8 +61,8 @@ func parseConfig(args, environ []string) (config, error) {
 	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", "0", `metrics address, e.g. ":8443"; "0" turns metrics off`)
 	fs.BoolVar(&c.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers allowed to GET /metrics")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	fs.BoolVar(&c.LeaderElect, "leader-elect", false, "elect a leader, so that one operator acts at a time (on in the manifests)")
-	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's)")
+	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "elect a leader, so that one operator acts at a time; --leader-elect=false for a lone operator")
+	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's, else "+defaultNamespace+")")
 	fs.DurationVar(&c.Operator.ProbeInterval, "probe-interval", 0, "how often each host is probed (default 1s)")
 	fs.DurationVar(&c.Operator.ProbeTimeout, "probe-timeout", 0, "how long one probe may take (default 1s)")
 	fs.IntVar(&c.Operator.FailureThreshold, "failure-threshold", 0, "failed probes in a row after which a host is NotReady and its modules move (default 3)")
@@ -52,6 +71,7 @@ func parseConfig(args, environ []string) (config, error) {
 	fs.StringVar(&c.Operator.ArtifactCacheDir, "artifact-cache-dir", "", "with --fetch-artifacts: cache of fetched artifacts (default $TMPDIR/tinyhost-operator-artifacts)")
 	fs.StringSliceVar(&c.Operator.PlainHTTP, "plain-http", nil, "with --fetch-artifacts: registries (host or host:port) reached over plain HTTP, comma-separated")
 	fs.StringVar(&c.Operator.DockerConfig, "docker-config", "", "with --fetch-artifacts: docker config file with registry credentials (default ~/.docker/config.json)")
+	fs.StringVar(&c.Operator.HostLeaseNamespace, "host-lease-namespace", "", "namespace of the Leases of hosts that register themselves; a host whose Lease expires is NotReady at once (default "+operator.DefaultHostLeaseNamespace+")")
 	fs.StringVar(&c.Operator.SpreadLabel, "spread-label", "", "TinyHost label whose values are failure domains (default topology.kubernetes.io/zone)")
 	fs.BoolVar(&c.HostTLS, "host-tls", false, "reach hosts over TLS, verified against the system roots (implied by the --host-tls-* flags)")
 	fs.StringVar(&c.HostTLSCA, "host-tls-ca", "", "PEM CA that signed the hosts' certificates")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,22 +24,24 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, "0", c.MetricsAddr)
 				assert.True(t, c.MetricsSecure)
 				assert.Equal(t, ":8081", c.ProbeAddr)
-				assert.False(t, c.LeaderElect)
+				assert.True(t, c.LeaderElect, "leader election is on by default")
 				assert.Zero(t, c.Operator.ProbeTimeout)
 				assert.Zero(t, c.Operator.FailureThreshold)
 			},
 		},
 		{
 			name: "flags, and the environment for flags not given",
-			args: []string{"--leader-elect", "--probe-timeout=3s"},
+			args: []string{"--leader-elect=false", "--probe-timeout=3s"},
 			environ: []string{"TINYHOST_OPERATOR_PROBE_TIMEOUT=9s", "TINYHOST_OPERATOR_METRICS_BIND_ADDRESS=:8443",
-				"TINYHOST_OPERATOR_PLAIN_HTTP=127.0.0.1:5000,registry.local", "TINYHOST_OPERATOR_FAILURE_THRESHOLD=5", "OTHER=x"},
+				"TINYHOST_OPERATOR_PLAIN_HTTP=127.0.0.1:5000,registry.local", "TINYHOST_OPERATOR_FAILURE_THRESHOLD=5", "OTHER=x",
+				"TINYHOST_OPERATOR_HOST_LEASE_NAMESPACE=hosts"},
 			check: func(t *testing.T, c config) {
-				assert.True(t, c.LeaderElect)
+				assert.False(t, c.LeaderElect)
 				assert.Equal(t, 3*time.Second, c.Operator.ProbeTimeout)
 				assert.Equal(t, 5, c.Operator.FailureThreshold)
 				assert.Equal(t, []string{"127.0.0.1:5000", "registry.local"}, c.Operator.PlainHTTP)
 				assert.Equal(t, ":8443", c.MetricsAddr)
+				assert.Equal(t, "hosts", c.Operator.HostLeaseNamespace)
 			},
 		},
 		{
@@ -68,7 +69,7 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-func TestHostDialOptions(t *testing.T) {
+func TestHostOptions(t *testing.T) {
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
@@ -79,12 +80,13 @@ func TestHostDialOptions(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     config
-		n       int
+		tls     bool
+		token   string
 		wantErr string
 	}{
-		{name: "plain text by default", n: 0},
-		{name: "a token", cfg: config{HostTokenFile: token}, n: 1},
-		{name: "TLS against the system roots, and a token", cfg: config{HostTLS: true, HostTokenFile: token}, n: 2},
+		{name: "plain text by default"},
+		{name: "a token", cfg: config{HostTokenFile: token}, token: "s3cret"},
+		{name: "TLS against the system roots, and a token", cfg: config{HostTLS: true, HostTokenFile: token}, tls: true, token: "s3cret"},
 		{name: "a missing token file", cfg: config{HostTokenFile: filepath.Join(dir, "nope")}, wantErr: "--host-token-file"},
 		{name: "an empty token file", cfg: config{HostTokenFile: empty}, wantErr: "is empty"},
 		{name: "a CA file without a certificate", cfg: config{HostTLSCA: notPEM}, wantErr: "no PEM certificate"},
@@ -92,17 +94,15 @@ func TestHostDialOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts, err := hostDialOptions(tt.cfg)
+			opts, err := hostOptions(tt.cfg)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
 				return
 			}
 			require.NoError(t, err)
-			assert.Len(t, opts, tt.n)
+			assert.Equal(t, tt.tls, opts.TLSConfig != nil)
+			assert.Equal(t, tt.token, opts.Token)
 		})
 	}
-	md, err := bearer("s3cret").GetRequestMetadata(context.Background())
-	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"authorization": "Bearer s3cret"}, md)
 }

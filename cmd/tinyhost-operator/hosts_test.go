@@ -9,20 +9,19 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
 func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
 
-// TestHostDialOptionsReachHost: the connection the operator's flags make reaches a
+// TestHostOptionsReachHost: the connection the operator's flags make reaches a
 // real host that requires TLS, a client certificate and a token; the same
 // flags without the certificate, or with another CA, are refused.
-func TestHostDialOptionsReachHost(t *testing.T) {
+func TestHostOptionsReachHost(t *testing.T) {
 	certs := e2e.NewCerts(t)
 	token := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
@@ -31,14 +30,14 @@ func TestHostDialOptionsReachHost(t *testing.T) {
 	}})
 	info := func(cfg config) error {
 		t.Helper()
-		opts, err := hostDialOptions(cfg)
+		opts, err := hostOptions(cfg)
 		require.NoError(t, err)
-		conn, err := grpc.NewClient(h.Addr, opts...)
+		c, err := client.New(h.Addr, opts)
 		require.NoError(t, err)
-		defer conn.Close()
+		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, err = hostv1.NewHostServiceClient(conn).Info(ctx, &hostv1.InfoRequest{})
+		_, err = c.Info(ctx)
 		return err
 	}
 	full := config{HostTLSCA: certs.CA, HostTLSCert: certs.ClientCert, HostTLSKey: certs.ClientKey, HostTokenFile: token}

@@ -63,7 +63,7 @@ func run(cfg config) error {
 		HealthProbeBindAddress:        cfg.ProbeAddr,
 		LeaderElection:                cfg.LeaderElect,
 		LeaderElectionID:              "tinyhost-operator.operator.tinysystems.io",
-		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
+		LeaderElectionNamespace:       leaderElectionNamespace(cfg.LeaderElectionNamespace),
 		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
@@ -75,7 +75,7 @@ func run(cfg config) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	if cfg.Operator.DialOptions, err = hostDialOptions(cfg); err != nil {
+	if cfg.Operator.Host, err = hostOptions(cfg); err != nil {
 		return err
 	}
 	if err := operator.Setup(mgr, cfg.Operator); err != nil {

@@ -23,9 +23,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -154,10 +152,8 @@ func startHostile(t *testing.T) *hostileDaemon {
 		"--artifacts-plain-http", "127.0.0.1",
 		"--metrics", "127.0.0.1:0",
 	}})
-	conn, err := grpc.NewClient(h.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
-	d := &hostileDaemon{h: h, c: hostv1.NewHostServiceClient(conn), health: grpc_health_v1.NewHealthClient(conn)}
+	c := e2e.Client(t, h.Addr)
+	d := &hostileDaemon{h: h, c: c.RPC(), health: grpc_health_v1.NewHealthClient(c.Conn())}
 	d.mon = watch(t, h)
 	require.Eventually(t, func() bool {
 		for _, line := range strings.Split(h.Log(), "\n") {

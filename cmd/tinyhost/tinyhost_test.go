@@ -2,8 +2,6 @@ package main_test
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -21,28 +19,29 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	hostclient "github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
 func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
 
-func client(t *testing.T, addr string, opts ...grpc.DialOption) hostv1.HostServiceClient {
+// client is the generated client of the host at addr, over a
+// host/client connection with opts (none: plaintext).
+func client(t *testing.T, addr string, opts ...hostclient.Options) hostv1.HostServiceClient {
 	t.Helper()
-	if len(opts) == 0 {
-		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	var o hostclient.Options
+	if len(opts) > 0 {
+		o = opts[0]
 	}
-	conn, err := grpc.NewClient(addr, opts...)
+	c, err := hostclient.New(addr, o)
 	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
-	return hostv1.NewHostServiceClient(conn)
+	t.Cleanup(func() { c.Close() })
+	return c.RPC()
 }
 
 func greet(ctx context.Context, c hostv1.HostServiceClient, name string) (string, error) {
@@ -316,19 +315,8 @@ func TestGracefulShutdown(t *testing.T) {
 	t.Logf("unary: %d answered, %d refused; stream: %d sent, %d answered", answered, refused, sent.Load(), streamAnswered)
 }
 
-func tlsCreds(t *testing.T, ca, cert, key string) grpc.DialOption {
-	t.Helper()
-	pem, err := os.ReadFile(ca)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	require.True(t, pool.AppendCertsFromPEM(pem))
-	conf := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		require.NoError(t, err)
-		conf.Certificates = []tls.Certificate{pair}
-	}
-	return grpc.WithTransportCredentials(credentials.NewTLS(conf))
+func tlsCreds(ca, cert, key string) hostclient.Options {
+	return hostclient.Options{CAFile: ca, CertFile: cert, KeyFile: key}
 }
 
 func TestTLS(t *testing.T) {
@@ -341,7 +329,7 @@ func TestTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	reply, err := greet(ctx, client(t, h.Addr, tlsCreds(t, certs.CA, "", "")), "Ada")
+	reply, err := greet(ctx, client(t, h.Addr, tlsCreds(certs.CA, "", "")), "Ada")
 	require.NoError(t, err)
 	assert.Contains(t, reply, "Hello, Ada")
 
@@ -368,7 +356,7 @@ func TestMTLS(t *testing.T) {
 	defer cancel()
 
 	t.Run("client certificate", func(t *testing.T) {
-		reply, err := greet(ctx, client(t, h.Addr, tlsCreds(t, certs.CA, certs.ClientCert, certs.ClientKey)), "Ada")
+		reply, err := greet(ctx, client(t, h.Addr, tlsCreds(certs.CA, certs.ClientCert, certs.ClientKey)), "Ada")
 		require.NoError(t, err)
 		assert.Contains(t, reply, "Hello, Ada")
 		res := e2e.Run(t, nil, tinyctl, "--addr", h.Addr, "--tls-ca", certs.CA, "--tls-cert", certs.ClientCert,
@@ -377,7 +365,7 @@ func TestMTLS(t *testing.T) {
 		assert.Contains(t, res.Stdout, "Hello, Ada")
 	})
 	t.Run("no client certificate", func(t *testing.T) {
-		_, err := greet(ctx, client(t, h.Addr, tlsCreds(t, certs.CA, "", "")), "Ada")
+		_, err := greet(ctx, client(t, h.Addr, tlsCreds(certs.CA, "", "")), "Ada")
 		require.Error(t, err)
 		assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 		res := e2e.Run(t, nil, tinyctl, "--addr", h.Addr, "--tls-ca", certs.CA, "call", "hello/greeter", `{"name":"Ada"}`)
@@ -385,7 +373,7 @@ func TestMTLS(t *testing.T) {
 		assert.True(t, strings.HasPrefix(res.Stderr, "tinyctl: UNAVAILABLE: "), res.Stderr)
 	})
 	t.Run("certificate of another CA", func(t *testing.T) {
-		_, err := greet(ctx, client(t, h.Addr, tlsCreds(t, certs.CA, certs.StrangerCert, certs.Stranger)), "Ada")
+		_, err := greet(ctx, client(t, h.Addr, tlsCreds(certs.CA, certs.StrangerCert, certs.Stranger)), "Ada")
 		require.Error(t, err)
 		assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 	})
@@ -416,10 +404,7 @@ func TestToken(t *testing.T) {
 
 	// Health stays open for probes; reflection, like the rest, wants the
 	// token.
-	conn, err := grpc.NewClient(h.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	hc, err := grpc_health_v1.NewHealthClient(conn).Check(context.Background(), &grpc_health_v1.HealthCheckRequest{})
+	hc, err := grpc_health_v1.NewHealthClient(e2e.Client(t, h.Addr).Conn()).Check(context.Background(), &grpc_health_v1.HealthCheckRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, grpc_health_v1.HealthCheckResponse_SERVING, hc.GetStatus())
 	grpcurl := e2e.Grpcurl(t)

@@ -61,7 +61,7 @@ wiring:
 	t.Logf("tinyctl wiring:\n%s", wired.Stdout)
 	assert.Regexp(t, `common/split/out\s+tally/counter/in`, wired.Stdout)
 
-	wiring, err := c1.GetWiring(ctx, &hostv1.GetWiringRequest{})
+	wiring, err := c1.Wiring(ctx)
 	require.NoError(t, err)
 	require.Len(t, wiring.GetWires(), 1)
 	assert.Equal(t, "common/split/out", wiring.GetWires()[0].GetFrom())

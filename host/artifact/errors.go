@@ -1,43 +1,48 @@
 package artifact
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // Errors callers match with errors.Is. The typed errors below carry the data.
+// Each is an api.Sentinel with the code and reason of its status, so that a
+// client of a host that failed to fetch a module matches them too.
 var (
 	// ErrInvalidSource: a reference, URL, digest or reference file that does
 	// not parse or breaks a rule (e.g. a URL without a sha256).
-	ErrInvalidSource = errors.New("invalid module source")
+	ErrInvalidSource = api.NewSentinel(codes.InvalidArgument, api.ReasonBadSource, "invalid module source")
 
 	// ErrNotWasm: the reference names something other than a wasm artifact
 	// (a container image, an index, a manifest without exactly one wasm
 	// layer), or the bytes are not a wasm binary. See NotWasmError.
-	ErrNotWasm = errors.New("not a wasm artifact")
+	ErrNotWasm = api.NewSentinel(codes.InvalidArgument, api.ReasonNotWasm, "not a wasm artifact")
 
 	// ErrDigestMismatch: the bytes do not have the digest they were promised
 	// to have. See DigestMismatchError.
-	ErrDigestMismatch = errors.New("digest mismatch")
+	ErrDigestMismatch = api.NewSentinel(codes.DataLoss, api.ReasonDigestMismatch, "digest mismatch")
 
 	// ErrTooLarge: the module is larger than Options.MaxSize.
-	ErrTooLarge = errors.New("module too large")
+	ErrTooLarge = api.NewSentinel(codes.ResourceExhausted, api.ReasonTooLarge, "module too large")
 
 	// ErrUnreachable: the registry or web server could not be reached, or
 	// kept failing, within the retry budget. See UnreachableError.
-	ErrUnreachable = errors.New("unreachable")
+	ErrUnreachable = api.NewSentinel(codes.Unavailable, api.ReasonUnreachable, "unreachable")
 
 	// ErrUnauthorized: the registry or web server refused the credentials
 	// (or their absence).
-	ErrUnauthorized = errors.New("unauthorized")
+	ErrUnauthorized = api.NewSentinel(codes.PermissionDenied, api.ReasonUnauthorized, "unauthorized")
 
 	// ErrNotFound: no such repository, tag, manifest or file.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = api.NewSentinel(codes.NotFound, api.ReasonNotFound, "not found")
 
 	// ErrPlainHTTP: plain HTTP to a host that is not in Options.PlainHTTP.
-	ErrPlainHTTP = errors.New("plain HTTP not allowed")
+	ErrPlainHTTP = api.NewSentinel(codes.FailedPrecondition, api.ReasonPlainHTTP, "plain HTTP not allowed")
 )
 
 // NotWasmError says what a reference names instead of a wasm artifact.

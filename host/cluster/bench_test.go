@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
@@ -61,15 +60,6 @@ func serve(b *testing.B, register func(*grpc.Server)) string {
 	return lis.Addr().String()
 }
 
-func client(b *testing.B, addr string) hostv1.HostServiceClient {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close() })
-	return hostv1.NewHostServiceClient(conn)
-}
-
 var (
 	helloPayload = []byte(`{"name":"Ada"}`)
 	helloMsg     = abi.Message{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
@@ -98,7 +88,7 @@ func BenchmarkRemoteCall(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	echo, c2 := client(b, echoAddr), client(b, addr2)
+	echo, c2 := e2e.Client(b, echoAddr).RPC(), e2e.Client(b, addr2).RPC()
 	invoke := &hostv1.InvokeRequest{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
 	base := []string{"grpc-echo", "grpc-stream-echo", "grpc-invoke"}
 	b.Run("grpc-echo", func(b *testing.B) {

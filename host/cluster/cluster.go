@@ -11,19 +11,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/abi"
-	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
-	"github.com/tinyhost/tinyhost/host/server"
 )
 
 // Options configure a Transport. The zero value is usable: every field
@@ -47,14 +40,14 @@ type Options struct {
 	MaxMessageBytes int
 }
 
-// Transport is the host.Transport of a host among others: it delivers
+// Transport is the api.Transport of a host among others: it delivers
 // messages to peer hosts over gRPC. It is safe for concurrent use. Create
 // one with New, give it to host.New in host.Options.Transport, and release
 // it with Close after the host has closed.
 type Transport struct {
 	opts Options
 	log  hclog.Logger
-	dial []grpc.DialOption
+	dial client.Options
 
 	mu     sync.Mutex // serialises Peers and changes to peers
 	known  map[string]bool
@@ -67,14 +60,12 @@ type Transport struct {
 
 type peerConn struct {
 	addr   string
-	conn   *grpc.ClientConn
-	client hostv1.HostServiceClient
+	conn   *client.Client
 	ctx    context.Context // of its delivery streams
 	cancel context.CancelFunc
 
-	mu         sync.Mutex
-	open       *deliveryStream // the stream new deliveries go on, nil for none
-	unaryUntil time.Time       // the peer has no DeliverStream: use Deliver until then
+	mu   sync.Mutex
+	open *deliveryStream // the stream new deliveries go on, nil for none
 }
 
 // close ends the peer's delivery stream and closes its connection.
@@ -100,17 +91,9 @@ func New(opts Options) *Transport {
 		opts.MaxMessageBytes = defaultMaxMessageBytes
 	}
 	t := &Transport{opts: opts, log: opts.Logger, known: map[string]bool{}}
-	creds := insecure.NewCredentials()
-	if opts.TLS != nil {
-		creds = credentials.NewTLS(opts.TLS)
-	}
-	t.dial = []grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes)),
-	}
-	if opts.Token != "" {
-		t.dial = append(t.dial, grpc.WithPerRPCCredentials(bearer{token: opts.Token, tls: opts.TLS != nil}))
+	t.dial = client.Options{
+		TLSConfig: opts.TLS, Token: opts.Token, TokenNeedsTLS: opts.TLS != nil,
+		Keepalive: 10 * time.Second, MaxMessageBytes: opts.MaxMessageBytes,
 	}
 	t.peers.Store(&map[string]*peerConn{})
 	t.ctx, t.cancel = context.WithCancel(context.Background())
@@ -134,7 +117,7 @@ func (t *Transport) Close() error {
 	return errors.Join(errs...)
 }
 
-// Peers implements host.Transport: the connections to peers no longer
+// Peers implements api.Transport: the connections to peers no longer
 // named are closed (deliveries in flight on them end with an error), and
 // none is opened to them again until they are named.
 func (t *Transport) Peers(addrs []string) {
@@ -158,17 +141,25 @@ func (t *Transport) Peers(addrs []string) {
 	t.peers.Store(&peers)
 }
 
-// Call implements host.Transport.
-func (t *Transport) Call(ctx context.Context, to host.Replicas, msg *abi.Message) ([]byte, error) {
+// Call implements api.Transport.
+func (t *Transport) Call(ctx context.Context, to api.Replicas, msg *abi.Message) ([]byte, error) {
 	return t.deliver(ctx, to, msg, true)
 }
 
-// Send implements host.Transport: it gives up after SendTimeout.
-func (t *Transport) Send(ctx context.Context, to host.Replicas, msg *abi.Message) error {
+// Send implements api.Transport: it gives up after SendTimeout.
+func (t *Transport) Send(ctx context.Context, to api.Replicas, msg *abi.Message) error {
 	ctx, cancel := context.WithTimeout(ctx, t.opts.SendTimeout)
 	defer cancel()
 	_, err := t.deliver(ctx, to, msg, false)
 	return err
+}
+
+// peerError is the error of a delivery to to that failed on peer: the
+// peer's own *CallError when it sent one.
+func peerError(err error, to abi.Address, peer string) *api.CallError {
+	ce := api.CallErrorOf(err, to)
+	ce.Err = fmt.Errorf("host %s: %w", peer, ce.Err)
+	return ce
 }
 
 func address(m *abi.Message) abi.Address {
@@ -177,7 +168,7 @@ func address(m *abi.Message) abi.Address {
 
 // deliver delivers msg to one of the replicas, trying the next one only
 // when a replica certainly did not run it.
-func (t *Transport) deliver(ctx context.Context, to host.Replicas, msg *abi.Message, wait bool) ([]byte, error) {
+func (t *Transport) deliver(ctx context.Context, to api.Replicas, msg *abi.Message, wait bool) ([]byte, error) {
 	req := &hostv1.DeliverRequest{Message: messageProto(msg), Wait: wait}
 	n := to.Len()
 	var lastErr error
@@ -191,7 +182,7 @@ func (t *Transport) deliver(ctx context.Context, to host.Replicas, msg *abi.Mess
 				lastErr = err
 				continue
 			}
-			if failing := p.conn.GetState() == connectivity.TransientFailure; failing != (pass == 1) {
+			if failing := p.conn.Conn().GetState() == connectivity.TransientFailure; failing != (pass == 1) {
 				continue
 			}
 			reply, notRun, err := p.deliver(ctx, req)
@@ -199,31 +190,21 @@ func (t *Transport) deliver(ctx context.Context, to host.Replicas, msg *abi.Mess
 				return reply, nil
 			}
 			if ctx.Err() != nil || !notRun {
-				return nil, server.FromStatus(err, address(msg), addr)
+				return nil, peerError(err, address(msg), addr)
 			}
 			if t.log.IsDebug() {
 				tp, _ := msg.Get(abi.MetaTraceparent)
-				t.log.Debug("replica did not take the message: trying the next", "to", address(msg).String(), "peer", addr, "trace_id", server.TraceID(tp), "error", err)
+				t.log.Debug("replica did not take the message: trying the next", "to", address(msg).String(), "peer", addr, "trace_id", api.TraceID(tp), "error", err)
 			}
-			lastErr = server.FromStatus(err, address(msg), addr)
+			lastErr = peerError(err, address(msg), addr)
 		}
 	}
-	var ce *host.CallError
+	var ce *api.CallError
 	if errors.As(lastErr, &ce) {
 		lastErr = ce.Err
 	}
-	return nil, &host.CallError{Module: msg.Module, Component: msg.Component, Port: msg.Port, Kind: host.KindUnavailable,
+	return nil, &api.CallError{Module: msg.Module, Component: msg.Component, Port: msg.Port, Kind: api.KindUnavailable,
 		Err: fmt.Errorf("no replica of %q took the message (%d tried); last: %w", msg.Module, n, lastErr)}
-}
-
-// retryable reports whether a failed Deliver certainly did not run: the
-// request never reached a connection, or the peer refused it before
-// running it.
-func retryable(err error, pr *peer.Peer) bool {
-	if status.Code(err) == codes.Unavailable && pr.Addr == nil {
-		return true
-	}
-	return server.Retryable(err)
 }
 
 // peer returns the connection to addr, opening it on first use; addr must
@@ -235,7 +216,7 @@ func (t *Transport) peer(addr string) (*peerConn, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return nil, host.ErrClosed
+		return nil, api.ErrClosed
 	}
 	old := *t.peers.Load()
 	if p := old[addr]; p != nil {
@@ -244,11 +225,11 @@ func (t *Transport) peer(addr string) (*peerConn, error) {
 	if !t.known[addr] {
 		return nil, fmt.Errorf("peer %s left the routes", addr)
 	}
-	conn, err := grpc.NewClient(addr, t.dial...)
+	conn, err := client.New(addr, t.dial)
 	if err != nil {
 		return nil, fmt.Errorf("peer %s: %w", addr, err)
 	}
-	p := &peerConn{addr: addr, conn: conn, client: hostv1.NewHostServiceClient(conn)}
+	p := &peerConn{addr: addr, conn: conn}
 	p.ctx, p.cancel = context.WithCancel(t.ctx)
 	next := maps.Clone(old)
 	next[addr] = p
@@ -268,14 +249,4 @@ func messageProto(m *abi.Message) *hostv1.Message {
 	return out
 }
 
-// bearer sends the token to peers.
-type bearer struct {
-	token string
-	tls   bool
-}
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + b.token}, nil
-}
-
-func (b bearer) RequireTransportSecurity() bool { return b.tls }
+var _ api.Transport = (*Transport)(nil)

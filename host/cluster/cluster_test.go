@@ -12,9 +12,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/cluster"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
@@ -85,13 +87,13 @@ func TestSystemPortRemote(t *testing.T) {
 	// The remote host refuses it too, for a transport that would carry
 	// it: here a peer's DeliverStream, as the transport would use.
 	c := e2e.Client(t, addr)
-	stream, err := c.DeliverStream(ctx)
+	stream, err := c.RPC().DeliverStream(ctx)
 	require.NoError(t, err)
 	require.NoError(t, stream.Send(&hostv1.DeliverStreamRequest{Id: 1, Wait: true, TimeoutNanos: int64(30 * time.Second),
 		Message: &hostv1.Message{Module: "echo", Component: "echo", Port: abi.PortSettings}}))
 	resp, err := stream.Recv()
 	require.NoError(t, err)
-	ce := server.FromStatus(server.StatusFromProto(resp.GetError()), abi.Address{Module: "echo", Component: "echo", Port: abi.PortSettings}, addr)
+	ce := api.CallErrorOf(status.FromProto(resp.GetError()).Err(), abi.Address{Module: "echo", Component: "echo", Port: abi.PortSettings})
 	assert.Equal(t, host.KindDenied, ce.Kind, "%v", ce)
 	assert.Contains(t, ce.Error(), `port "_settings"`)
 	require.NoError(t, stream.CloseSend())

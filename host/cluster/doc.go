@@ -24,20 +24,20 @@
 // announces is in flight on the stream; further callers wait for a free
 // slot within their own deadline. One writer goroutine sends what callers
 // queue, so that none waits past its deadline inside a Send held up by
-// flow control. A peer without DeliverStream (HostService from before it)
-// is called with Deliver, each message with its caller's deadline as its
-// gRPC deadline, for a minute before a stream is tried again.
+// flow control.
 //
 // A send (or a wired emit), which no caller waits for, is delivered by the
 // host in the background through Send, which gives up after
 // Options.SendTimeout.
 //
+// Peers are dialled with package host/client (its TLS, token and keepalive
+// options), and their errors read back with host/api.
+//
 // # Retry
 //
 // A failed delivery goes to the next replica only when it certainly did
 // not run: the request never reached the peer (no delivery stream could be
-// opened, the stream ended before the request was sent, or, with Deliver,
-// grpc.Peer is not set), the peer answered that it refused it before
+// opened, or the stream ended before the request was sent), the peer answered that it refused it before
 // running it (UNAVAILABLE/CLOSED, BUSY), or the peer, stopping, ended the
 // stream with CLOSED before answering it (it answers every request it
 // ran first). A request that may have run, e.g.

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
@@ -115,7 +117,7 @@ func TestCycle(t *testing.T) {
 	h2 := e2e.StartHost(t, e2e.HostOptions{})
 	c1, c2 := e2e.Client(t, h1.Addr), e2e.Client(t, h2.Addr)
 	// Every hop holds an instance until the end: 16 hops, 8 on each side.
-	limits := &hostv1.Limits{MaxInstances: 16}
+	limits := client.Limits{MaxInstances: 16}
 	e2e.LoadModule(t, c1, "a", relay, limits)
 	e2e.LoadModule(t, c2, "b", relay, limits)
 	e2e.SetRoutes(t, c1, 1, map[string][]string{"b": {h2.Addr}})
@@ -150,15 +152,16 @@ func TestCycle(t *testing.T) {
 		assert.Equal(t, `a/relay/call: not found: call nosuch/x/in: not found: module "nosuch" is not loaded here and has no route`, status.Convert(err).Message())
 	})
 	t.Run("routes", func(t *testing.T) {
-		resp, err := c1.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
+		resp, err := c1.Routes(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(1), resp.GetGeneration())
 		require.Len(t, resp.GetRoutes(), 1)
 		assert.Equal(t, []string{h2.Addr}, resp.GetRoutes()[0].GetAddresses())
-		_, err = c1.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: 0 + 0})
+		_, err = c1.SetRoutes(ctx, 0, nil)
 		require.NoError(t, err, "generation 0 is always accepted")
 		e2e.SetRoutes(t, c1, 5, map[string][]string{"b": {h2.Addr}})
-		_, err = c1.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: 4})
+		_, err = c1.SetRoutes(ctx, 4, nil)
 		assert.Equal(t, codes.FailedPrecondition, status.Code(err), "an older generation is refused")
+		assert.ErrorIs(t, err, api.ErrStaleGeneration)
 	})
 }

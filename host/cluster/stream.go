@@ -8,18 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
-	"github.com/tinyhost/tinyhost/host/server"
 )
-
-// unaryRetry is how long a peer that had no DeliverStream is called with
-// Deliver before a stream is tried again (it may have been upgraded).
-const unaryRetry = time.Minute
 
 // maxWindow bounds the window a peer announces, so that a peer cannot make
 // this host keep an unbounded number of requests in flight to it.
@@ -28,8 +22,7 @@ const maxWindow = 4096
 // deliver delivers req to the peer and returns the reply, or an error and
 // whether another replica may take the message: the peer certainly did not
 // run it, for a reason of its own. It uses the peer's
-// delivery stream, opening one when there is none, and plain Deliver calls
-// for a peer that has no DeliverStream.
+// delivery stream, opening one when there is none.
 func (p *peerConn) deliver(ctx context.Context, req *hostv1.DeliverRequest) (reply []byte, notRun bool, err error) {
 	ds, err := p.stream(ctx)
 	if err != nil {
@@ -41,26 +34,13 @@ func (p *peerConn) deliver(ctx context.Context, req *hostv1.DeliverRequest) (rep
 		}
 		return nil, true, err
 	}
-	if ds == nil {
-		var pr peer.Peer
-		resp, err := p.client.Deliver(ctx, req, grpc.Peer(&pr))
-		if err != nil {
-			return nil, retryable(err, &pr), err
-		}
-		return resp.GetPayload(), false, nil
-	}
 	return ds.deliver(ctx, req)
 }
 
 // stream returns the peer's open delivery stream, opening one when there
-// is none, within ctx. It returns nil, nil when the peer has no
-// DeliverStream. An error means nothing was sent.
+// is none, within ctx. An error means nothing was sent.
 func (p *peerConn) stream(ctx context.Context) (*deliveryStream, error) {
 	p.mu.Lock()
-	if p.unaryUntil.After(time.Now()) {
-		p.mu.Unlock()
-		return nil, nil
-	}
 	ds := p.open
 	if ds == nil {
 		ds = &deliveryStream{ready: make(chan struct{}), done: make(chan struct{}), pending: map[uint64]*call{}}
@@ -74,9 +54,6 @@ func (p *peerConn) stream(ctx context.Context) (*deliveryStream, error) {
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	if ds.openErr != nil {
-		if status.Code(ds.openErr) == codes.Unimplemented {
-			return nil, nil
-		}
 		return nil, ds.openErr
 	}
 	return ds, nil
@@ -91,9 +68,6 @@ func (p *peerConn) connect(ds *deliveryStream) {
 		p.mu.Lock()
 		if p.open == ds {
 			p.open = nil
-		}
-		if status.Code(ds.openErr) == codes.Unimplemented {
-			p.unaryUntil = time.Now().Add(unaryRetry)
 		}
 		p.mu.Unlock()
 		close(ds.ready)
@@ -146,12 +120,12 @@ type result struct {
 
 // open opens the stream and reads the peer's window from its header.
 func (ds *deliveryStream) open(p *peerConn) error {
-	st, err := p.client.DeliverStream(p.ctx)
+	st, err := p.conn.RPC().DeliverStream(p.ctx)
 	if err != nil {
 		return err
 	}
 	md, err := st.Header()
-	if err == nil && len(md.Get(server.WindowHeader)) == 0 {
+	if err == nil && len(md.Get(api.WindowHeader)) == 0 {
 		// The stream ended before its header: Recv has the reason.
 		if _, err = st.Recv(); err == nil {
 			err = status.Error(codes.Internal, "the peer answered DeliverStream without its window header")
@@ -160,9 +134,9 @@ func (ds *deliveryStream) open(p *peerConn) error {
 	if err != nil {
 		return err
 	}
-	window, err := strconv.Atoi(md.Get(server.WindowHeader)[0])
+	window, err := strconv.Atoi(md.Get(api.WindowHeader)[0])
 	if err != nil || window < 1 {
-		return status.Errorf(codes.Internal, "the peer announced the window %q", md.Get(server.WindowHeader)[0])
+		return status.Errorf(codes.Internal, "the peer announced the window %q", md.Get(api.WindowHeader)[0])
 	}
 	window = min(window, maxWindow)
 	ds.st = st
@@ -220,8 +194,8 @@ func (ds *deliveryStream) read() error {
 		}
 		r := result{reply: resp.GetPayload()}
 		if e := resp.GetError(); e != nil {
-			r.err = server.StatusFromProto(e)
-			r.notRun = server.Retryable(r.err)
+			r.err = status.FromProto(e).Err()
+			r.notRun = api.Retryable(r.err)
 		}
 		c.ch <- r
 	}
@@ -235,7 +209,7 @@ func (ds *deliveryStream) end(err error) {
 	if errors.Is(err, io.EOF) {
 		err = status.Error(codes.Unavailable, "the peer ended the delivery stream")
 	}
-	notRun := server.Retryable(err)
+	notRun := api.Retryable(err)
 	ds.mu.Lock()
 	ds.ended = true
 	pending := ds.pending

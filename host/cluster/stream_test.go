@@ -16,6 +16,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/cluster"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
@@ -92,7 +93,7 @@ func TestRemoteDeadline(t *testing.T) {
 	cancel()
 	err = <-done
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, host.KindTimeout, ce.Kind, "%v", err)
+	assert.Equal(t, host.KindCanceled, ce.Kind, "%v", err)
 	assert.ErrorIs(t, err, context.Canceled)
 	waitFor(t, "the remote call stopped", func() bool { return p.inUse() == 0 })
 	m, _ := p.h.Module("sleeper")
@@ -155,7 +156,7 @@ type wedgedPeer struct {
 }
 
 func (wedgedPeer) DeliverStream(stream hostv1.HostService_DeliverStreamServer) error {
-	if err := stream.SendHeader(metadata.Pairs(server.WindowHeader, "64")); err != nil {
+	if err := stream.SendHeader(metadata.Pairs(api.WindowHeader, "64")); err != nil {
 		return err
 	}
 	<-stream.Context().Done()
@@ -205,41 +206,4 @@ func TestPeerRefusesToken(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, host.KindDenied, ce.Kind, "%v", err)
 	assert.Contains(t, err.Error(), "invalid bearer token")
-}
-
-// unaryPeer is a host API with Deliver but without DeliverStream, as a host
-// of a version before DeliverStream serves it.
-type unaryPeer struct {
-	hostv1.UnimplementedHostServiceServer
-	calls, streams atomic.Int64
-}
-
-func (p *unaryPeer) DeliverStream(stream hostv1.HostService_DeliverStreamServer) error {
-	p.streams.Add(1)
-	return p.UnimplementedHostServiceServer.DeliverStream(stream)
-}
-
-func (p *unaryPeer) Deliver(_ context.Context, req *hostv1.DeliverRequest) (*hostv1.DeliverResponse, error) {
-	p.calls.Add(1)
-	return &hostv1.DeliverResponse{Payload: append([]byte("unary:"), req.GetMessage().GetPayload()...)}, nil
-}
-
-// TestUnaryPeer: a peer without DeliverStream is reached with Deliver, and
-// the router remembers it rather than trying a stream for every message.
-func TestUnaryPeer(t *testing.T) {
-	p := &unaryPeer{}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	s := grpc.NewServer()
-	hostv1.RegisterHostServiceServer(s, p)
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	r := newPeers(t, cluster.Options{}, lis.Addr().String())
-	for i := range 3 {
-		reply, err := r.call(context.Background(), sleepMsg(i))
-		require.NoError(t, err)
-		assert.Equal(t, fmt.Sprintf(`unary:{"ms":%d}`, i), string(reply))
-	}
-	assert.EqualValues(t, 3, p.calls.Load())
-	assert.EqualValues(t, 1, p.streams.Load())
 }

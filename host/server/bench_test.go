@@ -28,52 +28,16 @@ var baseline sync.Map
 // same mode.
 func BenchmarkInvoke(b *testing.B) {
 	ctx := context.Background()
-	helloWasm := e2e.WasmBytes(b, e2e.Hello)
-
-	echoLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	echo := grpc.NewServer()
-	hostv1.RegisterHostServiceServer(echo, e2e.EchoServer{})
-	go echo.Serve(echoLis)
-	defer echo.Stop()
-
-	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(b)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.Close(ctx)
-	if _, err := h.Load(ctx, helloWasm, host.LoadOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := h.Load(ctx, guest(b, "echo"), host.LoadOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	srv, err := server.New(h, server.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	hostLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Serve(hostLis)
-	defer srv.Stop()
-
+	echoAddr, hostAddr := benchServers(b)
 	hello := &hostv1.InvokeRequest{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)}
 	// The same payload to abitest's echo guest, which costs ~2 µs a call
 	// in-process against hello's tens: the difference between the two
 	// tinyhost rows is the guest, the rest is the host and the server.
 	echoGuest := &hostv1.InvokeRequest{Module: "echo", Component: "echo", Port: "in", Payload: hello.Payload}
-	targets := []struct {
-		name string
-		addr string
-		req  *hostv1.InvokeRequest
-	}{
-		{"echo", echoLis.Addr().String(), hello},
-		{"tinyhost", hostLis.Addr().String(), hello},
-		{"tinyhost-echo-guest", hostLis.Addr().String(), echoGuest},
+	targets := []benchTarget{
+		{"echo", echoAddr, hello},
+		{"tinyhost", hostAddr, hello},
+		{"tinyhost-echo-guest", hostAddr, echoGuest},
 	}
 
 	modes := []struct {
@@ -97,28 +61,76 @@ func BenchmarkInvoke(b *testing.B) {
 	for _, mode := range modes {
 		b.Run(mode.name, func(b *testing.B) {
 			for _, target := range targets {
-				b.Run(target.name, func(b *testing.B) {
-					c := hostv1.NewHostServiceClient(dial(b, target.addr))
-					// Warm the connection and the pool.
-					for range 100 {
-						if _, err := c.Invoke(ctx, target.req); err != nil {
-							b.Fatal(err)
-						}
-					}
-					b.ReportAllocs()
-					b.ResetTimer()
-					start := time.Now()
-					mode.run(b, c, target.req)
-					nsPerOp := float64(time.Since(start).Nanoseconds()) / float64(b.N)
-					b.ReportMetric(1e9/nsPerOp, "calls/s")
-					if target.name == "echo" {
-						baseline.Store(mode.name, nsPerOp)
-					} else if echoNs, ok := baseline.Load(mode.name); ok {
-						b.ReportMetric(100*echoNs.(float64)/nsPerOp, "%echo")
-					}
-				})
+				b.Run(target.name, func(b *testing.B) { target.measure(b, mode.name, mode.run) })
 			}
 		})
+	}
+}
+
+// benchServers starts a bare grpc-go echo and a host serving hello and
+// abitest's echo guest, and returns their addresses.
+func benchServers(b *testing.B) (echoAddr, hostAddr string) {
+	ctx := context.Background()
+	echoLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	echo := grpc.NewServer()
+	hostv1.RegisterHostServiceServer(echo, e2e.EchoServer{})
+	go echo.Serve(echoLis)
+	b.Cleanup(echo.Stop)
+
+	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { h.Close(ctx) })
+	for _, wasm := range [][]byte{e2e.WasmBytes(b, e2e.Hello), guest(b, "echo")} {
+		if _, err := h.Load(ctx, wasm, host.LoadOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	srv, err := server.New(h, server.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hostLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(hostLis)
+	b.Cleanup(srv.Stop)
+	return echoLis.Addr().String(), hostLis.Addr().String()
+}
+
+// benchTarget is a server and the request the benchmark sends it.
+type benchTarget struct {
+	name string
+	addr string
+	req  *hostv1.InvokeRequest
+}
+
+// measure runs mode on the target and reports calls/s, and for a tinyhost
+// target its throughput as a percentage of the bare echo's in the same
+// mode.
+func (t benchTarget) measure(b *testing.B, mode string, run func(*testing.B, hostv1.HostServiceClient, *hostv1.InvokeRequest)) {
+	c := hostv1.NewHostServiceClient(dial(b, t.addr))
+	// Warm the connection and the pool.
+	for range 100 {
+		if _, err := c.Invoke(context.Background(), t.req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	run(b, c, t.req)
+	nsPerOp := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+	b.ReportMetric(1e9/nsPerOp, "calls/s")
+	if t.name == "echo" {
+		baseline.Store(mode, nsPerOp)
+	} else if echoNs, ok := baseline.Load(mode); ok {
+		b.ReportMetric(100*echoNs.(float64)/nsPerOp, "%echo")
 	}
 }
 

@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
@@ -27,8 +29,8 @@ func deliveryStream(t *testing.T, ctx context.Context, client hostv1.HostService
 	require.NoError(t, err)
 	md, err := stream.Header()
 	require.NoError(t, err)
-	require.Len(t, md.Get(server.WindowHeader), 1, "header %v", md)
-	return stream, md.Get(server.WindowHeader)[0]
+	require.Len(t, md.Get(api.WindowHeader), 1, "header %v", md)
+	return stream, md.Get(api.WindowHeader)[0]
 }
 
 func sleep(id uint64, ms int, timeout time.Duration) *hostv1.DeliverStreamRequest {
@@ -61,7 +63,7 @@ func TestDeliverStream(t *testing.T) {
 		w := want{text: fmt.Sprint(i)}
 		if i%50 == 7 {
 			port = "fail"
-			w = want{codes.Unknown, server.ReasonHandler, "boom"}
+			w = want{codes.Unknown, api.ReasonHandler, "boom"}
 		}
 		wants[uint64(i)] = w
 		reqs = append(reqs, &hostv1.DeliverStreamRequest{Id: uint64(i), Wait: true, TimeoutNanos: int64(30 * time.Second),
@@ -77,7 +79,7 @@ func TestDeliverStream(t *testing.T) {
 		&hostv1.DeliverStreamRequest{Id: n + 4, Wait: true, TimeoutNanos: math.MaxInt64, Message: &hostv1.Message{Module: "echo", Component: "echo", Port: "in", Payload: []byte("long")}},
 	)
 	wants[n] = want{codes.InvalidArgument, "", "message is empty"}
-	wants[n+1] = want{codes.NotFound, server.ReasonNotFound, `"nope"`}
+	wants[n+1] = want{codes.NotFound, api.ReasonNotFound, `"nope"`}
 	wants[n+2] = want{codes.InvalidArgument, "", "timeout_nanos is -1"}
 	wants[n+3] = want{}
 	wants[n+4] = want{text: "long"}
@@ -108,7 +110,7 @@ func TestDeliverStream(t *testing.T) {
 			assert.Equal(t, w.text, string(resp.GetPayload()), "id %d", id)
 			continue
 		}
-		wantStatus(t, server.StatusFromProto(resp.GetError()), w.code, w.reason, w.text)
+		wantStatus(t, status.FromProto(resp.GetError()).Err(), w.code, w.reason, w.text)
 	}
 	require.NoError(t, <-sendErr)
 	assert.Len(t, seen, len(reqs))
@@ -132,19 +134,19 @@ func TestDeliverStreamDeadlineAndCancel(t *testing.T) {
 	resp, err := stream.Recv()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), resp.GetId())
-	wantStatus(t, server.StatusFromProto(resp.GetError()), codes.InvalidArgument, "", "id 2 is already in flight")
+	wantStatus(t, status.FromProto(resp.GetError()).Err(), codes.InvalidArgument, "", "id 2 is already in flight")
 
 	resp, err = stream.Recv()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), resp.GetId(), "the request with a timeout ends first")
-	wantStatus(t, server.StatusFromProto(resp.GetError()), codes.DeadlineExceeded, server.ReasonTimeout)
+	wantStatus(t, status.FromProto(resp.GetError()).Err(), codes.DeadlineExceeded, api.ReasonTimeout)
 
 	require.NoError(t, stream.Send(&hostv1.DeliverStreamRequest{Id: 2, Cancel: true}))
 	require.NoError(t, stream.Send(&hostv1.DeliverStreamRequest{Id: 99, Cancel: true}), "cancelling an unknown id does nothing")
 	resp, err = stream.Recv()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), resp.GetId())
-	wantStatus(t, server.StatusFromProto(resp.GetError()), codes.Canceled, server.ReasonTimeout)
+	wantStatus(t, status.FromProto(resp.GetError()).Err(), codes.Canceled, api.ReasonCanceled)
 
 	require.NoError(t, stream.CloseSend())
 	_, err = stream.Recv()
@@ -193,8 +195,8 @@ func TestDeliverStreamStop(t *testing.T) {
 	assert.Nil(t, resp.GetError())
 	assert.Equal(t, `{"slept":500}`, string(resp.GetPayload()))
 	_, err = stream.Recv()
-	wantStatus(t, err, codes.Unavailable, server.ReasonClosed, "were not run")
-	assert.True(t, server.Retryable(err), "a request without an answer may go to another replica")
+	wantStatus(t, err, codes.Unavailable, api.ReasonClosed, "were not run")
+	assert.True(t, api.Retryable(err), "a request without an answer may go to another replica")
 
 	require.NoError(t, <-stopped)
 	require.NoError(t, <-served)

@@ -9,9 +9,10 @@
 //
 // # Errors
 //
-// Handlers return only status errors, and one function (toStatus) turns the
-// host's errors into them. Each carries a google.rpc.ErrorInfo detail whose
-// Reason (the Reason* constants) tells apart failures that share a code:
+// Handlers return only status errors, made from the host's errors by
+// api.ToStatus (package host/api, which the clients and peers share). Each
+// carries a google.rpc.ErrorInfo detail whose Reason (the api.Reason*
+// constants) tells apart failures that share a code:
 //
 //	host error                      code                 reason
 //	KindNotFound, ErrNotFound       NOT_FOUND            NOT_FOUND
@@ -27,7 +28,9 @@
 //	KindDenied, ErrSystemPort       PERMISSION_DENIED    DENIED
 //	KindHopLimit                    FAILED_PRECONDITION  HOP_LIMIT
 //	KindUnavailable                 UNAVAILABLE          UNAVAILABLE
+//	KindCanceled                    CANCELED             CANCELED
 //	ErrClosed                       UNAVAILABLE          CLOSED
+//	ErrStaleGeneration              FAILED_PRECONDITION  STALE_GENERATION
 //	ErrCapacity                     RESOURCE_EXHAUSTED   CAPACITY
 //	artifact.ErrInvalidSource       INVALID_ARGUMENT     BAD_SOURCE
 //	artifact.ErrNotWasm             INVALID_ARGUMENT     NOT_WASM
@@ -37,7 +40,7 @@
 //	artifact.ErrUnauthorized        PERMISSION_DENIED    UNAUTHORIZED
 //	artifact.ErrNotFound            NOT_FOUND            NOT_FOUND
 //	artifact.ErrPlainHTTP           FAILED_PRECONDITION  PLAIN_HTTP
-//	a cancelled call                CANCELED
+//	a cancelled load                CANCELED
 //	anything else                   INTERNAL
 //
 // Why these codes: a too-large payload shares RESOURCE_EXHAUSTED with
@@ -79,10 +82,11 @@
 // peer's transport (package host/cluster) to a module of this host, never
 // further. DeliverStream's header WindowHeader announces StreamWindow; each
 // request carries its caller's remaining time and may be cancelled by id.
-// Errors use the table above, and FromStatus (with StatusFromProto for a
-// stream's error) turns them back into the *host.CallError on the peer's
-// side, so that a component calling a remote module sees the status it
-// would see locally. SetRoutes, GetRoutes, SetWiring and GetWiring act on
-// Options.Routing (the *host.Host); a generation older than the current
+// Errors use the table above; a stream response carries the same status
+// as a google.rpc.Status, and api.FromStatus turns it back into the
+// *api.CallError on the peer's side, so that a component calling a remote
+// module sees the status it would see locally. SetRoutes, GetRoutes,
+// SetWiring and GetWiring act on Options.Routing (the *host.Host); a
+// generation older than the current
 // one is FAILED_PRECONDITION.
 package server

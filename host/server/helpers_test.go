@@ -12,13 +12,13 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
@@ -118,17 +118,8 @@ func wantStatus(t testing.TB, err error, code codes.Code, reason string, words .
 		assert.Contains(t, st.Message(), w)
 	}
 	if reason != "" {
-		assert.Equal(t, reason, errorInfo(st).GetReason(), "reason of %v", err)
+		assert.Equal(t, reason, api.ErrorInfo(st).GetReason(), "reason of %v", err)
 	}
-}
-
-func errorInfo(st *status.Status) *errdetails.ErrorInfo {
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			return info
-		}
-	}
-	return nil
 }
 
 // eventually polls cond until it holds or the deadline passes.

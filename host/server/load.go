@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
@@ -99,8 +100,8 @@ func (s *Server) loadSource(stream hostv1.HostService_LoadModuleServer, hdr *hos
 		chunk = len(msg.GetChunk()) > 0 || msg.GetHeader() != nil
 	}
 	if chunk {
-		return withReason(codes.InvalidArgument, ReasonBadSource, nil,
-			"a request with a source carries no chunks and one header")
+		return api.NewStatus(codes.InvalidArgument, api.ReasonBadSource, nil,
+			"a request with a source carries no chunks and one header").Err()
 	}
 	info, err := s.h.LoadSource(stream.Context(), src, loadOptions(hdr))
 	if err != nil {
@@ -125,6 +126,6 @@ func (s *Server) tooLarge(hdr *hostv1.LoadHeader, n int64) error {
 	if hdr.GetName() != "" {
 		what = "module " + `"` + hdr.GetName() + `"`
 	}
-	return withReason(codes.ResourceExhausted, ReasonTooLarge, map[string]string{"module": hdr.GetName()},
-		fmt.Sprintf("%s is %d bytes or more, over this host's load limit of %d bytes", what, n, s.opts.MaxLoadBytes))
+	return api.NewStatus(codes.ResourceExhausted, api.ReasonTooLarge, map[string]string{api.MetaModule: hdr.GetName()},
+		fmt.Sprintf("%s is %d bytes or more, over this host's load limit of %d bytes", what, n, s.opts.MaxLoadBytes)).Err()
 }

@@ -3,34 +3,20 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/abi"
-	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
 
 // Routing is the route table and the wiring that SetRoutes, GetRoutes,
-// SetWiring and GetWiring act on; *host.Host implements it. Wiring is
-// keyed by "module/component/port" of an output port.
-type Routing interface {
-	SetRoutes(generation uint64, routes map[string][]string) error
-	Routes() (generation uint64, routes map[string][]string)
-	SetWiring(generation uint64, wires map[string][]string) error
-	Wiring() (generation uint64, wires map[string][]string)
-}
-
-// ErrStaleGeneration is the error a Routing returns for a generation older
-// than its own (host.ErrStaleGeneration): the server answers
-// FAILED_PRECONDITION. Every other error of a Routing is a bad request
-// (INVALID_ARGUMENT).
-var ErrStaleGeneration = host.ErrStaleGeneration
+// SetWiring and GetWiring act on (api.Routing); *host.Host implements it.
+type Routing = api.Routing
 
 // Deliver implements HostService.Deliver: a message from a peer host to a
 // module of this one. It is never forwarded further: a module that is not
@@ -56,20 +42,11 @@ func (s *Server) deliver(ctx context.Context, m *hostv1.Message, wait bool) ([]b
 	if err != nil {
 		if s.log.IsDebug() {
 			tp, _ := msg.Get(abi.MetaTraceparent)
-			s.log.Debug("delivery failed", "to", abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}.String(), "trace_id", TraceID(tp), "error", err)
+			s.log.Debug("delivery failed", "to", abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}.String(), "trace_id", api.TraceID(tp), "error", err)
 		}
 		return nil, toStatus(err)
 	}
 	return reply, nil
-}
-
-// TraceID returns the trace id of a W3C traceparent
-// ("00-<trace id>-<parent id>-<flags>"), or "" when it is malformed.
-func TraceID(traceparent string) string {
-	if len(traceparent) < 55 || traceparent[2] != '-' || traceparent[35] != '-' {
-		return ""
-	}
-	return traceparent[3:35]
 }
 
 func (s *Server) routing() (Routing, error) {
@@ -79,9 +56,11 @@ func (s *Server) routing() (Routing, error) {
 	return s.opts.Routing, nil
 }
 
+// routingStatus is the status of a Routing's error: FAILED_PRECONDITION
+// for api.ErrStaleGeneration, else a bad request (INVALID_ARGUMENT).
 func routingStatus(err error) error {
-	if errors.Is(err, ErrStaleGeneration) {
-		return status.Error(codes.FailedPrecondition, err.Error())
+	if errors.Is(err, api.ErrStaleGeneration) {
+		return toStatus(err)
 	}
 	return status.Error(codes.InvalidArgument, err.Error())
 }
@@ -149,64 +128,4 @@ func (s *Server) GetWiring(ctx context.Context, _ *hostv1.GetWiringRequest) (*ho
 		resp.Wires = append(resp.Wires, &hostv1.Wire{From: from, To: wires[from]})
 	}
 	return resp, nil
-}
-
-// FromStatus turns the status error of a peer's Deliver back into the host
-// error it was made from (the inverse of the mapping of this package), so
-// that a component calling a remote module gets the same status as for a
-// local one. to is the message's target; peer names the host in the error.
-func FromStatus(err error, to abi.Address, peer string) *host.CallError {
-	st := status.Convert(err)
-	kind := host.KindUnavailable
-	switch reason := reasonOf(st); reason {
-	case "":
-		switch st.Code() {
-		case codes.DeadlineExceeded, codes.Canceled:
-			kind = host.KindTimeout
-		case codes.NotFound:
-			kind = host.KindNotFound
-		case codes.ResourceExhausted:
-			kind = host.KindBusy
-		case codes.FailedPrecondition:
-			kind = host.KindHopLimit
-		case codes.PermissionDenied, codes.Unauthenticated:
-			kind = host.KindDenied
-		case codes.Unknown:
-			kind = host.KindHandler
-		}
-	default:
-		for k, ks := range kindStatus {
-			if ks.reason == reason {
-				kind = k
-				break
-			}
-		}
-	}
-	// The peer's message already names the target and kind: keep its tail.
-	msg := strings.TrimPrefix(st.Message(), to.String()+": "+kind.String()+": ")
-	var e error
-	switch st.Code() {
-	case codes.DeadlineExceeded:
-		e = fmt.Errorf("host %s: %s (%w)", peer, msg, context.DeadlineExceeded)
-	case codes.Canceled:
-		e = fmt.Errorf("host %s: %s (%w)", peer, msg, context.Canceled)
-	default:
-		e = errors.New("host " + peer + ": " + msg)
-	}
-	return &host.CallError{Module: to.Module, Component: to.Component, Port: to.Port, Kind: kind, Err: e}
-}
-
-// Retryable reports whether a failed Deliver certainly did not run, so
-// that it may go to another replica: the peer refused it before running
-// it (CLOSED: it is shutting down; BUSY: no instance came free). Reason
-// UNAVAILABLE is not enough: a guest may answer it after doing work. A
-// transport failure is decided by the caller, who knows whether the
-// request reached a connection.
-func Retryable(err error) bool {
-	st := status.Convert(err)
-	switch reasonOf(st) {
-	case ReasonClosed, ReasonBusy:
-		return true
-	}
-	return false
 }

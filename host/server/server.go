@@ -18,6 +18,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/buildinfo"
 )
@@ -50,10 +51,6 @@ type Options struct {
 	// Default 64.
 	StreamWindow int
 
-	// Observer is told about every invocation the server handles, e.g. to
-	// count it in metrics. Default nil.
-	Observer Observer
-
 	// Routing is the route table and wiring that SetRoutes, GetRoutes,
 	// SetWiring and GetWiring act on (a *host.Host). Default nil:
 	// those calls fail with FAILED_PRECONDITION; Deliver works regardless.
@@ -63,13 +60,6 @@ type Options struct {
 	// (interceptors, message sizes): transport credentials for TLS and
 	// mTLS, keepalive.
 	ServerOptions []grpc.ServerOption
-}
-
-// Observer is told about every invocation the server handles, after it
-// ended; err is the host's error, nil on success. It must be safe for
-// concurrent use and quick.
-type Observer interface {
-	ObserveInvoke(module, component, port string, d time.Duration, err error)
 }
 
 const (
@@ -266,11 +256,7 @@ func (s *Server) invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1
 		Payload:   req.GetPayload(),
 		Metadata:  metadataHost(req.GetMetadata()),
 	}
-	start := time.Now()
 	resp, err := s.h.Invoke(ctx, hreq)
-	if s.opts.Observer != nil {
-		s.opts.Observer.ObserveInvoke(hreq.Module, hreq.Component, hreq.Port, time.Since(start), err)
-	}
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -283,6 +269,10 @@ func (s *Server) invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1
 	}
 	return out, nil
 }
+
+// toStatus is the status error of an error of the host library (see
+// api.ToStatus).
+func toStatus(err error) error { return api.ToStatus(err).Err() }
 
 func checkInvoke(req *hostv1.InvokeRequest) error {
 	if req == nil {

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
@@ -43,13 +44,13 @@ func TestInvokeStatusCodes(t *testing.T) {
 		words                   []string
 	}{
 		{"ok", "echo", "echo", "in", []byte(`"hi"`), codes.OK, "", nil},
-		{"unknown module", "nope", "echo", "in", nil, codes.NotFound, server.ReasonNotFound, []string{`"nope"`}},
-		{"unknown component", "echo", "nobody", "in", nil, codes.NotFound, server.ReasonNotFound, []string{"nobody"}},
-		{"unknown port", "echo", "echo", "nowhere", nil, codes.NotFound, server.ReasonNotFound, []string{"nowhere"}},
-		{"trap", "gopanic", "panicker", "in", nil, codes.Aborted, server.ReasonTrap, []string{"gopanic", "panicker"}},
-		{"timeout", "loop", "spinner", "spin", nil, codes.DeadlineExceeded, server.ReasonTimeout, []string{"loop", "spinner"}},
-		{"handler error", "echo", "echo", "fail", nil, codes.Unknown, server.ReasonHandler, []string{"boom"}},
-		{"payload too large", "small", "echo", "in", big, codes.ResourceExhausted, server.ReasonTooLarge, []string{"small"}},
+		{"unknown module", "nope", "echo", "in", nil, codes.NotFound, api.ReasonNotFound, []string{`"nope"`}},
+		{"unknown component", "echo", "nobody", "in", nil, codes.NotFound, api.ReasonNotFound, []string{"nobody"}},
+		{"unknown port", "echo", "echo", "nowhere", nil, codes.NotFound, api.ReasonNotFound, []string{"nowhere"}},
+		{"trap", "gopanic", "panicker", "in", nil, codes.Aborted, api.ReasonTrap, []string{"gopanic", "panicker"}},
+		{"timeout", "loop", "spinner", "spin", nil, codes.DeadlineExceeded, api.ReasonTimeout, []string{"loop", "spinner"}},
+		{"handler error", "echo", "echo", "fail", nil, codes.Unknown, api.ReasonHandler, []string{"boom"}},
+		{"payload too large", "small", "echo", "in", big, codes.ResourceExhausted, api.ReasonTooLarge, []string{"small"}},
 		{"empty port", "echo", "echo", "", nil, codes.InvalidArgument, "", []string{"port"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,7 +88,7 @@ func TestInvokeSaturatedPool(t *testing.T) {
 		return ok && m.Pool.InUse == 1
 	})
 	_, err := e.invoke(t, "sleeper", "sleeper", "in", []byte(`{"ms":0}`))
-	wantStatus(t, err, codes.ResourceExhausted, server.ReasonBusy, "sleeper")
+	wantStatus(t, err, codes.ResourceExhausted, api.ReasonBusy, "sleeper")
 	require.NoError(t, <-first, "the call that held the instance")
 }
 
@@ -120,14 +121,24 @@ func digest(b []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func TestLoadModule(t *testing.T) {
-	hello := e2e.WasmBytes(t, e2e.Hello)
-	const limit = 8 << 20
-	require.Less(t, len(hello), limit, "hello.wasm must fit the test's load limit")
-	e := newEnv(t, envOptions{server: server.Options{MaxLoadBytes: limit}})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// loadLimit is the load limit of the servers of the load tests.
+const loadLimit = 8 << 20
 
+// loadEnv is a server with a load limit of loadLimit, hello.wasm, and the
+// context of the test's loads.
+func loadEnv(t *testing.T) (*env, []byte, context.Context) {
+	t.Helper()
+	hello := e2e.WasmBytes(t, e2e.Hello)
+	require.Less(t, len(hello), loadLimit, "hello.wasm must fit the test's load limit")
+	e := newEnv(t, envOptions{server: server.Options{MaxLoadBytes: loadLimit}})
+	// Minutes: loads compile, on a machine that may be busy.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return e, hello, ctx
+}
+
+func TestLoadModule(t *testing.T) {
+	e, hello, ctx := loadEnv(t)
 	t.Run("chunks", func(t *testing.T) {
 		resp, err := loadStream(ctx, e.client, &hostv1.LoadHeader{
 			Size: uint64(len(hello)), Digest: digest(hello),
@@ -157,6 +168,20 @@ func TestLoadModule(t *testing.T) {
 		assert.Equal(t, "hello2", resp.GetModule().GetName())
 	})
 
+	_, err := e.client.UnloadModule(ctx, &hostv1.UnloadModuleRequest{Name: "hello2"})
+	require.NoError(t, err)
+	_, err = e.client.UnloadModule(ctx, &hostv1.UnloadModuleRequest{Name: "hello2"})
+	wantStatus(t, err, codes.NotFound, api.ReasonNotFound, "hello2")
+	list, err := e.client.ListModules(ctx, &hostv1.ListModulesRequest{})
+	require.NoError(t, err)
+	require.Len(t, list.GetModules(), 1)
+	assert.Equal(t, "hello", list.GetModules()[0].GetName())
+}
+
+// TestLoadModuleRefused: a load that breaks a rule fails with its status,
+// an announced size over the limit before the bytes arrive.
+func TestLoadModuleRefused(t *testing.T) {
+	e, hello, ctx := loadEnv(t)
 	refused := []struct {
 		name   string
 		hdr    *hostv1.LoadHeader
@@ -165,14 +190,14 @@ func TestLoadModule(t *testing.T) {
 		reason string
 		words  []string
 	}{
-		{"announced size over the limit", &hostv1.LoadHeader{Name: "big", Size: limit + 1}, hello, codes.ResourceExhausted, server.ReasonTooLarge, []string{"big", "limit"}},
-		{"bytes over the limit", &hostv1.LoadHeader{}, make([]byte, limit+1), codes.ResourceExhausted, server.ReasonTooLarge, []string{"limit"}},
+		{"announced size over the limit", &hostv1.LoadHeader{Name: "big", Size: loadLimit + 1}, hello, codes.ResourceExhausted, api.ReasonTooLarge, []string{"big", "limit"}},
+		{"bytes over the limit", &hostv1.LoadHeader{}, make([]byte, loadLimit+1), codes.ResourceExhausted, api.ReasonTooLarge, []string{"limit"}},
 		{"digest mismatch", &hostv1.LoadHeader{Digest: digest([]byte("other"))}, hello, codes.InvalidArgument, "", []string{"digest"}},
 		{"malformed digest", &hostv1.LoadHeader{Digest: "md5:abc"}, hello, codes.InvalidArgument, "", []string{"md5:abc"}},
 		{"size mismatch", &hostv1.LoadHeader{Size: 10}, hello, codes.InvalidArgument, "", []string{"10"}},
-		{"not wasm", &hostv1.LoadHeader{Name: "junk"}, []byte("not a wasm module"), codes.InvalidArgument, server.ReasonBadModule, []string{"junk"}},
-		{"not a tinyhost module", &hostv1.LoadHeader{}, guest(t, "noversion"), codes.InvalidArgument, server.ReasonBadModule, []string{"not a tinyhost module"}},
-		{"ABI version", &hostv1.LoadHeader{}, guest(t, "abiv2"), codes.InvalidArgument, server.ReasonABIVersion, []string{"v2", "v1"}},
+		{"not wasm", &hostv1.LoadHeader{Name: "junk"}, []byte("not a wasm module"), codes.InvalidArgument, api.ReasonBadModule, []string{"junk"}},
+		{"not a tinyhost module", &hostv1.LoadHeader{}, guest(t, "noversion"), codes.InvalidArgument, api.ReasonBadModule, []string{"not a tinyhost module"}},
+		{"ABI version", &hostv1.LoadHeader{}, guest(t, "abiv2"), codes.InvalidArgument, api.ReasonABIVersion, []string{"v2", "v1"}},
 		{"no header", nil, hello, codes.InvalidArgument, "", []string{"header"}},
 	}
 	for _, tc := range refused {
@@ -184,23 +209,14 @@ func TestLoadModule(t *testing.T) {
 	t.Run("announced size refused before the bytes", func(t *testing.T) {
 		stream, err := e.client.LoadModule(ctx)
 		require.NoError(t, err)
-		require.NoError(t, stream.Send(&hostv1.LoadModuleRequest{Header: &hostv1.LoadHeader{Size: limit * 4}}))
+		require.NoError(t, stream.Send(&hostv1.LoadModuleRequest{Header: &hostv1.LoadHeader{Size: loadLimit * 4}}))
 		// The server answers without waiting for the client to finish.
 		_, err = stream.Header()
 		require.NoError(t, err)
 		var m hostv1.LoadModuleResponse
 		err = stream.RecvMsg(&m)
-		wantStatus(t, err, codes.ResourceExhausted, server.ReasonTooLarge)
+		wantStatus(t, err, codes.ResourceExhausted, api.ReasonTooLarge)
 	})
-
-	_, err := e.client.UnloadModule(ctx, &hostv1.UnloadModuleRequest{Name: "hello2"})
-	require.NoError(t, err)
-	_, err = e.client.UnloadModule(ctx, &hostv1.UnloadModuleRequest{Name: "hello2"})
-	wantStatus(t, err, codes.NotFound, server.ReasonNotFound, "hello2")
-	list, err := e.client.ListModules(ctx, &hostv1.ListModulesRequest{})
-	require.NoError(t, err)
-	require.Len(t, list.GetModules(), 1)
-	assert.Equal(t, "hello", list.GetModules()[0].GetName())
 }
 
 func TestInfo(t *testing.T) {
@@ -246,11 +262,11 @@ func TestCapacity(t *testing.T) {
 		return err
 	}
 	smallProto := &hostv1.Limits{MemoryPages: 64, MaxInstances: 4}
-	wantStatus(t, load("big", &hostv1.Limits{MemoryPages: 1024, MaxInstances: 4}), codes.ResourceExhausted, server.ReasonCapacity,
+	wantStatus(t, load("big", &hostv1.Limits{MemoryPages: 1024, MaxInstances: 4}), codes.ResourceExhausted, api.ReasonCapacity,
 		"no capacity", "would reserve 272 MiB of memory, the host takes 64 MiB")
 	require.NoError(t, load("echo", &hostv1.Limits{MemoryPages: 64, MaxInstances: 8}), "an upgrade replaces its own reservation")
 	require.NoError(t, load("second", smallProto))
-	wantStatus(t, load("third", smallProto), codes.ResourceExhausted, server.ReasonCapacity, "the host takes at most 2 modules, and 2 are loaded")
+	wantStatus(t, load("third", smallProto), codes.ResourceExhausted, api.ReasonCapacity, "the host takes at most 2 modules, and 2 are loaded")
 	_, loaded := e.h.Module("third")
 	assert.False(t, loaded)
 	require.NoError(t, e.h.Unload(context.Background(), "second"))
@@ -413,10 +429,10 @@ func TestInvokeStream(t *testing.T) {
 		seen[id] = true
 		switch {
 		case id == n:
-			assert.Equal(t, uint32(codes.InvalidArgument), resp.GetError().GetCode())
+			assert.Equal(t, codes.InvalidArgument, status.FromProto(resp.GetError()).Code())
 		case id%50 == 7:
-			assert.Equal(t, uint32(codes.Unknown), resp.GetError().GetCode(), "id %d", id)
-			assert.Equal(t, server.ReasonHandler, resp.GetError().GetReason())
+			assert.Equal(t, codes.Unknown, status.FromProto(resp.GetError()).Code(), "id %d", id)
+			assert.Equal(t, api.ReasonHandler, api.ErrorInfo(status.FromProto(resp.GetError())).GetReason())
 			assert.Contains(t, resp.GetError().GetMessage(), "boom")
 		default:
 			require.Nil(t, resp.GetError(), "id %d", id)

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
-	"github.com/tinyhost/tinyhost/host/server"
 )
 
 // TestLoadSource loads modules by source (an https URL here; OCI references
@@ -64,19 +64,19 @@ func TestLoadSource(t *testing.T) {
 		words  []string
 	}{
 		{"chunks with a source", &hostv1.LoadHeader{Source: web.URL + "/echo.wasm", Digest: digest(wasm)}, wasm,
-			codes.InvalidArgument, server.ReasonBadSource, []string{"no chunks"}},
+			codes.InvalidArgument, api.ReasonBadSource, []string{"no chunks"}},
 		{"a URL without sha256", &hostv1.LoadHeader{Source: web.URL + "/echo.wasm"}, nil,
-			codes.InvalidArgument, server.ReasonBadSource, []string{"sha256"}},
+			codes.InvalidArgument, api.ReasonBadSource, []string{"sha256"}},
 		{"another digest", &hostv1.LoadHeader{Source: web.URL + "/echo.wasm", Digest: digest(text)}, nil,
-			codes.DataLoss, server.ReasonDigestMismatch, []string{digest(text), digest(wasm)}},
+			codes.DataLoss, api.ReasonDigestMismatch, []string{digest(text), digest(wasm)}},
 		{"not wasm", &hostv1.LoadHeader{Source: web.URL + "/text", Digest: digest(text)}, nil,
-			codes.InvalidArgument, server.ReasonNotWasm, nil},
+			codes.InvalidArgument, api.ReasonNotWasm, nil},
 		{"no such file", &hostv1.LoadHeader{Source: web.URL + "/nope.wasm", Digest: digest(nothing)}, nil,
-			codes.NotFound, server.ReasonNotFound, []string{"404"}},
+			codes.NotFound, api.ReasonNotFound, []string{"404"}},
 		{"plain HTTP", &hostv1.LoadHeader{Source: "http://" + web.Listener.Addr().String() + "/echo.wasm", Digest: digest(wasm)}, nil,
-			codes.FailedPrecondition, server.ReasonPlainHTTP, nil},
+			codes.FailedPrecondition, api.ReasonPlainHTTP, nil},
 		{"unreachable", &hostv1.LoadHeader{Source: "https://127.0.0.1:1/echo.wasm", Digest: digest(nothing)}, nil,
-			codes.Unavailable, server.ReasonUnreachable, []string{"127.0.0.1:1", "unreachable"}},
+			codes.Unavailable, api.ReasonUnreachable, []string{"127.0.0.1:1", "unreachable"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(tc.hdr, tc.chunk)

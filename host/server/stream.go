@@ -12,14 +12,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
 
 var errShuttingDown = status.Error(codes.Unavailable, "host is shutting down: requests without a response were not run")
-
-// WindowHeader is the response header of DeliverStream that tells the
-// client how many of its requests the host runs at once.
-const WindowHeader = "tinyhost-window"
 
 // InvokeStream implements HostService.InvokeStream.
 func (s *Server) InvokeStream(stream hostv1.HostService_InvokeStreamServer) error {
@@ -29,7 +26,7 @@ func (s *Server) InvokeStream(stream hostv1.HostService_InvokeStreamServer) erro
 			resp := &hostv1.InvokeStreamResponse{Id: req.GetId()}
 			out, err := s.invoke(ctx, req.GetRequest())
 			if err != nil {
-				resp.Error = errorProto(err)
+				resp.Error = status.Convert(err).Proto()
 			} else {
 				resp.Response = out
 			}
@@ -42,7 +39,7 @@ func (s *Server) InvokeStream(stream hostv1.HostService_InvokeStreamServer) erro
 // messages on one stream, each with its own timeout and cancellable by id.
 func (s *Server) DeliverStream(stream hostv1.HostService_DeliverStreamServer) error {
 	ctx := stream.Context()
-	if err := stream.SendHeader(metadata.Pairs(WindowHeader, strconv.Itoa(s.opts.StreamWindow))); err != nil {
+	if err := stream.SendHeader(metadata.Pairs(api.WindowHeader, strconv.Itoa(s.opts.StreamWindow))); err != nil {
 		return err
 	}
 	// The requests in flight, by id, for cancel requests.
@@ -51,7 +48,7 @@ func (s *Server) DeliverStream(stream hostv1.HostService_DeliverStreamServer) er
 		mu    sync.Mutex
 		calls = map[uint64]*call{}
 	)
-	closed := withReason(codes.Unavailable, ReasonClosed, nil, "host is shutting down: requests without a response were not run")
+	closed := api.NewStatus(codes.Unavailable, api.ReasonClosed, nil, "host is shutting down: requests without a response were not run").Err()
 	return serveStream(s, stream, closed, func(req *hostv1.DeliverStreamRequest) func() *hostv1.DeliverStreamResponse {
 		id := req.GetId()
 		if req.GetCancel() {
@@ -66,7 +63,7 @@ func (s *Server) DeliverStream(stream hostv1.HostService_DeliverStreamServer) er
 		timeout := req.GetTimeoutNanos()
 		if timeout < 0 {
 			return func() *hostv1.DeliverStreamResponse {
-				resp.Error = errorProto(status.Errorf(codes.InvalidArgument, "timeout_nanos is %d, must not be negative", timeout))
+				resp.Error = status.Newf(codes.InvalidArgument, "timeout_nanos is %d, must not be negative", timeout).Proto()
 				return resp
 			}
 		}
@@ -80,7 +77,7 @@ func (s *Server) DeliverStream(stream hostv1.HostService_DeliverStreamServer) er
 			mu.Unlock()
 			cancel()
 			return func() *hostv1.DeliverStreamResponse {
-				resp.Error = errorProto(status.Errorf(codes.InvalidArgument, "request id %d is already in flight", id))
+				resp.Error = status.Newf(codes.InvalidArgument, "request id %d is already in flight", id).Proto()
 				return resp
 			}
 		}
@@ -95,28 +92,13 @@ func (s *Server) DeliverStream(stream hostv1.HostService_DeliverStreamServer) er
 			}()
 			reply, err := s.deliver(cctx, req.GetMessage(), req.GetWait())
 			if err != nil {
-				resp.Error = errorProto(err)
+				resp.Error = status.Convert(err).Proto()
 			} else {
 				resp.Payload = reply
 			}
 			return resp
 		}
 	})
-}
-
-// errorProto is a status error as a stream response's error.
-func errorProto(err error) *hostv1.Error {
-	st := status.Convert(err)
-	return &hostv1.Error{Code: uint32(st.Code()), Message: st.Message(), Reason: reasonOf(st)}
-}
-
-// StatusFromProto is the status error a stream response's error stands
-// for, with its reason (without the ErrorInfo's metadata).
-func StatusFromProto(e *hostv1.Error) error {
-	if e.GetReason() == "" {
-		return status.Error(codes.Code(e.GetCode()), e.GetMessage())
-	}
-	return withReason(codes.Code(e.GetCode()), e.GetReason(), nil, e.GetMessage())
 }
 
 // serverStream is the server side of a bidirectional stream of requests
@@ -134,122 +116,160 @@ type serverStream[Req, Resp any] interface {
 // StreamWindow slots is free, so a client that sends faster than the host
 // answers is held back by gRPC flow control rather than by memory. It
 // passes each request to accept, on the reader's goroutine and in the
-// order received; accept returns the work that answers it, which runs in a
-// goroutine of its own, or nil when the request gets no response. The
-// reader is not the handler's goroutine because Recv blocks and cannot be
-// selected on: the handler stays free to end the stream when the server
-// stops, after answering every request already accepted, with stopped.
+// order received; accept returns the work that answers it, which runs on a
+// worker, or nil when the request gets no response. The reader is not the
+// handler's goroutine because Recv blocks and cannot be selected on: the
+// handler stays free to end the stream when the server stops, after
+// answering every request already accepted, with stopped.
 func serveStream[Req, Resp any](s *Server, stream serverStream[Req, Resp], stopped error, accept func(*Req) func() *Resp) error {
-	ctx := stream.Context()
-	var (
-		sendMu  sync.Mutex
-		sendErr error
-
-		mu     sync.Mutex // guards closed and wg.Add
-		closed bool
-		wg     sync.WaitGroup
-
-		slots   = make(chan struct{}, s.opts.StreamWindow)
-		readErr = make(chan error, 1)
-
-		// Workers run the requests and stay for the next one until the
-		// stream ends: a guest call needs a deep stack, which a goroutine
-		// made per request would grow, by copying, every time.
-		queue   = make(chan func() *Resp)
-		workers int // read and written by the reader only
-		done    = make(chan struct{})
-	)
-	defer close(done)
-	run := func(work func() *Resp) {
-		defer func() {
-			<-slots
-			wg.Done()
-		}()
-		resp := work()
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		if sendErr == nil {
-			sendErr = stream.Send(resp)
-		}
+	r := &streamRun[Req, Resp]{
+		s: s, stream: stream, accept: accept,
+		slots:   make(chan struct{}, s.opts.StreamWindow),
+		readErr: make(chan error, 1),
+		queue:   make(chan func() *Resp),
+		done:    make(chan struct{}),
 	}
-	worker := func(work func() *Resp) {
-		for {
-			run(work)
-			select {
-			case work = <-queue:
-			case <-done:
-				return
-			}
-		}
-	}
-	dispatch := func(work func() *Resp) {
-		select {
-		case queue <- work:
-			return
-		default:
-		}
-		if workers < s.opts.StreamWindow {
-			workers++
-			go worker(work)
-			return
-		}
-		// Every worker is busy or just done: one is about to take it.
-		queue <- work
-	}
-
-	go func() {
-		for {
-			select {
-			case slots <- struct{}{}:
-			case <-s.stopping:
-				return
-			case <-ctx.Done():
-				return
-			}
-			req, err := stream.Recv()
-			if err != nil {
-				<-slots
-				readErr <- err
-				return
-			}
-			mu.Lock()
-			if closed {
-				// The handler has stopped taking requests: this one was
-				// not accepted and gets no response.
-				mu.Unlock()
-				return
-			}
-			work := accept(req)
-			if work == nil {
-				mu.Unlock()
-				<-slots
-				continue
-			}
-			wg.Add(1)
-			mu.Unlock()
-			dispatch(work)
-		}
-	}()
-
-	var end error
-	select {
-	case err := <-readErr:
-		if !errors.Is(err, io.EOF) {
-			end = err
-		}
-	case <-s.stopping:
-		end = stopped
-	case <-ctx.Done():
-		end = status.FromContextError(ctx.Err()).Err()
-	}
-	mu.Lock()
-	closed = true
-	mu.Unlock()
-	wg.Wait()
+	defer close(r.done)
+	go r.read()
+	end := r.wait(stopped)
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.wg.Wait()
 	if end != nil {
 		return end
 	}
-	sendMu.Lock()
-	defer sendMu.Unlock()
-	return sendErr
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	return r.sendErr
+}
+
+// streamRun is one stream that serveStream serves.
+type streamRun[Req, Resp any] struct {
+	s      *Server
+	stream serverStream[Req, Resp]
+	accept func(*Req) func() *Resp
+
+	sendMu  sync.Mutex
+	sendErr error
+
+	mu     sync.Mutex // guards closed and wg.Add
+	closed bool
+	wg     sync.WaitGroup
+
+	slots   chan struct{}
+	readErr chan error
+
+	// Workers run the requests and stay for the next one until the stream
+	// ends: a guest call needs a deep stack, which a goroutine made per
+	// request would grow, by copying, every time.
+	queue   chan func() *Resp
+	workers int // read and written by the reader only
+	done    chan struct{}
+}
+
+// wait returns why the stream ends: nil when the client closed it,
+// stopped when the server stops, or the error of the stream.
+func (r *streamRun[Req, Resp]) wait(stopped error) error {
+	select {
+	case err := <-r.readErr:
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	case <-r.s.stopping:
+		return stopped
+	case <-r.stream.Context().Done():
+		return status.FromContextError(r.stream.Context().Err()).Err()
+	}
+}
+
+// read takes requests off the wire, one per free slot, until the stream
+// ends or the handler stops taking them.
+func (r *streamRun[Req, Resp]) read() {
+	ctx := r.stream.Context()
+	for {
+		select {
+		case r.slots <- struct{}{}:
+		case <-r.s.stopping:
+			return
+		case <-ctx.Done():
+			return
+		}
+		req, err := r.stream.Recv()
+		if err != nil {
+			<-r.slots
+			r.readErr <- err
+			return
+		}
+		if !r.take(req) {
+			return
+		}
+	}
+}
+
+// take accepts a request and dispatches its work; it returns false when
+// the handler has stopped taking requests: this one was not accepted and
+// gets no response.
+func (r *streamRun[Req, Resp]) take(req *Req) bool {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return false
+	}
+	work := r.accept(req)
+	if work == nil {
+		r.mu.Unlock()
+		<-r.slots
+		return true
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	r.dispatch(work)
+	return true
+}
+
+// dispatch hands work to an idle worker, or to a new one while there are
+// fewer than StreamWindow.
+func (r *streamRun[Req, Resp]) dispatch(work func() *Resp) {
+	select {
+	case r.queue <- work:
+		return
+	default:
+	}
+	if r.workers < r.s.opts.StreamWindow {
+		r.workers++
+		go r.worker(work)
+		return
+	}
+	// Every worker is busy or just done: one is about to take it.
+	r.queue <- work
+}
+
+// worker runs work, then the work it is handed next, until the stream
+// ends.
+func (r *streamRun[Req, Resp]) worker(work func() *Resp) {
+	for {
+		r.run(work)
+		select {
+		case work = <-r.queue:
+		case <-r.done:
+			return
+		}
+	}
+}
+
+// run runs one request's work and sends its response, unless a send
+// already failed.
+func (r *streamRun[Req, Resp]) run(work func() *Resp) {
+	defer func() {
+		<-r.slots
+		r.wg.Done()
+	}()
+	resp := work()
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	if r.sendErr == nil {
+		r.sendErr = r.stream.Send(resp)
+	}
 }

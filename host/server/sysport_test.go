@@ -8,11 +8,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
-	"github.com/tinyhost/tinyhost/host/server"
 )
 
 // TestSystemPorts: a client's Invoke and InvokeStream, and a peer's Deliver
@@ -41,7 +42,7 @@ func TestSystemPorts(t *testing.T) {
 			resp, err := stream.Recv()
 			require.NoError(t, err)
 			require.Equal(t, uint64(1), resp.GetId())
-			return server.StatusFromProto(resp.GetError())
+			return status.FromProto(resp.GetError()).Err()
 		}},
 		{"Deliver wait", func(port string) error {
 			_, err := e.client.Deliver(ctx, &hostv1.DeliverRequest{Wait: true, Message: &hostv1.Message{Module: "echo", Component: "echo", Port: port}})
@@ -59,13 +60,13 @@ func TestSystemPorts(t *testing.T) {
 			resp, err := stream.Recv()
 			require.NoError(t, err)
 			require.Equal(t, uint64(1), resp.GetId())
-			return server.StatusFromProto(resp.GetError())
+			return status.FromProto(resp.GetError()).Err()
 		}},
 	}
 	for _, p := range paths {
 		for _, port := range []string{abi.PortSettings, abi.PortTick, "_other"} {
 			t.Run(p.name+" "+port, func(t *testing.T) {
-				wantStatus(t, p.send(port), codes.PermissionDenied, server.ReasonDenied, strconv.Quote(port), why)
+				wantStatus(t, p.send(port), codes.PermissionDenied, api.ReasonDenied, strconv.Quote(port), why)
 			})
 		}
 	}

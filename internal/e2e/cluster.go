@@ -2,32 +2,31 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
+	"github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
 
-// Client returns a plaintext gRPC client of the host at addr, closed when
-// the test ends.
-func Client(t testing.TB, addr string) hostv1.HostServiceClient {
+// Client returns a plaintext client of the host at addr, closed when the
+// test ends.
+func Client(t testing.TB, addr string) *client.Client {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := client.New(addr, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
-	return hostv1.NewHostServiceClient(conn)
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
-// LoadModule loads the .wasm file into the host under name, over
-// LoadModule.
-func LoadModule(t testing.TB, c hostv1.HostServiceClient, name, wasm string, limits *hostv1.Limits) {
+// LoadModule loads the .wasm file into the host under name.
+func LoadModule(t testing.TB, c *client.Client, name, wasm string, limits client.Limits) {
 	t.Helper()
 	b, err := os.ReadFile(wasm)
 	if err != nil {
@@ -35,28 +34,21 @@ func LoadModule(t testing.TB, c hostv1.HostServiceClient, name, wasm string, lim
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	stream, err := c.LoadModule(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&hostv1.LoadModuleRequest{Header: &hostv1.LoadHeader{Name: name, Limits: limits, Size: uint64(len(b))}, Chunk: b}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stream.CloseAndRecv(); err != nil {
+	if _, err := c.Load(ctx, client.Module{Name: name, Wasm: b, Limits: limits}); err != nil {
 		t.Fatalf("load %s as %q: %v", wasm, name, err)
 	}
 }
 
 // SetRoutes replaces the host's route table.
-func SetRoutes(t testing.TB, c hostv1.HostServiceClient, gen uint64, routes map[string][]string) {
+func SetRoutes(t testing.TB, c *client.Client, gen uint64, routes map[string][]string) {
 	t.Helper()
-	req := &hostv1.SetRoutesRequest{Generation: gen}
-	for m, addrs := range routes {
-		req.Routes = append(req.Routes, &hostv1.Route{Module: m, Addresses: addrs})
+	var table []*hostv1.Route
+	for _, m := range slices.Sorted(maps.Keys(routes)) {
+		table = append(table, &hostv1.Route{Module: m, Addresses: routes[m]})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.SetRoutes(ctx, req, grpc.WaitForReady(true)); err != nil {
+	if _, err := c.SetRoutes(ctx, gen, table); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
-	"github.com/tinyhost/tinyhost/operator/internal/kubetest"
 )
 
 // TestAPI runs the CRDs on a real kube-apiserver: what kubectl shows, what
@@ -81,24 +81,69 @@ func TestAPI(t *testing.T) {
 	t.Run("kubectl apply -k config/host lets host pods register themselves, and no more", func(t *testing.T) {
 		out, err := env.Kubectl(ctx, "apply", "-k", "operator/config/host")
 		require.NoError(t, err)
-		assert.Contains(t, out, "serviceaccount/tinyhost")
-		assert.Contains(t, out, "clusterrole.rbac.authorization.k8s.io/tinyhost-host")
+		for _, want := range []string{"serviceaccount/tinyhost", "clusterrole.rbac.authorization.k8s.io/tinyhost-host",
+			"role.rbac.authorization.k8s.io/tinyhost-host", "rolebinding.rbac.authorization.k8s.io/tinyhost-host"} {
+			assert.Contains(t, out, want)
+		}
 		as := "--as=system:serviceaccount:tinyhost-system:tinyhost"
 		for _, tt := range []struct {
-			verb, resource, sub, want string
+			verb, resource, sub, ns, want string
 		}{
-			{"create", "tinyhosts.operator.tinysystems.io", "", "yes"},
-			{"update", "tinyhosts.operator.tinysystems.io", "", "yes"},
-			{"delete", "tinyhosts.operator.tinysystems.io", "", "yes"},
-			{"update", "tinyhosts.operator.tinysystems.io", "status", "no"},
-			{"create", "tinymodules.operator.tinysystems.io", "", "no"},
-			{"get", "secrets", "", "no"},
+			// Its TinyHost: applied (create, patch), read, deleted.
+			{"create", "tinyhosts.operator.tinysystems.io", "", "", "yes"},
+			{"patch", "tinyhosts.operator.tinysystems.io", "", "", "yes"},
+			{"get", "tinyhosts.operator.tinysystems.io", "", "", "yes"},
+			{"delete", "tinyhosts.operator.tinysystems.io", "", "", "yes"},
+			{"update", "tinyhosts.operator.tinysystems.io", "", "", "no"},
+			{"list", "tinyhosts.operator.tinysystems.io", "", "", "no"},
+			{"update", "tinyhosts.operator.tinysystems.io", "status", "", "no"},
+			{"patch", "tinyhosts.operator.tinysystems.io", "status", "", "no"},
+			// Its Lease, in its namespace.
+			{"create", "leases.coordination.k8s.io", "", "tinyhost-system", "yes"},
+			{"get", "leases.coordination.k8s.io", "", "tinyhost-system", "yes"},
+			{"update", "leases.coordination.k8s.io", "", "tinyhost-system", "yes"},
+			{"delete", "leases.coordination.k8s.io", "", "tinyhost-system", "yes"},
+			{"update", "leases.coordination.k8s.io", "", "kube-system", "no"},
+			{"list", "leases.coordination.k8s.io", "", "tinyhost-system", "no"},
+			// The TinyModules of its own modules, in its namespace.
+			{"create", "tinymodules.operator.tinysystems.io", "", "tinyhost-system", "yes"},
+			{"list", "tinymodules.operator.tinysystems.io", "", "tinyhost-system", "yes"},
+			{"delete", "tinymodules.operator.tinysystems.io", "", "tinyhost-system", "yes"},
+			{"update", "tinymodules.operator.tinysystems.io", "", "tinyhost-system", "no"},
+			{"update", "tinymodules.operator.tinysystems.io", "status", "tinyhost-system", "no"},
+			{"create", "tinymodules.operator.tinysystems.io", "", "default", "no"},
+			{"get", "secrets", "", "tinyhost-system", "no"},
 		} {
+			args := []string{"auth", "can-i", tt.verb, tt.resource, as, "--subresource=" + tt.sub}
+			if tt.ns != "" {
+				args = append(args, "-n", tt.ns)
+			}
 			// kubectl auth can-i exits 1 for "no", and warns first that
 			// TinyHosts have no namespace.
-			out, _ := env.Kubectl(ctx, "auth", "can-i", tt.verb, tt.resource, as, "--subresource="+tt.sub)
+			out, _ := env.Kubectl(ctx, args...)
 			lines := strings.Split(strings.TrimSpace(out), "\n")
-			assert.Equal(t, tt.want, lines[len(lines)-1], "%s %s %s", tt.verb, tt.resource, tt.sub)
+			assert.Equal(t, tt.want, lines[len(lines)-1], "%s %s %s in %q", tt.verb, tt.resource, tt.sub, tt.ns)
+		}
+	})
+
+	t.Run("the operator's RBAC covers Services, EndpointSlices, Events and the hosts' Leases", func(t *testing.T) {
+		as := "--as=system:serviceaccount:tinyhost-system:tinyhost-operator"
+		for _, tt := range []struct {
+			verb, resource, ns, want string
+		}{
+			{"create", "services", "apps", "yes"},
+			{"update", "services", "apps", "yes"},
+			{"delete", "services", "apps", "no"},
+			{"create", "endpointslices.discovery.k8s.io", "apps", "yes"},
+			{"delete", "endpointslices.discovery.k8s.io", "apps", "yes"},
+			{"create", "events.events.k8s.io", "apps", "yes"},
+			{"watch", "leases.coordination.k8s.io", "tinyhost-system", "yes"},
+			{"watch", "leases.coordination.k8s.io", "kube-system", "no"},
+			{"update", "leases.coordination.k8s.io", "tinyhost-system", "yes"}, // its own leader election Lease
+		} {
+			out, _ := env.Kubectl(ctx, "auth", "can-i", tt.verb, tt.resource, as, "-n", tt.ns)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			assert.Equal(t, tt.want, lines[len(lines)-1], "%s %s in %s", tt.verb, tt.resource, tt.ns)
 		}
 	})
 
@@ -130,7 +175,7 @@ func TestAPI(t *testing.T) {
 		assert.Regexp(t, `tinysystems\s+common-module-v1\s+True\s+1\.0\.0\s+10\.0\.12\.7:50051\s`, out)
 		out, err = env.Kubectl(ctx, "get", "tm", "-n", "tinysystems", "-o", "wide")
 		require.NoError(t, err)
-		assert.Equal(t, []string{"NAME", "READY", "VERSION", "ADDRESS", "AGE", "STATE", "REPLICAS", "AVAILABLE", "IMAGE"}, strings.Fields(firstLine(out)))
+		assert.Equal(t, []string{"NAME", "READY", "VERSION", "ADDRESS", "AGE", "STATE", "REPLICAS", "AVAILABLE", "IMAGE", "PROVIDED-BY"}, strings.Fields(firstLine(out)))
 
 		h := &v1alpha1.TinyHost{}
 		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Name: "edge-1"}, h))
@@ -181,6 +226,8 @@ func TestAPI(t *testing.T) {
 			{"a wire to a port without its module", `spec: {image: r/m:v1, wiring: [{from: c/p, to: c/p}]}`, "wiring.to must be module/component/port"},
 			{"a name that is not a module name", `metadata: {name: 9lives}
 spec: {image: r/m:v1}`, "metadata.name is the module's name on hosts"},
+			{"a provided module that names an image", `spec: {providedBy: h1, image: r/m:v1}`, "a module provided by a host names no artifact"},
+			{"a provided module with host mappings", `spec: {providedBy: h1, hostMappings: [{abi: 1, image: r/m:v1}]}`, "spec.image, spec.source and spec.hostMappings must be empty with spec.providedBy"},
 			{"a host address without a port", `spec: {address: host.example}`, "address must be host:port"},
 			{"a host with negative capacity", `spec: {address: "h:1", capacity: {modules: -1}}`, "spec.capacity.modules in body should be greater than or equal to 0"},
 		}
@@ -215,8 +262,32 @@ spec: {replicas: -1}
 			`spec: {image: r/m:v1, hostSelector: {matchExpressions: [{key: tier, operator: Exists}, {key: zone, operator: In, values: [a, b]}]}}`,
 			`spec: {image: r/m:v1, limits: {callTimeout: 1h30m, queueTimeout: 250ms}, wiring: [{from: split/out, to: other/sink/_settings}]}`,
 			`spec: {address: "[::1]:50051", unschedulable: true, capacity: {modules: 0, memory: 512Mi}}`,
+			`spec: {providedBy: h1}`,
 		} {
 			assert.NoError(t, create(ctx, env, y), y)
+		}
+	})
+
+	t.Run("spec.providedBy is immutable", func(t *testing.T) {
+		for _, tt := range []struct {
+			name   string
+			before string
+			change func(m *v1alpha1.TinyModule)
+		}{
+			{"another host", `spec: {providedBy: h1}`, func(m *v1alpha1.TinyModule) { m.Spec.ProvidedBy = "h2" }},
+			{"taken away", `spec: {providedBy: h1}`, func(m *v1alpha1.TinyModule) { m.Spec.ProvidedBy, m.Spec.Image = "", "r/m:v1" }},
+			{"set later", `spec: {image: r/m:v1}`, func(m *v1alpha1.TinyModule) { m.Spec.ProvidedBy, m.Spec.Image = "h1", "" }},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				name := "provided-" + strings.ReplaceAll(tt.name, " ", "-")
+				require.NoError(t, create(ctx, env, "metadata: {name: "+name+"}\n"+tt.before))
+				var m v1alpha1.TinyModule
+				require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, &m))
+				tt.change(&m)
+				err := env.Client.Update(ctx, &m)
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "spec.providedBy is immutable")
+			})
 		}
 	})
 }

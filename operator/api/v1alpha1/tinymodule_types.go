@@ -25,6 +25,7 @@ import (
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`,priority=1
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.readyReplicas`,priority=1
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
+// +kubebuilder:printcolumn:name="Provided-By",type=string,JSONPath=`.spec.providedBy`,priority=1
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]')",message="metadata.name is the module's name on hosts: it must start with a lower-case letter and be at most 63 characters"
 type TinyModule struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -49,8 +50,23 @@ type TinyModuleList struct {
 // image or by source; host mappings may name other artifacts for some hosts.
 //
 // +kubebuilder:validation:XValidation:rule="!(has(self.image) && has(self.source))",message="spec.image and spec.source are mutually exclusive: name the artifact one way"
-// +kubebuilder:validation:XValidation:rule="has(self.image) || has(self.source) || (has(self.hostMappings) && size(self.hostMappings) > 0 && self.hostMappings.all(m, has(m.image) || has(m.source)))",message="spec.image or spec.source is required (or an image or source in every host mapping)"
+// +kubebuilder:validation:XValidation:rule="has(self.providedBy) || has(self.image) || has(self.source) || (has(self.hostMappings) && size(self.hostMappings) > 0 && self.hostMappings.all(m, has(m.image) || has(m.source)))",message="spec.image or spec.source is required (or an image or source in every host mapping)"
+// +kubebuilder:validation:XValidation:rule="!has(self.providedBy) || !(has(self.image) || has(self.source) || has(self.hostMappings))",message="a module provided by a host names no artifact: spec.image, spec.source and spec.hostMappings must be empty with spec.providedBy"
+// +kubebuilder:validation:XValidation:rule="has(self.providedBy) == has(oldSelf.providedBy) && (!has(self.providedBy) || self.providedBy == oldSelf.providedBy)",message="spec.providedBy is immutable"
 type TinyModuleSpec struct {
+	// ProvidedBy is the name of the TinyHost that loaded the module on its
+	// own (from its modules directory, or a load not made by the operator)
+	// and published it by creating this TinyModule in its namespace. The
+	// operator places such a module on no other host and never loads or
+	// unloads it; it publishes its status and routes it from every host
+	// like any other. Limits, capabilities and config are the host's to
+	// choose and do not apply; wiring does. Set by the host; immutable.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ProvidedBy string `json:"providedBy,omitempty"`
+
 	// Image is an OCI reference (by tag or digest) to the module's wasm
 	// artifact.
 	//
@@ -312,6 +328,33 @@ type TinyModuleStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// AppliedGeneration is the last metadata.generation whose spec every
+	// replica ran, ready (the module was Ready for it).
+	//
+	// +optional
+	AppliedGeneration int64 `json:"appliedGeneration,omitempty"`
+
+	// LastObservedAt is when the operator last looked at the module and
+	// wrote its status: when the status changed, and at least once a
+	// resync period (--resync-period) while the module is looked at.
+	//
+	// +optional
+	LastObservedAt *metav1.Time `json:"lastObservedAt,omitempty"`
+
+	// LastAppliedAt is when the module last became Ready: for a new
+	// generation, or after a replica moved or was reloaded.
+	//
+	// +optional
+	LastAppliedAt *metav1.Time `json:"lastAppliedAt,omitempty"`
+
+	// Inventory is what was applied where, one item per placement: the
+	// host, the digest of the wasm it runs, and the phase.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=host
+	Inventory []InventoryItem `json:"inventory,omitempty"`
+
 	// Conditions: Scheduled, Ready and Degraded.
 	//
 	// +optional
@@ -320,6 +363,21 @@ type TinyModuleStatus struct {
 	// +patchStrategy=merge
 	// +patchMergeKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// InventoryItem is the module on one host, as component-operator-runtime
+// keeps its inventory of what it applied.
+type InventoryItem struct {
+	// Host is the TinyHost's name.
+	Host string `json:"host"`
+
+	// Digest is "sha256:" and the hex digest of the wasm the host runs.
+	//
+	// +optional
+	Digest string `json:"digest,omitempty"`
+
+	// Phase of the module on the host.
+	Phase Phase `json:"phase"`
 }
 
 // ComponentStatus is one component of a module, as the Tiny Systems docs

@@ -5,7 +5,8 @@
 //     with internal/placement, remembers the hosts that refused it, and
 //     publishes how it runs from what the hosts' status says: placements
 //     and their phases, address, version, components, ready replicas,
-//     conditions and a summary state. Its finalizer holds a deleted module
+//     conditions and a summary state, in steps that are functions of what
+//     they are given (decide.go). Its finalizer holds a deleted module
 //     until every ready host has unloaded it.
 //   - hostSync (hostsync.go) writes TinyHost status. It keeps one gRPC
 //     connection per host and probes it (hosts.go); it loads what is
@@ -14,6 +15,14 @@
 //     hash of the spec it loaded (spec.go), so that nothing is loaded twice
 //     for one spec, across operator restarts too.
 //
-// The two talk only through the API: TinyModule placements are the hosts'
-// desired sets, TinyHost status entries are what the hosts run.
+// The two decide only from the API: TinyModule placements are the hosts'
+// desired sets, TinyHost status entries are what the hosts run. Besides,
+// they share one cache in memory, descriptors (shared.go): the version and
+// components each host reported for a wasm digest, which the host sync
+// fills from LoadModule and ListModules and modules reads to publish a
+// module's version and components, so that TinyHost status need not carry
+// every component of every module. A digest names bytes, so an entry never
+// goes stale; an operator restarted with an empty cache keeps the
+// components published before, and the version of the host's status
+// entry, until its host sync has listed that host's modules.
 package controller

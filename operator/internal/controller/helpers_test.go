@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,9 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tinyhost/tinyhost/host/artifact"
+	hostclient "github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
-	"github.com/tinyhost/tinyhost/operator/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/internal/testbed"
 )
 
@@ -31,6 +31,7 @@ func TestMain(m *testing.M) { os.Exit(testbed.Main(m)) }
 // bed is a control plane, a registry with hello and common, hosts
 // registered as TinyHosts, and the operator.
 type bed struct {
+	tb    testing.TB // the test the bed lives as long as
 	env   *kubetest.Env
 	c     client.Client
 	reg   *testbed.Registry
@@ -46,8 +47,8 @@ type bedOptions struct {
 	// fetch: the operator fetches artifacts and streams them (FetchLoader)
 	// instead of the hosts fetching them (SourceLoader).
 	fetch bool
-	// dial are the operator's options for host connections.
-	dial []grpc.DialOption
+	// hostOptions are the operator's options for host connections.
+	hostOptions hostclient.Options
 }
 
 // hostSpec is a host to start: its name, labels and more daemon flags.
@@ -61,7 +62,7 @@ func newBed(t testing.TB, hosts ...hostSpec) *bed { return newBedWith(t, bedOpti
 
 func newBedWith(t testing.TB, o bedOptions, hosts ...hostSpec) *bed {
 	t.Helper()
-	b := &bed{env: kubetest.Start(t), reg: testbed.StartRegistry(t), hosts: map[string]*testbed.Host{}, bedOptions: o}
+	b := &bed{tb: t, env: kubetest.Start(t), reg: testbed.StartRegistry(t), hosts: map[string]*testbed.Host{}, bedOptions: o}
 	b.c = b.env.Client
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -95,7 +96,7 @@ func (b *bed) start(t testing.TB) {
 	}
 	b.opts = Options{
 		ProbeInterval: time.Second, ProbeTimeout: time.Second, FailureThreshold: 3,
-		Resync: 30 * time.Second, Loader: loader, DialOptions: b.dial,
+		Resync: 30 * time.Second, Loader: loader, Host: b.hostOptions, LeaseNamespace: "default",
 	}
 	b.mgr = testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, b.opts) })
 }
@@ -229,6 +230,17 @@ func readyOn(m *v1alpha1.TinyModule) []string {
 		}
 	}
 	return hs
+}
+
+// readyAddr is the address of the module's first Ready placement: where a
+// test outside the cluster calls it (status.address names its Service).
+func readyAddr(m *v1alpha1.TinyModule) string {
+	for _, p := range m.Status.Placements {
+		if p.Phase == v1alpha1.PhaseReady {
+			return p.Address
+		}
+	}
+	return ""
 }
 
 // loadedOn returns the names of the hosts that have the module loaded, per

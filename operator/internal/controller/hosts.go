@@ -10,10 +10,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	hostclient "github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
@@ -38,8 +38,7 @@ type probe struct {
 // and the goroutine that probes it.
 type conn struct {
 	name, address string
-	cc            *grpc.ClientConn
-	client        hostv1.HostServiceClient
+	client        *hostclient.Client
 	stop          context.CancelFunc
 	done          chan struct{}
 
@@ -110,8 +109,9 @@ func (hs *hosts) ensure(name, address string) (*conn, error) {
 	if hs.ctx.Err() != nil {
 		return nil, hs.ctx.Err()
 	}
-	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	opts := hs.opts.Host
+	opts.MaxMessageBytes = 64 << 20
+	opts.DialOptions = append([]grpc.DialOption{
 		// A host that comes back is reached at the next probe, not after
 		// gRPC's default backoff of up to two minutes.
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -123,14 +123,13 @@ func (hs *hosts) ensure(name, address string) (*conn, error) {
 			},
 			MinConnectTimeout: hs.opts.ProbeTimeout,
 		}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
-	}, hs.opts.DialOptions...)
-	cc, err := grpc.NewClient(address, opts...)
+	}, opts.DialOptions...)
+	cl, err := hostclient.New(address, opts)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: address %q: %w", name, address, err)
 	}
 	ctx, stop := context.WithCancel(hs.ctx)
-	c := &conn{name: name, address: address, cc: cc, client: hostv1.NewHostServiceClient(cc), stop: stop, done: make(chan struct{})}
+	c := &conn{name: name, address: address, client: cl, stop: stop, done: make(chan struct{})}
 	hs.conns[name] = c
 	go hs.probeLoop(ctx, c)
 	return c, nil
@@ -157,7 +156,7 @@ func (hs *hosts) get(name string) *conn {
 func (c *conn) close() {
 	c.stop()
 	<-c.done
-	_ = c.cc.Close()
+	_ = c.client.Close()
 }
 
 func (hs *hosts) probeLoop(ctx context.Context, c *conn) {
@@ -180,7 +179,7 @@ func (hs *hosts) probeLoop(ctx context.Context, c *conn) {
 // changed: readiness, or what the host is and has loaded.
 func (hs *hosts) probeOnce(ctx context.Context, c *conn) bool {
 	pctx, cancel := context.WithTimeout(ctx, hs.opts.ProbeTimeout)
-	info, err := c.client.Info(pctx, &hostv1.InfoRequest{})
+	info, err := c.client.Info(pctx)
 	cancel()
 	if ctx.Err() != nil {
 		return false

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
@@ -54,6 +53,7 @@ type hostSync struct {
 	descs  *descriptors
 	loader Loader
 	events recorder.EventRecorder
+	leases *hostLeases
 }
 
 // job is one load for one host.
@@ -76,7 +76,6 @@ type hostPlan struct {
 }
 
 func (r *hostSync) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := logf.FromContext(ctx)
 	var h v1alpha1.TinyHost
 	if err := r.Get(ctx, req.NamespacedName, &h); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -103,45 +102,66 @@ func (r *hostSync) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		}
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
+	if expired, err := r.leaseExpired(ctx, &h, st); expired || err != nil {
+		return requeueOnConflict(err)
+	}
 	p := c.state()
 	if !p.Done {
 		return ctrl.Result{}, nil // the first probe's answer enqueues the host
 	}
-	wasReady := hostReady(&h)
+	ready, err := r.probed(ctx, &h, st, p)
+	if err != nil {
+		return requeueOnConflict(err)
+	}
+	if !ready {
+		return ctrl.Result{}, nil
+	}
+	return r.converge(ctx, &h, st, c, p.At)
+}
+
+// probed records the host's last probe in st and reports whether the host
+// is ready; a host that is not is written as such at once.
+func (r *hostSync) probed(ctx context.Context, h *v1alpha1.TinyHost, st *v1alpha1.TinyHostStatus, p probe) (bool, error) {
+	wasReady := hostReady(h)
 	if !p.Ready {
 		msg := fmt.Sprintf("%d probes in a row failed, the last: %v", p.Failures, p.Err)
 		setHostReady(st, h.Generation, false, reasonUnreachable, msg)
-		if err := r.write(ctx, &h, st, time.Time{}); err != nil {
-			return requeueOnConflict(err)
+		if err := r.write(ctx, h, st, time.Time{}); err != nil {
+			return false, err
 		}
 		if wasReady {
-			r.events.Eventf(&h, nil, corev1.EventTypeWarning, reasonHostNotReady, "Probe", "%s", msg)
+			r.events.Eventf(h, nil, corev1.EventTypeWarning, reasonHostNotReady, "Probe", "%s", msg)
 		}
-		return ctrl.Result{}, nil
+		return false, nil
 	}
-	observe(st, &h, p.Info)
+	observe(st, h, p.Info)
 	if !wasReady {
-		r.events.Eventf(&h, nil, corev1.EventTypeNormal, reasonHostReady, "Probe", "host %s %s answers its probes", p.Info.GetName(), p.Info.GetVersion())
+		r.events.Eventf(h, nil, corev1.EventTypeNormal, reasonHostReady, "Probe", "host %s %s answers its probes", p.Info.GetName(), p.Info.GetVersion())
 	}
+	return true, nil
+}
 
+// converge loads and unloads on a ready host what its plan says, pushes
+// the routes and writes the host's status, st, probed at probedAt.
+func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alpha1.TinyHostStatus, c *conn, probedAt time.Time) (ctrl.Result, error) {
 	var mods v1alpha1.TinyModuleList
 	if err := r.List(ctx, &mods); err != nil {
 		return ctrl.Result{}, err
 	}
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
-	list, err := c.client.ListModules(lctx, &hostv1.ListModulesRequest{})
+	list, err := c.client.List(lctx)
 	cancel()
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("host %s: list modules: %w", h.Name, err)
 	}
-	r.descs.add(list.GetModules()...)
-	plan := planHost(&h, mods.Items, list.GetModules())
+	r.descs.add(list...)
+	plan := planHost(h, mods.Items, list)
 
 	if len(plan.loads)+len(plan.unloads) > 0 {
 		// Written first, and against the version of the object read: a
 		// cache that is behind fails here, before anything is loaded twice.
 		st.Modules = plan.sorted()
-		if err := r.write(ctx, &h, st, p.At); err != nil {
+		if err := r.write(ctx, h, st, probedAt); err != nil {
 			return requeueOnConflict(err)
 		}
 		st = h.Status.DeepCopy()
@@ -152,11 +172,11 @@ func (r *hostSync) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	}
 	st.Modules = plan.sorted()
 	st.Allocated = allocated(plan.loaded)
-	if err := r.writeRetrying(ctx, &h, st, p.At); err != nil {
+	if err := r.writeRetrying(ctx, h, st, probedAt); err != nil {
 		errs = append(errs, err)
 	}
 	if len(plan.loads)+len(plan.unloads) > 0 {
-		log.V(1).Info("host converged", "loads", len(plan.loads), "unloads", len(plan.unloads), "errors", len(errs))
+		logf.FromContext(ctx).V(1).Info("host converged", "loads", len(plan.loads), "unloads", len(plan.unloads), "errors", len(errs))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return ctrl.Result{}, err
@@ -181,9 +201,9 @@ func (r *hostSync) drain(ctx context.Context, h *v1alpha1.TinyHost) (ctrl.Result
 				continue
 			}
 			uctx, cancel := context.WithTimeout(ctx, unloadTimeout)
-			_, err := c.client.UnloadModule(uctx, &hostv1.UnloadModuleRequest{Name: e.Name})
+			err := c.client.Unload(uctx, e.Name)
 			cancel()
-			if err != nil && status.Code(err) != codes.NotFound {
+			if err != nil && !errors.Is(err, api.ErrNotFound) {
 				log.Info("draining: unload failed, leaving the module", "module", e.Name, "error", err.Error())
 			}
 		}
@@ -238,9 +258,9 @@ func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 	wg.Wait()
 	for _, name := range plan.unloads {
 		uctx, cancel := context.WithTimeout(ctx, unloadTimeout)
-		_, err := c.client.UnloadModule(uctx, &hostv1.UnloadModuleRequest{Name: name})
+		err := c.client.Unload(uctx, name)
 		cancel()
-		if err == nil || status.Code(err) == codes.NotFound {
+		if err == nil || errors.Is(err, api.ErrNotFound) {
 			delete(plan.entries, name)
 			delete(plan.loaded, name)
 			log.V(1).Info("module unloaded", "module", name)
@@ -262,70 +282,83 @@ func planHost(h *v1alpha1.TinyHost, mods []v1alpha1.TinyModule, actual []*hostv1
 	for _, m := range actual {
 		loaded[m.GetName()] = m
 	}
-	known := map[string]bool{} // names of TinyModules: the operator's to unload
 	plan := hostPlan{entries: map[string]*v1alpha1.HostModule{}, loaded: loaded}
 	for i := range mods {
-		m := &mods[i]
-		known[m.Name] = true
-		if !m.DeletionTimestamp.IsZero() {
-			continue
-		}
-		var pl *v1alpha1.Placement
-		for j := range m.Status.Placements {
-			if m.Status.Placements[j].Host == h.Name && m.Status.Placements[j].Phase != v1alpha1.PhaseUnloading {
-				pl = &m.Status.Placements[j]
-			}
-		}
-		if pl == nil {
-			continue
-		}
-		pr, had := prior[m.Name]
-		if had && pr.Namespace != m.Namespace {
-			had, pr = false, v1alpha1.HostModule{}
-		}
-		a := loaded[m.Name]
-		e := &v1alpha1.HostModule{Name: m.Name, Namespace: m.Namespace, Phase: v1alpha1.PhasePending}
-		if had {
-			*e = pr
-		}
-		e.Artifact = pl.Artifact
-		plan.entries[m.Name] = e
+		plan.place(h.Name, &mods[i], prior)
+	}
+	plan.rest(prior)
+	slices.Sort(plan.unloads)
+	return plan
+}
 
-		if pl.Phase == v1alpha1.PhaseFailed {
-			// Refused here for this spec: leave the host as it is (an
-			// earlier version may still serve) until the spec changes.
-			if !had {
-				e.Phase, e.Message = v1alpha1.PhaseFailed, pl.Message
-			}
-			fillActual(e, a)
-			continue
-		}
-		art, ok := artifactNamed(m, pl.Artifact)
-		if !ok {
-			fillActual(e, a) // the spec changed; the placement follows
-			continue
-		}
-		hash := specHash(m, art)
-		switch {
-		case had && a != nil && pr.Phase == v1alpha1.PhaseReady && pr.SpecHash == hash && pr.Digest == a.GetDigest():
-			fillActual(e, a) // loaded, as asked
-		case had && pr.Phase == v1alpha1.PhaseFailed && pr.SpecHash == hash:
-			fillActual(e, a) // refused for good; the placement moves
-		default:
-			fillActual(e, a)
-			e.Phase = v1alpha1.PhaseLoading
-			if pr.SpecHash != hash {
-				e.Message = ""
-			}
-			plan.loads = append(plan.loads, job{mod: m, req: LoadRequest{Artifact: art, Header: loadHeader(m)}, hash: hash, entry: e})
+// place plans the module m on the host named host, from the host's status
+// entries, prior: its entry, and a load unless it is loaded as asked or was
+// refused for this spec.
+func (plan *hostPlan) place(host string, m *v1alpha1.TinyModule, prior map[string]v1alpha1.HostModule) {
+	// A module a host provides is the host's own, never the operator's.
+	if !m.DeletionTimestamp.IsZero() || m.Spec.ProvidedBy != "" {
+		return
+	}
+	var pl *v1alpha1.Placement
+	for j := range m.Status.Placements {
+		if m.Status.Placements[j].Host == host && m.Status.Placements[j].Phase != v1alpha1.PhaseUnloading {
+			pl = &m.Status.Placements[j]
 		}
 	}
-	for name, a := range loaded {
+	if pl == nil {
+		return
+	}
+	pr, had := prior[m.Name]
+	if had && pr.Namespace != m.Namespace {
+		had, pr = false, v1alpha1.HostModule{}
+	}
+	a := plan.loaded[m.Name]
+	e := &v1alpha1.HostModule{Name: m.Name, Namespace: m.Namespace, Phase: v1alpha1.PhasePending}
+	if had {
+		*e = pr
+	}
+	e.Artifact = pl.Artifact
+	plan.entries[m.Name] = e
+	fillActual(e, a)
+
+	if pl.Phase == v1alpha1.PhaseFailed {
+		// Refused here for this spec: leave the host as it is (an
+		// earlier version may still serve) until the spec changes.
+		if !had {
+			e.Phase, e.Message = v1alpha1.PhaseFailed, pl.Message
+		}
+		return
+	}
+	art, ok := artifactNamed(m, pl.Artifact)
+	if !ok {
+		return // the spec changed; the placement follows
+	}
+	hash := specHash(m, art)
+	switch {
+	case had && a != nil && pr.Phase == v1alpha1.PhaseReady && pr.SpecHash == hash && pr.Digest == a.GetDigest():
+		// loaded, as asked
+	case had && pr.Phase == v1alpha1.PhaseFailed && pr.SpecHash == hash:
+		// refused for good; the placement moves
+	default:
+		e.Phase = v1alpha1.PhaseLoading
+		if pr.SpecHash != hash {
+			e.Message = ""
+		}
+		plan.loads = append(plan.loads, job{mod: m, req: LoadRequest{Artifact: art, Module: loadModule(m)}, hash: hash, entry: e})
+	}
+}
+
+// rest plans what the host has loaded that nothing places there: the
+// operator's (its entry names a namespace: the operator writes the entry
+// before it loads) is unloaded; the rest is the host's own and left alone,
+// even when a TinyModule has its name (a clash the module status reports).
+func (plan *hostPlan) rest(prior map[string]v1alpha1.HostModule) {
+	for name, a := range plan.loaded {
 		if plan.entries[name] != nil {
 			continue
 		}
 		pr, had := prior[name]
-		if known[name] || (had && pr.Namespace != "") {
+		if had && pr.Namespace != "" {
 			e := &v1alpha1.HostModule{Name: name, Namespace: pr.Namespace, Phase: v1alpha1.PhaseUnloading, Artifact: pr.Artifact, SpecHash: pr.SpecHash}
 			fillActual(e, a)
 			plan.entries[name] = e
@@ -336,8 +369,6 @@ func planHost(h *v1alpha1.TinyHost, mods []v1alpha1.TinyModule, actual []*hostv1
 		fillActual(e, a)
 		plan.entries[name] = e
 	}
-	slices.Sort(plan.unloads)
-	return plan
 }
 
 func (p *hostPlan) sorted() []v1alpha1.HostModule {

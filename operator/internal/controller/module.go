@@ -65,10 +65,12 @@ type note struct {
 
 // decision is a new status and what goes with it.
 type decision struct {
-	status  v1alpha1.TinyModuleStatus
-	events  []note
-	invalid error
-	assumed assumed
+	status v1alpha1.TinyModuleStatus
+	events []note
+	// hostEvents are about TinyHosts.
+	hostEvents []hostNote
+	invalid    error
+	assumed    assumed
 }
 
 func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -84,7 +86,9 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	if !m.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &m)
 	}
-	if controllerutil.AddFinalizer(&m, Finalizer) {
+	// A module a host provides is never loaded by the operator: nothing
+	// to unload when it goes.
+	if m.Spec.ProvidedBy == "" && controllerutil.AddFinalizer(&m, Finalizer) {
 		if err := r.Update(ctx, &m); err != nil {
 			return requeueOnConflict(err)
 		}
@@ -99,6 +103,10 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		return ctrl.Result{}, err
 	}
 	d := r.decide(&m, hosts.Items, all.Items, metav1.Now())
+	if err := r.publishService(ctx, &m, &d.status); err != nil {
+		return ctrl.Result{}, err
+	}
+	stamp(&m.Status, &d.status, m.Generation, time.Now(), r.opts.Resync)
 	if !equality.Semantic.DeepEqual(m.Status, d.status) {
 		m.Status = d.status
 		if err := r.Status().Update(ctx, &m); err != nil {
@@ -109,6 +117,13 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	r.ledger.set(req.NamespacedName, d.assumed)
 	for _, e := range d.events {
 		r.events.Eventf(&m, nil, e.typ, e.reason, e.action, "%s", e.note)
+	}
+	for _, e := range d.hostEvents {
+		for i := range hosts.Items {
+			if h := &hosts.Items[i]; h.Name == e.host {
+				r.events.Eventf(h, &m, e.typ, e.reason, e.action, "%s", e.note)
+			}
+		}
 	}
 	if d.invalid != nil {
 		return ctrl.Result{}, reconcile.TerminalError(d.invalid)
@@ -127,193 +142,39 @@ func (r *modules) decide(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all 
 		Version:            old.Version,
 		Components:         old.Components,
 	}
-	var d decision
-	set := func(typ string, ok bool, reason, msg string) bool {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		return meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: m.Generation, LastTransitionTime: now,
-		})
-	}
-	want := int32(1)
-	if m.Spec.Replicas != nil {
-		want = max(*m.Spec.Replicas, 0)
-	}
-
+	set := conditionsOf(&st.Conditions, m.Generation, now)
 	if first := firstOfName(m, all); first != nil {
-		msg := fmt.Sprintf("TinyModule %s/%s has the name %q and came first: module names are global across hosts; rename one of them",
-			first.Namespace, first.Name, m.Name)
-		if set(v1alpha1.ConditionScheduled, false, v1alpha1.ReasonNameConflict, msg) {
-			d.events = append(d.events, note{corev1.EventTypeWarning, v1alpha1.ReasonNameConflict, "Place", msg})
-		}
-		set(v1alpha1.ConditionReady, false, v1alpha1.ReasonNameConflict, msg)
-		set(v1alpha1.ConditionDegraded, false, v1alpha1.ReasonNameConflict, "")
-		st.State = v1alpha1.StateUnschedulable
-		st.Address, st.Replicas, st.ReadyReplicas, st.Placements = "", 0, 0, nil
-		d.status = st
-		return d
+		return nameTaken(m, first, &st, set)
 	}
-
+	if m.Spec.ProvidedBy != "" {
+		return r.decideProvided(m, hosts, now)
+	}
 	byName := make(map[string]*v1alpha1.TinyHost, len(hosts))
 	for i := range hosts {
 		byName[hosts[i].Name] = &hosts[i]
 	}
-	// The placements so far: failure records of this generation are kept
-	// (the hosts that refused this spec are avoided until it changes);
-	// a failure a host reported since becomes one.
-	recordsValid := old.ObservedGeneration == m.Generation
-	oldOn := map[string]v1alpha1.Placement{}
-	var failed []v1alpha1.Placement
-	var current []string
-	for _, p := range old.Placements {
-		h := byName[p.Host]
-		if h == nil {
-			continue
-		}
-		oldOn[p.Host] = p
-		switch p.Phase {
-		case v1alpha1.PhaseFailed:
-			if recordsValid {
-				failed = append(failed, p)
-			}
-			continue
-		case v1alpha1.PhaseUnloading:
-			continue
-		}
-		if a, ok := artifactNamed(m, p.Artifact); ok {
-			if e := entryOf(h, m); e != nil && e.Phase == v1alpha1.PhaseFailed && e.SpecHash == specHash(m, a) {
-				p.Phase, p.Message, p.LastTransitionTime = v1alpha1.PhaseFailed, e.Message, &now
-				failed = append(failed, p)
-				d.events = append(d.events, note{corev1.EventTypeWarning, reasonLoadFailed, "Load",
-					fmt.Sprintf("host %s refused the module, placing it elsewhere: %s", p.Host, e.Message)})
-				continue
-			}
-		}
-		current = append(current, p.Host)
-	}
-
-	mod, err := placement.ModuleFrom(m, current)
+	pr := prior(m, byName, now)
+	mod, err := placement.ModuleFrom(m, pr.current)
 	if err != nil {
-		// Leave the module where it runs; say what to fix.
-		msg := err.Error()
-		set(v1alpha1.ConditionScheduled, false, v1alpha1.ReasonInvalidSpec, msg)
-		set(v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidSpec, msg)
-		set(v1alpha1.ConditionDegraded, false, v1alpha1.ReasonInvalidSpec, "")
-		st.State = v1alpha1.StateFailed
-		st.Placements, st.Replicas, st.ReadyReplicas = old.Placements, old.Replicas, old.ReadyReplicas
-		d.status, d.invalid = st, fmt.Errorf("TinyModule %s/%s: %w", m.Namespace, m.Name, err)
-		d.assumed = assumed{Hosts: placedHosts(old.Placements), Request: placement.Request(m.Spec.Limits)}
-		return d
+		return invalidSpec(m, err, &st, set)
 	}
-	for _, p := range failed {
+	for _, p := range pr.failed {
 		mod.Avoid = append(mod.Avoid, p.Host)
 	}
+	mod.Taken = clashes(m, hosts)
 	dec := placement.Place(mod, r.placementHosts(m, mod, hosts, all), placement.Options{SpreadLabel: r.opts.SpreadLabel})
 
+	d := decision{events: pr.events}
 	var added []string
-	for _, a := range dec.Assignments {
-		h := byName[a.Host]
-		p := v1alpha1.Placement{Host: a.Host, Address: h.Spec.Address, Artifact: a.Artifact.String(), Phase: v1alpha1.PhasePending}
-		if e := entryOf(h, m); e != nil && e.SpecHash == specHash(m, a.Artifact) {
-			switch e.Phase {
-			case v1alpha1.PhaseReady:
-				p.Phase, p.Digest = v1alpha1.PhaseReady, e.Digest
-			case v1alpha1.PhaseLoading:
-				p.Phase, p.Message = v1alpha1.PhaseLoading, e.Message
-			}
-		}
-		o, had := oldOn[a.Host]
-		if had && o.Phase == p.Phase && o.LastTransitionTime != nil {
-			p.LastTransitionTime = o.LastTransitionTime
-		} else {
-			p.LastTransitionTime = &now
-		}
-		if !had || o.Phase == v1alpha1.PhaseFailed || o.Phase == v1alpha1.PhaseUnloading {
-			added = append(added, a.Host)
-		}
-		st.Placements = append(st.Placements, p)
-	}
-	st.Placements = append(st.Placements, failed...)
-	slices.SortFunc(st.Placements, func(a, b v1alpha1.Placement) int { return strings.Compare(a.Host, b.Host) })
+	st.Placements, added = placed(m, dec.Assignments, byName, pr, now)
 	if len(added) > 0 {
 		d.events = append(d.events, note{corev1.EventTypeNormal, reasonPlaced, "Place", "placed on " + strings.Join(added, ", ")})
 	}
-
-	var ready, loading, pending int32
-	var readyOn []v1alpha1.Placement
-	for _, p := range st.Placements {
-		switch p.Phase {
-		case v1alpha1.PhaseReady:
-			ready++
-			readyOn = append(readyOn, p)
-		case v1alpha1.PhaseLoading:
-			loading++
-		case v1alpha1.PhasePending:
-			pending++
-		}
-	}
-	nFailed, unplaced := int32(len(failed)), int32(dec.Unplaced)
-	st.Replicas, st.ReadyReplicas = int32(len(dec.Assignments)), ready
-
-	if unplaced == 0 {
-		set(v1alpha1.ConditionScheduled, true, v1alpha1.ReasonScheduled, fmt.Sprintf("%d/%d replicas placed", len(dec.Assignments), want))
-	} else {
-		msg := fmt.Sprintf("%d/%d replicas placed; %s", len(dec.Assignments), want, dec.Reason)
-		if set(v1alpha1.ConditionScheduled, false, v1alpha1.ReasonUnschedulable, msg) {
-			d.events = append(d.events, note{corev1.EventTypeWarning, v1alpha1.ReasonUnschedulable, "Place", msg})
-		}
-	}
-	readyMsg := fmt.Sprintf("%d/%d replicas ready", ready, want)
-	switch {
-	case want == 0:
-		set(v1alpha1.ConditionReady, true, reasonNoReplicas, "0 replicas asked for: unloaded everywhere")
-	case ready >= want:
-		set(v1alpha1.ConditionReady, true, reasonReady, readyMsg)
-	case loading > 0:
-		set(v1alpha1.ConditionReady, false, reasonLoading, readyMsg+"; loading on "+describe(st.Placements, v1alpha1.PhaseLoading))
-	case pending > 0:
-		set(v1alpha1.ConditionReady, false, reasonPending, readyMsg+"; waiting for "+describe(st.Placements, v1alpha1.PhasePending))
-	case nFailed > 0:
-		set(v1alpha1.ConditionReady, false, reasonLoadFailed, readyMsg+"; refused by "+describe(st.Placements, v1alpha1.PhaseFailed))
-	default:
-		set(v1alpha1.ConditionReady, false, v1alpha1.ReasonUnschedulable, readyMsg+"; "+dec.Reason)
-	}
-	switch {
-	case ready > 0 && ready < want && nFailed > 0:
-		set(v1alpha1.ConditionDegraded, true, reasonLoadFailed, "refused by "+describe(st.Placements, v1alpha1.PhaseFailed))
-	case ready > 0 && ready < want && unplaced > 0:
-		set(v1alpha1.ConditionDegraded, true, v1alpha1.ReasonUnschedulable, dec.Reason)
-	default:
-		set(v1alpha1.ConditionDegraded, false, reasonAsExpected, "")
-	}
-	switch {
-	case ready >= want:
-		st.State = v1alpha1.StateReady
-	case ready > 0 && (nFailed > 0 || unplaced > 0):
-		st.State = v1alpha1.StateDegraded
-	case ready > 0 || loading+pending > 0:
-		st.State = v1alpha1.StateProgressing
-	case nFailed > 0:
-		st.State = v1alpha1.StateFailed
-	default:
-		st.State = v1alpha1.StateUnschedulable
-	}
-
-	// Address: keep the one published while it serves, so that clients do
-	// not move for nothing; else the first ready host's.
+	d.events = append(d.events, summarize(&st, set, wanted(m), dec)...)
+	onModule, onHosts := noteClash(m, mod.Taken, old, &st, now)
+	d.events, d.hostEvents = append(d.events, onModule...), onHosts
 	st.Address = ""
-	var at *v1alpha1.Placement
-	for i := range readyOn {
-		if readyOn[i].Address == old.Address {
-			at = &readyOn[i]
-		}
-	}
-	if at == nil && len(readyOn) > 0 {
-		at = &readyOn[0]
-	}
-	if at != nil {
+	if at := servingAt(st.Placements, old.Address); at != nil {
 		st.Address = at.Address
 		if desc, ok := r.descs.get(at.Digest); ok {
 			st.Version, st.Components = desc.Version, desc.Components
@@ -321,10 +182,44 @@ func (r *modules) decide(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all 
 			st.Version = e.Version
 		}
 	}
-
 	d.status = st
 	d.assumed = assumed{Hosts: placedHosts(st.Placements), Request: mod.Request}
 	return d
+}
+
+// nameTaken is the status of a module whose name another namespace's
+// module, first, took earlier: module names are global across hosts. set
+// sets st's conditions.
+func nameTaken(m, first *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, set setCondition) decision {
+	var d decision
+	msg := fmt.Sprintf("TinyModule %s/%s has the name %q and came first: module names are global across hosts; rename one of them",
+		first.Namespace, first.Name, m.Name)
+	if set(v1alpha1.ConditionScheduled, false, v1alpha1.ReasonNameConflict, msg) {
+		d.events = append(d.events, note{corev1.EventTypeWarning, v1alpha1.ReasonNameConflict, "Place", msg})
+	}
+	set(v1alpha1.ConditionReady, false, v1alpha1.ReasonNameConflict, msg)
+	set(v1alpha1.ConditionDegraded, false, v1alpha1.ReasonNameConflict, "")
+	st.State = v1alpha1.StateUnschedulable
+	st.Address, st.Replicas, st.ReadyReplicas, st.Placements = "", 0, 0, nil
+	d.status = *st
+	return d
+}
+
+// invalidSpec is the status of a module whose spec placement cannot read:
+// it stays where it runs, and the conditions say what to fix.
+func invalidSpec(m *v1alpha1.TinyModule, err error, st *v1alpha1.TinyModuleStatus, set setCondition) decision {
+	old := &m.Status
+	msg := err.Error()
+	set(v1alpha1.ConditionScheduled, false, v1alpha1.ReasonInvalidSpec, msg)
+	set(v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidSpec, msg)
+	set(v1alpha1.ConditionDegraded, false, v1alpha1.ReasonInvalidSpec, "")
+	st.State = v1alpha1.StateFailed
+	st.Placements, st.Replicas, st.ReadyReplicas = old.Placements, old.Replicas, old.ReadyReplicas
+	return decision{
+		status:  *st,
+		invalid: fmt.Errorf("TinyModule %s/%s: %w", m.Namespace, m.Name, err),
+		assumed: assumed{Hosts: placedHosts(old.Placements), Request: placement.Request(m.Spec.Limits)},
+	}
 }
 
 // placementHosts are the TinyHosts as placement sees them, each with what

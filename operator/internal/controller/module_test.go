@@ -25,7 +25,6 @@ import (
 // down and deleted, with ListModules on every host checked at each step.
 func TestModuleLifecycle(t *testing.T) {
 	b := newBed(t, hostSpec{name: "host-a"}, hostSpec{name: "host-b"}, hostSpec{name: "host-c"})
-	ctx := ctxT(t, 5*time.Minute)
 
 	b.create(t, &v1alpha1.TinyModule{
 		ObjectMeta: metav1.ObjectMeta{Name: "hello"},
@@ -33,158 +32,171 @@ func TestModuleLifecycle(t *testing.T) {
 	})
 	m := b.ready(t, "default", "hello", time.Minute)
 
-	t.Run("status from the host", func(t *testing.T) {
-		require.Len(t, m.Status.Placements, 1)
-		p := m.Status.Placements[0]
-		h := b.hosts[p.Host]
-		assert.Equal(t, v1alpha1.PhaseReady, p.Phase)
-		assert.Equal(t, h.Addr, p.Address)
-		assert.Equal(t, h.Addr, m.Status.Address)
-		assert.Equal(t, b.hello.Ref, p.Artifact)
-		assert.Equal(t, b.hello.Digest, p.Digest)
-		assert.Equal(t, "0.1.0", m.Status.Version)
-		assert.Equal(t, []v1alpha1.ComponentStatus{{Name: "greeter", Info: v1alpha1.ComponentInfo{
-			Description: "Greets whoever is named", Tags: []string{"example"}}}}, m.Status.Components)
-		assert.Equal(t, v1alpha1.StateReady, m.Status.State)
-		assert.EqualValues(t, 1, m.Status.ReadyReplicas)
-		assert.EqualValues(t, 1, m.Status.Replicas)
-		assert.Equal(t, m.Generation, m.Status.ObservedGeneration)
-		for _, typ := range []string{v1alpha1.ConditionScheduled, v1alpha1.ConditionReady, v1alpha1.ConditionDegraded} {
-			c := meta.FindStatusCondition(m.Status.Conditions, typ)
-			require.NotNil(t, c, typ)
-			assert.Equal(t, m.Generation, c.ObservedGeneration, typ)
+	t.Run("status from the host", func(t *testing.T) { lifecycleStatus(t, b, m) })
+	t.Run("a call through a ready placement's address", func(t *testing.T) { lifecycleCall(t, b, m) })
+	t.Run("kubectl wait", func(t *testing.T) { lifecycleWait(t, b, m) })
+	t.Run("scale to every host", func(t *testing.T) { lifecycleScaleUp(t, b, m) })
+	t.Run("configuration change reloads", func(t *testing.T) { lifecycleReconfigure(t, b, m) })
+	t.Run("new wasm upgrades, and the status follows", func(t *testing.T) { lifecycleUpgrade(t, b, m) })
+	t.Run("scale down unloads", func(t *testing.T) { lifecycleScaleDown(t, b, m) })
+	t.Run("delete unloads from every host", func(t *testing.T) { lifecycleDelete(t, b, m) })
+}
+
+func lifecycleStatus(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
+	require.Len(t, m.Status.Placements, 1)
+	p := m.Status.Placements[0]
+	h := b.hosts[p.Host]
+	assert.Equal(t, v1alpha1.PhaseReady, p.Phase)
+	assert.Equal(t, h.Addr, p.Address)
+	assert.Equal(t, "hello.default.svc:50051", m.Status.Address, "the Service's address")
+	assert.Equal(t, b.hello.Ref, p.Artifact)
+	assert.Equal(t, b.hello.Digest, p.Digest)
+	assert.Equal(t, "0.1.0", m.Status.Version)
+	assert.Equal(t, []v1alpha1.ComponentStatus{{Name: "greeter", Info: v1alpha1.ComponentInfo{
+		Description: "Greets whoever is named", Tags: []string{"example"}}}}, m.Status.Components)
+	assert.Equal(t, v1alpha1.StateReady, m.Status.State)
+	assert.EqualValues(t, 1, m.Status.ReadyReplicas)
+	assert.EqualValues(t, 1, m.Status.Replicas)
+	assert.Equal(t, m.Generation, m.Status.ObservedGeneration)
+	for _, typ := range []string{v1alpha1.ConditionScheduled, v1alpha1.ConditionReady, v1alpha1.ConditionDegraded} {
+		c := meta.FindStatusCondition(m.Status.Conditions, typ)
+		require.NotNil(t, c, typ)
+		assert.Equal(t, m.Generation, c.ObservedGeneration, typ)
+	}
+	assert.True(t, meta.IsStatusConditionFalse(m.Status.Conditions, v1alpha1.ConditionDegraded))
+	assert.Contains(t, m.Finalizers, Finalizer)
+	assert.Equal(t, map[string]string{p.Host: b.hello.Digest}, b.loadedOn(t, "hello"))
+
+	th := b.host(t, p.Host)
+	assert.True(t, hostReady(th))
+	assert.Equal(t, []int32{1}, th.Status.ABIVersions)
+	assert.Equal(t, p.Host, th.Status.HostName)
+	require.NotNil(t, th.Status.Allocated)
+	assert.EqualValues(t, 1, *th.Status.Allocated.Modules)
+	require.Len(t, th.Status.Modules, 1)
+	e := th.Status.Modules[0]
+	assert.Equal(t, "hello", e.Name)
+	assert.Equal(t, "default", e.Namespace)
+	assert.Equal(t, v1alpha1.PhaseReady, e.Phase)
+	assert.Equal(t, b.hello.Digest, e.Digest)
+	assert.Equal(t, "0.1.0", e.Version)
+	assert.EqualValues(t, 1, e.ABIVersion)
+	assert.NotEmpty(t, e.SpecHash)
+	assert.NotNil(t, th.Status.LastProbeTime)
+	assert.NotEmpty(t, b.events(t, "default", "hello", reasonPlaced))
+}
+
+func lifecycleCall(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
+	ctx := ctxT(t, 2*time.Minute)
+	out, err := invoke(ctx, t, readyAddr(m), "hello", "greeter", `{"name":"Ada"}`)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"greeting":"Hello, Ada!"}`, out)
+}
+
+func lifecycleWait(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
+	ctx := ctxT(t, 2*time.Minute)
+	out, err := b.env.Kubectl(ctx, "wait", "--for=condition=Ready", "tinymodule/hello", "-n", "default", "--timeout=30s")
+	require.NoError(t, err)
+	assert.Contains(t, out, "condition met")
+}
+
+func lifecycleScaleUp(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
+	b.update(t, "default", "hello", func(m *v1alpha1.TinyModule) { m.Spec.Replicas = replicas(3) })
+	eventually(t, time.Minute, "hello on 3 hosts", func() error {
+		m := b.module(t, "default", "hello")
+		if got := readyOn(m); len(got) != 3 || m.Status.ObservedGeneration != m.Generation {
+			return fmt.Errorf("ready on %v", got)
 		}
-		assert.True(t, meta.IsStatusConditionFalse(m.Status.Conditions, v1alpha1.ConditionDegraded))
-		assert.Contains(t, m.Finalizers, Finalizer)
-		assert.Equal(t, map[string]string{p.Host: b.hello.Digest}, b.loadedOn(t, "hello"))
-
-		th := b.host(t, p.Host)
-		assert.True(t, hostReady(th))
-		assert.Equal(t, []int32{1}, th.Status.ABIVersions)
-		assert.Equal(t, p.Host, th.Status.HostName)
-		require.NotNil(t, th.Status.Allocated)
-		assert.EqualValues(t, 1, *th.Status.Allocated.Modules)
-		require.Len(t, th.Status.Modules, 1)
-		e := th.Status.Modules[0]
-		assert.Equal(t, "hello", e.Name)
-		assert.Equal(t, "default", e.Namespace)
-		assert.Equal(t, v1alpha1.PhaseReady, e.Phase)
-		assert.Equal(t, b.hello.Digest, e.Digest)
-		assert.Equal(t, "0.1.0", e.Version)
-		assert.EqualValues(t, 1, e.ABIVersion)
-		assert.NotEmpty(t, e.SpecHash)
-		assert.NotNil(t, th.Status.LastProbeTime)
-		assert.NotEmpty(t, b.events(t, "default", "hello", reasonPlaced))
+		return nil
 	})
+	assert.Len(t, b.loadedOn(t, "hello"), 3)
+}
 
-	t.Run("a call through the published address", func(t *testing.T) {
-		out, err := invoke(ctx, t, m.Status.Address, "hello", "greeter", `{"name":"Ada"}`)
+func lifecycleReconfigure(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
+	ctx := ctxT(t, 2*time.Minute)
+	before := b.hostEntries(t, "hello")
+	b.update(t, "default", "hello", func(m *v1alpha1.TinyModule) {
+		m.Spec.Config = &runtime.RawExtension{Raw: []byte(`{"greeting":"Hi"}`)}
+		m.Spec.Limits = &v1alpha1.Limits{MaxInstances: replicas(2), MemoryPages: replicas(512), IdleTimeout: &metav1.Duration{Duration: 5 * time.Minute}}
+	})
+	eventually(t, time.Minute, "hello reloaded with the new spec on 3 hosts", func() error {
+		after := b.hostEntries(t, "hello")
+		for h, e := range after {
+			if e.Phase != v1alpha1.PhaseReady || e.SpecHash == before[h].SpecHash {
+				return fmt.Errorf("%s: %s %s", h, e.Phase, e.SpecHash)
+			}
+		}
+		if len(after) != 3 {
+			return fmt.Errorf("on %d hosts", len(after))
+		}
+		return nil
+	})
+	for name, h := range b.hosts {
+		resp, err := h.Client.ListModules(ctx, nil)
 		require.NoError(t, err)
-		assert.JSONEq(t, `{"greeting":"Hello, Ada!"}`, out)
-	})
-
-	t.Run("kubectl wait", func(t *testing.T) {
-		out, err := b.env.Kubectl(ctx, "wait", "--for=condition=Ready", "tinymodule/hello", "-n", "default", "--timeout=30s")
-		require.NoError(t, err)
-		assert.Contains(t, out, "condition met")
-	})
-
-	t.Run("scale to every host", func(t *testing.T) {
-		b.update(t, "default", "hello", func(m *v1alpha1.TinyModule) { m.Spec.Replicas = replicas(3) })
-		eventually(t, time.Minute, "hello on 3 hosts", func() error {
-			m := b.module(t, "default", "hello")
-			if got := readyOn(m); len(got) != 3 || m.Status.ObservedGeneration != m.Generation {
-				return fmt.Errorf("ready on %v", got)
-			}
-			return nil
-		})
-		assert.Len(t, b.loadedOn(t, "hello"), 3)
-	})
-
-	t.Run("configuration change reloads", func(t *testing.T) {
-		before := b.hostEntries(t, "hello")
-		b.update(t, "default", "hello", func(m *v1alpha1.TinyModule) {
-			m.Spec.Config = &runtime.RawExtension{Raw: []byte(`{"greeting":"Hi"}`)}
-			m.Spec.Limits = &v1alpha1.Limits{MaxInstances: replicas(2), MemoryPages: replicas(512), IdleTimeout: &metav1.Duration{Duration: 5 * time.Minute}}
-		})
-		eventually(t, time.Minute, "hello reloaded with the new spec on 3 hosts", func() error {
-			after := b.hostEntries(t, "hello")
-			for h, e := range after {
-				if e.Phase != v1alpha1.PhaseReady || e.SpecHash == before[h].SpecHash {
-					return fmt.Errorf("%s: %s %s", h, e.Phase, e.SpecHash)
-				}
-			}
-			if len(after) != 3 {
-				return fmt.Errorf("on %d hosts", len(after))
-			}
-			return nil
-		})
-		for name, h := range b.hosts {
-			resp, err := h.Client.ListModules(ctx, nil)
-			require.NoError(t, err)
-			for _, mod := range resp.GetModules() {
-				if mod.GetName() == "hello" {
-					assert.EqualValues(t, 2, mod.GetLimits().GetMaxInstances(), name)
-					assert.EqualValues(t, 512, mod.GetLimits().GetMemoryPages(), name)
-					assert.EqualValues(t, 300_000, mod.GetLimits().GetIdleTimeoutMs(), name)
-				}
+		for _, mod := range resp.GetModules() {
+			if mod.GetName() == "hello" {
+				assert.EqualValues(t, 2, mod.GetLimits().GetMaxInstances(), name)
+				assert.EqualValues(t, 512, mod.GetLimits().GetMemoryPages(), name)
+				assert.EqualValues(t, 300_000, mod.GetLimits().GetIdleTimeoutMs(), name)
 			}
 		}
-		b.ready(t, "default", "hello", time.Minute)
-	})
+	}
+	b.ready(t, "default", "hello", time.Minute)
+}
 
-	t.Run("new wasm upgrades, and the status follows", func(t *testing.T) {
-		b.update(t, "default", "hello", func(m *v1alpha1.TinyModule) { m.Spec.Image = b.comm.Ref })
-		eventually(t, time.Minute, "common's wasm under the name hello on 3 hosts", func() error {
-			got := b.loadedOn(t, "hello")
-			want := map[string]string{"host-a": b.comm.Digest, "host-b": b.comm.Digest, "host-c": b.comm.Digest}
-			if !maps.Equal(got, want) {
-				return fmt.Errorf("loaded: %v", got)
-			}
-			m := b.module(t, "default", "hello")
-			if len(m.Status.Components) == 0 || m.Status.Components[0].Name == "greeter" || m.Status.ReadyReplicas != 3 {
-				return fmt.Errorf("status: %s %v", brief(m), m.Status.Components)
-			}
-			return nil
-		})
-		m := b.ready(t, "default", "hello", time.Minute)
-		var names []string
-		for _, c := range m.Status.Components {
-			names = append(names, c.Name)
+func lifecycleUpgrade(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
+	b.update(t, "default", "hello", func(m *v1alpha1.TinyModule) { m.Spec.Image = b.comm.Ref })
+	eventually(t, time.Minute, "common's wasm under the name hello on 3 hosts", func() error {
+		got := b.loadedOn(t, "hello")
+		want := map[string]string{"host-a": b.comm.Digest, "host-b": b.comm.Digest, "host-c": b.comm.Digest}
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("loaded: %v", got)
 		}
-		assert.Subset(t, names, []string{"router", "split", "modify"})
-		for _, p := range m.Status.Placements {
-			assert.Equal(t, b.comm.Digest, p.Digest)
+		m := b.module(t, "default", "hello")
+		if len(m.Status.Components) == 0 || m.Status.Components[0].Name == "greeter" || m.Status.ReadyReplicas != 3 {
+			return fmt.Errorf("status: %s %v", brief(m), m.Status.Components)
 		}
+		return nil
 	})
+	m = b.ready(t, "default", "hello", time.Minute)
+	var names []string
+	for _, c := range m.Status.Components {
+		names = append(names, c.Name)
+	}
+	assert.Subset(t, names, []string{"router", "split", "modify"})
+	for _, p := range m.Status.Placements {
+		assert.Equal(t, b.comm.Digest, p.Digest)
+	}
+}
 
-	t.Run("scale down unloads", func(t *testing.T) {
-		b.update(t, "default", "hello", func(m *v1alpha1.TinyModule) { m.Spec.Replicas = replicas(1) })
-		eventually(t, time.Minute, "hello on one host", func() error {
-			if got := b.loadedOn(t, "hello"); len(got) != 1 {
-				return fmt.Errorf("loaded on %v", got)
-			}
-			return nil
-		})
-		m := b.ready(t, "default", "hello", time.Minute)
-		assert.Len(t, m.Status.Placements, 1)
-		assert.Equal(t, slices.Collect(maps.Keys(b.loadedOn(t, "hello"))), readyOn(m))
-	})
-
-	t.Run("delete unloads from every host", func(t *testing.T) {
-		require.NoError(t, b.c.Delete(ctx, b.module(t, "default", "hello")))
-		eventually(t, time.Minute, "hello gone", func() error {
-			err := b.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "hello"}, &v1alpha1.TinyModule{})
-			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there: %v", err)
-			}
-			return nil
-		})
-		assert.Empty(t, b.loadedOn(t, "hello"))
-		for name := range b.hosts {
-			assert.Empty(t, b.host(t, name).Status.Modules, name)
+func lifecycleScaleDown(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
+	b.update(t, "default", "hello", func(m *v1alpha1.TinyModule) { m.Spec.Replicas = replicas(1) })
+	eventually(t, time.Minute, "hello on one host", func() error {
+		if got := b.loadedOn(t, "hello"); len(got) != 1 {
+			return fmt.Errorf("loaded on %v", got)
 		}
+		return nil
 	})
+	m = b.ready(t, "default", "hello", time.Minute)
+	assert.Len(t, m.Status.Placements, 1)
+	assert.Equal(t, slices.Collect(maps.Keys(b.loadedOn(t, "hello"))), readyOn(m))
+}
+
+func lifecycleDelete(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
+	ctx := ctxT(t, 2*time.Minute)
+	require.NoError(t, b.c.Delete(ctx, b.module(t, "default", "hello")))
+	eventually(t, time.Minute, "hello gone", func() error {
+		err := b.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "hello"}, &v1alpha1.TinyModule{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		return nil
+	})
+	assert.Empty(t, b.loadedOn(t, "hello"))
+	for name := range b.hosts {
+		assert.Empty(t, b.host(t, name).Status.Modules, name)
+	}
 }
 
 // hostEntries returns the status entries of the module on every TinyHost.

@@ -4,94 +4,122 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
 )
 
+// planned is a module with placements in phase on the hosts named on.
+func planned(name, ns string, phase v1alpha1.Phase, on ...string) v1alpha1.TinyModule {
+	m := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.TinyModuleSpec{Image: testImage}}
+	for _, h := range on {
+		m.Status.Placements = append(m.Status.Placements, v1alpha1.Placement{Host: h, Artifact: testImage, Phase: phase})
+	}
+	return m
+}
+
+func testHash(m v1alpha1.TinyModule) string {
+	return specHash(&m, placement.Artifact{Image: testImage})
+}
+
+func loaded(name, digest string) *hostv1.Module { return &hostv1.Module{Name: name, Digest: digest} }
+
+// entry is the host's status entry of m.
+func entry(m v1alpha1.TinyModule, phase v1alpha1.Phase, digest string) v1alpha1.HostModule {
+	return v1alpha1.HostModule{Name: m.Name, Namespace: m.Namespace, Phase: phase, Artifact: testImage, Digest: digest, SpecHash: testHash(m)}
+}
+
+// changed is m after change.
+func changed(m v1alpha1.TinyModule, change func(m *v1alpha1.TinyModule)) v1alpha1.TinyModule {
+	change(&m)
+	return m
+}
+
+// TestPlanHost's modules.
+var (
+	planA            = planned("a", "ns", v1alpha1.PhasePending, "h")
+	planDeleted      = changed(planned("d", "ns", v1alpha1.PhaseReady, "h"), func(m *v1alpha1.TinyModule) { m.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)} })
+	planElsewhere    = planned("e", "ns", v1alpha1.PhaseReady, "other")
+	planRefused      = planned("r", "ns", v1alpha1.PhaseFailed, "h")
+	planReconfigured = changed(planned("a", "ns", v1alpha1.PhaseReady, "h"), func(m *v1alpha1.TinyModule) {
+		m.Spec.Config = &runtime.RawExtension{Raw: []byte(`{"x":1}`)}
+	})
+	planProvided = changed(planned("p", "ns", v1alpha1.PhaseReady, "h"), func(m *v1alpha1.TinyModule) { m.Spec = v1alpha1.TinyModuleSpec{ProvidedBy: "h"} })
+	planMoved    = changed(planned("a", "ns", v1alpha1.PhaseReady, "h"), func(m *v1alpha1.TinyModule) {
+		m.Status.Placements[0].Artifact = "registry.test/m:old"
+	})
+)
+
+// planHostTests are TestPlanHost's cases, on host "h".
+var planHostTests = []struct {
+	name    string
+	mods    []v1alpha1.TinyModule
+	prior   []v1alpha1.HostModule
+	actual  []*hostv1.Module
+	loads   []string
+	unloads []string
+	phases  map[string]v1alpha1.Phase
+}{
+	{name: "placed, not loaded: load", mods: []v1alpha1.TinyModule{planA},
+		loads: []string{"a"}, phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseLoading}},
+	{name: "loaded as asked: nothing", mods: []v1alpha1.TinyModule{planA},
+		prior: []v1alpha1.HostModule{entry(planA, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("a", "sha256:1")},
+		phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}},
+	{name: "other bytes under the name: reload", mods: []v1alpha1.TinyModule{planA},
+		prior: []v1alpha1.HostModule{entry(planA, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("a", "sha256:2")},
+		loads: []string{"a"}},
+	{name: "the host restarted empty: load", mods: []v1alpha1.TinyModule{planA},
+		prior: []v1alpha1.HostModule{entry(planA, v1alpha1.PhaseReady, "sha256:1")},
+		loads: []string{"a"}},
+	{name: "the spec changed: reload", mods: []v1alpha1.TinyModule{planReconfigured},
+		prior: []v1alpha1.HostModule{entry(planA, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("a", "sha256:1")},
+		loads: []string{"a"}},
+	{name: "refused for good for this spec: not again", mods: []v1alpha1.TinyModule{planA},
+		prior:  []v1alpha1.HostModule{entry(planA, v1alpha1.PhaseFailed, "")},
+		phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseFailed}},
+	{name: "a failed placement: hands off, the old version stays", mods: []v1alpha1.TinyModule{planRefused},
+		actual: []*hostv1.Module{loaded("r", "sha256:old")},
+		phases: map[string]v1alpha1.Phase{"r": v1alpha1.PhaseFailed}},
+	{name: "a placement behind the spec: wait for it", mods: []v1alpha1.TinyModule{planMoved},
+		phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhasePending}},
+	{name: "deleted: unload", mods: []v1alpha1.TinyModule{planDeleted},
+		prior: []v1alpha1.HostModule{entry(planDeleted, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("d", "sha256:1")},
+		unloads: []string{"d"}, phases: map[string]v1alpha1.Phase{"d": v1alpha1.PhaseUnloading}},
+	{name: "placed elsewhere now: unload", mods: []v1alpha1.TinyModule{planElsewhere},
+		prior:  []v1alpha1.HostModule{entry(planElsewhere, v1alpha1.PhaseReady, "sha256:1")},
+		actual: []*hostv1.Module{loaded("e", "sha256:1")}, unloads: []string{"e"}},
+	{name: "a module of a TinyModule's name the host loaded on its own: left alone", mods: []v1alpha1.TinyModule{planElsewhere},
+		actual: []*hostv1.Module{loaded("e", "sha256:1")},
+		phases: map[string]v1alpha1.Phase{"e": v1alpha1.PhaseUnmanaged}},
+	{name: "a module the host provides: its own, never loaded nor unloaded", mods: []v1alpha1.TinyModule{planProvided},
+		prior:  []v1alpha1.HostModule{{Name: "p", Phase: v1alpha1.PhaseUnmanaged, Digest: "sha256:1"}},
+		actual: []*hostv1.Module{loaded("p", "sha256:1")},
+		phases: map[string]v1alpha1.Phase{"p": v1alpha1.PhaseUnmanaged}},
+	{name: "its TinyModule is gone, the entry says it was ours: unload",
+		prior:  []v1alpha1.HostModule{{Name: "x", Namespace: "ns", Phase: v1alpha1.PhaseReady}},
+		actual: []*hostv1.Module{loaded("x", "sha256:1")}, unloads: []string{"x"}},
+	{name: "loaded by the host on its own: left alone",
+		actual: []*hostv1.Module{loaded("local", "sha256:1")},
+		phases: map[string]v1alpha1.Phase{"local": v1alpha1.PhaseUnmanaged}},
+	{name: "an entry of another namespace's module of that name is not this one's", mods: []v1alpha1.TinyModule{planA},
+		prior:  []v1alpha1.HostModule{{Name: "a", Namespace: "other", Phase: v1alpha1.PhaseReady, SpecHash: testHash(planA), Digest: "sha256:1"}},
+		actual: []*hostv1.Module{loaded("a", "sha256:1")}, loads: []string{"a"}},
+}
+
 // TestPlanHost: what the host sync does on one host, from the placements,
 // the host's status entries and ListModules.
 func TestPlanHost(t *testing.T) {
-	const image = "registry.test/m:v1"
-	mod := func(name, ns string, phase v1alpha1.Phase, on ...string) v1alpha1.TinyModule {
-		m := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.TinyModuleSpec{Image: image}}
-		for _, h := range on {
-			m.Status.Placements = append(m.Status.Placements, v1alpha1.Placement{Host: h, Artifact: image, Phase: phase})
-		}
-		return m
-	}
-	hash := func(m v1alpha1.TinyModule) string { return specHash(&m, placement.Artifact{Image: image}) }
-	loaded := func(name, digest string) *hostv1.Module { return &hostv1.Module{Name: name, Digest: digest} }
-	entry := func(m v1alpha1.TinyModule, phase v1alpha1.Phase, digest string) v1alpha1.HostModule {
-		return v1alpha1.HostModule{Name: m.Name, Namespace: m.Namespace, Phase: phase, Artifact: image, Digest: digest, SpecHash: hash(m)}
-	}
-	a := mod("a", "ns", v1alpha1.PhasePending, "h")
-	deleted := mod("d", "ns", v1alpha1.PhaseReady, "h")
-	now := metav1.Now()
-	deleted.DeletionTimestamp = &now
-	elsewhere := mod("e", "ns", v1alpha1.PhaseReady, "other")
-	refused := mod("r", "ns", v1alpha1.PhaseFailed, "h")
-	reconfigured := mod("a", "ns", v1alpha1.PhaseReady, "h")
-	reconfigured.Spec.Config = &runtime.RawExtension{Raw: []byte(`{"x":1}`)}
-	moved := mod("a", "ns", v1alpha1.PhaseReady, "h")
-	moved.Status.Placements[0].Artifact = "registry.test/m:old"
-
-	tests := []struct {
-		name    string
-		mods    []v1alpha1.TinyModule
-		prior   []v1alpha1.HostModule
-		actual  []*hostv1.Module
-		loads   []string
-		unloads []string
-		phases  map[string]v1alpha1.Phase
-	}{
-		{name: "placed, not loaded: load", mods: []v1alpha1.TinyModule{a},
-			loads: []string{"a"}, phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseLoading}},
-		{name: "loaded as asked: nothing", mods: []v1alpha1.TinyModule{a},
-			prior: []v1alpha1.HostModule{entry(a, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("a", "sha256:1")},
-			phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}},
-		{name: "other bytes under the name: reload", mods: []v1alpha1.TinyModule{a},
-			prior: []v1alpha1.HostModule{entry(a, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("a", "sha256:2")},
-			loads: []string{"a"}},
-		{name: "the host restarted empty: load", mods: []v1alpha1.TinyModule{a},
-			prior: []v1alpha1.HostModule{entry(a, v1alpha1.PhaseReady, "sha256:1")},
-			loads: []string{"a"}},
-		{name: "the spec changed: reload", mods: []v1alpha1.TinyModule{reconfigured},
-			prior: []v1alpha1.HostModule{entry(a, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("a", "sha256:1")},
-			loads: []string{"a"}},
-		{name: "refused for good for this spec: not again", mods: []v1alpha1.TinyModule{a},
-			prior:  []v1alpha1.HostModule{entry(a, v1alpha1.PhaseFailed, "")},
-			phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseFailed}},
-		{name: "a failed placement: hands off, the old version stays", mods: []v1alpha1.TinyModule{refused},
-			actual: []*hostv1.Module{loaded("r", "sha256:old")},
-			phases: map[string]v1alpha1.Phase{"r": v1alpha1.PhaseFailed}},
-		{name: "a placement behind the spec: wait for it", mods: []v1alpha1.TinyModule{moved},
-			phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhasePending}},
-		{name: "deleted: unload", mods: []v1alpha1.TinyModule{deleted},
-			prior: []v1alpha1.HostModule{entry(deleted, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("d", "sha256:1")},
-			unloads: []string{"d"}, phases: map[string]v1alpha1.Phase{"d": v1alpha1.PhaseUnloading}},
-		{name: "placed elsewhere now: unload", mods: []v1alpha1.TinyModule{elsewhere},
-			actual: []*hostv1.Module{loaded("e", "sha256:1")}, unloads: []string{"e"}},
-		{name: "its TinyModule is gone, the entry says it was ours: unload",
-			prior:  []v1alpha1.HostModule{{Name: "x", Namespace: "ns", Phase: v1alpha1.PhaseReady}},
-			actual: []*hostv1.Module{loaded("x", "sha256:1")}, unloads: []string{"x"}},
-		{name: "loaded by the host on its own: left alone",
-			actual: []*hostv1.Module{loaded("local", "sha256:1")},
-			phases: map[string]v1alpha1.Phase{"local": v1alpha1.PhaseUnmanaged}},
-		{name: "an entry of another namespace's module of that name is not this one's", mods: []v1alpha1.TinyModule{a},
-			prior:  []v1alpha1.HostModule{{Name: "a", Namespace: "other", Phase: v1alpha1.PhaseReady, SpecHash: hash(a), Digest: "sha256:1"}},
-			actual: []*hostv1.Module{loaded("a", "sha256:1")}, loads: []string{"a"}},
-	}
-	for _, tt := range tests {
+	for _, tt := range planHostTests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: "h"}}
 			h.Status.Modules = tt.prior
@@ -99,8 +127,8 @@ func TestPlanHost(t *testing.T) {
 			var loads []string
 			for _, j := range p.loads {
 				loads = append(loads, j.entry.Name)
-				assert.Equal(t, hash(*j.mod), j.hash)
-				assert.Equal(t, j.mod.Name, j.req.Header.GetName())
+				assert.Equal(t, testHash(*j.mod), j.hash)
+				assert.Equal(t, j.mod.Name, j.req.Module.Name)
 			}
 			assert.Equal(t, tt.loads, loads, "loads")
 			assert.Equal(t, tt.unloads, p.unloads, "unloads")
@@ -141,23 +169,22 @@ func TestSpecHash(t *testing.T) {
 
 func TestPermanent(t *testing.T) {
 	withReason := func(c codes.Code, reason string) error {
-		s, _ := status.New(c, "x").WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: "tinyhost.host.v1"})
-		return fmt.Errorf("load: %w", s.Err())
+		return fmt.Errorf("load: %w", api.NewStatus(c, reason, nil, "x").Err())
 	}
 	tests := []struct {
 		err  error
 		want bool
 	}{
-		{withReason(codes.InvalidArgument, "ABI_VERSION"), true},
-		{withReason(codes.InvalidArgument, "NOT_WASM"), true},
-		{withReason(codes.DataLoss, "DIGEST_MISMATCH"), true},
-		{withReason(codes.ResourceExhausted, "TOO_LARGE"), true},
-		{withReason(codes.ResourceExhausted, "BUSY"), false},
-		{withReason(codes.PermissionDenied, "DENIED"), true},
-		{withReason(codes.PermissionDenied, "UNAUTHORIZED"), false},
-		{withReason(codes.FailedPrecondition, "PLAIN_HTTP"), true},
-		{withReason(codes.NotFound, "NOT_FOUND"), false},
-		{withReason(codes.Unavailable, "UNREACHABLE"), false},
+		{withReason(codes.InvalidArgument, api.ReasonABIVersion), true},
+		{withReason(codes.InvalidArgument, api.ReasonNotWasm), true},
+		{withReason(codes.DataLoss, api.ReasonDigestMismatch), true},
+		{withReason(codes.ResourceExhausted, api.ReasonTooLarge), true},
+		{withReason(codes.ResourceExhausted, api.ReasonBusy), false},
+		{withReason(codes.PermissionDenied, api.ReasonDenied), true},
+		{withReason(codes.PermissionDenied, api.ReasonUnauthorized), false},
+		{withReason(codes.FailedPrecondition, api.ReasonPlainHTTP), true},
+		{withReason(codes.NotFound, api.ReasonNotFound), false},
+		{withReason(codes.Unavailable, api.ReasonUnreachable), false},
 		{status.Error(codes.DeadlineExceeded, "slow"), false},
 		{fmt.Errorf("fetch: %w", artifact.ErrNotWasm), true},
 		{fmt.Errorf("fetch: %w", artifact.ErrUnreachable), false},

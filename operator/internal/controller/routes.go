@@ -78,25 +78,25 @@ func pushTables(ctx context.Context, c *conn, mods []v1alpha1.TinyModule) error 
 	ctx, cancel := context.WithTimeout(ctx, tablesTimeout)
 	defer cancel()
 	routes := routeTable(mods)
-	got, err := c.client.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
+	got, err := c.client.Routes(ctx)
 	if err != nil {
 		return fmt.Errorf("host %s: get routes: %w", c.name, err)
 	}
 	if !sameList(got.GetRoutes(), routes) {
 		gen := generation(got.GetGeneration())
-		if _, err := c.client.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: gen, Routes: routes}); err != nil {
+		if _, err := c.client.SetRoutes(ctx, gen, routes); err != nil {
 			return fmt.Errorf("host %s: set routes: %w", c.name, err)
 		}
 		logf.FromContext(ctx).V(1).Info("routes set", "generation", gen, "routes", describeRoutes(routes))
 	}
 	wires := wiringTable(mods)
-	gw, err := c.client.GetWiring(ctx, &hostv1.GetWiringRequest{})
+	gw, err := c.client.Wiring(ctx)
 	if err != nil {
 		return fmt.Errorf("host %s: get wiring: %w", c.name, err)
 	}
 	if !sameList(gw.GetWires(), wires) {
 		gen := generation(gw.GetGeneration())
-		if _, err := c.client.SetWiring(ctx, &hostv1.SetWiringRequest{Generation: gen, Wires: wires}); err != nil {
+		if _, err := c.client.SetWiring(ctx, gen, wires); err != nil {
 			return fmt.Errorf("host %s: set wiring: %w", c.name, err)
 		}
 	}

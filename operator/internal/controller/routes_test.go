@@ -51,18 +51,18 @@ func TestRoutes(t *testing.T) {
 
 	wantRoutes := func(tallyAddr string) []*hostv1.Route {
 		return []*hostv1.Route{
-			{Module: "common", Addresses: []string{common.Status.Address}},
+			{Module: "common", Addresses: []string{readyAddr(common)}},
 			{Module: "tally", Addresses: []string{tallyAddr}},
 		}
 	}
-	b.tablesEverywhere(t, wantRoutes(tm.Status.Address))
+	b.tablesEverywhere(t, wantRoutes(readyAddr(tm)))
 	for name, h := range b.hosts {
 		w, err := h.Client.GetWiring(ctx, &hostv1.GetWiringRequest{})
 		require.NoError(t, err)
 		assert.True(t, sameList(w.GetWires(), []*hostv1.Wire{{From: "common/split/out", To: []string{"tally/counter/in"}}}), "%s: %v", name, w.GetWires())
 	}
 
-	out, err := invoke(ctx, t, common.Status.Address, "common", "split", `[1, 2, 3]`)
+	out, err := invoke(ctx, t, readyAddr(common), "common", "split", `[1, 2, 3]`)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"count":3}`, out)
 	total := func(addr string) func() error {
@@ -77,7 +77,7 @@ func TestRoutes(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, 10*time.Second, "the items counted on the other host", total(tm.Status.Address))
+	eventually(t, 10*time.Second, "the items counted on the other host", total(readyAddr(tm)))
 
 	t.Run("routes follow a module that moves", func(t *testing.T) {
 		from := readyOn(tm)[0]
@@ -91,7 +91,7 @@ func TestRoutes(t *testing.T) {
 			return nil
 		})
 		b.tablesEverywhere(t, wantRoutes(b.hosts[to].Addr))
-		_, err := invoke(ctx, t, common.Status.Address, "common", "split", `[1, 2, 3]`)
+		_, err := invoke(ctx, t, readyAddr(common), "common", "split", `[1, 2, 3]`)
 		require.NoError(t, err)
 		eventually(t, 10*time.Second, "the items counted on the new host", total(b.hosts[to].Addr))
 	})

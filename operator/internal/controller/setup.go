@@ -3,13 +3,17 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -18,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	hostclient "github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
 
@@ -36,19 +41,26 @@ type Options struct {
 	Resync time.Duration
 	// Loader loads modules onto hosts.
 	Loader Loader
-	// DialOptions are added to those of every host connection (after
-	// insecure transport credentials, which a TLS option replaces).
-	DialOptions []grpc.DialOption
+	// Host says how hosts are reached (TLS, token), resolved once
+	// (hostclient.Options.Resolve) so that no connection reads a file. Every
+	// connection adds its own backoff and message size.
+	Host hostclient.Options
+	// LeaseNamespace holds the Leases of the hosts that register
+	// themselves; only its Leases are watched.
+	LeaseNamespace string
 }
 
 // indexName indexes TinyModules by name, across namespaces.
 const indexName = "metadata.name"
 
-// Setup adds the module controller (placement and status) and the host
-// sync to the manager.
+// Setup adds the module controller (placement and status), the host sync
+// and the module Services to the manager.
 func Setup(mgr ctrl.Manager, o Options) error {
 	if o.Loader == nil {
 		return errors.New("controller: no Loader")
+	}
+	if o.LeaseNamespace == "" {
+		return errors.New("controller: no LeaseNamespace")
 	}
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
@@ -80,15 +92,40 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 
+	// The hosts' Leases, of their namespace only.
+	lc, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultNamespaces: map[string]cache.Config{o.LeaseNamespace: {}},
+	})
+	if err != nil {
+		return fmt.Errorf("controller: lease cache: %w", err)
+	}
+	if err := mgr.Add(leaseCache{lc}); err != nil {
+		return err
+	}
+	leases := newHostLeases(lc)
 	sync := &hostSync{Client: c, api: mgr.GetAPIReader(), opts: o, hosts: hs, descs: descs, loader: o.Loader,
-		events: mgr.GetEventRecorder("tinyhost-sync")}
-	return ctrl.NewControllerManagedBy(mgr).
+		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases}
+	err = ctrl.NewControllerManagedBy(mgr).
 		Named("tinyhost").
 		For(&v1alpha1.TinyHost{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
 		Watches(&v1alpha1.TinyModule{}, handler.EnqueueRequestsFromMapFunc(sync.forModule)).
 		WatchesRawSource(source.Channel(hs.events, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Kind[client.Object](lc, &coordinationv1.Lease{}, leases.handler())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
 		Complete(sync)
+	if err != nil {
+		return err
+	}
+
+	svcs := &services{Client: c, events: mgr.GetEventRecorder("tinyhost-services")}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("tinymodule-service").
+		For(&v1alpha1.TinyModule{}).
+		Owns(&corev1.Service{}).
+		Owns(&discoveryv1.EndpointSlice{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(svcs)
 }
 
 // sameName brings back the TinyModules of other namespaces that have the
@@ -108,8 +145,9 @@ func (r *modules) sameName(ctx context.Context, obj client.Object) []reconcile.R
 }
 
 // onHost brings back the modules a host change may concern: those placed
-// on it or listed in its status, and those not fully placed (a host that
-// appears or becomes ready may take them).
+// on it or listed in its status, those of the names of the modules it
+// loaded on its own, and those not fully placed (a host that appears or
+// becomes ready may take them).
 func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Request {
 	h := obj.(*v1alpha1.TinyHost)
 	seen := map[types.NamespacedName]bool{}
@@ -124,6 +162,15 @@ func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Req
 	for _, e := range h.Status.Modules {
 		if e.Namespace != "" {
 			add(e.Namespace, e.Name)
+			continue
+		}
+		// A module the host loaded on its own: the TinyModules of its
+		// name, which it provides or clashes with.
+		var named v1alpha1.TinyModuleList
+		if err := r.List(ctx, &named, client.MatchingFields{indexName: e.Name}); err == nil {
+			for _, m := range named.Items {
+				add(m.Namespace, m.Name)
+			}
 		}
 	}
 	var list v1alpha1.TinyModuleList

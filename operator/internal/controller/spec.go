@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	hostclient "github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
 )
@@ -67,44 +70,44 @@ func specHash(m *v1alpha1.TinyModule, a placement.Artifact) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// loadHeader is the LoadModule header for the module's spec: its name on
-// the host, limits, capabilities and configuration. The Loader adds what
-// names the bytes.
-func loadHeader(m *v1alpha1.TinyModule) *hostv1.LoadHeader {
-	h := &hostv1.LoadHeader{Name: m.Name, Config: []byte("{}")}
-	if l := m.Spec.Limits; l != nil {
-		h.Limits = &hostv1.Limits{}
-		if l.MemoryPages != nil {
-			h.Limits.MemoryPages = uint32(*l.MemoryPages)
-		}
-		if l.CallTimeout != nil {
-			h.Limits.CallTimeoutMs = uint32(l.CallTimeout.Milliseconds())
-		}
-		if l.QueueTimeout != nil {
-			h.Limits.QueueTimeoutMs = uint32(l.QueueTimeout.Milliseconds())
-		}
-		if l.IdleTimeout != nil {
-			h.Limits.IdleTimeoutMs = uint32(l.IdleTimeout.Milliseconds())
-		}
-		if l.MaxMessageBytes != nil {
-			h.Limits.MaxMessageBytes = uint32(*l.MaxMessageBytes)
-		}
-		if l.MinInstances != nil {
-			h.Limits.MinInstances = uint32(*l.MinInstances)
-		}
-		if l.MaxInstances != nil {
-			h.Limits.MaxInstances = uint32(*l.MaxInstances)
-		}
+// loadModule is the module to load for the spec: its name on the host,
+// limits, capabilities and configuration. The Loader adds what names the
+// bytes.
+func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
+	// Config is always sent, "{}" when absent: a load without config would
+	// keep the configuration of the version being replaced.
+	out := hostclient.Module{Name: m.Name, Config: []byte("{}")}
+	if m.Spec.Config != nil && len(m.Spec.Config.Raw) > 0 {
+		out.Config = m.Spec.Config.Raw
 	}
 	for _, c := range m.Spec.Capabilities {
-		h.Capabilities = append(h.Capabilities, string(c))
+		out.Capabilities = append(out.Capabilities, string(c))
 	}
-	// Always sent, "{}" when absent: a header without config would keep the
-	// configuration of the version being replaced.
-	if m.Spec.Config != nil && len(m.Spec.Config.Raw) > 0 {
-		h.Config = m.Spec.Config.Raw
+	l := m.Spec.Limits
+	if l == nil {
+		return out
 	}
-	return h
+	deref := func(p *int32) int {
+		if p == nil {
+			return 0
+		}
+		return int(*p)
+	}
+	out.Limits = hostclient.Limits{
+		MemoryPages:    uint32(deref(l.MemoryPages)),
+		MaxMessageSize: deref(l.MaxMessageBytes),
+		MinInstances:   deref(l.MinInstances),
+		MaxInstances:   deref(l.MaxInstances),
+	}
+	for _, d := range []struct {
+		from *metav1.Duration
+		to   *time.Duration
+	}{{l.CallTimeout, &out.Limits.CallTimeout}, {l.QueueTimeout, &out.Limits.QueueTimeout}, {l.IdleTimeout, &out.Limits.IdleTimeout}} {
+		if d.from != nil {
+			*d.to = d.from.Duration
+		}
+	}
+	return out
 }
 
 // permanent reports whether a load failed for good: loading the same spec
@@ -128,19 +131,9 @@ func permanent(err error) bool {
 	case codes.InvalidArgument, codes.DataLoss, codes.FailedPrecondition:
 		return true
 	case codes.ResourceExhausted:
-		return reason(s) == "TOO_LARGE"
+		return api.ErrorInfo(s).GetReason() == api.ReasonTooLarge
 	case codes.PermissionDenied:
-		return reason(s) != "UNAUTHORIZED"
+		return api.ErrorInfo(s).GetReason() != api.ReasonUnauthorized
 	}
 	return false
-}
-
-// reason is the ErrorInfo reason of a host's status error.
-func reason(s *status.Status) string {
-	for _, d := range s.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			return info.GetReason()
-		}
-	}
-	return ""
 }

@@ -130,6 +130,10 @@ type Module struct {
 	// failed for good there, e.g. the wrong ABI): they get no replica, and
 	// the replica goes elsewhere.
 	Avoid []string
+	// Taken are hosts that run a module of the same name of their own
+	// (loaded from their modules directory, say): they get no replica, and
+	// a replica there now moves.
+	Taken []string
 }
 
 // artifactFor returns the artifact for the host and whether the host may run
@@ -183,6 +187,7 @@ const (
 	pass filter = iota
 	notReady
 	loadFailed
+	nameTaken
 	unschedulable
 	notSelected
 	noMapping
@@ -194,6 +199,7 @@ const (
 var filterText = [numFilters]string{
 	notReady:      "not ready",
 	loadFailed:    "where its load failed",
+	nameTaken:     "running a module of that name of their own",
 	unschedulable: "unschedulable",
 	notSelected:   "not selected by hostSelector",
 	noMapping:     "with no matching host mapping",
@@ -266,6 +272,9 @@ func check(m *Module, h *Host, isCurrent bool) (Artifact, filter) {
 	}
 	if slices.Contains(m.Avoid, h.Name) {
 		return Artifact{}, loadFailed
+	}
+	if slices.Contains(m.Taken, h.Name) {
+		return Artifact{}, nameTaken
 	}
 	if h.Unschedulable && !isCurrent {
 		return Artifact{}, unschedulable

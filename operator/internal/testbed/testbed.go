@@ -20,8 +20,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -35,8 +33,8 @@ import (
 	"github.com/tinyhost/tinyhost/host/artifact"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
+	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
-	"github.com/tinyhost/tinyhost/operator/internal/kubetest"
 )
 
 // Main runs a test package's tests and removes what they built. What
@@ -144,10 +142,7 @@ func StartHost(t testing.TB, name string, args ...string) *Host {
 // Dial is a client of the host at addr.
 func Dial(t testing.TB, addr string) hostv1.HostServiceClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { cc.Close() })
-	return hostv1.NewHostServiceClient(cc)
+	return e2e.Client(t, addr).RPC()
 }
 
 // Loaded returns the host's modules by name, with their digests.
@@ -228,8 +223,5 @@ func (m *Manager) Stop(t testing.TB) {
 		}
 	})
 }
-
-// Logs is what the manager logged so far.
-func (m *Manager) Logs() string { return m.logs.String() }
 
 func ptr[T any](v T) *T { return &v }

@@ -152,18 +152,18 @@ func artifactError(err error) error {
 	return &exitError{code: code, msg: err.Error()}
 }
 
-// loadSource says whether the argument of load is a source for the host to
-// fetch rather than a local file: it is when no such file exists.
-func loadSource(arg, sha string) (artifact.Source, bool, error) {
+// isSource says whether the argument of load is a source for the host to
+// fetch rather than a local file: it is when no such file exists. A source
+// is checked here so that a mistyped one is a usage error, not the host's.
+func isSource(arg, sha string) (bool, error) {
 	if _, err := os.Stat(arg); !errors.Is(err, fs.ErrNotExist) {
-		return artifact.Source{}, false, nil
+		return false, nil
 	}
 	if strings.HasSuffix(arg, ".wasm") && !strings.Contains(arg, "://") {
-		return artifact.Source{}, false, fmt.Errorf("load: %s: no such file", filepath.Clean(arg))
+		return false, fmt.Errorf("load: %s: no such file", filepath.Clean(arg))
 	}
-	src, err := artifact.NewSource(arg, sha)
-	if err != nil {
-		return artifact.Source{}, false, usagef("load: %q is neither a file nor a module source: %v", arg, err)
+	if _, err := artifact.NewSource(arg, sha); err != nil {
+		return false, usagef("load: %q is neither a file nor a module source: %v", arg, err)
 	}
-	return src, true, nil
+	return true, nil
 }

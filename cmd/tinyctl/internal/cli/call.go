@@ -67,14 +67,14 @@ func runCall(ctx context.Context, c *ctl, args []string) error {
 		req.Metadata = append(req.Metadata, &hostv1.KeyValue{Key: k, Value: meta[k]})
 	}
 
-	client, closeConn, err := c.client()
+	cl, err := c.client()
 	if err != nil {
 		return err
 	}
-	defer closeConn()
+	defer cl.Close()
 	cctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	resp, err := client.Invoke(cctx, req)
+	resp, err := cl.Invoke(cctx, req)
 	if err != nil {
 		return err
 	}

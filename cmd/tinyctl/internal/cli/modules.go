@@ -2,10 +2,7 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,11 +12,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
 
@@ -35,8 +31,9 @@ Examples:
 `,
 	flags: outputFlag,
 	run: func(ctx context.Context, c *ctl, args []string) error {
-		return show(ctx, c, "list", args, func(ctx context.Context, client hostv1.HostServiceClient) (*hostv1.ListModulesResponse, error) {
-			return client.ListModules(ctx, &hostv1.ListModulesRequest{})
+		return show(ctx, c, "list", args, func(ctx context.Context, cl *client.Client) (*hostv1.ListModulesResponse, error) {
+			mods, err := cl.List(ctx)
+			return &hostv1.ListModulesResponse{Modules: mods}, err
 		}, func(w io.Writer, resp *hostv1.ListModulesResponse) error {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tVERSION\tCOMPONENTS\tPOOL\tSOURCE")
@@ -61,9 +58,7 @@ Examples:
 `,
 	flags: outputFlag,
 	run: func(ctx context.Context, c *ctl, args []string) error {
-		return show(ctx, c, "info", args, func(ctx context.Context, client hostv1.HostServiceClient) (*hostv1.InfoResponse, error) {
-			return client.Info(ctx, &hostv1.InfoRequest{})
-		}, func(w io.Writer, resp *hostv1.InfoResponse) error {
+		return show(ctx, c, "info", args, func(ctx context.Context, cl *client.Client) (*hostv1.InfoResponse, error) { return cl.Info(ctx) }, func(w io.Writer, resp *hostv1.InfoResponse) error {
 			abis := make([]string, 0, len(resp.GetAbiVersions()))
 			for _, v := range resp.GetAbiVersions() {
 				abis = append(abis, fmt.Sprintf("v%d", v))
@@ -137,42 +132,31 @@ Examples:
 	run: runLoad,
 }
 
-// loadChunk is the size of one LoadModule message: well under gRPC's default
-// 4 MiB message limit, large enough that a 20 MiB module is 80 messages.
-const loadChunk = 256 << 10
-
 func runLoad(ctx context.Context, c *ctl, args []string) error {
 	if len(args) != 1 {
 		return usagef("load: want exactly one FILE, got %d arguments", len(args))
 	}
 	path := args[0]
-	var wasm []byte
-	header := &hostv1.LoadHeader{}
-	if src, ok, err := loadSource(path, c.o.sha256); err != nil {
+	m := client.Module{Name: c.o.name, Capabilities: c.o.caps, Limits: client.Limits{
+		MemoryPages:    c.o.limits.memoryPages,
+		CallTimeout:    c.o.limits.callTimeout,
+		MaxMessageSize: int(c.o.limits.maxMessage),
+		MinInstances:   int(c.o.limits.minInstances),
+		MaxInstances:   int(c.o.limits.maxInstances),
+		QueueTimeout:   c.o.limits.queueTimeout,
+		IdleTimeout:    c.o.limits.idleTimeout,
+	}}
+	if ok, err := isSource(path, c.o.sha256); err != nil {
 		return err
 	} else if ok {
-		_ = src
-		header.Source, header.Digest = path, c.o.sha256
+		m.Source, m.Digest = path, c.o.sha256
 	} else {
 		if c.o.sha256 != "" {
 			return usagef("load: --sha256 is for a reference or URL, not a file")
 		}
-		if wasm, err = os.ReadFile(path); err != nil {
+		if m.Wasm, err = os.ReadFile(path); err != nil {
 			return err
 		}
-		sum := sha256.Sum256(wasm)
-		header.Size = uint64(len(wasm))
-		header.Digest = "sha256:" + hex.EncodeToString(sum[:])
-	}
-	header.Name, header.Capabilities = c.o.name, c.o.caps
-	header.Limits = &hostv1.Limits{
-		MemoryPages:     c.o.limits.memoryPages,
-		CallTimeoutMs:   uint32(c.o.limits.callTimeout.Milliseconds()),
-		MaxMessageBytes: c.o.limits.maxMessage,
-		MinInstances:    c.o.limits.minInstances,
-		MaxInstances:    c.o.limits.maxInstances,
-		QueueTimeoutMs:  uint32(c.o.limits.queueTimeout.Milliseconds()),
-		IdleTimeoutMs:   uint32(c.o.limits.idleTimeout.Milliseconds()),
 	}
 	if c.o.config != "" {
 		cfg, err := c.readArg(c.o.config)
@@ -183,43 +167,24 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 		if err := json.Unmarshal(cfg, &obj); err != nil {
 			return usagef("--config: not a JSON object: %v", err)
 		}
-		header.Config = cfg
+		m.Config = cfg
 	}
 
-	client, closeConn, err := c.client()
+	cl, err := c.client()
 	if err != nil {
 		return err
 	}
-	defer closeConn()
+	defer cl.Close()
 	cctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	stream, err := client.LoadModule(cctx)
-	if err != nil {
-		return err
-	}
-	prog := newProgress(c.Stderr, filepath.Base(path), len(wasm))
-	first := true
-	for off := 0; first || off < len(wasm); {
-		end := min(off+loadChunk, len(wasm))
-		msg := &hostv1.LoadModuleRequest{Chunk: wasm[off:end]}
-		if first {
-			msg.Header = header
-			first = false
+	prog := newProgress(c.Stderr, filepath.Base(path), len(m.Wasm))
+	m.Progress = func(sent int) {
+		prog.update(sent)
+		if sent == len(m.Wasm) {
+			prog.waiting()
 		}
-		if err := stream.Send(msg); err != nil {
-			// The host refused early (e.g. too large); its status comes
-			// from CloseAndRecv.
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			prog.done()
-			return err
-		}
-		off = end
-		prog.update(off)
 	}
-	prog.waiting()
-	resp, err := stream.CloseAndRecv()
+	resp, err := cl.Load(cctx, m)
 	prog.done()
 	if err != nil {
 		return err
@@ -227,13 +192,13 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 	if c.o.output == "json" {
 		return writeProto(c.Stdout, resp)
 	}
-	m := resp.GetModule()
+	mod := resp.GetModule()
 	verb := "loaded"
 	if resp.GetUpgraded() {
 		verb = "upgraded"
 	}
-	fmt.Fprintf(c.Stdout, "%s %s %s (%s), components: %s\n", verb, m.GetName(), dash(m.GetVersion()),
-		dash(m.GetDigest()), componentNames(m))
+	fmt.Fprintf(c.Stdout, "%s %s %s (%s), components: %s\n", verb, mod.GetName(), dash(mod.GetVersion()),
+		dash(mod.GetDigest()), componentNames(mod))
 	return nil
 }
 
@@ -251,14 +216,14 @@ Examples:
 		if len(args) != 1 {
 			return usagef("unload: want exactly one module NAME, got %d arguments", len(args))
 		}
-		client, closeConn, err := c.client()
+		cl, err := c.client()
 		if err != nil {
 			return err
 		}
-		defer closeConn()
+		defer cl.Close()
 		cctx, cancel := c.callCtx(ctx)
 		defer cancel()
-		if _, err := client.UnloadModule(cctx, &hostv1.UnloadModuleRequest{Name: args[0]}); err != nil {
+		if err := cl.Unload(cctx, args[0]); err != nil {
 			return err
 		}
 		fmt.Fprintf(c.Stdout, "unloaded %s\n", args[0])
@@ -283,36 +248,23 @@ Examples:
 		if len(args) != 0 {
 			return usagef("watch takes no arguments")
 		}
-		client, closeConn, err := c.client()
+		cl, err := c.client()
 		if err != nil {
 			return err
 		}
-		defer closeConn()
-		stream, err := client.Watch(ctx, &hostv1.WatchRequest{})
-		if err != nil {
-			return err
-		}
-		for {
-			ev, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				if ctx.Err() != nil && status.Code(err) == codes.Canceled {
-					return nil
-				}
-				return err
-			}
+		defer cl.Close()
+		return cl.Watch(ctx, func(ev *hostv1.WatchEvent) error {
 			if c.o.output == "json" {
 				b, err := protojson.Marshal(ev)
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(c.Stdout, "%s\n", b)
-				continue
+				return nil
 			}
 			fmt.Fprintln(c.Stdout, eventLine(ev))
-		}
+			return nil
+		})
 	},
 }
 
@@ -438,18 +390,18 @@ func isTerminal(w io.Writer) bool {
 // show runs a query that takes no arguments and prints the response: as
 // JSON with -o json, otherwise with print.
 func show[R proto.Message](ctx context.Context, c *ctl, name string, args []string,
-	query func(context.Context, hostv1.HostServiceClient) (R, error), print func(io.Writer, R) error) error {
+	query func(context.Context, *client.Client) (R, error), print func(io.Writer, R) error) error {
 	if len(args) != 0 {
 		return usagef("%s takes no arguments", name)
 	}
-	client, closeConn, err := c.client()
+	cl, err := c.client()
 	if err != nil {
 		return err
 	}
-	defer closeConn()
+	defer cl.Close()
 	cctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	resp, err := query(cctx, client)
+	resp, err := query(cctx, cl)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
 
@@ -26,9 +27,7 @@ Examples:
 `,
 	flags: func(fs *pflag.FlagSet, o *opts) { outputFlag(fs, o) },
 	run: func(ctx context.Context, c *ctl, args []string) error {
-		return show(ctx, c, "routes", args, func(ctx context.Context, client hostv1.HostServiceClient) (*hostv1.GetRoutesResponse, error) {
-			return client.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
-		}, func(w io.Writer, resp *hostv1.GetRoutesResponse) error {
+		return show(ctx, c, "routes", args, func(ctx context.Context, cl *client.Client) (*hostv1.GetRoutesResponse, error) { return cl.Routes(ctx) }, func(w io.Writer, resp *hostv1.GetRoutesResponse) error {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "MODULE\tHOSTS\t(generation %d)\n", resp.GetGeneration())
 			for _, r := range resp.GetRoutes() {
@@ -52,9 +51,7 @@ Examples:
 `,
 	flags: func(fs *pflag.FlagSet, o *opts) { outputFlag(fs, o) },
 	run: func(ctx context.Context, c *ctl, args []string) error {
-		return show(ctx, c, "wiring", args, func(ctx context.Context, client hostv1.HostServiceClient) (*hostv1.GetWiringResponse, error) {
-			return client.GetWiring(ctx, &hostv1.GetWiringRequest{})
-		}, func(w io.Writer, resp *hostv1.GetWiringResponse) error {
+		return show(ctx, c, "wiring", args, func(ctx context.Context, cl *client.Client) (*hostv1.GetWiringResponse, error) { return cl.Wiring(ctx) }, func(w io.Writer, resp *hostv1.GetWiringResponse) error {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "FROM\tTO\t(generation %d)\n", resp.GetGeneration())
 			for _, w := range resp.GetWires() {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"sort"
@@ -17,6 +18,7 @@ import (
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
+	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/register"
 	"github.com/tinyhost/tinyhost/internal/buildinfo"
 )
 
@@ -63,6 +65,16 @@ type Config struct {
 	MaxInstances    int           `koanf:"max-instances"`
 	QueueTimeout    time.Duration `koanf:"queue-timeout"`
 	IdleTimeout     time.Duration `koanf:"idle-timeout"`
+
+	// Registration in a Kubernetes cluster (package register): the
+	// TinyHost, its Lease and the TinyModules of the modules the host
+	// loads on its own.
+	Register           bool          `koanf:"register"`
+	Kubeconfig         string        `koanf:"kubeconfig"`
+	AdvertiseAddress   string        `koanf:"advertise-address"`
+	Namespace          string        `koanf:"namespace"`
+	LeaseDuration      time.Duration `koanf:"lease-duration"`
+	LeaseRenewInterval time.Duration `koanf:"lease-renew-interval"`
 
 	// Artifacts is the "artifacts" section of the file; its flags and
 	// variables are spelled --artifacts-cache-dir, TINYHOST_ARTIFACTS_CACHE_DIR.
@@ -147,6 +159,12 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Int64("artifacts-max-size", 0, "largest module fetched, in bytes (default: max-load-bytes)")
 	fs.Int("artifacts-attempts", 0, "tries of one registry or URL request before giving up (default 5)")
 	fs.Duration("artifacts-fetch-timeout", 0, "how long one fetch may take, retries and download included (default 2m)")
+	fs.Bool("register", false, "register in a Kubernetes cluster: keep a TinyHost and a Lease named --name, publish the modules the host loads on its own as TinyModules")
+	fs.String("kubeconfig", "", "with --register: kubeconfig file (default: the pod's in-cluster configuration)")
+	fs.String("advertise-address", "", "with --register: host:port the operator and other hosts reach this host at (default: the listen address)")
+	fs.String("namespace", "", "with --register: namespace of the host's Lease and TinyModules (default: the pod's, else "+register.DefaultNamespace+")")
+	fs.Duration("lease-duration", register.DefaultLeaseDuration, "with --register: how long the Lease holds without renewal, whole seconds")
+	fs.Duration("lease-renew-interval", register.DefaultRenewInterval, "with --register: how often the Lease is renewed")
 	fs.BoolP("help", "h", false, "show this help")
 	fs.Bool("version", false, "print the version")
 	return fs
@@ -164,6 +182,7 @@ Examples:
   tinyhost --modules ./modules --cache-dir ./cache
   tinyhost --config /etc/tinyhost.yaml --label zone=a --metrics :9090
   TINYHOST_LISTEN=0.0.0.0:50051 tinyhost --tls-cert host.pem --tls-key host-key.pem --tls-client-ca ca.pem
+  tinyhost --register --listen 0.0.0.0:50051 --advertise-address 10.0.12.7:50051   # in a pod: its TinyHost, Lease, TinyModules
 
 Every flag is also a key of the --config file (listen: ..., cache-dir: ...)
 and an environment variable TINYHOST_<NAME> (TINYHOST_CACHE_DIR); a flag
@@ -333,6 +352,7 @@ func (c *Config) validate() error {
 	if c.MaxCompiles < 0 {
 		errs = append(errs, fmt.Sprintf("max-compiles is %d, must not be negative", c.MaxCompiles))
 	}
+	errs = append(errs, c.validateRegister()...)
 	for k := range c.Labels {
 		if k == "" {
 			errs = append(errs, "a label has an empty key")
@@ -343,6 +363,34 @@ func (c *Config) validate() error {
 		return usageErr("invalid configuration: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// validateRegister checks the registration settings, when registering.
+func (c *Config) validateRegister() []string {
+	if !c.Register {
+		return nil
+	}
+	var errs []string
+	addr := c.AdvertiseAddress
+	if addr == "" {
+		addr = c.Listen
+	}
+	host, port, err := net.SplitHostPort(addr)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Sprintf("advertise-address %q is not host:port", addr))
+	case c.AdvertiseAddress == "" && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()):
+		errs = append(errs, fmt.Sprintf("register: listen %q is every interface; name the address others reach the host at with advertise-address", c.Listen))
+	case c.AdvertiseAddress != "" && port == "0":
+		errs = append(errs, fmt.Sprintf("advertise-address %q needs a port", addr))
+	}
+	if c.LeaseDuration < time.Second || c.LeaseDuration%time.Second != 0 {
+		errs = append(errs, fmt.Sprintf("lease-duration is %v, must be whole seconds, at least 1s", c.LeaseDuration))
+	}
+	if c.LeaseRenewInterval <= 0 || c.LeaseRenewInterval >= c.LeaseDuration {
+		errs = append(errs, fmt.Sprintf("lease-renew-interval is %v, must be positive and below lease-duration", c.LeaseRenewInterval))
+	}
+	return errs
 }
 
 func parseLabels(kvs []string) (map[string]any, error) {

@@ -100,6 +100,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "client ca alone", args: []string{"--tls-client-ca", "ca.pem"}, want: "tls-client-ca needs tls-cert"},
 		{name: "load limit", args: []string{"--max-load-bytes", "0"}, want: "max-load-bytes"},
 		{name: "max modules", args: []string{"--max-modules", "-1"}, want: "max-modules is -1, must not be negative"},
+		{name: "register on every interface", args: []string{"--register", "--listen", "0.0.0.0:50051"}, want: "name the address others reach the host at"},
+		{name: "register: advertise without port", args: []string{"--register", "--advertise-address", "10.0.0.1"}, want: `advertise-address "10.0.0.1" is not host:port`},
+		{name: "register: lease in fractions", args: []string{"--register", "--lease-duration", "1500ms"}, want: "lease-duration is 1.5s, must be whole seconds"},
+		{name: "register: renew too slow", env: []string{"TINYHOST_REGISTER=true", "TINYHOST_LEASE_RENEW_INTERVAL=3s"}, want: "lease-renew-interval is 3s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
@@ -169,6 +173,27 @@ artifacts:
 	c, err = daemon.ParseConfig([]string{"--artifacts-fetch-timeout", "5s"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 5*time.Second, c.Artifacts.FetchTimeout)
+}
+
+// TestParseConfigRegister reads the registration settings from the file,
+// the environment and flags.
+func TestParseConfigRegister(t *testing.T) {
+	c, err := daemon.ParseConfig(nil, nil)
+	require.NoError(t, err)
+	assert.False(t, c.Register)
+	assert.Equal(t, 3*time.Second, c.LeaseDuration)
+	assert.Equal(t, time.Second, c.LeaseRenewInterval)
+
+	file := writeConfig(t, "register: true\nkubeconfig: /file/kubeconfig\nnamespace: file-ns\nlease-duration: 5s\n")
+	c, err = daemon.ParseConfig([]string{"--config", file, "--advertise-address", "10.0.0.7:50051"},
+		[]string{"TINYHOST_NAMESPACE=env-ns", "TINYHOST_LEASE_RENEW_INTERVAL=2s"})
+	require.NoError(t, err)
+	assert.True(t, c.Register)
+	assert.Equal(t, "/file/kubeconfig", c.Kubeconfig)
+	assert.Equal(t, "env-ns", c.Namespace, "env over file")
+	assert.Equal(t, "10.0.0.7:50051", c.AdvertiseAddress)
+	assert.Equal(t, 5*time.Second, c.LeaseDuration)
+	assert.Equal(t, 2*time.Second, c.LeaseRenewInterval)
 }
 
 // TestParseConfigCompiles reads the bounds on compiling from the file, the

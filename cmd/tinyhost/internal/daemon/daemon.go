@@ -9,7 +9,6 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +30,7 @@ import (
 	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/metrics"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/artifact"
+	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/server"
 )
 
@@ -126,6 +126,10 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		}
 		defer metricsLis.Close()
 	}
+	member, err := newRegistration(cfg, lis.Addr().String(), log.Named("register"))
+	if err != nil {
+		return err
+	}
 
 	// An empty list means the host's defaults (not "none"): the flag's
 	// zero value must not strip every module of its capabilities.
@@ -210,6 +214,7 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(lis) }()
+	member.start(h)
 	var metricsSrv *http.Server
 	if metricsLis != nil {
 		mux := http.NewServeMux()
@@ -243,6 +248,7 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 	if err := h.Close(sctx); err != nil && runErr == nil {
 		log.Warn("closing the host", "error", err)
 	}
+	member.stop(ctx)
 	log.Info("stopped")
 	return runErr
 }
@@ -271,13 +277,9 @@ func serverTLS(cfg Config) (*tls.Config, error) {
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	if cfg.TLSClientCA != "" {
-		pem, err := os.ReadFile(cfg.TLSClientCA)
+		pool, err := client.CertPool(cfg.TLSClientCA)
 		if err != nil {
 			return nil, fmt.Errorf("tls-client-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls-client-ca %s: no PEM certificate in the file", cfg.TLSClientCA)
 		}
 		tc.ClientCAs = pool
 		tc.ClientAuth = tls.RequireAndVerifyClientCert

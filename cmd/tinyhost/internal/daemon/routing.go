@@ -1,13 +1,12 @@
 package daemon
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"os"
 
 	"github.com/hashicorp/go-hclog"
+
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/cluster"
 )
 
@@ -18,21 +17,9 @@ import (
 func newTransport(cfg Config, token string, log hclog.Logger) (*cluster.Transport, error) {
 	opts := cluster.Options{Logger: log, Token: token, MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10}
 	if cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		tc, err := client.TLSConfig(cfg.PeerTLSCA, cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
-			return nil, fmt.Errorf("tls-cert/tls-key: %w", err)
-		}
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-		if cfg.PeerTLSCA != "" {
-			pem, err := os.ReadFile(cfg.PeerTLSCA)
-			if err != nil {
-				return nil, fmt.Errorf("peer-tls-ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("peer-tls-ca %s: no PEM certificate in the file", cfg.PeerTLSCA)
-			}
-			tc.RootCAs = pool
+			return nil, fmt.Errorf("tls-cert, tls-key, peer-tls-ca: %w", err)
 		}
 		opts.TLS = tc
 	}

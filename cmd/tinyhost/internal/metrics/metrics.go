@@ -6,19 +6,16 @@
 // InstanceDiscarded), so every guest call is counted once, whether it came
 // over gRPC, from another module, a timer or a settings change. Pool and
 // instance figures are read from the host's module table at scrape time.
-// ObserveInvoke (server.Observer) remains for a server without a host
-// observer; the daemon does not use it, or calls would count twice.
+// The kind labels are the contract's (api.Kind.Label).
 package metrics
 
 import (
-	"context"
-	"errors"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // Source is what the metrics read at scrape time; *host.Host is one.
@@ -139,15 +136,6 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// ObserveInvoke implements server.Observer.
-func (m *Metrics) ObserveInvoke(module, component, _ string, d time.Duration, err error) {
-	kind := ""
-	if err != nil {
-		kind = KindLabel(err)
-	}
-	m.observe(module, component, kind, d)
-}
-
 func (m *Metrics) observe(module, component, kind string, d time.Duration) {
 	// A call to a module that is not loaded must not mint label values: the
 	// names come from the caller.
@@ -166,10 +154,10 @@ func (m *Metrics) observe(module, component, kind string, d time.Duration) {
 // CallDone records a call into a guest as the host would report it: kind 0
 // for success, the time it waited for an instance and the time it ran.
 // It is the hook asked of the host library (Options.Observer).
-func (m *Metrics) CallDone(module, component, _ string, kind host.Kind, wait, run time.Duration) {
+func (m *Metrics) CallDone(module, component, _ string, kind api.Kind, wait, run time.Duration) {
 	label := ""
 	if kind != 0 {
-		label = kindLabel(kind)
+		label = kind.Label()
 	}
 	m.observe(module, component, label, wait+run)
 	if label != "not_found" {
@@ -189,48 +177,6 @@ func (m *Metrics) Compiled(module string, d time.Duration, cached bool) {
 
 // InstanceDiscarded records an instance discarded for the kind of failure
 // (trap, timeout, memory, ABI violation). A hook asked of the host library.
-func (m *Metrics) InstanceDiscarded(module string, kind host.Kind) {
-	m.replaced.WithLabelValues(module, kindLabel(kind)).Inc()
-}
-
-// KindLabel is the kind label of a failed call's error.
-func KindLabel(err error) string {
-	var ce *host.CallError
-	switch {
-	case errors.As(err, &ce):
-		if ce.Kind == host.KindTimeout && errors.Is(ce.Err, context.Canceled) {
-			return "canceled"
-		}
-		return kindLabel(ce.Kind)
-	case errors.Is(err, host.ErrNotFound):
-		return "not_found"
-	case errors.Is(err, host.ErrBusy):
-		return "busy"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	}
-	return "other"
-}
-
-var kindLabels = map[host.Kind]string{
-	host.KindTrap:         "trap",
-	host.KindTimeout:      "timeout",
-	host.KindMemory:       "memory_limit",
-	host.KindABIViolation: "abi_violation",
-	host.KindHandler:      "handler_error",
-	host.KindTooLarge:     "too_large",
-	host.KindDenied:       "denied",
-	host.KindHopLimit:     "hop_limit",
-	host.KindBusy:         "busy",
-	host.KindNotFound:     "not_found",
-	host.KindUnavailable:  "unavailable",
-}
-
-func kindLabel(k host.Kind) string {
-	if s, ok := kindLabels[k]; ok {
-		return s
-	}
-	return strings.ReplaceAll(k.String(), " ", "_")
+func (m *Metrics) InstanceDiscarded(module string, kind api.Kind) {
+	m.replaced.WithLabelValues(module, kind.Label()).Inc()
 }

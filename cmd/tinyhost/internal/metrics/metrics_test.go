@@ -1,8 +1,6 @@
 package metrics_test
 
 import (
-	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/metrics"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 type modules []host.ModuleInfo
@@ -30,14 +29,14 @@ func TestMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(m))
 
-	m.ObserveInvoke("hello", "greeter", "in", 2*time.Millisecond, nil)
-	m.ObserveInvoke("hello", "greeter", "in", time.Millisecond, &host.CallError{Module: "hello", Component: "greeter", Port: "in", Kind: host.KindTrap, Err: errors.New("unreachable")})
-	m.ObserveInvoke("x1", "y", "in", 0, &host.CallError{Module: "x1", Component: "y", Port: "in", Kind: host.KindNotFound, Err: host.ErrNotFound})
-	m.ObserveInvoke("x2", "y", "in", 0, &host.CallError{Module: "x2", Component: "y", Port: "in", Kind: host.KindNotFound, Err: host.ErrNotFound})
-	m.ObserveInvoke("hello", "greeter", "in", 0, &host.CallError{Kind: host.KindTimeout, Err: context.Canceled})
+	m.CallDone("hello", "greeter", "in", 0, time.Millisecond, time.Millisecond)
+	m.CallDone("hello", "greeter", "in", api.KindTrap, 0, time.Millisecond)
+	m.CallDone("x1", "y", "in", api.KindNotFound, 0, 0)
+	m.CallDone("x2", "y", "in", api.KindNotFound, 0, 0)
+	m.CallDone("hello", "greeter", "in", api.KindCanceled, 0, 0)
 	m.CallDone("hello", "greeter", "in", 0, time.Millisecond, time.Millisecond)
 	m.Compiled("hello", 500*time.Millisecond, false)
-	m.InstanceDiscarded("hello", host.KindMemory)
+	m.InstanceDiscarded("hello", api.KindMemory)
 
 	err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP tinyhost_call_errors_total Failed calls by module, component and kind (trap, timeout, memory_limit, abi_violation, handler_error, too_large, denied, hop_limit, busy, not_found, unavailable, canceled, other).

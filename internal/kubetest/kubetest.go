@@ -37,12 +37,21 @@ type Env struct {
 	Assets string
 	// Started is how long the control plane took to start and take the CRDs.
 	Started time.Duration
+
+	env *envtest.Environment
+}
+
+// Options configure StartWith.
+type Options struct {
+	// APIServerFlags are more kube-apiserver flags, without "--", e.g.
+	// "audit-log-path".
+	APIServerFlags map[string]string
 }
 
 // Root is the repository's root directory.
 func Root() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 // Assets returns the directory holding kube-apiserver, etcd and kubectl.
@@ -63,6 +72,12 @@ func Assets() (string, error) {
 // the test ends.
 func Start(tb testing.TB) *Env {
 	tb.Helper()
+	return StartWith(tb, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(tb testing.TB, o Options) *Env {
+	tb.Helper()
 	assets, err := Assets()
 	if err != nil {
 		tb.Fatal(err)
@@ -71,6 +86,10 @@ func Start(tb testing.TB) *Env {
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{filepath.Join(Root(), "operator", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+	}
+	args := env.ControlPlane.GetAPIServer().Configure()
+	for k, v := range o.APIServerFlags {
+		args.Set(k, v)
 	}
 	begin := time.Now()
 	cfg, err := env.Start()
@@ -100,7 +119,26 @@ func Start(tb testing.TB) *Env {
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	return &Env{Config: cfg, Client: c, Kubeconfig: kubeconfig, Assets: assets, Started: started}
+	return &Env{Config: cfg, Client: c, Kubeconfig: kubeconfig, Assets: assets, Started: started, env: env}
+}
+
+// UserKubeconfig provisions a user authenticated by a client certificate,
+// member of groups, and returns the path of a kubeconfig file for it.
+func (e *Env) UserKubeconfig(tb testing.TB, name string, groups ...string) string {
+	tb.Helper()
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		tb.Fatalf("kubetest: add user %s: %v", name, err)
+	}
+	b, err := u.KubeConfig()
+	if err != nil {
+		tb.Fatalf("kubetest: kubeconfig of %s: %v", name, err)
+	}
+	path := filepath.Join(tb.TempDir(), name+".kubeconfig")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }
 
 // Kubectl runs the kubectl of the assets against the control plane, in the

@@ -1,0 +1,192 @@
+package register
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+)
+
+// Host is what the registrar reads of the host: the modules it has loaded,
+// and word of each change.
+type Host interface {
+	Modules() []host.ModuleInfo
+	Subscribe(ctx context.Context) <-chan host.Event
+}
+
+// retryDelay is how soon a failed publication of the modules is tried
+// again.
+const retryDelay = 2 * time.Second
+
+// publish keeps one TinyModule, spec.providedBy this host, for each module
+// the host loaded on its own, until ctx ends: at once, on every module
+// event of the host, and every Resync. The seed's modules create their own
+// TinyModule on startup; here the host does it for the modules it runs.
+func (r *Registrar) publish(ctx context.Context, h Host) {
+	events := h.Subscribe(ctx)
+	resync := time.NewTicker(r.o.Resync)
+	defer resync.Stop()
+	p := &publisher{r: r, h: h, said: map[string]string{}}
+	for {
+		var retry <-chan time.Time
+		if err := p.sync(ctx); err != nil && ctx.Err() == nil {
+			p.say("", "cannot publish the host's modules as TinyModules; retrying", "error", err)
+			retry = time.After(retryDelay)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-events:
+			if !ok {
+				events = nil // the host closed
+			}
+			// One pass for a burst of events (a directory of modules).
+			for len(events) > 0 {
+				<-events
+			}
+		case <-resync.C:
+		case <-retry:
+		}
+	}
+}
+
+// publisher is publish's state: what it last logged about each module, so
+// that a lasting condition is logged once.
+type publisher struct {
+	r    *Registrar
+	h    Host
+	said map[string]string
+}
+
+func (p *publisher) say(module, msg string, args ...any) {
+	if p.said[module] == msg {
+		return
+	}
+	p.said[module] = msg
+	p.r.log.Warn(msg, append([]any{"module", module}, args...)...)
+}
+
+// sync creates the TinyModules of the host's own modules that lack one and
+// deletes those of modules it no longer has. A module is the host's own
+// unless its TinyHost status lists it with a namespace: the operator writes
+// that entry before it loads a module, so reading the TinyHost from the
+// apiserver after the load sees it.
+func (p *publisher) sync(ctx context.Context) error {
+	r := p.r
+	var th v1alpha1.TinyHost
+	if err := r.c.Get(ctx, client.ObjectKey{Name: r.o.Name}, &th); err != nil {
+		return fmt.Errorf("get TinyHost %s: %w", r.o.Name, err)
+	}
+	operators := map[string]bool{}
+	for _, e := range th.Status.Modules {
+		if e.Namespace != "" {
+			operators[e.Name] = true
+		}
+	}
+	own := map[string]bool{}
+	for _, m := range p.h.Modules() {
+		if !operators[m.Name] {
+			own[m.Name] = true
+		}
+	}
+	var list v1alpha1.TinyModuleList
+	if err := r.c.List(ctx, &list, client.InNamespace(r.o.Namespace)); err != nil {
+		return fmt.Errorf("list TinyModules in %s: %w", r.o.Namespace, err)
+	}
+	mine, others := map[string]*v1alpha1.TinyModule{}, map[string]bool{}
+	for i := range list.Items {
+		if m := &list.Items[i]; m.Spec.ProvidedBy == r.o.Name {
+			mine[m.Name] = m
+		} else {
+			others[m.Name] = true
+		}
+	}
+	owner := metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "TinyHost", Name: th.Name, UID: th.UID}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(own)) {
+		if mine[name] != nil {
+			continue
+		}
+		if err := p.create(ctx, name, owner, others[name]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for name, m := range mine {
+		if own[name] {
+			continue
+		}
+		if err := r.c.Delete(ctx, m, client.Preconditions{UID: &m.UID}); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete TinyModule %s/%s: %w", m.Namespace, name, err))
+			continue
+		}
+		r.log.Info("module gone: TinyModule deleted", "module", name, "namespace", m.Namespace)
+		delete(p.said, name)
+	}
+	return errors.Join(errs...)
+}
+
+// create creates the module's TinyModule, owned by the TinyHost so that it
+// goes with it. A name that cannot be a TinyModule's, or that another
+// TinyModule of the namespace has, is logged once and left unpublished;
+// the operator tells the owner of the other TinyModule (a condition and an
+// Event).
+func (p *publisher) create(ctx context.Context, name string, owner metav1.OwnerReference, taken bool) error {
+	r := p.r
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 || len(name) > 63 {
+		if len(name) > 63 {
+			errs = append(errs, "longer than 63 characters")
+		}
+		p.say(name, "module not published: its name cannot name a TinyModule", "reason", strings.Join(errs, "; "))
+		return nil
+	}
+	clash := fmt.Sprintf("module not published: TinyModule %s/%s exists and is not this host's", r.o.Namespace, name)
+	if taken {
+		p.say(name, clash)
+		return nil
+	}
+	m := &v1alpha1.TinyModule{
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.o.Namespace, Name: name, OwnerReferences: []metav1.OwnerReference{owner}},
+		Spec:       v1alpha1.TinyModuleSpec{ProvidedBy: r.o.Name},
+	}
+	err := r.c.Create(ctx, m)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		p.say(name, clash)
+		return nil
+	case err != nil:
+		return fmt.Errorf("create TinyModule %s/%s: %w", r.o.Namespace, name, err)
+	}
+	r.log.Info("module published as a TinyModule", "module", name, "namespace", r.o.Namespace)
+	delete(p.said, name)
+	return nil
+}
+
+// deleteModules deletes every TinyModule the host published.
+func (r *Registrar) deleteModules(ctx context.Context) error {
+	var list v1alpha1.TinyModuleList
+	if err := r.c.List(ctx, &list, client.InNamespace(r.o.Namespace)); err != nil {
+		return fmt.Errorf("list TinyModules in %s: %w", r.o.Namespace, err)
+	}
+	var errs []error
+	for i := range list.Items {
+		m := &list.Items[i]
+		if m.Spec.ProvidedBy != r.o.Name {
+			continue
+		}
+		if err := r.c.Delete(ctx, m, client.Preconditions{UID: &m.UID}); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete TinyModule %s/%s: %w", m.Namespace, m.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

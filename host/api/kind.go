@@ -1,0 +1,158 @@
+package api
+
+import (
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/tinyhost/tinyhost/abi"
+)
+
+// Kind classifies a failed call.
+type Kind uint8
+
+const (
+	// KindTrap: the guest trapped or exited (e.g. a Go panic that was not
+	// recovered). The instance was discarded.
+	KindTrap Kind = iota + 1
+	// KindTimeout: the call outran its deadline (CallTimeout or the
+	// context's). The instance was discarded.
+	KindTimeout
+	// KindMemory: the guest needed more memory than its MemoryPages limit.
+	// The instance was discarded.
+	KindMemory
+	// KindABIViolation: the guest broke ABI v1 (a pointer outside its
+	// memory, a malformed response), or made the wasm runtime panic. The
+	// instance was discarded.
+	KindABIViolation
+	// KindHandler: the guest's handler returned an error (abi.StatusError).
+	KindHandler
+	// KindTooLarge: a request, response or message exceeded
+	// MaxMessageSize.
+	KindTooLarge
+	// KindDenied: the module lacks a capability, or the message is for a
+	// system port (ErrSystemPort).
+	KindDenied
+	// KindHopLimit: the message was forwarded more than HopLimit times.
+	KindHopLimit
+	// KindBusy: no instance became free within QueueTimeout.
+	KindBusy
+	// KindNotFound: no such module, component or port.
+	KindNotFound
+	// KindUnavailable: the target cannot take the message now (e.g. it is
+	// being unloaded, or too many sends are in flight).
+	KindUnavailable
+	// KindCanceled: the caller cancelled the call (its context was
+	// cancelled, not its deadline passed). A running instance was
+	// discarded.
+	KindCanceled
+)
+
+// kinds is everything a Kind stands for, on every side of the host: its
+// name in messages, the ErrorInfo reason and gRPC code of its status, the
+// ABI status a guest gets for it from a host call, and its label in
+// metrics. It is the one table of kinds; each mapping below reads it.
+var kinds = [...]struct {
+	name   string
+	reason string
+	code   codes.Code
+	status abi.Status
+	label  string
+}{
+	KindTrap:         {"trap", ReasonTrap, codes.Aborted, abi.StatusError, "trap"},
+	KindTimeout:      {"timeout", ReasonTimeout, codes.DeadlineExceeded, abi.StatusTimeout, "timeout"},
+	KindMemory:       {"memory limit", ReasonMemory, codes.Aborted, abi.StatusError, "memory_limit"},
+	KindABIViolation: {"ABI violation", ReasonABIViolation, codes.Aborted, abi.StatusError, "abi_violation"},
+	KindHandler:      {"handler error", ReasonHandler, codes.Unknown, abi.StatusError, "handler_error"},
+	KindTooLarge:     {"too large", ReasonTooLarge, codes.ResourceExhausted, abi.StatusTooLarge, "too_large"},
+	KindDenied:       {"denied", ReasonDenied, codes.PermissionDenied, abi.StatusDenied, "denied"},
+	KindHopLimit:     {"hop limit", ReasonHopLimit, codes.FailedPrecondition, abi.StatusHopLimit, "hop_limit"},
+	KindBusy:         {"busy", ReasonBusy, codes.ResourceExhausted, abi.StatusUnavailable, "busy"},
+	KindNotFound:     {"not found", ReasonNotFound, codes.NotFound, abi.StatusNotFound, "not_found"},
+	KindUnavailable:  {"unavailable", ReasonUnavailable, codes.Unavailable, abi.StatusUnavailable, "unavailable"},
+	KindCanceled:     {"canceled", ReasonCanceled, codes.Canceled, abi.StatusTimeout, "canceled"},
+}
+
+func (k Kind) valid() bool { return k > 0 && int(k) < len(kinds) }
+
+func (k Kind) String() string {
+	if k.valid() {
+		return kinds[k].name
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Reason is the ErrorInfo reason of the status of a call that failed with
+// k, "" for an unknown kind.
+func (k Kind) Reason() string {
+	if k.valid() {
+		return kinds[k].reason
+	}
+	return ""
+}
+
+// Code is the gRPC code of the status of a call that failed with k,
+// Internal for an unknown kind.
+func (k Kind) Code() codes.Code {
+	if k.valid() {
+		return kinds[k].code
+	}
+	return codes.Internal
+}
+
+// Status is the ABI status a guest's host call (send, call) gets when the
+// message failed with k: StatusError for the kinds the ABI has no status
+// for.
+func (k Kind) Status() abi.Status {
+	if k.valid() {
+		return kinds[k].status
+	}
+	return abi.StatusError
+}
+
+// Label is k's label in metrics ("trap", "memory_limit", ...), "other" for
+// an unknown kind.
+func (k Kind) Label() string {
+	if k.valid() {
+		return kinds[k].label
+	}
+	return "other"
+}
+
+// StatusKind is the kind of a failure a guest reported with status s (a
+// handler's response, or a host call's result): the kind of the same name
+// (not found, denied, too large, timeout, hop limit, unavailable), else
+// KindHandler.
+func StatusKind(s abi.Status) Kind {
+	for k := KindTrap; k.valid(); k++ {
+		if kinds[k].status == s && kinds[k].name == s.String() {
+			return k
+		}
+	}
+	return KindHandler
+}
+
+// reasonKind is the kind whose reason is reason, or 0.
+func reasonKind(reason string) Kind {
+	for k := KindTrap; k.valid(); k++ {
+		if kinds[k].reason == reason {
+			return k
+		}
+	}
+	return 0
+}
+
+// codeKind is the kind of a status that carries no reason (a failure of the
+// transport or of the server's checks): the first kind with its code;
+// UNAUTHENTICATED is KindDenied and a code no kind has is KindUnavailable.
+func codeKind(c codes.Code) Kind {
+	if c == codes.Unauthenticated {
+		return KindDenied
+	}
+	for k := KindTrap; k.valid(); k++ {
+		if kinds[k].code == c {
+			return k
+		}
+	}
+	return KindUnavailable
+}

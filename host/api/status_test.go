@@ -1,0 +1,161 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/artifact"
+)
+
+var to = abi.Address{Module: "b", Component: "c", Port: "in"}
+
+// TestCallErrorRoundTrip: what ToStatus makes of a failed call, FromStatus
+// makes back into the same error, so that a call fails the same way on
+// another host as on this one.
+func TestCallErrorRoundTrip(t *testing.T) {
+	for kind := api.KindTrap; kind <= api.KindCanceled; kind++ {
+		t.Run(kind.String(), func(t *testing.T) {
+			sent := &api.CallError{Module: to.Module, Component: to.Component, Port: to.Port, Kind: kind, Err: errors.New("boom")}
+			st := api.ToStatus(fmt.Errorf("wrapped: %w", sent))
+			assert.Equal(t, kind.Code(), st.Code())
+			assert.Equal(t, kind.Reason(), api.ErrorInfo(st).GetReason())
+			assert.Equal(t, "wrapped: "+sent.Error(), st.Message())
+
+			var got *api.CallError
+			require.ErrorAs(t, api.FromStatus(st), &got)
+			assert.Equal(t, sent.Error(), got.Error())
+			assert.Equal(t, kind, got.Kind)
+			assert.Equal(t, kind.Code(), status.Code(got), "the status stays reachable")
+			assert.Equal(t, kind == api.KindTimeout, errors.Is(got, context.DeadlineExceeded))
+			assert.Equal(t, kind == api.KindCanceled, errors.Is(got, context.Canceled))
+			assert.Equal(t, kind == api.KindNotFound, errors.Is(got, api.ErrNotFound))
+			assert.Equal(t, kind == api.KindBusy, errors.Is(got, api.ErrBusy))
+		})
+	}
+}
+
+func TestKindTable(t *testing.T) {
+	seen := map[string]api.Kind{}
+	for kind := api.KindTrap; kind <= api.KindCanceled; kind++ {
+		require.NotContains(t, seen, kind.Reason(), "%v and %v share a reason", kind, seen[kind.Reason()])
+		seen[kind.Reason()] = kind
+		assert.NotEqual(t, "other", kind.Label())
+	}
+	assert.Equal(t, "other", api.Kind(0).Label())
+	assert.Equal(t, "kind(200)", api.Kind(200).String())
+	for s, want := range map[abi.Status]api.Kind{
+		abi.StatusError: api.KindHandler, abi.StatusNotFound: api.KindNotFound, abi.StatusDenied: api.KindDenied,
+		abi.StatusTooLarge: api.KindTooLarge, abi.StatusTimeout: api.KindTimeout, abi.StatusHopLimit: api.KindHopLimit,
+		abi.StatusUnavailable: api.KindUnavailable, abi.StatusBadRequest: api.KindHandler,
+	} {
+		assert.Equal(t, want, api.StatusKind(s), "%v", s)
+	}
+}
+
+// TestSentinels: a sentinel keeps its code and reason across the wire, and
+// a CallError keeps its target when it wraps one.
+func TestSentinels(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		sentinel error
+		code     codes.Code
+		reason   string
+	}{
+		{"closed", fmt.Errorf("invoke: %w", api.ErrClosed), api.ErrClosed, codes.Unavailable, api.ReasonClosed},
+		{"closed call", &api.CallError{Module: "b", Component: "c", Port: "in", Kind: api.KindNotFound, Err: api.ErrClosed}, api.ErrClosed, codes.Unavailable, api.ReasonClosed},
+		{"not found", fmt.Errorf("unload %q: %w", "x", api.ErrNotFound), api.ErrNotFound, codes.NotFound, api.ReasonNotFound},
+		{"stale", fmt.Errorf("routes generation 1 is older than 2: %w", api.ErrStaleGeneration), api.ErrStaleGeneration, codes.FailedPrecondition, api.ReasonStaleGeneration},
+		{"capacity", &api.LoadError{Module: "m", Err: api.ErrCapacity}, api.ErrCapacity, codes.ResourceExhausted, api.ReasonCapacity},
+		{"artifact", &api.LoadError{Module: "m", Err: fmt.Errorf("fetch: %w", artifact.ErrUnauthorized)}, artifact.ErrUnauthorized, codes.PermissionDenied, api.ReasonUnauthorized},
+		{"matched by Is", fmt.Errorf("fetch: %w", &artifact.DigestMismatchError{What: "x", Want: "a", Got: "b"}), artifact.ErrDigestMismatch, codes.DataLoss, api.ReasonDigestMismatch},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := api.ToStatus(tt.err)
+			assert.Equal(t, tt.code, st.Code())
+			assert.Equal(t, tt.reason, api.ErrorInfo(st).GetReason())
+			got := api.FromStatus(st)
+			assert.ErrorIs(t, got, tt.sentinel)
+			assert.Equal(t, tt.err.Error(), got.Error())
+		})
+	}
+	t.Run("system port", func(t *testing.T) {
+		err := &api.CallError{Module: "b", Component: "c", Port: "_tick", Kind: api.KindDenied, Err: fmt.Errorf("port %q: %w", "_tick", api.ErrSystemPort)}
+		st := api.ToStatus(err)
+		assert.Equal(t, codes.PermissionDenied, st.Code())
+		assert.Equal(t, api.ReasonDenied, api.ErrorInfo(st).GetReason())
+		assert.Equal(t, "_tick", api.ErrorInfo(st).GetMetadata()[api.MetaPort])
+	})
+}
+
+func TestLoadErrors(t *testing.T) {
+	version := &api.LoadError{Module: "m", Err: &api.VersionError{Got: 2, Want: 1}}
+	st := api.ToStatus(version)
+	assert.Equal(t, codes.InvalidArgument, st.Code())
+	assert.Equal(t, api.ReasonABIVersion, api.ErrorInfo(st).GetReason())
+	var ve *api.VersionError
+	require.ErrorAs(t, api.FromStatus(st), &ve)
+	assert.Equal(t, api.VersionError{Got: 2, Want: 1}, *ve)
+	var le *api.LoadError
+	require.ErrorAs(t, api.FromStatus(st), &le)
+	assert.Equal(t, "m", le.Module)
+	assert.Equal(t, version.Error(), le.Error())
+
+	bad := &api.LoadError{Module: "m", Err: errors.New("no version export")}
+	assert.Equal(t, api.ReasonBadModule, api.ErrorInfo(api.ToStatus(bad)).GetReason())
+	canceled := &api.LoadError{Module: "m", Err: fmt.Errorf("compile: %w", context.Canceled)}
+	assert.Equal(t, codes.Canceled, api.ToStatus(canceled).Code(), "a load cut short is not a bad module")
+	assert.Equal(t, codes.Internal, api.ToStatus(errors.New("what")).Code())
+	assert.Nil(t, api.ToStatus(nil))
+	assert.NoError(t, api.FromStatus(nil))
+}
+
+func TestCallErrorOf(t *testing.T) {
+	tests := []struct {
+		err  error
+		want api.Kind
+	}{
+		{status.Error(codes.DeadlineExceeded, "context deadline exceeded"), api.KindTimeout},
+		{status.Error(codes.Canceled, "context canceled"), api.KindCanceled},
+		{status.Error(codes.Unavailable, "connection refused"), api.KindUnavailable},
+		{status.Error(codes.Unauthenticated, "no token"), api.KindDenied},
+		{status.Error(codes.InvalidArgument, "module is empty"), api.KindUnavailable},
+		{api.ToStatus(&api.CallError{Module: "b", Component: "c", Port: "in", Kind: api.KindTrap, Err: errors.New("boom")}).Err(), api.KindTrap},
+	}
+	for _, tt := range tests {
+		got := api.CallErrorOf(tt.err, to)
+		assert.Equal(t, tt.want, got.Kind, "%v", tt.err)
+		assert.Equal(t, to.Module+"/"+to.Component+"/"+to.Port, got.Module+"/"+got.Component+"/"+got.Port)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{api.ToStatus(api.ErrClosed).Err(), true},
+		{api.ToStatus(&api.CallError{Kind: api.KindBusy, Err: api.ErrBusy}).Err(), true},
+		{api.ToStatus(&api.CallError{Kind: api.KindUnavailable, Err: errors.New("guest said so")}).Err(), false},
+		{api.ToStatus(&api.CallError{Kind: api.KindTrap, Err: errors.New("trap")}).Err(), false},
+		{status.Error(codes.Unavailable, "transport is closing"), false},
+	}
+	for _, tc := range tests {
+		assert.Equal(t, tc.want, api.Retryable(tc.err), "%v", tc.err)
+	}
+}
+
+func TestTraceID(t *testing.T) {
+	assert.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", api.TraceID("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
+	assert.Empty(t, api.TraceID("00-short"))
+}

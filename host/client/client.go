@@ -1,0 +1,239 @@
+package client
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tinyhost/tinyhost/host/api"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+)
+
+// Client is a client of one host's HostService. It is safe for concurrent
+// use; Close releases its connection.
+type Client struct {
+	addr string
+	conn *grpc.ClientConn
+	rpc  hostv1.HostServiceClient
+}
+
+// New returns a client of the host at addr ("host:port"). The connection
+// is made by the first call (grpc.NewClient), so a host that cannot be
+// reached shows as UNAVAILABLE from that call; New fails only for options
+// or files that are wrong.
+func New(addr string, opts Options) (*Client, error) {
+	opts, err := opts.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(addr, opts.dialOptions()...)
+	if err != nil {
+		return nil, fmt.Errorf("host %q: %w", addr, err)
+	}
+	return &Client{addr: addr, conn: conn, rpc: hostv1.NewHostServiceClient(conn)}, nil
+}
+
+// Close closes the connection; calls in flight fail.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Addr is the host's address.
+func (c *Client) Addr() string { return c.addr }
+
+// Conn is the client's connection, e.g. for its state or the health
+// service.
+func (c *Client) Conn() *grpc.ClientConn { return c.conn }
+
+// RPC is the generated client on the connection, for what this package
+// does not wrap (the bidirectional streams). Its errors are bare statuses:
+// api.Error makes them typed.
+func (c *Client) RPC() hostv1.HostServiceClient { return c.rpc }
+
+// Info describes the host.
+func (c *Client) Info(ctx context.Context) (*hostv1.InfoResponse, error) {
+	resp, err := c.rpc.Info(ctx, &hostv1.InfoRequest{})
+	return resp, api.Error(err)
+}
+
+// List lists the loaded modules.
+func (c *Client) List(ctx context.Context) ([]*hostv1.Module, error) {
+	resp, err := c.rpc.ListModules(ctx, &hostv1.ListModulesRequest{})
+	return resp.GetModules(), api.Error(err)
+}
+
+// Unload unloads a module; a module that is not loaded matches
+// api.ErrNotFound.
+func (c *Client) Unload(ctx context.Context, name string) error {
+	_, err := c.rpc.UnloadModule(ctx, &hostv1.UnloadModuleRequest{Name: name})
+	return api.Error(err)
+}
+
+// Invoke delivers a message to a component port and returns the reply. A
+// failed call is an *api.CallError.
+func (c *Client) Invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1.InvokeResponse, error) {
+	resp, err := c.rpc.Invoke(ctx, req)
+	return resp, api.Error(err)
+}
+
+// Watch calls fn with every module event until ctx ends (nil), the host
+// ends the stream (nil, or its status), or fn fails (its error).
+func (c *Client) Watch(ctx context.Context, fn func(*hostv1.WatchEvent) error) error {
+	stream, err := c.rpc.Watch(ctx, &hostv1.WatchRequest{})
+	if err != nil {
+		return api.Error(err)
+	}
+	for {
+		ev, err := stream.Recv()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case err != nil:
+			return api.Error(err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+}
+
+// SetRoutes replaces the host's route table (for each module, the
+// addresses of the hosts where it is ready) and returns the generation it
+// now has. A generation older than the table's matches
+// api.ErrStaleGeneration.
+func (c *Client) SetRoutes(ctx context.Context, gen uint64, routes []*hostv1.Route) (uint64, error) {
+	resp, err := c.rpc.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: gen, Routes: routes})
+	return resp.GetGeneration(), api.Error(err)
+}
+
+// Routes returns the host's route table and its generation.
+func (c *Client) Routes(ctx context.Context) (*hostv1.GetRoutesResponse, error) {
+	resp, err := c.rpc.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
+	return resp, api.Error(err)
+}
+
+// SetWiring replaces the host's wiring (an output port
+// "module/component/port" → the input ports it goes to), with the
+// generation rule of SetRoutes.
+func (c *Client) SetWiring(ctx context.Context, gen uint64, wires []*hostv1.Wire) (uint64, error) {
+	resp, err := c.rpc.SetWiring(ctx, &hostv1.SetWiringRequest{Generation: gen, Wires: wires})
+	return resp.GetGeneration(), api.Error(err)
+}
+
+// Wiring returns the host's wiring and its generation.
+func (c *Client) Wiring(ctx context.Context) (*hostv1.GetWiringResponse, error) {
+	resp, err := c.rpc.GetWiring(ctx, &hostv1.GetWiringRequest{})
+	return resp, api.Error(err)
+}
+
+// Module is a module to load.
+type Module struct {
+	// Name overrides the name in the module's descriptor.
+	Name string
+	// Wasm is the module's bytes. Their size and sha256 are sent along,
+	// so that the host refuses an oversized module before it arrives and
+	// checks what it got.
+	Wasm []byte
+	// Source, in place of Wasm, is where the host fetches the module from:
+	// an OCI reference or an https URL (see host/artifact).
+	Source string
+	// Digest is "sha256:<hex>": what Source must have (required for a URL).
+	Digest string
+
+	Limits       Limits
+	Capabilities []string
+	// Config is the module's configuration, a JSON object; nil keeps the
+	// host's default (the configuration of the version being replaced).
+	Config []byte
+
+	// Progress, when set, is called with the number of bytes of Wasm sent
+	// so far, after each chunk.
+	Progress func(sent int)
+}
+
+// Limits of a module to load; a zero field is the host's default.
+type Limits struct {
+	MemoryPages    uint32
+	CallTimeout    time.Duration
+	MaxMessageSize int
+	MinInstances   int
+	MaxInstances   int
+	QueueTimeout   time.Duration
+	IdleTimeout    time.Duration
+}
+
+func (l Limits) proto() *hostv1.Limits {
+	if l == (Limits{}) {
+		return nil
+	}
+	return &hostv1.Limits{
+		MemoryPages:     l.MemoryPages,
+		CallTimeoutMs:   uint32(l.CallTimeout.Milliseconds()),
+		MaxMessageBytes: uint32(l.MaxMessageSize),
+		MinInstances:    uint32(l.MinInstances),
+		MaxInstances:    uint32(l.MaxInstances),
+		QueueTimeoutMs:  uint32(l.QueueTimeout.Milliseconds()),
+		IdleTimeoutMs:   uint32(l.IdleTimeout.Milliseconds()),
+	}
+}
+
+// ChunkSize is the size of the LoadModule messages that carry the bytes:
+// well under gRPC's default 4 MiB message limit, large enough that a 20 MiB
+// module is 80 messages.
+const ChunkSize = 256 << 10
+
+// Load loads or upgrades a module and returns what the host loaded. A
+// failure is an *api.LoadError (its status reachable with status.Code) or
+// a transport's status.
+func (c *Client) Load(ctx context.Context, m Module) (*hostv1.LoadModuleResponse, error) {
+	hdr := &hostv1.LoadHeader{
+		Name: m.Name, Limits: m.Limits.proto(), Capabilities: m.Capabilities, Config: m.Config,
+		Source: m.Source, Digest: m.Digest,
+	}
+	if m.Source == "" {
+		sum := sha256.Sum256(m.Wasm)
+		hdr.Size, hdr.Digest = uint64(len(m.Wasm)), "sha256:"+hex.EncodeToString(sum[:])
+	}
+	stream, err := c.rpc.LoadModule(ctx)
+	if err != nil {
+		return nil, c.loadError(m.Name, err)
+	}
+	for off, first := 0, true; first || off < len(m.Wasm); first = false {
+		end := min(off+ChunkSize, len(m.Wasm))
+		msg := &hostv1.LoadModuleRequest{Chunk: m.Wasm[off:end]}
+		if first {
+			msg.Header = hdr
+		}
+		// The host refused early (e.g. too large): its status comes from
+		// CloseAndRecv.
+		if err := stream.Send(msg); err != nil {
+			break
+		}
+		off = end
+		if m.Progress != nil {
+			m.Progress(end)
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return nil, c.loadError(m.Name, err)
+	}
+	return resp, nil
+}
+
+// loadError is the error of a failed load: the host's *api.LoadError, or
+// one that names the module around a status of the transport.
+func (c *Client) loadError(name string, err error) error {
+	err = api.Error(err)
+	var le *api.LoadError
+	if errors.As(err, &le) {
+		return err
+	}
+	return &api.LoadError{Module: name, Err: err}
+}

@@ -1,0 +1,171 @@
+package client_test
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/client"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/server"
+	"github.com/tinyhost/tinyhost/internal/e2e"
+)
+
+func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
+
+// serve serves a host over mTLS with a token on 127.0.0.1:0 and returns
+// its address and the PKI.
+func serve(t *testing.T) (string, e2e.Certs) {
+	t.Helper()
+	certs := e2e.NewCerts(t)
+	cert, err := tls.LoadX509KeyPair(certs.ServerCert, certs.ServerKey)
+	require.NoError(t, err)
+	pool, err := client.CertPool(certs.CA)
+	require.NoError(t, err)
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
+
+	h, err := host.New(context.Background(), host.Options{CacheDir: e2e.CacheDir(t), Logger: hclog.NewNullLogger()})
+	require.NoError(t, err)
+	srv, err := server.New(h, server.Options{Token: "s3cret", ServerOptions: []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tc))}})
+	require.NoError(t, err)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		assert.NoError(t, srv.GracefulStop(ctx))
+		assert.NoError(t, <-served)
+		assert.NoError(t, h.Close(ctx))
+	})
+	return lis.Addr().String(), certs
+}
+
+// TestClient: the client loads a module in chunks over mTLS with a token
+// file, calls it, and returns the contract's errors.
+func TestClient(t *testing.T) {
+	addr, certs := serve(t)
+	token := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
+	c, err := client.New(addr, client.Options{CAFile: certs.CA, CertFile: certs.ClientCert, KeyFile: certs.ClientKey, TokenFile: token, Keepalive: 10 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	// Minutes: the first load compiles the guest, on a machine that may be
+	// busy with other tests.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	wasm := e2e.Guest(t, "echo")
+	require.Greater(t, len(wasm), 2*client.ChunkSize, "the module goes in several chunks")
+	var sent int
+	resp, err := c.Load(ctx, client.Module{Name: "echo", Wasm: wasm, Limits: client.Limits{MaxInstances: 2, CallTimeout: 5 * time.Second},
+		Progress: func(n int) { sent = n }})
+	require.NoError(t, err)
+	assert.Equal(t, len(wasm), sent)
+	assert.Equal(t, uint32(2), resp.GetModule().GetLimits().GetMaxInstances())
+	assert.Equal(t, uint32(5000), resp.GetModule().GetLimits().GetCallTimeoutMs())
+
+	out, err := c.Invoke(ctx, &hostv1.InvokeRequest{Module: "echo", Component: "echo", Port: "in", Payload: []byte("hi")})
+	require.NoError(t, err)
+	assert.Equal(t, "hi", string(out.GetPayload()))
+	mods, err := c.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, mods, 1)
+	info, err := c.Info(ctx)
+	require.NoError(t, err)
+	assert.Len(t, info.GetModules(), 1)
+
+	_, err = c.Invoke(ctx, &hostv1.InvokeRequest{Module: "echo", Component: "nobody", Port: "in"})
+	var ce *api.CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, api.KindNotFound, ce.Kind)
+	assert.Equal(t, "echo/nobody/in", ce.Module+"/"+ce.Component+"/"+ce.Port)
+	assert.ErrorIs(t, err, api.ErrNotFound)
+	assert.Equal(t, codes.NotFound, status.Code(err))
+
+	_, err = c.Invoke(ctx, &hostv1.InvokeRequest{Module: "echo", Component: "echo", Port: "fail"})
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, api.KindHandler, ce.Kind)
+	assert.Equal(t, "echo/echo/fail: handler error: boom", err.Error())
+
+	_, err = c.Load(ctx, client.Module{Name: "v2", Wasm: e2e.Guest(t, "abiv2")})
+	var le *api.LoadError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, "v2", le.Module)
+	var ve *api.VersionError
+	require.ErrorAs(t, err, &ve)
+	assert.Equal(t, 2, ve.Got)
+
+	require.NoError(t, c.Unload(ctx, "echo"))
+	assert.ErrorIs(t, c.Unload(ctx, "echo"), api.ErrNotFound)
+}
+
+// TestCredentials: the host refuses a client without the token or without
+// a certificate it trusts.
+func TestCredentials(t *testing.T) {
+	addr, certs := serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tt := range []struct {
+		name string
+		opts client.Options
+		code codes.Code
+	}{
+		{"no token", client.Options{CAFile: certs.CA, CertFile: certs.ClientCert, KeyFile: certs.ClientKey}, codes.Unauthenticated},
+		{"a stranger's certificate", client.Options{CAFile: certs.CA, CertFile: certs.StrangerCert, KeyFile: certs.Stranger, Token: "s3cret"}, codes.Unavailable},
+		{"plaintext", client.Options{Token: "s3cret"}, codes.Unavailable},
+		{"both", client.Options{CAFile: certs.CA, CertFile: certs.ClientCert, KeyFile: certs.ClientKey, Token: "s3cret"}, codes.OK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := client.New(addr, tt.opts)
+			require.NoError(t, err)
+			defer c.Close()
+			_, err = c.Info(ctx)
+			assert.Equal(t, tt.code, status.Code(err), "%v", err)
+		})
+	}
+}
+
+func TestOptions(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte(" \n"), 0o600))
+	notPEM := filepath.Join(dir, "ca.pem")
+	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate"), 0o600))
+	for _, tt := range []struct {
+		name string
+		opts client.Options
+		want string
+	}{
+		{"token and token file", client.Options{Token: "a", TokenFile: empty}, "exclude each other"},
+		{"certificate without key", client.Options{CertFile: notPEM}, "go together"},
+		{"empty token file", client.Options{TokenFile: empty}, "is empty"},
+		{"missing token file", client.Options{TokenFile: filepath.Join(dir, "nope")}, "token file"},
+		{"not PEM", client.Options{CAFile: notPEM}, "no PEM certificate"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := client.New("127.0.0.1:1", tt.opts)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+	o, err := client.Options{InsecureSkipVerify: true}.Resolve()
+	require.NoError(t, err)
+	assert.True(t, o.TLS)
+	assert.True(t, o.TLSConfig.InsecureSkipVerify)
+}

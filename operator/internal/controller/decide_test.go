@@ -1,0 +1,296 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/placement"
+)
+
+// testImage is the image of the modules of the table tests.
+const testImage = "registry.test/m:v1"
+
+// decideModule is a module at generation 2 with placements in the given
+// phases, on the hosts named by the keys.
+func decideModule(observed int64, phases map[string]v1alpha1.Phase) *v1alpha1.TinyModule {
+	m := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", Generation: 2},
+		Spec: v1alpha1.TinyModuleSpec{Image: testImage}}
+	m.Status.ObservedGeneration = observed
+	for h, ph := range phases {
+		m.Status.Placements = append(m.Status.Placements, v1alpha1.Placement{Host: h, Address: h + ":1", Artifact: testImage, Phase: ph})
+	}
+	return m
+}
+
+// decideHosts are TinyHosts by name, each with the module's entry in the
+// given phase (none for "") and the current spec hash.
+func decideHosts(m *v1alpha1.TinyModule, entries map[string]v1alpha1.Phase) map[string]*v1alpha1.TinyHost {
+	hash := specHash(m, placement.Artifact{Image: testImage})
+	out := map[string]*v1alpha1.TinyHost{}
+	for name, ph := range entries {
+		h := &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TinyHostSpec{Address: name + ":1"}}
+		if ph != "" {
+			h.Status.Modules = []v1alpha1.HostModule{{Name: m.Name, Namespace: m.Namespace, Phase: ph, SpecHash: hash,
+				Digest: "sha256:" + name, Message: "said " + name}}
+		}
+		out[name] = h
+	}
+	return out
+}
+
+// TestPrior: which of a module's placements so far still count, which
+// are failure records, and which hosts refused it since.
+func TestPrior(t *testing.T) {
+	tests := []struct {
+		name       string
+		observed   int64
+		placements map[string]v1alpha1.Phase
+		entries    map[string]v1alpha1.Phase
+		current    []string
+		failed     []string
+		events     int
+	}{
+		{name: "ready and loading placements are current", observed: 2,
+			placements: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseLoading},
+			entries:    map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseLoading},
+			current:    []string{"a", "b"}},
+		{name: "a placement on a host that is gone is dropped", observed: 2,
+			placements: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "gone": v1alpha1.PhaseReady},
+			entries:    map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady},
+			current:    []string{"a"}},
+		{name: "a failure record of this generation is kept", observed: 2,
+			placements: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseFailed},
+			entries:    map[string]v1alpha1.Phase{"a": ""},
+			failed:     []string{"a"}},
+		{name: "a failure record of an older generation is forgotten", observed: 1,
+			placements: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseFailed},
+			entries:    map[string]v1alpha1.Phase{"a": ""}},
+		{name: "a module being unloaded is neither", observed: 2,
+			placements: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseUnloading},
+			entries:    map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}},
+		{name: "a host that refused this spec since: a failure and an Event", observed: 2,
+			placements: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseLoading, "b": v1alpha1.PhaseReady},
+			entries:    map[string]v1alpha1.Phase{"a": v1alpha1.PhaseFailed, "b": v1alpha1.PhaseReady},
+			current:    []string{"b"}, failed: []string{"a"}, events: 1},
+	}
+	now := metav1.NewTime(time.Unix(1000, 0))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := decideModule(tt.observed, tt.placements)
+			pr := prior(m, decideHosts(m, tt.entries), now)
+			assert.ElementsMatch(t, tt.current, pr.current, "current")
+			var failed []string
+			for _, p := range pr.failed {
+				failed = append(failed, p.Host)
+				assert.Equal(t, v1alpha1.PhaseFailed, p.Phase)
+			}
+			assert.ElementsMatch(t, tt.failed, failed, "failed")
+			assert.Len(t, pr.events, tt.events)
+			for h := range tt.placements {
+				_, exists := tt.entries[h]
+				_, on := pr.on[h]
+				assert.Equal(t, exists, on, "a placement on %s is remembered when the host exists", h)
+			}
+		})
+	}
+}
+
+// TestPlaced: placements from placement's assignments, in the phase their
+// host reports, keeping their transition time while the phase holds.
+func TestPlaced(t *testing.T) {
+	then := metav1.NewTime(time.Unix(1000, 0))
+	now := metav1.NewTime(time.Unix(2000, 0))
+	art := placement.Artifact{Image: testImage}
+	tests := []struct {
+		name    string
+		before  map[string]v1alpha1.Phase // the prior placements
+		entries map[string]v1alpha1.Phase
+		assign  []string
+		failed  []string // prior failure records
+		phases  map[string]v1alpha1.Phase
+		kept    []string // hosts whose transition time is kept
+		added   []string
+	}{
+		{name: "a new host: pending, added",
+			entries: map[string]v1alpha1.Phase{"a": ""}, assign: []string{"a"},
+			phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhasePending}, added: []string{"a"}},
+		{name: "the host's entry gives the phase",
+			before:  map[string]v1alpha1.Phase{"a": v1alpha1.PhaseLoading, "b": v1alpha1.PhasePending},
+			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseLoading},
+			assign:  []string{"a", "b"},
+			phases:  map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseLoading}},
+		{name: "an unchanged phase keeps its time",
+			before:  map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady},
+			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}, assign: []string{"a"},
+			phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}, kept: []string{"a"}},
+		{name: "back on a host being unloaded: added",
+			before:  map[string]v1alpha1.Phase{"a": v1alpha1.PhaseUnloading},
+			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}, assign: []string{"a"},
+			phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}, added: []string{"a"}},
+		{name: "failure records follow, sorted among the rest",
+			before:  map[string]v1alpha1.Phase{"a": v1alpha1.PhaseFailed},
+			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseFailed, "b": ""}, assign: []string{"b"}, failed: []string{"a"},
+			phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseFailed, "b": v1alpha1.PhasePending}, added: []string{"b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := decideModule(2, tt.before)
+			pr := priorPlacements{on: map[string]v1alpha1.Placement{}}
+			for _, p := range m.Status.Placements {
+				p.LastTransitionTime = &then
+				pr.on[p.Host] = p
+				if p.Phase == v1alpha1.PhaseFailed {
+					pr.failed = append(pr.failed, p)
+				}
+			}
+			var as []placement.Assignment
+			for _, h := range tt.assign {
+				as = append(as, placement.Assignment{Host: h, Artifact: art})
+			}
+			ps, added := placed(m, as, decideHosts(m, tt.entries), pr, now)
+			assert.Equal(t, tt.added, added, "added")
+			require.Len(t, ps, len(tt.phases))
+			for i, p := range ps {
+				if i > 0 {
+					assert.Less(t, ps[i-1].Host, p.Host, "sorted")
+				}
+				assert.Equal(t, tt.phases[p.Host], p.Phase, p.Host)
+				assert.Equal(t, p.Host+":1", p.Address)
+				if p.Phase == v1alpha1.PhaseReady {
+					assert.Equal(t, "sha256:"+p.Host, p.Digest)
+				}
+			}
+			for _, p := range ps {
+				if p.Phase == v1alpha1.PhaseFailed {
+					continue
+				}
+				want := now
+				for _, k := range tt.kept {
+					if k == p.Host {
+						want = then
+					}
+				}
+				assert.Equal(t, want, *p.LastTransitionTime, p.Host)
+			}
+		})
+	}
+}
+
+// TestSummarize: the state, replica counts, conditions and Events of a
+// module from its placements' phases and placement's decision.
+func TestSummarize(t *testing.T) {
+	type cond struct {
+		ok     bool
+		reason string
+	}
+	tests := []struct {
+		name      string
+		want      int32
+		phases    []v1alpha1.Phase // of hosts h0, h1, ...
+		unplaced  int
+		state     v1alpha1.ModuleState
+		scheduled cond
+		ready     cond
+		degraded  cond
+		events    []string
+	}{
+		{name: "all ready", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseReady},
+			state: v1alpha1.StateReady, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{true, reasonReady}, degraded: cond{false, reasonAsExpected}},
+		{name: "no replicas asked for", want: 0,
+			state: v1alpha1.StateReady, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{true, reasonNoReplicas}, degraded: cond{false, reasonAsExpected}},
+		{name: "loading", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseLoading},
+			state: v1alpha1.StateProgressing, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{false, reasonLoading}, degraded: cond{false, reasonAsExpected}},
+		{name: "pending", want: 1, phases: []v1alpha1.Phase{v1alpha1.PhasePending},
+			state: v1alpha1.StateProgressing, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{false, reasonPending}, degraded: cond{false, reasonAsExpected}},
+		{name: "refused everywhere", want: 1, phases: []v1alpha1.Phase{v1alpha1.PhaseFailed}, unplaced: 1,
+			state: v1alpha1.StateFailed, scheduled: cond{false, v1alpha1.ReasonUnschedulable}, ready: cond{false, reasonLoadFailed}, degraded: cond{false, reasonAsExpected},
+			events: []string{v1alpha1.ReasonUnschedulable}},
+		{name: "one ready, one refused", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseFailed}, unplaced: 1,
+			state: v1alpha1.StateDegraded, scheduled: cond{false, v1alpha1.ReasonUnschedulable}, ready: cond{false, reasonLoadFailed}, degraded: cond{true, reasonLoadFailed},
+			events: []string{v1alpha1.ReasonUnschedulable}},
+		{name: "one ready, no room for the other", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady}, unplaced: 1,
+			state: v1alpha1.StateDegraded, scheduled: cond{false, v1alpha1.ReasonUnschedulable}, ready: cond{false, v1alpha1.ReasonUnschedulable}, degraded: cond{true, v1alpha1.ReasonUnschedulable},
+			events: []string{v1alpha1.ReasonUnschedulable}},
+		{name: "no host at all", want: 1, unplaced: 1,
+			state: v1alpha1.StateUnschedulable, scheduled: cond{false, v1alpha1.ReasonUnschedulable}, ready: cond{false, v1alpha1.ReasonUnschedulable}, degraded: cond{false, reasonAsExpected},
+			events: []string{v1alpha1.ReasonUnschedulable}},
+	}
+	now := metav1.NewTime(time.Unix(1000, 0))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var st v1alpha1.TinyModuleStatus
+			dec := placement.Decision{Unplaced: tt.unplaced, Reason: "0/1 hosts available: 1 not ready"}
+			var ready int32
+			for i, ph := range tt.phases {
+				h := string(rune('a' + i))
+				st.Placements = append(st.Placements, v1alpha1.Placement{Host: h, Phase: ph})
+				if ph != v1alpha1.PhaseFailed {
+					dec.Assignments = append(dec.Assignments, placement.Assignment{Host: h})
+				}
+				if ph == v1alpha1.PhaseReady {
+					ready++
+				}
+			}
+			events := summarize(&st, conditionsOf(&st.Conditions, 3, now), tt.want, dec)
+			assert.Equal(t, tt.state, st.State)
+			assert.Equal(t, ready, st.ReadyReplicas)
+			assert.EqualValues(t, len(dec.Assignments), st.Replicas)
+			for typ, want := range map[string]cond{
+				v1alpha1.ConditionScheduled: tt.scheduled, v1alpha1.ConditionReady: tt.ready, v1alpha1.ConditionDegraded: tt.degraded,
+			} {
+				c := meta.FindStatusCondition(st.Conditions, typ)
+				require.NotNil(t, c, typ)
+				assert.Equal(t, want, cond{c.Status == metav1.ConditionTrue, c.Reason}, typ)
+				assert.EqualValues(t, 3, c.ObservedGeneration, typ)
+			}
+			var reasons []string
+			for _, e := range events {
+				reasons = append(reasons, e.reason)
+			}
+			assert.Equal(t, tt.events, reasons)
+
+			// The same status again changes no condition, so emits nothing.
+			assert.Empty(t, summarize(&st, conditionsOf(&st.Conditions, 3, now), tt.want, dec))
+		})
+	}
+}
+
+// TestServingAt: the published address stays while it serves.
+func TestServingAt(t *testing.T) {
+	ps := func(phases ...v1alpha1.Phase) []v1alpha1.Placement {
+		var out []v1alpha1.Placement
+		for i, ph := range phases {
+			h := string(rune('a' + i))
+			out = append(out, v1alpha1.Placement{Host: h, Address: h + ":1", Phase: ph})
+		}
+		return out
+	}
+	tests := []struct {
+		name       string
+		placements []v1alpha1.Placement
+		published  string
+		want       string // host, "" for none
+	}{
+		{name: "none ready", placements: ps(v1alpha1.PhaseLoading, v1alpha1.PhaseFailed)},
+		{name: "the first ready", placements: ps(v1alpha1.PhaseLoading, v1alpha1.PhaseReady, v1alpha1.PhaseReady), want: "b"},
+		{name: "the published one while it serves", placements: ps(v1alpha1.PhaseReady, v1alpha1.PhaseReady), published: "b:1", want: "b"},
+		{name: "not the published one once it stops", placements: ps(v1alpha1.PhaseReady, v1alpha1.PhaseLoading), published: "b:1", want: "a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			at := servingAt(tt.placements, tt.published)
+			if tt.want == "" {
+				assert.Nil(t, at)
+				return
+			}
+			require.NotNil(t, at)
+			assert.Equal(t, tt.want, at.Host)
+		})
+	}
+}
