@@ -68,6 +68,20 @@ func (h *Host) SetRoutes(gen uint64, routes map[string][]string) error {
 	if len(routes) > 0 && h.transport == nil {
 		return errors.New("routes to other hosts need a transport (Options.Transport)")
 	}
+	next, err := parseRoutes(gen, routes)
+	if err != nil {
+		return err
+	}
+	return h.replace("routes", gen, func() uint64 { return h.routes.Load().gen }, func() {
+		h.routes.Store(next)
+		if h.transport != nil {
+			h.transport.Peers(next.peers())
+		}
+		h.log.Info("routes set", "generation", gen, "modules", len(next.routes))
+	})
+}
+
+func parseRoutes(gen uint64, routes map[string][]string) (*routeTable, error) {
 	next := &routeTable{gen: gen, routes: make(map[string]*route, len(routes))}
 	var errs []error
 	for m, addrs := range routes {
@@ -89,27 +103,32 @@ func (h *Host) SetRoutes(gen uint64, routes map[string][]string) error {
 			next.routes[m] = rt
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	h.routeMu.Lock()
-	defer h.routeMu.Unlock()
-	if cur := h.routes.Load(); gen != 0 && gen < cur.gen {
-		return fmt.Errorf("routes generation %d is older than %d: %w", gen, cur.gen, ErrStaleGeneration)
-	}
-	h.routes.Store(next)
-	if h.transport != nil {
-		var peers []string
-		for _, rt := range next.routes {
-			for _, a := range rt.addrs {
-				if !slices.Contains(peers, a) {
-					peers = append(peers, a)
-				}
+	return next, errors.Join(errs...)
+}
+
+// peers returns every address the table names, once.
+func (t *routeTable) peers() []string {
+	var out []string
+	for _, rt := range t.routes {
+		for _, a := range rt.addrs {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
 			}
 		}
-		h.transport.Peers(peers)
 	}
-	h.log.Info("routes set", "generation", gen, "modules", len(next.routes))
+	return out
+}
+
+// replace runs store, which replaces the table what of generation gen,
+// under routeMu, unless current, the generation set, is newer (a late push
+// must not undo a newer one; 0 is always accepted).
+func (h *Host) replace(what string, gen uint64, current func() uint64, store func()) error {
+	h.routeMu.Lock()
+	defer h.routeMu.Unlock()
+	if cur := current(); gen != 0 && gen < cur {
+		return fmt.Errorf("%s generation %d is older than %d: %w", what, gen, cur, ErrStaleGeneration)
+	}
+	store()
 	return nil
 }
 
@@ -131,6 +150,17 @@ func (h *Host) Routes() (uint64, map[string][]string) {
 // a wire may be a system port (ErrSystemPort). The generation rule is
 // SetRoutes'. Wiring needs no Transport unless a target is remote.
 func (h *Host) SetWiring(gen uint64, wires map[string][]string) error {
+	next, err := parseWiring(gen, wires)
+	if err != nil {
+		return err
+	}
+	return h.replace("wiring", gen, func() uint64 { return h.wires.Load().gen }, func() {
+		h.wires.Store(next)
+		h.log.Info("wiring set", "generation", gen, "wires", len(next.wires))
+	})
+}
+
+func parseWiring(gen uint64, wires map[string][]string) (*wireTable, error) {
 	next := &wireTable{gen: gen, wires: make(map[abi.Address][]abi.Address, len(wires))}
 	var errs []error
 	for from, tos := range wires {
@@ -150,17 +180,7 @@ func (h *Host) SetWiring(gen uint64, wires map[string][]string) error {
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	h.routeMu.Lock()
-	defer h.routeMu.Unlock()
-	if cur := h.wires.Load(); gen != 0 && gen < cur.gen {
-		return fmt.Errorf("wiring generation %d is older than %d: %w", gen, cur.gen, ErrStaleGeneration)
-	}
-	h.wires.Store(next)
-	h.log.Info("wiring set", "generation", gen, "wires", len(next.wires))
-	return nil
+	return next, errors.Join(errs...)
 }
 
 // parseWireEnd parses one end of a wire, "module/component/port".

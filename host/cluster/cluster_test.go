@@ -147,18 +147,27 @@ func TestCallerCancel(t *testing.T) {
 			}()
 			waitFor(t, "the callee running", func() bool { return inUse(callee) == 1 })
 			cancel()
-			select {
-			case err := <-done:
-				var ce *host.CallError
-				require.ErrorAs(t, err, &ce)
-				assert.Equal(t, host.KindTimeout, ce.Kind, "%v", err)
-			case <-time.After(10 * time.Second):
-				t.Fatal("the caller was not answered within 10 s of its cancel")
-			}
+			err := answered(t, done, 10*time.Second, "the caller, after its cancel")
+			var ce *host.CallError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, host.KindTimeout, ce.Kind, "%v", err)
 			waitFor(t, "the callee stopped", func() bool { return inUse(callee) == 0 })
 			m, _ := callee.Module("sleeper")
 			assert.EqualValues(t, 1, m.Pool.Discarded, "the callee was interrupted, not run to its end")
 		})
+	}
+}
+
+// answered returns what errs receives within d, or fails the test saying
+// that who was not answered.
+func answered(t *testing.T, errs <-chan error, d time.Duration, who string) error {
+	t.Helper()
+	select {
+	case err := <-errs:
+		return err
+	case <-time.After(d):
+		t.Fatalf("%s: not answered within %v", who, d)
+		return nil
 	}
 }
 
