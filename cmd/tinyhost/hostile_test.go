@@ -488,7 +488,7 @@ func hostileStdoutLog(t *testing.T, d *hostileDaemon) {
 }
 
 func hostileTimers(t *testing.T, d *hostileDaemon) {
-	d.mustLoad(t, "timers", e2e.Guest(t, "timers"), &hostv1.LoadHeader{})
+	d.mustLoad(t, "timers", e2e.Guest(t, "timers"), &hostv1.LoadHeader{Capabilities: []string{"log", "timer"}})
 	ticks := func() int { return d.countLogs("timers", func(l logLine) bool { return l.Message == "tick" }) }
 	fast := func() {
 		st := uint32Of(t, d.mustInvoke(t, "timers", "t", "fast", nil))
@@ -514,8 +514,8 @@ func hostileTimers(t *testing.T, d *hostileDaemon) {
 
 func hostileTimerfail(t *testing.T, d *hostileDaemon) {
 	wasm := e2e.Guest(t, "timerfail")
-	d.refused(t, "timerfail with a timer set in _settings", wasm, &hostv1.LoadHeader{Config: []byte(`{"t":"fail"}`)})
-	d.mustLoad(t, "timerfail", wasm, &hostv1.LoadHeader{})
+	d.refused(t, "timerfail with a timer set in _settings", wasm, &hostv1.LoadHeader{Config: []byte(`{"t":"fail"}`), Capabilities: []string{"log", "config", "timer"}})
+	d.mustLoad(t, "timerfail", wasm, &hostv1.LoadHeader{Capabilities: []string{"log", "config", "timer"}})
 	assert.Never(t, func() bool {
 		return d.countLogs("timerfail", func(l logLine) bool { return l.Message == "tick" || strings.Contains(l.Message, "tick failed") }) > 0
 	}, 300*time.Millisecond, 20*time.Millisecond, "a tick of the timer of the failed load")
@@ -523,8 +523,8 @@ func hostileTimerfail(t *testing.T, d *hostileDaemon) {
 
 func hostileFlood(t *testing.T, d *hostileDaemon) {
 	d.mustLoad(t, "slow", e2e.Guest(t, "slow"), &hostv1.LoadHeader{Limits: limits(0, 5*time.Second)})
-	d.mustLoad(t, "flood", e2e.Guest(t, "flood"), &hostv1.LoadHeader{})
-	d.mustLoad(t, "hostcalls", e2e.Guest(t, "hostcalls"), &hostv1.LoadHeader{})
+	d.mustLoad(t, "flood", e2e.Guest(t, "flood"), &hostv1.LoadHeader{Capabilities: []string{"log", "messaging"}})
+	d.mustLoad(t, "hostcalls", e2e.Guest(t, "hostcalls"), &hostv1.LoadHeader{Capabilities: []string{"log", "config", "messaging"}})
 	// Each accepted send holds its place until the slow module's
 	// CallTimeout (or, queued, its QueueTimeout) ends it, seconds after the
 	// flood: long enough for another module to send while none has left.
@@ -546,7 +546,8 @@ func hostileFlood(t *testing.T, d *hostileDaemon) {
 }
 
 func hostileSysports(t *testing.T, d *hostileDaemon) {
-	d.mustLoad(t, "hostcalls", e2e.Guest(t, "hostcalls"), &hostv1.LoadHeader{})
+	// With messaging granted: the denial is for the system port.
+	d.mustLoad(t, "hostcalls", e2e.Guest(t, "hostcalls"), &hostv1.LoadHeader{Capabilities: []string{"log", "config", "messaging"}})
 	for _, port := range []string{"_settings", "_tick"} {
 		d.mustFail(t, codes.PermissionDenied, "echo", "echo", port, []byte(`{}`))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

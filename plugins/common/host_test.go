@@ -61,7 +61,7 @@ func TestThroughHost(t *testing.T) {
 	  "delay":  {"delay": "20ms"},
 	  "modify": {"template": {"who": "$.user.name", "kind": "greeting"}}
 	}`
-	info, err := h.Load(ctx, e2e.WasmBytes(t, "plugins/common"), host.LoadOptions{Config: json.RawMessage(config)})
+	info, err := h.Load(ctx, e2e.WasmBytes(t, "plugins/common"), host.LoadOptions{Config: json.RawMessage(config), Capabilities: []string{abi.CapLog, abi.CapConfig, abi.CapTimer}})
 	require.NoError(t, err)
 	assert.Equal(t, "common", info.Name)
 
