@@ -2,12 +2,16 @@ package main_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	hostclient "github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
@@ -57,6 +61,60 @@ func TestCapabilities(t *testing.T) {
 					assert.Contains(t, err.Error(), "status 3", call.port)
 				}
 			}
+		})
+	}
+}
+
+// TestCapabilitiesNoneFromConfig: a daemon configured with an empty list
+// grants nothing to a module whose load names no capability.
+func TestCapabilitiesNoneFromConfig(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "tinyhost.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("capabilities: []\n"), 0o644))
+	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--config", cfg}})
+	c, err := hostclient.New(h.Addr, hostclient.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	resp, err := c.Load(ctx, hostclient.Module{Name: "hostcalls", Wasm: e2e.Guest(t, "hostcalls")})
+	require.NoError(t, err)
+	assert.Empty(t, resp.GetModule().GetCapabilities())
+	_, err = c.RPC().Invoke(ctx, &hostv1.InvokeRequest{Module: "hostcalls", Component: "caller", Port: "config"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "status 3")
+}
+
+// TestMaximaFlags: a load over a --maximum-* flag is refused with
+// INVALID_ARGUMENT naming the bound; at it, it loads.
+func TestMaximaFlags(t *testing.T) {
+	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{
+		"--maximum-instances", "4", "--maximum-call-timeout", "30s", "--maximum-memory-pages", "2048", "--maximum-message-bytes", "1048576",
+	}})
+	c, err := hostclient.New(h.Addr, hostclient.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	wasm := e2e.Guest(t, "echo")
+	for _, tc := range []struct {
+		name   string
+		limits hostclient.Limits
+		want   string
+	}{
+		{"at the maxima", hostclient.Limits{MaxInstances: 4, CallTimeout: 30 * time.Second, MemoryPages: 2048, MaxMessageSize: 1 << 20}, ""},
+		{"instances", hostclient.Limits{MaxInstances: 5}, "MaxInstances is 5, this host's maximum is 4 (Maxima.MaxInstances)"},
+		{"call timeout", hostclient.Limits{CallTimeout: time.Hour}, "CallTimeout is 1h0m0s, this host's maximum is 30s (Maxima.CallTimeout)"},
+		{"memory", hostclient.Limits{MemoryPages: 4096}, "MemoryPages is 4096, this host's maximum is 2048 (Maxima.MemoryPages)"},
+		{"message size", hostclient.Limits{MaxMessageSize: 2 << 20}, "MaxMessageSize is 2097152, this host's maximum is 1048576 (Maxima.MaxMessageSize)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			_, err := c.Load(ctx, hostclient.Module{Name: "echo", Wasm: wasm, Limits: tc.limits})
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+			assert.ErrorContains(t, err, tc.want)
 		})
 	}
 }

@@ -131,12 +131,6 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		return err
 	}
 
-	// An empty list means the host's defaults (not "none"): the flag's
-	// zero value must not strip every module of its capabilities.
-	caps := cfg.Capabilities
-	if len(caps) == 0 {
-		caps = nil
-	}
 	// The metrics observe the host's calls from its start, and read its
 	// modules at scrape time.
 	src := &hostSource{}
@@ -153,15 +147,22 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 			Attempts:     cfg.Artifacts.Attempts,
 			FetchTimeout: cfg.Artifacts.FetchTimeout,
 		},
-		MaxModuleSize:       cfg.MaxLoadBytes,
-		CompileTimeout:      cfg.CompileTimeout,
-		MaxCompiles:         cfg.MaxCompiles,
-		CacheDir:            cfg.CacheDir,
-		ModulesDir:          cfg.Modules,
-		Transport:           transport,
-		DefaultCapabilities: caps,
+		MaxModuleSize:  cfg.MaxLoadBytes,
+		CompileTimeout: cfg.CompileTimeout,
+		MaxCompiles:    cfg.MaxCompiles,
+		CacheDir:       cfg.CacheDir,
+		ModulesDir:     cfg.Modules,
+		Transport:      transport,
+		// nil is the host's default (log, config); empty grants none.
+		DefaultCapabilities: cfg.Capabilities,
 		HopLimit:            cfg.HopLimit,
 		Capacity:            host.Capacity{MaxModules: cfg.MaxModules, MemoryBytes: cfg.MaxMemoryBytes},
+		Maxima: host.Maxima{
+			MemoryPages:    cfg.MaximumMemoryPages,
+			CallTimeout:    cfg.MaximumCallTimeout,
+			MaxMessageSize: cfg.MaximumMessageBytes,
+			MaxInstances:   cfg.MaximumInstances,
+		},
 		Limits: host.Limits{
 			MemoryPages:    cfg.MemoryPages,
 			CallTimeout:    cfg.CallTimeout,
