@@ -66,7 +66,7 @@ func outermost(err error, all []*Sentinel) *Sentinel {
 		for _, s := range all {
 			// A kind's sentinel claimed by a CallError's Is says less
 			// than what the CallError wraps.
-			if !(call && s.kind != 0) && x.Is(s) {
+			if (s.kind == 0 || !call) && x.Is(s) {
 				return s
 			}
 		}
