@@ -7,6 +7,7 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/tinyhost/tinyhost/abi v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

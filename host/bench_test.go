@@ -94,43 +94,64 @@ func BenchmarkFloor(b *testing.B) {
 	ctx := context.Background()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig())
 	b.Cleanup(func() { rt.Close(ctx) })
-	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
-	_, err := rt.NewHostModuleBuilder(abi.ImportModule).Instantiate(ctx)
-	require.NoError(b, err)
-	mod, err := rt.InstantiateWithConfig(ctx, abitest.Guest(b, "echo"), wazero.NewModuleConfig().
-		WithName("").WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime().WithSysNanosleep())
-	require.NoError(b, err)
-	handle, buffer, mem := mod.ExportedFunction(abi.ExportHandle), mod.ExportedFunction(abi.ExportBuffer), mod.Memory()
+	mod := instantiateEcho(b, ctx, rt, abitest.Guest(b, "echo"))
 	for _, size := range sizes {
 		b.Run(size.name, func(b *testing.B) {
-			msg := abi.AppendMessage(nil, &abi.Message{Module: "echo", Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, size.n)})
-			stack := make([]uint64, 1)
-			stack[0] = uint64(len(msg))
-			require.NoError(b, buffer.CallWithStack(ctx, stack))
-			ptr := uint32(stack[0])
-			out := make([]byte, size.n)
+			call := newEchoCall(b, ctx, mod, size.n)
 			b.SetBytes(int64(size.n))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				floorCall(b, ctx, mem, handle, stack, ptr, msg, out)
+				call.run(b, ctx)
 			}
 		})
 	}
 }
 
-func floorCall(b *testing.B, ctx context.Context, mem api.Memory, handle api.Function, stack []uint64, ptr uint32, msg, out []byte) {
-	mem.Write(ptr, msg)
-	stack[0] = uint64(len(msg))
-	if err := handle.CallWithStack(ctx, stack); err != nil {
+// instantiateEcho instantiates the echo guest wasm in rt, beside WASI and
+// an empty tinyhost_v1 host module, as a bare wazero embedder would.
+func instantiateEcho(b *testing.B, ctx context.Context, rt wazero.Runtime, wasm []byte) api.Module {
+	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+	_, err := rt.NewHostModuleBuilder(abi.ImportModule).Instantiate(ctx)
+	require.NoError(b, err)
+	mod, err := rt.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().
+		WithName("").WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime().WithSysNanosleep())
+	require.NoError(b, err)
+	return mod
+}
+
+// echoCall is one call of an echo module with a payload of n bytes through
+// its raw exports: the request written into the guest's reused buffer, the
+// reply read back into a reused host buffer, no allocation per call.
+type echoCall struct {
+	mem      api.Memory
+	handle   api.Function
+	stack    []uint64
+	ptr      uint32
+	msg, out []byte
+}
+
+func newEchoCall(b *testing.B, ctx context.Context, mod api.Module, n int) *echoCall {
+	c := &echoCall{mem: mod.Memory(), handle: mod.ExportedFunction(abi.ExportHandle), out: make([]byte, n)}
+	c.msg = abi.AppendMessage(nil, &abi.Message{Module: "echo", Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, n)})
+	c.stack = []uint64{uint64(len(c.msg))}
+	require.NoError(b, mod.ExportedFunction(abi.ExportBuffer).CallWithStack(ctx, c.stack))
+	c.ptr = uint32(c.stack[0])
+	return c
+}
+
+func (c *echoCall) run(b *testing.B, ctx context.Context) {
+	c.mem.Write(c.ptr, c.msg)
+	c.stack[0] = uint64(len(c.msg))
+	if err := c.handle.CallWithStack(ctx, c.stack); err != nil {
 		b.Fatal(err)
 	}
-	rp, rn := abi.Unpack(stack[0])
-	resp, ok := mem.Read(rp, rn)
-	if !ok || len(resp) != len(out)+1 || resp[0] != 0 {
+	rp, rn := abi.Unpack(c.stack[0])
+	resp, ok := c.mem.Read(rp, rn)
+	if !ok || len(resp) != len(c.out)+1 || resp[0] != 0 {
 		b.Fatal("bad response")
 	}
-	copy(out, resp[1:])
+	copy(c.out, resp[1:])
 }
 
 // BenchmarkLoad is a cold load (compilation) against a load whose compiled
@@ -196,18 +217,7 @@ func BenchmarkTimeouts(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(tc.onDone))
 			defer rt.Close(ctx)
-			wasi_snapshot_preview1.MustInstantiate(ctx, rt)
-			_, err := rt.NewHostModuleBuilder(abi.ImportModule).Instantiate(ctx)
-			require.NoError(b, err)
-			mod, err := rt.InstantiateWithConfig(ctx, tc.wasm, wazero.NewModuleConfig().
-				WithName("").WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime().WithSysNanosleep())
-			require.NoError(b, err)
-			handle, buffer, mem := mod.ExportedFunction(abi.ExportHandle), mod.ExportedFunction(abi.ExportBuffer), mod.Memory()
-			msg := abi.AppendMessage(nil, &abi.Message{Module: "echo", Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, 1<<10)})
-			stack := []uint64{uint64(len(msg))}
-			require.NoError(b, buffer.CallWithStack(ctx, stack))
-			ptr := uint32(stack[0])
-			out := make([]byte, 1<<10)
+			call := newEchoCall(b, ctx, instantiateEcho(b, ctx, rt, tc.wasm), 1<<10)
 			b.SetBytes(1 << 10)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -217,7 +227,7 @@ func BenchmarkTimeouts(b *testing.B) {
 				if tc.perCallTO {
 					cctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 				}
-				floorCall(b, cctx, mem, handle, stack, ptr, msg, out)
+				call.run(b, cctx)
 				if cancel != nil {
 					cancel()
 				}
@@ -315,19 +325,8 @@ func BenchmarkInterruptChecks(b *testing.B) {
 		for i, wasm := range rewritten(b, echo) {
 			rt := wazero.NewRuntime(ctx)
 			b.Cleanup(func() { rt.Close(ctx) })
-			wasi_snapshot_preview1.MustInstantiate(ctx, rt)
-			_, err := rt.NewHostModuleBuilder(abi.ImportModule).Instantiate(ctx)
-			require.NoError(b, err)
-			mod, err := rt.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().
-				WithName("").WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime().WithSysNanosleep())
-			require.NoError(b, err)
-			handle, buffer, mem := mod.ExportedFunction(abi.ExportHandle), mod.ExportedFunction(abi.ExportBuffer), mod.Memory()
-			msg := abi.AppendMessage(nil, &abi.Message{Module: "echo", Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, 1<<10)})
-			stack := []uint64{uint64(len(msg))}
-			require.NoError(b, buffer.CallWithStack(ctx, stack))
-			ptr := uint32(stack[0])
-			out := make([]byte, 1<<10)
-			calls[i] = func() { floorCall(b, ctx, mem, handle, stack, ptr, msg, out) }
+			call := newEchoCall(b, ctx, instantiateEcho(b, ctx, rt, wasm), 1<<10)
+			calls[i] = func() { call.run(b, ctx) }
 		}
 		interleave(b, 64, calls)
 	})

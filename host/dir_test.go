@@ -37,20 +37,6 @@ func dropFile(t testing.TB, path string, b []byte) {
 	require.NoError(t, os.Rename(tmp, path))
 }
 
-// await is the next event, within minutes: a cold compile under the race
-// detector takes about one.
-func await(t *testing.T, events <-chan host.Event) host.Event {
-	t.Helper()
-	select {
-	case ev, ok := <-events:
-		require.True(t, ok, "events closed")
-		return ev
-	case <-time.After(5 * time.Minute):
-		t.Fatal("no event within 5 minutes")
-	}
-	return host.Event{}
-}
-
 // TestModulesDirHostile: a FIFO, a link to a device, a huge sparse file or
 // a directory in the modules directory is refused, with an event and a log
 // line, without being opened for reading or read, whether it is there when

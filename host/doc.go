@@ -118,7 +118,8 @@
 // it). One goroutine per host, the watchdog, wakes every 5 ms, reads the
 // clock once, and sets the interrupt global of every instance past its
 // deadline (or whose caller's context was cancelled): the guest traps soon
-// after, the call fails with KindTimeout, and the instance is discarded.
+// after, the call fails with KindTimeout (KindCanceled for a cancelled
+// context), and the instance is discarded.
 // A guest asleep in poll_oneoff is woken and unwound the same way (its
 // runtime would go back to sleep otherwise). The deadline is the sooner of
 // CallTimeout and the context's deadline; calls the guest makes through the

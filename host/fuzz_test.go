@@ -50,8 +50,10 @@ var fuzzLimits = host.Limits{
 }
 
 func FuzzHostLoad(f *testing.F) {
-	// The Go guest is too large to commit as a corpus file.
+	// The Go guest is too large to commit as a corpus file; bigmemory is
+	// the conformance kit's.
 	f.Add(abitest.Guest(f, "echo"))
+	f.Add(abitest.Guest(f, "bigmemory"))
 	fz := newFuzzHost(f)
 	f.Fuzz(func(t *testing.T, wasm []byte) { fz.run(t, wasm) })
 }

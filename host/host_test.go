@@ -24,11 +24,12 @@ import (
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/internal/e2e"
+	"github.com/tinyhost/tinyhost/internal/hammer"
 )
 
 func load(t testing.TB, h *host.Host, guest string, opts host.LoadOptions) host.ModuleInfo {
 	t.Helper()
-	info, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, guest), opts)
+	info, err := h.Load(loadCtx(t), abitest.Guest(t, guest), opts)
 	require.NoError(t, err)
 	return info
 }
@@ -138,44 +139,52 @@ func TestErrors(t *testing.T) {
 	})
 }
 
+// hostileCalls are the conformance kit's guests that misbehave in a call:
+// the error the host gives, and the port of the same component that
+// answers afterwards.
+var hostileCalls = []struct {
+	guest           string
+	limits          host.Limits
+	component, port string
+	kind            host.Kind
+	words           []string
+	then            string
+}{
+	{"loop", host.Limits{CallTimeout: 100 * time.Millisecond}, "spinner", "spin",
+		host.KindTimeout, []string{"loop/spinner/spin: timeout: deadline exceeded after 100ms"}, "in"},
+	{"membomb", host.Limits{MemoryPages: 1024}, "hog", "grow",
+		host.KindMemory, []string{"membomb/hog/grow: memory limit: exceeded the memory limit of 1024 pages (64 MiB)", "out of memory"}, "in"},
+	{"badptr", host.Limits{}, "liar", "in",
+		host.KindABIViolation, []string{"badptr/liar/in: ABI violation:", "outside memory"}, "ok"},
+	{"gopanic", host.Limits{}, "panicker", "in",
+		host.KindTrap, []string{"gopanic/panicker/in: trap:", `(guest stderr: "panic:`}, "ok"},
+	{"blocker", host.Limits{CallTimeout: 2 * time.Second}, "waiter", "in",
+		host.KindTrap, []string{"blocker/waiter/in: trap:", "all goroutines are asleep"}, "ok"},
+}
+
+// hostileLoads are the conformance kit's guests that the host refuses to
+// load, and the error it gives.
+var hostileLoads = []struct {
+	guest string
+	kind  host.Kind
+	words []string
+}{
+	{"inittrap", host.KindTrap, []string{"_initialize: trap:"}},
+	{"abiv2", 0, []string{"module speaks ABI v2, this host speaks ABI v1"}},
+	{"noversion", host.KindABIViolation, []string{"not a tinyhost module (no tinyhost_abi_v1 export)"}},
+	{"baddescribe", host.KindABIViolation, []string{"tinyhost_describe"}},
+	{"badrules", host.KindABIViolation, []string{"invalid descriptor", "twice"}},
+}
+
 // TestHostile loads each hostile guest of the conformance kit and checks the
 // error the host gives, and that another module answers afterwards.
 func TestHostile(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
-
-	call := func(guest string, limits host.Limits, component, port string) error {
-		t.Helper()
-		load(t, h, guest, host.LoadOptions{Limits: limits})
-		_, err := invoke(t, h, guest, component, port, nil)
-		return err
-	}
-	for _, tc := range []struct {
-		name  string
-		run   func(t *testing.T) error
-		kind  host.Kind
-		words []string
-		// then answers with another call on the same module
-		component, port string
-	}{
-		{"loop", func(t *testing.T) error {
-			return call("loop", host.Limits{CallTimeout: 100 * time.Millisecond}, "spinner", "spin")
-		}, host.KindTimeout, []string{"loop/spinner/spin: timeout: deadline exceeded after 100ms"}, "spinner", "in"},
-		{"membomb", func(t *testing.T) error {
-			return call("membomb", host.Limits{MemoryPages: 1024}, "hog", "grow")
-		}, host.KindMemory, []string{"membomb/hog/grow: memory limit: exceeded the memory limit of 1024 pages (64 MiB)", "out of memory"}, "hog", "in"},
-		{"badptr", func(t *testing.T) error {
-			return call("badptr", host.Limits{}, "liar", "in")
-		}, host.KindABIViolation, []string{"badptr/liar/in: ABI violation:", "outside memory"}, "liar", "ok"},
-		{"gopanic", func(t *testing.T) error {
-			return call("gopanic", host.Limits{}, "panicker", "in")
-		}, host.KindTrap, []string{"gopanic/panicker/in: trap:", `(guest stderr: "panic:`}, "panicker", "ok"},
-		{"blocker", func(t *testing.T) error {
-			return call("blocker", host.Limits{CallTimeout: 2 * time.Second}, "waiter", "in")
-		}, host.KindTrap, []string{"blocker/waiter/in: trap:", "all goroutines are asleep"}, "waiter", "ok"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.run(t)
+	for _, tc := range hostileCalls {
+		t.Run(tc.guest, func(t *testing.T) {
+			load(t, h, tc.guest, host.LoadOptions{Limits: tc.limits})
+			_, err := invoke(t, h, tc.guest, tc.component, tc.port, nil)
 			var ce *host.CallError
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, tc.kind, ce.Kind, "%v", err)
@@ -185,7 +194,7 @@ func TestHostile(t *testing.T) {
 			if tc.kind == host.KindTimeout {
 				assert.ErrorIs(t, err, context.DeadlineExceeded)
 			}
-			resp, err := invoke(t, h, ce.Module, tc.component, tc.port, []byte("next"))
+			resp, err := invoke(t, h, ce.Module, tc.component, tc.then, []byte("next"))
 			require.NoError(t, err, "the module serves again")
 			assert.Equal(t, "next", string(resp.Payload))
 			info, _ := h.Module(ce.Module)
@@ -193,20 +202,9 @@ func TestHostile(t *testing.T) {
 			mustEcho(t, h)
 		})
 	}
-
-	for _, tc := range []struct {
-		guest string
-		kind  host.Kind
-		words []string
-	}{
-		{"inittrap", host.KindTrap, []string{"_initialize: trap:"}},
-		{"abiv2", 0, []string{"module speaks ABI v2, this host speaks ABI v1"}},
-		{"noversion", host.KindABIViolation, []string{"not a tinyhost module (no tinyhost_abi_v1 export)"}},
-		{"baddescribe", host.KindABIViolation, []string{"tinyhost_describe"}},
-		{"badrules", host.KindABIViolation, []string{"invalid descriptor", "twice"}},
-	} {
+	for _, tc := range hostileLoads {
 		t.Run(tc.guest, func(t *testing.T) {
-			_, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, tc.guest), host.LoadOptions{})
+			_, err := h.Load(loadCtx(t), abitest.Guest(t, tc.guest), host.LoadOptions{})
 			var le *host.LoadError
 			require.ErrorAs(t, err, &le)
 			assert.Equal(t, tc.kind, le.Kind, "%v", err)
@@ -219,7 +217,7 @@ func TestHostile(t *testing.T) {
 		})
 	}
 	t.Run("version error", func(t *testing.T) {
-		_, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, "abiv2"), host.LoadOptions{})
+		_, err := h.Load(loadCtx(t), abitest.Guest(t, "abiv2"), host.LoadOptions{})
 		var ve *host.VersionError
 		require.ErrorAs(t, err, &ve)
 		assert.Equal(t, host.VersionError{Got: 2, Want: 1}, *ve)
@@ -259,7 +257,7 @@ func TestCancel(t *testing.T) {
 // cancellation, like one that spins, and the module answers afterwards.
 func TestSleepingGuest(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	_, err := h.Load(ctxT(t, time.Minute), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: 4, MaxInstances: 4, CallTimeout: 300 * time.Millisecond}})
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: 4, MaxInstances: 4, CallTimeout: 300 * time.Millisecond}})
 	require.NoError(t, err)
 	// Four instances, one for each call: a stopped instance is replaced,
 	// which the next call must not have to wait for. 20 s of sleep: only an
@@ -300,7 +298,7 @@ func TestSleepingGuest(t *testing.T) {
 // closed once idle for IdleTimeout, and the module goes on answering.
 func TestIdleTimeout(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	_, err := h.Load(ctxT(t, time.Minute), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{
 		MinInstances: 1, MaxInstances: 4, IdleTimeout: 300 * time.Millisecond,
 	}})
 	require.NoError(t, err)
@@ -397,20 +395,20 @@ func TestSetConfig(t *testing.T) {
 func TestUpgrade(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	events := h.Subscribe(ctxT(t, time.Minute))
-	_, err := h.Load(ctxT(t, time.Minute), versioned(t, "1.0.0"), host.LoadOptions{})
+	_, err := h.Load(loadCtx(t), versioned(t, "1.0.0"), host.LoadOptions{})
 	require.NoError(t, err)
 	resp, err := invoke(t, h, "versioned", "v", "in", []byte("x"))
 	require.NoError(t, err)
 	assert.Equal(t, "1.0.0:x", string(resp.Payload))
 
-	info, err := h.Load(ctxT(t, time.Minute), versioned(t, "2.0.0"), host.LoadOptions{})
+	info, err := h.Load(loadCtx(t), versioned(t, "2.0.0"), host.LoadOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "2.0.0", info.Version)
 	resp, err = invoke(t, h, "versioned", "v", "in", []byte("x"))
 	require.NoError(t, err)
 	assert.Equal(t, "2.0.0:x", string(resp.Payload))
 
-	_, err = h.Load(ctxT(t, time.Minute), []byte("\x00asm garbage"), host.LoadOptions{Name: "versioned"})
+	_, err = h.Load(loadCtx(t), []byte("\x00asm garbage"), host.LoadOptions{Name: "versioned"})
 	require.Error(t, err)
 	require.NoError(t, h.Unload(context.Background(), "versioned"))
 
@@ -443,42 +441,31 @@ func TestHotReload(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, "v.wasm"), info.Source)
 
 	var (
-		stop     atomic.Bool
-		failures atomic.Int64
-		calls    atomic.Int64
-		sawNew   [2]atomic.Bool
-		wg       sync.WaitGroup
+		calls  atomic.Int64
+		sawNew [2]atomic.Bool
 	)
-	for w := range 2 {
-		wg.Go(func() {
-			for !stop.Load() {
-				resp, err := h.Invoke(context.Background(), host.Request{Module: "versioned", Component: "v", Port: "in", Payload: []byte("p")})
-				calls.Add(1)
-				switch {
-				case err != nil:
-					failures.Add(1)
-					t.Errorf("call failed during the upgrade: %v", err)
-					return
-				case string(resp.Payload) == "2.0.0:p":
-					sawNew[w].Store(true)
-				case sawNew[w].Load():
-					t.Errorf("a call after the swap answered %q", resp.Payload)
-					return
-				}
-			}
-		})
+	call := func(w, _ int) {
+		resp, err := h.Invoke(context.Background(), host.Request{Module: "versioned", Component: "v", Port: "in", Payload: []byte("p")})
+		calls.Add(1)
+		switch {
+		case err != nil:
+			t.Errorf("call failed during the upgrade: %v", err)
+		case string(resp.Payload) == "2.0.0:p":
+			sawNew[w].Store(true)
+		case sawNew[w].Load():
+			t.Errorf("a call after the swap answered %q", resp.Payload)
+		}
 	}
-	// Replace the file the way an editor or a copy does: write a temporary
-	// file and rename it into place.
-	tmp := filepath.Join(dir, ".v.wasm.tmp")
-	require.NoError(t, os.WriteFile(tmp, v2, 0o644))
-	require.NoError(t, os.Rename(tmp, filepath.Join(dir, "v.wasm")))
-	ev := next(t, events)
-	assert.Equal(t, host.EventUpgraded, ev.Type, "%+v", ev)
-	require.Eventually(t, func() bool { return sawNew[0].Load() && sawNew[1].Load() }, 30*time.Second, time.Millisecond)
-	stop.Store(true)
-	wg.Wait()
-	assert.Zero(t, failures.Load())
+	hammer.Run(t, 2, 0, call, func(<-chan struct{}) {
+		// Replace the file the way an editor or a copy does: write a
+		// temporary file and rename it into place.
+		tmp := filepath.Join(dir, ".v.wasm.tmp")
+		require.NoError(t, os.WriteFile(tmp, v2, 0o644))
+		require.NoError(t, os.Rename(tmp, filepath.Join(dir, "v.wasm")))
+		ev := await(t, events)
+		assert.Equal(t, host.EventUpgraded, ev.Type, "%+v", ev)
+		require.Eventually(t, func() bool { return sawNew[0].Load() && sawNew[1].Load() }, 30*time.Second, time.Millisecond)
+	})
 	t.Logf("%d calls during the upgrade", calls.Load())
 
 	// A broken file (here: written in two halves, the first already invalid)
@@ -488,7 +475,7 @@ func TestHotReload(t *testing.T) {
 	_, err = f.Write(v1[:len(v1)/2])
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	ev = next(t, events)
+	ev := await(t, events)
 	assert.Equal(t, host.EventFailed, ev.Type, "%+v", ev)
 	resp, err := invoke(t, h, "versioned", "v", "in", []byte("p"))
 	require.NoError(t, err)
@@ -503,27 +490,15 @@ func TestHotReload(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // a slow writer, not synchronisation
 	}
 	require.NoError(t, f.Close())
-	ev = next(t, events)
+	ev = await(t, events)
 	assert.Equal(t, host.EventUpgraded, ev.Type, "%+v", ev)
 	assert.Equal(t, "1.0.0", ev.Version)
 
 	require.NoError(t, os.Remove(filepath.Join(dir, "v.wasm")))
-	ev = next(t, events)
+	ev = await(t, events)
 	assert.Equal(t, host.EventUnloaded, ev.Type, "%+v", ev)
 	_, err = invoke(t, h, "versioned", "v", "in", nil)
 	assert.ErrorIs(t, err, host.ErrNotFound)
-}
-
-func next(t *testing.T, events <-chan host.Event) host.Event {
-	t.Helper()
-	select {
-	case ev, ok := <-events:
-		require.True(t, ok, "events closed")
-		return ev
-	case <-time.After(time.Minute):
-		t.Fatal("no event within a minute")
-	}
-	return host.Event{}
 }
 
 // TestCompileCache loads a module into a host with a CacheDir, then into a
@@ -533,7 +508,7 @@ func TestCompileCache(t *testing.T) {
 	wasm := abitest.Guest(t, "echo")
 	for i := range 2 {
 		h, _ := newHost(t, host.Options{CacheDir: dir})
-		_, err := h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{})
+		_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{})
 		require.NoError(t, err, "host %d", i)
 		mustEcho(t, h)
 		var files int
@@ -588,45 +563,38 @@ func TestHammer(t *testing.T) {
 	load(t, h, "echo", host.LoadOptions{})
 	wasm := []([]byte){versioned(t, "1.0.0"), versioned(t, "2.0.0")}
 	ctx := ctxT(t, 2*time.Minute)
-	var stop atomic.Bool
-	var wg sync.WaitGroup
 	var ok, notFound atomic.Int64
-	for w := range 6 {
-		wg.Go(func() {
-			for i := 0; !stop.Load(); i++ {
-				m := "versioned"
-				if i%2 == 0 {
-					m = "echo"
-				}
-				resp, err := h.Invoke(ctx, host.Request{Module: m, Component: map[string]string{"echo": "echo", "versioned": "v"}[m], Port: "in", Payload: fmt.Appendf(nil, "%d-%d", w, i)})
-				switch {
-				case err == nil:
-					if !strings.HasSuffix(string(resp.Payload), fmt.Sprintf("%d-%d", w, i)) {
-						t.Errorf("answer %q to call %d-%d", resp.Payload, w, i)
-					}
-					ok.Add(1)
-				case errors.Is(err, host.ErrNotFound) && m == "versioned":
-					notFound.Add(1)
-				default:
-					t.Errorf("call: %v", err)
-					return
-				}
+	call := func(w, i int) {
+		m, c := "versioned", "v"
+		if i%2 == 0 {
+			m, c = "echo", "echo"
+		}
+		resp, err := h.Invoke(ctx, host.Request{Module: m, Component: c, Port: "in", Payload: fmt.Appendf(nil, "%d-%d", w, i)})
+		switch {
+		case err == nil:
+			if !strings.HasSuffix(string(resp.Payload), fmt.Sprintf("%d-%d", w, i)) {
+				t.Errorf("answer %q to call %d-%d", resp.Payload, w, i)
 			}
-		})
-	}
-	for i := range 12 {
-		if i%3 == 2 {
-			_ = h.Unload(ctx, "versioned")
-			continue
-		}
-		_, err := h.Load(ctx, wasm[i%2], host.LoadOptions{Limits: host.Limits{MinInstances: 2}})
-		require.NoError(t, err)
-		for range 3 {
-			_ = h.Modules()
+			ok.Add(1)
+		case errors.Is(err, host.ErrNotFound) && m == "versioned":
+			notFound.Add(1)
+		default:
+			t.Errorf("call: %v", err)
 		}
 	}
-	stop.Store(true)
-	wg.Wait()
+	hammer.Run(t, 6, 0, call, func(<-chan struct{}) {
+		for i := range 12 {
+			if i%3 == 2 {
+				_ = h.Unload(ctx, "versioned")
+				continue
+			}
+			_, err := h.Load(ctx, wasm[i%2], host.LoadOptions{Limits: host.Limits{MinInstances: 2}})
+			require.NoError(t, err)
+			for range 3 {
+				_ = h.Modules()
+			}
+		}
+	})
 	t.Logf("%d calls answered, %d found no module", ok.Load(), notFound.Load())
 	assert.NotZero(t, ok.Load())
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/artifact"
+	"github.com/tinyhost/tinyhost/internal/hammer"
 )
 
 // TestModuleSize: a module over MaxModuleSize is refused from bytes and
@@ -41,15 +41,15 @@ func TestModuleSize(t *testing.T) {
 		want error
 	}{
 		{"bytes", func() error {
-			_, err := h.Load(ctxT(t, time.Minute), echo, host.LoadOptions{})
+			_, err := h.Load(loadCtx(t), echo, host.LoadOptions{})
 			return err
 		}, host.KindTooLarge, artifact.ErrTooLarge},
 		{"sparse file", func() error {
-			_, err := h.LoadFile(ctxT(t, time.Minute), sparse, host.LoadOptions{})
+			_, err := h.LoadFile(loadCtx(t), sparse, host.LoadOptions{})
 			return err
 		}, host.KindTooLarge, artifact.ErrTooLarge},
 		{"fifo", func() error {
-			_, err := h.LoadFile(ctxT(t, time.Minute), fifo, host.LoadOptions{})
+			_, err := h.LoadFile(loadCtx(t), fifo, host.LoadOptions{})
 			return err
 		}, 0, host.ErrNotRegular},
 	} {
@@ -74,7 +74,7 @@ func TestCompileBounds(t *testing.T) {
 	t.Run("timeout", func(t *testing.T) {
 		// A cache of its own, so that the compile is cold.
 		h, _ := newHost(t, host.Options{CacheDir: t.TempDir(), CompileTimeout: time.Millisecond, MaxCompiles: 1})
-		_, err := h.Load(ctxT(t, time.Minute), echo, host.LoadOptions{})
+		_, err := h.Load(loadCtx(t), echo, host.LoadOptions{})
 		var lerr *host.LoadError
 		require.ErrorAs(t, err, &lerr)
 		assert.Equal(t, host.KindTimeout, lerr.Kind)
@@ -148,9 +148,9 @@ func TestFailedLoadLeavesNothing(t *testing.T) {
 	log, out := textLogger()
 	rec := &recorder{}
 	h, _ := newHost(t, host.Options{Logger: log, Observer: rec, Capacity: host.Capacity{MaxModules: 1}})
-	before := runtime.NumGoroutine()
+	leftBehind := hammer.Since(t)
 
-	_, err = h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Limits: host.Limits{MinInstances: 2}})
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Limits: host.Limits{MinInstances: 2}})
 	var lerr *host.LoadError
 	require.ErrorAs(t, err, &lerr)
 	assert.Equal(t, "timerfail", lerr.Module)
@@ -166,11 +166,11 @@ func TestFailedLoadLeavesNothing(t *testing.T) {
 	assert.Empty(t, h.Modules())
 	assert.Eventually(t, func() bool { return host.LiveInstances(h) == 0 }, 10*time.Second, time.Millisecond,
 		"instances of the failed load are alive")
-	settled(t, before) // no goroutine of the failed load is left
+	leftBehind() // no goroutine of the failed load is left
 
 	// The module the failed load counted is free, and a load that works
 	// starts the timer.
-	_, err = h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{})
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, ticked, time.Minute, 10*time.Millisecond, "the timer of the loaded module does not tick")
 }

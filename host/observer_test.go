@@ -119,7 +119,7 @@ func TestRefFile(t *testing.T) {
 
 	ref := filepath.Join(dir, "echo"+artifact.RefFileExt)
 	require.NoError(t, os.WriteFile(ref, src.RefFile(), 0o644))
-	ev := next(t, events)
+	ev := await(t, events)
 	require.Equal(t, host.EventLoaded, ev.Type, "%+v", ev)
 	info, ok := h.Module("echo")
 	require.True(t, ok)
@@ -127,18 +127,18 @@ func TestRefFile(t *testing.T) {
 	mustEcho(t, h)
 
 	require.NoError(t, os.WriteFile(ref, []byte("url: "+url+"\n"), 0o644)) // no sha256
-	ev = next(t, events)
+	ev = await(t, events)
 	assert.Equal(t, host.EventFailed, ev.Type, "%+v", ev)
 	assert.ErrorIs(t, ev.Err, artifact.ErrInvalidSource)
 	mustEcho(t, h)
 
 	require.NoError(t, os.Remove(ref))
-	ev = next(t, events)
+	ev = await(t, events)
 	assert.Equal(t, host.EventUnloaded, ev.Type, "%+v", ev)
 	_, ok = h.Module("echo")
 	assert.False(t, ok)
 
-	info, err := h.LoadSource(ctxT(t, time.Minute), src, host.LoadOptions{Name: "fetched"})
+	info, err := h.LoadSource(loadCtx(t), src, host.LoadOptions{Name: "fetched"})
 	require.NoError(t, err)
 	assert.Equal(t, src.String(), info.Source)
 	resp, err := invoke(t, h, "fetched", "echo", "in", []byte("hi"))
@@ -147,7 +147,7 @@ func TestRefFile(t *testing.T) {
 
 	bad := src
 	bad.SHA256 = hex.EncodeToString(make([]byte, 32))
-	_, err = h.LoadSource(ctxT(t, time.Minute), bad, host.LoadOptions{})
+	_, err = h.LoadSource(loadCtx(t), bad, host.LoadOptions{})
 	assert.ErrorIs(t, err, artifact.ErrDigestMismatch)
 	var lerr *host.LoadError
 	assert.ErrorAs(t, err, &lerr)

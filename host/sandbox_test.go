@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 )
 
@@ -72,7 +73,7 @@ func TestStartSection(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
 
-	err, gcs := loadWhileCollecting(t, h, fixture(t, "startloop"), host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
+	err, gcs := loadWhileCollecting(t, h, abitest.Guest(t, "startloop"), host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
 	var le *host.LoadError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, host.KindTimeout, le.Kind)
@@ -83,41 +84,41 @@ func TestStartSection(t *testing.T) {
 }
 
 // TestRecursionWithoutLoops: a handler, or _settings, that calls itself
-// twice, 60 levels deep (2^61 calls, no loop, no stack overflow) is
-// stopped by its deadline, and does not stop the world while it runs.
+// twice, 60 levels deep (2^61 calls, no loop, no stack overflow: the
+// conformance kit's recurse and settingsrecurse) is stopped by its
+// deadline, and does not stop the world while it runs.
 func TestRecursionWithoutLoops(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
-	_, err := h.Load(ctxT(t, time.Minute), fixture(t, "hostile"), host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
+	_, err := h.Load(loadCtx(t), abitest.Guest(t, "recurse"), host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
 	require.NoError(t, err)
 
 	t.Run("handler", func(t *testing.T) {
-		_, err := invoke(t, h, "hostile", "h", "recurse", nil)
+		_, err := invoke(t, h, "recurse", "r", "in", nil)
 		assert.Equal(t, host.KindTimeout, kindOf(err), "%v", err)
-		assert.EqualError(t, err, "hostile/h/recurse: timeout: deadline exceeded after 300ms")
-		resp, err := invoke(t, h, "hostile", "h", "in", nil)
+		assert.EqualError(t, err, "recurse/r/in: timeout: deadline exceeded after 300ms")
+		resp, err := invoke(t, h, "recurse", "r", "ok", nil)
 		require.NoError(t, err, "the module serves again")
-		assert.Empty(t, resp.Payload)
+		assert.Equal(t, "ok", string(resp.Payload))
 		mustEcho(t, h)
 	})
 
 	t.Run("handler while the world stops", func(t *testing.T) {
-		_, err := h.Load(ctxT(t, time.Minute), fixture(t, "hostile"), host.LoadOptions{Name: "patient", Limits: host.Limits{CallTimeout: 5 * time.Minute}})
+		_, err := h.Load(loadCtx(t), abitest.Guest(t, "recurse"), host.LoadOptions{Name: "patient", Limits: host.Limits{CallTimeout: 5 * time.Minute}})
 		require.NoError(t, err)
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-		collectDuringCall(t, h, host.Request{Module: "patient", Component: "h", Port: "recurse"}, func() { mustEcho(t, h) })
+		collectDuringCall(t, h, host.Request{Module: "patient", Component: "r", Port: "in"}, func() { mustEcho(t, h) })
 	})
 
 	t.Run("_settings", func(t *testing.T) {
-		err, gcs := loadWhileCollecting(t, h, fixture(t, "hostile"), host.LoadOptions{
+		err, gcs := loadWhileCollecting(t, h, abitest.Guest(t, "settingsrecurse"), host.LoadOptions{
 			Name:   "settings",
-			Config: []byte(`{"h":{"recurse":true}}`),
 			Limits: host.Limits{CallTimeout: 300 * time.Millisecond},
 		})
 		var le *host.LoadError
 		require.ErrorAs(t, err, &le)
 		assert.Equal(t, host.KindTimeout, le.Kind)
-		assert.EqualError(t, err, `load module "settings": settings/h/_settings: timeout: deadline exceeded after 300ms`)
+		assert.EqualError(t, err, `load module "settings": settings/r/_settings: timeout: deadline exceeded after 300ms`)
 		assert.Positive(t, gcs)
 		_, loaded := h.Module("settings")
 		assert.False(t, loaded)
@@ -151,11 +152,11 @@ func TestTables(t *testing.T) {
 	const budget = 4096 * 65536 / 16 / 8
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
-	_, err := h.Load(ctxT(t, time.Minute), fixture(t, "hostile"), host.LoadOptions{})
+	_, err := h.Load(loadCtx(t), fixture(t, "tables"), host.LoadOptions{})
 	require.NoError(t, err)
 	grow := func(t *testing.T, delta int32) int32 {
 		t.Helper()
-		resp, err := invoke(t, h, "hostile", "h", "grow", binary.LittleEndian.AppendUint32(nil, uint32(delta)))
+		resp, err := invoke(t, h, "tables", "t", "grow", binary.LittleEndian.AppendUint32(nil, uint32(delta)))
 		require.NoError(t, err)
 		require.Len(t, resp.Payload, 4)
 		return int32(binary.LittleEndian.Uint32(resp.Payload))
@@ -177,7 +178,7 @@ func TestTables(t *testing.T) {
 		mustEcho(t, h)
 	})
 	t.Run("a table that starts larger is refused", func(t *testing.T) {
-		_, err := h.Load(ctxT(t, time.Minute), fixture(t, "bigtable"), host.LoadOptions{})
+		_, err := h.Load(loadCtx(t), abitest.Guest(t, "bigtable"), host.LoadOptions{})
 		var le *host.LoadError
 		require.ErrorAs(t, err, &le)
 		assert.Equal(t, host.KindMemory, le.Kind)
@@ -186,13 +187,21 @@ func TestTables(t *testing.T) {
 	})
 }
 
-// TestInjectedStateIsUnreachable: a module that names the global and the
-// function the host adds (to clear its own interrupt flag) is refused.
+// TestInjectedStateIsUnreachable: a module that names the global or the
+// function the host adds (to clear its own interrupt flag, or to call the
+// poll function) is refused.
 func TestInjectedStateIsUnreachable(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	_, err := h.Load(ctxT(t, time.Minute), fixture(t, "steal"), host.LoadOptions{})
-	var le *host.LoadError
-	require.ErrorAs(t, err, &le)
-	assert.Contains(t, err.Error(), "global index 0 is out of range (the module has 0)")
-	assert.Empty(t, h.Modules())
+	for _, tc := range []struct{ guest, want string }{
+		{"globalset", "global index 1 is out of range (the module has 1)"},
+		{"pollcall", "function index 4 is out of range (the module has 4)"},
+	} {
+		t.Run(tc.guest, func(t *testing.T) {
+			_, err := h.Load(loadCtx(t), abitest.Guest(t, tc.guest), host.LoadOptions{})
+			var le *host.LoadError
+			require.ErrorAs(t, err, &le)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Empty(t, h.Modules())
+		})
+	}
 }

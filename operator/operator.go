@@ -9,7 +9,9 @@
 //     deepcopy code and the CRDs in config/crd are generated.
 //   - internal/controller: the reconcilers. The module controller places
 //     modules and writes TinyModule status; the host sync probes each host,
-//     converges what it has loaded over gRPC and writes TinyHost status.
+//     watches the Leases of hosts that register themselves, converges what
+//     each has loaded over gRPC and writes TinyHost status; the services
+//     controller gives each TinyModule a Service and EndpointSlices.
 //   - internal/placement: which hosts run a module, as pure functions.
 //   - internal/kubetest: a real kube-apiserver and etcd for tests.
 //   - config: the manifests, for `kubectl apply -k config/default`.

@@ -1,7 +1,6 @@
 package k8s_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,17 +22,18 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
+	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
 
@@ -46,13 +46,21 @@ var modules = []struct{ name, pkg string }{
 	{"tally", "examples/flow/tally"},
 }
 
+// hostNamespace is where the hosts register: their Leases and the
+// TinyModules of the modules they load on their own.
+const hostNamespace = "tinyhost-system"
+
 // TestKubernetes runs this directory's README against a real kube-apiserver
-// and etcd, the operator binary and three tinyhost processes registered as
-// TinyHosts: push the modules with tinyctl, kubectl apply the manifests,
-// kubectl wait for Ready, call a component through a host and across
-// modules; kill a host and see its modules Ready elsewhere; restart the
-// operator and see nothing loaded twice and nothing dropped; delete a
-// TinyModule and see it unloaded from every host.
+// and etcd, the operator binary and three tinyhost processes that register
+// themselves, each with the permissions of config/host and nothing more:
+// kubectl get tinyhosts lists them; kubectl apply the manifests, kubectl
+// wait for Ready, call a component and across modules; the seed's
+// TinyModule gets a Service and an EndpointSlice; a .wasm dropped into a
+// host's directory is a TinyModule that another host's component calls by
+// name, gone with its file; a host SIGSTOPped is NotReady within 3 s, a
+// host SIGTERMed removes its TinyHost and its modules are Ready elsewhere;
+// restart the operator and see nothing loaded twice; delete a TinyModule
+// and see it unloaded from every host.
 func TestKubernetes(t *testing.T) {
 	outer := t
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -62,35 +70,61 @@ func TestKubernetes(t *testing.T) {
 	tinyctl := e2e.Binary(t, "cmd/tinyctl")
 	operator := e2e.Binary(t, "cmd/tinyhost-operator")
 
-	// Publish the modules, as a component author does.
+	// Publish the modules, as a component author does; the seed's module
+	// under the seed's name.
 	for _, m := range modules {
 		res := e2e.Run(t, nil, tinyctl, "push", e2e.Wasm(t, m.pkg), reg+"/tinyhost/"+m.name+":0.1.0", "--plain-http", reg)
 		require.Zero(t, res.Code, "%s%s", res.Stdout, res.Stderr)
 	}
+	res := e2e.Run(t, nil, tinyctl, "push", e2e.Wasm(t, "plugins/common"), reg+"/tiny-systems/common-module:v1.0.0", "--plain-http", reg)
+	require.Zero(t, res.Code, "%s%s", res.Stdout, res.Stderr)
 
-	// Three hosts, which fetch modules from the registry themselves.
-	hosts := make([]*e2e.Host, 3)
-	var wg sync.WaitGroup
-	for i := range hosts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			hosts[i] = e2e.StartHost(t, e2e.HostOptions{Args: []string{"--name", fmt.Sprintf("host-%d", i+1), "--artifacts-plain-http", reg}})
-		}()
-	}
-	wg.Wait()
-	byName := map[string]*e2e.Host{}
-	for i, h := range hosts {
-		byName[fmt.Sprintf("host-%d", i+1)] = h
-	}
+	// The hosts' identity: config/host's service account, nothing more.
+	out := cp.kubectl(t, "create", "namespace", hostNamespace)
+	out += cp.kubectl(t, "apply", "-k", "operator/config/host")
+	t.Logf("kubectl apply -k operator/config/host:\n%s", out)
+	hostKubeconfig := cp.impersonating(t, "system:serviceaccount:"+hostNamespace+":tinyhost")
+	dir := manifests(t, reg)
+	out = cp.kubectl(t, "apply", "--dry-run=server", "-f", filepath.Join(dir, "host-pods.yaml"))
+	t.Logf("kubectl apply --dry-run=server -f host-pods.yaml (no pods run here):\n%s", out)
 
-	// The manifests as committed, pointed at this registry and these hosts.
-	dir := manifests(t, reg, hosts)
 	op := startOperator(t, operator, cp.kubeconfig)
 
-	out := cp.kubectl(t, "apply", "-f", filepath.Join(dir, "namespace.yaml"), "-f", filepath.Join(dir, "hosts.yaml"))
-	t.Logf("kubectl apply (hosts):\n%s", out)
-	out = cp.kubectl(t, "apply", "-f", filepath.Join(dir, "hello.yaml"), "-f", filepath.Join(dir, "common.yaml"), "-f", filepath.Join(dir, "tally.yaml"))
+	// Three hosts that register themselves, on an address an EndpointSlice
+	// takes; host-3 renews a Lease of 2 s twice a second.
+	ip := e2e.LocalIP(t)
+	hosts := map[string]*e2e.Host{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, zone := range []string{"zone-a", "zone-b", "zone-c"} {
+		name := fmt.Sprintf("host-%d", i+1)
+		args := []string{"--name", name, "--listen", ip + ":0", "--artifacts-plain-http", reg,
+			"--register", "--kubeconfig", hostKubeconfig, "--label", "topology.kubernetes.io/zone=" + zone}
+		if name == "host-3" {
+			args = append(args, "--lease-duration=2s", "--lease-renew-interval=500ms")
+		}
+		wg.Go(func() {
+			h := e2e.StartHost(t, e2e.HostOptions{Args: args})
+			mu.Lock()
+			hosts[name] = h
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	waitFor(ctx, t, "three TinyHosts Ready", func() error {
+		out, err := cp.kubectlErr(ctx, "get", "tinyhosts", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}`)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(out) != "host-1=True host-2=True host-3=True" {
+			return fmt.Errorf("%s", out)
+		}
+		return nil
+	})
+	t.Logf("kubectl get tinyhosts (registered by themselves):\n%s", cp.kubectl(t, "get", "tinyhosts", "--show-labels"))
+
+	out = cp.kubectl(t, "apply", "-f", filepath.Join(dir, "namespace.yaml"))
+	out += cp.kubectl(t, "apply", "-f", filepath.Join(dir, "hello.yaml"), "-f", filepath.Join(dir, "common.yaml"), "-f", filepath.Join(dir, "tally.yaml"))
 	t.Logf("kubectl apply (modules):\n%s", out)
 	out = cp.kubectl(t, "wait", "--for=condition=Ready", "-n", "tinysystems", "--timeout=3m",
 		"tinymodule/hello", "tinymodule/common", "tinymodule/tally")
@@ -98,7 +132,7 @@ func TestKubernetes(t *testing.T) {
 	cp.getWide(t, "after kubectl wait")
 
 	t.Run("a call through a host", func(t *testing.T) {
-		addr := cp.kubectl(t, "get", "tinymodule/hello", "-n", "tinysystems", "-o", "jsonpath={.status.address}")
+		addr := cp.placementAddr(t, "tinysystems", "hello")
 		res := e2e.Run(t, nil, tinyctl, "--addr", addr, "call", "hello/greeter", `{"name":"Ada"}`)
 		require.Zero(t, res.Code, res.Stderr)
 		assert.JSONEq(t, `{"greeting":"Hello, Ada!"}`, res.Stdout)
@@ -107,33 +141,138 @@ func TestKubernetes(t *testing.T) {
 
 	t.Run("a cross-module call", func(t *testing.T) {
 		crossModule(t, cp, tinyctl)
-		addr := cp.kubectl(t, "get", "tinymodule/common", "-n", "tinysystems", "-o", "jsonpath={.status.address}")
-		res := e2e.Run(t, nil, tinyctl, "--addr", addr, "routes")
-		require.Zero(t, res.Code, res.Stderr)
-		t.Logf("tinyctl --addr %s routes (pushed by the operator):\n%s", addr, res.Stdout)
 	})
 
-	t.Run("a host killed: its modules Ready elsewhere", func(t *testing.T) {
-		m := cp.module(t, "hello")
-		victim := m.Status.Placements[0].Host
+	t.Run("the status fields", func(t *testing.T) {
+		out := cp.kubectl(t, "get", "tinymodule/hello", "-n", "tinysystems", "-o", "yaml")
+		t.Logf("kubectl get tinymodule/hello -n tinysystems -o yaml:\n%s", out)
+		var m v1alpha1.TinyModule
+		require.NoError(t, yaml.Unmarshal([]byte(out), &m))
+		st := m.Status
+		assert.Equal(t, "hello.tinysystems.svc:50051", st.Address)
+		assert.Equal(t, m.Generation, st.ObservedGeneration)
+		assert.Equal(t, m.Generation, st.AppliedGeneration)
+		assert.NotNil(t, st.LastObservedAt)
+		assert.NotNil(t, st.LastAppliedAt)
+		assert.Equal(t, v1alpha1.StateReady, st.State)
+		require.Len(t, st.Inventory, 2)
+		for _, it := range st.Inventory {
+			assert.Equal(t, v1alpha1.PhaseReady, it.Phase, it.Host)
+			assert.True(t, strings.HasPrefix(it.Digest, "sha256:"), it.Host)
+		}
+		for _, c := range []string{v1alpha1.ConditionScheduled, v1alpha1.ConditionReady, v1alpha1.ConditionDegraded} {
+			assert.NotNil(t, meta.FindStatusCondition(st.Conditions, c), c)
+		}
+	})
+
+	t.Run("the seed's TinyModule: a Service and an EndpointSlice once Ready", func(t *testing.T) {
+		out := cp.kubectl(t, "apply", "-f", filepath.Join(dir, "tinymodule_seed.yaml"))
+		out += cp.kubectl(t, "wait", "--for=condition=Ready", "-n", "tinysystems", "--timeout=2m", "tinymodule/common-module-v1")
+		t.Logf("kubectl apply -f operator/config/samples/tinymodule_seed.yaml (ghcr.io is this test's registry):\n%s", out)
+		m := cp.module(t, "tinysystems", "common-module-v1")
+		assert.Equal(t, "common-module-v1.tinysystems.svc:50051", m.Status.Address)
+		host := readyHosts(m)
+		require.Len(t, host, 1)
+		waitFor(ctx, t, "the EndpointSlice of common-module-v1", func() error {
+			got, err := cp.endpoints(ctx, "tinysystems", "common-module-v1")
+			if err != nil {
+				return err
+			}
+			if want := map[string]string{host[0]: hosts[host[0]].Addr}; fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Errorf("endpoints %v, want %v", got, want)
+			}
+			return nil
+		})
+		t.Logf("kubectl get service/common-module-v1 -n tinysystems -o wide:\n%s", cp.kubectl(t, "get", "service/common-module-v1", "-n", "tinysystems", "-o", "wide"))
+		t.Logf("kubectl get endpointslices -n tinysystems -l kubernetes.io/service-name=common-module-v1:\n%s",
+			cp.kubectl(t, "get", "endpointslices", "-n", "tinysystems", "-l", "kubernetes.io/service-name=common-module-v1"))
+	})
+
+	t.Run("a .wasm dropped into host-1's directory: a TinyModule, called by name from host-2", func(t *testing.T) {
+		echo := filepath.Join(t.TempDir(), "echo.wasm")
+		require.NoError(t, os.WriteFile(echo, e2e.Guest(t, "echo"), 0o644))
+		caller := filepath.Join(t.TempDir(), "hostcalls.wasm")
+		require.NoError(t, os.WriteFile(caller, e2e.Guest(t, "hostcalls"), 0o644))
+		e2e.CopyFile(t, echo, filepath.Join(hosts["host-1"].ModulesDir, "echo.wasm"))
+		e2e.CopyFile(t, caller, filepath.Join(hosts["host-2"].ModulesDir, "hostcalls.wasm"))
+		for _, name := range []string{"echo", "hostcalls"} {
+			waitFor(ctx, t, "TinyModule "+name, func() error {
+				return cp.client.Get(ctx, types.NamespacedName{Namespace: hostNamespace, Name: name}, &v1alpha1.TinyModule{})
+			})
+		}
+		out := cp.kubectl(t, "wait", "--for=condition=Ready", "-n", hostNamespace, "--timeout=2m", "tinymodule/echo", "tinymodule/hostcalls")
+		t.Logf("kubectl wait:\n%s", out)
+		t.Logf("kubectl get tinymodules -n %s -o wide:\n%s", hostNamespace, cp.kubectl(t, "get", "tinymodules", "-n", hostNamespace, "-o", "wide"))
+		comps := cp.kubectl(t, "get", "tinymodule/echo", "-n", hostNamespace, "-o", "jsonpath={.spec.providedBy} {.status.components[*].name}")
+		assert.Equal(t, "host-1 echo", comps)
+
+		res := e2e.Run(t, nil, tinyctl, "--addr", hosts["host-2"].Addr, "call", "hostcalls/caller/call", "echo/echo/in hello from host-2")
+		require.Zero(t, res.Code, res.Stderr)
+		assert.Contains(t, res.Stdout, "hello from host-2")
+		t.Logf("tinyctl --addr <host-2> call hostcalls/caller/call 'echo/echo/in hello from host-2' -> %s", strings.TrimSpace(res.Stdout))
+
+		require.NoError(t, os.Remove(filepath.Join(hosts["host-1"].ModulesDir, "echo.wasm")))
+		waitFor(ctx, t, "TinyModule echo gone with its file", func() error {
+			err := cp.client.Get(ctx, types.NamespacedName{Namespace: hostNamespace, Name: "echo"}, &v1alpha1.TinyModule{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%v)", err)
+			}
+			return nil
+		})
+	})
+
+	t.Run("a host SIGSTOPped: NotReady within 3 s, by its Lease", func(t *testing.T) {
+		h := hosts["host-3"]
+		h.Signal(t, syscall.SIGSTOP)
+		stopped := time.Now()
+		var reason string
+		require.Eventually(t, func() bool {
+			var th v1alpha1.TinyHost
+			if cp.client.Get(ctx, types.NamespacedName{Name: "host-3"}, &th) != nil {
+				return false
+			}
+			c := meta.FindStatusCondition(th.Status.Conditions, v1alpha1.ConditionHostReady)
+			if c == nil || c.Status != metav1.ConditionFalse {
+				return false
+			}
+			reason = c.Reason
+			return true
+		}, 3*time.Second, 50*time.Millisecond, "host-3 NotReady")
+		t.Logf("host-3 SIGSTOPped: NotReady (%s) after %v", reason, time.Since(stopped).Round(10*time.Millisecond))
+		assert.Equal(t, "LeaseExpired", reason)
+		h.Signal(t, syscall.SIGCONT)
+		waitFor(ctx, t, "host-3 Ready again", func() error {
+			return cp.hostReady(ctx, "host-3")
+		})
+	})
+
+	t.Run("a host SIGTERMed: its TinyHost goes, its modules Ready elsewhere", func(t *testing.T) {
+		victim := readyHosts(cp.module(t, "tinysystems", "hello"))[0]
 		var moving []string
 		for _, name := range []string{"hello", "common", "tally"} {
-			for _, p := range cp.module(t, name).Status.Placements {
-				if p.Host == victim {
-					moving = append(moving, name)
-				}
+			if slices.Contains(readyHosts(cp.module(t, "tinysystems", name)), victim) {
+				moving = append(moving, name)
 			}
 		}
-		h := byName[victim]
-		h.Signal(t, syscall.SIGKILL)
-		killed := time.Now()
-		h.Wait(t, 10*time.Second)
-		delete(byName, victim)
+		h := hosts[victim]
+		h.Signal(t, syscall.SIGTERM)
+		termed := time.Now()
+		assert.Zero(t, h.Wait(t, 40*time.Second))
+		delete(hosts, victim)
+		waitFor(ctx, t, "TinyHost "+victim+" gone", func() error {
+			err := cp.client.Get(ctx, types.NamespacedName{Name: victim}, &v1alpha1.TinyHost{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%v)", err)
+			}
+			return nil
+		})
+		err := cp.client.Get(ctx, types.NamespacedName{Namespace: hostNamespace, Name: victim}, &coordinationv1.Lease{})
+		assert.True(t, apierrors.IsNotFound(err), "its Lease: %v", err)
 		for _, name := range moving {
 			waitFor(ctx, t, name+" Ready off "+victim, func() error {
-				m := cp.module(t, name)
+				m := cp.module(t, "tinysystems", name)
 				ready := readyHosts(m)
-				want := int(1)
+				want := 1
 				if m.Spec.Replicas != nil {
 					want = int(*m.Spec.Replicas)
 				}
@@ -143,47 +282,31 @@ func TestKubernetes(t *testing.T) {
 				return nil
 			})
 		}
-		t.Logf("killed %s (it ran %v): all Ready elsewhere after %v", victim, moving, time.Since(killed).Round(10*time.Millisecond))
-		cp.getWide(t, "after killing "+victim)
+		t.Logf("SIGTERM to %s (it ran %v): TinyHost gone and all Ready elsewhere after %v", victim, moving, time.Since(termed).Round(10*time.Millisecond))
+		t.Logf("kubectl get tinyhosts:\n%s", cp.kubectl(t, "get", "tinyhosts"))
 		crossModule(t, cp, tinyctl)
 	})
 
 	t.Run("the operator restarted: nothing loaded twice and nothing dropped", func(t *testing.T) {
 		before := map[string]map[string]int64{}
-		var mu sync.Mutex
-		var events []string
+		var events e2e.HostEvents
 		wctx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
-		for name, h := range byName {
+		for name, h := range hosts {
 			c := dial(t, h.Addr)
-			before[name] = loadedAt(ctx, t, c)
-			stream, err := c.Watch(wctx, &hostv1.WatchRequest{})
-			require.NoError(t, err)
-			initial := len(before[name])
-			go func() {
-				for i := 0; ; i++ {
-					ev, err := stream.Recv()
-					if err != nil {
-						return
-					}
-					if i >= initial {
-						mu.Lock()
-						events = append(events, fmt.Sprintf("%s %s %s", name, ev.GetType(), ev.GetModule()))
-						mu.Unlock()
-					}
-				}
-			}()
+			before[name] = e2e.LoadedAt(ctx, t, c)
+			events.Watch(wctx, t, name, c, len(before[name]))
 		}
 		op.stop(t)
 		op = startOperator(outer, operator, cp.kubeconfig)
 		cp.waitLeader(ctx, t, op)
-		// A few probes of every host, and a pass of both controllers.
-		time.Sleep(5 * time.Second)
-		mu.Lock()
-		assert.Empty(t, events, "host events after the operator restarted")
-		mu.Unlock()
-		for name, h := range byName {
-			assert.Equal(t, before[name], loadedAt(ctx, t, dial(t, h.Addr)), "modules on %s and when they were loaded", name)
+		// Over a few probes of every host and a pass of both controllers,
+		// no host loads anything.
+		assert.Never(t, func() bool { return len(events.Seen()) > 0 }, 5*time.Second, 50*time.Millisecond,
+			"host events after the operator restarted")
+		assert.Empty(t, events.Seen(), "host events after the operator restarted")
+		for name, h := range hosts {
+			assert.Equal(t, before[name], e2e.LoadedAt(ctx, t, dial(t, h.Addr)), "modules on %s and when they were loaded", name)
 		}
 		cp.kubectl(t, "wait", "--for=condition=Ready", "-n", "tinysystems", "--timeout=10s",
 			"tinymodule/hello", "tinymodule/common", "tinymodule/tally")
@@ -207,8 +330,8 @@ spec: {replicas: -1}
 	t.Run("a TinyModule deleted: unloaded from every host", func(t *testing.T) {
 		out := cp.kubectl(t, "delete", "tinymodule/hello", "-n", "tinysystems", "--timeout=1m")
 		t.Logf("kubectl delete:\n%s", out)
-		for name, h := range byName {
-			_, loaded := loadedAt(ctx, t, dial(t, h.Addr))["hello"]
+		for name, h := range hosts {
+			_, loaded := e2e.LoadedAt(ctx, t, dial(t, h.Addr))["hello"]
 			assert.False(t, loaded, "hello still loaded on %s", name)
 		}
 	})
@@ -220,8 +343,8 @@ spec: {replicas: -1}
 // routes the operator pushed carry them to tally on its host.
 func crossModule(t *testing.T, cp *controlPlane, tinyctl string) {
 	t.Helper()
-	common := cp.kubectl(t, "get", "tinymodule/common", "-n", "tinysystems", "-o", "jsonpath={.status.address}")
-	tally := cp.kubectl(t, "get", "tinymodule/tally", "-n", "tinysystems", "-o", "jsonpath={.status.address}")
+	common := cp.placementAddr(t, "tinysystems", "common")
+	tally := cp.placementAddr(t, "tinysystems", "tally")
 	total := func() map[string]float64 {
 		res := e2e.Run(t, nil, tinyctl, "--addr", tally, "call", "tally/counter/total", "{}")
 		require.Zero(t, res.Code, res.Stderr)
@@ -245,66 +368,54 @@ func crossModule(t *testing.T, cp *controlPlane, tinyctl string) {
 	t.Logf("tinyctl --addr %s call common/split/in '[1, 2, 3]' -> %s; tally on %s counted them: %v", common, strings.TrimSpace(res.Stdout), tally, total())
 }
 
-// manifests copies the manifests of this directory into a temporary one,
-// with the registry of the test and the addresses of its hosts.
-func manifests(t *testing.T, reg string, hosts []*e2e.Host) string {
+// manifests copies the manifests of this directory, and the seed's
+// TinyModule, into a temporary directory, with the registry of the test
+// in place of the manifests' own.
+func manifests(t *testing.T, reg string) string {
 	t.Helper()
 	dir := t.TempDir()
 	files, err := filepath.Glob("*.yaml")
 	require.NoError(t, err)
+	files = append(files, filepath.Join(e2e.Root(t), "operator", "config", "samples", "tinymodule_seed.yaml"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
 		s := strings.ReplaceAll(string(b), "registry.example.com", reg)
-		for i, h := range hosts {
-			s = strings.ReplaceAll(s, fmt.Sprintf("10.0.12.%d:50051", i+1), h.Addr)
-		}
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte(s), 0o644))
+		s = strings.ReplaceAll(s, "ghcr.io", reg)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, filepath.Base(f)), []byte(s), 0o644))
 	}
 	return dir
 }
 
 // controlPlane is kube-apiserver and etcd with the CRDs installed.
 type controlPlane struct {
-	kubeconfig, assets string
-	client             client.Client
+	*kubetest.Env
+	kubeconfig string
+	client     client.Client
 }
 
 func startControlPlane(t *testing.T) *controlPlane {
 	t.Helper()
-	root := e2e.Root(t)
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin")
-	}
-	for _, name := range []string{"kube-apiserver", "etcd", "kubectl"} {
-		if _, err := os.Stat(filepath.Join(assets, name)); err != nil {
-			t.Fatalf("no %s in %s (KUBEBUILDER_ASSETS): run `make envtest` to build it", name, assets)
-		}
-	}
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "operator", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		_ = env.Stop()
-		t.Fatalf("start the control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop the control plane: %v", err)
-		}
-	})
-	scheme := runtime.NewScheme()
-	require.NoError(t, clientgoscheme.AddToScheme(scheme))
-	require.NoError(t, v1alpha1.AddToScheme(scheme))
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	env := kubetest.Start(t)
+	return &controlPlane{Env: env, kubeconfig: env.Kubeconfig, client: env.Client}
+}
+
+// impersonating is a kubeconfig of the admin acting as user, with user's
+// permissions only.
+func (cp *controlPlane) impersonating(t *testing.T, user string) string {
+	t.Helper()
+	b, err := os.ReadFile(cp.kubeconfig)
 	require.NoError(t, err)
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(kubeconfig, env.KubeConfig, 0o600))
-	return &controlPlane{kubeconfig: kubeconfig, assets: assets, client: c}
+	var kc map[string]any
+	require.NoError(t, yaml.Unmarshal(b, &kc))
+	for _, u := range kc["users"].([]any) {
+		u.(map[string]any)["user"].(map[string]any)["as"] = user
+	}
+	out, err := yaml.Marshal(kc)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "as-host.kubeconfig")
+	require.NoError(t, os.WriteFile(path, out, 0o600))
+	return path
 }
 
 // kubectl runs bin/kubectl and fails the test if it fails.
@@ -318,11 +429,7 @@ func (cp *controlPlane) kubectl(t *testing.T, args ...string) string {
 }
 
 func (cp *controlPlane) kubectlErr(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(cp.assets, "kubectl"), append([]string{"--kubeconfig", cp.kubeconfig}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
+	return cp.Kubectl(ctx, args...)
 }
 
 // getWide logs `kubectl get tinymodules,tinyhosts -A -o wide`.
@@ -331,11 +438,51 @@ func (cp *controlPlane) getWide(t *testing.T, when string) {
 	t.Logf("kubectl get tinymodules,tinyhosts -A -o wide (%s):\n%s", when, cp.kubectl(t, "get", "tinymodules,tinyhosts", "-A", "-o", "wide"))
 }
 
-func (cp *controlPlane) module(t *testing.T, name string) *v1alpha1.TinyModule {
+func (cp *controlPlane) module(t *testing.T, ns, name string) *v1alpha1.TinyModule {
 	t.Helper()
 	var m v1alpha1.TinyModule
-	require.NoError(t, cp.client.Get(context.Background(), types.NamespacedName{Namespace: "tinysystems", Name: name}, &m))
+	require.NoError(t, cp.client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &m))
 	return &m
+}
+
+// placementAddr is the address of a host where the module is Ready: from
+// outside the cluster, where its Service's name does not resolve.
+func (cp *controlPlane) placementAddr(t *testing.T, ns, name string) string {
+	t.Helper()
+	for _, p := range cp.module(t, ns, name).Status.Placements {
+		if p.Phase == v1alpha1.PhaseReady {
+			return p.Address
+		}
+	}
+	t.Fatalf("%s/%s is Ready nowhere", ns, name)
+	return ""
+}
+
+func (cp *controlPlane) hostReady(ctx context.Context, name string) error {
+	var th v1alpha1.TinyHost
+	if err := cp.client.Get(ctx, types.NamespacedName{Name: name}, &th); err != nil {
+		return err
+	}
+	if !meta.IsStatusConditionTrue(th.Status.Conditions, v1alpha1.ConditionHostReady) {
+		return fmt.Errorf("%s not Ready: %v", name, th.Status.Conditions)
+	}
+	return nil
+}
+
+// endpoints are the module's EndpointSlices' endpoints, host:port by the
+// TinyHost each names.
+func (cp *controlPlane) endpoints(ctx context.Context, ns, name string) (map[string]string, error) {
+	var list discoveryv1.EndpointSliceList
+	if err := cp.client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, s := range list.Items {
+		for _, e := range s.Endpoints {
+			out[e.TargetRef.Name] = fmt.Sprintf("%s:%d", e.Addresses[0], *s.Ports[0].Port)
+		}
+	}
+	return out, nil
 }
 
 // waitLeader waits until the operator holds the lease and is ready.
@@ -343,7 +490,7 @@ func (cp *controlPlane) waitLeader(ctx context.Context, t *testing.T, op *operat
 	t.Helper()
 	waitFor(ctx, t, "the operator to lead", func() error {
 		var l coordinationv1.Lease
-		key := types.NamespacedName{Namespace: "default", Name: "tinyhost-operator.operator.tinysystems.io"}
+		key := types.NamespacedName{Namespace: hostNamespace, Name: "tinyhost-operator.operator.tinysystems.io"}
 		if err := cp.client.Get(ctx, key, &l); err != nil {
 			return err
 		}
@@ -383,11 +530,13 @@ type operatorProcess struct {
 	err    error
 }
 
+// startOperator starts the operator as the manifests run it: leader
+// election on (by default, its Lease in tinyhost-system), the hosts'
+// Leases watched in tinyhost-system.
 func startOperator(t *testing.T, bin, kubeconfig string) *operatorProcess {
 	t.Helper()
 	op := &operatorProcess{probes: freeAddr(t), logs: &e2e.LogBuffer{}, exited: make(chan struct{})}
-	op.cmd = exec.Command(bin, "--leader-elect", "--leader-election-namespace=default",
-		"--health-probe-bind-address="+op.probes, "--metrics-bind-address=0", "--zap-log-level=debug")
+	op.cmd = exec.Command(bin, "--health-probe-bind-address="+op.probes, "--metrics-bind-address=0", "--zap-log-level=debug")
 	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	op.cmd.Stdout, op.cmd.Stderr = op.logs, op.logs
 	require.NoError(t, op.cmd.Start())
@@ -445,22 +594,7 @@ func (op *operatorProcess) ready() error {
 
 func dial(t *testing.T, addr string) hostv1.HostServiceClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { cc.Close() })
-	return hostv1.NewHostServiceClient(cc)
-}
-
-// loadedAt returns the host's modules with when each was loaded.
-func loadedAt(ctx context.Context, t *testing.T, c hostv1.HostServiceClient) map[string]int64 {
-	t.Helper()
-	resp, err := c.ListModules(ctx, &hostv1.ListModulesRequest{})
-	require.NoError(t, err)
-	out := map[string]int64{}
-	for _, m := range resp.GetModules() {
-		out[m.GetName()] = m.GetLoadedAtUnixNano()
-	}
-	return out
+	return e2e.Client(t, addr).RPC()
 }
 
 // waitFor polls cond every 100ms until it returns nil or ctx ends.

@@ -15,4 +15,8 @@
 // and the wrapped error's message (MetaCause), so that FromStatus rebuilds
 // the typed error without reading the status message. Stream responses
 // carry the same google.rpc.Status.
+//
+// CheckWire and ParseWireEnd are the check a host's SetWiring makes of each
+// wire, here so that the operator leaves out a wire a host would refuse
+// instead of sending a table that every host refuses whole.
 package api

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -44,18 +43,41 @@ func newSentinel(code codes.Code, reason, msg string, kind Kind) *Sentinel {
 	return s
 }
 
-// sentinelOf is the sentinel err wraps, or matches with errors.Is, or nil.
+// sentinelOf is the outermost sentinel in err's tree: one err wraps, or
+// one an error on the way claims with an Is method. Outermost, because the
+// error that wraps another says what happened: an UnreachableError whose
+// last attempt was refused plain HTTP is unreachable.
 func sentinelOf(err error) *Sentinel {
-	var s *Sentinel
-	if errors.As(err, &s) {
-		return s
-	}
 	sentinelsMu.Lock()
 	all := sentinels
 	sentinelsMu.Unlock()
-	for _, s := range all {
-		if errors.Is(err, s) {
-			return s
+	return outermost(err, all)
+}
+
+func outermost(err error, all []*Sentinel) *Sentinel {
+	if err == nil {
+		return nil
+	}
+	if s, ok := err.(*Sentinel); ok {
+		return s
+	}
+	if x, ok := err.(interface{ Is(error) bool }); ok {
+		for _, s := range all {
+			// A kind's sentinel claimed by a CallError's Is says less
+			// than what the CallError wraps.
+			if s.kind == 0 && x.Is(s) {
+				return s
+			}
+		}
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return outermost(u.Unwrap(), all)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if s := outermost(e, all); s != nil {
+				return s
+			}
 		}
 	}
 	return nil

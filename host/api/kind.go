@@ -52,13 +52,7 @@ const (
 // name in messages, the ErrorInfo reason and gRPC code of its status, the
 // ABI status a guest gets for it from a host call, and its label in
 // metrics. It is the one table of kinds; each mapping below reads it.
-var kinds = [...]struct {
-	name   string
-	reason string
-	code   codes.Code
-	status abi.Status
-	label  string
-}{
+var kinds = [...]kindRow{
 	KindTrap:         {"trap", ReasonTrap, codes.Aborted, abi.StatusError, "trap"},
 	KindTimeout:      {"timeout", ReasonTimeout, codes.DeadlineExceeded, abi.StatusTimeout, "timeout"},
 	KindMemory:       {"memory limit", ReasonMemory, codes.Aborted, abi.StatusError, "memory_limit"},
@@ -73,7 +67,25 @@ var kinds = [...]struct {
 	KindCanceled:     {"canceled", ReasonCanceled, codes.Canceled, abi.StatusTimeout, "canceled"},
 }
 
+type kindRow struct {
+	name   string
+	reason string
+	code   codes.Code
+	status abi.Status
+	label  string
+}
+
+// unknown is the row of a kind the table does not have.
+var unknown = kindRow{code: codes.Internal, status: abi.StatusError, label: "other"}
+
 func (k Kind) valid() bool { return k > 0 && int(k) < len(kinds) }
+
+func (k Kind) row() *kindRow {
+	if k.valid() {
+		return &kinds[k]
+	}
+	return &unknown
+}
 
 func (k Kind) String() string {
 	if k.valid() {
@@ -84,40 +96,20 @@ func (k Kind) String() string {
 
 // Reason is the ErrorInfo reason of the status of a call that failed with
 // k, "" for an unknown kind.
-func (k Kind) Reason() string {
-	if k.valid() {
-		return kinds[k].reason
-	}
-	return ""
-}
+func (k Kind) Reason() string { return k.row().reason }
 
 // Code is the gRPC code of the status of a call that failed with k,
 // Internal for an unknown kind.
-func (k Kind) Code() codes.Code {
-	if k.valid() {
-		return kinds[k].code
-	}
-	return codes.Internal
-}
+func (k Kind) Code() codes.Code { return k.row().code }
 
 // Status is the ABI status a guest's host call (send, call) gets when the
 // message failed with k: StatusError for the kinds the ABI has no status
 // for.
-func (k Kind) Status() abi.Status {
-	if k.valid() {
-		return kinds[k].status
-	}
-	return abi.StatusError
-}
+func (k Kind) Status() abi.Status { return k.row().status }
 
 // Label is k's label in metrics ("trap", "memory_limit", ...), "other" for
 // an unknown kind.
-func (k Kind) Label() string {
-	if k.valid() {
-		return kinds[k].label
-	}
-	return "other"
-}
+func (k Kind) Label() string { return k.row().label }
 
 // StatusKind is the kind of a failure a guest reported with status s (a
 // handler's response, or a host call's result): the kind of the same name

@@ -77,6 +77,7 @@ func TestSentinels(t *testing.T) {
 		{"stale", fmt.Errorf("routes generation 1 is older than 2: %w", api.ErrStaleGeneration), api.ErrStaleGeneration, codes.FailedPrecondition, api.ReasonStaleGeneration},
 		{"capacity", &api.LoadError{Module: "m", Err: api.ErrCapacity}, api.ErrCapacity, codes.ResourceExhausted, api.ReasonCapacity},
 		{"artifact", &api.LoadError{Module: "m", Err: fmt.Errorf("fetch: %w", artifact.ErrUnauthorized)}, artifact.ErrUnauthorized, codes.PermissionDenied, api.ReasonUnauthorized},
+		{"outermost", &artifact.UnreachableError{Op: "resolve r/a:1", Host: "r", Attempts: 2, Err: fmt.Errorf("get: %w", artifact.ErrPlainHTTP)}, artifact.ErrUnreachable, codes.Unavailable, api.ReasonUnreachable},
 		{"matched by Is", fmt.Errorf("fetch: %w", &artifact.DigestMismatchError{What: "x", Want: "a", Got: "b"}), artifact.ErrDigestMismatch, codes.DataLoss, api.ReasonDigestMismatch},
 	}
 	for _, tt := range tests {

@@ -379,111 +379,121 @@ func failFirst(n int64, seen *atomic.Int64) middleware {
 // logged; a registry that stays away gives a clear error after the bounded
 // attempts.
 func TestUnreachableRegistry(t *testing.T) {
+	t.Run("fails 3 times then answers", testFlakyRegistry)
+	t.Run("keeps failing", testRegistryKeepsFailing)
+	t.Run("closed", testRegistryClosed)
+	t.Run("retry time bounds the attempts", testRetryTimeout)
+	t.Run("context ends the retries", testRetryContext)
+	t.Run("not found is not retried", testNotFoundNotRetried)
+}
+
+func testFlakyRegistry(t *testing.T) {
 	wasm := realWasm(t)
+	ctx := ctxT(t)
+	var seen atomic.Int64
+	reg := startRegistry(t, true, failFirst(3, &seen))
+	seen.Store(1 << 40) // let the push through
+	_, err := newClient(t, reg.Options()).Push(ctx, reg.Ref("m/flaky:1"), wasm, testDescriptor(), artifact.PushOptions{})
+	require.NoError(t, err)
+	seen.Store(0)
 
-	t.Run("fails 3 times then answers", func(t *testing.T) {
-		ctx := ctxT(t)
-		var seen atomic.Int64
-		reg := startRegistry(t, true, failFirst(3, &seen))
-		seen.Store(1 << 40) // let the push through
-		_, err := newClient(t, reg.Options()).Push(ctx, reg.Ref("m/flaky:1"), wasm, testDescriptor(), artifact.PushOptions{})
-		require.NoError(t, err)
-		seen.Store(0)
+	o := reg.Options()
+	o.Attempts = 5
+	var logs *logBuffer
+	o.Logger, logs = newLogger(t)
+	got, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/flaky:1")})
+	require.NoError(t, err)
+	assert.Equal(t, wasm, got)
+	assert.Equal(t, 3, logs.Count("retrying"), "one retry per 503")
+	assert.Equal(t, 3, logs.Count("attempt="))
+	assert.Contains(t, logs.String(), "503")
+}
 
-		o := reg.Options()
-		o.Attempts = 5
-		var logs *logBuffer
-		o.Logger, logs = newLogger(t)
-		got, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/flaky:1")})
-		require.NoError(t, err)
-		assert.Equal(t, wasm, got)
-		assert.Equal(t, 3, logs.Count("retrying"), "one retry per 503")
-		assert.Equal(t, 3, logs.Count("attempt="))
-		assert.Contains(t, logs.String(), "503")
-	})
+// downRegistry is a registry that answers every request 503, and the
+// count of the requests it had.
+func downRegistry(t *testing.T) (*testRegistry, *atomic.Int64) {
+	seen := new(atomic.Int64)
+	return startRegistry(t, true, failFirst(1<<40, seen)), seen
+}
 
-	t.Run("keeps failing", func(t *testing.T) {
-		ctx := ctxT(t)
-		var seen atomic.Int64
-		reg := startRegistry(t, true, failFirst(1<<40, &seen))
-		o := reg.Options()
-		o.Attempts = 3
-		_, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
-		require.ErrorIs(t, err, artifact.ErrUnreachable)
-		var ue *artifact.UnreachableError
-		require.ErrorAs(t, err, &ue)
-		assert.Equal(t, 3, ue.Attempts)
-		assert.Equal(t, reg.Host, ue.Host)
-		assert.Contains(t, err.Error(), "503")
-		assert.EqualValues(t, 3, seen.Load())
-	})
+func testRegistryKeepsFailing(t *testing.T) {
+	ctx := ctxT(t)
+	reg, seen := downRegistry(t)
+	o := reg.Options()
+	o.Attempts = 3
+	_, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
+	require.ErrorIs(t, err, artifact.ErrUnreachable)
+	var ue *artifact.UnreachableError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, 3, ue.Attempts)
+	assert.Equal(t, reg.Host, ue.Host)
+	assert.Contains(t, err.Error(), "503")
+	assert.EqualValues(t, 3, seen.Load())
+}
 
-	t.Run("closed", func(t *testing.T) {
-		ctx := ctxT(t)
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := l.Addr().String()
-		require.NoError(t, l.Close())
+func testRegistryClosed(t *testing.T) {
+	ctx := ctxT(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
 
-		o := fastRetries()
-		o.PlainHTTP = []string{addr}
-		var logs *logBuffer
-		o.Logger, logs = newLogger(t)
-		start := time.Now()
-		_, _, err = newClient(t, o).Fetch(ctx, artifact.Source{Image: addr + "/m/x:1"})
-		require.ErrorIs(t, err, artifact.ErrUnreachable)
-		assert.Less(t, time.Since(start), 5*time.Second)
-		t.Log(err)
-		var ue *artifact.UnreachableError
-		require.ErrorAs(t, err, &ue)
-		assert.Equal(t, o.Attempts, ue.Attempts)
-		assert.Equal(t, addr, ue.Host)
-		msg := err.Error()
-		assert.Contains(t, msg, "resolve "+addr+"/m/x:1: "+addr+" unreachable after 4 attempt(s)")
-		assert.Contains(t, msg, "connection refused")
-		assert.Equal(t, o.Attempts-1, logs.Count("retrying"))
-	})
+	o := fastRetries()
+	o.PlainHTTP = []string{addr}
+	var logs *logBuffer
+	o.Logger, logs = newLogger(t)
+	start := time.Now()
+	_, _, err = newClient(t, o).Fetch(ctx, artifact.Source{Image: addr + "/m/x:1"})
+	require.ErrorIs(t, err, artifact.ErrUnreachable)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	t.Log(err)
+	var ue *artifact.UnreachableError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, o.Attempts, ue.Attempts)
+	assert.Equal(t, addr, ue.Host)
+	msg := err.Error()
+	assert.Contains(t, msg, "resolve "+addr+"/m/x:1: "+addr+" unreachable after 4 attempt(s)")
+	assert.Contains(t, msg, "connection refused")
+	assert.Equal(t, o.Attempts-1, logs.Count("retrying"))
+}
 
-	t.Run("retry time bounds the attempts", func(t *testing.T) {
-		ctx := ctxT(t)
-		var seen atomic.Int64
-		reg := startRegistry(t, true, failFirst(1<<40, &seen))
-		o := reg.Options()
-		o.Attempts = 1000
-		o.Backoff = 20 * time.Millisecond
-		o.MaxBackoff = 20 * time.Millisecond
-		o.RetryTimeout = 200 * time.Millisecond
-		start := time.Now()
-		_, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
-		require.ErrorIs(t, err, artifact.ErrUnreachable)
-		assert.Less(t, time.Since(start), 5*time.Second)
-		assert.Less(t, seen.Load(), int64(20))
-	})
+func testRetryTimeout(t *testing.T) {
+	ctx := ctxT(t)
+	reg, seen := downRegistry(t)
+	o := reg.Options()
+	o.Attempts = 1000
+	o.Backoff = 20 * time.Millisecond
+	o.MaxBackoff = 20 * time.Millisecond
+	o.RetryTimeout = 200 * time.Millisecond
+	start := time.Now()
+	_, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
+	require.ErrorIs(t, err, artifact.ErrUnreachable)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Less(t, seen.Load(), int64(20))
+}
 
-	t.Run("context ends the retries", func(t *testing.T) {
-		var seen atomic.Int64
-		reg := startRegistry(t, true, failFirst(1<<40, &seen))
-		o := reg.Options()
-		o.Attempts = 1000
-		o.Backoff = time.Hour
-		o.MaxBackoff = time.Hour
-		o.RetryTimeout = 2 * time.Hour
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		defer cancel()
-		_, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Contains(t, err.Error(), "503")
-		assert.EqualValues(t, 1, seen.Load())
-	})
+func testRetryContext(t *testing.T) {
+	reg, seen := downRegistry(t)
+	o := reg.Options()
+	o.Attempts = 1000
+	o.Backoff = time.Hour
+	o.MaxBackoff = time.Hour
+	o.RetryTimeout = 2 * time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "503")
+	assert.EqualValues(t, 1, seen.Load())
+}
 
-	t.Run("not found is not retried", func(t *testing.T) {
-		ctx := ctxT(t)
-		reg := startRegistry(t, true, nil)
-		_, _, err := newClient(t, reg.Options()).Fetch(ctx, artifact.Source{Image: reg.Ref("m/none:1")})
-		require.ErrorIs(t, err, artifact.ErrNotFound)
-		assert.Contains(t, err.Error(), "m/none:1")
-		assert.Equal(t, 1, reg.Requests("/manifests/"))
-	})
+func testNotFoundNotRetried(t *testing.T) {
+	ctx := ctxT(t)
+	reg := startRegistry(t, true, nil)
+	_, _, err := newClient(t, reg.Options()).Fetch(ctx, artifact.Source{Image: reg.Ref("m/none:1")})
+	require.ErrorIs(t, err, artifact.ErrNotFound)
+	assert.Contains(t, err.Error(), "m/none:1")
+	assert.Equal(t, 1, reg.Requests("/manifests/"))
 }
 
 // TestCacheAfterRestart: with the registry stopped, a new Client on the same
@@ -663,16 +673,23 @@ func TestCredentials(t *testing.T) {
 	})
 }
 
-// TestFetchURL fetches from a real HTTPS server.
-func TestFetchURL(t *testing.T) {
-	wasm := realWasm(t)
-	var gets atomic.Int64
+// wasmFiles serves wasm at /m.wasm, counting the GETs in gets, and an
+// HTML page at /page.
+func wasmFiles(wasm []byte, gets *atomic.Int64) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/m.wasm", func(w http.ResponseWriter, r *http.Request) {
 		gets.Add(1)
 		w.Write(wasm)
 	})
 	mux.HandleFunc("/page", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("<html>hello</html>")) })
+	return mux
+}
+
+// TestFetchURL fetches from a real HTTPS server.
+func TestFetchURL(t *testing.T) {
+	wasm := realWasm(t)
+	var gets atomic.Int64
+	mux := wasmFiles(wasm, &gets)
 	tlsSrv := startHTTP(t, true, mux)
 	plainSrv := startHTTP(t, false, mux)
 	mux.HandleFunc("/to-plain", func(w http.ResponseWriter, r *http.Request) {
@@ -736,6 +753,14 @@ func TestFetchURL(t *testing.T) {
 		})
 	}
 
+}
+
+// TestFetchURLAgain: a URL fetched once is served from the cache when the
+// server is gone, and one that fails at first is retried.
+func TestFetchURLAgain(t *testing.T) {
+	wasm := realWasm(t)
+	good := digestOf(wasm)
+	mux := wasmFiles(wasm, new(atomic.Int64))
 	t.Run("cached after the server is gone", func(t *testing.T) {
 		ctx := ctxT(t)
 		srv := startHTTP(t, true, mux)

@@ -51,16 +51,9 @@ func TestParseSource(t *testing.T) {
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := artifact.ParseSource(tc.in)
-			if tc.err != "" {
-				require.ErrorIs(t, err, artifact.ErrInvalidSource)
-				assert.Contains(t, err.Error(), tc.err)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-			again, err := artifact.ParseSource(got.String())
-			require.NoError(t, err)
-			assert.Equal(t, got, again)
+			checkParsed(t, got, err, tc.want, tc.err, func(s artifact.Source) (artifact.Source, error) {
+				return artifact.ParseSource(s.String())
+			})
 		})
 	}
 }
@@ -151,18 +144,28 @@ func TestParseRefFile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := artifact.ParseRefFile([]byte(tc.in))
-			if tc.err != "" {
-				require.ErrorIs(t, err, artifact.ErrInvalidSource)
-				assert.Contains(t, err.Error(), tc.err)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-			again, err := artifact.ParseRefFile(got.RefFile())
-			require.NoError(t, err)
-			assert.Equal(t, got, again)
+			checkParsed(t, got, err, tc.want, tc.err, func(s artifact.Source) (artifact.Source, error) {
+				return artifact.ParseRefFile(s.RefFile())
+			})
 		})
 	}
+}
+
+// checkParsed checks what a parser made of a case: an ErrInvalidSource
+// that mentions wantErr, or else want, which the parser reads back the
+// same from its own text (again).
+func checkParsed(t *testing.T, got artifact.Source, err error, want artifact.Source, wantErr string, again func(artifact.Source) (artifact.Source, error)) {
+	t.Helper()
+	if wantErr != "" {
+		require.ErrorIs(t, err, artifact.ErrInvalidSource)
+		assert.Contains(t, err.Error(), wantErr)
+		return
+	}
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	back, err := again(got)
+	require.NoError(t, err)
+	assert.Equal(t, got, back)
 }
 
 func TestReadRefFile(t *testing.T) {

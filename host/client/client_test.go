@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/host"
@@ -62,7 +63,8 @@ func TestClient(t *testing.T) {
 	addr, certs := serve(t)
 	token := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
-	c, err := client.New(addr, client.Options{CAFile: certs.CA, CertFile: certs.ClientCert, KeyFile: certs.ClientKey, TokenFile: token, Keepalive: 10 * time.Second})
+	c, err := client.New(addr, client.Options{CAFile: certs.CA, CertFile: certs.ClientCert, KeyFile: certs.ClientKey, TokenFile: token,
+		Keepalive: keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second}})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	// Minutes: the first load compiles the guest, on a machine that may be

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -45,11 +44,11 @@ type Options struct {
 	// TLS is a normal setup, and the host decides what it accepts.
 	TokenNeedsTLS bool
 
-	// Keepalive pings the host every Keepalive on an idle connection, and
-	// closes the connection when a ping is not answered within a third of
-	// it, so that a host that vanished is noticed without a call. Default
-	// 0: no pings.
-	Keepalive time.Duration
+	// Keepalive pings the host on an idle connection (Time) and closes the
+	// connection when a ping is not answered (Timeout), so that a host that
+	// vanished is noticed without a call; the host must permit the pings.
+	// Default zero: no pings.
+	Keepalive keepalive.ClientParameters
 	// MaxMessageBytes is the largest response accepted. Default: grpc-go's
 	// 4 MiB.
 	MaxMessageBytes int
@@ -145,8 +144,8 @@ func (o Options) dialOptions() []grpc.DialOption {
 	if o.Token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: o.Token, tls: o.TokenNeedsTLS}))
 	}
-	if o.Keepalive > 0 {
-		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: o.Keepalive, Timeout: o.Keepalive / 3, PermitWithoutStream: true}))
+	if o.Keepalive.Time > 0 {
+		opts = append(opts, grpc.WithKeepaliveParams(o.Keepalive))
 	}
 	if o.MaxMessageBytes > 0 {
 		opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.MaxMessageBytes)))

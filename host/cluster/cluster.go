@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
@@ -93,7 +94,8 @@ func New(opts Options) *Transport {
 	t := &Transport{opts: opts, log: opts.Logger, known: map[string]bool{}}
 	t.dial = client.Options{
 		TLSConfig: opts.TLS, Token: opts.Token, TokenNeedsTLS: opts.TLS != nil,
-		Keepalive: 10 * time.Second, MaxMessageBytes: opts.MaxMessageBytes,
+		Keepalive:       keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true},
+		MaxMessageBytes: opts.MaxMessageBytes,
 	}
 	t.peers.Store(&map[string]*peerConn{})
 	t.ctx, t.cancel = context.WithCancel(context.Background())

@@ -92,7 +92,8 @@ func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 // load loads wasm into the host directly, under name, with limits.
 func (e *env) load(t testing.TB, wasm []byte, name string, limits host.Limits) host.ModuleInfo {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Minutes: a load compiles, on a machine that may be busy.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	info, err := e.h.Load(ctx, wasm, host.LoadOptions{Name: name, Limits: limits})
 	require.NoError(t, err)

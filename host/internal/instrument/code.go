@@ -147,11 +147,20 @@ func (b *bounds) check(r *reader, sp indexSpace, idx uint32, at int) error {
 	return nil
 }
 
+// A point is where a check goes: the file offset just after a loop
+// instruction's block type, or a function body's entry. wrap is set where
+// the check needs a loop of its own to branch back to after a poll (see
+// plan): at an entry, and after a loop whose block type is a type index,
+// as such a loop may take parameters, which a branch to it would need.
+type point struct {
+	at   int
+	wrap bool
+}
+
 // scanInstrs decodes instructions up to and including the end that closes
 // the enclosing function or constant expression, checks the indices they
-// name, and appends to loops the file offset just after the block type of
-// every loop instruction.
-func (b *bounds) scanInstrs(r *reader, loops []int) ([]int, error) {
+// name, and appends to loops the point of every loop instruction.
+func (b *bounds) scanInstrs(r *reader, loops []point) ([]point, error) {
 	var err error
 	depth := 1 // the enclosing function's or expression's own block
 	for r.pos < len(r.buf) {
@@ -177,8 +186,11 @@ func (b *bounds) scanInstrs(r *reader, loops []int) ([]int, error) {
 			err = r.blockType()
 			depth++
 		case immLoop:
+			// A type index is a non-negative LEB128; the other block
+			// types are single bytes from 0x40 to 0x7F.
+			typed := r.pos < len(r.buf) && (r.buf[r.pos] < 0x40 || r.buf[r.pos] > 0x7F)
 			if err = r.blockType(); err == nil {
-				loops = append(loops, r.off())
+				loops = append(loops, point{at: r.off(), wrap: typed})
 			}
 			depth++
 		case immMemArg:
@@ -196,19 +208,9 @@ func (b *bounds) scanInstrs(r *reader, loops []int) ([]int, error) {
 				_, err = r.u32()
 			}
 		case immBrTable:
-			var k int
-			if k, err = r.count("br_table label", 1); err == nil {
-				for i := 0; i <= k && err == nil; i++ {
-					_, err = r.u32()
-				}
-			}
+			err = r.brTable()
 		case immSelectT:
-			var k int
-			if k, err = r.count("select type", 1); err == nil {
-				for i := 0; i < k && err == nil; i++ {
-					err = r.valType()
-				}
-			}
+			err = r.selectTypes()
 		case immTryTable:
 			err = r.tryTable()
 			depth++
@@ -254,6 +256,24 @@ func (b *bounds) memArg(r *reader) error {
 		return err
 	}
 	_, err = r.uleb(64)
+	return err
+}
+
+// brTable skips br_table's labels: a vector, then the default.
+func (r *reader) brTable() error {
+	k, err := r.count("br_table label", 1)
+	for i := 0; i <= k && err == nil; i++ {
+		_, err = r.u32()
+	}
+	return err
+}
+
+// selectTypes skips the value types of a typed select.
+func (r *reader) selectTypes() error {
+	k, err := r.count("select type", 1)
+	for i := 0; i < k && err == nil; i++ {
+		err = r.valType()
+	}
 	return err
 }
 

@@ -79,11 +79,11 @@
 // wazero's own RATIONALE.md ("Why context cancellation is handled in Go
 // code rather than native code") says the same about checking a flag in
 // native code. WithPoll(n) avoids it. Instead of the check above, it
-// inserts at the same places:
+// inserts right after every loop header:
 //
 //	0x23 <C>  0x41 0x01  0x6B  0x24 <C>   ;; C = C - 1
 //	0x23 <C>  0x45                        ;; C == 0 ?
-//	0x04 0x40  0x10 <P>  0x0B             ;; if; call $poll; end
+//	0x04 0x40  0x10 <P>  0x0C 0x01  0x0B  ;; if; call $poll; br 1; end
 //
 // where C (index G+1) is a second, unexported mutable i32 global that
 // starts at n, and P is a new function appended to the module (its type
@@ -91,7 +91,22 @@
 //
 //	0x41 0x00  0x40 0x00  0x1A            ;; memory.grow 0 (result dropped)
 //	0x23 <G>  0x04 0x40  0x00  0x0B       ;; if G != 0: unreachable
-//	0x41 <n>  0x24 <C>                    ;; C = n
+//	0x41 <n+1>  0x24 <C>                  ;; C = n + 1
+//
+// After the poll, br 1 goes back to the start of the loop, so the check
+// runs again, takes C to n, and the loop goes on. At a function's entry,
+// and after a loop whose block type is a type index (such a loop may take
+// parameters, which br 1 would need), the check gets a loop of its own:
+//
+//	0x03 0x40  <check>  0x0B              ;; loop; check; end
+//
+// Branching back, rather than going on after the if, is what makes the
+// check cheap in wazero's compiler: its register allocator treats the
+// call as clobbering every register, and a value that the loop carries
+// from one iteration to the next and that has to be reloaded after the
+// call is then stored to the stack on every iteration, poll or no poll.
+// After the branch nothing the loop carries is used but through the loop
+// header, so the iterations that do not poll pay only for the countdown.
 //
 // P itself is not instrumented. In wazero's compiler memory.grow always
 // leaves compiled code for Go, where the goroutine can be preempted, so
@@ -99,12 +114,13 @@
 // scheduler get their chance, and the interrupt global is checked. A
 // module without a memory gets an empty one for this. No existing
 // function, type, global or memory index changes. A call or a loop
-// iteration costs a few more instructions than with the plain check (the
-// compiler keeps C in a register between the store and the load), plus
-// one exit to Go every n of them; a guest stops within n calls and
-// iterations of the host setting G. This relies on how wazero v1.12.0
-// compiles memory.grow, which TestPollSurvivesGCAndOneProc checks, for a
-// loop and for recursion without loops.
+// iteration costs a load, a subtraction, a store and a branch not taken
+// (the compiler reuses the stored value for the test), plus one exit to
+// Go every n of them; a guest stops within n calls and iterations of the
+// host setting G. This relies on how wazero v1.12.0 compiles memory.grow,
+// which TestPollSurvivesGCAndOneProc checks, for a loop and for recursion
+// without loops; what the checks cost is in make bench
+// (BenchmarkInterruptChecks in the host).
 //
 // Because code offsets move, DWARF custom sections that point into the code
 // section no longer match; the name section stays valid, as no function,
@@ -129,8 +145,10 @@
 // proves the property: for every module Rewrite accepts, decoding the
 // output finds G, C, P and an injected memory named only by the inserted
 // checks and P's body, the interrupt global exported only under its name,
-// and the check at every loop header and at every function entry (or, past
-// straight-line code, at the function's first loop).
+// and, in every function, straight-line code from the entry to a loop
+// header (the check's own loop at the entry, or the function's first
+// loop) and the check, branching back after the poll, right after every
+// loop header (or inside a loop of its own there).
 //
 // # The start function: WithStart
 //

@@ -77,6 +77,17 @@ type indexRef struct {
 	off   int
 }
 
+// output is Rewrite's output decoded, for checkInjected.
+type output struct {
+	m           *module
+	refs        []indexRef // to the injected state
+	g, c, p     uint32     // the interrupt and countdown globals, the poll function
+	injectedMem bool       // the output's memory 0 is injected
+}
+
+// region is a range of file offsets, [from, to).
+type region struct{ from, to int }
+
 // checkInjected decodes res.Wasm, the output of Rewrite(in, testGlobal,
 // hostOptions...), and fails unless the injected state is reachable only
 // from the injected code and every function entry and loop header checks.
@@ -84,104 +95,133 @@ func checkInjected(t require.TestingT, in []byte, res *Result) {
 	if h, ok := t.(interface{ Helper() }); ok {
 		h.Helper()
 	}
-	out := res.Wasm
-	g, c, p := res.Global, res.Global+1, res.Poll
-	injectedMem := countMemories(t, in) == 0
+	o := decodeOutput(t, in, res)
+	allowed := checkCode(t, res, o)
+	checkRefs(t, o, allowed)
+	checkExports(t, res, o)
+	checkTables(t, res, o)
+}
+
+// decodeOutput decodes res.Wasm, recording every index that names the
+// injected state, and checks that the index spaces grew by exactly what
+// Rewrite adds.
+func decodeOutput(t require.TestingT, in []byte, res *Result) *output {
+	o := &output{m: &module{input: res.Wasm}, g: res.Global, c: res.Global + 1, p: res.Poll}
+	o.injectedMem = countMemories(t, in) == 0
 	injected := func(sp indexSpace, idx uint32) bool {
 		switch sp {
 		case spaceGlobal:
-			return idx == g || idx == c
+			return idx == o.g || idx == o.c
 		case spaceFunc:
-			return idx == p
+			return idx == o.p
 		}
-		return injectedMem
+		return o.injectedMem
 	}
-	var refs []indexRef // to the injected state
-	m := &module{input: out}
+	m := o.m
 	m.bounds.visit = func(sp indexSpace, idx uint32, off int) {
 		if injected(sp, idx) {
-			refs = append(refs, indexRef{sp, idx, off})
+			o.refs = append(o.refs, indexRef{sp, idx, off})
 		}
 	}
 	require.NoError(t, m.decode("", ""), "the output decodes")
 
-	seq := b(0x23, leb(int(c)), 0x41, 0x01, 0x6B, 0x24, leb(int(c)), 0x23, leb(int(c)), 0x45, 0x04, 0x40, 0x10, leb(int(p)), 0x0B)
-	pollFn := b(0x00, 0x41, 0x00, 0x40, 0x00, 0x1A, 0x23, leb(int(g)), 0x04, 0x40, 0x00, 0x0B, 0x41, sleb(hostPoll), 0x24, leb(int(c)), 0x0B)
-
-	// The index spaces grew by exactly what Rewrite adds.
-	require.Equal(t, g+2, m.bounds.n[spaceGlobal], "two globals added")
-	require.Equal(t, p+1, m.bounds.n[spaceFunc], "the poll function is the last function")
+	require.Equal(t, o.g+2, m.bounds.n[spaceGlobal], "two globals added")
+	require.Equal(t, o.p+1, m.bounds.n[spaceFunc], "the poll function is the last function")
 	require.Equal(t, res.Functions+1, len(m.bodies))
-	if injectedMem {
+	if o.injectedMem {
 		require.EqualValues(t, 1, m.bounds.n[spaceMemory], "one memory added")
 	} else {
 		require.Equal(t, countMemories(t, in), m.bounds.n[spaceMemory], "no memory added")
 	}
+	return o
+}
 
-	// Where the injected state may be named: the checks, and the poll
-	// function's body.
-	type region struct{ from, to int }
+// checkCode checks every function body of the output and returns where
+// the injected state may be named: the checks, and the poll function's
+// body, in file order.
+//
+// The rule: in every body, straight-line code from the entry leads to a
+// loop header (Rewrite's own loop around the entry's check, or the
+// guest's first loop), and every loop header is followed by the check,
+// either at once or inside a loop of Rewrite's own (loop; check; end),
+// which is a loop header in its turn. The check ends, after the poll, in
+// a branch to the loop it follows, so that the check itself runs again
+// before anything else.
+func checkCode(t require.TestingT, res *Result, o *output) []region {
+	m, out := o.m, res.Wasm
+	c, p := int(o.c), int(o.p)
+	seq := b(0x23, leb(c), 0x41, 0x01, 0x6B, 0x24, leb(c), 0x23, leb(c), 0x45, 0x04, 0x40, 0x10, leb(p), 0x0C, 0x01, 0x0B)
+	wrapped := b(loopHeader, seq, 0x0B)
 	var allowed []region
-	loops := 0
+	headers := 0
 	for i, bd := range m.bodies[:len(m.bodies)-1] {
 		r := &reader{buf: out[bd.content:bd.end], base: bd.content}
 		_, err := readLocals(r)
 		require.NoError(t, err)
-		entry := r.off()
-		loops += bd.last - bd.first
-		if m.points[bd.first] == entry {
-			loops--
-		} else {
-			require.Equal(t, m.points[bd.first], straightToLoop(t, out[entry:bd.end], entry),
-				"function %d: no check at its entry, and no loop's check before anything else", i)
-		}
-		for _, at := range m.points[bd.first:bd.last] {
-			require.True(t, bytes.HasPrefix(out[at:bd.end], seq), "function %d: no check at byte offset %d", i, at)
-			allowed = append(allowed, region{at, at + len(seq)})
+		require.Less(t, bd.first, bd.last, "function %d has no loop header, so no check", i)
+		require.Equal(t, m.points[bd.first].at, straightToLoop(t, out[r.off():bd.end], r.off()),
+			"function %d: something runs before the first check", i)
+		for _, pt := range m.points[bd.first:bd.last] {
+			headers++
+			switch code := out[pt.at:bd.end]; {
+			case bytes.HasPrefix(code, seq):
+				allowed = append(allowed, region{pt.at, pt.at + len(seq)})
+			case !bytes.HasPrefix(code, wrapped):
+				require.Fail(t, "no check", "function %d: no check after the loop header at byte offset %d", i, pt.at)
+			}
 		}
 	}
-	require.Equal(t, res.Loops, loops, "loops found again, each with its check")
+	require.LessOrEqual(t, res.Loops, headers, "the guest's loops are found again")
 	last := m.bodies[len(m.bodies)-1]
+	pollFn := b(0x00, 0x41, 0x00, 0x40, 0x00, 0x1A, 0x23, leb(int(o.g)), 0x04, 0x40, 0x00, 0x0B, 0x41, sleb(hostPoll+1), 0x24, leb(c), 0x0B)
 	require.Equal(t, pollFn, out[last.content:last.end], "the poll function's body")
-	allowed = append(allowed, region{last.content, last.end})
+	return append(allowed, region{last.content, last.end})
+}
 
-	exports, _ := m.section(secExport) // checked below
-	for _, r := range refs {
+// checkRefs checks that the injected state is named only in the allowed
+// regions (sorted) and in the export section, which checkExports checks.
+func checkRefs(t require.TestingT, o *output, allowed []region) {
+	exports, _ := o.m.section(secExport)
+	for _, r := range o.refs {
 		if r.off >= exports.payload && r.off < exports.end {
 			continue
 		}
-		// allowed is in file order.
 		i := sort.Search(len(allowed), func(i int) bool { return allowed[i].to > r.off })
 		require.True(t, i < len(allowed) && r.off >= allowed[i].from, "%s %d is named at byte offset %d, outside the injected code", r.space, r.index, r.off)
 	}
+}
 
-	// Exports: the interrupt global under its name, the start function
-	// under the start name, nothing else injected.
+// checkExports checks the exports: the interrupt global under its name,
+// the start function under the start name, nothing else injected.
+func checkExports(t require.TestingT, res *Result, o *output) {
+	m := o.m
 	for _, e := range m.exports {
 		switch {
 		case e.Name == testGlobal:
-			require.Equal(t, Export{testGlobal, KindGlobal, g}, e)
+			require.Equal(t, Export{testGlobal, KindGlobal, o.g}, e)
 		case e.Name == hostStart:
 			require.True(t, res.Start)
 			require.Equal(t, KindFunc, e.Kind)
-			require.Less(t, e.Index, p)
+			require.Less(t, e.Index, o.p)
 		case e.Kind == KindGlobal:
-			require.Less(t, e.Index, g, "export %q", e.Name)
+			require.Less(t, e.Index, o.g, "export %q", e.Name)
 		case e.Kind == KindFunc:
-			require.Less(t, e.Index, p, "export %q", e.Name)
+			require.Less(t, e.Index, o.p, "export %q", e.Name)
 		case e.Kind == KindMemory:
-			require.False(t, injectedMem, "export %q of the injected memory", e.Name)
+			require.False(t, o.injectedMem, "export %q of the injected memory", e.Name)
 		}
 	}
 	if res.Start {
 		require.EqualValues(t, -1, m.start, "the start section is gone")
 	} else if m.start >= 0 {
-		require.Less(t, uint32(m.start), p)
+		require.Less(t, uint32(m.start), o.p)
 	}
+}
 
-	// Tables: bounded in all.
+// checkTables checks that the tables are bounded in all.
+func checkTables(t require.TestingT, res *Result, o *output) {
 	var total uint64
-	for _, tb := range m.tables {
+	for _, tb := range o.m.tables {
 		require.True(t, tb.hasMax, "every table has a maximum")
 		total += tb.max
 	}
@@ -244,17 +284,26 @@ func TestCheckInjectedCatchesAStrayReference(t *testing.T) {
 	res := &Result{Wasm: out, Global: m.global, Poll: m.bounds.n[spaceFunc], Functions: 1}
 
 	rec := &recorder{}
-	func() {
-		defer func() {
-			if p := recover(); p != nil && p != rec {
-				panic(p)
-			}
-		}()
-		checkInjected(rec, in, res)
-	}()
+	rec.run(func() { checkInjected(rec, in, res) })
 	require.NotEmpty(t, rec.failures, "the checker must fail")
 	require.Contains(t, rec.failures[0], "global 0 is named at byte offset")
 	require.Contains(t, rec.failures[0], "outside the injected code")
+}
+
+// TestCheckInjectedCatchesAMissingBranch: the checker fails on a check
+// that goes on after the poll instead of branching back to its loop.
+func TestCheckInjectedCatchesAMissingBranch(t *testing.T) {
+	in := wasmMod(typeSec, funcSec1, sec(10, vec(fn(0x01, 0x0B))))
+	res := mustRewrite(t, in)
+	checkInjected(t, in, res)
+	br := []byte{0x0C, 0x01, 0x0B, 0x0B} // br 1; end (of the if); end (of the loop)
+	require.Equal(t, 1, bytes.Count(res.Wasm, br))
+	res.Wasm = bytes.Replace(res.Wasm, br, []byte{0x01, 0x01, 0x0B, 0x0B}, 1) // nop; nop
+
+	rec := &recorder{}
+	rec.run(func() { checkInjected(rec, in, res) })
+	require.NotEmpty(t, rec.failures, "the checker must fail")
+	require.Contains(t, rec.failures[0], "no check after the loop header")
 }
 
 // recorder is a require.TestingT that records failures.
@@ -264,3 +313,13 @@ func (r *recorder) Errorf(format string, args ...any) {
 	r.failures = append(r.failures, fmt.Sprintf(format, args...))
 }
 func (r *recorder) FailNow() { panic(r) }
+
+// run calls f, which stops at the first failure it records.
+func (r *recorder) run(f func()) {
+	defer func() {
+		if p := recover(); p != nil && p != r {
+			panic(p)
+		}
+	}()
+	f()
+}

@@ -279,15 +279,20 @@ type vecInfo struct {
 // body is one code section entry: input[content:end] follows its size
 // prefix, and points[first:last] are its insertion points: its entry,
 // just after its locals (unless it runs into a loop first), then each of
-// its loop headers.
+// its loop headers. wrapped of them are marked wrap.
 type body struct {
 	content, end int
 	first, last  int
+	wrapped      int
 }
 
-// newSize is the body's size after insertion of n-byte checks.
-func (b body) newSize(n int) uint64 {
-	return uint64(b.end-b.content) + uint64(b.last-b.first)*uint64(n)
+// newSize is the body's size once c's checks are inserted.
+func (b body) newSize(c checks) uint64 {
+	n := uint64(b.end-b.content) + uint64(b.last-b.first)*uint64(len(c.seq))
+	if c.wrap {
+		n += uint64(b.wrapped) * uint64(len(loopOpen)+1)
+	}
+	return n
 }
 
 type module struct {
@@ -314,9 +319,9 @@ type module struct {
 	bounds          bounds // the input's index spaces
 
 	bodies  []body
-	locals  uint64 // locals declared by all function bodies
-	points  []int  // file offsets where the check goes: function entries and loop headers
-	entries int    // how many of points are function entries
+	locals  uint64  // locals declared by all function bodies
+	points  []point // where the check goes: function entries and loop headers
+	entries int     // how many of points are function entries
 
 	// What write changes besides the code.
 	startExport string // export the start function under this name, and drop the start section
@@ -584,6 +589,11 @@ func (m *module) scanCode() error {
 			return fmt.Errorf("instrument: code section (id 10): function %d (body %d): %w", fn, i, err)
 		}
 		b.last = len(m.points)
+		for _, p := range m.points[b.first:b.last] {
+			if p.wrap {
+				b.wrapped++
+			}
+		}
 		m.bodies = append(m.bodies, b)
 	}
 	if err := trailing(r, "function body"); err != nil {
@@ -610,7 +620,7 @@ func (m *module) scanBody(r *reader) error {
 		return r.errAt(start, "locals exceed the limit of %d per module", MaxModuleLocals)
 	}
 	if !reachesLoop(*r) {
-		m.points = append(m.points, r.off()) // the function's entry
+		m.points = append(m.points, point{at: r.off(), wrap: true}) // the function's entry
 		m.entries++
 	}
 	if m.points, err = m.bounds.scanInstrs(r, m.points); err != nil {
@@ -684,10 +694,31 @@ func (a *additions) add(id byte, entry ...[]byte) {
 	}
 }
 
-// plan returns the sequence inserted after each loop header and the
-// entries appended to each section.
-func (m *module) plan(globalName string) (seq []byte, add *additions) {
-	add = new(additions)
+// loopOpen opens the loop that a check marked wrap branches back to:
+// loop with the empty block type. Its end is 0x0B.
+var loopOpen = []byte{0x03, 0x40}
+
+// checks is what Rewrite inserts at each point: seq, within a loop of its
+// own (loopOpen, seq, end) where the point is marked wrap and wrap is set.
+type checks struct {
+	seq  []byte
+	wrap bool
+}
+
+// appendTo appends the check for p to out.
+func (c checks) appendTo(out []byte, p point) []byte {
+	if !c.wrap || !p.wrap {
+		return append(out, c.seq...)
+	}
+	out = append(out, loopOpen...)
+	out = append(out, c.seq...)
+	return append(out, 0x0B)
+}
+
+// plan returns the checks to insert and the entries appended to each
+// section.
+func (m *module) plan(globalName string) (checks, *additions) {
+	add := new(additions)
 	g := appendULEB(nil, uint64(m.global))
 
 	// The interrupt global, (mut i32) (i32.const 0), and its export.
@@ -699,16 +730,23 @@ func (m *module) plan(globalName string) (seq []byte, add *additions) {
 
 	if m.poll == 0 {
 		// global.get $g; if; unreachable; end
-		seq = append([]byte{0x23}, g...)
-		return append(seq, 0x04, 0x40, 0x00, 0x0B), add
+		seq := append([]byte{0x23}, g...)
+		return checks{seq: append(seq, 0x04, 0x40, 0x00, 0x0B)}, add
 	}
+	return checks{seq: m.planPoll(add, g), wrap: true}, add
+}
 
+// planPoll adds the countdown global, the poll function and, if the
+// module has none, a memory for it to add; it returns the check that
+// counts down and calls the poll function.
+func (m *module) planPoll(add *additions, g []byte) []byte {
 	// The countdown global, (mut i32) (i32.const poll).
 	c := appendULEB(nil, uint64(m.global)+1)
-	n := appendSLEB(nil, int64(m.poll))
-	add.add(secGlobal, []byte{0x7F, 0x01, 0x41}, n, []byte{0x0B})
+	add.add(secGlobal, []byte{0x7F, 0x01, 0x41}, appendSLEB(nil, int64(m.poll)), []byte{0x0B})
 
-	// The poll function, of a new type () -> ().
+	// The poll function, of a new type () -> (). It resets the countdown
+	// to poll+1, as the check that called it runs again: modulo 2^32, the
+	// countdown is unsigned.
 	add.add(secType, []byte{0x60, 0x00, 0x00})
 	add.add(secFunction, appendULEB(nil, uint64(m.types)))
 	var fn []byte
@@ -717,8 +755,8 @@ func (m *module) plan(globalName string) (seq []byte, add *additions) {
 	fn = append(fn, 0x23)                         // global.get $g
 	fn = append(fn, g...)                         //
 	fn = append(fn, 0x04, 0x40, 0x00, 0x0B)       // if; unreachable; end
-	fn = append(fn, 0x41)                         // i32.const poll
-	fn = append(fn, n...)                         //
+	fn = append(fn, 0x41)                         // i32.const poll+1
+	fn = appendSLEB(fn, int64(int32(m.poll+1)))   //
 	fn = append(fn, 0x24)                         // global.set $c
 	fn = append(fn, c...)                         //
 	fn = append(fn, 0x0B)                         // end
@@ -729,8 +767,9 @@ func (m *module) plan(globalName string) (seq []byte, add *additions) {
 	}
 
 	// global.get $c; i32.const 1; i32.sub; global.set $c;
-	// global.get $c; i32.eqz; if; call $poll; end
+	// global.get $c; i32.eqz; if; call $poll; br 1; end
 	p := appendULEB(nil, uint64(m.bounds.n[spaceFunc]))
+	var seq []byte
 	seq = append(seq, 0x23)
 	seq = append(seq, c...)
 	seq = append(seq, 0x41, 0x01, 0x6B, 0x24)
@@ -739,100 +778,129 @@ func (m *module) plan(globalName string) (seq []byte, add *additions) {
 	seq = append(seq, c...)
 	seq = append(seq, 0x45, 0x04, 0x40, 0x10)
 	seq = append(seq, p...)
-	return append(seq, 0x0B), add
+	return append(seq, 0x0C, 0x01, 0x0B)
 }
 
 // write assembles the output module.
 func (m *module) write(globalName string) ([]byte, error) {
-	seq, add := m.plan(globalName)
-
-	// The code section's new size.
-	var codeSize uint64
-	if m.vecs[secCode].present || add[secCode].n > 0 {
-		codeSize = uint64(ulebLen(uint64(m.vecs[secCode].count)+uint64(add[secCode].n)) + len(add[secCode].b))
-		for i, b := range m.bodies {
-			bodySize := b.newSize(len(seq))
-			if bodySize > math.MaxUint32 {
-				return nil, fmt.Errorf("instrument: code section (id 10): function %d grows past 4 GiB", uint64(m.importedFuncs)+uint64(i))
-			}
-			codeSize += uint64(ulebLen(bodySize)) + bodySize
-		}
-		if codeSize > math.MaxUint32 {
-			return nil, fmt.Errorf("instrument: code section (id 10) grows past 4 GiB")
-		}
+	c, add := m.plan(globalName)
+	codeSize, err := m.codeSize(c, add)
+	if err != nil {
+		return nil, err
 	}
-
-	extra := len(m.points)*len(seq) + len(m.tableSec) + 64
+	w := &writer{m: m, add: add, codeSize: codeSize}
+	extra := len(m.points)*(len(c.seq)+len(loopOpen)+1) + len(m.tableSec) + 64
 	for _, a := range add {
 		extra += len(a.b) + 16
 	}
-	out := make([]byte, 0, len(m.input)+extra)
-	out = append(out, m.input[:8]...)
+	w.out = make([]byte, 0, len(m.input)+extra)
+	w.out = append(w.out, m.input[:8]...)
 
 	// Sections that get entries but are missing from the input, in
 	// canonical order.
-	var missing []byte
 	for _, id := range []byte{secType, secFunction, secMemory, secGlobal, secExport, secCode} {
 		if add[id].n > 0 && !m.vecs[id].present {
-			missing = append(missing, id)
+			w.missing = append(w.missing, id)
 		}
 	}
-	writeMissing := func(beforeOrder int) {
-		for len(missing) > 0 && order(missing[0]) < beforeOrder {
-			id := missing[0]
-			missing = missing[1:]
-			a := add[id]
-			out = append(out, id)
-			if id == secCode {
-				out = appendULEB(out, codeSize)
-			} else {
-				out = appendULEB(out, uint64(ulebLen(uint64(a.n))+len(a.b)))
-			}
-			out = appendULEB(out, uint64(a.n))
-			out = append(out, a.b...)
-		}
-	}
-
 	for _, s := range m.sections {
 		if s.id != secCustom {
-			writeMissing(order(s.id))
+			w.writeMissing(order(s.id))
 		}
 		switch {
 		case s.id == secCode:
-			v, a := m.vecs[secCode], add[secCode]
-			out = append(out, secCode)
-			out = appendULEB(out, codeSize)
-			out = appendULEB(out, uint64(v.count)+uint64(a.n))
-			for _, b := range m.bodies {
-				out = appendULEB(out, b.newSize(len(seq)))
-				from := b.content
-				for _, at := range m.points[b.first:b.last] {
-					out = append(out, m.input[from:at]...)
-					out = append(out, seq...)
-					from = at
-				}
-				out = append(out, m.input[from:b.end]...)
-			}
-			out = append(out, a.b...)
+			w.writeCode(c)
 		case s.id == secStart && m.startExport != "":
 			// Dropped: the start function is exported instead.
 		case s.id == secTable && m.tableSec != nil:
-			out = append(out, secTable)
-			out = appendULEB(out, uint64(len(m.tableSec)))
-			out = append(out, m.tableSec...)
+			w.out = append(w.out, secTable)
+			w.out = appendULEB(w.out, uint64(len(m.tableSec)))
+			w.out = append(w.out, m.tableSec...)
 		case add[s.id].n > 0:
-			v, a := m.vecs[s.id], add[s.id]
-			count := uint64(v.count) + uint64(a.n)
-			rest := m.input[v.countEnd:s.end]
-			out = append(out, s.id)
-			out = appendULEB(out, uint64(ulebLen(count)+len(rest)+len(a.b)))
-			out = appendULEB(out, count)
-			out = append(out, rest...)
-			out = append(out, a.b...)
+			w.writeExtended(s)
 		default:
-			out = append(out, m.input[s.start:s.end]...)
+			w.out = append(w.out, m.input[s.start:s.end]...)
 		}
 	}
-	writeMissing(math.MaxInt)
-	return out, nil
+	w.writeMissing(math.MaxInt)
+	return w.out, nil
+}
+
+// codeSize returns the size of the output's code section, or 0 if it has
+// none.
+func (m *module) codeSize(c checks, add *additions) (uint64, error) {
+	if !m.vecs[secCode].present && add[secCode].n == 0 {
+		return 0, nil
+	}
+	size := uint64(ulebLen(uint64(m.vecs[secCode].count)+uint64(add[secCode].n)) + len(add[secCode].b))
+	for i, b := range m.bodies {
+		bodySize := b.newSize(c)
+		if bodySize > math.MaxUint32 {
+			return 0, fmt.Errorf("instrument: code section (id 10): function %d grows past 4 GiB", uint64(m.importedFuncs)+uint64(i))
+		}
+		size += uint64(ulebLen(bodySize)) + bodySize
+	}
+	if size > math.MaxUint32 {
+		return 0, fmt.Errorf("instrument: code section (id 10) grows past 4 GiB")
+	}
+	return size, nil
+}
+
+// writer appends the output module's sections to out.
+type writer struct {
+	m        *module
+	add      *additions
+	codeSize uint64
+	missing  []byte // ids of the sections to create, in canonical order
+	out      []byte
+}
+
+// writeMissing writes the sections to create that go before a section of
+// order beforeOrder.
+func (w *writer) writeMissing(beforeOrder int) {
+	for len(w.missing) > 0 && order(w.missing[0]) < beforeOrder {
+		id := w.missing[0]
+		w.missing = w.missing[1:]
+		a := w.add[id]
+		w.out = append(w.out, id)
+		if id == secCode {
+			w.out = appendULEB(w.out, w.codeSize)
+		} else {
+			w.out = appendULEB(w.out, uint64(ulebLen(uint64(a.n))+len(a.b)))
+		}
+		w.out = appendULEB(w.out, uint64(a.n))
+		w.out = append(w.out, a.b...)
+	}
+}
+
+// writeCode writes the code section: every body with its checks, then the
+// bodies Rewrite adds.
+func (w *writer) writeCode(c checks) {
+	m, a := w.m, w.add[secCode]
+	w.out = append(w.out, secCode)
+	w.out = appendULEB(w.out, w.codeSize)
+	w.out = appendULEB(w.out, uint64(m.vecs[secCode].count)+uint64(a.n))
+	for _, b := range m.bodies {
+		w.out = appendULEB(w.out, b.newSize(c))
+		from := b.content
+		for _, p := range m.points[b.first:b.last] {
+			w.out = append(w.out, m.input[from:p.at]...)
+			w.out = c.appendTo(w.out, p)
+			from = p.at
+		}
+		w.out = append(w.out, m.input[from:b.end]...)
+	}
+	w.out = append(w.out, a.b...)
+}
+
+// writeExtended writes vector section s with Rewrite's entries appended.
+func (w *writer) writeExtended(s section) {
+	v, a := w.m.vecs[s.id], w.add[s.id]
+	count := uint64(v.count) + uint64(a.n)
+	rest := w.m.input[v.countEnd:s.end]
+	w.out = append(w.out, s.id)
+	w.out = appendULEB(w.out, uint64(ulebLen(count)+len(rest)+len(a.b)))
+	w.out = appendULEB(w.out, count)
+	w.out = append(w.out, rest...)
+	w.out = append(w.out, a.b...)
 }

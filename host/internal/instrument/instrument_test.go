@@ -98,138 +98,144 @@ func compile(t *testing.T, wasm []byte) {
 	require.NoError(t, c.Close(ctx))
 }
 
+// chk0 is the check for global 0, the interrupt global of a module
+// without globals.
+var chk0 = chk(0)
+
+// bodyTests are TestRewriteBodies's cases: the body of function 0, () ->
+// (), as is and rewritten.
+var bodyTests = []struct {
+	name  string
+	in    []byte // instructions of function 0, () -> ()
+	want  []byte // with the entry check, unless loopFirst
+	loops int
+	// The body runs into a loop through straight-line code: the loop's
+	// check serves as the entry check.
+	loopFirst bool
+}{
+	{
+		name: "no loops",
+		in:   b(0x01, 0x0B),
+		want: b(0x01, 0x0B),
+	},
+	{
+		name:      "one loop",
+		in:        b(loopHeader, 0x0C, 0x00, 0x0B, 0x0B),
+		want:      b(loopHeader, chk0, 0x0C, 0x00, 0x0B, 0x0B),
+		loops:     1,
+		loopFirst: true,
+	},
+	{
+		name:      "nested loops",
+		in:        b(loopHeader, loopHeader, 0x0C, 0x01, 0x0B, 0x0B, 0x0B),
+		want:      b(loopHeader, chk0, loopHeader, chk0, 0x0C, 0x01, 0x0B, 0x0B, 0x0B),
+		loops:     2,
+		loopFirst: true,
+	},
+	{
+		name: "loops inside if, else and block",
+		// i32.const 1; if; block; loop; end; end; else; loop; end; end; end
+		in:    b(0x41, 0x01, 0x04, 0x40, 0x02, 0x40, loopHeader, 0x0B, 0x0B, 0x05, loopHeader, 0x0B, 0x0B, 0x0B),
+		want:  b(0x41, 0x01, 0x04, 0x40, 0x02, 0x40, loopHeader, chk0, 0x0B, 0x0B, 0x05, loopHeader, chk0, 0x0B, 0x0B, 0x0B),
+		loops: 2,
+	},
+	{
+		name: "loop with a result type and a type-index block type",
+		// loop (result i32) i32.const 3 end drop; loop (type 0) end
+		in:        b(0x03, 0x7F, 0x41, 0x03, 0x0B, 0x1A, 0x03, 0x00, 0x0B, 0x0B),
+		want:      b(0x03, 0x7F, chk0, 0x41, 0x03, 0x0B, 0x1A, 0x03, 0x00, chk0, 0x0B, 0x0B),
+		loops:     2,
+		loopFirst: true,
+	},
+	{
+		name: "br_table with labels that look like loop opcodes",
+		// block block block loop (i32.const 3) br_table [3 0 3] 3 end end end end
+		in: b(0x02, 0x40, 0x02, 0x40, 0x02, 0x40, loopHeader,
+			0x41, 0x03, 0x0E, 0x03, 0x03, 0x00, 0x03, 0x03,
+			0x0B, 0x0B, 0x0B, 0x0B, 0x0B),
+		want: b(0x02, 0x40, 0x02, 0x40, 0x02, 0x40, loopHeader, chk0,
+			0x41, 0x03, 0x0E, 0x03, 0x03, 0x00, 0x03, 0x03,
+			0x0B, 0x0B, 0x0B, 0x0B, 0x0B),
+		loops:     1,
+		loopFirst: true,
+	},
+	{
+		name: "constants and memargs containing 0x03",
+		// i32.const 3 drop; i64.const 3 drop; f32.const 0x03030303 drop;
+		// f64.const 0x03.. drop; i32.const 3 i32.load align=2 offset=3 drop
+		in: b(0x41, 0x03, 0x1A, 0x42, 0x03, 0x1A,
+			0x43, 0x03, 0x03, 0x03, 0x03, 0x1A,
+			0x44, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x1A,
+			0x41, 0x03, 0x28, 0x02, 0x03, 0x1A, 0x0B),
+		want: b(0x41, 0x03, 0x1A, 0x42, 0x03, 0x1A,
+			0x43, 0x03, 0x03, 0x03, 0x03, 0x1A,
+			0x44, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x1A,
+			0x41, 0x03, 0x28, 0x02, 0x03, 0x1A, 0x0B),
+	},
+	{
+		name: "0xFC ops around loops",
+		// loop; f32.const 3 i32.trunc_sat_f32_s drop;
+		// i32.const 3 i32.const 3 i32.const 3 memory.fill; end;
+		// i32.const 0 i32.const 0 i32.const 3 memory.copy;
+		// loop; i32.const 0 table.size(0) ... drop; end
+		in: b(loopHeader, 0x43, 0x00, 0x00, 0x40, 0x40, 0xFC, 0x00, 0x1A,
+			0x41, 0x03, 0x41, 0x03, 0x41, 0x03, 0xFC, 0x0B, 0x00, 0x0B,
+			0x41, 0x00, 0x41, 0x00, 0x41, 0x03, 0xFC, 0x0A, 0x00, 0x00,
+			loopHeader, 0xFC, 0x10, 0x00, 0x1A, 0x0B, 0x0B),
+		want: b(loopHeader, chk0, 0x43, 0x00, 0x00, 0x40, 0x40, 0xFC, 0x00, 0x1A,
+			0x41, 0x03, 0x41, 0x03, 0x41, 0x03, 0xFC, 0x0B, 0x00, 0x0B,
+			0x41, 0x00, 0x41, 0x00, 0x41, 0x03, 0xFC, 0x0A, 0x00, 0x00,
+			loopHeader, chk0, 0xFC, 0x10, 0x00, 0x1A, 0x0B, 0x0B),
+		loops:     2,
+		loopFirst: true,
+	},
+	{
+		name: "0xFD ops around loops",
+		// v128.const (16 x 0x03); i8x16.shuffle (16 x 0x03); i8x16.extract_lane_s 3; drop
+		// loop; i32.const 0 v128.load offset=3; i32x4.extract_lane 3; drop; end
+		// i32.const 0; i32.const 0 v128.load; v128.load8_lane 0 0 3; drop
+		in: b(0xFD, 0x0C, make16(0x03), 0xFD, 0x0C, make16(0x03), 0xFD, 0x0D, make16(0x03),
+			0xFD, 0x15, 0x03, 0x1A,
+			loopHeader, 0x41, 0x00, 0xFD, 0x00, 0x04, 0x03, 0xFD, 0x1B, 0x03, 0x1A, 0x0B,
+			0x41, 0x00, 0x41, 0x00, 0xFD, 0x00, 0x04, 0x00, 0xFD, 0x54, 0x00, 0x00, 0x03, 0x1A,
+			0x0B),
+		want: b(0xFD, 0x0C, make16(0x03), 0xFD, 0x0C, make16(0x03), 0xFD, 0x0D, make16(0x03),
+			0xFD, 0x15, 0x03, 0x1A,
+			loopHeader, chk0, 0x41, 0x00, 0xFD, 0x00, 0x04, 0x03, 0xFD, 0x1B, 0x03, 0x1A, 0x0B,
+			0x41, 0x00, 0x41, 0x00, 0xFD, 0x00, 0x04, 0x00, 0xFD, 0x54, 0x00, 0x00, 0x03, 0x1A,
+			0x0B),
+		loops: 1,
+	},
+	{
+		name: "reference types, typed select, call_indirect, sign extension",
+		// ref.null func ref.is_null drop;
+		// i32.const 3 i32.extend8_s i32.const 3 i32.const 1 select (i32) drop;
+		// loop; i32.const 0 call_indirect (type 0) (table 0); end
+		in: b(0xD0, 0x70, 0xD1, 0x1A,
+			0x41, 0x03, 0xC0, 0x41, 0x03, 0x41, 0x01, 0x1C, 0x01, 0x7F, 0x1A,
+			loopHeader, 0x41, 0x00, 0x11, 0x00, 0x00, 0x0B, 0x0B),
+		want: b(0xD0, 0x70, 0xD1, 0x1A,
+			0x41, 0x03, 0xC0, 0x41, 0x03, 0x41, 0x01, 0x1C, 0x01, 0x7F, 0x1A,
+			loopHeader, chk0, 0x41, 0x00, 0x11, 0x00, 0x00, 0x0B, 0x0B),
+		loops: 1,
+	},
+	{
+		name:  "loop in unreachable code",
+		in:    b(0x00, loopHeader, 0x0B, 0x0B),
+		want:  b(0x00, loopHeader, chk0, 0x0B, 0x0B),
+		loops: 1,
+	},
+}
+
 func TestRewriteBodies(t *testing.T) {
-	c := chk(0)
-	tests := []struct {
-		name  string
-		in    []byte // instructions of function 0, () -> ()
-		want  []byte // with the entry check, unless loopFirst
-		loops int
-		// The body runs into a loop through straight-line code: the loop's
-		// check serves as the entry check.
-		loopFirst bool
-	}{
-		{
-			name: "no loops",
-			in:   b(0x01, 0x0B),
-			want: b(0x01, 0x0B),
-		},
-		{
-			name:      "one loop",
-			in:        b(loopHeader, 0x0C, 0x00, 0x0B, 0x0B),
-			want:      b(loopHeader, c, 0x0C, 0x00, 0x0B, 0x0B),
-			loops:     1,
-			loopFirst: true,
-		},
-		{
-			name:      "nested loops",
-			in:        b(loopHeader, loopHeader, 0x0C, 0x01, 0x0B, 0x0B, 0x0B),
-			want:      b(loopHeader, c, loopHeader, c, 0x0C, 0x01, 0x0B, 0x0B, 0x0B),
-			loops:     2,
-			loopFirst: true,
-		},
-		{
-			name: "loops inside if, else and block",
-			// i32.const 1; if; block; loop; end; end; else; loop; end; end; end
-			in:    b(0x41, 0x01, 0x04, 0x40, 0x02, 0x40, loopHeader, 0x0B, 0x0B, 0x05, loopHeader, 0x0B, 0x0B, 0x0B),
-			want:  b(0x41, 0x01, 0x04, 0x40, 0x02, 0x40, loopHeader, c, 0x0B, 0x0B, 0x05, loopHeader, c, 0x0B, 0x0B, 0x0B),
-			loops: 2,
-		},
-		{
-			name: "loop with a result type and a type-index block type",
-			// loop (result i32) i32.const 3 end drop; loop (type 0) end
-			in:        b(0x03, 0x7F, 0x41, 0x03, 0x0B, 0x1A, 0x03, 0x00, 0x0B, 0x0B),
-			want:      b(0x03, 0x7F, c, 0x41, 0x03, 0x0B, 0x1A, 0x03, 0x00, c, 0x0B, 0x0B),
-			loops:     2,
-			loopFirst: true,
-		},
-		{
-			name: "br_table with labels that look like loop opcodes",
-			// block block block loop (i32.const 3) br_table [3 0 3] 3 end end end end
-			in: b(0x02, 0x40, 0x02, 0x40, 0x02, 0x40, loopHeader,
-				0x41, 0x03, 0x0E, 0x03, 0x03, 0x00, 0x03, 0x03,
-				0x0B, 0x0B, 0x0B, 0x0B, 0x0B),
-			want: b(0x02, 0x40, 0x02, 0x40, 0x02, 0x40, loopHeader, c,
-				0x41, 0x03, 0x0E, 0x03, 0x03, 0x00, 0x03, 0x03,
-				0x0B, 0x0B, 0x0B, 0x0B, 0x0B),
-			loops:     1,
-			loopFirst: true,
-		},
-		{
-			name: "constants and memargs containing 0x03",
-			// i32.const 3 drop; i64.const 3 drop; f32.const 0x03030303 drop;
-			// f64.const 0x03.. drop; i32.const 3 i32.load align=2 offset=3 drop
-			in: b(0x41, 0x03, 0x1A, 0x42, 0x03, 0x1A,
-				0x43, 0x03, 0x03, 0x03, 0x03, 0x1A,
-				0x44, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x1A,
-				0x41, 0x03, 0x28, 0x02, 0x03, 0x1A, 0x0B),
-			want: b(0x41, 0x03, 0x1A, 0x42, 0x03, 0x1A,
-				0x43, 0x03, 0x03, 0x03, 0x03, 0x1A,
-				0x44, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x03, 0x1A,
-				0x41, 0x03, 0x28, 0x02, 0x03, 0x1A, 0x0B),
-		},
-		{
-			name: "0xFC ops around loops",
-			// loop; f32.const 3 i32.trunc_sat_f32_s drop;
-			// i32.const 3 i32.const 3 i32.const 3 memory.fill; end;
-			// i32.const 0 i32.const 0 i32.const 3 memory.copy;
-			// loop; i32.const 0 table.size(0) ... drop; end
-			in: b(loopHeader, 0x43, 0x00, 0x00, 0x40, 0x40, 0xFC, 0x00, 0x1A,
-				0x41, 0x03, 0x41, 0x03, 0x41, 0x03, 0xFC, 0x0B, 0x00, 0x0B,
-				0x41, 0x00, 0x41, 0x00, 0x41, 0x03, 0xFC, 0x0A, 0x00, 0x00,
-				loopHeader, 0xFC, 0x10, 0x00, 0x1A, 0x0B, 0x0B),
-			want: b(loopHeader, c, 0x43, 0x00, 0x00, 0x40, 0x40, 0xFC, 0x00, 0x1A,
-				0x41, 0x03, 0x41, 0x03, 0x41, 0x03, 0xFC, 0x0B, 0x00, 0x0B,
-				0x41, 0x00, 0x41, 0x00, 0x41, 0x03, 0xFC, 0x0A, 0x00, 0x00,
-				loopHeader, c, 0xFC, 0x10, 0x00, 0x1A, 0x0B, 0x0B),
-			loops:     2,
-			loopFirst: true,
-		},
-		{
-			name: "0xFD ops around loops",
-			// v128.const (16 x 0x03); i8x16.shuffle (16 x 0x03); i8x16.extract_lane_s 3; drop
-			// loop; i32.const 0 v128.load offset=3; i32x4.extract_lane 3; drop; end
-			// i32.const 0; i32.const 0 v128.load; v128.load8_lane 0 0 3; drop
-			in: b(0xFD, 0x0C, make16(0x03), 0xFD, 0x0C, make16(0x03), 0xFD, 0x0D, make16(0x03),
-				0xFD, 0x15, 0x03, 0x1A,
-				loopHeader, 0x41, 0x00, 0xFD, 0x00, 0x04, 0x03, 0xFD, 0x1B, 0x03, 0x1A, 0x0B,
-				0x41, 0x00, 0x41, 0x00, 0xFD, 0x00, 0x04, 0x00, 0xFD, 0x54, 0x00, 0x00, 0x03, 0x1A,
-				0x0B),
-			want: b(0xFD, 0x0C, make16(0x03), 0xFD, 0x0C, make16(0x03), 0xFD, 0x0D, make16(0x03),
-				0xFD, 0x15, 0x03, 0x1A,
-				loopHeader, c, 0x41, 0x00, 0xFD, 0x00, 0x04, 0x03, 0xFD, 0x1B, 0x03, 0x1A, 0x0B,
-				0x41, 0x00, 0x41, 0x00, 0xFD, 0x00, 0x04, 0x00, 0xFD, 0x54, 0x00, 0x00, 0x03, 0x1A,
-				0x0B),
-			loops: 1,
-		},
-		{
-			name: "reference types, typed select, call_indirect, sign extension",
-			// ref.null func ref.is_null drop;
-			// i32.const 3 i32.extend8_s i32.const 3 i32.const 1 select (i32) drop;
-			// loop; i32.const 0 call_indirect (type 0) (table 0); end
-			in: b(0xD0, 0x70, 0xD1, 0x1A,
-				0x41, 0x03, 0xC0, 0x41, 0x03, 0x41, 0x01, 0x1C, 0x01, 0x7F, 0x1A,
-				loopHeader, 0x41, 0x00, 0x11, 0x00, 0x00, 0x0B, 0x0B),
-			want: b(0xD0, 0x70, 0xD1, 0x1A,
-				0x41, 0x03, 0xC0, 0x41, 0x03, 0x41, 0x01, 0x1C, 0x01, 0x7F, 0x1A,
-				loopHeader, c, 0x41, 0x00, 0x11, 0x00, 0x00, 0x0B, 0x0B),
-			loops: 1,
-		},
-		{
-			name:  "loop in unreachable code",
-			in:    b(0x00, loopHeader, 0x0B, 0x0B),
-			want:  b(0x00, loopHeader, c, 0x0B, 0x0B),
-			loops: 1,
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range bodyTests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := wasmMod(typeSec, funcSec1, tableSec, memSec,
 				sec(7, vec(exportF)),
 				sec(10, vec(fn(tt.in...))))
 			// Every function starts with the check too, unless a loop's
 			// comes first.
-			body := b(c, tt.want)
+			body := b(chk0, tt.want)
 			if tt.loopFirst {
 				body = tt.want
 			}
@@ -390,148 +396,153 @@ func TestRewriteMissingSectionsPlacement(t *testing.T) {
 	}
 }
 
+// importFuncSec imports function env.h, of type 0.
+var importFuncSec = sec(2, vec(cat(str("env"), str("h"), []byte{0x00, 0x00})))
+
+// errorTests are TestRewriteErrors's cases: malformed or refused input,
+// and what its error must say.
+var errorTests = []struct {
+	name   string
+	in     []byte
+	global string
+	want   []string // substrings of the error
+}{
+	{
+		name: "duplicate export name",
+		in: wasmMod(typeSec, funcSec1, sec(7, vec(cat(str(testGlobal), []byte{0x00, 0x00}))),
+			sec(10, vec(fn(0x0B)))),
+		want: []string{"already exports \"tinyhost_interrupt\"", "export section (id 7)"},
+	},
+	{
+		name:   "empty global name",
+		in:     wasmMod(),
+		global: "-",
+		want:   []string{"must be non-empty"},
+	},
+	{
+		name: "unknown opcode",
+		in:   wasmMod(typeSec, importFuncSec, funcSec1, sec(10, vec(fn(0x01, 0xFF, 0x0B)))),
+		want: []string{"unknown opcode 0xff", "function 1 ", "code section (id 10)", "byte offset"},
+	},
+	{
+		name: "unknown 0xFC sub-opcode",
+		in:   wasmMod(typeSec, funcSec1, sec(10, vec(fn(0xFC, 0x12, 0x0B)))),
+		want: []string{"unknown opcode 0xfc 18", "function 0 "},
+	},
+	{
+		name: "unknown 0xFE sub-opcode",
+		in:   wasmMod(typeSec, funcSec1, sec(10, vec(fn(0xFE, 0x04, 0x0B)))),
+		want: []string{"unknown opcode 0xfe 4"},
+	},
+	{
+		name: "function ends early",
+		in:   wasmMod(typeSec, funcSec1, sec(10, vec(fn(0x0B, 0x01)))),
+		want: []string{"function ends with 1 bytes of its body left"},
+	},
+	{
+		name: "function without end",
+		in:   wasmMod(typeSec, funcSec1, sec(10, vec(fn(b(loopHeader, 0x0B)...)))),
+		want: []string{"unexpected end of input"},
+	},
+	{
+		name: "section out of order",
+		in:   wasmMod(funcSec1, typeSec),
+		want: []string{"type section (id 1)", "out of order"},
+	},
+	{
+		name: "duplicate section",
+		in:   wasmMod(typeSec, typeSec),
+		want: []string{"duplicated or out of order"},
+	},
+	{
+		name: "unknown section",
+		in:   wasmMod(sec(14)),
+		want: []string{"unknown section id 14"},
+	},
+	{
+		name: "section larger than the file",
+		in:   wasmMod([]byte{0x01, 0x10, 0x00}),
+		want: []string{"size 16 exceeds the 1 bytes left"},
+	},
+	{
+		name: "huge declared count",
+		in:   wasmMod(sec(10, leb(1<<31))),
+		want: []string{"function body count 2147483648 exceeds"},
+	},
+	{
+		name: "huge br_table",
+		in:   wasmMod(typeSec, funcSec1, sec(10, vec(fn(0x41, 0x00, 0x0E, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x0B)))),
+		want: []string{"br_table label count 4294967295 exceeds"},
+	},
+	{
+		name: "overlong LEB128",
+		in:   wasmMod([]byte{0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}),
+		want: []string{"malformed or overlong unsigned LEB128"},
+	},
+	{
+		name: "invalid UTF-8 export name",
+		in:   wasmMod(sec(7, vec(cat(leb(1), []byte{0xFF}, []byte{0x00, 0x00})))),
+		want: []string{"not valid UTF-8"},
+	},
+	{
+		name: "empty data count section",
+		in:   wasmMod(sec(12)),
+		want: []string{"data count section (id 12)", "unexpected end of input"},
+	},
+	{
+		name: "start section with trailing bytes",
+		in:   wasmMod(typeSec, funcSec1, sec(8, leb(0), []byte{0x00}), sec(10, vec(fn(0x0B)))),
+		want: []string{"start section (id 8)", "1 unexpected bytes after the last start function index"},
+	},
+	{
+		name: "locals over the per-function limit",
+		in:   wasmMod(typeSec, funcSec1, sec(10, vec(fnLocals(vec([]byte{0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x7F}), 0x0B)))),
+		want: []string{"4294967295 locals exceed the limit of 50000 per function", "function 0 "},
+	},
+	{
+		name: "locals over the per-module limit",
+		in:   manyLocals(MaxModuleLocals/MaxFunctionLocals + 1),
+		want: []string{"locals exceed the limit of 4194304 per module"},
+	},
+	{
+		name: "type with a huge parameter count",
+		in:   wasmMod(sec(1, vec([]byte{0x60, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F}))),
+		want: []string{"type section (id 1)", "parameter count 4294967295 exceeds"},
+	},
+	{
+		name: "function section with a huge count",
+		in:   wasmMod(sec(3, leb(1<<30))),
+		want: []string{"function section (id 3)", "function count 1073741824 exceeds"},
+	},
+	{
+		name: "element segment with a huge count",
+		in:   wasmMod(sec(9, vec([]byte{0x01, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F}))),
+		want: []string{"element section (id 9)", "element count 4294967295 exceeds"},
+	},
+	{
+		name: "data segment with a huge size",
+		in:   wasmMod(sec(11, vec(cat([]byte{0x01}, leb(1<<30))))),
+		want: []string{"data section (id 11)", "data segment 0: size 1073741824 exceeds"},
+	},
+	{
+		name: "custom section with a huge name length",
+		in:   wasmMod(sec(0, leb(1<<30))),
+		want: []string{"custom section (id 0)", "name length 1073741824 exceeds"},
+	},
+	{
+		name: "name section with a huge function name count",
+		in:   wasmMod(custom("name", 0x01, 0x05, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F)),
+		want: []string{"name map entry count 4294967295 exceeds"},
+	},
+	{
+		name: "name subsection shorter than its entries",
+		in:   wasmMod(custom("name", 0x01, 0x03, 0x01, 0x00, 0x01, 0x66)),
+		want: []string{"name length 1 exceeds the 0 bytes left"},
+	},
+}
+
 func TestRewriteErrors(t *testing.T) {
-	importFunc := sec(2, vec(cat(str("env"), str("h"), []byte{0x00, 0x00})))
-	tests := []struct {
-		name   string
-		in     []byte
-		global string
-		want   []string // substrings of the error
-	}{
-		{
-			name: "duplicate export name",
-			in: wasmMod(typeSec, funcSec1, sec(7, vec(cat(str(testGlobal), []byte{0x00, 0x00}))),
-				sec(10, vec(fn(0x0B)))),
-			want: []string{"already exports \"tinyhost_interrupt\"", "export section (id 7)"},
-		},
-		{
-			name:   "empty global name",
-			in:     wasmMod(),
-			global: "-",
-			want:   []string{"must be non-empty"},
-		},
-		{
-			name: "unknown opcode",
-			in:   wasmMod(typeSec, importFunc, funcSec1, sec(10, vec(fn(0x01, 0xFF, 0x0B)))),
-			want: []string{"unknown opcode 0xff", "function 1 ", "code section (id 10)", "byte offset"},
-		},
-		{
-			name: "unknown 0xFC sub-opcode",
-			in:   wasmMod(typeSec, funcSec1, sec(10, vec(fn(0xFC, 0x12, 0x0B)))),
-			want: []string{"unknown opcode 0xfc 18", "function 0 "},
-		},
-		{
-			name: "unknown 0xFE sub-opcode",
-			in:   wasmMod(typeSec, funcSec1, sec(10, vec(fn(0xFE, 0x04, 0x0B)))),
-			want: []string{"unknown opcode 0xfe 4"},
-		},
-		{
-			name: "function ends early",
-			in:   wasmMod(typeSec, funcSec1, sec(10, vec(fn(0x0B, 0x01)))),
-			want: []string{"function ends with 1 bytes of its body left"},
-		},
-		{
-			name: "function without end",
-			in:   wasmMod(typeSec, funcSec1, sec(10, vec(fn(b(loopHeader, 0x0B)...)))),
-			want: []string{"unexpected end of input"},
-		},
-		{
-			name: "section out of order",
-			in:   wasmMod(funcSec1, typeSec),
-			want: []string{"type section (id 1)", "out of order"},
-		},
-		{
-			name: "duplicate section",
-			in:   wasmMod(typeSec, typeSec),
-			want: []string{"duplicated or out of order"},
-		},
-		{
-			name: "unknown section",
-			in:   wasmMod(sec(14)),
-			want: []string{"unknown section id 14"},
-		},
-		{
-			name: "section larger than the file",
-			in:   wasmMod([]byte{0x01, 0x10, 0x00}),
-			want: []string{"size 16 exceeds the 1 bytes left"},
-		},
-		{
-			name: "huge declared count",
-			in:   wasmMod(sec(10, leb(1<<31))),
-			want: []string{"function body count 2147483648 exceeds"},
-		},
-		{
-			name: "huge br_table",
-			in:   wasmMod(typeSec, funcSec1, sec(10, vec(fn(0x41, 0x00, 0x0E, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x0B)))),
-			want: []string{"br_table label count 4294967295 exceeds"},
-		},
-		{
-			name: "overlong LEB128",
-			in:   wasmMod([]byte{0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}),
-			want: []string{"malformed or overlong unsigned LEB128"},
-		},
-		{
-			name: "invalid UTF-8 export name",
-			in:   wasmMod(sec(7, vec(cat(leb(1), []byte{0xFF}, []byte{0x00, 0x00})))),
-			want: []string{"not valid UTF-8"},
-		},
-		{
-			name: "empty data count section",
-			in:   wasmMod(sec(12)),
-			want: []string{"data count section (id 12)", "unexpected end of input"},
-		},
-		{
-			name: "start section with trailing bytes",
-			in:   wasmMod(typeSec, funcSec1, sec(8, leb(0), []byte{0x00}), sec(10, vec(fn(0x0B)))),
-			want: []string{"start section (id 8)", "1 unexpected bytes after the last start function index"},
-		},
-		{
-			name: "locals over the per-function limit",
-			in:   wasmMod(typeSec, funcSec1, sec(10, vec(fnLocals(vec([]byte{0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x7F}), 0x0B)))),
-			want: []string{"4294967295 locals exceed the limit of 50000 per function", "function 0 "},
-		},
-		{
-			name: "locals over the per-module limit",
-			in:   manyLocals(MaxModuleLocals/MaxFunctionLocals + 1),
-			want: []string{"locals exceed the limit of 4194304 per module"},
-		},
-		{
-			name: "type with a huge parameter count",
-			in:   wasmMod(sec(1, vec([]byte{0x60, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F}))),
-			want: []string{"type section (id 1)", "parameter count 4294967295 exceeds"},
-		},
-		{
-			name: "function section with a huge count",
-			in:   wasmMod(sec(3, leb(1<<30))),
-			want: []string{"function section (id 3)", "function count 1073741824 exceeds"},
-		},
-		{
-			name: "element segment with a huge count",
-			in:   wasmMod(sec(9, vec([]byte{0x01, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F}))),
-			want: []string{"element section (id 9)", "element count 4294967295 exceeds"},
-		},
-		{
-			name: "data segment with a huge size",
-			in:   wasmMod(sec(11, vec(cat([]byte{0x01}, leb(1<<30))))),
-			want: []string{"data section (id 11)", "data segment 0: size 1073741824 exceeds"},
-		},
-		{
-			name: "custom section with a huge name length",
-			in:   wasmMod(sec(0, leb(1<<30))),
-			want: []string{"custom section (id 0)", "name length 1073741824 exceeds"},
-		},
-		{
-			name: "name section with a huge function name count",
-			in:   wasmMod(custom("name", 0x01, 0x05, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F)),
-			want: []string{"name map entry count 4294967295 exceeds"},
-		},
-		{
-			name: "name subsection shorter than its entries",
-			in:   wasmMod(custom("name", 0x01, 0x03, 0x01, 0x00, 0x01, 0x66)),
-			want: []string{"name length 1 exceeds the 0 bytes left"},
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range errorTests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := testGlobal
 			if tt.global == "-" {

@@ -1,7 +1,9 @@
 package instrument
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"runtime"
 	"testing"
@@ -16,18 +18,28 @@ import (
 // pollSeq is the sequence inserted after a loop header with WithPoll, for
 // countdown global c and poll function p.
 func pollSeq(c, p int) []byte {
-	return b(0x23, leb(c), 0x41, 0x01, 0x6B, 0x24, leb(c), 0x23, leb(c), 0x45, 0x04, 0x40, 0x10, leb(p), 0x0B)
+	return b(0x23, leb(c), 0x41, 0x01, 0x6B, 0x24, leb(c), 0x23, leb(c), 0x45, 0x04, 0x40, 0x10, leb(p), 0x0C, 0x01, 0x0B)
 }
 
+// wrappedSeq is pollSeq in a loop of its own, as inserted at a function's
+// entry.
+func wrappedSeq(c, p int) []byte { return b(loopHeader, pollSeq(c, p), 0x0B) }
+
 // pollBody is the poll function's code entry for interrupt global g,
-// countdown global c and interval n (n < 8192: a two-byte LEB128).
+// countdown global c and reset value n (n < 8192: a two-byte LEB128).
 func pollBody(g, c int, n []byte) []byte {
 	return fn(b(0x41, 0x00, 0x40, 0x00, 0x1A, 0x23, leb(g), 0x04, 0x40, 0x00, 0x0B, 0x41, n, 0x24, leb(c), 0x0B)...)
 }
 
 func countdownGlobal(n []byte) []byte { return b(0x7F, 0x01, 0x41, n, 0x0B) }
 
-var sleb1000 = []byte{0xE8, 0x07}
+// sleb1000 and sleb1001 are the countdown's initial value for WithPoll(1000)
+// and the value the poll function resets it to: one more, for the check
+// that runs again after the poll.
+var (
+	sleb1000 = []byte{0xE8, 0x07}
+	sleb1001 = []byte{0xE9, 0x07}
+)
 
 func TestRewritePollBytes(t *testing.T) {
 	in := wasmMod(typeSec, funcSec1, memSec, sec(7, vec(exportF)),
@@ -40,13 +52,49 @@ func TestRewritePollBytes(t *testing.T) {
 		memSec,
 		sec(6, vec(newGlobal, countdownGlobal(sleb1000))),
 		sec(7, vec(exportF, exportG(0))),
-		sec(10, vec(fn(b(loopHeader, pollSeq(1, 1), 0x0C, 0x00, 0x0B, 0x0B)...), pollBody(0, 1, sleb1000))),
+		sec(10, vec(fn(b(loopHeader, pollSeq(1, 1), 0x0C, 0x00, 0x0B, 0x0B)...), pollBody(0, 1, sleb1001))),
 	)
 	assert.Equal(t, want, res.Wasm)
 	assert.Equal(t, 1, res.Loops)
 	assert.Equal(t, 1, res.Functions)
 	assert.Equal(t, uint32(1), res.Poll)
 	compile(t, res.Wasm)
+}
+
+// TestRewritePollPlacement: with WithPoll, the check branches back to the
+// loop it follows after a poll. At a function's entry, and after a loop
+// whose block type is a type index (it may take parameters, which the
+// branch would need), it is in a loop of its own.
+func TestRewritePollPlacement(t *testing.T) {
+	// Type 0: () -> (); type 1: (i32) -> (i32).
+	types := sec(1, vec([]byte{0x60, 0x00, 0x00}, []byte{0x60, 0x01, 0x7F, 0x01, 0x7F}))
+	seq, wrapped := pollSeq(1, 1), wrappedSeq(1, 1)
+	for _, tc := range []struct {
+		name       string
+		body, want []byte
+		loops      int
+	}{
+		{"no loop", b(0x01, 0x0B), b(wrapped, 0x01, 0x0B), 0},
+		{"a loop first", b(loopHeader, 0x0B, 0x0B), b(loopHeader, seq, 0x0B, 0x0B), 1},
+		{"a loop of a value type", b(0x03, 0x7F, 0x41, 0x00, 0x0B, 0x1A, 0x0B), b(0x03, 0x7F, seq, 0x41, 0x00, 0x0B, 0x1A, 0x0B), 1},
+		{
+			"a loop of a type index, after a call",
+			b(0x10, 0x00, 0x41, 0x00, 0x03, 0x01, 0x0B, 0x1A, 0x0B),
+			b(wrapped, 0x10, 0x00, 0x41, 0x00, 0x03, 0x01, wrapped, 0x0B, 0x1A, 0x0B), 1,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := wasmMod(types, funcSec1, memSec, sec(10, vec(fn(tc.body...))))
+			compile(t, in)
+			res, err := Rewrite(in, testGlobal, WithPoll(1000))
+			require.NoError(t, err)
+			// The code section is the last: the body, then the poll function.
+			assert.True(t, bytes.HasSuffix(res.Wasm, cat(fn(tc.want...), pollBody(0, 1, sleb1001))), "% x", res.Wasm)
+			assert.Equal(t, tc.loops, res.Loops)
+			compile(t, res.Wasm)
+			checkInjected(t, in, mustRewrite(t, in))
+		})
+	}
 }
 
 func TestRewritePollCreatesSections(t *testing.T) {
@@ -64,7 +112,7 @@ func TestRewritePollCreatesSections(t *testing.T) {
 				sec(5, vec([]byte{0x00, 0x00})),
 				sec(6, vec(newGlobal, countdownGlobal(sleb1000))),
 				sec(7, vec(exportG(0))),
-				sec(10, vec(pollBody(0, 1, sleb1000))),
+				sec(10, vec(pollBody(0, 1, sleb1001))),
 			),
 		},
 		{
@@ -92,7 +140,7 @@ func TestRewritePollCreatesSections(t *testing.T) {
 				sec(12, leb(1)),
 				// Global 1 is the interrupt, 2 the countdown; function 0 is
 				// the import, 2 the poll function.
-				sec(10, vec(fn(b(loopHeader, pollSeq(2, 2), 0x10, 0x00, 0x0B, 0x0B)...), pollBody(1, 2, sleb1000))),
+				sec(10, vec(fn(b(loopHeader, pollSeq(2, 2), 0x10, 0x00, 0x0B, 0x0B)...), pollBody(1, 2, sleb1001))),
 				sec(11, vec(cat([]byte{0x01}, str("d")))),
 				custom("tail", 1)),
 		},
@@ -159,17 +207,58 @@ func instantiate(t testing.TB, wasm []byte) (api.Module, func()) {
 	return mod, func() { r.Close(ctx) }
 }
 
+// typedLoopsModule exports count(n) = n for n > 0, computed by a loop that
+// takes its counter as a parameter (block type 0, (i32) -> (i32)), and
+// count2(n), the same by a loop of block type i32.
+func typedLoopsModule() []byte {
+	return wasmMod(
+		sec(1, vec([]byte{0x60, 0x01, 0x7F, 0x01, 0x7F})),
+		sec(3, vec([]byte{0x00}, []byte{0x00})),
+		sec(7, vec(cat(str("count"), []byte{0x00, 0x00}), cat(str("count2"), []byte{0x00, 0x01}))),
+		sec(10, vec(
+			// n; loop (type 0): local 2 += 1; param - 1, tee local 1;
+			// br_if 0 while local 1 != 0; end; drop; local 2
+			fnLocals(vec([]byte{0x02, 0x7F}), b(
+				0x20, 0x00, 0x03, 0x00,
+				0x20, 0x02, 0x41, 0x01, 0x6A, 0x21, 0x02,
+				0x41, 0x01, 0x6B, 0x22, 0x01, 0x20, 0x01, 0x0D, 0x00,
+				0x0B, 0x1A, 0x20, 0x02, 0x0B)...),
+			// loop (result i32): local 1 += 1, tee; br_if 0 while
+			// local 1 < n; end
+			fnLocals(vec([]byte{0x01, 0x7F}), b(
+				0x03, 0x7F,
+				0x20, 0x01, 0x41, 0x01, 0x6A, 0x22, 0x01,
+				0x20, 0x01, 0x20, 0x00, 0x49, 0x0D, 0x00,
+				0x0B, 0x0B)...),
+		)),
+	)
+}
+
 func TestPollPreservesResults(t *testing.T) {
-	for _, poll := range []uint32{0, 1, 7, 1000} {
-		res, err := Rewrite(loopModule(), testGlobal, WithPoll(poll))
-		require.NoError(t, err)
-		mod, closeRT := instantiate(t, res.Wasm)
-		for _, n := range []uint64{0, 1, 6, 7, 8, 5000} {
-			out, err := mod.ExportedFunction("count").Call(context.Background(), n)
-			require.NoError(t, err, "poll %d, n %d", poll, n)
-			assert.Equal(t, n, out[0], "poll %d", poll)
+	for _, tc := range []struct {
+		name   string
+		wasm   []byte
+		fns    []string
+		counts []uint64
+	}{
+		{"a loop", loopModule(), []string{"count"}, []uint64{0, 1, 6, 7, 8, 5000}},
+		{"typed loops", typedLoopsModule(), []string{"count", "count2"}, []uint64{1, 6, 7, 8, 5000}},
+	} {
+		for _, poll := range []uint32{0, 1, 7, 1000} {
+			t.Run(fmt.Sprintf("%s/poll=%d", tc.name, poll), func(t *testing.T) {
+				res, err := Rewrite(tc.wasm, testGlobal, WithPoll(poll))
+				require.NoError(t, err)
+				mod, closeRT := instantiate(t, res.Wasm)
+				defer closeRT()
+				for _, name := range tc.fns {
+					for _, n := range tc.counts {
+						out, err := mod.ExportedFunction(name).Call(context.Background(), n)
+						require.NoError(t, err, "%s(%d)", name, n)
+						assert.Equal(t, n, out[0], "%s(%d)", name, n)
+					}
+				}
+			})
 		}
-		closeRT()
 	}
 }
 

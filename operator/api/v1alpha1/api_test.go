@@ -226,6 +226,18 @@ func TestAPI(t *testing.T) {
 			{"a wire to a port without its module", `spec: {image: r/m:v1, wiring: [{from: c/p, to: c/p}]}`, "wiring.to must be module/component/port"},
 			{"a name that is not a module name", `metadata: {name: 9lives}
 spec: {image: r/m:v1}`, "metadata.name is the module's name on hosts"},
+			{"a module name the host refuses", `metadata: {name: "a` + strings.Repeat("b", 63) + `"}
+spec: {image: r/m:v1}`, "be at most 63 characters"},
+			// What the host refuses in SetWiring, refused here for its
+			// author alone rather than by every host for every tenant.
+			{"a wire from a system port", `spec: {image: r/m:v1, wiring: [{from: c/_tick, to: m/c/in}]}`, "spec.wiring[0].from: Invalid value: \"c/_tick\": wiring.from must be component/port"},
+			{"a wire to a system port", `spec: {image: r/m:v1, wiring: [{from: c/out, to: other/sink/_settings}]}`, "spec.wiring[0].to: Invalid value: \"other/sink/_settings\": wiring.to must be module/component/port"},
+			{"a wire to a 64-byte port name", `spec: {image: r/m:v1, wiring: [{from: c/out, to: "m/c/` + strings.Repeat("p", 64) + `"}]}`, "system ports (starting with '_') cannot be wired"},
+			{"a wire from a 64-byte component name", `spec: {image: r/m:v1, wiring: [{from: "` + strings.Repeat("c", 64) + `/out", to: m/c/in}]}`, "spec.wiring[0].from"},
+			{"a wire to an upper-case module", `spec: {image: r/m:v1, wiring: [{from: c/out, to: Other/c/in}]}`, "spec.wiring[0].to"},
+			{"a wire with an empty name", `spec: {image: r/m:v1, wiring: [{from: c/out, to: m//in}]}`, "spec.wiring[0].to"},
+			{"the second wire bad", `spec: {image: r/m:v1, wiring: [{from: c/out, to: m/c/in}, {from: c/out, to: m/c/in/x}]}`, "spec.wiring[1].to"},
+			{"a capability the host does not know", `spec: {image: r/m:v1, capabilities: [log, network]}`, `spec.capabilities[1]: Unsupported value: "network": supported values: "log", "config", "timer", "messaging"`},
 			{"a provided module that names an image", `spec: {providedBy: h1, image: r/m:v1}`, "a module provided by a host names no artifact"},
 			{"a provided module with host mappings", `spec: {providedBy: h1, hostMappings: [{abi: 1, image: r/m:v1}]}`, "spec.image, spec.source and spec.hostMappings must be empty with spec.providedBy"},
 			{"a host address without a port", `spec: {address: host.example}`, "address must be host:port"},
@@ -260,7 +272,10 @@ spec: {replicas: -1}
 			`spec: {image: r/m:v1, replicas: 0}`,
 			`spec: {hostMappings: [{abi: 1, image: r/m:abi1}, {hostVersionRegexp: "^0\\.", source: {url: "https://a.test/m.wasm", sha256: ` + sha + `}}]}`,
 			`spec: {image: r/m:v1, hostSelector: {matchExpressions: [{key: tier, operator: Exists}, {key: zone, operator: In, values: [a, b]}]}}`,
-			`spec: {image: r/m:v1, limits: {callTimeout: 1h30m, queueTimeout: 250ms}, wiring: [{from: split/out, to: other/sink/_settings}]}`,
+			`spec: {image: r/m:v1, limits: {callTimeout: 1h30m, queueTimeout: 250ms}, wiring: [{from: split/out, to: other/sink/in}, {from: a.b_c-d/x_y, to: m-1.v2/c_1/in-2}]}`,
+			`spec: {image: r/m:v1, capabilities: [log, config, timer, messaging]}`,
+			`metadata: {name: "abbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}
+spec: {image: r/m:v1}`,
 			`spec: {address: "[::1]:50051", unschedulable: true, capacity: {modules: 0, memory: 512Mi}}`,
 			`spec: {providedBy: h1}`,
 		} {

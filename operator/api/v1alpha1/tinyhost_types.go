@@ -7,8 +7,10 @@ import (
 
 // TinyHost is one tinyhost host process. Its labels are what TinyModule
 // hostSelectors select; its status is what the operator last learned from
-// the host over gRPC. Host pods create their own TinyHost; a host outside
-// the cluster is registered by creating one by hand.
+// the host over gRPC. Hosts that register themselves (tinyhost --register)
+// create and delete their own TinyHost, and renew a Lease of its name in
+// their namespace that the operator trusts beside its probes; a host
+// outside the cluster may be registered by creating one by hand.
 //
 // TinyHosts are cluster-scoped, like Nodes: a host serves TinyModules of
 // every namespace.
@@ -197,6 +199,8 @@ type HostModule struct {
 
 // Condition types of a TinyHost.
 const (
-	// ConditionHostReady is True while the host answers its probes.
+	// ConditionHostReady is True while the host answers its probes and,
+	// for a host that renews a Lease, while its Lease has not expired
+	// (reason LeaseExpired the moment it has).
 	ConditionHostReady = "Ready"
 )

@@ -10,8 +10,16 @@ import (
 // Systems docs, is a complete TinyModule: one replica on any ready host.
 //
 // The object's name is the module's name on every host and in every address
-// (module/component/port), so it must be a valid module name: a lower-case
-// letter first and at most 63 characters.
+// (module/component/port), so it must be a valid module name, as the host
+// checks it: a lower-case letter first, then lower-case letters, digits,
+// '-' and '.', at most 63 characters.
+//
+// Module names are one namespace across all hosts: a host runs one module
+// of a name, and a wire or a route names a module by its name alone. The
+// first TinyModule of a name (by creation time, then namespace) owns it;
+// a TinyModule of the same name in another namespace, or a module a host
+// loaded on its own, is never unloaded, replaced or routed by another
+// TinyModule, which is refused with reason NameConflict instead.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -26,7 +34,7 @@ import (
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.readyReplicas`,priority=1
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
 // +kubebuilder:printcolumn:name="Provided-By",type=string,JSONPath=`.spec.providedBy`,priority=1
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]')",message="metadata.name is the module's name on hosts: it must start with a lower-case letter and be at most 63 characters"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z][a-z0-9._-]{0,62}$')",message="metadata.name is the module's name on hosts: it must start with a lower-case letter, use only a-z, 0-9, '-' and '.', and be at most 63 characters"
 type TinyModule struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -257,26 +265,30 @@ type Limits struct {
 	MaxInstances *int32 `json:"maxInstances,omitempty"`
 }
 
-// Capability names a host capability granted to a module.
+// Capability names a host capability granted to a module: one the host
+// knows, or the host refuses the load.
 //
-// +kubebuilder:validation:MinLength=1
-// +kubebuilder:validation:MaxLength=253
+// +kubebuilder:validation:Enum=log;config;timer;messaging
 type Capability string
 
 // Wire connects an output port of the module to an input port of a module.
+// Each name is a host name: a lower-case letter first, then lower-case
+// letters, digits, '-', '_' and '.', at most 63 bytes. System ports (names
+// starting with '_', such as _settings) are the host's: only the host
+// delivers to them, so no wire may start or end at one.
 type Wire struct {
 	// From is the output port, as component/port.
 	//
 	// +required
 	// +kubebuilder:validation:MaxLength=127
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z][a-z0-9._-]*/[a-z_][a-z0-9._-]*$')",message="wiring.from must be component/port"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z][a-z0-9._-]{0,62}/[a-z][a-z0-9._-]{0,62}$')",message="wiring.from must be component/port: names of a-z, 0-9, '-', '_', '.' starting with a letter, at most 63 bytes each; system ports (starting with '_') cannot be wired"
 	From string `json:"from"`
 
 	// To is the input port it feeds, as module/component/port.
 	//
 	// +required
 	// +kubebuilder:validation:MaxLength=191
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z][a-z0-9._-]*/[a-z][a-z0-9._-]*/[a-z_][a-z0-9._-]*$')",message="wiring.to must be module/component/port"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z][a-z0-9._-]{0,62}/[a-z][a-z0-9._-]{0,62}/[a-z][a-z0-9._-]{0,62}$')",message="wiring.to must be module/component/port: names of a-z, 0-9, '-', '_', '.' starting with a letter, at most 63 bytes each; system ports (starting with '_') cannot be wired"
 	To string `json:"to"`
 }
 
@@ -284,8 +296,12 @@ type Wire struct {
 // and Components are the fields the Tiny Systems docs publish for module
 // discovery, with the same names and shapes.
 type TinyModuleStatus struct {
-	// Address is the gRPC address (host:port) of a host on which the module
-	// is ready.
+	// Address is the gRPC address of the module while a replica is ready:
+	// its Service's, name.namespace.svc:50051, a Service without selector
+	// of the module's name whose EndpointSlices list the ready placements'
+	// addresses. When the module's name cannot name a Service, or a
+	// Service of that name is not the module's, it is a ready host's
+	// host:port instead. Hosts route to placements, not to this address.
 	//
 	// +optional
 	Address string `json:"address,omitempty"`
@@ -355,7 +371,8 @@ type TinyModuleStatus struct {
 	// +listMapKey=host
 	Inventory []InventoryItem `json:"inventory,omitempty"`
 
-	// Conditions: Scheduled, Ready and Degraded.
+	// Conditions: Scheduled, Ready, Degraded, and Wired when the module
+	// has wiring.
 	//
 	// +optional
 	// +listType=map
@@ -436,11 +453,13 @@ type Placement struct {
 type ModuleState string
 
 const (
-	// StatePending: not yet looked at by the operator.
+	// StatePending: placed, and sent to no host yet; for a module a host
+	// provides, that host is not ready or has not reported it yet.
 	StatePending ModuleState = "Pending"
 	// StateUnschedulable: no host, or too few, can run the module.
 	StateUnschedulable ModuleState = "Unschedulable"
-	// StateProgressing: placed, and loading or upgrading on some hosts.
+	// StateProgressing: placed, and loading or upgrading on some hosts, or
+	// ready on some and not yet sent to others.
 	StateProgressing ModuleState = "Progressing"
 	// StateReady: every replica is loaded and serving.
 	StateReady ModuleState = "Ready"
@@ -466,8 +485,10 @@ const (
 	PhaseFailed Phase = "Failed"
 	// PhaseUnloading: no longer placed there, being unloaded.
 	PhaseUnloading Phase = "Unloading"
-	// PhaseUnmanaged: loaded by the host on its own (e.g. from its modules
-	// directory), not by the operator. Only in TinyHost status.
+	// PhaseUnmanaged: loaded by the host on its own (from its modules
+	// directory, or a load not the operator's), not by the operator, which
+	// never unloads it. Only in TinyHost status. A host that registers
+	// itself publishes such a module as a TinyModule with spec.providedBy.
 	PhaseUnmanaged Phase = "Unmanaged"
 )
 
@@ -478,8 +499,14 @@ const (
 	// ConditionReady is True when every replica is loaded and serving.
 	ConditionReady = "Ready"
 	// ConditionDegraded is True when a replica failed or a placed host is
-	// not ready.
+	// not ready, and (reason NameConflict) when a host runs a module of
+	// the same name on its own.
 	ConditionDegraded = "Degraded"
+	// ConditionWired is False (reason InvalidWire) when hosts would refuse
+	// some of spec.wiring, which is then left out of every host's wiring
+	// and named in the message; True when every wire is sent to the
+	// hosts. Absent without wiring.
+	ConditionWired = "Wired"
 )
 
 // Condition reasons shared by the controllers.
@@ -494,6 +521,7 @@ const (
 	// ReasonScheduled: every replica has a host.
 	ReasonScheduled = "Scheduled"
 	// ReasonNameConflict: a TinyModule of the same name in another namespace
-	// came first; module names are global across hosts.
+	// came first, or a host runs a module of that name on its own; module
+	// names are global across hosts.
 	ReasonNameConflict = "NameConflict"
 )

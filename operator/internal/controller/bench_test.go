@@ -25,7 +25,9 @@ import (
 //   - BenchmarkApplyToReady: TinyModules created (as kubectl apply does) to
 //     every one Ready, for 1 and 100 modules over 3 hosts.
 //   - BenchmarkHostLoss: a host stops answering (SIGSTOP) to its TinyHost
-//     NotReady, and to every module it ran Ready elsewhere.
+//     NotReady, and to every module it ran Ready elsewhere; "probes" for a
+//     host registered by hand, "leases" for one that registers itself and
+//     renews a Lease (3 s, every second).
 
 func BenchmarkApplyToReady(b *testing.B) {
 	bd := newBed(b, hostSpec{name: "host-a"}, hostSpec{name: "host-b"}, hostSpec{name: "host-c"})
@@ -112,40 +114,53 @@ func (b *bed) deleteAll(t testing.TB, names []string) {
 	})
 }
 
+// BenchmarkHostLoss: a host stops (SIGSTOP) to its TinyHost NotReady and
+// to every module it ran Ready elsewhere, for hosts registered by hand
+// (probes alone: three failures at 1 s) and for hosts that register
+// themselves (their Lease, 3 s renewed every second, alongside the probes).
 func BenchmarkHostLoss(b *testing.B) {
+	for _, registered := range []bool{false, true} {
+		name := "probes"
+		if registered {
+			name = "leases"
+		}
+		b.Run(name, func(b *testing.B) { hostLoss(b, registered) })
+	}
+}
+
+func hostLoss(b *testing.B, registered bool) {
 	const modules = 30
-	bd := newBed(b, hostSpec{name: "host-a"}, hostSpec{name: "host-b"}, hostSpec{name: "host-c"})
+	bd := newBed(b)
+	start := func(name string) {
+		if registered {
+			bd.hosts[name] = testbed.StartHost(b, name, "--artifacts-plain-http", bd.reg.Host,
+				"--register", "--kubeconfig", bd.env.Kubeconfig, "--namespace", "default")
+		} else {
+			bd.hosts[name] = testbed.StartHost(b, name, "--artifacts-plain-http", bd.reg.Host)
+			testbed.Register(b, bd.c, name, bd.hosts[name].Addr, nil)
+		}
+		eventually(b, time.Minute, name+" Ready", func() error {
+			var h v1alpha1.TinyHost
+			if err := bd.c.Get(context.Background(), client.ObjectKey{Name: name}, &h); err != nil {
+				return err
+			}
+			if !hostReady(&h) {
+				return fmt.Errorf("not ready")
+			}
+			return nil
+		})
+	}
+	for _, name := range []string{"host-a", "host-b", "host-c"} {
+		start(name)
+	}
 	names := bd.applyAll(b, "loss", modules, 1)
 	var notReady, elsewhere time.Duration
 	var moved int
 	for i := range b.N {
 		b.StopTimer()
 		// A fresh host each round, so that every round loses one.
-		spare := fmt.Sprintf("spare-%d", i)
-		h := testbed.StartHost(b, spare, "--artifacts-plain-http", bd.reg.Host)
-		bd.hosts[spare] = h
-		testbed.Register(b, bd.c, spare, h.Addr, nil)
-		eventually(b, time.Minute, spare+" Ready", func() error {
-			if !hostReady(bd.host(b, spare)) {
-				return fmt.Errorf("not ready")
-			}
-			return nil
-		})
-		// The host that runs the most modules is lost.
-		perHost := map[string][]string{}
-		for _, name := range names {
-			m := bd.module(b, "default", name)
-			for _, on := range readyOn(m) {
-				perHost[on] = append(perHost[on], name)
-			}
-		}
-		var victim string
-		for name, ms := range perHost {
-			if victim == "" || len(ms) > len(perHost[victim]) {
-				victim = name
-			}
-		}
-		lost := perHost[victim]
+		start(fmt.Sprintf("spare-%d", i))
+		victim, lost := bd.busiest(b, names)
 		b.StartTimer()
 
 		bd.hosts[victim].Signal(b, syscall.SIGSTOP)
@@ -179,4 +194,21 @@ func BenchmarkHostLoss(b *testing.B) {
 	b.ReportMetric(notReady.Seconds()/float64(b.N), "s/notready")
 	b.ReportMetric(elsewhere.Seconds()/float64(b.N), "s/ready-elsewhere")
 	b.ReportMetric(float64(moved)/float64(b.N), "modules-moved")
+}
+
+// busiest is the host that runs the most of the modules, and those.
+func (bd *bed) busiest(b *testing.B, names []string) (string, []string) {
+	perHost := map[string][]string{}
+	for _, name := range names {
+		for _, on := range readyOn(bd.module(b, "default", name)) {
+			perHost[on] = append(perHost[on], name)
+		}
+	}
+	var victim string
+	for name, ms := range perHost {
+		if victim == "" || len(ms) > len(perHost[victim]) {
+			victim = name
+		}
+	}
+	return victim, perHost[victim]
 }

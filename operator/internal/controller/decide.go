@@ -182,8 +182,10 @@ func summarize(st *v1alpha1.TinyModuleStatus, set setCondition, want int32, dec 
 		st.State = v1alpha1.StateReady
 	case ready > 0 && (failed > 0 || unplaced > 0):
 		st.State = v1alpha1.StateDegraded
-	case ready > 0 || loading+pending > 0:
+	case ready > 0 || loading > 0:
 		st.State = v1alpha1.StateProgressing
+	case pending > 0:
+		st.State = v1alpha1.StatePending
 	case failed > 0:
 		st.State = v1alpha1.StateFailed
 	default:

@@ -309,10 +309,17 @@ func (plan *hostPlan) place(host string, m *v1alpha1.TinyModule, prior map[strin
 		return
 	}
 	pr, had := prior[m.Name]
+	a := plan.loaded[m.Name]
+	if a != nil && pr.Namespace == "" {
+		// Loaded, and no entry says the operator loaded it (it writes
+		// the entry first): the host's own, which no TinyModule
+		// replaces. rest lists it Unmanaged, and placement moves m off
+		// the host (clashes).
+		return
+	}
 	if had && pr.Namespace != m.Namespace {
 		had, pr = false, v1alpha1.HostModule{}
 	}
-	a := plan.loaded[m.Name]
 	e := &v1alpha1.HostModule{Name: m.Name, Namespace: m.Namespace, Phase: v1alpha1.PhasePending}
 	if had {
 		*e = pr

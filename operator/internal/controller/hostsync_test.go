@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -20,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hostclient "github.com/tinyhost/tinyhost/host/client"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 	"github.com/tinyhost/tinyhost/operator/internal/testbed"
@@ -71,44 +69,23 @@ func syncLeavesUnmanaged(t *testing.T, b *bed) {
 func syncAfterRestart(t *testing.T, b *bed) {
 	ctx := ctxT(t, 2*time.Minute)
 	before := map[string]map[string]int64{}
-	var mu sync.Mutex
-	var events []string
+	var events e2e.HostEvents
 	for name, h := range b.hosts {
-		before[name] = loadedAt(ctx, t, h)
-		stream, err := h.Client.Watch(ctx, &hostv1.WatchRequest{})
-		require.NoError(t, err)
-		initial := len(before[name])
-		go func() {
-			for i := 0; ; i++ {
-				ev, err := stream.Recv()
-				if err != nil {
-					return
-				}
-				if i >= initial {
-					mu.Lock()
-					events = append(events, fmt.Sprintf("%s %s %s", name, ev.GetType(), ev.GetModule()))
-					mu.Unlock()
-				}
-			}
-		}()
+		before[name] = e2e.LoadedAt(ctx, t, h.Client)
+		events.Watch(ctx, t, name, h.Client, len(before[name]))
 	}
 	b.mgr.Stop(t)
 	b.start(b.tb)
 	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "after"}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
 	m := b.ready(t, "default", "after", time.Minute)
-	seen := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(events)
-	}
 	want := []string{readyOn(m)[0] + " TYPE_LOADED after"}
-	require.Eventually(t, func() bool { return len(seen()) > 0 }, 10*time.Second, 10*time.Millisecond, "no host event of the load of after")
+	require.Eventually(t, func() bool { return len(events.Seen()) > 0 }, 10*time.Second, 10*time.Millisecond, "no host event of the load of after")
 	// A few probes of every host by the new operator load nothing else.
-	assert.Never(t, func() bool { return !slices.Equal(seen(), want) }, 3*b.opts.ProbeInterval, 50*time.Millisecond,
+	assert.Never(t, func() bool { return !slices.Equal(events.Seen(), want) }, 3*b.opts.ProbeInterval, 50*time.Millisecond,
 		"host events after the restart other than %q", want)
-	assert.Equal(t, want, seen(), "host events after the restart")
+	assert.Equal(t, want, events.Seen(), "host events after the restart")
 	for name, h := range b.hosts {
-		now := loadedAt(ctx, t, h)
+		now := e2e.LoadedAt(ctx, t, h.Client)
 		delete(now, "after")
 		assert.Equal(t, before[name], now, "modules of %s and when they were loaded", name)
 	}
@@ -210,18 +187,6 @@ func (b *bed) converged(t *testing.T, modules ...string) {
 		}
 		return nil
 	})
-}
-
-// loadedAt returns the host's modules with the time each was loaded.
-func loadedAt(ctx context.Context, t *testing.T, h *testbed.Host) map[string]int64 {
-	t.Helper()
-	resp, err := h.Client.ListModules(ctx, &hostv1.ListModulesRequest{})
-	require.NoError(t, err)
-	out := map[string]int64{}
-	for _, m := range resp.GetModules() {
-		out[m.GetName()] = m.GetLoadedAtUnixNano()
-	}
-	return out
 }
 
 // TestHostToken: a host that requires a bearer token is probed and loaded

@@ -134,6 +134,13 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 // decide is the new status of m, placed among hosts, all being every
 // TinyModule (m among them).
 func (r *modules) decide(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all []v1alpha1.TinyModule, now metav1.Time) decision {
+	d := r.decidePlacement(m, hosts, all, now)
+	setWired(m, &d.status, now)
+	return d
+}
+
+// decidePlacement is the new status of m but for its wiring.
+func (r *modules) decidePlacement(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all []v1alpha1.TinyModule, now metav1.Time) decision {
 	old := &m.Status
 	st := v1alpha1.TinyModuleStatus{
 		ObservedGeneration: m.Generation,

@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
@@ -48,7 +51,10 @@ func routeTable(mods []v1alpha1.TinyModule) []*hostv1.Route {
 
 // wiringTable is the output-port wiring of every placed module, from its
 // spec: "module/component/port" to the input ports it feeds, sorted. Every
-// host gets all of it: an emit is wired on the host where it happens.
+// host gets all of it: an emit is wired on the host where it happens. A
+// wire a host would refuse (api.CheckWire) is left out, and reported on
+// its module's Wired condition, since a host refuses the whole table for
+// one bad wire and every other module's wiring would freeze with it.
 func wiringTable(mods []v1alpha1.TinyModule) []*hostv1.Wire {
 	byFrom := map[string][]string{}
 	for i := range mods {
@@ -58,6 +64,9 @@ func wiringTable(mods []v1alpha1.TinyModule) []*hostv1.Wire {
 		}
 		for _, w := range m.Spec.Wiring {
 			from := m.Name + "/" + w.From
+			if api.CheckWire(from, w.To) != nil {
+				continue
+			}
 			byFrom[from] = append(byFrom[from], w.To)
 		}
 	}
@@ -118,4 +127,36 @@ func describeRoutes(routes []*hostv1.Route) string {
 		parts[i] = r.GetModule() + "=" + strings.Join(r.GetAddresses(), ",")
 	}
 	return strings.Join(parts, " ")
+}
+
+// Reasons of the Wired condition.
+const (
+	reasonWired       = "Wired"
+	reasonInvalidWire = "InvalidWire"
+)
+
+// setWired sets st's Wired condition from m's wiring: False, naming each
+// wire a host would refuse, which wiringTable leaves out; True when every
+// wire is sent to the hosts; absent without wiring. The schema refuses
+// such wires; this catches the ones stored before it did, or that a host
+// of another version refuses.
+func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.Time) {
+	if len(m.Spec.Wiring) == 0 {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionWired)
+		return
+	}
+	var bad []string
+	for i, w := range m.Spec.Wiring {
+		if err := api.CheckWire(m.Name+"/"+w.From, w.To); err != nil {
+			bad = append(bad, fmt.Sprintf("spec.wiring[%d]: %v", i, err))
+		}
+	}
+	set := conditionsOf(&st.Conditions, m.Generation, now)
+	if len(bad) > 0 {
+		set(v1alpha1.ConditionWired, false, reasonInvalidWire,
+			fmt.Sprintf("%d of %d wires left out of every host's wiring, which hosts would refuse: %s",
+				len(bad), len(m.Spec.Wiring), strings.Join(bad, "; ")))
+		return
+	}
+	set(v1alpha1.ConditionWired, true, reasonWired, "")
 }

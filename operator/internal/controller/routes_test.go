@@ -3,11 +3,13 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
@@ -147,4 +149,57 @@ func TestRouteTable(t *testing.T) {
 	}
 	assert.True(t, sameList(wiringTable(mods), wantWires), "%v", wiringTable(mods))
 	assert.Empty(t, routeTable(nil))
+}
+
+// TestWiringTableDropsBadWires: a wire a host would refuse (a system port,
+// a 64-byte name; stored before the schema refused them) is left out of the
+// table every host gets, the rest of the table is kept, and the module that
+// has it says which on its Wired condition.
+func TestWiringTableDropsBadWires(t *testing.T) {
+	placed := v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h1", Phase: v1alpha1.PhaseReady}}}
+	good := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "common"}, Status: placed,
+		Spec: v1alpha1.TinyModuleSpec{Wiring: []v1alpha1.Wire{{From: "split/out", To: "tally/counter/in"}}}}
+	bad := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "rogue", Generation: 3}, Status: placed,
+		Spec: v1alpha1.TinyModuleSpec{Wiring: []v1alpha1.Wire{
+			{From: "c/out", To: "common/split/_settings"},
+			{From: "c/out", To: "tally/counter/in"},
+			{From: "c/" + strings.Repeat("p", 64), To: "tally/counter/in"},
+		}}}
+
+	got := wiringTable([]v1alpha1.TinyModule{good, bad})
+	assert.True(t, sameList(got, []*hostv1.Wire{
+		{From: "common/split/out", To: []string{"tally/counter/in"}},
+		{From: "rogue/c/out", To: []string{"tally/counter/in"}},
+	}), "%v", got)
+
+	now := metav1.Now()
+	for _, tt := range []struct {
+		m      v1alpha1.TinyModule
+		status metav1.ConditionStatus
+		reason string
+		msg    []string
+	}{
+		{good, metav1.ConditionTrue, "Wired", nil},
+		{bad, metav1.ConditionFalse, "InvalidWire", []string{
+			"2 of 3 wires left out",
+			`spec.wiring[0]: wire "rogue/c/out" to "common/split/_settings": port "_settings": only the host delivers to system ports`,
+			`spec.wiring[2]: wire from "rogue/c/` + strings.Repeat("p", 64) + `"`, "longer than 63 bytes",
+		}},
+	} {
+		t.Run(tt.m.Name, func(t *testing.T) {
+			var st v1alpha1.TinyModuleStatus
+			setWired(&tt.m, &st, now)
+			c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired)
+			require.NotNil(t, c)
+			assert.Equal(t, tt.status, c.Status)
+			assert.Equal(t, tt.reason, c.Reason)
+			assert.Equal(t, tt.m.Generation, c.ObservedGeneration)
+			for _, want := range tt.msg {
+				assert.Contains(t, c.Message, want)
+			}
+			tt.m.Spec.Wiring = nil
+			setWired(&tt.m, &st, now)
+			assert.Nil(t, meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired), "no wiring, no condition")
+		})
+	}
 }

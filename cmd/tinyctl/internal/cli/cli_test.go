@@ -28,7 +28,8 @@ func startHost(t *testing.T) (*host.Host, string) {
 	ctx := context.Background()
 	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t)})
 	require.NoError(t, err)
-	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	// Minutes: the loads compile, on a machine that may be busy.
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	_, err = h.Load(lctx, e2e.WasmBytes(t, e2e.Hello), host.LoadOptions{})
 	require.NoError(t, err)
