@@ -562,7 +562,7 @@ func TestHammer(t *testing.T) {
 	h, _ := newHost(t, host.Options{Limits: host.Limits{MaxInstances: 4, MinInstances: 1}})
 	load(t, h, "echo", host.LoadOptions{})
 	wasm := []([]byte){versioned(t, "1.0.0"), versioned(t, "2.0.0")}
-	ctx := ctxT(t, 2*time.Minute)
+	ctx := ctxT(t, 2*loadTimeout) // eight loads, two of them cold
 	var ok, notFound atomic.Int64
 	call := func(w, i int) {
 		m, c := "versioned", "v"
