@@ -257,7 +257,7 @@ func TestCancel(t *testing.T) {
 // cancellation, like one that spins, and the module answers afterwards.
 func TestSleepingGuest(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: 4, MaxInstances: 4, CallTimeout: 300 * time.Millisecond}})
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: 4, MaxInstances: 4, CallTimeout: 2 * time.Second}})
 	require.NoError(t, err)
 	// Four instances, one for each call: a stopped instance is replaced,
 	// which the next call must not have to wait for. 20 s of sleep: only an
@@ -271,7 +271,7 @@ func TestSleepingGuest(t *testing.T) {
 	}{
 		{"call timeout", func() (context.Context, context.CancelFunc) {
 			return context.WithCancel(context.Background())
-		}, "sleeper/sleeper/in: timeout: deadline exceeded after 300ms", context.DeadlineExceeded},
+		}, "sleeper/sleeper/in: timeout: deadline exceeded after 2s", context.DeadlineExceeded},
 		{"caller's deadline", func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), 50*time.Millisecond)
 		}, "sleeper/sleeper/in: timeout: the caller's deadline passed", context.DeadlineExceeded},
@@ -562,7 +562,7 @@ func TestHammer(t *testing.T) {
 	h, _ := newHost(t, host.Options{Limits: host.Limits{MaxInstances: 4, MinInstances: 1}})
 	load(t, h, "echo", host.LoadOptions{})
 	wasm := []([]byte){versioned(t, "1.0.0"), versioned(t, "2.0.0")}
-	ctx := ctxT(t, 2*time.Minute)
+	ctx := ctxT(t, 2*loadTimeout) // eight loads, two of them cold
 	var ok, notFound atomic.Int64
 	call := func(w, i int) {
 		m, c := "versioned", "v"

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"regexp"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
+	"github.com/tinyhost/tinyhost/internal/hammer"
 )
 
 // serveHost serves h over gRPC on 127.0.0.1:0 and returns the server and
@@ -146,12 +146,16 @@ func TestCallerCancel(t *testing.T) {
 				done <- err
 			}()
 			waitFor(t, "the callee running", func() bool { return inUse(callee) == 1 })
+			start := time.Now()
 			cancel()
 			err := answered(t, done, 10*time.Second, "the caller, after its cancel")
 			var ce *host.CallError
 			require.ErrorAs(t, err, &ce)
-			assert.Equal(t, host.KindTimeout, ce.Kind, "%v", err)
+			// The caller's own instance is interrupted (canceled), unless
+			// relay returned first the status its call got (timeout).
+			assert.Contains(t, []host.Kind{host.KindCanceled, host.KindTimeout}, ce.Kind, "%v", err)
 			waitFor(t, "the callee stopped", func() bool { return inUse(callee) == 0 })
+			t.Logf("caller answered and callee stopped %v after the cancel, deadline %v: %v", time.Since(start), deadline, err)
 			m, _ := callee.Module("sleeper")
 			assert.EqualValues(t, 1, m.Pool.Discarded, "the callee was interrupted, not run to its end")
 		})
@@ -182,15 +186,17 @@ func inUse(h *host.Host) int {
 // status not found, unavailable or timeout, none waits for its deadline,
 // and nothing is left running afterwards.
 func TestHammer(t *testing.T) {
-	before := runtime.NumGoroutine()
+	hammer.NoLeaks(t)
 	ctx := context.Background()
 	h2 := newHost(t, nil, host.Limits{}, e2e.WasmBytes(t, e2e.Hello))
-	srv, addr := serveHost(t, h2, server.Options{})
-	tr := cluster.New(cluster.Options{})
-	h1 := newHost(t, tr, host.Limits{}, e2e.Guest(t, "hostcalls"))
+	_, addr := serveHost(t, h2, server.Options{})
+	h1 := newHost(t, cluster.New(cluster.Options{}), host.Limits{}, e2e.Guest(t, "hostcalls"))
 
-	stop := flipRoutes(t, h1, map[string][]string{"hello": {addr}})
-	counts := hammer(16, 100, func(i int) string {
+	var (
+		mu     sync.Mutex
+		counts = map[string]int{}
+	)
+	hammer.Run(t, 16, 100, func(_, i int) {
 		port := "call"
 		if i%4 == 0 {
 			port = "send"
@@ -203,73 +209,34 @@ func TestHammer(t *testing.T) {
 		if time.Since(start) > 2*time.Second {
 			key += " (slow)"
 		}
-		return key
-	})
-	stop()
+		mu.Lock()
+		counts[key]++
+		mu.Unlock()
+	}, func(done <-chan struct{}) { flipRoutes(t, h1, map[string][]string{"hello": {addr}}, done) })
 	t.Logf("%v", counts)
 	assert.Positive(t, counts["ok"])
 	for k := range counts {
 		assert.NotContains(t, k, "unexpected")
 		assert.NotContains(t, k, "slow", "a delivery must not wait for its deadline")
 	}
-
-	require.NoError(t, h1.Close(ctx))
-	require.NoError(t, tr.Close())
-	srv.Stop()
-	require.NoError(t, h2.Close(ctx))
-	noLeaks(t, before)
 }
 
-// flipRoutes sets routes on h, and none every third time, until the
-// returned function is called.
-func flipRoutes(t *testing.T, h *host.Host, routes map[string][]string) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for gen := uint64(1); ; gen++ {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			set := routes
-			if gen%3 == 0 {
-				set = nil
-			}
-			assert.NoError(t, h.SetRoutes(gen, set))
-			time.Sleep(time.Millisecond) // pacing, not synchronisation
+// flipRoutes sets routes on h, and none every third time, until done is
+// closed.
+func flipRoutes(t *testing.T, h *host.Host, routes map[string][]string, done <-chan struct{}) {
+	for gen := uint64(1); ; gen++ {
+		select {
+		case <-done:
+			return
+		default:
 		}
-	}()
-	return func() {
-		close(done)
-		wg.Wait()
+		set := routes
+		if gen%3 == 0 {
+			set = nil
+		}
+		assert.NoError(t, h.SetRoutes(gen, set))
+		time.Sleep(time.Millisecond) // pacing, not synchronisation
 	}
-}
-
-// hammer runs fn n times on each of g goroutines, and counts the outcomes
-// it returns.
-func hammer(g, n int, fn func(i int) string) map[string]int {
-	var (
-		mu     sync.Mutex
-		counts = map[string]int{}
-		wg     sync.WaitGroup
-	)
-	for range g {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range n {
-				key := fn(i)
-				mu.Lock()
-				counts[key]++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return counts
 }
 
 var statusRe = regexp.MustCompile(`^(call|send): status (\d+): `)
@@ -291,18 +258,4 @@ func outcome(err error) string {
 		}
 	}
 	return "unexpected: " + err.Error()
-}
-
-// noLeaks fails the test when more goroutines run than before, once those
-// ending have had 10 s to end.
-func noLeaks(t *testing.T, before int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // polling for goroutines to end
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("%d goroutines left, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-	}
 }
