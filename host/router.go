@@ -164,13 +164,13 @@ func parseWiring(gen uint64, wires map[string][]string) (*wireTable, error) {
 	next := &wireTable{gen: gen, wires: make(map[abi.Address][]abi.Address, len(wires))}
 	var errs []error
 	for from, tos := range wires {
-		f, err := parseWireEnd(from)
+		f, err := api.ParseWireEnd(from)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("wire from %q: %w", from, err))
 			continue
 		}
 		for _, to := range tos {
-			t, err := parseWireEnd(to)
+			t, err := api.ParseWireEnd(to)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("wire %q to %q: %w", from, to, err))
 				continue
@@ -181,25 +181,6 @@ func parseWiring(gen uint64, wires map[string][]string) (*wireTable, error) {
 		}
 	}
 	return next, errors.Join(errs...)
-}
-
-// parseWireEnd parses one end of a wire, "module/component/port".
-func parseWireEnd(s string) (abi.Address, error) {
-	a, err := abi.ParseAddress(s)
-	if err != nil {
-		return a, err
-	}
-	// Only the host delivers to system ports, and emit refuses them as
-	// output ports: a wire can be neither.
-	if abi.IsSystemPort(a.Port) {
-		return a, fmt.Errorf("port %q: %w", a.Port, ErrSystemPort)
-	}
-	for _, n := range []string{a.Module, a.Component, a.Port} {
-		if err := abi.ValidName(n); err != nil {
-			return a, err
-		}
-	}
-	return a, nil
 }
 
 // Wiring returns the wiring and its generation.
@@ -247,18 +228,8 @@ func (h *Host) route(ctx context.Context, msg *Request, wait bool, t *sendTicket
 	if wait {
 		return h.transport.Call(ctx, to, msg)
 	}
-	if !h.takeSend() {
-		return nil, callError(msg, KindUnavailable, fmt.Errorf("%d messages are in flight", maxSends))
-	}
 	// The sender is a guest call or tick, which wg already counts.
-	h.wg.Add(1)
-	go func() {
-		defer h.sent(t)
-		if err := h.transport.Send(h.ctx, to, msg); err != nil {
-			h.log.Warn("message not delivered", "to", address(msg), "trace_id", traceID(msg.Metadata), "error", err)
-		}
-	}()
-	return nil, nil
+	return nil, h.background(msg, t, func() error { return h.transport.Send(h.ctx, to, msg) })
 }
 
 // Deliver delivers a message to a module loaded in this host, never
@@ -289,61 +260,43 @@ func (h *Host) deliver(ctx context.Context, msg *Request, wait bool, t *sendTick
 		return nil, h.notLoadedError(msg)
 	}
 	defer v.release()
-	if !h.takeSend() {
-		return nil, callError(msg, KindUnavailable, fmt.Errorf("%d messages are in flight", maxSends))
-	}
 	// The version acquired is counted: wg is positive.
-	h.wg.Add(1)
-	go func() {
-		defer h.sent(t)
-		if _, err := h.invoke(h.ctx, msg, false); err != nil {
-			h.log.Warn("message not delivered", "to", address(msg), "trace_id", traceID(msg.Metadata), "error", err)
-		}
-	}()
-	return nil, nil
+	return nil, h.background(msg, t, func() error {
+		_, err := h.invoke(h.ctx, msg, false)
+		return err
+	})
 }
 
-// takeSend takes one of the host's maxSends places for a message that no
-// one waits for.
-func (h *Host) takeSend() bool {
+// background runs send, the delivery of a message that no one waits for,
+// in a goroutine, within the host's bound of maxSends; t, the sending
+// module's place (nil for none), is given back when it ends. Its caller
+// holds something wg counts.
+func (h *Host) background(msg *Request, t *sendTicket, send func() error) error {
 	select {
 	case h.sends <- struct{}{}:
-		return true
 	default:
-		return false
+		return callError(msg, KindUnavailable, fmt.Errorf("%d messages are in flight", maxSends))
 	}
-}
-
-// sent ends a message sent in the background: it gives back its places
-// (the host's, and t, the sending module's, if any).
-func (h *Host) sent(t *sendTicket) {
-	<-h.sends
-	t.release()
-	h.wg.Done()
-}
-
-func address(m *Request) string {
-	return abi.Address{Module: m.Module, Component: m.Component, Port: m.Port}.String()
+	h.wg.Add(1)
+	go func() {
+		defer func() {
+			<-h.sends
+			t.release()
+			h.wg.Done()
+		}()
+		if err := send(); err != nil {
+			tp, _ := msg.Get(abi.MetaTraceparent)
+			to := abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}
+			h.log.Warn("message not delivered", "to", to.String(), "trace_id", api.TraceID(tp), "error", err)
+		}
+	}()
+	return nil
 }
 
 func (h *Host) isClosed() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.closed
-}
-
-// traceID returns the trace id of the message's W3C traceparent
-// ("00-<trace id>-<parent id>-<flags>"), or "", for log lines.
-func traceID(meta []abi.KV) string {
-	for _, kv := range meta {
-		if kv.Key == abi.MetaTraceparent {
-			if tp := kv.Value; len(tp) >= 55 && tp[2] == '-' && tp[35] == '-' {
-				return tp[3:35]
-			}
-			return ""
-		}
-	}
-	return ""
 }
 
 // newTraceparent returns a W3C traceparent with a random trace id and

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // Limits of what is kept of a guest's output.
@@ -118,8 +119,9 @@ func (in *instance) guestLog(level hclog.Level, line []byte, args ...any) {
 		return
 	}
 	args = append(args, "component", in.component)
-	if id := traceID(in.meta); id != "" {
-		args = append(args, "trace_id", id)
+	call := abi.Message{Metadata: in.meta}
+	if tp, _ := call.Get(abi.MetaTraceparent); api.TraceID(tp) != "" {
+		args = append(args, "trace_id", api.TraceID(tp))
 	}
 	v.log.Log(level, string(line), args...)
 }

@@ -97,7 +97,10 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var sopts []grpc.ServerOption
+	sopts, err := serverCreds(cfg)
+	if err != nil {
+		return err
+	}
 	transport, err := newTransport(cfg, token, log.Named("transport"))
 	if err != nil {
 		return err
@@ -105,25 +108,14 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 	// Closed after the host (deferred first), which sends through it
 	// until it has closed.
 	defer transport.Close()
-	if cfg.TLSCert != "" {
-		tc, err := serverTLS(cfg)
-		if err != nil {
-			return err
-		}
-		sopts = append(sopts, grpc.Creds(credentials.NewTLS(tc)))
-	}
 
 	// Listen before loading modules, so that a taken port fails at once.
-	lis, err := net.Listen("tcp", cfg.Listen)
+	lis, metricsLis, err := listen(cfg)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	defer lis.Close()
-	var metricsLis net.Listener
-	if cfg.Metrics != "" {
-		if metricsLis, err = net.Listen("tcp", cfg.Metrics); err != nil {
-			return fmt.Errorf("metrics: listen: %w", err)
-		}
+	if metricsLis != nil {
 		defer metricsLis.Close()
 	}
 	member, err := newRegistration(cfg, lis.Addr().String(), log.Named("register"))
@@ -131,14 +123,124 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		return err
 	}
 
-	// The metrics observe the host's calls from its start, and read its
-	// modules at scrape time.
+	h, m, err := startHost(ctx, cfg, log, transport)
+	if err != nil || h == nil {
+		return err
+	}
+	// The host must close however Run ends; on the clean path it closes
+	// after the server has drained, below.
+	hostClosed := false
+	defer func() {
+		if !hostClosed {
+			_ = h.Close(context.WithoutCancel(ctx))
+		}
+	}()
+
+	srv, err := server.New(h, serverOptions(cfg, log, token, sopts, h))
+	if err != nil {
+		return err
+	}
+
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(lis) }()
+	member.start(h)
+	metricsSrv := serveMetrics(metricsLis, m, log, errc)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: answering the calls in flight", "timeout", cfg.ShutdownTimeout)
+	case runErr = <-errc:
+		log.Error("server failed, shutting down", "error", runErr)
+	}
+
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.GracefulStop(sctx); err != nil {
+		log.Warn("shutdown timeout passed: calls still running were cut off", "timeout", cfg.ShutdownTimeout)
+	}
+	if metricsSrv != nil {
+		_ = metricsSrv.Shutdown(sctx)
+	}
+	hostClosed = true
+	if err := h.Close(sctx); err != nil && runErr == nil {
+		log.Warn("closing the host", "error", err)
+	}
+	member.stop(ctx)
+	log.Info("stopped")
+	return runErr
+}
+
+// serverOptions are the options of the gRPC server of h.
+func serverOptions(cfg Config, log hclog.Logger, token string, sopts []grpc.ServerOption, h *host.Host) server.Options {
+	return server.Options{
+		Logger:          log.Named("grpc"),
+		Name:            cfg.Name,
+		Labels:          cfg.Labels,
+		Token:           token,
+		MaxLoadBytes:    cfg.MaxLoadBytes,
+		MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10,
+		ServerOptions:   sopts,
+		Routing:         h,
+	}
+}
+
+// serverCreds are the gRPC server's TLS credentials, when it serves TLS.
+func serverCreds(cfg Config) ([]grpc.ServerOption, error) {
+	if cfg.TLSCert == "" {
+		return nil, nil
+	}
+	tc, err := serverTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tc))}, nil
+}
+
+// listen opens the gRPC listener and, when configured, the metrics one.
+func listen(cfg Config) (lis, metricsLis net.Listener, err error) {
+	if lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, nil, fmt.Errorf("listen: %w", err)
+	}
+	if cfg.Metrics != "" {
+		if metricsLis, err = net.Listen("tcp", cfg.Metrics); err != nil {
+			lis.Close()
+			return nil, nil, fmt.Errorf("metrics: listen: %w", err)
+		}
+	}
+	return lis, metricsLis, nil
+}
+
+// startHost starts the host with its transport, observed by the metrics
+// from its start, and sets the routes and wiring of the config file. It
+// returns no host and no error when ctx ended while New loaded the modules
+// directory.
+func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport host.Transport) (*host.Host, *metrics.Metrics, error) {
+	// The metrics read the host's modules at scrape time.
 	src := &hostSource{}
 	m := metrics.New(src)
-	h, err := host.New(ctx, host.Options{
+	h, err := host.New(ctx, hostOptions(cfg, log, m, transport))
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped before serving", "reason", err)
+			return nil, nil, nil
+		}
+		return nil, nil, err
+	}
+	src.h = h
+	if err := setRouting(h, cfg); err != nil {
+		_ = h.Close(ctx)
+		return nil, nil, err
+	}
+	return h, m, nil
+}
+
+// hostOptions maps the configuration onto the host's options.
+func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport host.Transport) host.Options {
+	return host.Options{
 		Name:     cfg.Name,
 		Logger:   log.Named("host"),
-		Observer: m,
+		Observer: observer,
 		Artifacts: artifact.Options{
 			CacheDir:     cfg.Artifacts.CacheDir,
 			DockerConfig: cfg.Artifacts.DockerConfig,
@@ -172,86 +274,28 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 			QueueTimeout:   cfg.QueueTimeout,
 			IdleTimeout:    cfg.IdleTimeout,
 		},
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			// Stopped while New loaded the modules directory.
-			log.Info("stopped before serving", "reason", err)
-			return nil
-		}
-		return err
 	}
-	src.h = h
-	if err := setRouting(h, cfg); err != nil {
-		_ = h.Close(ctx)
-		return err
-	}
-	// The host must close however Run ends; on the clean path it closes
-	// after the server has drained, below.
-	hostClosed := false
-	defer func() {
-		if !hostClosed {
-			_ = h.Close(context.WithoutCancel(ctx))
-		}
-	}()
+}
 
+// serveMetrics serves the Go, process and host metrics on lis, when it is
+// not nil; a failure is sent on errc.
+func serveMetrics(lis net.Listener, m *metrics.Metrics, log hclog.Logger, errc chan<- error) *http.Server {
+	if lis == nil {
+		return nil
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(m)
-
-	srv, err := server.New(h, server.Options{
-		Logger:          log.Named("grpc"),
-		Name:            cfg.Name,
-		Labels:          cfg.Labels,
-		Token:           token,
-		MaxLoadBytes:    cfg.MaxLoadBytes,
-		MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10,
-		ServerOptions:   sopts,
-		Routing:         h,
-	})
-	if err != nil {
-		return err
-	}
-
-	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(lis) }()
-	member.start(h)
-	var metricsSrv *http.Server
-	if metricsLis != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		log.Info("serving metrics", "addr", metricsLis.Addr().String(), "path", "/metrics")
-		go func() {
-			if err := metricsSrv.Serve(metricsLis); !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("metrics: %w", err)
-			}
-		}()
-	}
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down: answering the calls in flight", "timeout", cfg.ShutdownTimeout)
-	case runErr = <-errc:
-		log.Error("server failed, shutting down", "error", runErr)
-	}
-
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-	defer cancel()
-	if err := srv.GracefulStop(sctx); err != nil {
-		log.Warn("shutdown timeout passed: calls still running were cut off", "timeout", cfg.ShutdownTimeout)
-	}
-	if metricsSrv != nil {
-		_ = metricsSrv.Shutdown(sctx)
-	}
-	hostClosed = true
-	if err := h.Close(sctx); err != nil && runErr == nil {
-		log.Warn("closing the host", "error", err)
-	}
-	member.stop(ctx)
-	log.Info("stopped")
-	return runErr
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("serving metrics", "addr", lis.Addr().String(), "path", "/metrics")
+	go func() {
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("metrics: %w", err)
+		}
+	}()
+	return srv
 }
 
 func readToken(path string) (string, error) {
