@@ -158,10 +158,10 @@
 //   - Timers: at most MaxTimers at once, none shorter than
 //     MinTimerInterval; the timer import refuses others with a status.
 //   - Sends: the messages a module sends without waiting (send, emits on
-//     wired ports) keep one of its MaxSends places until delivered (a
-//     Router holds it with HoldSend); past that its sends fail at once with
-//     abi.StatusUnavailable, while other modules' sends go on within the
-//     host's own bound of 1024.
+//     wired ports) keep one of its MaxSends places until delivered (to a
+//     remote module: until its host has accepted it); past that its sends
+//     fail at once with abi.StatusUnavailable, while other modules' sends
+//     go on within the host's own bound of 1024.
 //
 // Tables live outside linear memory, and count against MemoryPages too: a
 // module's tables may hold, in all, 1/16 of it at 8 bytes an element
@@ -176,20 +176,74 @@
 //
 // The imports of module tinyhost_v1 (log, emit, send, call, config, timer,
 // result) are granted by capability per module (LoadOptions.Capabilities,
-// else Options.DefaultCapabilities). send, call and emits on wired ports go
-// through Options.Router; by default the Host itself delivers to its own
-// modules (Host.Deliver), which a cluster router (package host/cluster)
-// wraps: it reaches local modules in-process (Host.Loaded tells them
-// apart) and remote ones over gRPC, and supplies the wiring of output
-// ports (Router.Wired).
-// Every forward increments the tinyhost-hops metadata and carries
-// traceparent on; past Options.HopLimit delivery is refused. Timers belong
-// to the module, not to a version: they survive upgrades and stop on unload.
-// A timer set while a version is loaded starts only once it is published.
+// else Options.DefaultCapabilities). The host routes what guests send, call
+// and emit on wired ports: it holds the wiring of output ports (SetWiring)
+// and the routes to modules on other hosts (SetRoutes: module → the
+// addresses of the hosts where it is ready), and delivers a message to a
+// module loaded in it in-process, and to any other through
+// Options.Transport, to one of the replicas of its route (round robin). A
+// module neither loaded nor routed fails at once with KindNotFound. Every
+// forward increments the tinyhost-hops metadata and carries traceparent on
+// (a new one at the first hop when the message has none); past
+// Options.HopLimit delivery is refused. A call runs within what is left of
+// its caller's deadline, and ends when its caller's context does, on this
+// host or another. Timers belong to the module, not to a version: they
+// survive upgrades and stop on unload. A timer set while a version is
+// loaded starts only once it is published.
 //
 // System ports (_settings, _tick, any port starting with '_') belong to the
-// host: it delivers settings and ticks itself, on paths of its own, and
-// Invoke and Deliver, through which every other caller comes (clients,
-// peer hosts, routers, and so guests' send, call and wired emits), refuse
-// a system port with KindDenied and ErrSystemPort.
+// host: it delivers settings and ticks itself, on paths of its own. Invoke
+// (clients), Deliver (peer hosts) and the routing of guests' send, call and
+// wired emits, through which every other message comes, refuse a system
+// port with KindDenied and ErrSystemPort; SetWiring refuses a wire to or
+// from one.
+//
+// # A routed message
+//
+// A component of module a on host A calls b/c/in, loaded on host B only.
+// The message is one Go value, an abi.Message (api.Request), from the
+// moment it leaves A's guest memory until it is written into B's, but for
+// the wire; its error is an *api.CallError at both ends, and a
+// google.rpc.Status on the wire.
+//
+//  1. hostfuncs.go, forward: the guest's call import hands a pointer and a
+//     length into its memory; the host checks them, decodes the message in
+//     place (abi.View) and copies it once into an abi.Message, adds the
+//     trace context and the hop count (invoke.go, forwardMetadata), and
+//     makes its context (forwardContext): the caller's, bounded by what is
+//     left of its deadline and by the host's life.
+//  2. router.go, Host.route: a system port is refused; a module loaded
+//     here goes to Host.deliver and invoke.go, as below on B; b is not, so
+//     its route gives the replicas, starting at the next one, and the
+//     message goes to Options.Transport.Call.
+//  3. host/cluster/cluster.go, Transport.deliver: the message becomes a
+//     hostv1.Message (the wire's), tried on the replicas whose connection
+//     is not failing first; host/cluster/stream.go, deliveryStream.deliver,
+//     queues it on the peer's DeliverStream with an id and the time its
+//     caller still waits. Should the caller's context end first, it sends
+//     a cancel for the id.
+//  4. On B, host/server/stream.go, DeliverStream: the request gets a
+//     context of its own, ended by its timeout, its cancel, or the stream;
+//     host/server/route.go, deliver: the hostv1.Message becomes an
+//     abi.Message again, its address is checked, and it goes to
+//     Host.Deliver, which delivers to B's own modules only.
+//  5. router.go, Host.deliver, then invoke.go, Host.invoke and
+//     version.invoke: the component and port are checked against b's
+//     descriptor, the hops and metadata against the limits, an instance is
+//     taken from the pool, and instance.go, instance.handle, writes the
+//     message (abi.AppendMessage) straight into the guest's request buffer
+//     and runs the handler under the watchdog (watchdog.go), which
+//     interrupts it at the deadline or as soon as the request's context is
+//     cancelled.
+//  6. Back: the reply is copied out of B's guest memory into the
+//     DeliverStreamResponse; a failure is B's *api.CallError, turned into a
+//     google.rpc.Status once (api.ToStatus, in host/server) and back into
+//     an *api.CallError once on A (api.FromStatus, in host/cluster), its
+//     Kind intact, which forward (step 1) gives A's guest as its ABI status
+//     (Kind.Status) and cause.
+//
+// A send takes the same way without waiting: Host.route runs it in the
+// background (Transport.Send), holding the sending module's MaxSends place
+// until B has accepted it; a wired emit is a send to every target of the
+// output port.
 package host

@@ -21,9 +21,15 @@ import (
 // Host runs WebAssembly modules that speak ABI v1. It is safe for
 // concurrent use. Create one with New and release it with Close.
 type Host struct {
-	opts   Options
-	log    hclog.Logger
-	router Router
+	opts      Options
+	log       hclog.Logger
+	transport Transport // nil: none, every module is local
+
+	// routes and wires are replaced whole (under routeMu) by SetRoutes and
+	// SetWiring, so that the call path reads them without a lock.
+	routeMu sync.Mutex
+	routes  atomic.Pointer[routeTable]
+	wires   atomic.Pointer[wireTable]
 
 	rt     wazero.Runtime
 	cache  wazero.CompilationCache
@@ -75,9 +81,6 @@ type Host struct {
 	wg sync.WaitGroup
 }
 
-// maxSends bounds the fire-and-forget sends in flight in one host.
-const maxSends = 1024
-
 // New starts a host: the wazero runtime, the watchdog and, when
 // Options.ModulesDir is set, the loading and watching of that directory. A
 // module of the directory that fails to load is logged and reported as an
@@ -103,10 +106,9 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	if h.artifacts, err = artifact.New(opts.Artifacts); err != nil {
 		return nil, fmt.Errorf("host: artifacts: %w", err)
 	}
-	h.router = opts.Router
-	if h.router == nil {
-		h.router = h
-	}
+	h.transport = opts.Transport
+	h.routes.Store(&routeTable{routes: map[string]*route{}})
+	h.wires.Store(&wireTable{wires: map[abi.Address][]abi.Address{}})
 	h.modules.Store(&map[string]*module{})
 	h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	h.loadCtx, h.stopLoads = context.WithCancel(h.ctx)
@@ -310,8 +312,8 @@ func (h *Host) Module(name string) (ModuleInfo, bool) {
 func (h *Host) Capacity() Capacity { return h.opts.Capacity }
 
 // Loaded reports whether a module with the name is loaded. It is cheap (no
-// allocation), for routers that must tell local modules from remote ones on
-// every message.
+// allocation): routing asks it of every message, to tell local modules
+// from remote ones.
 func (h *Host) Loaded(name string) bool {
 	m := (*h.modules.Load())[name]
 	return m != nil && m.current.Load() != nil

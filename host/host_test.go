@@ -29,7 +29,7 @@ import (
 
 func load(t testing.TB, h *host.Host, guest string, opts host.LoadOptions) host.ModuleInfo {
 	t.Helper()
-	info, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, guest), opts)
+	info, err := h.Load(loadCtx(t), abitest.Guest(t, guest), opts)
 	require.NoError(t, err)
 	return info
 }
@@ -204,7 +204,7 @@ func TestHostile(t *testing.T) {
 	}
 	for _, tc := range hostileLoads {
 		t.Run(tc.guest, func(t *testing.T) {
-			_, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, tc.guest), host.LoadOptions{})
+			_, err := h.Load(loadCtx(t), abitest.Guest(t, tc.guest), host.LoadOptions{})
 			var le *host.LoadError
 			require.ErrorAs(t, err, &le)
 			assert.Equal(t, tc.kind, le.Kind, "%v", err)
@@ -217,7 +217,7 @@ func TestHostile(t *testing.T) {
 		})
 	}
 	t.Run("version error", func(t *testing.T) {
-		_, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, "abiv2"), host.LoadOptions{})
+		_, err := h.Load(loadCtx(t), abitest.Guest(t, "abiv2"), host.LoadOptions{})
 		var ve *host.VersionError
 		require.ErrorAs(t, err, &ve)
 		assert.Equal(t, host.VersionError{Got: 2, Want: 1}, *ve)
@@ -257,7 +257,7 @@ func TestCancel(t *testing.T) {
 // cancellation, like one that spins, and the module answers afterwards.
 func TestSleepingGuest(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	_, err := h.Load(ctxT(t, time.Minute), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: 4, MaxInstances: 4, CallTimeout: 300 * time.Millisecond}})
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: 4, MaxInstances: 4, CallTimeout: 2 * time.Second}})
 	require.NoError(t, err)
 	// Four instances, one for each call: a stopped instance is replaced,
 	// which the next call must not have to wait for. 20 s of sleep: only an
@@ -271,7 +271,7 @@ func TestSleepingGuest(t *testing.T) {
 	}{
 		{"call timeout", func() (context.Context, context.CancelFunc) {
 			return context.WithCancel(context.Background())
-		}, "sleeper/sleeper/in: timeout: deadline exceeded after 300ms", context.DeadlineExceeded},
+		}, "sleeper/sleeper/in: timeout: deadline exceeded after 2s", context.DeadlineExceeded},
 		{"caller's deadline", func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), 50*time.Millisecond)
 		}, "sleeper/sleeper/in: timeout: the caller's deadline passed", context.DeadlineExceeded},
@@ -298,7 +298,7 @@ func TestSleepingGuest(t *testing.T) {
 // closed once idle for IdleTimeout, and the module goes on answering.
 func TestIdleTimeout(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	_, err := h.Load(ctxT(t, time.Minute), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{
 		MinInstances: 1, MaxInstances: 4, IdleTimeout: 300 * time.Millisecond,
 	}})
 	require.NoError(t, err)
@@ -395,20 +395,20 @@ func TestSetConfig(t *testing.T) {
 func TestUpgrade(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	events := h.Subscribe(ctxT(t, time.Minute))
-	_, err := h.Load(ctxT(t, time.Minute), versioned(t, "1.0.0"), host.LoadOptions{})
+	_, err := h.Load(loadCtx(t), versioned(t, "1.0.0"), host.LoadOptions{})
 	require.NoError(t, err)
 	resp, err := invoke(t, h, "versioned", "v", "in", []byte("x"))
 	require.NoError(t, err)
 	assert.Equal(t, "1.0.0:x", string(resp.Payload))
 
-	info, err := h.Load(ctxT(t, time.Minute), versioned(t, "2.0.0"), host.LoadOptions{})
+	info, err := h.Load(loadCtx(t), versioned(t, "2.0.0"), host.LoadOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "2.0.0", info.Version)
 	resp, err = invoke(t, h, "versioned", "v", "in", []byte("x"))
 	require.NoError(t, err)
 	assert.Equal(t, "2.0.0:x", string(resp.Payload))
 
-	_, err = h.Load(ctxT(t, time.Minute), []byte("\x00asm garbage"), host.LoadOptions{Name: "versioned"})
+	_, err = h.Load(loadCtx(t), []byte("\x00asm garbage"), host.LoadOptions{Name: "versioned"})
 	require.Error(t, err)
 	require.NoError(t, h.Unload(context.Background(), "versioned"))
 
@@ -508,7 +508,7 @@ func TestCompileCache(t *testing.T) {
 	wasm := abitest.Guest(t, "echo")
 	for i := range 2 {
 		h, _ := newHost(t, host.Options{CacheDir: dir})
-		_, err := h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{})
+		_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{})
 		require.NoError(t, err, "host %d", i)
 		mustEcho(t, h)
 		var files int
@@ -562,7 +562,7 @@ func TestHammer(t *testing.T) {
 	h, _ := newHost(t, host.Options{Limits: host.Limits{MaxInstances: 4, MinInstances: 1}})
 	load(t, h, "echo", host.LoadOptions{})
 	wasm := []([]byte){versioned(t, "1.0.0"), versioned(t, "2.0.0")}
-	ctx := ctxT(t, 2*time.Minute)
+	ctx := ctxT(t, 2*loadTimeout) // eight loads, two of them cold
 	var ok, notFound atomic.Int64
 	call := func(w, i int) {
 		m, c := "versioned", "v"

@@ -248,7 +248,7 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 		return failed(abi.StatusBadRequest, "emit: port: %v", err)
 	}
 	from := abi.Address{Module: v.name, Component: c.Name, Port: string(view.Port)}
-	if targets := v.h.router.Wired(from); len(targets) > 0 {
+	if targets := v.h.wired(from); len(targets) > 0 {
 		next := in.hops + 1
 		if next > v.h.opts.HopLimit {
 			return failed(abi.StatusHopLimit, "emit %s: hop limit %d reached", from, v.h.opts.HopLimit)
@@ -256,7 +256,7 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 		msg := view.Message()
 		meta := in.forwardMetadata(msg.Metadata, next)
 		for _, t := range targets {
-			out := abi.Message{Module: t.Module, Component: t.Component, Port: t.Port, Metadata: meta, Payload: msg.Payload}
+			out := &Request{Module: t.Module, Component: t.Component, Port: t.Port, Metadata: meta, Payload: msg.Payload}
 			if st, reason := in.sendAway(out); st != abi.StatusOK {
 				return failed(st, "emit %s to %s: %s", from, t, reason)
 			}
@@ -284,8 +284,10 @@ func (in *instance) hostCall(req []byte) (abi.Status, []byte) {
 	return in.forward(abi.ImportCall, req, true)
 }
 
-// forward delivers a message the guest sends or calls through the router,
-// within the caller's remaining deadline when it waits.
+// forward routes a message the guest sends or calls (Host.route). A call
+// runs within what is left of the caller's deadline, and ends when the
+// caller's context does: a caller that gives up stops the callee too,
+// wherever it runs.
 func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []byte) {
 	v := in.v
 	if !v.caps.has(capMessaging) {
@@ -312,32 +314,51 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 	}
 	msg.Metadata = in.forwardMetadata(msg.Metadata, next)
 	if !wait {
-		return in.sendAway(msg)
+		return in.sendAway(&msg)
 	}
 	d := in.deadline.Load()
 	if d <= idle {
 		return failed(abi.StatusTimeout, "the caller's deadline passed")
 	}
-	ctx, cancel := context.WithDeadline(v.h.ctx, v.h.epoch.Add(time.Duration(d)))
+	ctx, cancel := in.forwardContext(d)
 	defer cancel()
-	reply, err := v.h.router.Deliver(ctx, msg, true)
+	reply, err := v.h.route(ctx, &msg, true, nil)
 	if err != nil {
 		return failed(kindStatus(err), "%s", cause(err, to))
 	}
 	return abi.StatusOK, reply
 }
 
-// sendAway delivers a message that no one waits for, within the module's
-// MaxSends: the router holds its place while it delivers it (HoldSend).
-func (in *instance) sendAway(msg abi.Message) (abi.Status, []byte) {
+// forwardContext is the context of a call the guest makes: it ends at the
+// deadline d (on the host's clock), when the caller's context ends, or when
+// the host closes.
+func (in *instance) forwardContext(d int64) (context.Context, context.CancelFunc) {
+	h := in.v.h
+	deadline := h.epoch.Add(time.Duration(d))
+	// callCtx is written only on this goroutine, before the call began.
+	caller := in.callCtx
+	if caller == nil {
+		return context.WithDeadline(h.ctx, deadline)
+	}
+	ctx, cancel := context.WithDeadline(caller, deadline)
+	stop := context.AfterFunc(h.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// sendAway routes a message that no one waits for, within the module's
+// MaxSends: its place is held until the message is delivered.
+func (in *instance) sendAway(msg *Request) (abi.Status, []byte) {
 	v := in.v
 	t := v.budget().takeSend(v.limits.MaxSends)
 	if t == nil {
 		return failed(abi.StatusUnavailable, "module %q has %d messages in flight, the most it may have (MaxSends)", v.name, v.limits.MaxSends)
 	}
-	_, err := v.h.router.Deliver(context.WithValue(v.h.ctx, sendKey{}, t), msg, false)
-	t.settle()
+	_, err := v.h.route(v.h.ctx, msg, false, t)
 	if err != nil {
+		t.release()
 		return failed(kindStatus(err), "%s", cause(err, abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}))
 	}
 	return abi.StatusOK, nil

@@ -29,7 +29,7 @@ func TestHandWrittenGuests(t *testing.T) {
 		{"grow", "x", "", 0},
 	} {
 		t.Run(tc.guest, func(t *testing.T) {
-			_, err := h.Load(ctxT(t, time.Minute), wat(t, tc.guest), host.LoadOptions{Name: tc.guest, Config: []byte(`{"c":{"n":1}}`)})
+			_, err := h.Load(loadCtx(t), wat(t, tc.guest), host.LoadOptions{Name: tc.guest, Config: []byte(`{"c":{"n":1}}`)})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = h.Unload(ctxT(t, time.Minute), tc.guest) })
 			for range 3 {

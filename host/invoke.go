@@ -8,26 +8,16 @@ import (
 	"time"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
-// Request is a message to a component's input port.
-type Request struct {
-	Module, Component, Port string
-	Payload                 []byte
-	// Metadata travels with the message; abi.MetaTraceparent is carried
-	// on to the messages the handler sends, and abi.MetaHops counts
-	// forwards.
-	Metadata []abi.KV
-}
+// Request is a message to a component's input port: see api.Request (it is
+// abi.Message, so that a message keeps one representation from the
+// calling guest to the called one).
+type Request = api.Request
 
-// Response is a component's reply.
-type Response struct {
-	// Payload is the reply, owned by the caller.
-	Payload []byte
-	// Emitted holds the messages the handler emitted on output ports that
-	// are not wired to anything, so that a component can be tried alone.
-	Emitted []abi.Message
-}
+// Response is a component's reply: see api.Response.
+type Response = api.Response
 
 // Invoke delivers a request to a component port and returns the reply. The
 // call runs on an idle instance of the module's current version, for at
@@ -43,9 +33,9 @@ func (h *Host) Invoke(ctx context.Context, req Request) (Response, error) {
 }
 
 // systemPort is the error of a message to a system port from outside the
-// host. Invoke and Deliver, which every caller outside the host goes
-// through (clients, peers, routers, and so guests' send, call and wired
-// emits), refuse such messages; the host delivers settings and ticks on
+// host. Invoke (clients), Deliver (peers) and route (guests' send, call
+// and wired emits), which every message from outside the host goes
+// through, refuse such messages; the host delivers settings and ticks on
 // paths of its own (instance.settings, module.tick).
 func (h *Host) systemPort(req *Request) error {
 	if h.observer != nil {
@@ -120,7 +110,8 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, got *i
 	}
 	// The guest knows itself by its descriptor name, whatever name the
 	// host loaded it under.
-	msg := abi.Message{Module: v.desc.Name, Component: req.Component, Port: req.Port, Metadata: req.Metadata, Payload: req.Payload}
+	msg := *req
+	msg.Module = v.desc.Name
 	if len(req.Metadata) > 0 {
 		if n := hops(req.Metadata); n > v.h.opts.HopLimit {
 			return Response{}, callError(req, KindHopLimit, fmt.Errorf("forwarded %d times, limit %d", n, v.h.opts.HopLimit))
@@ -252,8 +243,9 @@ func statusError(s abi.Status, reason []byte) error {
 }
 
 // forwardMetadata returns the metadata of a message the handler forwards:
-// its own entries, the caller's trace context unless it set one, and the
-// incremented hop count.
+// its own entries, the caller's trace context unless it set one (a new one
+// when neither has one, so that the log lines of every host the message
+// crosses name one trace), and the incremented hop count.
 func (in *instance) forwardMetadata(own []abi.KV, hops int) []abi.KV {
 	out := make([]abi.KV, 0, len(own)+2)
 	trace := false
@@ -270,9 +262,13 @@ func (in *instance) forwardMetadata(own []abi.KV, hops int) []abi.KV {
 		for _, kv := range in.meta {
 			if kv.Key == abi.MetaTraceparent {
 				out = append(out, kv)
+				trace = true
 				break
 			}
 		}
+	}
+	if !trace {
+		out = append(out, abi.KV{Key: abi.MetaTraceparent, Value: newTraceparent()})
 	}
 	return append(out, abi.KV{Key: abi.MetaHops, Value: strconv.Itoa(hops)})
 }

@@ -38,15 +38,15 @@ func TestInitialMemoryAboveLimit(t *testing.T) {
 		want []string
 	}{
 		{"bytes", func() error {
-			_, err := h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "big"})
+			_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "big"})
 			return err
 		}, []string{`load module "big"`, "5000 pages", "4096 pages"}},
 		{"file", func() error {
-			_, err := h.LoadFile(ctxT(t, time.Minute), file, host.LoadOptions{})
+			_, err := h.LoadFile(loadCtx(t), file, host.LoadOptions{})
 			return err
 		}, []string{"load " + file, "5000 pages", "4096 pages"}},
 		{"lower limit", func() error {
-			_, err := h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "big", Limits: host.Limits{MemoryPages: 4999}})
+			_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "big", Limits: host.Limits{MemoryPages: 4999}})
 			return err
 		}, []string{`load module "big"`, "5000 pages", "4999 pages"}},
 		{"modules directory", func() error {
@@ -79,7 +79,7 @@ func TestInitialMemoryAboveLimit(t *testing.T) {
 func TestSharedMemoryRefused(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
-	_, err := h.Load(ctxT(t, time.Minute), fixture(t, "sharedmem"), host.LoadOptions{})
+	_, err := h.Load(loadCtx(t), fixture(t, "sharedmem"), host.LoadOptions{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "shared memory")
 	mustEcho(t, h)
@@ -156,14 +156,14 @@ func loggedHost(t *testing.T, opts host.Options) (*host.Host, *logRecorder) {
 func TestGuestOutput(t *testing.T) {
 	h, rec := loggedHost(t, host.Options{})
 	wasm := fixture(t, "stdio")
-	_, err := h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "mute", Capabilities: []string{abi.CapConfig}})
+	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "mute", Capabilities: []string{abi.CapConfig}})
 	require.NoError(t, err)
-	_, err = h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "loud", Capabilities: []string{abi.CapLog},
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "loud", Capabilities: []string{abi.CapLog},
 		Limits: host.Limits{LogLinesPerSecond: 1000, LogBytesPerSecond: 4 << 20}})
 	require.NoError(t, err)
-	_, err = h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "flood", Capabilities: []string{abi.CapLog}})
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "flood", Capabilities: []string{abi.CapLog}})
 	require.NoError(t, err)
-	_, err = h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "quiet", Capabilities: []string{abi.CapLog}})
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "quiet", Capabilities: []string{abi.CapLog}})
 	require.NoError(t, err)
 
 	call := func(module, port string) {
@@ -222,9 +222,9 @@ func TestGuestOutput(t *testing.T) {
 func TestTimerLimits(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	wasm := fixture(t, "timers")
-	_, err := h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Limits: host.Limits{MaxTimers: 2}})
+	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Limits: host.Limits{MaxTimers: 2}})
 	require.NoError(t, err)
-	_, err = h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "other"})
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "other"})
 	require.NoError(t, err)
 
 	resp, err := invoke(t, h, "timers", "c0", "set", nil)
@@ -260,7 +260,7 @@ func TestSendsInFlight(t *testing.T) {
 		{"sender", host.LoadOptions{Name: "b"}},
 		{"stdio", host.LoadOptions{Capabilities: []string{abi.CapLog}}},
 	} {
-		_, err := h.Load(ctxT(t, time.Minute), fixture(t, m.fixture), m.opts)
+		_, err := h.Load(loadCtx(t), fixture(t, m.fixture), m.opts)
 		require.NoError(t, err)
 	}
 	// send makes module send n copies of a message to the address, and
@@ -354,7 +354,7 @@ func TestRecycle(t *testing.T) {
 // guest makes the host hold, and that bad values are refused.
 func TestLimitDefaults(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	info, err := h.Load(ctxT(t, time.Minute), fixture(t, "stdio"), host.LoadOptions{})
+	info, err := h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, host.Limits{
 		MemoryPages: 4096, CallTimeout: 10 * time.Second, MaxMessageSize: 4 << 20,
@@ -363,7 +363,7 @@ func TestLimitDefaults(t *testing.T) {
 		MinTimerInterval: 10 * time.Millisecond, MaxTimers: 64, MaxSends: 128,
 	}, info.Limits)
 
-	info, err = h.Load(ctxT(t, time.Minute), fixture(t, "stdio"), host.LoadOptions{Name: "small", Limits: host.Limits{MemoryPages: 100}})
+	info, err = h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{Name: "small", Limits: host.Limits{MemoryPages: 100}})
 	require.NoError(t, err)
 	assert.Equal(t, uint32(50), info.Limits.RecyclePages, "half of the module's own MemoryPages")
 
@@ -377,7 +377,7 @@ func TestLimitDefaults(t *testing.T) {
 		{host.Limits{MaxTimers: -1}, "MaxTimers is -1"},
 		{host.Limits{MaxSends: -1}, "MaxSends is -1"},
 	} {
-		_, err := h.Load(ctxT(t, time.Minute), fixture(t, "stdio"), host.LoadOptions{Name: "bad", Limits: tc.limits})
+		_, err := h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{Name: "bad", Limits: tc.limits})
 		assert.ErrorContains(t, err, tc.want)
 	}
 }

@@ -41,15 +41,15 @@ func TestModuleSize(t *testing.T) {
 		want error
 	}{
 		{"bytes", func() error {
-			_, err := h.Load(ctxT(t, time.Minute), echo, host.LoadOptions{})
+			_, err := h.Load(loadCtx(t), echo, host.LoadOptions{})
 			return err
 		}, host.KindTooLarge, artifact.ErrTooLarge},
 		{"sparse file", func() error {
-			_, err := h.LoadFile(ctxT(t, time.Minute), sparse, host.LoadOptions{})
+			_, err := h.LoadFile(loadCtx(t), sparse, host.LoadOptions{})
 			return err
 		}, host.KindTooLarge, artifact.ErrTooLarge},
 		{"fifo", func() error {
-			_, err := h.LoadFile(ctxT(t, time.Minute), fifo, host.LoadOptions{})
+			_, err := h.LoadFile(loadCtx(t), fifo, host.LoadOptions{})
 			return err
 		}, 0, host.ErrNotRegular},
 	} {
@@ -74,7 +74,7 @@ func TestCompileBounds(t *testing.T) {
 	t.Run("timeout", func(t *testing.T) {
 		// A cache of its own, so that the compile is cold.
 		h, _ := newHost(t, host.Options{CacheDir: t.TempDir(), CompileTimeout: time.Millisecond, MaxCompiles: 1})
-		_, err := h.Load(ctxT(t, time.Minute), echo, host.LoadOptions{})
+		_, err := h.Load(loadCtx(t), echo, host.LoadOptions{})
 		var lerr *host.LoadError
 		require.ErrorAs(t, err, &lerr)
 		assert.Equal(t, host.KindTimeout, lerr.Kind)
@@ -150,7 +150,7 @@ func TestFailedLoadLeavesNothing(t *testing.T) {
 	h, _ := newHost(t, host.Options{Logger: log, Observer: rec, Capacity: host.Capacity{MaxModules: 1}})
 	leftBehind := hammer.Since(t)
 
-	_, err = h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Limits: host.Limits{MinInstances: 2}})
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Limits: host.Limits{MinInstances: 2}})
 	var lerr *host.LoadError
 	require.ErrorAs(t, err, &lerr)
 	assert.Equal(t, "timerfail", lerr.Module)
@@ -170,7 +170,7 @@ func TestFailedLoadLeavesNothing(t *testing.T) {
 
 	// The module the failed load counted is free, and a load that works
 	// starts the timer.
-	_, err = h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{})
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, ticked, time.Minute, 10*time.Millisecond, "the timer of the loaded module does not tick")
 }

@@ -138,7 +138,7 @@ func TestRefFile(t *testing.T) {
 	_, ok = h.Module("echo")
 	assert.False(t, ok)
 
-	info, err := h.LoadSource(ctxT(t, time.Minute), src, host.LoadOptions{Name: "fetched"})
+	info, err := h.LoadSource(loadCtx(t), src, host.LoadOptions{Name: "fetched"})
 	require.NoError(t, err)
 	assert.Equal(t, src.String(), info.Source)
 	resp, err := invoke(t, h, "fetched", "echo", "in", []byte("hi"))
@@ -147,7 +147,7 @@ func TestRefFile(t *testing.T) {
 
 	bad := src
 	bad.SHA256 = hex.EncodeToString(make([]byte, 32))
-	_, err = h.LoadSource(ctxT(t, time.Minute), bad, host.LoadOptions{})
+	_, err = h.LoadSource(loadCtx(t), bad, host.LoadOptions{})
 	assert.ErrorIs(t, err, artifact.ErrDigestMismatch)
 	var lerr *host.LoadError
 	assert.ErrorAs(t, err, &lerr)

@@ -40,10 +40,12 @@ type Options struct {
 	// Default "": no directory is watched.
 	ModulesDir string
 
-	// Router delivers the messages guests send, call and emit on wired
-	// ports. Default nil: the Host itself, which delivers to the modules
-	// loaded in it (see Host.Deliver).
-	Router Router
+	// Transport carries the messages guests send, call and emit on wired
+	// ports to modules on other hosts (see Host.SetRoutes); package
+	// host/cluster is the gRPC one. The host itself delivers to its own
+	// modules, and holds the routes and the wiring. Default nil: only the
+	// modules loaded here are reached, and SetRoutes refuses routes.
+	Transport Transport
 
 	// Limits are the default limits of every module; LoadOptions.Limits
 	// overrides them field by field. Zero fields take the defaults

@@ -4,7 +4,6 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -33,7 +32,7 @@ func TestWasmRuntimePanic(t *testing.T) {
 	load(t, h, "echo", host.LoadOptions{})
 
 	t.Run("initial memory above the limit", func(t *testing.T) {
-		_, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, "bigmemory"), host.LoadOptions{Name: "bigmem"})
+		_, err := h.Load(loadCtx(t), abitest.Guest(t, "bigmemory"), host.LoadOptions{Name: "bigmem"})
 		var le *host.LoadError
 		require.ErrorAs(t, err, &le)
 		assert.Equal(t, "bigmem", le.Module)
@@ -55,7 +54,7 @@ func TestWasmRuntimePanic(t *testing.T) {
 	for _, op := range []string{"compile", "instantiate", "call"} {
 		t.Run("load: "+op, func(t *testing.T) {
 			arm(op)
-			_, err := h.Load(ctxT(t, time.Minute), wat(t, "echo"), host.LoadOptions{Name: "panicky"})
+			_, err := h.Load(loadCtx(t), wat(t, "echo"), host.LoadOptions{Name: "panicky"})
 			var le *host.LoadError
 			require.ErrorAs(t, err, &le)
 			assert.Equal(t, "panicky", le.Module)
@@ -68,7 +67,7 @@ func TestWasmRuntimePanic(t *testing.T) {
 	}
 
 	t.Run("invoke", func(t *testing.T) {
-		_, err := h.Load(ctxT(t, time.Minute), wat(t, "echo"), host.LoadOptions{Name: "panicky", Limits: host.Limits{MinInstances: 1, MaxInstances: 1}})
+		_, err := h.Load(loadCtx(t), wat(t, "echo"), host.LoadOptions{Name: "panicky", Limits: host.Limits{MinInstances: 1, MaxInstances: 1}})
 		require.NoError(t, err)
 		arm("call")
 		_, err = invoke(t, h, "panicky", "c", "in", []byte("x"))

@@ -2,72 +2,335 @@ package host
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
 	"sync/atomic"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
-// Router delivers the messages that guests send, call or emit to other
-// component ports, and knows the wiring of output ports. The Host is itself
-// the Router that delivers to its own modules; a Router for a cluster wraps
-// it, delivering to remote hosts what is not local, and adds wiring.
-type Router interface {
-	// Deliver delivers msg to msg.Module/msg.Component/msg.Port. With wait
-	// it returns the reply payload, within ctx's deadline; without, it
-	// returns once the message is accepted (an unknown target is still an
-	// immediate error) and the reply is dropped. Errors should be (or
-	// wrap) a *CallError or ErrNotFound, so that the guest gets the right
-	// status. A message accepted without waiting and delivered in the
-	// background should be held with HoldSend until it is delivered.
-	Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byte, error)
+// Transport carries messages to modules loaded on other hosts: see
+// api.Transport. Package host/cluster is the gRPC one; a host without one
+// delivers to its own modules only.
+type Transport = api.Transport
 
-	// Wired returns the input ports an output port is wired to; none means
-	// the port is unwired, and what is emitted on it goes back to the
-	// invoker (or is dropped outside an invocation).
-	Wired(from abi.Address) []abi.Address
+// Replicas are the addresses of the hosts where a module is ready, in the
+// order a Transport tries them: see api.Replicas.
+type Replicas = api.Replicas
+
+// ErrStaleGeneration is matched by the error of SetRoutes or SetWiring
+// with a generation older than the one set.
+var ErrStaleGeneration = api.ErrStaleGeneration
+
+// The Host is the Routing that its gRPC server acts on.
+var _ api.Routing = (*Host)(nil)
+
+// maxSends bounds the messages in flight in one host that no one waits
+// for, local and remote.
+const maxSends = 1024
+
+// routeTable maps a module to the addresses of the hosts where it is ready.
+// It is immutable, replaced whole by SetRoutes.
+type routeTable struct {
+	gen    uint64
+	routes map[string]*route
 }
 
-// Deliver delivers a message to a module loaded in this host; it is the
-// Router a host uses when Options.Router is nil. A message that does not
-// wait runs in the background with the target's CallTimeout; at most 1024
-// such messages run at once, and further ones fail with KindUnavailable
-// (and at most Limits.MaxSends of one sending module, see HoldSend).
-// A system port is refused, as by Invoke.
-func (h *Host) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byte, error) {
-	req := Request{Module: msg.Module, Component: msg.Component, Port: msg.Port, Payload: msg.Payload, Metadata: msg.Metadata}
-	if abi.IsSystemPort(req.Port) {
-		return nil, h.systemPort(&req)
+type route struct {
+	addrs []string
+	next  atomic.Uint32
+}
+
+// replicas returns the route's addresses, starting at the next one.
+func (rt *route) replicas() Replicas {
+	return Replicas{Addrs: rt.addrs, First: int(rt.next.Add(1) % uint32(len(rt.addrs)))}
+}
+
+// wireTable maps an output port to the input ports it is wired to. It is
+// immutable, replaced whole by SetWiring.
+type wireTable struct {
+	gen   uint64
+	wires map[abi.Address][]abi.Address
+}
+
+// SetRoutes replaces the route table: module → the addresses
+// ("host:port") of the hosts where it is ready. A guest's message to a
+// module that is not loaded here goes through Options.Transport to one of
+// them; a module that is neither loaded nor routed fails at once with
+// KindNotFound. A generation older than the table's fails with
+// ErrStaleGeneration (0 is always accepted). Routes need a Transport.
+func (h *Host) SetRoutes(gen uint64, routes map[string][]string) error {
+	if len(routes) > 0 && h.transport == nil {
+		return errors.New("routes to other hosts need a transport (Options.Transport)")
 	}
+	next, err := parseRoutes(gen, routes)
+	if err != nil {
+		return err
+	}
+	return h.replace("routes", gen, func() uint64 { return h.routes.Load().gen }, func() {
+		h.routes.Store(next)
+		if h.transport != nil {
+			h.transport.Peers(next.peers())
+		}
+		h.log.Info("routes set", "generation", gen, "modules", len(next.routes))
+	})
+}
+
+func parseRoutes(gen uint64, routes map[string][]string) (*routeTable, error) {
+	next := &routeTable{gen: gen, routes: make(map[string]*route, len(routes))}
+	var errs []error
+	for m, addrs := range routes {
+		if err := abi.ValidName(m); err != nil {
+			errs = append(errs, fmt.Errorf("route %q: %w", m, err))
+			continue
+		}
+		rt := &route{}
+		for _, a := range addrs {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				errs = append(errs, fmt.Errorf("route %q: address %q: %w", m, a, err))
+				continue
+			}
+			if !slices.Contains(rt.addrs, a) {
+				rt.addrs = append(rt.addrs, a)
+			}
+		}
+		if len(rt.addrs) > 0 {
+			next.routes[m] = rt
+		}
+	}
+	return next, errors.Join(errs...)
+}
+
+// peers returns every address the table names, once.
+func (t *routeTable) peers() []string {
+	var out []string
+	for _, rt := range t.routes {
+		for _, a := range rt.addrs {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// replace runs store, which replaces the table what of generation gen,
+// under routeMu, unless current, the generation set, is newer (a late push
+// must not undo a newer one; 0 is always accepted).
+func (h *Host) replace(what string, gen uint64, current func() uint64, store func()) error {
+	h.routeMu.Lock()
+	defer h.routeMu.Unlock()
+	if cur := current(); gen != 0 && gen < cur {
+		return fmt.Errorf("%s generation %d is older than %d: %w", what, gen, cur, ErrStaleGeneration)
+	}
+	store()
+	return nil
+}
+
+// Routes returns the route table and its generation.
+func (h *Host) Routes() (uint64, map[string][]string) {
+	t := h.routes.Load()
+	out := make(map[string][]string, len(t.routes))
+	for m, rt := range t.routes {
+		out[m] = slices.Clone(rt.addrs)
+	}
+	return t.gen, out
+}
+
+// SetWiring replaces the wiring: "module/component/outport" → the
+// "module/component/inport" addresses that what a component emits on the
+// output port goes to, as a send (the emit does not wait for them),
+// wherever the target is loaded. An output port wired to nothing returns
+// what is emitted on it to the invoker (Response.Emitted). Neither end of
+// a wire may be a system port (ErrSystemPort). The generation rule is
+// SetRoutes'. Wiring needs no Transport unless a target is remote.
+func (h *Host) SetWiring(gen uint64, wires map[string][]string) error {
+	next, err := parseWiring(gen, wires)
+	if err != nil {
+		return err
+	}
+	return h.replace("wiring", gen, func() uint64 { return h.wires.Load().gen }, func() {
+		h.wires.Store(next)
+		h.log.Info("wiring set", "generation", gen, "wires", len(next.wires))
+	})
+}
+
+func parseWiring(gen uint64, wires map[string][]string) (*wireTable, error) {
+	next := &wireTable{gen: gen, wires: make(map[abi.Address][]abi.Address, len(wires))}
+	var errs []error
+	for from, tos := range wires {
+		f, err := parseWireEnd(from)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("wire from %q: %w", from, err))
+			continue
+		}
+		for _, to := range tos {
+			t, err := parseWireEnd(to)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("wire %q to %q: %w", from, to, err))
+				continue
+			}
+			if !slices.Contains(next.wires[f], t) {
+				next.wires[f] = append(next.wires[f], t)
+			}
+		}
+	}
+	return next, errors.Join(errs...)
+}
+
+// parseWireEnd parses one end of a wire, "module/component/port".
+func parseWireEnd(s string) (abi.Address, error) {
+	a, err := abi.ParseAddress(s)
+	if err != nil {
+		return a, err
+	}
+	// Only the host delivers to system ports, and emit refuses them as
+	// output ports: a wire can be neither.
+	if abi.IsSystemPort(a.Port) {
+		return a, fmt.Errorf("port %q: %w", a.Port, ErrSystemPort)
+	}
+	for _, n := range []string{a.Module, a.Component, a.Port} {
+		if err := abi.ValidName(n); err != nil {
+			return a, err
+		}
+	}
+	return a, nil
+}
+
+// Wiring returns the wiring and its generation.
+func (h *Host) Wiring() (uint64, map[string][]string) {
+	w := h.wires.Load()
+	out := make(map[string][]string, len(w.wires))
+	for from, tos := range w.wires {
+		for _, t := range tos {
+			out[from.String()] = append(out[from.String()], t.String())
+		}
+	}
+	return w.gen, out
+}
+
+// wired returns the input ports an output port is wired to.
+func (h *Host) wired(from abi.Address) []abi.Address {
+	w := h.wires.Load()
+	if len(w.wires) == 0 {
+		return nil
+	}
+	return w.wires[from]
+}
+
+// route delivers a message that a guest sends, calls or emits on a wired
+// port: in-process to a module loaded here, else through the transport to
+// a replica from the route table. With wait it returns the reply within
+// ctx; without, it returns once the message is accepted, and t, the
+// sender's place among its module's MaxSends, is held until the message is
+// delivered.
+func (h *Host) route(ctx context.Context, msg *Request, wait bool, t *sendTicket) ([]byte, error) {
+	if abi.IsSystemPort(msg.Port) {
+		return nil, h.systemPort(msg)
+	}
+	if h.Loaded(msg.Module) {
+		return h.deliver(ctx, msg, wait, t)
+	}
+	rt := h.routes.Load().routes[msg.Module]
+	if rt == nil {
+		if h.isClosed() {
+			return nil, callError(msg, KindNotFound, ErrClosed)
+		}
+		return nil, callError(msg, KindNotFound, notFound(fmt.Sprintf("module %q is not loaded here and has no route", msg.Module)))
+	}
+	to := rt.replicas()
 	if wait {
-		resp, err := h.invoke(ctx, &req, false)
-		return resp.Payload, err
+		return h.transport.Call(ctx, to, msg)
 	}
-	m := (*h.modules.Load())[req.Module]
-	if m == nil || m.current.Load() == nil {
-		return nil, h.notLoadedError(&req)
+	if !h.takeSend() {
+		return nil, callError(msg, KindUnavailable, fmt.Errorf("%d messages are in flight", maxSends))
 	}
-	select {
-	case h.sends <- struct{}{}:
-	default:
-		return nil, callError(&req, KindUnavailable, fmt.Errorf("%d messages are in flight", maxSends))
-	}
-	// A message is only sent from a call or a tick, which wg already counts.
+	// The sender is a guest call or tick, which wg already counts.
 	h.wg.Add(1)
-	done := HoldSend(ctx)
 	go func() {
-		defer h.wg.Done()
-		defer func() { <-h.sends }()
-		defer done()
-		if _, err := h.invoke(h.ctx, &req, false); err != nil {
-			h.log.Warn("message not delivered", "to", abi.Address{Module: req.Module, Component: req.Component, Port: req.Port}.String(), "trace_id", traceID(req.Metadata), "error", err)
+		defer h.sent(t)
+		if err := h.transport.Send(h.ctx, to, msg); err != nil {
+			h.log.Warn("message not delivered", "to", address(msg), "trace_id", traceID(msg.Metadata), "error", err)
 		}
 	}()
 	return nil, nil
 }
 
-// Wired reports no wiring: a host on its own has none.
-func (h *Host) Wired(abi.Address) []abi.Address { return nil }
+// Deliver delivers a message to a module loaded in this host, never
+// further: it is how messages from other hosts arrive (a module that is
+// not loaded here is KindNotFound). With wait it returns the reply, within
+// ctx's deadline; without, it returns once the message is accepted, and
+// the message runs in the background with the target's CallTimeout. A
+// system port is refused, as by Invoke.
+func (h *Host) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byte, error) {
+	if abi.IsSystemPort(msg.Port) {
+		return nil, h.systemPort(&msg)
+	}
+	return h.deliver(ctx, &msg, wait, nil)
+}
+
+// deliver is Deliver; t is route's.
+func (h *Host) deliver(ctx context.Context, msg *Request, wait bool, t *sendTicket) ([]byte, error) {
+	if wait {
+		resp, err := h.invoke(ctx, msg, false)
+		return resp.Payload, err
+	}
+	m := (*h.modules.Load())[msg.Module]
+	var v *version
+	if m != nil {
+		v = m.current.Load()
+	}
+	if v == nil || !v.acquire() {
+		return nil, h.notLoadedError(msg)
+	}
+	defer v.release()
+	if !h.takeSend() {
+		return nil, callError(msg, KindUnavailable, fmt.Errorf("%d messages are in flight", maxSends))
+	}
+	// The version acquired is counted: wg is positive.
+	h.wg.Add(1)
+	go func() {
+		defer h.sent(t)
+		if _, err := h.invoke(h.ctx, msg, false); err != nil {
+			h.log.Warn("message not delivered", "to", address(msg), "trace_id", traceID(msg.Metadata), "error", err)
+		}
+	}()
+	return nil, nil
+}
+
+// takeSend takes one of the host's maxSends places for a message that no
+// one waits for.
+func (h *Host) takeSend() bool {
+	select {
+	case h.sends <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// sent ends a message sent in the background: it gives back its places
+// (the host's, and t, the sending module's, if any).
+func (h *Host) sent(t *sendTicket) {
+	<-h.sends
+	t.release()
+	h.wg.Done()
+}
+
+func address(m *Request) string {
+	return abi.Address{Module: m.Module, Component: m.Component, Port: m.Port}.String()
+}
+
+func (h *Host) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
 
 // traceID returns the trace id of the message's W3C traceparent
 // ("00-<trace id>-<parent id>-<flags>"), or "", for log lines.
@@ -83,6 +346,25 @@ func traceID(meta []abi.KV) string {
 	return ""
 }
 
+// newTraceparent returns a W3C traceparent with a random trace id and
+// parent id, sampled.
+func newTraceparent() string {
+	var b [55]byte
+	copy(b[:], "00-")
+	var id [24]byte
+	for i := 0; i < 24; i += 8 {
+		v := rand.Uint64()
+		for j := 0; j < 8; j++ {
+			id[i+j] = byte(v >> (8 * j))
+		}
+	}
+	hex.Encode(b[3:35], id[:16])
+	b[35] = '-'
+	hex.Encode(b[36:52], id[16:])
+	copy(b[52:], "-01")
+	return string(b[:])
+}
+
 // budget is what a module may hold of the host at once, shared by its
 // versions (see version.budget): its rate of guest log lines and its sends
 // in flight.
@@ -91,23 +373,13 @@ type budget struct {
 	sends atomic.Int32
 }
 
-// sendKey finds a send's ticket in the context of Router.Deliver.
-type sendKey struct{}
-
 // A sendTicket is one of a module's Limits.MaxSends places, taken by a
-// message it sends without waiting. The Router holds it while it delivers
-// the message in the background (HoldSend); otherwise the host gives it
-// back as soon as Deliver returns.
+// message it sends without waiting, and given back once the message is
+// delivered (or refused).
 type sendTicket struct {
-	b     *budget
-	state atomic.Int32
+	b    *budget
+	done atomic.Bool
 }
-
-const (
-	ticketOpen int32 = iota
-	ticketHeld
-	ticketDone
-)
 
 // takeSend takes a place for a message sent without waiting, or returns
 // nil when the module has most in flight.
@@ -119,30 +391,9 @@ func (b *budget) takeSend(most int) *sendTicket {
 	return &sendTicket{b: b}
 }
 
-// settle gives the place back unless the Router holds it.
-func (t *sendTicket) settle() {
-	if t.state.CompareAndSwap(ticketOpen, ticketDone) {
-		t.b.sends.Add(-1)
-	}
-}
-
+// release gives the place back, once; a nil ticket is none.
 func (t *sendTicket) release() {
-	if t.state.CompareAndSwap(ticketHeld, ticketDone) {
+	if t != nil && t.done.CompareAndSwap(false, true) {
 		t.b.sends.Add(-1)
 	}
-}
-
-// HoldSend keeps a message that a guest sent without waiting counted
-// against its module's Limits.MaxSends until the returned function is
-// called. A Router calls it with the context Deliver was given (wait
-// false), before Deliver returns, when it goes on delivering the message in
-// the background, and calls the function once that delivery is over. The
-// function does nothing for a context that carries no such message, or
-// when called again.
-func HoldSend(ctx context.Context) (done func()) {
-	t, _ := ctx.Value(sendKey{}).(*sendTicket)
-	if t == nil || !t.state.CompareAndSwap(ticketOpen, ticketHeld) {
-		return func() {}
-	}
-	return t.release
 }

@@ -16,29 +16,65 @@ import (
 	"github.com/tinyhost/tinyhost/host"
 )
 
-// wiring is a Router that wraps a host with output-port wiring, the way a
-// cluster router will; it records what it delivers.
-type wiring struct {
-	h     *host.Host
-	wires map[abi.Address][]abi.Address
-
-	mu        sync.Mutex
-	delivered []abi.Message
+// memTransport is a host.Transport between hosts of one process: an
+// address names a host, and a message arrives through its Deliver, as
+// from a peer's server. It records what it carries.
+type memTransport struct {
+	mu      sync.Mutex
+	hosts   map[string]*host.Host
+	carried []abi.Message
 }
 
-func (w *wiring) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byte, error) {
-	w.mu.Lock()
-	w.delivered = append(w.delivered, msg)
-	w.mu.Unlock()
-	return w.h.Deliver(ctx, msg, wait)
+func (m *memTransport) to(to host.Replicas, msg *abi.Message) *host.Host {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.carried = append(m.carried, *msg)
+	return m.hosts[to.Addr(0)]
 }
 
-func (w *wiring) Wired(from abi.Address) []abi.Address { return w.wires[from] }
+func (m *memTransport) Call(ctx context.Context, to host.Replicas, msg *abi.Message) ([]byte, error) {
+	return m.to(to, msg).Deliver(ctx, *msg, true)
+}
 
-func (w *wiring) messages() []abi.Message {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]abi.Message(nil), w.delivered...)
+func (m *memTransport) Send(ctx context.Context, to host.Replicas, msg *abi.Message) error {
+	_, err := m.to(to, msg).Deliver(ctx, *msg, false)
+	return err
+}
+
+func (m *memTransport) Peers([]string) {}
+
+func (m *memTransport) messages() []abi.Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]abi.Message(nil), m.carried...)
+}
+
+// twoHosts starts hosts "a:1" and "b:1" joined by one memTransport, loads
+// the guests (module name → guest) into each, and routes each one's
+// modules from the other.
+func twoHosts(t *testing.T, opts host.Options, modsA, modsB map[string]string) (a, b *host.Host, sinkA, sinkB *logSink, tr *memTransport) {
+	t.Helper()
+	tr = &memTransport{hosts: map[string]*host.Host{}}
+	opts.Transport = tr
+	a, sinkA = newHost(t, opts)
+	b, sinkB = newHost(t, opts)
+	tr.hosts["a:1"], tr.hosts["b:1"] = a, b
+	for name, guest := range modsA {
+		load(t, a, guest, host.LoadOptions{Name: name})
+	}
+	for name, guest := range modsB {
+		load(t, b, guest, host.LoadOptions{Name: name})
+	}
+	routesTo := func(mods map[string]string, addr string) map[string][]string {
+		out := map[string][]string{}
+		for name := range mods {
+			out[name] = []string{addr}
+		}
+		return out
+	}
+	require.NoError(t, a.SetRoutes(1, routesTo(modsB, "b:1")))
+	require.NoError(t, b.SetRoutes(1, routesTo(modsA, "a:1")))
+	return a, b, sinkA, sinkB, tr
 }
 
 func countLogs(sink *logSink, module, contains string) int {
@@ -51,62 +87,150 @@ func countLogs(sink *logSink, module, contains string) int {
 	return n
 }
 
-// TestRouter wires an output port through Options.Router: what the handler
-// emits there is delivered, not returned, and carries the hop count and the
-// trace context.
-func TestRouter(t *testing.T) {
-	w := &wiring{wires: map[abi.Address][]abi.Address{
-		{Module: "hostcalls", Component: "caller", Port: "out"}: {{Module: "hostcalls", Component: "caller", Port: "note"}},
-	}}
-	h, sink := newHost(t, host.Options{Router: w})
-	w.h = h
-	load(t, h, "echo", host.LoadOptions{})
+// TestWiring wires an output port to an input port of the same host, with
+// no transport: what the handler emits there is delivered, not returned.
+func TestWiring(t *testing.T) {
+	h, sink := newHost(t, host.Options{})
 	load(t, h, "hostcalls", host.LoadOptions{})
+	require.NoError(t, h.SetWiring(1, map[string][]string{"hostcalls/caller/out": {"hostcalls/caller/note"}}))
+	gen, wires := h.Wiring()
+	assert.Equal(t, uint64(1), gen)
+	assert.Equal(t, map[string][]string{"hostcalls/caller/out": {"hostcalls/caller/note"}}, wires)
 
-	const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	resp, err := h.Invoke(ctxT(t, 30*time.Second), host.Request{Module: "hostcalls", Component: "caller", Port: "emit",
-		Payload: []byte("wired-mark"), Metadata: []abi.KV{{Key: abi.MetaTraceparent, Value: trace}}})
+	resp, err := invoke(t, h, "hostcalls", "caller", "emit", []byte("wired-mark"))
 	require.NoError(t, err)
 	assert.Empty(t, resp.Emitted, "a wired emit is delivered, not returned")
 	require.Eventually(t, func() bool { return countLogs(sink, "hostcalls", "note wired-mark") == 1 }, 30*time.Second, time.Millisecond)
 
-	msgs := w.messages()
+	err = h.SetRoutes(1, map[string][]string{"b": {"127.0.0.1:1"}})
+	assert.ErrorContains(t, err, "need a transport", "a host without a transport takes no routes")
+}
+
+// TestSetWiring: wires are module/component/port at both ends, neither a
+// system port; a refused wiring, or an older generation, leaves the
+// wiring as it was.
+func TestSetWiring(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	require.NoError(t, h.SetWiring(2, map[string][]string{"a/split/out": {"b/counter/in", "c/x/in", "b/counter/in"}}))
+	for _, tc := range []struct {
+		name  string
+		wires map[string][]string
+		err   string
+	}{
+		{"no port", map[string][]string{"a/split": {"b/counter/in"}}, "want module/component/port"},
+		{"empty component", map[string][]string{"a/split/out": {"b//in"}}, `to "b//in"`},
+		{"to _settings", map[string][]string{"a/split/out": {"b/counter/_settings"}}, `port "_settings"`},
+		{"to _tick", map[string][]string{"a/split/out": {"b/counter/in", "b/counter/_tick"}}, `port "_tick"`},
+		{"from _tick", map[string][]string{"a/split/_tick": {"b/counter/in"}}, `port "_tick"`},
+		{"to _x", map[string][]string{"a/split/out": {"b/counter/_x"}}, `port "_x"`},
+		{"stale", map[string][]string{}, "stale generation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gen := uint64(3)
+			if tc.name == "stale" {
+				gen = 1
+			}
+			err := h.SetWiring(gen, tc.wires)
+			require.ErrorContains(t, err, tc.err)
+			if strings.Contains(tc.err, "port \"_") {
+				assert.ErrorIs(t, err, host.ErrSystemPort)
+			}
+		})
+	}
+	gen, wires := h.Wiring()
+	assert.Equal(t, uint64(2), gen)
+	assert.Equal(t, map[string][]string{"a/split/out": {"b/counter/in", "c/x/in"}}, wires, "duplicates dropped, refusals change nothing")
+}
+
+// TestSetRoutes: a route is a valid module name and host:port addresses;
+// duplicates are dropped, and an older generation is refused.
+func TestSetRoutes(t *testing.T) {
+	h, _ := newHost(t, host.Options{Transport: &memTransport{}})
+	for _, tc := range []struct {
+		name   string
+		gen    uint64
+		routes map[string][]string
+		err    string
+	}{
+		{"ok", 2, map[string][]string{"b": {"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:1"}}, ""},
+		{"bad module", 3, map[string][]string{"B/x": {"127.0.0.1:1"}}, `route "B/x"`},
+		{"bad address", 3, map[string][]string{"b": {"nohost"}}, `address "nohost"`},
+		{"stale", 1, map[string][]string{"b": {"127.0.0.1:1"}}, "stale generation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := h.SetRoutes(tc.gen, tc.routes)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+		})
+	}
+	gen, routes := h.Routes()
+	assert.Equal(t, uint64(2), gen)
+	assert.Equal(t, map[string][]string{"b": {"127.0.0.1:1", "127.0.0.1:2"}}, routes, "duplicates dropped")
+	assert.ErrorIs(t, h.SetRoutes(1, nil), host.ErrStaleGeneration)
+	assert.NoError(t, h.SetRoutes(0, nil), "generation 0 is always accepted")
+}
+
+// TestRouter: a message to a module of another host goes through the
+// transport, with the hop count and the trace context, and comes back
+// with the reply; an emit wired to it too. A module neither loaded nor
+// routed is KindNotFound at once.
+func TestRouter(t *testing.T) {
+	a, _, _, sinkB, tr := twoHosts(t, host.Options{}, map[string]string{"hostcalls": "hostcalls"}, map[string]string{"echo": "echo", "remote": "hostcalls"})
+	require.NoError(t, a.SetWiring(1, map[string][]string{"hostcalls/caller/out": {"remote/caller/note"}}))
+
+	const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	resp, err := a.Invoke(ctxT(t, 30*time.Second), host.Request{Module: "hostcalls", Component: "caller", Port: "emit",
+		Payload: []byte("wired-mark"), Metadata: []abi.KV{{Key: abi.MetaTraceparent, Value: trace}}})
+	require.NoError(t, err)
+	assert.Empty(t, resp.Emitted, "a wired emit is delivered, not returned")
+	require.Eventually(t, func() bool { return countLogs(sinkB, "remote", "note wired-mark") == 1 }, 30*time.Second, time.Millisecond)
+
+	msgs := tr.messages()
 	require.Len(t, msgs, 1)
 	m := msgs[0]
-	assert.Equal(t, "note", m.Port)
+	assert.Equal(t, abi.Address{Module: "remote", Component: "caller", Port: "note"}, abi.Address{Module: m.Module, Component: m.Component, Port: m.Port})
 	hops, _ := m.Get(abi.MetaHops)
 	assert.Equal(t, "1", hops)
 	tp, _ := m.Get(abi.MetaTraceparent)
 	assert.Equal(t, trace, tp)
 
-	// A call through the router gets the hop count and a deadline.
-	resp, err = invoke(t, h, "hostcalls", "caller", "call", []byte("echo/echo/in routed"))
+	// A call gets the hop count and a new trace context, the invocation
+	// having none.
+	resp, err = invoke(t, a, "hostcalls", "caller", "call", []byte("echo/echo/in routed"))
 	require.NoError(t, err)
 	assert.Equal(t, "routed", string(resp.Payload))
-	assert.Len(t, w.messages(), 2)
+	msgs = tr.messages()
+	require.Len(t, msgs, 2)
+	tp, _ = msgs[1].Get(abi.MetaTraceparent)
+	assert.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`, tp)
+	assert.NotEqual(t, trace, tp)
+
+	_, err = invoke(t, a, "hostcalls", "caller", "call", []byte("nosuch/x/in x"))
+	var ce *host.CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, `call: status 2: module "nosuch" is not loaded here and has no route`, ce.Err.Error())
+	assert.Len(t, tr.messages(), 2, "an unknown module is not handed to the transport")
 }
 
-// TestHopLimit makes a message go round a cycle (a component wired to
-// itself) until the hop limit stops it.
+// TestHopLimit makes a message go round a cycle between two hosts (each
+// one's out wired to the other's emit) until the hop limit stops it.
 func TestHopLimit(t *testing.T) {
-	w := &wiring{wires: map[abi.Address][]abi.Address{
-		// emit emits on out; out is wired back to emit: a cycle.
-		{Module: "hostcalls", Component: "caller", Port: "out"}: {{Module: "hostcalls", Component: "caller", Port: "emit"}},
-	}}
-	h, sink := newHost(t, host.Options{Router: w, HopLimit: 3})
-	w.h = h
-	load(t, h, "hostcalls", host.LoadOptions{})
-	_, err := invoke(t, h, "hostcalls", "caller", "emit", []byte("x"))
+	a, b, _, _, tr := twoHosts(t, host.Options{HopLimit: 3}, map[string]string{"hostcalls": "hostcalls"}, map[string]string{"other": "hostcalls"})
+	require.NoError(t, a.SetWiring(1, map[string][]string{"hostcalls/caller/out": {"other/caller/emit"}}))
+	require.NoError(t, b.SetWiring(1, map[string][]string{"other/caller/out": {"hostcalls/caller/emit"}}))
+	_, err := invoke(t, a, "hostcalls", "caller", "emit", []byte("x"))
 	require.NoError(t, err)
-	// emit (hop 1) -> emit, which emits (hop 2) -> emit (hop 3) -> emit,
-	// whose emit would be hop 4: refused.
-	require.Eventually(t, func() bool { return len(w.messages()) == 3 }, 30*time.Second, time.Millisecond)
-	assert.Never(t, func() bool { return len(w.messages()) > 3 }, 200*time.Millisecond, 10*time.Millisecond)
-	for i, m := range w.messages() {
+	// emit (hop 1) -> other's emit, which emits (hop 2) -> emit (hop 3) ->
+	// other's emit, whose emit would be hop 4: refused.
+	require.Eventually(t, func() bool { return len(tr.messages()) == 3 }, 30*time.Second, time.Millisecond)
+	assert.Never(t, func() bool { return len(tr.messages()) > 3 }, 200*time.Millisecond, 10*time.Millisecond)
+	for i, m := range tr.messages() {
 		hops, _ := m.Get(abi.MetaHops)
 		assert.Equal(t, string(rune('1'+i)), hops)
 	}
-	_ = sink
 }
 
 // TestTimers sets a timer, upgrades the module (the timer survives), and
@@ -129,16 +253,13 @@ func TestTimers(t *testing.T) {
 }
 
 // TestSystemPorts: only the host delivers to _settings, _tick and every
-// other port starting with '_'. Invoke, Deliver (with and without wait), a
-// guest's send and call, and a wired emit are refused with KindDenied
-// (status denied for a guest) naming the port, and the guest never sees
-// them; the host's own settings (load, SetConfig) and ticks still arrive.
+// other port starting with '_'. Invoke, Deliver (with and without wait),
+// and a guest's send and call are refused with KindDenied (status denied
+// for a guest) naming the port, and the guest never sees them (a wire is
+// refused by SetWiring, see TestSetWiring); the host's own settings (load,
+// SetConfig) and ticks still arrive.
 func TestSystemPorts(t *testing.T) {
-	w := &wiring{wires: map[abi.Address][]abi.Address{
-		{Module: "hostcalls", Component: "caller", Port: "out"}: {{Module: "hostcalls", Component: "caller", Port: abi.PortTick}},
-	}}
-	h, sink := newHost(t, host.Options{Router: w})
-	w.h = h
+	h, sink := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
 	load(t, h, "hostcalls", host.LoadOptions{Config: []byte(`{"caller":{"n":1}}`)})
 
@@ -178,7 +299,6 @@ func TestSystemPorts(t *testing.T) {
 		{"send", "echo/echo/_tick x", `send: status 3: port "_tick": only the host delivers to system ports`},
 		{"call", "hostcalls/caller/_settings x", `call: status 3: port "_settings": only the host delivers to system ports`},
 		{"call", "echo/echo/_other x", `call: status 3: port "_other": only the host delivers to system ports`},
-		{"emit", "x", `emit: status 3: emit hostcalls/caller/out to hostcalls/caller/_tick: port "_tick": only the host delivers to system ports`},
 	} {
 		t.Run("guest "+tc.port+" "+tc.payload, func(t *testing.T) {
 			_, err := invoke(t, h, "hostcalls", "caller", tc.port, []byte(tc.payload))
@@ -205,8 +325,6 @@ func TestSystemPorts(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"n":2}`, string(resp.Payload))
 
-	// Each tick emits on out, wired to _tick: refused, so ticks do not
-	// feed themselves.
 	_, err = invoke(t, h, "hostcalls", "caller", "timer", []byte("10"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return countLogs(sink, "hostcalls", "tick ") >= 2 }, 30*time.Second, time.Millisecond)

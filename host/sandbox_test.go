@@ -90,7 +90,7 @@ func TestStartSection(t *testing.T) {
 func TestRecursionWithoutLoops(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
-	_, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, "recurse"), host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
+	_, err := h.Load(loadCtx(t), abitest.Guest(t, "recurse"), host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
 	require.NoError(t, err)
 
 	t.Run("handler", func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestRecursionWithoutLoops(t *testing.T) {
 	})
 
 	t.Run("handler while the world stops", func(t *testing.T) {
-		_, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, "recurse"), host.LoadOptions{Name: "patient", Limits: host.Limits{CallTimeout: 5 * time.Minute}})
+		_, err := h.Load(loadCtx(t), abitest.Guest(t, "recurse"), host.LoadOptions{Name: "patient", Limits: host.Limits{CallTimeout: 5 * time.Minute}})
 		require.NoError(t, err)
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 		collectDuringCall(t, h, host.Request{Module: "patient", Component: "r", Port: "in"}, func() { mustEcho(t, h) })
@@ -152,7 +152,7 @@ func TestTables(t *testing.T) {
 	const budget = 4096 * 65536 / 16 / 8
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
-	_, err := h.Load(ctxT(t, time.Minute), fixture(t, "tables"), host.LoadOptions{})
+	_, err := h.Load(loadCtx(t), fixture(t, "tables"), host.LoadOptions{})
 	require.NoError(t, err)
 	grow := func(t *testing.T, delta int32) int32 {
 		t.Helper()
@@ -178,7 +178,7 @@ func TestTables(t *testing.T) {
 		mustEcho(t, h)
 	})
 	t.Run("a table that starts larger is refused", func(t *testing.T) {
-		_, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, "bigtable"), host.LoadOptions{})
+		_, err := h.Load(loadCtx(t), abitest.Guest(t, "bigtable"), host.LoadOptions{})
 		var le *host.LoadError
 		require.ErrorAs(t, err, &le)
 		assert.Equal(t, host.KindMemory, le.Kind)
@@ -197,7 +197,7 @@ func TestInjectedStateIsUnreachable(t *testing.T) {
 		{"pollcall", "function index 4 is out of range (the module has 4)"},
 	} {
 		t.Run(tc.guest, func(t *testing.T) {
-			_, err := h.Load(ctxT(t, time.Minute), abitest.Guest(t, tc.guest), host.LoadOptions{})
+			_, err := h.Load(loadCtx(t), abitest.Guest(t, tc.guest), host.LoadOptions{})
 			var le *host.LoadError
 			require.ErrorAs(t, err, &le)
 			assert.Contains(t, err.Error(), tc.want)

@@ -62,10 +62,11 @@ func outermost(err error, all []*Sentinel) *Sentinel {
 		return s
 	}
 	if x, ok := err.(interface{ Is(error) bool }); ok {
+		_, call := err.(*CallError)
 		for _, s := range all {
 			// A kind's sentinel claimed by a CallError's Is says less
 			// than what the CallError wraps.
-			if s.kind == 0 && x.Is(s) {
+			if (s.kind == 0 || !call) && x.Is(s) {
 				return s
 			}
 		}

@@ -79,6 +79,7 @@ func TestSentinels(t *testing.T) {
 		{"artifact", &api.LoadError{Module: "m", Err: fmt.Errorf("fetch: %w", artifact.ErrUnauthorized)}, artifact.ErrUnauthorized, codes.PermissionDenied, api.ReasonUnauthorized},
 		{"outermost", &artifact.UnreachableError{Op: "resolve r/a:1", Host: "r", Attempts: 2, Err: fmt.Errorf("get: %w", artifact.ErrPlainHTTP)}, artifact.ErrUnreachable, codes.Unavailable, api.ReasonUnreachable},
 		{"matched by Is", fmt.Errorf("fetch: %w", &artifact.DigestMismatchError{What: "x", Want: "a", Got: "b"}), artifact.ErrDigestMismatch, codes.DataLoss, api.ReasonDigestMismatch},
+		{"a kind's sentinel matched by Is", fmt.Errorf("unload: %w", notLoaded("x")), api.ErrNotFound, codes.NotFound, api.ReasonNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,3 +161,10 @@ func TestTraceID(t *testing.T) {
 	assert.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", api.TraceID("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
 	assert.Empty(t, api.TraceID("00-short"))
 }
+
+// notLoaded is an error that matches api.ErrNotFound with an Is method, as
+// the host's own are.
+type notLoaded string
+
+func (e notLoaded) Error() string        { return "module " + string(e) + " is not loaded" }
+func (e notLoaded) Is(target error) bool { return target == api.ErrNotFound }

@@ -60,31 +60,6 @@ func serve(b *testing.B, register func(*grpc.Server)) string {
 	return lis.Addr().String()
 }
 
-// newHost starts a host with the router r (nil: none) and the modules.
-func newHost(b *testing.B, r *cluster.Router, mods ...[]byte) *host.Host {
-	b.Helper()
-	ctx := context.Background()
-	opts := host.Options{CacheDir: e2e.CacheDir(b)}
-	if r != nil {
-		opts.Router = r
-	}
-	h, err := host.New(ctx, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { h.Close(ctx) })
-	if r != nil {
-		r.SetLocal(h)
-		b.Cleanup(func() { r.Close() })
-	}
-	for _, m := range mods {
-		if _, err := h.Load(ctx, m, host.LoadOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return h
-}
-
 var (
 	helloPayload = []byte(`{"name":"Ada"}`)
 	helloMsg     = abi.Message{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
@@ -97,28 +72,19 @@ var (
 // one message each way on an open stream to it (grpc-stream-echo, the
 // floor of the delivery stream the pool uses), and a gRPC Invoke of hello
 // on host 2 (grpc-invoke), which does the same guest work on host 2. router
-// is the delivery alone, without the calling component.
+// is the delivery alone (the transport's Call), without the calling
+// component.
 func BenchmarkRemoteCall(b *testing.B) {
 	ctx := context.Background()
 	hello, relay := e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay)
 	echoAddr := serve(b, func(s *grpc.Server) { hostv1.RegisterHostServiceServer(s, e2e.EchoServer{}) })
 
-	h2 := newHost(b, nil, hello)
-	srv, err := server.New(h2, server.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Serve(lis)
-	b.Cleanup(srv.Stop)
-	addr2 := lis.Addr().String()
+	h2 := newHost(b, nil, host.Limits{}, hello)
+	_, addr2 := serveHost(b, h2, server.Options{})
 
-	r1 := cluster.New(cluster.Options{})
-	h1 := newHost(b, r1, relay)
-	if err := r1.SetRoutes(1, map[string][]string{"hello": {addr2}}); err != nil {
+	t1 := cluster.New(cluster.Options{})
+	h1 := newHost(b, t1, host.Limits{}, relay)
+	if err := h1.SetRoutes(1, map[string][]string{"hello": {addr2}}); err != nil {
 		b.Fatal(err)
 	}
 
@@ -148,7 +114,8 @@ func BenchmarkRemoteCall(b *testing.B) {
 		measure(b, "grpc-invoke", []string{"grpc-echo"}, func() error { _, err := c2.Invoke(ctx, invoke); return err })
 	})
 	b.Run("router", func(b *testing.B) {
-		measure(b, "remote-router", base, func() error { _, err := r1.Deliver(ctx, helloMsg, true); return err })
+		to := host.Replicas{Addrs: []string{addr2}}
+		measure(b, "remote-router", base, func() error { _, err := t1.Call(ctx, to, &helloMsg); return err })
 	})
 	b.Run("component", func(b *testing.B) {
 		req := host.Request{Module: "relay", Component: "relay", Port: "call", Payload: relayPayload}
@@ -156,19 +123,19 @@ func BenchmarkRemoteCall(b *testing.B) {
 	})
 }
 
-// BenchmarkLocalCall: a cross-module call delivered in-process by the
-// router (router) against a direct Invoke of the same component (invoke);
-// component is a whole call from relay to hello, two guest calls.
+// BenchmarkLocalCall: a cross-module call delivered in-process (router,
+// Host.Deliver) against a direct Invoke of the same component (invoke);
+// component is a whole call from relay to hello, two guest calls, on a host
+// with a cluster transport.
 func BenchmarkLocalCall(b *testing.B) {
 	ctx := context.Background()
-	r := cluster.New(cluster.Options{})
-	h := newHost(b, r, e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay))
+	h := newHost(b, cluster.New(cluster.Options{}), host.Limits{}, e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay))
 	req := host.Request{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
 	b.Run("invoke", func(b *testing.B) {
 		measure(b, "invoke", nil, func() error { _, err := h.Invoke(ctx, req); return err })
 	})
 	b.Run("router", func(b *testing.B) {
-		measure(b, "local-router", []string{"invoke"}, func() error { _, err := r.Deliver(ctx, helloMsg, true); return err })
+		measure(b, "local-router", []string{"invoke"}, func() error { _, err := h.Deliver(ctx, helloMsg, true); return err })
 	})
 	b.Run("component", func(b *testing.B) {
 		req := host.Request{Module: "relay", Component: "relay", Port: "call", Payload: relayPayload}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
-	"runtime"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -20,89 +20,55 @@ import (
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
+	"github.com/tinyhost/tinyhost/internal/hammer"
 )
 
-func TestSetRoutes(t *testing.T) {
-	tests := []struct {
-		name   string
-		gen    uint64
-		routes map[string][]string
-		err    string
-	}{
-		{"ok", 2, map[string][]string{"b": {"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:1"}}, ""},
-		{"bad module", 3, map[string][]string{"B/x": {"127.0.0.1:1"}}, `route "B/x"`},
-		{"bad address", 3, map[string][]string{"b": {"nohost"}}, `address "nohost"`},
-		{"stale", 1, map[string][]string{"b": {"127.0.0.1:1"}}, "stale generation"},
-	}
-	r := cluster.New(cluster.Options{})
-	defer r.Close()
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := r.SetRoutes(tc.gen, tc.routes)
-			if tc.err != "" {
-				require.ErrorContains(t, err, tc.err)
-				return
-			}
-			require.NoError(t, err)
-		})
-	}
-	gen, routes := r.Routes()
-	assert.Equal(t, uint64(2), gen)
-	assert.Equal(t, map[string][]string{"b": {"127.0.0.1:1", "127.0.0.1:2"}}, routes, "duplicates dropped")
-	assert.True(t, errors.Is(r.SetRoutes(1, nil), api.ErrStaleGeneration))
-}
-
-func TestSetWiring(t *testing.T) {
-	r := cluster.New(cluster.Options{})
-	defer r.Close()
-	require.NoError(t, r.SetWiring(1, map[string][]string{"a/split/out": {"b/counter/in", "c/x/in"}}))
-	assert.Equal(t, []abi.Address{{Module: "b", Component: "counter", Port: "in"}, {Module: "c", Component: "x", Port: "in"}},
-		r.Wired(abi.Address{Module: "a", Component: "split", Port: "out"}))
-	assert.Nil(t, r.Wired(abi.Address{Module: "a", Component: "split", Port: "other"}))
-	require.ErrorContains(t, r.SetWiring(2, map[string][]string{"a/split": {"b/counter/in"}}), "want module/component/port")
-	require.ErrorContains(t, r.SetWiring(2, map[string][]string{"a/split/out": {"b//in"}}), `to "b//in"`)
-	// Only the host delivers to system ports, and emit refuses them as
-	// output ports: neither end of a wire may be one.
-	for _, wires := range []map[string][]string{
-		{"a/split/out": {"b/counter/_settings"}},
-		{"a/split/out": {"b/counter/in", "b/counter/_tick"}},
-		{"a/split/_tick": {"b/counter/in"}},
-		{"a/split/out": {"b/counter/_x"}},
-	} {
-		err := r.SetWiring(3, wires)
-		require.ErrorIs(t, err, host.ErrSystemPort, "%v", wires)
-		assert.Regexp(t, `port "_[a-z]*"`, err.Error())
-	}
-	_, wires := r.Wiring()
-	assert.Len(t, wires["a/split/out"], 2, "a refused wiring leaves the old one")
-}
-
-// TestSystemPortRemote: a guest on one host that sends to or calls a system
-// port of a module on another host is refused by that host; the guest gets
-// status 3 (denied) naming the port, as it would locally.
-func TestSystemPortRemote(t *testing.T) {
-	ctx := context.Background()
-	h2, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t)})
-	require.NoError(t, err)
-	t.Cleanup(func() { h2.Close(ctx) })
-	_, err = h2.Load(ctx, e2e.Guest(t, "echo"), host.LoadOptions{})
-	require.NoError(t, err)
-	srv, err := server.New(h2, server.Options{})
+// serveHost serves h over gRPC on 127.0.0.1:0 and returns the server and
+// its address.
+func serveHost(t testing.TB, h *host.Host, opts server.Options) (*server.Server, string) {
+	t.Helper()
+	srv, err := server.New(h, opts)
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
+	return srv, lis.Addr().String()
+}
 
-	r := cluster.New(cluster.Options{})
-	t.Cleanup(func() { r.Close() })
-	h1, err := host.New(ctx, host.Options{Router: r, CacheDir: e2e.CacheDir(t)})
+// newHost starts a host, with a cluster transport when tr is not nil, and
+// loads the modules.
+func newHost(t testing.TB, tr *cluster.Transport, limits host.Limits, mods ...[]byte) *host.Host {
+	t.Helper()
+	ctx := context.Background()
+	opts := host.Options{CacheDir: e2e.CacheDir(t), Limits: limits}
+	if tr != nil {
+		opts.Transport = tr
+	}
+	h, err := host.New(ctx, opts)
 	require.NoError(t, err)
-	t.Cleanup(func() { h1.Close(ctx) })
-	r.SetLocal(h1)
-	require.NoError(t, r.SetRoutes(1, map[string][]string{"echo": {lis.Addr().String()}}))
-	_, err = h1.Load(ctx, e2e.Guest(t, "hostcalls"), host.LoadOptions{})
-	require.NoError(t, err)
+	t.Cleanup(func() {
+		h.Close(ctx)
+		if tr != nil {
+			tr.Close()
+		}
+	})
+	for _, m := range mods {
+		_, err := h.Load(ctx, m, host.LoadOptions{})
+		require.NoError(t, err)
+	}
+	return h
+}
+
+// TestSystemPortRemote: a guest on one host that sends to or calls a system
+// port of a module on another host is refused; the guest gets status 3
+// (denied) naming the port, as it would locally.
+func TestSystemPortRemote(t *testing.T) {
+	ctx := context.Background()
+	h2 := newHost(t, nil, host.Limits{}, e2e.Guest(t, "echo"))
+	_, addr := serveHost(t, h2, server.Options{})
+	h1 := newHost(t, cluster.New(cluster.Options{}), host.Limits{}, e2e.Guest(t, "hostcalls"))
+	require.NoError(t, h1.SetRoutes(1, map[string][]string{"echo": {addr}}))
 
 	for _, tc := range []struct{ port, payload, want string }{
 		{"send", "echo/echo/_settings x", `send: status 3: port "_settings": only the host delivers to system ports`},
@@ -118,9 +84,9 @@ func TestSystemPortRemote(t *testing.T) {
 			assert.Equal(t, tc.want, ce.Err.Error())
 		})
 	}
-	// The remote host refuses it too, for a router that would forward
-	// it: here a peer's DeliverStream, as the router would use.
-	c := e2e.Client(t, lis.Addr().String())
+	// The remote host refuses it too, for a transport that would carry
+	// it: here a peer's DeliverStream, as the transport would use.
+	c := e2e.Client(t, addr)
 	stream, err := c.RPC().DeliverStream(ctx)
 	require.NoError(t, err)
 	require.NoError(t, stream.Send(&hostv1.DeliverStreamRequest{Id: 1, Wait: true, TimeoutNanos: int64(30 * time.Second),
@@ -133,116 +99,163 @@ func TestSystemPortRemote(t *testing.T) {
 	require.NoError(t, stream.CloseSend())
 }
 
-func TestUnknownModule(t *testing.T) {
-	r := cluster.New(cluster.Options{})
-	defer r.Close()
-	_, err := r.Deliver(context.Background(), abi.Message{Module: "nosuch", Component: "c", Port: "in"}, true)
+// TestUnknownPeer: the transport opens no connection to an address it was
+// not told of (Peers), e.g. a host that has just left the routes.
+func TestUnknownPeer(t *testing.T) {
+	tr := cluster.New(cluster.Options{})
+	defer tr.Close()
+	msg := abi.Message{Module: "hello", Component: "greeter", Port: "in"}
+	_, err := tr.Call(context.Background(), host.Replicas{Addrs: []string{"127.0.0.1:1"}}, &msg)
 	var ce *host.CallError
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, host.KindNotFound, ce.Kind)
-	assert.ErrorIs(t, err, host.ErrNotFound)
+	assert.Equal(t, host.KindUnavailable, ce.Kind)
+	assert.ErrorContains(t, err, "peer 127.0.0.1:1 left the routes")
 }
 
-func TestTraceparent(t *testing.T) {
-	tp := cluster.NewTraceparent()
-	assert.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`, tp)
-	assert.Equal(t, tp[3:35], api.TraceID(tp))
-	assert.NotEqual(t, tp, cluster.NewTraceparent())
-}
-
-// TestHammer delivers from many goroutines to a remote module while the
-// routes change under them (the peer comes and goes, closing its
-// connection), under -race; every delivery ends with a reply or a
-// NotFound/Unavailable error, and nothing is left running afterwards.
-func TestHammer(t *testing.T) {
-	before := runtime.NumGoroutine()
-	ctx := context.Background()
-	hello := e2e.WasmBytes(t, e2e.Hello)
-	h2, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t)})
-	require.NoError(t, err)
-	_, err = h2.Load(ctx, hello, host.LoadOptions{})
-	require.NoError(t, err)
-	srv, err := server.New(h2, server.Options{})
-	require.NoError(t, err)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go srv.Serve(lis)
-	addr := lis.Addr().String()
-
-	r := cluster.New(cluster.Options{})
-	h1, err := host.New(ctx, host.Options{Router: r})
-	require.NoError(t, err)
-	r.SetLocal(h1)
-
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for gen := uint64(1); ; gen++ {
-			select {
-			case <-stop:
-				return
-			default:
+// TestCallerCancel: a component's caller that gives up stops the component
+// the call went to, on this host or another, long before any deadline: the
+// cancel goes down the call, and over gRPC as a cancel on the delivery
+// stream, and the callee's instance is interrupted.
+func TestCallerCancel(t *testing.T) {
+	const deadline = time.Minute // every timeout of both hosts
+	limits := host.Limits{CallTimeout: deadline, QueueTimeout: deadline, MinInstances: 1, MaxInstances: 1}
+	relay, sleeper := e2e.WasmBytes(t, e2e.Relay), e2e.WasmBytes(t, e2e.Sleeper)
+	for _, tc := range []struct {
+		name string
+		mods [][]byte // of the caller's host; the other host has sleeper
+	}{
+		{"local", [][]byte{relay, sleeper}},
+		{"remote", [][]byte{relay}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHost(t, nil, limits, sleeper)
+			_, addr := serveHost(t, b, server.Options{})
+			a := newHost(t, cluster.New(cluster.Options{}), limits, tc.mods...)
+			require.NoError(t, a.SetRoutes(1, map[string][]string{"sleeper": {addr}}))
+			callee := b
+			if a.Loaded("sleeper") {
+				callee = a
 			}
-			routes := map[string][]string{"hello": {addr}}
-			if gen%3 == 0 {
-				routes = nil
-			}
-			assert.NoError(t, r.SetRoutes(gen, routes))
-			time.Sleep(time.Millisecond) // pacing, not synchronisation
-		}
-	}()
-	var mu sync.Mutex
-	counts := map[string]int{}
-	var callers sync.WaitGroup
-	for range 16 {
-		callers.Add(1)
-		go func() {
-			defer callers.Done()
-			for i := 0; i < 100; i++ {
-				ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				start := time.Now()
-				_, err := r.Deliver(ctx, abi.Message{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"x"}`)}, i%4 != 0)
-				cancel()
-				key := "ok"
-				var ce *host.CallError
-				switch {
-				case err == nil:
-				case errors.As(err, &ce) && (ce.Kind == host.KindNotFound || ce.Kind == host.KindUnavailable || ce.Kind == host.KindTimeout):
-					key = ce.Kind.String()
-				default:
-					key = "unexpected: " + err.Error()
-				}
-				if time.Since(start) > 2*time.Second {
-					key += " (slow)"
-				}
-				mu.Lock()
-				counts[key]++
-				mu.Unlock()
-			}
-		}()
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := a.Invoke(ctx, host.Request{Module: "relay", Component: "relay", Port: "call",
+					Payload: []byte(`{"to":"sleeper/sleeper/in","payload":{"ms":60000}}`)})
+				done <- err
+			}()
+			waitFor(t, "the callee running", func() bool { return inUse(callee) == 1 })
+			start := time.Now()
+			cancel()
+			err := answered(t, done, 10*time.Second, "the caller, after its cancel")
+			var ce *host.CallError
+			require.ErrorAs(t, err, &ce)
+			// The caller's own instance is interrupted (canceled), unless
+			// relay returned first the status its call got (timeout).
+			assert.Contains(t, []host.Kind{host.KindCanceled, host.KindTimeout}, ce.Kind, "%v", err)
+			waitFor(t, "the callee stopped", func() bool { return inUse(callee) == 0 })
+			t.Logf("caller answered and callee stopped %v after the cancel, deadline %v: %v", time.Since(start), deadline, err)
+			m, _ := callee.Module("sleeper")
+			assert.EqualValues(t, 1, m.Pool.Discarded, "the callee was interrupted, not run to its end")
+		})
 	}
-	callers.Wait()
-	close(stop)
-	wg.Wait()
+}
+
+// answered returns what errs receives within d, or fails the test saying
+// that who was not answered.
+func answered(t *testing.T, errs <-chan error, d time.Duration, who string) error {
+	t.Helper()
+	select {
+	case err := <-errs:
+		return err
+	case <-time.After(d):
+		t.Fatalf("%s: not answered within %v", who, d)
+		return nil
+	}
+}
+
+func inUse(h *host.Host) int {
+	m, _ := h.Module("sleeper")
+	return m.Pool.InUse
+}
+
+// TestHammer: components on one host send to and call a module on another
+// while the routes change under them (the peer comes and goes, its
+// connection closed), under -race. Every message ends with a reply or
+// status not found, unavailable or timeout, none waits for its deadline,
+// and nothing is left running afterwards.
+func TestHammer(t *testing.T) {
+	hammer.NoLeaks(t)
+	ctx := context.Background()
+	h2 := newHost(t, nil, host.Limits{}, e2e.WasmBytes(t, e2e.Hello))
+	_, addr := serveHost(t, h2, server.Options{})
+	h1 := newHost(t, cluster.New(cluster.Options{}), host.Limits{}, e2e.Guest(t, "hostcalls"))
+
+	var (
+		mu     sync.Mutex
+		counts = map[string]int{}
+	)
+	hammer.Run(t, 16, 100, func(_, i int) {
+		port := "call"
+		if i%4 == 0 {
+			port = "send"
+		}
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := h1.Invoke(ctx, host.Request{Module: "hostcalls", Component: "caller", Port: port, Payload: []byte(`hello/greeter/in {"name":"x"}`)})
+		key := outcome(err)
+		if time.Since(start) > 2*time.Second {
+			key += " (slow)"
+		}
+		mu.Lock()
+		counts[key]++
+		mu.Unlock()
+	}, func(done <-chan struct{}) { flipRoutes(t, h1, map[string][]string{"hello": {addr}}, done) })
 	t.Logf("%v", counts)
 	assert.Positive(t, counts["ok"])
 	for k := range counts {
 		assert.NotContains(t, k, "unexpected")
 		assert.NotContains(t, k, "slow", "a delivery must not wait for its deadline")
 	}
+}
 
-	require.NoError(t, h1.Close(ctx))
-	require.NoError(t, r.Close())
-	srv.Stop()
-	require.NoError(t, h2.Close(ctx))
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // polling for goroutines to end
+// flipRoutes sets routes on h, and none every third time, until done is
+// closed.
+func flipRoutes(t *testing.T, h *host.Host, routes map[string][]string, done <-chan struct{}) {
+	for gen := uint64(1); ; gen++ {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		set := routes
+		if gen%3 == 0 {
+			set = nil
+		}
+		assert.NoError(t, h.SetRoutes(gen, set))
+		time.Sleep(time.Millisecond) // pacing, not synchronisation
 	}
-	if n := runtime.NumGoroutine(); n > before {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("%d goroutines left, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+}
+
+var statusRe = regexp.MustCompile(`^(call|send): status (\d+): `)
+
+// outcome names the end of a message hostcalls sent or called: "ok", the
+// status it got when that is one a departing peer may cause, or
+// "unexpected: " and the error.
+func outcome(err error) string {
+	var ce *host.CallError
+	if err == nil {
+		return "ok"
 	}
+	if errors.As(err, &ce) && ce.Kind == host.KindHandler {
+		if m := statusRe.FindStringSubmatch(ce.Err.Error()); m != nil {
+			switch m[2] {
+			case "2", "5", "7": // not found, timeout, unavailable
+				return "status " + m[2]
+			}
+		}
+	}
+	return "unexpected: " + err.Error()
 }

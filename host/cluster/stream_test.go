@@ -32,39 +32,32 @@ type peerHost struct {
 
 func startPeer(t *testing.T, window int, limits host.Limits) *peerHost {
 	t.Helper()
-	ctx := context.Background()
-	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t)})
-	require.NoError(t, err)
-	t.Cleanup(func() { h.Close(ctx) })
-	_, err = h.Load(ctx, e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: limits})
-	require.NoError(t, err)
-	srv, err := server.New(h, server.Options{StreamWindow: window})
-	require.NoError(t, err)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	return &peerHost{h: h, srv: srv, addr: lis.Addr().String()}
+	h := newHost(t, nil, limits, e2e.WasmBytes(t, e2e.Sleeper))
+	srv, addr := serveHost(t, h, server.Options{StreamWindow: window})
+	return &peerHost{h: h, srv: srv, addr: addr}
 }
 
-func (p *peerHost) inUse() int {
-	m, _ := p.h.Module("sleeper")
-	return m.Pool.InUse
+func (p *peerHost) inUse() int { return inUse(p.h) }
+
+// peers is a transport to the addresses, which it calls round robin, as
+// a host does.
+type peers struct {
+	tr    *cluster.Transport
+	addrs []string
+	next  atomic.Uint32
 }
 
-// router is a router of a host with no modules, with routes.
-func router(t *testing.T, routes map[string][]string) *cluster.Router {
+func newPeers(t *testing.T, opts cluster.Options, addrs ...string) *peers {
 	t.Helper()
-	r := cluster.New(cluster.Options{})
-	h, err := host.New(context.Background(), host.Options{Router: r})
-	require.NoError(t, err)
-	r.SetLocal(h)
-	t.Cleanup(func() {
-		h.Close(context.Background())
-		r.Close()
-	})
-	require.NoError(t, r.SetRoutes(1, routes))
-	return r
+	tr := cluster.New(opts)
+	t.Cleanup(func() { tr.Close() })
+	tr.Peers(addrs)
+	return &peers{tr: tr, addrs: addrs}
+}
+
+func (p *peers) call(ctx context.Context, msg abi.Message) ([]byte, error) {
+	to := host.Replicas{Addrs: p.addrs, First: int(p.next.Add(1) % uint32(len(p.addrs)))}
+	return p.tr.Call(ctx, to, &msg)
 }
 
 func sleepMsg(ms int) abi.Message {
@@ -80,11 +73,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // remote host, which stops the guest rather than running it on for nobody.
 func TestRemoteDeadline(t *testing.T) {
 	p := startPeer(t, 0, host.Limits{MinInstances: 1, MaxInstances: 1, CallTimeout: time.Minute})
-	r := router(t, map[string][]string{"sleeper": {p.addr}})
+	r := newPeers(t, cluster.Options{}, p.addr)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err := r.Deliver(ctx, sleepMsg(20_000), true)
+	_, err := r.call(ctx, sleepMsg(20_000))
 	var ce *host.CallError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, host.KindTimeout, ce.Kind, "%v", err)
@@ -93,7 +86,7 @@ func TestRemoteDeadline(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.Deliver(ctx, sleepMsg(20_000), true)
+		_, err := r.call(ctx, sleepMsg(20_000))
 		done <- err
 	}()
 	waitFor(t, "the remote call running", func() bool { return p.inUse() == 1 })
@@ -106,7 +99,7 @@ func TestRemoteDeadline(t *testing.T) {
 	m, _ := p.h.Module("sleeper")
 	assert.EqualValues(t, 2, m.Pool.Discarded, "both calls were interrupted on the remote host")
 
-	reply, err := r.Deliver(context.Background(), sleepMsg(1), true)
+	reply, err := r.call(context.Background(), sleepMsg(1))
 	require.NoError(t, err)
 	assert.Equal(t, `{"slept":1}`, string(reply))
 }
@@ -117,7 +110,7 @@ func TestPeerStops(t *testing.T) {
 	// a takes one delivery at a time, so that others wait on its stream.
 	a := startPeer(t, 1, host.Limits{MinInstances: 1, MaxInstances: 1})
 	b := startPeer(t, 0, host.Limits{MaxInstances: 8})
-	r := router(t, map[string][]string{"sleeper": {a.addr, b.addr}})
+	r := newPeers(t, cluster.Options{}, a.addr, b.addr)
 
 	const n = 8
 	var wg sync.WaitGroup
@@ -129,7 +122,7 @@ func TestPeerStops(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			reply, err := r.Deliver(ctx, sleepMsg(300), true)
+			reply, err := r.call(ctx, sleepMsg(300))
 			if err == nil && string(reply) != `{"slept":300}` {
 				err = fmt.Errorf("reply %q", reply)
 			}
@@ -179,7 +172,7 @@ func TestWedgedPeer(t *testing.T) {
 	hostv1.RegisterHostServiceServer(s, wedgedPeer{})
 	go s.Serve(lis)
 	t.Cleanup(s.Stop)
-	r := router(t, map[string][]string{"sleeper": {lis.Addr().String()}})
+	r := newPeers(t, cluster.Options{}, lis.Addr().String())
 
 	big := abi.Message{Module: "sleeper", Component: "sleeper", Port: "in", Payload: make([]byte, 3<<20)}
 	errs := make(chan error, 4)
@@ -187,39 +180,24 @@ func TestWedgedPeer(t *testing.T) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
-			_, err := r.Deliver(ctx, big, true)
+			_, err := r.call(ctx, big)
 			errs <- err
 		}()
 	}
 	for range 4 {
-		select {
-		case err := <-errs:
-			var ce *host.CallError
-			require.ErrorAs(t, err, &ce)
-			assert.Equal(t, host.KindTimeout, ce.Kind, "%v", err)
-		case <-time.After(20 * time.Second):
-			t.Fatal("a call to a wedged peer outlived its deadline by 20 s")
-		}
+		err := answered(t, errs, 20*time.Second, "a call to a wedged peer, 300 ms deadline")
+		var ce *host.CallError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, host.KindTimeout, ce.Kind, "%v", err)
 	}
 }
 
 // TestPeerRefusesToken: a peer that refuses this host's token is DENIED at
 // once, not tried on every replica as if it were down.
 func TestPeerRefusesToken(t *testing.T) {
-	h, err := host.New(context.Background(), host.Options{CacheDir: e2e.CacheDir(t)})
-	require.NoError(t, err)
-	t.Cleanup(func() { h.Close(context.Background()) })
-	srv, err := server.New(h, server.Options{Token: "right"})
-	require.NoError(t, err)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-
-	r := cluster.New(cluster.Options{Token: "wrong"})
-	t.Cleanup(func() { r.Close() })
-	require.NoError(t, r.SetRoutes(1, map[string][]string{"sleeper": {lis.Addr().String()}}))
-	_, err = r.Deliver(context.Background(), sleepMsg(1), true)
+	_, addr := serveHost(t, newHost(t, nil, host.Limits{}), server.Options{Token: "right"})
+	r := newPeers(t, cluster.Options{Token: "wrong"}, addr)
+	_, err := r.call(context.Background(), sleepMsg(1))
 	var ce *host.CallError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, host.KindDenied, ce.Kind, "%v", err)

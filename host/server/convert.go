@@ -85,3 +85,15 @@ func messageProto(m *abi.Message) *hostv1.Message {
 	}
 	return out
 }
+
+// metadataHost is the metadata of a message from the wire.
+func metadataHost(md []*hostv1.KeyValue) []abi.KV {
+	if len(md) == 0 {
+		return nil
+	}
+	out := make([]abi.KV, len(md))
+	for i, kv := range md {
+		out[i] = abi.KV{Key: kv.GetKey(), Value: kv.GetValue()}
+	}
+	return out
+}

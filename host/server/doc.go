@@ -79,13 +79,14 @@
 // # Between hosts
 //
 // DeliverStream (and Deliver, one message a call) takes messages from a
-// peer's router (package host/cluster) to a module of this host, never
+// peer's transport (package host/cluster) to a module of this host, never
 // further. DeliverStream's header WindowHeader announces StreamWindow; each
 // request carries its caller's remaining time and may be cancelled by id.
 // Errors use the table above; a stream response carries the same status
 // as a google.rpc.Status, and api.FromStatus turns it back into the
 // *api.CallError on the peer's side, so that a component calling a remote
-// module sees the status it would see locally. SetRoutes, GetRoutes, SetWiring and GetWiring act on
-// Options.Routing (a *cluster.Router); a generation older than the current
+// module sees the status it would see locally. SetRoutes, GetRoutes,
+// SetWiring and GetWiring act on Options.Routing (the *host.Host); a
+// generation older than the current
 // one is FAILED_PRECONDITION.
 package server

@@ -15,14 +15,8 @@ import (
 )
 
 // Routing is the route table and the wiring that SetRoutes, GetRoutes,
-// SetWiring and GetWiring act on; *cluster.Router implements it. Wiring is
-// keyed by "module/component/port" of an output port.
-type Routing interface {
-	SetRoutes(generation uint64, routes map[string][]string) error
-	Routes() (generation uint64, routes map[string][]string)
-	SetWiring(generation uint64, wires map[string][]string) error
-	Wiring() (generation uint64, wires map[string][]string)
-}
+// SetWiring and GetWiring act on (api.Routing); *host.Host implements it.
+type Routing = api.Routing
 
 // Deliver implements HostService.Deliver: a message from a peer host to a
 // module of this one. It is never forwarded further: a module that is not
@@ -40,15 +34,9 @@ func (s *Server) deliver(ctx context.Context, m *hostv1.Message, wait bool) ([]b
 	if m == nil {
 		return nil, status.Error(codes.InvalidArgument, "message is empty")
 	}
-	if err := checkInvoke(&hostv1.InvokeRequest{Module: m.GetModule(), Component: m.GetComponent(), Port: m.GetPort()}); err != nil {
+	msg := abi.Message{Module: m.GetModule(), Component: m.GetComponent(), Port: m.GetPort(), Payload: m.GetPayload(), Metadata: metadataHost(m.GetMetadata())}
+	if err := checkTarget(msg.Module, msg.Component, msg.Port); err != nil {
 		return nil, err
-	}
-	msg := abi.Message{Module: m.GetModule(), Component: m.GetComponent(), Port: m.GetPort(), Payload: m.GetPayload()}
-	if md := m.GetMetadata(); len(md) > 0 {
-		msg.Metadata = make([]abi.KV, len(md))
-		for i, kv := range md {
-			msg.Metadata[i] = abi.KV{Key: kv.GetKey(), Value: kv.GetValue()}
-		}
 	}
 	reply, err := s.h.Deliver(ctx, msg, wait)
 	if err != nil {

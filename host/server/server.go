@@ -52,7 +52,7 @@ type Options struct {
 	StreamWindow int
 
 	// Routing is the route table and wiring that SetRoutes, GetRoutes,
-	// SetWiring and GetWiring act on (a *cluster.Router). Default nil:
+	// SetWiring and GetWiring act on (a *host.Host). Default nil:
 	// those calls fail with FAILED_PRECONDITION; Deliver works regardless.
 	Routing Routing
 
@@ -254,12 +254,7 @@ func (s *Server) invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1
 		Component: req.GetComponent(),
 		Port:      req.GetPort(),
 		Payload:   req.GetPayload(),
-	}
-	if md := req.GetMetadata(); len(md) > 0 {
-		hreq.Metadata = make([]abi.KV, len(md))
-		for i, kv := range md {
-			hreq.Metadata[i] = abi.KV{Key: kv.GetKey(), Value: kv.GetValue()}
-		}
+		Metadata:  metadataHost(req.GetMetadata()),
 	}
 	resp, err := s.h.Invoke(ctx, hreq)
 	if err != nil {
@@ -280,14 +275,20 @@ func (s *Server) invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1
 func toStatus(err error) error { return api.ToStatus(err).Err() }
 
 func checkInvoke(req *hostv1.InvokeRequest) error {
-	switch {
-	case req == nil:
+	if req == nil {
 		return status.Error(codes.InvalidArgument, "request is empty")
-	case req.GetModule() == "":
+	}
+	return checkTarget(req.GetModule(), req.GetComponent(), req.GetPort())
+}
+
+// checkTarget checks that a message names its module, component and port.
+func checkTarget(module, component, port string) error {
+	switch {
+	case module == "":
 		return status.Error(codes.InvalidArgument, "module is empty")
-	case req.GetComponent() == "":
+	case component == "":
 		return status.Error(codes.InvalidArgument, "component is empty")
-	case req.GetPort() == "":
+	case port == "":
 		return status.Error(codes.InvalidArgument, "port is empty")
 	}
 	return nil

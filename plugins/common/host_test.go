@@ -17,26 +17,26 @@ import (
 
 func TestMain(m *testing.M) { e2e.Main(m) }
 
-// sink is a Router that wires ticker/out to itself and records what
-// arrives, so that ticks (emitted outside any invocation) can be seen.
+// sink is a host.Transport that records what the host sends to other
+// hosts: ticker/out is wired to a module routed there, so that ticks
+// (emitted outside any invocation) can be seen.
 type sink struct {
 	mu  sync.Mutex
 	got []abi.Message
 }
 
-func (s *sink) Deliver(_ context.Context, msg abi.Message, _ bool) ([]byte, error) {
+func (s *sink) Send(_ context.Context, _ host.Replicas, msg *abi.Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.got = append(s.got, msg)
-	return nil, nil
-}
-
-func (s *sink) Wired(from abi.Address) []abi.Address {
-	if from == (abi.Address{Module: "common", Component: "ticker", Port: "out"}) {
-		return []abi.Address{{Module: "sink", Component: "sink", Port: "in"}}
-	}
+	s.got = append(s.got, *msg)
 	return nil
 }
+
+func (s *sink) Call(ctx context.Context, to host.Replicas, msg *abi.Message) ([]byte, error) {
+	return nil, s.Send(ctx, to, msg)
+}
+
+func (s *sink) Peers([]string) {}
 
 func (s *sink) count() int {
 	s.mu.Lock()
@@ -49,9 +49,11 @@ func TestThroughHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	s := &sink{}
-	h, err := host.New(ctx, host.Options{Router: s})
+	h, err := host.New(ctx, host.Options{Transport: s})
 	require.NoError(t, err)
 	t.Cleanup(func() { h.Close(context.Background()) })
+	require.NoError(t, h.SetRoutes(1, map[string][]string{"sink": {"sink.invalid:1"}}))
+	require.NoError(t, h.SetWiring(1, map[string][]string{"common/ticker/out": {"sink/sink/in"}}))
 
 	config := `{
 	  "router": {"routes": [{"port": "out1", "when": "$.age >= 18"}], "default": "out2"},

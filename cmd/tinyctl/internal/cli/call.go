@@ -67,13 +67,11 @@ func runCall(ctx context.Context, c *ctl, args []string) error {
 		req.Metadata = append(req.Metadata, &hostv1.KeyValue{Key: k, Value: meta[k]})
 	}
 
-	cl, err := c.client()
+	cl, cctx, done, err := c.dial(ctx)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	cctx, cancel := c.callCtx(ctx)
-	defer cancel()
+	defer done()
 	resp, err := cl.Invoke(cctx, req)
 	if err != nil {
 		return err

@@ -26,10 +26,16 @@ func (c *ctl) client() (*client.Client, error) {
 	return cl, err
 }
 
-// callCtx is the context of one call, bounded by --timeout.
-func (c *ctl) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if c.o.timeout <= 0 {
-		return context.WithCancel(ctx)
+// dial is a client of the host and the context of one call, bounded by
+// --timeout; done releases both.
+func (c *ctl) dial(ctx context.Context) (*client.Client, context.Context, func(), error) {
+	cl, err := c.client()
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	return context.WithTimeout(ctx, c.o.timeout)
+	cctx, cancel := context.WithCancel(ctx)
+	if c.o.timeout > 0 {
+		cctx, cancel = context.WithTimeout(ctx, c.o.timeout)
+	}
+	return cl, cctx, func() { cancel(); cl.Close() }, nil
 }

@@ -170,13 +170,11 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 		m.Config = cfg
 	}
 
-	cl, err := c.client()
+	cl, cctx, done, err := c.dial(ctx)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	cctx, cancel := c.callCtx(ctx)
-	defer cancel()
+	defer done()
 	prog := newProgress(c.Stderr, filepath.Base(path), len(m.Wasm))
 	m.Progress = func(sent int) {
 		prog.update(sent)
@@ -216,13 +214,11 @@ Examples:
 		if len(args) != 1 {
 			return usagef("unload: want exactly one module NAME, got %d arguments", len(args))
 		}
-		cl, err := c.client()
+		cl, cctx, done, err := c.dial(ctx)
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
-		cctx, cancel := c.callCtx(ctx)
-		defer cancel()
+		defer done()
 		if err := cl.Unload(cctx, args[0]); err != nil {
 			return err
 		}
@@ -394,13 +390,11 @@ func show[R proto.Message](ctx context.Context, c *ctl, name string, args []stri
 	if len(args) != 0 {
 		return usagef("%s takes no arguments", name)
 	}
-	cl, err := c.client()
+	cl, cctx, done, err := c.dial(ctx)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	cctx, cancel := c.callCtx(ctx)
-	defer cancel()
+	defer done()
 	resp, err := query(cctx, cl)
 	if err != nil {
 		return err

@@ -27,13 +27,13 @@ Examples:
 `,
 	flags: func(fs *pflag.FlagSet, o *opts) { outputFlag(fs, o) },
 	run: func(ctx context.Context, c *ctl, args []string) error {
-		return show(ctx, c, "routes", args, func(ctx context.Context, cl *client.Client) (*hostv1.GetRoutesResponse, error) { return cl.Routes(ctx) }, func(w io.Writer, resp *hostv1.GetRoutesResponse) error {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "MODULE\tHOSTS\t(generation %d)\n", resp.GetGeneration())
-			for _, r := range resp.GetRoutes() {
-				fmt.Fprintf(tw, "%s\t%s\t\n", r.GetModule(), strings.Join(r.GetAddresses(), ","))
+		query := func(ctx context.Context, cl *client.Client) (*hostv1.GetRoutesResponse, error) { return cl.Routes(ctx) }
+		return show(ctx, c, "routes", args, query, func(w io.Writer, resp *hostv1.GetRoutesResponse) error {
+			rows := make([][2]string, len(resp.GetRoutes()))
+			for i, r := range resp.GetRoutes() {
+				rows[i] = [2]string{r.GetModule(), strings.Join(r.GetAddresses(), ",")}
 			}
-			return tw.Flush()
+			return writeTable(w, "MODULE", "HOSTS", resp.GetGeneration(), rows)
 		})
 	},
 }
@@ -51,13 +51,23 @@ Examples:
 `,
 	flags: func(fs *pflag.FlagSet, o *opts) { outputFlag(fs, o) },
 	run: func(ctx context.Context, c *ctl, args []string) error {
-		return show(ctx, c, "wiring", args, func(ctx context.Context, cl *client.Client) (*hostv1.GetWiringResponse, error) { return cl.Wiring(ctx) }, func(w io.Writer, resp *hostv1.GetWiringResponse) error {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "FROM\tTO\t(generation %d)\n", resp.GetGeneration())
-			for _, w := range resp.GetWires() {
-				fmt.Fprintf(tw, "%s\t%s\t\n", w.GetFrom(), strings.Join(w.GetTo(), ","))
+		query := func(ctx context.Context, cl *client.Client) (*hostv1.GetWiringResponse, error) { return cl.Wiring(ctx) }
+		return show(ctx, c, "wiring", args, query, func(w io.Writer, resp *hostv1.GetWiringResponse) error {
+			rows := make([][2]string, len(resp.GetWires()))
+			for i, wire := range resp.GetWires() {
+				rows[i] = [2]string{wire.GetFrom(), strings.Join(wire.GetTo(), ",")}
 			}
-			return tw.Flush()
+			return writeTable(w, "FROM", "TO", resp.GetGeneration(), rows)
 		})
 	},
+}
+
+// writeTable prints a two-column table with the generation in its header.
+func writeTable(w io.Writer, key, value string, gen uint64, rows [][2]string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s\t%s\t(generation %d)\n", key, value, gen)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t\n", r[0], r[1])
+	}
+	return tw.Flush()
 }

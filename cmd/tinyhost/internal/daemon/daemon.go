@@ -98,11 +98,13 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		return err
 	}
 	var sopts []grpc.ServerOption
-	router, err := newRouter(cfg, token, log.Named("router"))
+	transport, err := newTransport(cfg, token, log.Named("transport"))
 	if err != nil {
 		return err
 	}
-	defer router.Close()
+	// Closed after the host (deferred first), which sends through it
+	// until it has closed.
+	defer transport.Close()
 	if cfg.TLSCert != "" {
 		tc, err := serverTLS(cfg)
 		if err != nil {
@@ -156,7 +158,7 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		MaxCompiles:         cfg.MaxCompiles,
 		CacheDir:            cfg.CacheDir,
 		ModulesDir:          cfg.Modules,
-		Router:              router,
+		Transport:           transport,
 		DefaultCapabilities: caps,
 		HopLimit:            cfg.HopLimit,
 		Capacity:            host.Capacity{MaxModules: cfg.MaxModules, MemoryBytes: cfg.MaxMemoryBytes},
@@ -179,8 +181,7 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		return err
 	}
 	src.h = h
-	router.SetLocal(h)
-	if err := setRouting(router, cfg); err != nil {
+	if err := setRouting(h, cfg); err != nil {
 		_ = h.Close(ctx)
 		return err
 	}
@@ -205,7 +206,7 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		MaxLoadBytes:    cfg.MaxLoadBytes,
 		MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10,
 		ServerOptions:   sopts,
-		Routing:         router,
+		Routing:         h,
 	})
 	if err != nil {
 		return err

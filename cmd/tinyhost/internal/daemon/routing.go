@@ -5,15 +5,16 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/cluster"
 )
 
-// newRouter is the host's router: peers are called with the daemon's own
-// token and, when it serves TLS, over TLS (verified against peer-tls-ca, or
-// the system roots) presenting its own certificate, for peers that require
-// mTLS.
-func newRouter(cfg Config, token string, log hclog.Logger) (*cluster.Router, error) {
+// newTransport is the host's transport to its peers: they are called with
+// the daemon's own token and, when it serves TLS, over TLS (verified
+// against peer-tls-ca, or the system roots) presenting its own
+// certificate, for peers that require mTLS.
+func newTransport(cfg Config, token string, log hclog.Logger) (*cluster.Transport, error) {
 	opts := cluster.Options{Logger: log, Token: token, MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10}
 	if cfg.TLSCert != "" {
 		tc, err := client.TLSConfig(cfg.PeerTLSCA, cfg.TLSCert, cfg.TLSKey)
@@ -26,11 +27,11 @@ func newRouter(cfg Config, token string, log hclog.Logger) (*cluster.Router, err
 }
 
 // setRouting applies the routes and wiring of the config file.
-func setRouting(r *cluster.Router, cfg Config) error {
-	if err := r.SetRoutes(0, cfg.Routes); err != nil {
+func setRouting(h *host.Host, cfg Config) error {
+	if err := h.SetRoutes(0, cfg.Routes); err != nil {
 		return fmt.Errorf("routes: %w", err)
 	}
-	if err := r.SetWiring(0, cfg.Wiring); err != nil {
+	if err := h.SetWiring(0, cfg.Wiring); err != nil {
 		return fmt.Errorf("wiring: %w", err)
 	}
 	return nil

@@ -1,0 +1,78 @@
+package api
+
+import (
+	"context"
+
+	"github.com/tinyhost/tinyhost/abi"
+)
+
+// Request is a message to a component's input port. It is abi.Message, the
+// value a guest's send, call or emit is decoded into, so that a message
+// keeps one representation from the calling guest to the called one, on
+// its host or another: the wire (hostv1.Message) is the only other. Its
+// Metadata travels with it: abi.MetaTraceparent is carried on to the
+// messages the handler sends, and abi.MetaHops counts forwards.
+type Request = abi.Message
+
+// Response is a component's reply.
+type Response struct {
+	// Payload is the reply, owned by the caller.
+	Payload []byte
+	// Emitted holds the messages the handler emitted on output ports that
+	// are not wired to anything, so that a component can be tried alone.
+	Emitted []abi.Message
+}
+
+// Routing is the route table and the wiring of a host, as its
+// HostService.SetRoutes, GetRoutes, SetWiring and GetWiring act on them.
+// Routes map a module to the addresses ("host:port") of the hosts where it
+// is ready; wiring maps an output port ("module/component/port") to the
+// input ports what is emitted on it goes to. A generation older than the
+// one set fails with ErrStaleGeneration; 0 is always accepted.
+type Routing interface {
+	SetRoutes(generation uint64, routes map[string][]string) error
+	Routes() (generation uint64, routes map[string][]string)
+	SetWiring(generation uint64, wires map[string][]string) error
+	Wiring() (generation uint64, wires map[string][]string)
+}
+
+// Transport carries messages to modules loaded on other hosts. The host
+// decides where a message goes (its Routing): it hands the transport only
+// a message to a module that is not loaded on it and has a route, with the
+// addresses of that module's replicas. Package host/cluster is the gRPC
+// transport. A Transport must be safe for concurrent use, and must not
+// keep msg, or change it, once a call returns.
+type Transport interface {
+	// Call delivers msg to one of the replicas, waits for the reply within
+	// ctx, and returns it. Cancelling ctx stops the call on the replica
+	// too. It tries another replica only when one certainly did not run
+	// the message. A failure is a *CallError about msg's address, with
+	// the Kind the replica's host gave it.
+	Call(ctx context.Context, to Replicas, msg *Request) ([]byte, error)
+
+	// Send delivers msg to one of the replicas and returns once that host
+	// has accepted it, without waiting for the handler. The host calls it
+	// in the background, within ctx, for a message that no one waits for;
+	// a transport bounds how long it tries. Errors are Call's.
+	Send(ctx context.Context, to Replicas, msg *Request) error
+
+	// Peers tells the transport every address the routes name, on every
+	// SetRoutes: it closes what it holds for other addresses, and refuses
+	// them from then on, so that a message in flight to a host that has
+	// just left the routes does not open a connection to it again.
+	Peers(addrs []string)
+}
+
+// Replicas are the addresses of the hosts where a module is ready, tried
+// from First on: Addr(0) is Addrs[First]. The host starts each message at
+// the next replica, round robin.
+type Replicas struct {
+	Addrs []string
+	First int
+}
+
+// Len returns the number of replicas.
+func (r Replicas) Len() int { return len(r.Addrs) }
+
+// Addr returns the address to try i-th, for i in [0, Len).
+func (r Replicas) Addr(i int) string { return r.Addrs[(r.First+i)%len(r.Addrs)] }
