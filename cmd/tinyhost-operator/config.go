@@ -50,6 +50,9 @@ type config struct {
 	HostTLSCert   string
 	HostTLSKey    string
 	HostTokenFile string
+	// HostTokenPlaintext sends the token without TLS: for a mesh that
+	// terminates TLS beside the host.
+	HostTokenPlaintext bool
 }
 
 // parseConfig reads the flags in args and, for each flag not given, the
@@ -78,6 +81,7 @@ func parseConfig(args, environ []string) (config, error) {
 	fs.StringVar(&c.HostTLSCert, "host-tls-cert", "", "PEM client certificate for hosts that require one (mTLS)")
 	fs.StringVar(&c.HostTLSKey, "host-tls-key", "", "PEM key of --host-tls-cert")
 	fs.StringVar(&c.HostTokenFile, "host-token-file", "", "file holding the bearer token hosts require (their --token-file)")
+	fs.BoolVar(&c.HostTokenPlaintext, "host-token-plaintext", false, "send the --host-token-file token without TLS (a mesh terminates TLS beside the hosts); by default a token goes only over TLS to a verified host")
 	zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	c.Zap.BindFlags(zapFlags)
 	fs.AddGoFlagSet(zapFlags)

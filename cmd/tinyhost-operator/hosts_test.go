@@ -55,3 +55,40 @@ func TestHostOptionsReachHost(t *testing.T) {
 	noToken.HostTokenFile = ""
 	assert.Equal(t, codes.Unauthenticated, status.Code(info(noToken)), "without the token")
 }
+
+// TestTokenOnlyToAVerifiedHost: with a token, the operator's connection to
+// an address that is a plain TCP listener, not a host with a certificate,
+// fails at the TLS handshake and the listener receives no credential;
+// --host-token-plaintext sends it there, which the listener records.
+func TestTokenOnlyToAVerifiedHost(t *testing.T) {
+	certs := e2e.NewCerts(t)
+	token := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
+	for _, tt := range []struct {
+		name      string
+		cfg       config
+		sent      bool
+		wantError string
+	}{
+		{"a token: TLS against the system roots", config{HostTokenFile: token}, false, "handshake"},
+		{"a token and a CA", config{HostTokenFile: token, HostTLSCA: certs.CA}, false, "handshake"},
+		{"--host-token-plaintext", config{HostTokenFile: token, HostTokenPlaintext: true}, true, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := e2e.NewRecorder(t)
+			opts, err := hostOptions(tt.cfg)
+			require.NoError(t, err)
+			c, err := client.New(rec.Addr, opts)
+			require.NoError(t, err)
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err = c.Info(ctx)
+			require.Error(t, err, "the listener is not a host")
+			assert.ErrorContains(t, err, tt.wantError)
+			assert.NotZero(t, rec.Bytes(), "the operator reached the listener")
+			assert.Equal(t, tt.sent, rec.Received("Bearer s3cret"), "the token received")
+			assert.False(t, !tt.sent && rec.Received("s3cret"), "the token in any form")
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -203,4 +204,24 @@ func TestHostToken(t *testing.T) {
 	assert.Equal(t, []string{"locked"}, readyOn(m))
 	_, err := b.hosts["locked"].Loaded(ctx)
 	assert.Equal(t, codes.Unauthenticated, status.Code(err), "a client without the token")
+}
+
+// TestHostNotVerified: with a token, the operator reaches hosts over TLS
+// only (as tinyhost-operator sets it up); a TinyHost whose address is a
+// plain TCP listener is Ready=False saying why, and the listener receives
+// no credential.
+func TestHostNotVerified(t *testing.T) {
+	b := newBedWith(t, bedOptions{hostOptions: hostclient.Options{Token: "s3cret", TLS: true, TokenNeedsTLS: true}})
+	rec := e2e.NewRecorder(t)
+	require.NoError(t, b.c.Create(ctxT(t, time.Minute), &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: "stranger"}, Spec: v1alpha1.TinyHostSpec{Address: rec.Addr}}))
+	eventually(t, 30*time.Second, "stranger Ready=False, saying why", func() error {
+		c := meta.FindStatusCondition(b.host(t, "stranger").Status.Conditions, v1alpha1.ConditionHostReady)
+		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "tls: first record does not look like a TLS handshake") {
+			return fmt.Errorf("condition %+v", c)
+		}
+		t.Logf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+		return nil
+	})
+	assert.NotZero(t, rec.Bytes(), "the operator reached the listener")
+	assert.False(t, rec.Received("s3cret"), "the listener received the token")
 }
