@@ -33,25 +33,10 @@ func TestTenants(t *testing.T) {
 	namespace(t, b.c, "team-b")
 
 	// host-a runs hello on its own, from its modules directory.
-	e2e.CopyFile(t, e2e.Wasm(t, testbed.Hello), filepath.Join(b.hosts["host-a"].ModulesDir, "local.wasm"))
-	eventually(t, 30*time.Second, "host-a's own hello listed as Unmanaged", func() error {
-		for _, e := range b.host(t, "host-a").Status.Modules {
-			if e.Name == "hello" && e.Namespace == "" && e.Phase == v1alpha1.PhaseUnmanaged {
-				return nil
-			}
-		}
-		return fmt.Errorf("modules %+v", b.host(t, "host-a").Status.Modules)
-	})
-	localAt := e2e.LoadedAt(ctx, t, b.hosts["host-a"].Client)["hello"]
-	require.NotZero(t, localAt)
+	localAt := b.ownHello(ctx, t, "host-a")
 
 	// The first team: common's split/out wired to tally/counter/in.
-	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "common"},
-		Spec: v1alpha1.TinyModuleSpec{Image: b.comm.Ref, Wiring: []v1alpha1.Wire{{From: "split/out", To: "tally/counter/in"}}}})
-	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "tally"},
-		Spec: v1alpha1.TinyModuleSpec{Image: tally.Ref, Limits: &v1alpha1.Limits{MinInstances: replicas(1), MaxInstances: replicas(1)}}})
-	common := b.ready(t, "team-a", "common", time.Minute)
-	tm := b.ready(t, "team-a", "tally", time.Minute)
+	common, tm := b.teamA(t, tally.Ref)
 	tallyOn := b.loadedOn(t, "tally")
 	require.Len(t, tallyOn, 1)
 
@@ -63,10 +48,7 @@ func TestTenants(t *testing.T) {
 		assert.True(t, apierrors.IsInvalid(err), "%v", err)
 		assert.Contains(t, err.Error(), `spec.wiring[0].to: Invalid value: "common/split/_settings"`)
 	})
-	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "rogue"},
-		Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref, Wiring: []v1alpha1.Wire{{From: "greeter/out", To: "tally/counter/in"}}}})
-	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "tally"}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
-	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "hello"}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
+	b.teamB(t)
 	b.ready(t, "team-b", "rogue", time.Minute)
 
 	t.Run("the second team's tally is refused: the name is the first team's", func(t *testing.T) {
@@ -98,31 +80,10 @@ func TestTenants(t *testing.T) {
 		assert.Equal(t, tallyOn, b.loadedOn(t, "tally"))
 		wantWire := &hostv1.Wire{From: "common/split/out", To: []string{"tally/counter/in"}}
 		eventually(t, 30*time.Second, "team-a's routes and wiring on every host", func() error {
-			for name, h := range b.hosts {
-				rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				routes, err := h.Client.GetRoutes(rctx, &hostv1.GetRoutesRequest{})
-				if err != nil {
-					cancel()
-					return err
-				}
-				wires, err := h.Client.GetWiring(rctx, &hostv1.GetWiringRequest{})
-				cancel()
-				if err != nil {
-					return err
-				}
-				for _, want := range []*hostv1.Route{
-					{Module: "common", Addresses: []string{readyAddr(common)}},
-					{Module: "tally", Addresses: []string{readyAddr(tm)}},
-				} {
-					if !slices.ContainsFunc(routes.GetRoutes(), func(r *hostv1.Route) bool { return sameList([]*hostv1.Route{r}, []*hostv1.Route{want}) }) {
-						return fmt.Errorf("%s: routes %v", name, routes.GetRoutes())
-					}
-				}
-				if !sameList(wires.GetWires(), []*hostv1.Wire{wantWire, {From: "rogue/greeter/out", To: []string{"tally/counter/in"}}}) {
-					return fmt.Errorf("%s: wiring %v", name, wires.GetWires())
-				}
-			}
-			return nil
+			return b.routedAndWired(ctx, []*hostv1.Route{
+				{Module: "common", Addresses: []string{readyAddr(common)}},
+				{Module: "tally", Addresses: []string{readyAddr(tm)}},
+			}, []*hostv1.Wire{wantWire, {From: "rogue/greeter/out", To: []string{"tally/counter/in"}}})
 		})
 		m := b.module(t, "team-b", "rogue")
 		c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionWired)
@@ -143,4 +104,70 @@ func TestTenants(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// routedAndWired says why not unless every host has each of routes among
+// its routes and exactly wires as its wiring.
+func (b *bed) routedAndWired(ctx context.Context, routes []*hostv1.Route, wires []*hostv1.Wire) error {
+	for name, h := range b.hosts {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		got, err := h.Client.GetRoutes(rctx, &hostv1.GetRoutesRequest{})
+		if err != nil {
+			cancel()
+			return err
+		}
+		gotWires, err := h.Client.GetWiring(rctx, &hostv1.GetWiringRequest{})
+		cancel()
+		if err != nil {
+			return err
+		}
+		for _, want := range routes {
+			if !slices.ContainsFunc(got.GetRoutes(), func(r *hostv1.Route) bool { return sameList([]*hostv1.Route{r}, []*hostv1.Route{want}) }) {
+				return fmt.Errorf("%s: routes %v", name, got.GetRoutes())
+			}
+		}
+		if !sameList(gotWires.GetWires(), wires) {
+			return fmt.Errorf("%s: wiring %v", name, gotWires.GetWires())
+		}
+	}
+	return nil
+}
+
+// ownHello copies hello into the modules directory of host, waits until
+// the TinyHost lists it as the host's own, and returns its load time.
+func (b *bed) ownHello(ctx context.Context, t *testing.T, host string) int64 {
+	t.Helper()
+	e2e.CopyFile(t, e2e.Wasm(t, testbed.Hello), filepath.Join(b.hosts[host].ModulesDir, "local.wasm"))
+	eventually(t, 30*time.Second, host+"'s own hello listed as Unmanaged", func() error {
+		for _, e := range b.host(t, host).Status.Modules {
+			if e.Name == "hello" && e.Namespace == "" && e.Phase == v1alpha1.PhaseUnmanaged {
+				return nil
+			}
+		}
+		return fmt.Errorf("modules %+v", b.host(t, host).Status.Modules)
+	})
+	at := e2e.LoadedAt(ctx, t, b.hosts[host].Client)["hello"]
+	require.NotZero(t, at)
+	return at
+}
+
+// teamA creates team-a's common, its split/out wired to team-a's tally
+// (image tallyRef, one instance), and returns both once Ready.
+func (b *bed) teamA(t *testing.T, tallyRef string) (common, tally *v1alpha1.TinyModule) {
+	t.Helper()
+	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "common"},
+		Spec: v1alpha1.TinyModuleSpec{Image: b.comm.Ref, Wiring: []v1alpha1.Wire{{From: "split/out", To: "tally/counter/in"}}}})
+	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "tally"},
+		Spec: v1alpha1.TinyModuleSpec{Image: tallyRef, Limits: &v1alpha1.Limits{MinInstances: replicas(1), MaxInstances: replicas(1)}}})
+	return b.ready(t, "team-a", "common", time.Minute), b.ready(t, "team-a", "tally", time.Minute)
+}
+
+// teamB creates team-b's rogue, its greeter/out wired to tally/counter/in,
+// and its tally and hello, named like team-a's and a host's own.
+func (b *bed) teamB(t *testing.T) {
+	t.Helper()
+	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "rogue"},
+		Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref, Wiring: []v1alpha1.Wire{{From: "greeter/out", To: "tally/counter/in"}}}})
+	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "tally"}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
+	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "hello"}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
 }
