@@ -15,6 +15,8 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/tinyhost /tinyhost
 USER 65532:65532
 # gRPC. The host listens on 127.0.0.1 by default; in a pod, pass
-# --listen=0.0.0.0:50051 (or TINYHOST_LISTEN).
+# --listen=0.0.0.0:50051 (or TINYHOST_LISTEN) with TLS (--tls-cert) or a
+# token (--token-file); the host refuses a non-loopback address with
+# neither unless told --insecure.
 EXPOSE 50051
 ENTRYPOINT ["/tinyhost"]
