@@ -27,7 +27,7 @@ func startSpinning(t *testing.T, args ...string) (*e2e.Host, <-chan error) {
 	t.Helper()
 	loop := filepath.Join(t.TempDir(), "loop.wasm")
 	require.NoError(t, os.WriteFile(loop, e2e.Guest(t, "loop"), 0o644))
-	h := e2e.StartHost(t, e2e.HostOptions{Modules: []string{loop}, Args: append([]string{"--call-timeout", "1h"}, args...)})
+	h := e2e.StartHost(t, e2e.HostOptions{Modules: []string{loop}, Args: append([]string{"--call-timeout", "1h", "--maximum-call-timeout", "1h"}, args...)})
 	c := client(t, h.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)

@@ -164,7 +164,7 @@ func TestModulesDirectory(t *testing.T) {
 // refuses a load past it, with a message that says which bound.
 func TestCapacity(t *testing.T) {
 	hello := e2e.Wasm(t, e2e.Hello)
-	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--max-modules", "1", "--max-memory-bytes", "1073741824"}})
+	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--max-modules", "1", "--max-memory-bytes", "1073741824", "--maximum-memory-pages", "65536"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	info, err := client(t, h.Addr).Info(ctx, &hostv1.InfoRequest{})

@@ -98,8 +98,11 @@ func TestKubernetes(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, zone := range []string{"zone-a", "zone-b", "zone-c"} {
 		name := fmt.Sprintf("host-%d", i+1)
+		// A module a host loads from its directory gets the host's default
+		// capabilities: hostcalls, dropped into host-2's, calls echo.
 		args := []string{"--name", name, "--listen", ip + ":0", "--artifacts-plain-http", reg,
-			"--register", "--kubeconfig", hostKubeconfig, "--label", "topology.kubernetes.io/zone=" + zone}
+			"--register", "--kubeconfig", hostKubeconfig, "--label", "topology.kubernetes.io/zone=" + zone,
+			"--capabilities", "log,config,messaging"}
 		if name == "host-3" {
 			args = append(args, "--lease-duration=2s", "--lease-renew-interval=500ms")
 		}
