@@ -41,7 +41,8 @@ func serveHost(t testing.TB, h *host.Host, opts server.Options) (*server.Server,
 func newHost(t testing.TB, tr *cluster.Transport, limits host.Limits, mods ...[]byte) *host.Host {
 	t.Helper()
 	ctx := context.Background()
-	opts := host.Options{CacheDir: e2e.CacheDir(t), Limits: limits}
+	// The modules call and send to each other's: grant messaging.
+	opts := host.Options{CacheDir: e2e.CacheDir(t), Limits: limits, DefaultCapabilities: []string{"log", "config", "timer", "messaging"}}
 	if tr != nil {
 		opts.Transport = tr
 	}

@@ -25,7 +25,8 @@ func Client(t testing.TB, addr string) *client.Client {
 	return c
 }
 
-// LoadModule loads the .wasm file into the host under name.
+// LoadModule loads the .wasm file into the host under name, granted every
+// capability: the modules of the cluster tests call and send to each other.
 func LoadModule(t testing.TB, c *client.Client, name, wasm string, limits client.Limits) {
 	t.Helper()
 	b, err := os.ReadFile(wasm)
@@ -34,7 +35,7 @@ func LoadModule(t testing.TB, c *client.Client, name, wasm string, limits client
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := c.Load(ctx, client.Module{Name: name, Wasm: b, Limits: limits}); err != nil {
+	if _, err := c.Load(ctx, client.Module{Name: name, Wasm: b, Limits: limits, Capabilities: []string{"log", "config", "timer", "messaging"}}); err != nil {
 		t.Fatalf("load %s as %q: %v", wasm, name, err)
 	}
 }
