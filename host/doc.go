@@ -9,7 +9,9 @@
 //	resp, err := h.Invoke(ctx, host.Request{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
 //
 // The surface is small: New and Options; Load, LoadFile, Unload, Modules
-// and Module; Invoke; SetConfig; Subscribe for events; Close. Errors are
+// and Module; Invoke; SetConfig; SetRoutes and SetWiring, with a
+// Transport to other hosts, and Deliver for what they send; Subscribe for
+// events; Close. Errors are
 // ErrNotFound and ErrBusy to match, *CallError (with a Kind) for a failed
 // call, *LoadError and *VersionError for a refused module. Everything else
 // lives under host/internal.

@@ -37,12 +37,12 @@ func serveHost(t testing.TB, h *host.Host, opts server.Options) (*server.Server,
 }
 
 // newHost starts a host, with a cluster transport when tr is not nil, and
-// loads the modules.
+// loads the modules, granted messaging: they send and call.
 func newHost(t testing.TB, tr *cluster.Transport, limits host.Limits, mods ...[]byte) *host.Host {
 	t.Helper()
 	ctx := context.Background()
-	// The modules call and send to each other's: grant messaging.
-	opts := host.Options{CacheDir: e2e.CacheDir(t), Limits: limits, DefaultCapabilities: []string{"log", "config", "timer", "messaging"}}
+	opts := host.Options{CacheDir: e2e.CacheDir(t), Limits: limits,
+		DefaultCapabilities: []string{abi.CapLog, abi.CapConfig, abi.CapMessaging}}
 	if tr != nil {
 		opts.Transport = tr
 	}

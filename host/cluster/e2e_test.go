@@ -25,6 +25,10 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
 
+// messaging is the flag that grants relay, the calling module, what it
+// needs besides the defaults.
+const messaging = "--capabilities=log,config,messaging"
+
 // TestFailover: module hello on hosts 2 and 3, relay on host 1 calling it
 // 1,000 times through host 1's router, and host 2 killed (SIGKILL) after
 // 300 replies. Every call must end, with a reply or an error, within its
@@ -37,7 +41,7 @@ func TestFailover(t *testing.T) {
 	h2 := e2e.StartHost(t, e2e.HostOptions{Modules: []string{hello}})
 	h3 := e2e.StartHost(t, e2e.HostOptions{Modules: []string{hello}})
 	cfg := e2e.ConfigFile(t, fmt.Sprintf("routes:\n  hello: [%q, %q]\n", h2.Addr, h3.Addr))
-	h1 := e2e.StartHost(t, e2e.HostOptions{Modules: []string{e2e.Wasm(t, e2e.Relay)}, Args: []string{"--config", cfg, "--capabilities", "log,config,messaging"}})
+	h1 := e2e.StartHost(t, e2e.HostOptions{Modules: []string{e2e.Wasm(t, e2e.Relay)}, Args: []string{"--config", cfg, messaging}})
 	c1 := e2e.Client(t, h1.Addr)
 
 	const (
@@ -118,8 +122,8 @@ func TestFailover(t *testing.T) {
 // at the hop limit with a clear error, and an unknown module is NOT_FOUND.
 func TestCycle(t *testing.T) {
 	relay := e2e.Wasm(t, e2e.Relay)
-	h1 := e2e.StartHost(t, e2e.HostOptions{})
-	h2 := e2e.StartHost(t, e2e.HostOptions{})
+	h1 := e2e.StartHost(t, e2e.HostOptions{Args: []string{messaging}})
+	h2 := e2e.StartHost(t, e2e.HostOptions{Args: []string{messaging}})
 	c1, c2 := e2e.Client(t, h1.Addr), e2e.Client(t, h2.Addr)
 	// Every hop holds an instance until the end: 16 hops, 8 on each side.
 	limits := client.Limits{MaxInstances: 16}
