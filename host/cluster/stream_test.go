@@ -74,10 +74,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestRemoteDeadline(t *testing.T) {
 	p := startPeer(t, 0, host.Limits{MinInstances: 1, MaxInstances: 1, CallTimeout: time.Minute})
 	r := newPeers(t, cluster.Options{}, p.addr)
+	// One call first, so that the 200 ms below are not spent connecting.
+	_, err := r.call(context.Background(), sleepMsg(1))
+	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err := r.call(ctx, sleepMsg(20_000))
+	_, err = r.call(ctx, sleepMsg(20_000))
 	var ce *host.CallError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, host.KindTimeout, ce.Kind, "%v", err)
