@@ -1,0 +1,357 @@
+package scale
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tinyhost/tinyhost/internal/e2e"
+	"github.com/tinyhost/tinyhost/internal/kubetest"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/testbed"
+)
+
+func TestMain(m *testing.M) { os.Exit(testbed.Main(m)) }
+
+// The cluster of BenchmarkScale: farms processes of hostsPerFarm hosts,
+// and modules TinyModules of one replica each.
+const (
+	farms        = 10
+	hostsPerFarm = 10
+	modules      = 1000
+)
+
+// BenchmarkScale runs one round whatever b.N (`make bench` runs it with
+// -benchtime=1x): a hundred hosts register themselves (tinyhost
+// --register: TinyHost and Lease, 3 s renewed every second), the
+// operator's binary runs with its defaults, and
+//
+//   - s/apply, modules/s: a thousand TinyModules of the tiny module
+//     (one 64 KiB page, no warm instance) created at once, to every one
+//     Ready;
+//   - requests/module, writes/module: the operator's apiserver requests
+//     meanwhile (its own rest_client_requests_total), per module;
+//   - s/ready-elsewhere, modules-moved: the process of ten hosts killed
+//     (SIGKILL: no deregistration, Leases stop being renewed), to every
+//     module those hosts ran Ready on another host;
+//   - MiB-rss: the operator's peak resident memory (VmHWM) over the run.
+func BenchmarkScale(b *testing.B) {
+	env := kubetest.Start(b)
+	reg := testbed.StartRegistry(b)
+	wasm, err := os.ReadFile(filepath.Join(kubetest.Root(), "cmd", "tinyhost", "internal", "hostfarm", "testdata", "tiny.wasm"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tiny := reg.PushBytes(b, wasm, "tinyhost/tiny:1.0.0")
+	farmBin := e2e.Binary(b, "cmd/tinyhost/internal/hostfarm")
+	opBin := e2e.Binary(b, "cmd/tinyhost-operator")
+
+	hostsConfig := env.UserKubeconfig(b, "hosts", "system:masters")
+	cacheDir := b.TempDir()
+	procs := make([]*process, farms)
+	for i := range farms {
+		procs[i] = start(b, fmt.Sprintf("farm %d", i), nil, farmBin,
+			"--hosts", strconv.Itoa(hostsPerFarm), "--prefix", farmPrefix(i), "--",
+			"--listen", "127.0.0.1:0", "--register", "--kubeconfig", hostsConfig, "--namespace", "default",
+			"--cache-dir", cacheDir, "--artifacts-plain-http", reg.Host, "--log-level", "warn")
+	}
+	metricsAddr := freeAddr(b)
+	op := start(b, "operator", []string{"KUBECONFIG=" + env.UserKubeconfig(b, "operator", "system:masters")}, opBin,
+		"--leader-elect=false", "--health-probe-bind-address=0", "--host-lease-namespace=default",
+		"--metrics-bind-address="+metricsAddr, "--metrics-secure=false")
+
+	ctx := context.Background()
+	c := env.Client
+	poll(b, 3*time.Minute, 500*time.Millisecond, "every host Ready", func() error {
+		var hosts v1alpha1.TinyHostList
+		if err := c.List(ctx, &hosts); err != nil {
+			return err
+		}
+		ready := 0
+		for i := range hosts.Items {
+			if meta.IsStatusConditionTrue(hosts.Items[i].Status.Conditions, v1alpha1.ConditionHostReady) {
+				ready++
+			}
+		}
+		if ready != farms*hostsPerFarm {
+			return fmt.Errorf("%d/%d hosts Ready", ready, farms*hostsPerFarm)
+		}
+		return nil
+	}, op)
+
+	before := requests(b, metricsAddr)
+	b.ResetTimer()
+	begin := time.Now()
+	createModules(b, c, tiny.Ref)
+	poll(b, 10*time.Minute, 250*time.Millisecond, "every module Ready", func() error {
+		return allReady(ctx, c, nil)
+	}, op)
+	applied := time.Since(begin)
+	after := requests(b, metricsAddr)
+	b.ReportMetric(applied.Seconds(), "s/apply")
+	b.ReportMetric(modules/applied.Seconds(), "modules/s")
+	b.ReportMetric(float64(after.all-before.all)/modules, "requests/module")
+	b.ReportMetric(float64(after.writes-before.writes)/modules, "writes/module")
+
+	lost := modulesOn(ctx, b, c, farmPrefix(0))
+	procs[0].kill(b)
+	killed := time.Now()
+	poll(b, 5*time.Minute, 100*time.Millisecond, "the modules of the killed hosts Ready elsewhere", func() error {
+		return allReady(ctx, c, func(m *v1alpha1.TinyModule) error {
+			if !lost[m.Name] {
+				return nil
+			}
+			for _, p := range m.Status.Placements {
+				if p.Phase == v1alpha1.PhaseReady && !strings.HasPrefix(p.Host, farmPrefix(0)) {
+					return nil
+				}
+			}
+			return fmt.Errorf("not Ready on a host alive")
+		})
+	}, op)
+	b.ReportMetric(time.Since(killed).Seconds(), "s/ready-elsewhere")
+	b.ReportMetric(float64(len(lost)), "modules-moved")
+	b.StopTimer()
+	b.ReportMetric(float64(op.peakRSS(b))/(1<<20), "MiB-rss")
+}
+
+func farmPrefix(i int) string { return fmt.Sprintf("farm-%d-", i) }
+
+// createModules creates the TinyModules, several at a time, as a client
+// applying a large manifest would.
+func createModules(b *testing.B, c client.Client, image string) {
+	var wg sync.WaitGroup
+	errs := make(chan error, modules)
+	sem := make(chan struct{}, 16)
+	for i := range modules {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			m := &v1alpha1.TinyModule{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("tiny-%d", i), Namespace: "default"},
+				Spec: v1alpha1.TinyModuleSpec{Image: image, Replicas: ptr[int32](1), Limits: &v1alpha1.Limits{
+					MemoryPages: ptr[int32](1), MinInstances: ptr[int32](0), MaxInstances: ptr[int32](1),
+				}},
+			}
+			if err := c.Create(context.Background(), m); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// allReady says which modules are not Ready (and, with check, not as
+// check wants them), if any.
+func allReady(ctx context.Context, c client.Client, check func(*v1alpha1.TinyModule) error) error {
+	var list v1alpha1.TinyModuleList
+	if err := c.List(ctx, &list, client.InNamespace("default")); err != nil {
+		return err
+	}
+	if len(list.Items) != modules {
+		return fmt.Errorf("%d/%d modules", len(list.Items), modules)
+	}
+	var notReady int
+	var first error
+	for i := range list.Items {
+		m := &list.Items[i]
+		var err error
+		if check != nil {
+			err = check(m)
+		}
+		if err == nil {
+			cond := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionReady)
+			if cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != m.Generation {
+				err = fmt.Errorf("state %q", m.Status.State)
+			}
+		}
+		if err != nil {
+			notReady++
+			if first == nil {
+				first = fmt.Errorf("%s: %w", m.Name, err)
+			}
+		}
+	}
+	if notReady > 0 {
+		return fmt.Errorf("%d/%d modules not Ready, e.g. %w", notReady, modules, first)
+	}
+	return nil
+}
+
+// modulesOn is the modules Ready on the hosts whose names start with
+// prefix.
+func modulesOn(ctx context.Context, b *testing.B, c client.Client, prefix string) map[string]bool {
+	var list v1alpha1.TinyModuleList
+	if err := c.List(ctx, &list, client.InNamespace("default")); err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, m := range list.Items {
+		for _, p := range m.Status.Placements {
+			if p.Phase == v1alpha1.PhaseReady && strings.HasPrefix(p.Host, prefix) {
+				out[m.Name] = true
+			}
+		}
+	}
+	return out
+}
+
+// counts are the operator's apiserver requests so far.
+type counts struct{ all, writes int64 }
+
+// requests reads the operator's rest_client_requests_total, by method.
+func requests(b *testing.B, addr string) counts {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var n counts
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			b.Fatalf("metrics: %q: %v", line, err)
+		}
+		n.all += int64(v)
+		if !strings.Contains(line, `method="GET"`) {
+			n.writes += int64(v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// process is a binary the benchmark started.
+type process struct {
+	name   string
+	cmd    *exec.Cmd
+	log    *e2e.LogBuffer
+	exited chan struct{}
+}
+
+// start starts bin with args and more environment, and stops it (SIGTERM,
+// then SIGKILL after 30 s) when the benchmark ends.
+func start(b *testing.B, name string, env []string, bin string, args ...string) *process {
+	b.Helper()
+	p := &process{name: name, cmd: exec.Command(bin, args...), log: &e2e.LogBuffer{}, exited: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	b.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.exited:
+			case <-time.After(30 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.exited
+			}
+		}
+		if b.Failed() {
+			b.Logf("%s log (tail):\n%s", name, tail(p.log.String(), 64<<10))
+		}
+	})
+	return p
+}
+
+// kill kills the process (SIGKILL) and waits until it is gone.
+func (p *process) kill(b *testing.B) {
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		b.Fatal(err)
+	}
+	<-p.exited
+}
+
+// peakRSS is the process's peak resident set, in bytes (VmHWM).
+func (p *process) peakRSS(b *testing.B) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatalf("%s: no VmHWM in /proc/%d/status", p.name, p.cmd.Process.Pid)
+	return 0
+}
+
+// poll calls cond every interval until it returns nil, for at most d, and
+// fails with its last error; it fails at once when the operator exited.
+func poll(b *testing.B, d, interval time.Duration, what string, cond func() error, op *process) {
+	b.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		select {
+		case <-op.exited:
+			b.Fatalf("the operator exited while waiting for %s", what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("after %v, still waiting for %s: %v", d, what, err)
+		}
+		time.Sleep(interval)
+	}
+}
+
+func freeAddr(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+func ptr[T any](v T) *T { return &v }
