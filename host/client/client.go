@@ -60,6 +60,14 @@ func (c *Client) Info(ctx context.Context) (*hostv1.InfoResponse, error) {
 	return resp, api.Error(err)
 }
 
+// Summary is Info with each module in summary (InfoRequest.summary): no
+// components, capabilities or pool statistics. It is what a prober asks
+// for.
+func (c *Client) Summary(ctx context.Context) (*hostv1.InfoResponse, error) {
+	resp, err := c.rpc.Info(ctx, &hostv1.InfoRequest{Summary: true})
+	return resp, api.Error(err)
+}
+
 // List lists the loaded modules.
 func (c *Client) List(ctx context.Context) ([]*hostv1.Module, error) {
 	resp, err := c.rpc.ListModules(ctx, &hostv1.ListModulesRequest{})

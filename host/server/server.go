@@ -195,7 +195,7 @@ func (s *Server) Stop() {
 }
 
 // Info implements HostService.Info.
-func (s *Server) Info(ctx context.Context, _ *hostv1.InfoRequest) (*hostv1.InfoResponse, error) {
+func (s *Server) Info(ctx context.Context, req *hostv1.InfoRequest) (*hostv1.InfoResponse, error) {
 	mods := s.h.Modules()
 	c := s.h.Capacity()
 	resp := &hostv1.InfoResponse{
@@ -212,7 +212,11 @@ func (s *Server) Info(ctx context.Context, _ *hostv1.InfoRequest) (*hostv1.InfoR
 	}
 	for i := range mods {
 		resp.Capacity.MemoryReservedBytes += uint64(mods[i].Limits.MemoryPages) * 65536 * uint64(mods[i].Limits.MaxInstances)
-		resp.Modules = append(resp.Modules, moduleProto(&mods[i]))
+		m := moduleProto(&mods[i])
+		if req.GetSummary() {
+			m.Components, m.Capabilities, m.Pool = nil, nil, nil
+		}
+		resp.Modules = append(resp.Modules, m)
 	}
 	return resp, nil
 }

@@ -241,6 +241,22 @@ func TestInfo(t *testing.T) {
 	assert.Equal(t, "1.0.0", m.GetVersion())
 	assert.Equal(t, uint32(1), m.GetAbiVersion())
 	assert.Equal(t, []string{"abitest", "echo"}, m.GetComponents()[0].GetInfo().GetTags())
+
+	// In summary, a module is what tells it apart, without its descriptor
+	// or its pool.
+	sum, err := e.client.Info(context.Background(), &hostv1.InfoRequest{Summary: true})
+	require.NoError(t, err)
+	assert.Equal(t, info.GetCapacity().GetLoadedModules(), sum.GetCapacity().GetLoadedModules())
+	require.Len(t, sum.GetModules(), 1)
+	s := sum.GetModules()[0]
+	assert.Equal(t, m.GetName(), s.GetName())
+	assert.Equal(t, m.GetDigest(), s.GetDigest())
+	assert.Equal(t, m.GetVersion(), s.GetVersion())
+	assert.Equal(t, m.GetLoadedAtUnixNano(), s.GetLoadedAtUnixNano())
+	assert.Equal(t, uint32(100), s.GetLimits().GetMemoryPages())
+	assert.Empty(t, s.GetComponents())
+	assert.Empty(t, s.GetCapabilities())
+	assert.Nil(t, s.GetPool())
 }
 
 // TestCapacity: a load past the host's capacity is RESOURCE_EXHAUSTED with

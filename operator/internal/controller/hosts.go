@@ -44,6 +44,24 @@ type conn struct {
 
 	mu    sync.Mutex
 	probe probe
+	// tables is the version of the route and wiring tables the host was
+	// last given or found to have, at tablesAt; 0 for none.
+	tables   uint64
+	tablesAt time.Time
+}
+
+// tablesCurrent: the host got this version of the tables less than
+// resync ago.
+func (c *conn) tablesCurrent(version uint64, resync time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tables == version && time.Since(c.tablesAt) < resync
+}
+
+func (c *conn) tablesPushed(version uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tables, c.tablesAt = version, time.Now()
 }
 
 func (c *conn) state() probe {
@@ -175,11 +193,13 @@ func (hs *hosts) probeLoop(ctx context.Context, c *conn) {
 	}
 }
 
-// probeOnce calls Info and reports whether what the host sync acts on
-// changed: readiness, or what the host is and has loaded.
+// probeOnce asks the host for a summary of itself (Info in summary: no
+// descriptors, which travel once, with the load of a module) and reports
+// whether what the host sync acts on changed: readiness, or what the host
+// is and has loaded.
 func (hs *hosts) probeOnce(ctx context.Context, c *conn) bool {
 	pctx, cancel := context.WithTimeout(ctx, hs.opts.ProbeTimeout)
-	info, err := c.client.Info(pctx)
+	info, err := c.client.Summary(pctx)
 	cancel()
 	if ctx.Err() != nil {
 		return false
@@ -194,6 +214,8 @@ func (hs *hosts) probeOnce(ctx context.Context, c *conn) bool {
 	p := old
 	p.Failures++
 	p.Err = err
+	// It may come back restarted, without the tables it had.
+	c.tables = 0
 	if p.Failures >= hs.opts.FailureThreshold {
 		p.Done, p.Ready = true, false
 	}

@@ -54,6 +54,7 @@ type hostSync struct {
 	loader Loader
 	events recorder.EventRecorder
 	leases *hostLeases
+	tables *tables
 }
 
 // job is one load for one host.
@@ -144,17 +145,15 @@ func (r *hostSync) probed(ctx context.Context, h *v1alpha1.TinyHost, st *v1alpha
 // converge loads and unloads on a ready host what its plan says, pushes
 // the routes and writes the host's status, st, probed at probedAt.
 func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alpha1.TinyHostStatus, c *conn, probedAt time.Time) (ctrl.Result, error) {
+	// The modules placed on the host, by the index, not every module.
 	var mods v1alpha1.TinyModuleList
-	if err := r.List(ctx, &mods); err != nil {
+	if err := r.List(ctx, &mods, client.MatchingFields{indexHost: h.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	lctx, cancel := context.WithTimeout(ctx, listTimeout)
-	list, err := c.client.List(lctx)
-	cancel()
+	list, err := r.loaded(ctx, c)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("host %s: list modules: %w", h.Name, err)
+		return ctrl.Result{}, err
 	}
-	r.descs.add(list...)
 	plan := planHost(h, mods.Items, list)
 
 	if len(plan.loads)+len(plan.unloads) > 0 {
@@ -167,7 +166,9 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 		st = h.Status.DeepCopy()
 	}
 	errs := r.apply(ctx, c, &plan)
-	if err := pushTables(ctx, c, mods.Items); err != nil {
+	if t, err := r.tables.current(ctx, r.Client); err != nil {
+		errs = append(errs, err)
+	} else if err := pushTables(ctx, c, t, r.opts.Resync); err != nil {
 		errs = append(errs, err)
 	}
 	st.Modules = plan.sorted()
@@ -182,6 +183,30 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
+}
+
+// loaded is what the host has loaded, in summary. Descriptors come with
+// each load; those of modules loaded before the operator started (or by
+// the host itself) come from one full list, the first time their digest
+// is seen.
+func (r *hostSync) loaded(ctx context.Context, c *conn) ([]*hostv1.Module, error) {
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	info, err := c.client.Summary(lctx)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: list modules: %w", c.name, err)
+	}
+	for _, m := range info.GetModules() {
+		if _, ok := r.descs.get(m.GetDigest()); !ok && m.GetDigest() != "" {
+			full, err := c.client.List(lctx)
+			if err != nil {
+				return nil, fmt.Errorf("host %s: list modules: %w", c.name, err)
+			}
+			r.descs.add(full...)
+			break
+		}
+	}
+	return info.GetModules(), nil
 }
 
 // drain unloads the operator's modules from a host whose TinyHost is being

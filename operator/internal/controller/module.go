@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,10 @@ type modules struct {
 	events recorder.EventRecorder
 	ledger *ledger
 	descs  *descriptors
+	// placing is held from reading the hosts and modules to recording the
+	// decision in the ledger: reconciles run concurrently, and each
+	// placement must count those decided before it.
+	placing sync.Mutex
 }
 
 // note is an Event to emit once the status that explains it is written.
@@ -94,33 +99,29 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		}
 	}
 
-	var hosts v1alpha1.TinyHostList
-	if err := r.List(ctx, &hosts); err != nil {
+	hosts, d, undo, err := r.decideLocked(ctx, &m)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var all v1alpha1.TinyModuleList
-	if err := r.List(ctx, &all); err != nil {
-		return ctrl.Result{}, err
-	}
-	d := r.decide(&m, hosts.Items, all.Items, metav1.Now())
 	if err := r.publishService(ctx, &m, &d.status); err != nil {
+		undo()
 		return ctrl.Result{}, err
 	}
 	stamp(&m.Status, &d.status, m.Generation, time.Now(), r.opts.Resync)
 	if !equality.Semantic.DeepEqual(m.Status, d.status) {
 		m.Status = d.status
 		if err := r.Status().Update(ctx, &m); err != nil {
+			undo()
 			return requeueOnConflict(err)
 		}
 		log.V(1).Info("status written", "state", d.status.State, "placements", len(d.status.Placements), "ready", d.status.ReadyReplicas)
 	}
-	r.ledger.set(req.NamespacedName, d.assumed)
 	for _, e := range d.events {
 		r.events.Eventf(&m, nil, e.typ, e.reason, e.action, "%s", e.note)
 	}
 	for _, e := range d.hostEvents {
-		for i := range hosts.Items {
-			if h := &hosts.Items[i]; h.Name == e.host {
+		for i := range hosts {
+			if h := &hosts[i]; h.Name == e.host {
 				r.events.Eventf(h, &m, e.typ, e.reason, e.action, "%s", e.note)
 			}
 		}
@@ -129,6 +130,35 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		return ctrl.Result{}, reconcile.TerminalError(d.invalid)
 	}
 	return ctrl.Result{}, nil
+}
+
+// decideLocked decides m's status under placing, from the hosts and the
+// modules in the cache (read only, not copied), and records its placements
+// in the ledger at once, for the decisions that follow; undo restores the
+// ledger should the status not be written.
+func (r *modules) decideLocked(ctx context.Context, m *v1alpha1.TinyModule) (hosts []v1alpha1.TinyHost, d decision, undo func(), err error) {
+	r.placing.Lock()
+	defer r.placing.Unlock()
+	var hl v1alpha1.TinyHostList
+	if err := r.List(ctx, &hl, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, d, nil, err
+	}
+	var all v1alpha1.TinyModuleList
+	if err := r.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, d, nil, err
+	}
+	d = r.decide(m, hl.Items, all.Items, metav1.Now())
+	key := client.ObjectKeyFromObject(m)
+	prev, had := r.ledger.get(key)
+	r.ledger.set(key, d.assumed)
+	undo = func() {
+		if had {
+			r.ledger.set(key, prev)
+		} else {
+			r.ledger.forget(key)
+		}
+	}
+	return hl.Items, d, undo, nil
 }
 
 // decide is the new status of m, placed among hosts, all being every

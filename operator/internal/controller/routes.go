@@ -79,36 +79,41 @@ func wiringTable(mods []v1alpha1.TinyModule) []*hostv1.Wire {
 	return wires
 }
 
-// pushTables gives the host the current route table and wiring, when what
-// it has differs. Generations are the time of the push, and always above
-// the host's, so that a restarted operator (whose count would start over)
-// is not refused, while a late push of an older table still is.
-func pushTables(ctx context.Context, c *conn, mods []v1alpha1.TinyModule) error {
+// pushTables gives the host the current route table and wiring, t, when
+// what it has differs. A host that got this version of the tables from
+// this operator less than resync ago is not asked (a host that restarts
+// fails its probes, which forgets what it got; resync bounds the rest).
+// Generations are the time of the push, and always above the host's, so
+// that a restarted operator (whose count would start over) is not refused,
+// while a late push of an older table still is.
+func pushTables(ctx context.Context, c *conn, t table, resync time.Duration) error {
+	if c.tablesCurrent(t.version, resync) {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, tablesTimeout)
 	defer cancel()
-	routes := routeTable(mods)
 	got, err := c.client.Routes(ctx)
 	if err != nil {
 		return fmt.Errorf("host %s: get routes: %w", c.name, err)
 	}
-	if !sameList(got.GetRoutes(), routes) {
+	if !sameList(got.GetRoutes(), t.routes) {
 		gen := generation(got.GetGeneration())
-		if _, err := c.client.SetRoutes(ctx, gen, routes); err != nil {
+		if _, err := c.client.SetRoutes(ctx, gen, t.routes); err != nil {
 			return fmt.Errorf("host %s: set routes: %w", c.name, err)
 		}
-		logf.FromContext(ctx).V(1).Info("routes set", "generation", gen, "routes", describeRoutes(routes))
+		logf.FromContext(ctx).V(1).Info("routes set", "generation", gen, "routes", len(t.routes))
 	}
-	wires := wiringTable(mods)
 	gw, err := c.client.Wiring(ctx)
 	if err != nil {
 		return fmt.Errorf("host %s: get wiring: %w", c.name, err)
 	}
-	if !sameList(gw.GetWires(), wires) {
+	if !sameList(gw.GetWires(), t.wires) {
 		gen := generation(gw.GetGeneration())
-		if _, err := c.client.SetWiring(ctx, gen, wires); err != nil {
+		if _, err := c.client.SetWiring(ctx, gen, t.wires); err != nil {
 			return fmt.Errorf("host %s: set wiring: %w", c.name, err)
 		}
 	}
+	c.tablesPushed(t.version)
 	return nil
 }
 
@@ -118,15 +123,6 @@ func generation(host uint64) uint64 {
 
 func sameList[T proto.Message](a, b []T) bool {
 	return slices.EqualFunc(a, b, func(x, y T) bool { return proto.Equal(x, y) })
-}
-
-// describeRoutes is the table in one line, for logs.
-func describeRoutes(routes []*hostv1.Route) string {
-	parts := make([]string, len(routes))
-	for i, r := range routes {
-		parts[i] = r.GetModule() + "=" + strings.Join(r.GetAddresses(), ",")
-	}
-	return strings.Join(parts, " ")
 }
 
 // Reasons of the Wired condition.

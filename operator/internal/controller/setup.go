@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -48,10 +51,28 @@ type Options struct {
 	// LeaseNamespace holds the Leases of the hosts that register
 	// themselves; only its Leases are watched.
 	LeaseNamespace string
+	// MaxConcurrentReconciles is how many modules, and how many hosts,
+	// are reconciled at once (controller-runtime never runs one object's
+	// reconciles at once). Default DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
 }
 
-// indexName indexes TinyModules by name, across namespaces.
-const indexName = "metadata.name"
+// DefaultMaxConcurrentReconciles: the reconciles mostly wait on the
+// apiserver and on hosts, so a few per core keep both busy; more only
+// queue up at the apiserver.
+const DefaultMaxConcurrentReconciles = 8
+
+// Field indexes of TinyModules: by name, across namespaces, and by the
+// hosts of their placements.
+const (
+	indexName = "metadata.name"
+	indexHost = "status.placements.host"
+)
+
+// routesDelay is how long a change of the route table waits before the
+// hosts it does not otherwise concern are converged, so that a burst of
+// modules becoming Ready costs each host one push, not one per module.
+const routesDelay = 500 * time.Millisecond
 
 // Setup adds the module controller (placement and status), the host sync
 // and the module Services to the manager.
@@ -62,10 +83,18 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if o.LeaseNamespace == "" {
 		return errors.New("controller: no LeaseNamespace")
 	}
+	if o.MaxConcurrentReconciles <= 0 {
+		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &v1alpha1.TinyModule{}, indexName, func(obj client.Object) []string {
 		return []string{obj.GetName()}
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &v1alpha1.TinyModule{}, indexHost, func(obj client.Object) []string {
+		return placementHosts(obj.(*v1alpha1.TinyModule))
 	}); err != nil {
 		return err
 	}
@@ -84,9 +113,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		// and deletion do.
 		For(&v1alpha1.TinyModule{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
 		Watches(&v1alpha1.TinyModule{}, handler.EnqueueRequestsFromMapFunc(mods.sameName)).
-		Watches(&v1alpha1.TinyHost{}, handler.EnqueueRequestsFromMapFunc(mods.onHost)).
-		// One at a time: each placement counts the placements made before.
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		// A host's probe time alone concerns no module.
+		Watches(&v1alpha1.TinyHost{}, handler.EnqueueRequestsFromMapFunc(mods.onHost), builder.WithPredicates(hostChanged())).
+		// Decisions are taken one at a time (modules.placing), the rest of
+		// a reconcile, mostly writes, concurrently.
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
 		Complete(mods)
 	if err != nil {
 		return err
@@ -105,14 +136,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	leases := newHostLeases(lc)
 	sync := &hostSync{Client: c, api: mgr.GetAPIReader(), opts: o, hosts: hs, descs: descs, loader: o.Loader,
-		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases}
+		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases, tables: &tables{}}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("tinyhost").
 		For(&v1alpha1.TinyHost{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
-		Watches(&v1alpha1.TinyModule{}, handler.EnqueueRequestsFromMapFunc(sync.forModule)).
+		Watches(&v1alpha1.TinyModule{}, sync.moduleHandler()).
 		WatchesRawSource(source.Channel(hs.events, &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Kind[client.Object](lc, &coordinationv1.Lease{}, leases.handler())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
 		Complete(sync)
 	if err != nil {
 		return err
@@ -124,7 +155,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		For(&v1alpha1.TinyModule{}).
 		Owns(&corev1.Service{}).
 		Owns(&discoveryv1.EndpointSlice{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
 		Complete(svcs)
 }
 
@@ -174,7 +205,8 @@ func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Req
 		}
 	}
 	var list v1alpha1.TinyModuleList
-	if err := r.List(ctx, &list); err != nil {
+	// Read only: the cache's objects, not copies of a thousand of them.
+	if err := r.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return out
 	}
 	for _, m := range list.Items {
@@ -185,18 +217,115 @@ func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Req
 	return out
 }
 
-// forModule brings back every host: the module's own hosts to load or
-// unload it, and all of them for the route table and wiring it is part of.
-func (r *hostSync) forModule(ctx context.Context, _ client.Object) []reconcile.Request {
-	var hosts v1alpha1.TinyHostList
-	if err := r.List(ctx, &hosts); err != nil {
-		return nil
+// moduleHandler brings back, on a TinyModule event, the hosts it
+// concerns: those it was or is placed on, when its placements or its spec
+// changed (they load, upgrade or unload it); and, when what the route
+// table and wiring hold of it changed, every host, after routesDelay (the
+// table is pushed to all of them). A change of its status alone, its
+// conditions or version, brings back none.
+func (r *hostSync) moduleHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	enqueue := func(q queue, hosts ...[]string) {
+		for _, hs := range hosts {
+			for _, h := range hs {
+				q.Add(hostKey(h))
+			}
+		}
 	}
-	out := make([]reconcile.Request, len(hosts.Items))
-	for i := range hosts.Items {
-		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: hosts.Items[i].Name}}
+	tablesChanged := func(ctx context.Context, q queue) {
+		r.tables.invalidate()
+		var hosts v1alpha1.TinyHostList
+		if err := r.List(ctx, &hosts, client.UnsafeDisableDeepCopy); err != nil {
+			return
+		}
+		for i := range hosts.Items {
+			q.AddAfter(hostKey(hosts.Items[i].Name), routesDelay)
+		}
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q queue) {
+			m := e.Object.(*v1alpha1.TinyModule)
+			enqueue(q, placementHosts(m))
+			if tableKey(m) != "" {
+				tablesChanged(ctx, q)
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
+			old, m := e.ObjectOld.(*v1alpha1.TinyModule), e.ObjectNew.(*v1alpha1.TinyModule)
+			if old.Generation != m.Generation || old.DeletionTimestamp.IsZero() != m.DeletionTimestamp.IsZero() ||
+				!equality.Semantic.DeepEqual(placementKeys(old), placementKeys(m)) {
+				enqueue(q, placementHosts(old), placementHosts(m))
+			}
+			if tableKey(old) != tableKey(m) {
+				tablesChanged(ctx, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
+			m, ok := e.Object.(*v1alpha1.TinyModule)
+			if !ok {
+				return
+			}
+			enqueue(q, placementHosts(m))
+			tablesChanged(ctx, q)
+		},
+	}
+}
+
+// placementHosts are the hosts of the module's placements, whatever their
+// phase.
+func placementHosts(m *v1alpha1.TinyModule) []string {
+	out := make([]string, 0, len(m.Status.Placements))
+	for _, p := range m.Status.Placements {
+		out = append(out, p.Host)
 	}
 	return out
+}
+
+// placementKey is what of a placement its host acts on.
+type placementKey struct {
+	Host, Artifact string
+	Phase          v1alpha1.Phase
+}
+
+func placementKeys(m *v1alpha1.TinyModule) []placementKey {
+	out := make([]placementKey, len(m.Status.Placements))
+	for i, p := range m.Status.Placements {
+		out[i] = placementKey{Host: p.Host, Artifact: p.Artifact, Phase: p.Phase}
+	}
+	return out
+}
+
+// tableKey is what the route table and the wiring hold of the module (see
+// routeTable and wiringTable), "" for nothing.
+func tableKey(m *v1alpha1.TinyModule) string {
+	if !m.DeletionTimestamp.IsZero() || len(m.Status.Placements) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range m.Status.Placements {
+		if p.Phase == v1alpha1.PhaseReady && p.Address != "" {
+			b.WriteString(p.Address + ",")
+		}
+	}
+	b.WriteString("|")
+	for _, w := range m.Spec.Wiring {
+		b.WriteString(w.From + ">" + w.To + ",")
+	}
+	return b.String()
+}
+
+// hostChanged passes the TinyHost events that may concern a module: any
+// but an update of its probe time alone.
+func hostChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, h := e.ObjectOld.(*v1alpha1.TinyHost), e.ObjectNew.(*v1alpha1.TinyHost)
+			a, b := old.Status.DeepCopy(), h.Status.DeepCopy()
+			a.LastProbeTime, b.LastProbeTime = nil, nil
+			return old.Generation != h.Generation || !equality.Semantic.DeepEqual(old.Labels, h.Labels) ||
+				old.DeletionTimestamp.IsZero() != h.DeletionTimestamp.IsZero() || !equality.Semantic.DeepEqual(a, b)
+		},
+	}
 }
 
 func placedOn(m *v1alpha1.TinyModule, host string) bool {

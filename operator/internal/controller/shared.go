@@ -1,9 +1,12 @@
 package controller
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
@@ -91,4 +94,50 @@ func (l *ledger) get(k types.NamespacedName) (assumed, bool) {
 	defer l.mu.Unlock()
 	a, ok := l.m[k]
 	return a, ok
+}
+
+// tables is the route table and the wiring every host gets, computed once
+// for all hosts from every TinyModule, again only after a module changed
+// what they hold of it (invalidate, from the host sync's module events).
+// version counts the tables that differed from the one before, so that a
+// host that has the current version needs no call to compare.
+type tables struct {
+	want atomic.Uint64 // invalidations so far
+
+	mu      sync.Mutex
+	built   uint64 // the want the tables were built at
+	ready   bool
+	version uint64
+	routes  []*hostv1.Route
+	wires   []*hostv1.Wire
+}
+
+// table is one version of the tables.
+type table struct {
+	version uint64
+	routes  []*hostv1.Route
+	wires   []*hostv1.Wire
+}
+
+func (t *tables) invalidate() { t.want.Add(1) }
+
+// current returns the tables, built from the modules in r when a module
+// changed since they were last built. The slices are shared: read only.
+func (t *tables) current(ctx context.Context, r client.Reader) (table, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	want := t.want.Load()
+	if !t.ready || want != t.built {
+		var mods v1alpha1.TinyModuleList
+		if err := r.List(ctx, &mods, client.UnsafeDisableDeepCopy); err != nil {
+			return table{}, err
+		}
+		routes, wires := routeTable(mods.Items), wiringTable(mods.Items)
+		if !t.ready || !sameList(routes, t.routes) || !sameList(wires, t.wires) {
+			t.version++
+			t.routes, t.wires = routes, wires
+		}
+		t.ready, t.built = true, want
+	}
+	return table{version: t.version, routes: t.routes, wires: t.wires}, nil
 }

@@ -140,7 +140,14 @@ func (WatchEvent_Type) EnumDescriptor() ([]byte, []int) {
 }
 
 type InfoRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Summary leaves out of each module what does not change while it stays
+	// loaded and what changes with every call: components, capabilities and
+	// pool statistics. What remains (name, version, ABI version, digest,
+	// source, load time, limits) is enough to tell what the host runs; a
+	// prober that asks every second need not receive every descriptor every
+	// second (the full ones come with LoadModule's answer and ListModules).
+	Summary       bool `protobuf:"varint,1,opt,name=summary,proto3" json:"summary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -173,6 +180,13 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
 	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *InfoRequest) GetSummary() bool {
+	if x != nil {
+		return x.Summary
+	}
+	return false
 }
 
 type InfoResponse struct {
@@ -2425,8 +2439,9 @@ var File_tinyhost_host_v1_host_proto protoreflect.FileDescriptor
 
 const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\n" +
-	"\x1btinyhost/host/v1/host.proto\x12\x10tinyhost.host.v1\x1a\x17google/rpc/status.proto\"\r\n" +
-	"\vInfoRequest\"\xca\x02\n" +
+	"\x1btinyhost/host/v1/host.proto\x12\x10tinyhost.host.v1\x1a\x17google/rpc/status.proto\"'\n" +
+	"\vInfoRequest\x12\x18\n" +
+	"\asummary\x18\x01 \x01(\bR\asummary\"\xca\x02\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12!\n" +

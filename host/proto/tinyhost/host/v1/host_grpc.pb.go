@@ -101,7 +101,7 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type HostServiceClient interface {
 	// Info describes the host: name, version, ABI versions, labels, capacity
-	// and the modules it has loaded.
+	// and the modules it has loaded (in full, or in summary when asked).
 	Info(ctx context.Context, in *InfoRequest, opts ...grpc.CallOption) (*InfoResponse, error)
 	// ListModules lists the loaded modules.
 	ListModules(ctx context.Context, in *ListModulesRequest, opts ...grpc.CallOption) (*ListModulesResponse, error)
@@ -323,7 +323,7 @@ func (c *hostServiceClient) GetWiring(ctx context.Context, in *GetWiringRequest,
 // for forward compatibility.
 type HostServiceServer interface {
 	// Info describes the host: name, version, ABI versions, labels, capacity
-	// and the modules it has loaded.
+	// and the modules it has loaded (in full, or in summary when asked).
 	Info(context.Context, *InfoRequest) (*InfoResponse, error)
 	// ListModules lists the loaded modules.
 	ListModules(context.Context, *ListModulesRequest) (*ListModulesResponse, error)
