@@ -70,6 +70,10 @@ type Options struct {
 	// ResyncPeriod is how often a ready host is converged without an event.
 	// Default 30s.
 	ResyncPeriod time.Duration
+	// MaxConcurrentReconciles is how many modules, and how many hosts,
+	// the operator reconciles at once. Default
+	// controller.DefaultMaxConcurrentReconciles (8).
+	MaxConcurrentReconciles int
 
 	// FetchArtifacts makes the operator fetch module artifacts itself and
 	// stream the bytes to the hosts, for hosts that cannot reach the
@@ -100,8 +104,11 @@ type Options struct {
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.ProbeInterval < 0 || o.ProbeTimeout < 0 || o.FailureThreshold < 0 || o.ResyncPeriod < 0 {
-		return o, errors.New("operator: ProbeInterval, ProbeTimeout, FailureThreshold and ResyncPeriod must not be negative")
+	if o.ProbeInterval < 0 || o.ProbeTimeout < 0 || o.FailureThreshold < 0 || o.ResyncPeriod < 0 || o.MaxConcurrentReconciles < 0 {
+		return o, errors.New("operator: ProbeInterval, ProbeTimeout, FailureThreshold, ResyncPeriod and MaxConcurrentReconciles must not be negative")
+	}
+	if o.MaxConcurrentReconciles == 0 {
+		o.MaxConcurrentReconciles = controller.DefaultMaxConcurrentReconciles
 	}
 	if o.ProbeInterval == 0 {
 		o.ProbeInterval = time.Second
@@ -170,13 +177,14 @@ func Setup(mgr manager.Manager, o Options) error {
 		loader = controller.FetchLoader{Client: artifacts}
 	}
 	return controller.Setup(mgr, controller.Options{
-		ProbeInterval:    o.ProbeInterval,
-		ProbeTimeout:     o.ProbeTimeout,
-		FailureThreshold: o.FailureThreshold,
-		SpreadLabel:      o.SpreadLabel,
-		Resync:           o.ResyncPeriod,
-		Loader:           loader,
-		Host:             o.Host,
-		LeaseNamespace:   o.HostLeaseNamespace,
+		ProbeInterval:           o.ProbeInterval,
+		ProbeTimeout:            o.ProbeTimeout,
+		FailureThreshold:        o.FailureThreshold,
+		SpreadLabel:             o.SpreadLabel,
+		Resync:                  o.ResyncPeriod,
+		Loader:                  loader,
+		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+		Host:                    o.Host,
+		LeaseNamespace:          o.HostLeaseNamespace,
 	})
 }

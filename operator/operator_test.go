@@ -52,6 +52,7 @@ func TestSetup(t *testing.T) {
 		{name: "fetching artifacts in the operator", withAPI: true, opts: operator.Options{FetchArtifacts: true, ArtifactCacheDir: t.TempDir()}},
 		{name: "negative", withAPI: true, opts: operator.Options{ProbeInterval: -time.Second}, wantErr: "must not be negative"},
 		{name: "negative threshold", withAPI: true, opts: operator.Options{FailureThreshold: -1}, wantErr: "must not be negative"},
+		{name: "negative workers", withAPI: true, opts: operator.Options{MaxConcurrentReconciles: -1}, wantErr: "must not be negative"},
 		{name: "a bad plain-HTTP registry", withAPI: true, opts: operator.Options{FetchArtifacts: true, PlainHTTP: []string{"http://x/y"}}, wantErr: "PlainHTTP"},
 		{name: "a scheme without the API", wantErr: "add v1alpha1.AddToScheme"},
 	}

@@ -21,11 +21,24 @@
 //   - services (service.go) writes each TinyModule's Service and
 //     EndpointSlices, from its Ready placements.
 //
+// Each controller runs Options.MaxConcurrentReconciles workers;
+// controller-runtime never runs one object's reconciles at once. What they
+// share is safe for that: the module controller takes its placement
+// decisions one at a time (modules.placing) and records them in the ledger
+// (shared.go) before it writes them; the host sync's connections (hosts.go)
+// and the route table (tables, shared.go) have their own locks. An event
+// brings back what it concerns: a module's change the hosts it was or is
+// placed on (an index of modules by placement host), and every host, once
+// per burst, when the route table or wiring changed; a host's probe time
+// alone no module. Probes ask hosts for a summary (Info without
+// descriptors).
+//
 // The controllers decide only from the API: TinyModule placements are the
 // hosts' desired sets, TinyHost status entries are what the hosts run. Besides,
 // they share one cache in memory, descriptors (shared.go): the version and
 // components each host reported for a wasm digest, which the host sync
-// fills from LoadModule and ListModules and modules reads to publish a
+// fills from LoadModule, and from ListModules for a digest it has not
+// seen loaded, and modules reads to publish a
 // module's version and components, so that TinyHost status need not carry
 // every component of every module. A digest names bytes, so an entry never
 // goes stale; an operator restarted with an empty cache keeps the
