@@ -307,9 +307,8 @@ func tableKey(m *v1alpha1.TinyModule) string {
 			b.WriteString(p.Address + ",")
 		}
 	}
-	b.WriteString("|")
 	for _, w := range m.Spec.Wiring {
-		b.WriteString(w.From + ">" + w.To + ",")
+		b.WriteString("|" + w.From + ">" + w.To)
 	}
 	return b.String()
 }

@@ -1,0 +1,117 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/tinyhost/tinyhost/internal/kubetest"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+)
+
+// TestModuleEventsRequeue: a TinyModule event brings back only the hosts it
+// concerns: none for a change of its conditions or version, the hosts it
+// was and is placed on when its placements change, and every host, once,
+// routesDelay later, when its Ready addresses (the route table) change.
+func TestModuleEventsRequeue(t *testing.T) {
+	env := kubetest.Start(t)
+	for _, name := range []string{"h1", "h2", "h3"} {
+		require.NoError(t, env.Client.Create(context.Background(), &v1alpha1.TinyHost{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TinyHostSpec{Address: "127.0.0.1:1"}}))
+	}
+	sync := &hostSync{Client: env.Client, tables: &tables{}}
+	h := sync.moduleHandler()
+
+	module := func(gen int64, state v1alpha1.ModuleState, ps ...v1alpha1.Placement) *v1alpha1.TinyModule {
+		return &v1alpha1.TinyModule{
+			ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "default", Generation: gen},
+			Status:     v1alpha1.TinyModuleStatus{State: state, Version: string(state), Placements: ps},
+		}
+	}
+	on := func(host string, phase v1alpha1.Phase) v1alpha1.Placement {
+		p := v1alpha1.Placement{Host: host, Phase: phase, Artifact: "r/m:1"}
+		if phase == v1alpha1.PhaseReady {
+			p.Address = host + ":50051"
+		}
+		return p
+	}
+	tests := []struct {
+		name     string
+		old, new *v1alpha1.TinyModule
+		now      []string // brought back at once
+		later    []string // brought back after routesDelay
+	}{
+		{
+			name: "conditions and version only",
+			old:  module(1, v1alpha1.StatePending, on("h1", v1alpha1.PhaseLoading)),
+			new:  module(1, v1alpha1.StateProgressing, on("h1", v1alpha1.PhaseLoading)),
+		},
+		{
+			name: "a new placement",
+			old:  module(1, v1alpha1.StatePending),
+			new:  module(1, v1alpha1.StatePending, on("h1", v1alpha1.PhasePending)),
+			now:  []string{"h1"},
+		},
+		{
+			name: "a move",
+			old:  module(1, v1alpha1.StatePending, on("h1", v1alpha1.PhaseLoading)),
+			new:  module(1, v1alpha1.StatePending, on("h2", v1alpha1.PhasePending)),
+			now:  []string{"h1", "h2"},
+		},
+		{
+			name: "a spec change",
+			old:  module(1, v1alpha1.StatePending, on("h1", v1alpha1.PhaseLoading)),
+			new:  module(2, v1alpha1.StatePending, on("h1", v1alpha1.PhaseLoading)),
+			now:  []string{"h1"},
+		},
+		{
+			name:  "Ready: the route table changed",
+			old:   module(1, v1alpha1.StateProgressing, on("h1", v1alpha1.PhaseLoading)),
+			new:   module(1, v1alpha1.StateReady, on("h1", v1alpha1.PhaseReady)),
+			now:   []string{"h1"},
+			later: []string{"h1", "h2", "h3"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			t.Cleanup(q.ShutDown)
+			before := sync.tables.want.Load()
+			h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: tt.old, ObjectNew: tt.new}, q)
+			assert.ElementsMatch(t, tt.now, drain(q), "brought back at once")
+			if tt.later == nil {
+				assert.Equal(t, before, sync.tables.want.Load(), "the tables are as they were")
+				require.Never(t, func() bool { return q.Len() > 0 }, 2*routesDelay, 50*time.Millisecond, "nothing brought back later")
+				return
+			}
+			assert.Greater(t, sync.tables.want.Load(), before, "the tables are built again")
+			var later []string
+			require.Eventually(t, func() bool {
+				later = append(later, drain(q)...)
+				return len(later) >= len(tt.later)
+			}, 10*time.Second, 50*time.Millisecond)
+			assert.ElementsMatch(t, tt.later, later)
+		})
+	}
+}
+
+// drain takes what the queue holds now, sorted.
+func drain(q workqueue.TypedRateLimitingInterface[reconcile.Request]) []string {
+	var out []string
+	for q.Len() > 0 {
+		r, _ := q.Get()
+		q.Done(r)
+		out = append(out, r.Name)
+	}
+	slices.Sort(out)
+	return out
+}
