@@ -141,14 +141,16 @@ func watched(b *testing.B, env *kubetest.Env) client.Reader {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	for _, obj := range []client.Object{&v1alpha1.TinyHost{}, &v1alpha1.TinyModule{}} {
+		if _, err := c.GetInformer(ctx, obj); err != nil {
+			b.Fatal(err)
+		}
+	}
 	done := make(chan struct{})
 	b.Cleanup(func() { cancel(); <-done })
 	go func() { defer close(done); _ = c.Start(ctx) }()
-	// Informers start on first use.
-	for _, list := range []client.ObjectList{&v1alpha1.TinyHostList{}, &v1alpha1.TinyModuleList{}} {
-		if err := c.List(ctx, list); err != nil {
-			b.Fatal(err)
-		}
+	if !c.WaitForCacheSync(ctx) {
+		b.Fatal("the cache did not sync")
 	}
 	return c
 }

@@ -38,12 +38,14 @@ func (r *Registrar) publish(ctx context.Context, h Host) {
 	resync := time.NewTicker(r.o.Resync)
 	defer resync.Stop()
 	p := &publisher{r: r, h: h, said: map[string]string{}}
+	full := true
 	for {
 		var retry <-chan time.Time
-		if err := p.sync(ctx); err != nil && ctx.Err() == nil {
+		if err := p.sync(ctx, full); err != nil && ctx.Err() == nil {
 			p.say("", "cannot publish the host's modules as TinyModules; retrying", "error", err)
 			retry = time.After(retryDelay)
 		}
+		full = false
 		select {
 		case <-ctx.Done():
 			return
@@ -56,7 +58,9 @@ func (r *Registrar) publish(ctx context.Context, h Host) {
 				<-events
 			}
 		case <-resync.C:
+			full = true
 		case <-retry:
+			full = true
 		}
 	}
 }
@@ -67,6 +71,9 @@ type publisher struct {
 	r    *Registrar
 	h    Host
 	said map[string]string
+	// synced are the host's own modules at the last pass that succeeded;
+	// nil before the first.
+	synced map[string]bool
 }
 
 func (p *publisher) say(module, msg string, args ...any) {
@@ -82,7 +89,14 @@ func (p *publisher) say(module, msg string, args ...any) {
 // unless its TinyHost status lists it with a namespace: the operator writes
 // that entry before it loads a module, so reading the TinyHost from the
 // apiserver after the load sees it.
-func (p *publisher) sync(ctx context.Context) error {
+//
+// Unless full, a pass whose own modules are those of the last pass that
+// succeeded lists nothing: the loads the operator makes are events too,
+// and a list of every TinyModule of the namespace per load, per host, is
+// what would load the apiserver most in a large cluster. Full passes (the
+// first, each Resync, after a failure) list anyway, so that a TinyModule
+// deleted or created by someone else is seen.
+func (p *publisher) sync(ctx context.Context, full bool) error {
 	r := p.r
 	var th v1alpha1.TinyHost
 	if err := r.c.Get(ctx, client.ObjectKey{Name: r.o.Name}, &th); err != nil {
@@ -100,6 +114,10 @@ func (p *publisher) sync(ctx context.Context) error {
 			own[m.Name] = true
 		}
 	}
+	if !full && p.synced != nil && maps.Equal(own, p.synced) {
+		return nil
+	}
+	p.synced = nil
 	var list v1alpha1.TinyModuleList
 	if err := r.c.List(ctx, &list, client.InNamespace(r.o.Namespace)); err != nil {
 		return fmt.Errorf("list TinyModules in %s: %w", r.o.Namespace, err)
@@ -133,7 +151,11 @@ func (p *publisher) sync(ctx context.Context) error {
 		r.log.Info("module gone: TinyModule deleted", "module", name, "namespace", m.Namespace)
 		delete(p.said, name)
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	p.synced = own
+	return nil
 }
 
 // create creates the module's TinyModule, owned by the TinyHost so that it
