@@ -38,9 +38,11 @@ const (
 )
 
 // BenchmarkScale runs one round whatever b.N (`make bench` runs it with
-// -benchtime=1x): a hundred hosts register themselves (tinyhost
-// --register: TinyHost and Lease, 3 s renewed every second), the
-// operator's binary runs with its defaults, and
+// -benchtime=1x): a hundred hosts, registered by hand (TinyHosts without
+// Leases: a hundred Lease renewals a second swamp an apiserver that shares
+// two cores with everything else, and a killed host refuses its probes
+// at once, so its probes find it as soon), the operator's binary with its
+// defaults, and
 //
 //   - s/apply, modules/s: a thousand TinyModules of the tiny module
 //     (one 64 KiB page, no warm instance) created at once, to every one
@@ -48,8 +50,8 @@ const (
 //   - requests/module, writes/module: the operator's apiserver requests
 //     meanwhile (its own rest_client_requests_total), per module;
 //   - s/ready-elsewhere, modules-moved: the process of ten hosts killed
-//     (SIGKILL: no deregistration, Leases stop being renewed), to every
-//     module those hosts ran Ready on another host;
+//     (SIGKILL: their gRPC servers gone at once, nothing deregistered), to
+//     every module those hosts ran Ready on another host;
 //   - MiB-rss: the operator's peak resident memory (VmHWM) over the run.
 func BenchmarkScale(b *testing.B) {
 	env := kubetest.Start(b)
@@ -62,14 +64,13 @@ func BenchmarkScale(b *testing.B) {
 	farmBin := e2e.Binary(b, "cmd/tinyhost/internal/hostfarm")
 	opBin := e2e.Binary(b, "cmd/tinyhost-operator")
 
-	hostsConfig := env.UserKubeconfig(b, "hosts", "system:masters")
 	cacheDir := b.TempDir()
 	procs := make([]*process, farms)
 	for i := range farms {
 		procs[i] = start(b, fmt.Sprintf("farm %d", i), nil, farmBin,
 			"--hosts", strconv.Itoa(hostsPerFarm), "--prefix", farmPrefix(i), "--",
-			"--listen", "127.0.0.1:0", "--register", "--kubeconfig", hostsConfig, "--namespace", "default",
 			"--cache-dir", cacheDir, "--artifacts-plain-http", reg.Host, "--log-level", "warn")
+		register(b, env.Client, procs[i])
 	}
 	metricsAddr := freeAddr(b)
 	op := start(b, "operator", []string{"KUBECONFIG=" + env.UserKubeconfig(b, "operator", "system:masters")}, opBin,
@@ -129,6 +130,29 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(float64(len(lost)), "modules-moved")
 	b.StopTimer()
 	b.ReportMetric(float64(op.peakRSS(b))/(1<<20), "MiB-rss")
+}
+
+// register creates a TinyHost for each host the farm p says it runs,
+// "<name> <address>" a line on its standard output.
+func register(b *testing.B, c client.Client, p *process) {
+	for range hostsPerFarm {
+		var line string
+		select {
+		case line = <-p.lines:
+		case <-p.exited:
+			b.Fatalf("%s exited:\n%s", p.name, p.log.String())
+		case <-time.After(time.Minute):
+			b.Fatalf("%s named no host within a minute", p.name)
+		}
+		name, addr, ok := strings.Cut(line, " ")
+		if !ok {
+			b.Fatalf("%s: %q is not <name> <address>", p.name, line)
+		}
+		h := &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TinyHostSpec{Address: addr}}
+		if err := c.Create(context.Background(), h); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // watched is a reader of TinyHosts and TinyModules from a cache that
@@ -278,7 +302,8 @@ func requests(b *testing.B, addr string) counts {
 type process struct {
 	name   string
 	cmd    *exec.Cmd
-	log    *e2e.LogBuffer
+	log    *e2e.LogBuffer // its standard error
+	lines  chan string    // its standard output, by line
 	exited chan struct{}
 }
 
@@ -286,13 +311,27 @@ type process struct {
 // then SIGKILL after 30 s) when the benchmark ends.
 func start(b *testing.B, name string, env []string, bin string, args ...string) *process {
 	b.Helper()
-	p := &process{name: name, cmd: exec.Command(bin, args...), log: &e2e.LogBuffer{}, exited: make(chan struct{})}
+	p := &process{name: name, cmd: exec.Command(bin, args...), log: &e2e.LogBuffer{}, lines: make(chan string, 1024), exited: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.Stderr = p.log
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
 	if err := p.cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case p.lines <- sc.Text():
+			default: // nobody reads them
+			}
+		}
+		_ = p.cmd.Wait()
+		close(p.exited)
+	}()
 	b.Cleanup(func() {
 		select {
 		case <-p.exited:

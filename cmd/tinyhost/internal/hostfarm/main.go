@@ -8,8 +8,11 @@
 //	hostfarm --hosts 10 --prefix farm-0- -- --listen 127.0.0.1:0 --register ...
 //
 // The flags after "--" are tinyhost's, given to every daemon; each also
-// gets --name <prefix><i>. The process stops its daemons on SIGTERM or
-// SIGINT and exits non-zero when one of them failed.
+// gets --name <prefix><i> and, unless the flags say --listen, --listen
+// 127.0.0.1:<a free port>. Before they start, it prints a line per daemon,
+// "<name> <listen address>", so that hosts that do not register
+// themselves can be registered by hand. The process stops its daemons on
+// SIGTERM or SIGINT and exits non-zero when one of them failed.
 package main
 
 import (
@@ -17,8 +20,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -41,13 +47,23 @@ func main() {
 // run starts n daemons with args and waits until a signal stops them or
 // one of them fails, which stops the others.
 func run(n int, prefix string, args []string) error {
+	listens := slices.Contains(args, "--listen") || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--listen=") })
 	cfgs := make([]daemon.Config, n)
 	for i := range n {
-		cfg, err := daemon.ParseConfig(append(args[:len(args):len(args)], "--name", fmt.Sprintf("%s%d", prefix, i)), os.Environ())
+		own := []string{"--name", fmt.Sprintf("%s%d", prefix, i)}
+		if !listens {
+			addr, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			own = append(own, "--listen", addr)
+		}
+		cfg, err := daemon.ParseConfig(append(args[:len(args):len(args)], own...), os.Environ())
 		if err != nil {
 			return err
 		}
 		cfgs[i] = cfg
+		fmt.Printf("%s %s\n", cfg.Name, cfg.Listen)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -72,4 +88,15 @@ func run(n int, prefix string, args []string) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// freeAddr is a loopback address with a port no one listens on now; the
+// daemon listens on it a moment later.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
