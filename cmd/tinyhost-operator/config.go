@@ -39,6 +39,7 @@ type config struct {
 	MetricsAddr             string
 	MetricsSecure           bool
 	ProbeAddr               string
+	PprofAddr               string
 	LeaderElect             bool
 	LeaderElectionNamespace string
 	Operator                operator.Options
@@ -64,6 +65,7 @@ func parseConfig(args, environ []string) (config, error) {
 	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", "0", `metrics address, e.g. ":8443"; "0" turns metrics off`)
 	fs.BoolVar(&c.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers allowed to GET /metrics")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&c.PprofAddr, "pprof-bind-address", "", `address of Go's /debug/pprof, e.g. "127.0.0.1:6060" ("" = off)`)
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "elect a leader, so that one operator acts at a time; --leader-elect=false for a lone operator")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's, else "+defaultNamespace+")")
 	fs.DurationVar(&c.Operator.ProbeInterval, "probe-interval", 0, "how often each host is probed (default 1s)")

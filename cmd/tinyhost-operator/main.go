@@ -61,6 +61,7 @@ func run(cfg config) error {
 		Scheme:                        scheme,
 		Metrics:                       metrics,
 		HealthProbeBindAddress:        cfg.ProbeAddr,
+		PprofBindAddress:              cfg.PprofAddr,
 		LeaderElection:                cfg.LeaderElect,
 		LeaderElectionID:              "tinyhost-operator.operator.tinysystems.io",
 		LeaderElectionNamespace:       leaderElectionNamespace(cfg.LeaderElectionNamespace),

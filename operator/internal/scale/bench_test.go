@@ -54,7 +54,9 @@ const (
 //     every module those hosts ran Ready on another host;
 //   - MiB-rss: the operator's peak resident memory (VmHWM) over the run.
 func BenchmarkScale(b *testing.B) {
-	env := kubetest.Start(b)
+	// A ClusterIP for each module's Service: envtest's default range, a
+	// /24, holds 254.
+	env := kubetest.StartWith(b, kubetest.Options{APIServerFlags: map[string]string{"service-cluster-ip-range": "10.0.0.0/16"}})
 	reg := testbed.StartRegistry(b)
 	wasm, err := os.ReadFile(filepath.Join(kubetest.Root(), "cmd", "tinyhost", "internal", "hostfarm", "testdata", "tiny.wasm"))
 	if err != nil {
@@ -75,7 +77,7 @@ func BenchmarkScale(b *testing.B) {
 	metricsAddr := freeAddr(b)
 	op := start(b, "operator", []string{"KUBECONFIG=" + env.UserKubeconfig(b, "operator", "system:masters")}, opBin,
 		"--leader-elect=false", "--health-probe-bind-address=0", "--host-lease-namespace=default",
-		"--metrics-bind-address="+metricsAddr, "--metrics-secure=false")
+		"--metrics-bind-address="+metricsAddr, "--metrics-secure=false", "--pprof-bind-address="+os.Getenv("SCALE_PPROF"))
 
 	ctx := context.Background()
 	c := watched(b, env)
@@ -111,10 +113,12 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(float64(after.writes-before.writes)/modules, "writes/module")
 
 	lost := modulesOn(ctx, b, c, farmPrefix(0))
+	b.Logf("applied; the operator's queues: %s", queues(b, metricsAddr))
 	procs[0].kill(b)
 	killed := time.Now()
+	last := killed
 	poll(b, 5*time.Minute, 100*time.Millisecond, "the modules of the killed hosts Ready elsewhere", func() error {
-		return allReady(ctx, c, func(m *v1alpha1.TinyModule) error {
+		err := allReady(ctx, c, func(m *v1alpha1.TinyModule) error {
 			if !lost[m.Name] {
 				return nil
 			}
@@ -125,6 +129,11 @@ func BenchmarkScale(b *testing.B) {
 			}
 			return fmt.Errorf("not Ready on a host alive")
 		})
+		if err != nil && time.Since(last) >= 5*time.Second {
+			last = time.Now()
+			b.Logf("%v after the kill: %v; queues: %s", time.Since(killed).Round(time.Second), err, queues(b, metricsAddr))
+		}
+		return err
 	}, op)
 	b.ReportMetric(time.Since(killed).Seconds(), "s/ready-elsewhere")
 	b.ReportMetric(float64(len(lost)), "modules-moved")
@@ -265,23 +274,26 @@ func modulesOn(ctx context.Context, b *testing.B, c client.Reader, prefix string
 	return out
 }
 
+// queues are the operator's work queues' depths, for the log.
+func queues(b *testing.B, addr string) string {
+	var out []string
+	scrape(b, addr, func(line string) {
+		if strings.HasPrefix(line, "workqueue_depth{") {
+			out = append(out, line)
+		}
+	})
+	return strings.Join(out, ", ")
+}
+
 // counts are the operator's apiserver requests so far.
 type counts struct{ all, writes int64 }
 
 // requests reads the operator's rest_client_requests_total, by method.
 func requests(b *testing.B, addr string) counts {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var n counts
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	scrape(b, addr, func(line string) {
 		if !strings.HasPrefix(line, "rest_client_requests_total{") {
-			continue
+			return
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		if err != nil {
@@ -291,11 +303,25 @@ func requests(b *testing.B, addr string) counts {
 		if !strings.Contains(line, `method="GET"`) {
 			n.writes += int64(v)
 		}
+	})
+	return n
+}
+
+// scrape calls f with each line of the operator's metrics.
+func scrape(b *testing.B, addr string, f func(line string)) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f(sc.Text())
 	}
 	if err := sc.Err(); err != nil {
 		b.Fatal(err)
 	}
-	return n
 }
 
 // process is a binary the benchmark started.
