@@ -164,6 +164,19 @@ func (hs *hosts) remove(name string) {
 	}
 }
 
+// ready returns the conns of the hosts whose last probes say Ready.
+func (hs *hosts) ready() []*conn {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	out := make([]*conn, 0, len(hs.conns))
+	for _, c := range hs.conns {
+		if c.state().Ready {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // get returns the host's conn, or nil.
 func (hs *hosts) get(name string) *conn {
 	hs.mu.Lock()

@@ -55,6 +55,7 @@ type hostSync struct {
 	events recorder.EventRecorder
 	leases *hostLeases
 	tables *tables
+	pusher *pusher
 }
 
 // job is one load for one host.

@@ -69,11 +69,6 @@ const (
 	indexHost = "status.placements.host"
 )
 
-// routesDelay is how long a change of the route table waits before the
-// hosts it does not otherwise concern are converged, so that a burst of
-// modules becoming Ready costs each host one push, not one per module.
-const routesDelay = 500 * time.Millisecond
-
 // Setup adds the module controller (placement and status), the host sync
 // and the module Services to the manager.
 func Setup(mgr ctrl.Manager, o Options) error {
@@ -114,7 +109,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		For(&v1alpha1.TinyModule{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
 		Watches(&v1alpha1.TinyModule{}, handler.EnqueueRequestsFromMapFunc(mods.sameName)).
 		// A host's probe time alone concerns no module.
-		Watches(&v1alpha1.TinyHost{}, handler.EnqueueRequestsFromMapFunc(mods.onHost), builder.WithPredicates(hostChanged())).
+		Watches(&v1alpha1.TinyHost{}, mods.hostHandler()).
 		// Decisions are taken one at a time (modules.placing), the rest of
 		// a reconcile, mostly writes, concurrently.
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
@@ -135,8 +130,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	leases := newHostLeases(lc)
+	tabs := &tables{}
+	push := newPusher(hs, tabs, c, o.Resync)
+	if err := mgr.Add(push); err != nil {
+		return err
+	}
 	sync := &hostSync{Client: c, api: mgr.GetAPIReader(), opts: o, hosts: hs, descs: descs, loader: o.Loader,
-		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases, tables: &tables{}}
+		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases, tables: tabs, pusher: push}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("tinyhost").
 		For(&v1alpha1.TinyHost{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
@@ -175,6 +175,100 @@ func (r *modules) sameName(ctx context.Context, obj client.Object) []reconcile.R
 	return out
 }
 
+// hostHandler brings back, on a TinyHost event, the modules it may
+// concern. A host that appears, goes, or changes what placement reads of
+// it (readiness, labels, capacity, ABI versions, deletion) concerns every
+// module placed on it and every module not fully placed (onHost). A change
+// of its status entries alone concerns the modules of the entries that
+// changed; its probe time alone, none.
+func (r *modules) hostHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	all := func(ctx context.Context, obj client.Object, q queue) {
+		for _, req := range r.onHost(ctx, obj) {
+			q.Add(req)
+		}
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc:  func(ctx context.Context, e event.TypedCreateEvent[client.Object], q queue) { all(ctx, e.Object, q) },
+		DeleteFunc:  func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q queue) { all(ctx, e.Object, q) },
+		GenericFunc: func(ctx context.Context, e event.TypedGenericEvent[client.Object], q queue) { all(ctx, e.Object, q) },
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
+			old, h := e.ObjectOld.(*v1alpha1.TinyHost), e.ObjectNew.(*v1alpha1.TinyHost)
+			if placementReads(old) != placementReads(h) {
+				all(ctx, h, q)
+				return
+			}
+			for _, k := range changedEntries(old, h) {
+				if k.Namespace != "" {
+					q.Add(reconcile.Request{NamespacedName: k})
+					continue
+				}
+				for _, req := range r.named(ctx, k.Name) {
+					q.Add(req)
+				}
+			}
+		},
+	}
+}
+
+// placementReads is what placement reads of a host, but its status
+// entries, as one comparable string.
+func placementReads(h *v1alpha1.TinyHost) string {
+	return fmt.Sprintf("%d|%v|%v|%t|%v|%s", h.Generation, h.Labels, h.DeletionTimestamp.IsZero(), hostReady(h),
+		h.Status.ABIVersions, capacityString(h.Status.Capacity))
+}
+
+func capacityString(c *v1alpha1.HostResources) string {
+	if c == nil {
+		return ""
+	}
+	var s string
+	if c.Modules != nil {
+		s = fmt.Sprint(*c.Modules)
+	}
+	if c.Memory != nil {
+		s += "/" + c.Memory.String()
+	}
+	return s
+}
+
+// changedEntries are the modules (namespace "" for a host's own) whose
+// status entries differ between old and h.
+func changedEntries(old, h *v1alpha1.TinyHost) []types.NamespacedName {
+	key := func(e v1alpha1.HostModule) types.NamespacedName {
+		return types.NamespacedName{Namespace: e.Namespace, Name: e.Name}
+	}
+	was := make(map[types.NamespacedName]v1alpha1.HostModule, len(old.Status.Modules))
+	for _, e := range old.Status.Modules {
+		was[key(e)] = e
+	}
+	var out []types.NamespacedName
+	for _, e := range h.Status.Modules {
+		k := key(e)
+		if w, ok := was[k]; !ok || !equality.Semantic.DeepEqual(w, e) {
+			out = append(out, k)
+		}
+		delete(was, k)
+	}
+	for k := range was {
+		out = append(out, k)
+	}
+	return out
+}
+
+// named are the TinyModules of a name, in every namespace.
+func (r *modules) named(ctx context.Context, name string) []reconcile.Request {
+	var list v1alpha1.TinyModuleList
+	if err := r.List(ctx, &list, client.MatchingFields{indexName: name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, len(list.Items))
+	for i, m := range list.Items {
+		out[i] = moduleKey(m.Namespace, m.Name)
+	}
+	return out
+}
+
 // onHost brings back the modules a host change may concern: those placed
 // on it or listed in its status, those of the names of the modules it
 // loaded on its own, and those not fully placed (a host that appears or
@@ -197,11 +291,8 @@ func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Req
 		}
 		// A module the host loaded on its own: the TinyModules of its
 		// name, which it provides or clashes with.
-		var named v1alpha1.TinyModuleList
-		if err := r.List(ctx, &named, client.MatchingFields{indexName: e.Name}); err == nil {
-			for _, m := range named.Items {
-				add(m.Namespace, m.Name)
-			}
+		for _, req := range r.named(ctx, e.Name) {
+			add(req.Namespace, req.Name)
 		}
 	}
 	var list v1alpha1.TinyModuleList
@@ -219,10 +310,10 @@ func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Req
 
 // moduleHandler brings back, on a TinyModule event, the hosts it
 // concerns: those it was or is placed on, when its placements or its spec
-// changed (they load, upgrade or unload it); and, when what the route
-// table and wiring hold of it changed, every host, after routesDelay (the
-// table is pushed to all of them). A change of its status alone, its
-// conditions or version, brings back none.
+// changed (they load, upgrade or unload it). When what the route table and
+// wiring hold of it changed, it tells the pusher, which pushes them to
+// every host. A change of its status alone, its conditions or version,
+// brings back no host.
 func (r *hostSync) moduleHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	enqueue := func(q queue, hosts ...[]string) {
@@ -232,22 +323,12 @@ func (r *hostSync) moduleHandler() handler.TypedEventHandler[client.Object, reco
 			}
 		}
 	}
-	tablesChanged := func(ctx context.Context, q queue) {
-		r.tables.invalidate()
-		var hosts v1alpha1.TinyHostList
-		if err := r.List(ctx, &hosts, client.UnsafeDisableDeepCopy); err != nil {
-			return
-		}
-		for i := range hosts.Items {
-			q.AddAfter(hostKey(hosts.Items[i].Name), routesDelay)
-		}
-	}
 	return handler.TypedFuncs[client.Object, reconcile.Request]{
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q queue) {
 			m := e.Object.(*v1alpha1.TinyModule)
 			enqueue(q, placementHosts(m))
 			if tableKey(m) != "" {
-				tablesChanged(ctx, q)
+				r.pusher.changed()
 			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
@@ -257,7 +338,7 @@ func (r *hostSync) moduleHandler() handler.TypedEventHandler[client.Object, reco
 				enqueue(q, placementHosts(old), placementHosts(m))
 			}
 			if tableKey(old) != tableKey(m) {
-				tablesChanged(ctx, q)
+				r.pusher.changed()
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
@@ -266,7 +347,7 @@ func (r *hostSync) moduleHandler() handler.TypedEventHandler[client.Object, reco
 				return
 			}
 			enqueue(q, placementHosts(m))
-			tablesChanged(ctx, q)
+			r.pusher.changed()
 		},
 	}
 }
@@ -311,20 +392,6 @@ func tableKey(m *v1alpha1.TinyModule) string {
 		b.WriteString("|" + w.From + ">" + w.To)
 	}
 	return b.String()
-}
-
-// hostChanged passes the TinyHost events that may concern a module: any
-// but an update of its probe time alone.
-func hostChanged() predicate.Funcs {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			old, h := e.ObjectOld.(*v1alpha1.TinyHost), e.ObjectNew.(*v1alpha1.TinyHost)
-			a, b := old.Status.DeepCopy(), h.Status.DeepCopy()
-			a.LastProbeTime, b.LastProbeTime = nil, nil
-			return old.Generation != h.Generation || !equality.Semantic.DeepEqual(old.Labels, h.Labels) ||
-				old.DeletionTimestamp.IsZero() != h.DeletionTimestamp.IsZero() || !equality.Semantic.DeepEqual(a, b)
-		},
-	}
 }
 
 func placedOn(m *v1alpha1.TinyModule, host string) bool {

@@ -20,15 +20,16 @@ import (
 
 // TestModuleEventsRequeue: a TinyModule event brings back only the hosts it
 // concerns: none for a change of its conditions or version, the hosts it
-// was and is placed on when its placements change, and every host, once,
-// routesDelay later, when its Ready addresses (the route table) change.
+// was and is placed on when its placements change; a change of its Ready
+// addresses (the route table) goes to the pusher, not to every host.
 func TestModuleEventsRequeue(t *testing.T) {
 	env := kubetest.Start(t)
 	for _, name := range []string{"h1", "h2", "h3"} {
 		require.NoError(t, env.Client.Create(context.Background(), &v1alpha1.TinyHost{
 			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TinyHostSpec{Address: "127.0.0.1:1"}}))
 	}
-	sync := &hostSync{Client: env.Client, tables: &tables{}}
+	tabs := &tables{}
+	sync := &hostSync{Client: env.Client, tables: tabs, pusher: newPusher(nil, tabs, env.Client, time.Minute)}
 	h := sync.moduleHandler()
 
 	module := func(gen int64, state v1alpha1.ModuleState, ps ...v1alpha1.Placement) *v1alpha1.TinyModule {
@@ -47,8 +48,8 @@ func TestModuleEventsRequeue(t *testing.T) {
 	tests := []struct {
 		name     string
 		old, new *v1alpha1.TinyModule
-		now      []string // brought back at once
-		later    []string // brought back after routesDelay
+		now      []string // brought back
+		tables   bool     // the tables changed
 	}{
 		{
 			name: "conditions and version only",
@@ -74,11 +75,11 @@ func TestModuleEventsRequeue(t *testing.T) {
 			now:  []string{"h1"},
 		},
 		{
-			name:  "Ready: the route table changed",
-			old:   module(1, v1alpha1.StateProgressing, on("h1", v1alpha1.PhaseLoading)),
-			new:   module(1, v1alpha1.StateReady, on("h1", v1alpha1.PhaseReady)),
-			now:   []string{"h1"},
-			later: []string{"h1", "h2", "h3"},
+			name:   "Ready: the route table changed",
+			old:    module(1, v1alpha1.StateProgressing, on("h1", v1alpha1.PhaseLoading)),
+			new:    module(1, v1alpha1.StateReady, on("h1", v1alpha1.PhaseReady)),
+			now:    []string{"h1"},
+			tables: true,
 		},
 	}
 	for _, tt := range tests {
@@ -87,19 +88,16 @@ func TestModuleEventsRequeue(t *testing.T) {
 			t.Cleanup(q.ShutDown)
 			before := sync.tables.want.Load()
 			h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: tt.old, ObjectNew: tt.new}, q)
-			assert.ElementsMatch(t, tt.now, drain(q), "brought back at once")
-			if tt.later == nil {
+			assert.ElementsMatch(t, tt.now, drain(q), "brought back")
+			require.Never(t, func() bool { return q.Len() > 0 }, 2*routesDelay, 50*time.Millisecond, "nothing brought back later")
+			if tt.tables {
+				assert.Greater(t, sync.tables.want.Load(), before, "the tables are built again")
+				assert.Len(t, sync.pusher.kick, 1, "the pusher is told")
+				<-sync.pusher.kick
+			} else {
 				assert.Equal(t, before, sync.tables.want.Load(), "the tables are as they were")
-				require.Never(t, func() bool { return q.Len() > 0 }, 2*routesDelay, 50*time.Millisecond, "nothing brought back later")
-				return
+				assert.Empty(t, sync.pusher.kick, "the pusher is not told")
 			}
-			assert.Greater(t, sync.tables.want.Load(), before, "the tables are built again")
-			var later []string
-			require.Eventually(t, func() bool {
-				later = append(later, drain(q)...)
-				return len(later) >= len(tt.later)
-			}, 10*time.Second, 50*time.Millisecond)
-			assert.ElementsMatch(t, tt.later, later)
 		})
 	}
 }
