@@ -28,10 +28,11 @@
 // (shared.go) before it writes them; the host sync's connections (hosts.go)
 // and the route table (tables, shared.go) have their own locks. An event
 // brings back what it concerns: a module's change the hosts it was or is
-// placed on (an index of modules by placement host), and every host, once
-// per burst, when the route table or wiring changed; a host's probe time
-// alone no module. Probes ask hosts for a summary (Info without
-// descriptors).
+// placed on (an index of modules by placement host); a host's status the
+// modules whose entries changed, and its probe time alone none. The route
+// table and wiring go to every ready host from a pusher (pusher.go), once
+// per burst of changes, apart from the host sync. Probes ask hosts for a
+// summary (Info without descriptors).
 //
 // The controllers decide only from the API: TinyModule placements are the
 // hosts' desired sets, TinyHost status entries are what the hosts run. Besides,

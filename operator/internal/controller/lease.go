@@ -98,7 +98,7 @@ func (hl *hostLeases) arm(l *coordinationv1.Lease, q workqueue.TypedRateLimiting
 	if t := hl.timers[name]; t != nil {
 		t.Stop()
 	}
-	hl.timers[name] = time.AfterFunc(max(d, 0), func() { q.Add(hostKey(name)) })
+	hl.timers[name] = time.AfterFunc(max(d, 0), func() { addUrgent(q, hostKey(name)) })
 }
 
 func (hl *hostLeases) disarm(name string) {

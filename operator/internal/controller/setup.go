@@ -141,7 +141,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Named("tinyhost").
 		For(&v1alpha1.TinyHost{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
 		Watches(&v1alpha1.TinyModule{}, sync.moduleHandler()).
-		WatchesRawSource(source.Channel(hs.events, &handler.EnqueueRequestForObject{})).
+		// What a probe found goes first: a host that stops answering.
+		WatchesRawSource(source.Channel(hs.events, handler.TypedFuncs[client.Object, reconcile.Request]{
+			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				addUrgent(q, hostKey(e.Object.GetName()))
+			},
+		})).
 		WatchesRawSource(source.Kind[client.Object](lc, &coordinationv1.Lease{}, leases.handler())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
 		Complete(sync)
@@ -194,6 +199,13 @@ func (r *modules) hostHandler() handler.TypedEventHandler[client.Object, reconci
 		GenericFunc: func(ctx context.Context, e event.TypedGenericEvent[client.Object], q queue) { all(ctx, e.Object, q) },
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
 			old, h := e.ObjectOld.(*v1alpha1.TinyHost), e.ObjectNew.(*v1alpha1.TinyHost)
+			if hostReady(old) && !hostReady(h) {
+				// Its modules move first.
+				for _, req := range r.onHost(ctx, h) {
+					addUrgent(q, req)
+				}
+				return
+			}
 			if placementReads(old) != placementReads(h) {
 				all(ctx, h, q)
 				return
@@ -294,6 +306,11 @@ func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Req
 		for _, req := range r.named(ctx, e.Name) {
 			add(req.Namespace, req.Name)
 		}
+	}
+	// Placed on it a moment ago, and not in the cache yet: the ledger has
+	// the placement from before the status write.
+	for _, k := range r.ledger.on(h.Name) {
+		add(k.Namespace, k.Name)
 	}
 	var list v1alpha1.TinyModuleList
 	// Read only: the cache's objects, not copies of a thousand of them.

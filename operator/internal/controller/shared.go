@@ -2,11 +2,15 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
@@ -87,6 +91,33 @@ func (l *ledger) forget(k types.NamespacedName) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.m, k)
+}
+
+// on are the modules whose last decided placements include the host.
+func (l *ledger) on(host string) []types.NamespacedName {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []types.NamespacedName
+	for k, a := range l.m {
+		if slices.Contains(a.Hosts, host) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// urgent is the priority of what the controllers must do first: a host
+// that stops answering, and the modules it ran.
+const urgent = 10
+
+// addUrgent enqueues req ahead of the rest when the queue has priorities
+// (controller-runtime's priority queue), else as any other.
+func addUrgent(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request) {
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr(urgent)}, req)
+		return
+	}
+	q.Add(req)
 }
 
 func (l *ledger) get(k types.NamespacedName) (assumed, bool) {
