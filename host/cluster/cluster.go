@@ -27,9 +27,14 @@ type Options struct {
 	Logger hclog.Logger
 
 	// TLS, when set, is the client TLS configuration for peers (their CA,
-	// and this host's certificate for mTLS). Default nil: plaintext.
+	// and this host's certificate for mTLS, which for peers that take
+	// roles from certificates names the peer role). Default nil:
+	// plaintext.
 	TLS *tls.Config
-	// Token, when set, is the bearer token sent to peers. Default "".
+	// Token, when set, is the peer token (the peers' server.Options
+	// PeerToken), sent only over TLS that verifies the peer: with TLS nil
+	// or InsecureSkipVerify, deliveries fail rather than send it to a peer
+	// that was not authenticated. Default "".
 	Token string
 
 	// SendTimeout bounds a send (or a wired emit) to a remote module, which
@@ -93,7 +98,7 @@ func New(opts Options) *Transport {
 	}
 	t := &Transport{opts: opts, log: opts.Logger, known: map[string]bool{}}
 	t.dial = client.Options{
-		TLSConfig: opts.TLS, Token: opts.Token, TokenNeedsTLS: opts.TLS != nil,
+		TLSConfig: opts.TLS, Token: opts.Token, TokenNeedsTLS: true,
 		Keepalive:       keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true},
 		MaxMessageBytes: opts.MaxMessageBytes,
 	}
@@ -171,7 +176,7 @@ func address(m *abi.Message) abi.Address {
 // deliver delivers msg to one of the replicas, trying the next one only
 // when a replica certainly did not run it.
 func (t *Transport) deliver(ctx context.Context, to api.Replicas, msg *abi.Message, wait bool) ([]byte, error) {
-	req := &hostv1.DeliverRequest{Message: messageProto(msg), Wait: wait}
+	req := &hostv1.DeliverRequest{Message: api.MessageProto(msg), Wait: wait}
 	n := to.Len()
 	var lastErr error
 	// Pass 0 tries the replicas whose connection is not failing, pass 1
@@ -238,17 +243,6 @@ func (t *Transport) peer(addr string) (*peerConn, error) {
 	t.peers.Store(&next)
 	t.log.Debug("connection to peer opened", "peer", addr)
 	return p, nil
-}
-
-func messageProto(m *abi.Message) *hostv1.Message {
-	out := &hostv1.Message{Module: m.Module, Component: m.Component, Port: m.Port, Payload: m.Payload}
-	if len(m.Metadata) > 0 {
-		out.Metadata = make([]*hostv1.KeyValue, len(m.Metadata))
-		for i, kv := range m.Metadata {
-			out.Metadata[i] = &hostv1.KeyValue{Key: kv.Key, Value: kv.Value}
-		}
-	}
-	return out
 }
 
 var _ api.Transport = (*Transport)(nil)
