@@ -75,8 +75,8 @@ func BenchmarkScale(b *testing.B) {
 		register(b, env.Client, procs[i])
 	}
 	metricsAddr := freeAddr(b)
-	op := start(b, "operator", []string{"KUBECONFIG=" + env.UserKubeconfig(b, "operator", "system:masters")}, opBin,
-		"--leader-elect=false", "--health-probe-bind-address=0", "--host-lease-namespace=default",
+	op := e2e.StartOperator(b, opBin, env.UserKubeconfig(b, "operator", "system:masters"),
+		"--leader-elect=false", "--host-lease-namespace=default",
 		"--metrics-bind-address="+metricsAddr, "--metrics-secure=false", "--pprof-bind-address="+os.Getenv("SCALE_PPROF"))
 
 	ctx := context.Background()
@@ -96,7 +96,7 @@ func BenchmarkScale(b *testing.B) {
 			return fmt.Errorf("%d/%d hosts Ready", ready, farms*hostsPerFarm)
 		}
 		return nil
-	}, op)
+	})
 
 	before := requests(b, metricsAddr)
 	b.ResetTimer()
@@ -104,7 +104,7 @@ func BenchmarkScale(b *testing.B) {
 	createModules(b, env.Client, tiny.Ref)
 	poll(b, 10*time.Minute, 250*time.Millisecond, "every module Ready", func() error {
 		return allReady(ctx, c, nil)
-	}, op)
+	})
 	applied := time.Since(begin)
 	after := requests(b, metricsAddr)
 	b.ReportMetric(applied.Seconds(), "s/apply")
@@ -134,11 +134,11 @@ func BenchmarkScale(b *testing.B) {
 			b.Logf("%v after the kill: %v; queues: %s", time.Since(killed).Round(time.Second), err, queues(b, metricsAddr))
 		}
 		return err
-	}, op)
+	})
 	b.ReportMetric(time.Since(killed).Seconds(), "s/ready-elsewhere")
 	b.ReportMetric(float64(len(lost)), "modules-moved")
 	b.StopTimer()
-	b.ReportMetric(float64(op.peakRSS(b))/(1<<20), "MiB-rss")
+	b.ReportMetric(float64(peakRSS(b, op.PID()))/(1<<20), "MiB-rss")
 }
 
 // register creates a TinyHost for each host the farm p says it runs,
@@ -385,9 +385,9 @@ func (p *process) kill(b *testing.B) {
 	<-p.exited
 }
 
-// peakRSS is the process's peak resident set, in bytes (VmHWM).
-func (p *process) peakRSS(b *testing.B) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+// peakRSS is the peak resident set of the process pid, in bytes (VmHWM).
+func peakRSS(b *testing.B, pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -402,24 +402,19 @@ func (p *process) peakRSS(b *testing.B) int64 {
 			return kb << 10
 		}
 	}
-	b.Fatalf("%s: no VmHWM in /proc/%d/status", p.name, p.cmd.Process.Pid)
+	b.Fatalf("no VmHWM in /proc/%d/status", pid)
 	return 0
 }
 
 // poll calls cond every interval until it returns nil, for at most d, and
-// fails with its last error; it fails at once when the operator exited.
-func poll(b *testing.B, d, interval time.Duration, what string, cond func() error, op *process) {
+// fails with its last error.
+func poll(b *testing.B, d, interval time.Duration, what string, cond func() error) {
 	b.Helper()
 	deadline := time.Now().Add(d)
 	for {
 		err := cond()
 		if err == nil {
 			return
-		}
-		select {
-		case <-op.exited:
-			b.Fatalf("the operator exited while waiting for %s", what)
-		default:
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("after %v, still waiting for %s: %v", d, what, err)
