@@ -75,7 +75,9 @@ func (c *conn) state() probe {
 // closes.
 type hosts struct {
 	opts   Options
-	events chan event.GenericEvent
+	// events and urgent enqueue hosts whose probes found news, and
+	// whose readiness changed, which goes first.
+	events, urgent chan event.GenericEvent
 
 	mu     sync.Mutex
 	conns  map[string]*conn
@@ -88,6 +90,7 @@ func newHosts(o Options) *hosts {
 	return &hosts{
 		opts:   o,
 		events: make(chan event.GenericEvent, 1024),
+		urgent: make(chan event.GenericEvent, 1024),
 		conns:  map[string]*conn{},
 		ctx:    ctx,
 		cancel: cancel,
@@ -195,8 +198,11 @@ func (hs *hosts) probeLoop(ctx context.Context, c *conn) {
 	tick := time.NewTicker(hs.opts.ProbeInterval)
 	defer tick.Stop()
 	for {
-		if hs.probeOnce(ctx, c) {
-			hs.notify(ctx, c.name)
+		switch hs.probeOnce(ctx, c) {
+		case probeReadiness:
+			hs.notify(ctx, hs.urgent, c.name)
+		case probeNews:
+			hs.notify(ctx, hs.events, c.name)
 		}
 		select {
 		case <-ctx.Done():
@@ -206,23 +212,37 @@ func (hs *hosts) probeLoop(ctx context.Context, c *conn) {
 	}
 }
 
+// What a probe found that the host sync acts on.
+type probeChange int
+
+const (
+	probeSame      probeChange = iota
+	probeNews                  // what the host is or has loaded
+	probeReadiness             // readiness: what the host sync does first
+)
+
 // probeOnce asks the host for a summary of itself (Info in summary: no
 // descriptors, which travel once, with the load of a module) and reports
-// whether what the host sync acts on changed: readiness, or what the host
-// is and has loaded.
-func (hs *hosts) probeOnce(ctx context.Context, c *conn) bool {
+// what changed that the host sync acts on.
+func (hs *hosts) probeOnce(ctx context.Context, c *conn) probeChange {
 	pctx, cancel := context.WithTimeout(ctx, hs.opts.ProbeTimeout)
 	info, err := c.client.Summary(pctx)
 	cancel()
 	if ctx.Err() != nil {
-		return false
+		return probeSame
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.probe
 	if err == nil {
 		c.probe = probe{Done: true, Ready: true, Info: info, At: time.Now()}
-		return !old.Done || !old.Ready || fingerprint(old.Info) != fingerprint(info)
+		switch {
+		case !old.Done || !old.Ready:
+			return probeReadiness
+		case fingerprint(old.Info) != fingerprint(info):
+			return probeNews
+		}
+		return probeSame
 	}
 	p := old
 	p.Failures++
@@ -233,7 +253,10 @@ func (hs *hosts) probeOnce(ctx context.Context, c *conn) bool {
 		p.Done, p.Ready = true, false
 	}
 	c.probe = p
-	return p.Done != old.Done || p.Ready != old.Ready
+	if p.Done != old.Done || p.Ready != old.Ready {
+		return probeReadiness
+	}
+	return probeSame
 }
 
 // fingerprint is what of an Info answer the host sync acts on: not the pool
@@ -254,10 +277,11 @@ func fingerprint(info *hostv1.InfoResponse) string {
 	return b.String()
 }
 
-// notify enqueues the host for the host sync.
-func (hs *hosts) notify(ctx context.Context, name string) {
+// notify enqueues the host for the host sync, through ch: events or
+// urgent.
+func (hs *hosts) notify(ctx context.Context, ch chan event.GenericEvent, name string) {
 	select {
-	case hs.events <- event.GenericEvent{Object: &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
+	case ch <- event.GenericEvent{Object: &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
 	case <-ctx.Done():
 	}
 }

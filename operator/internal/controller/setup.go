@@ -141,8 +141,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Named("tinyhost").
 		For(&v1alpha1.TinyHost{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
 		Watches(&v1alpha1.TinyModule{}, sync.moduleHandler()).
-		// What a probe found goes first: a host that stops answering.
-		WatchesRawSource(source.Channel(hs.events, handler.TypedFuncs[client.Object, reconcile.Request]{
+		WatchesRawSource(source.Channel(hs.events, &handler.EnqueueRequestForObject{})).
+		// A host whose readiness changed goes first: one that stops
+		// answering, and then its modules, must not wait behind the loads
+		// of a thousand others.
+		WatchesRawSource(source.Channel(hs.urgent, handler.TypedFuncs[client.Object, reconcile.Request]{
 			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				addUrgent(q, hostKey(e.Object.GetName()))
 			},
