@@ -74,7 +74,7 @@ func (c *conn) state() probe {
 // manager stops (or loses the lease) every probe stops and every conn
 // closes.
 type hosts struct {
-	opts   Options
+	opts Options
 	// events and urgent enqueue hosts whose probes found news, and
 	// whose readiness changed, which goes first.
 	events, urgent chan event.GenericEvent
