@@ -221,7 +221,7 @@ images: ## Build the operator and host images (needs a docker engine).
 # The operator's benchmarks run once each (-benchtime=1x): each round starts
 # a control plane and real hosts, so one round is the measurement.
 .PHONY: bench-operator
-bench-operator: envtest ## Run the operator's benchmarks once: apply to Ready (1 and 100 modules), host loss.
+bench-operator: envtest ## Run the operator's benchmarks once: apply to Ready (1 and 100 modules), host loss, scale (1,000 modules over 100 hosts).
 	@mkdir -p $(BIN)
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) test -run '^$$' -bench . -benchtime=1x ./operator/... | tee $(BIN)/bench-operator.txt
 

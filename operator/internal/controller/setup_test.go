@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -112,4 +113,69 @@ func drain(q workqueue.TypedRateLimitingInterface[reconcile.Request]) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestHostEventsRequeue: a TinyHost event brings back only the modules it
+// concerns: none for its probe time, the module of an entry that changed
+// (the TinyModules of its name, for a module the host runs on its own),
+// and, when it stops being Ready, every module on it, those the ledger
+// placed there a moment ago, and those not fully placed.
+func TestHostEventsRequeue(t *testing.T) {
+	env := kubetest.Start(t)
+	for _, name := range []string{"x", "u"} {
+		require.NoError(t, env.Client.Create(context.Background(), &v1alpha1.TinyModule{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: v1alpha1.TinyModuleSpec{Image: "r/" + name + ":1"}}))
+	}
+	mods := &modules{Client: env.Client, ledger: newLedger()}
+	mods.ledger.set(types.NamespacedName{Namespace: "default", Name: "l1"}, assumed{Hosts: []string{"h1"}})
+	h := mods.hostHandler()
+
+	host := func(ready bool, probed int64, entries ...v1alpha1.HostModule) *v1alpha1.TinyHost {
+		th := &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: "h1", Generation: 1}}
+		setHostReady(&th.Status, 1, ready, reasonProbed, "")
+		at := metav1.Unix(probed, 0)
+		th.Status.LastProbeTime = &at
+		th.Status.Modules = entries
+		return th
+	}
+	entry := func(ns, name string, phase v1alpha1.Phase) v1alpha1.HostModule {
+		return v1alpha1.HostModule{Namespace: ns, Name: name, Phase: phase}
+	}
+	tests := []struct {
+		name     string
+		old, new *v1alpha1.TinyHost
+		want     []string
+	}{
+		{
+			name: "probe time only",
+			old:  host(true, 1, entry("default", "m1", v1alpha1.PhaseLoading)),
+			new:  host(true, 2, entry("default", "m1", v1alpha1.PhaseLoading)),
+		},
+		{
+			name: "an entry's phase",
+			old:  host(true, 1, entry("default", "m1", v1alpha1.PhaseLoading), entry("default", "m2", v1alpha1.PhaseReady)),
+			new:  host(true, 1, entry("default", "m1", v1alpha1.PhaseReady), entry("default", "m2", v1alpha1.PhaseReady)),
+			want: []string{"m1"},
+		},
+		{
+			name: "a module of the host's own",
+			old:  host(true, 1),
+			new:  host(true, 1, entry("", "x", v1alpha1.PhaseUnmanaged)),
+			want: []string{"x"},
+		},
+		{
+			name: "NotReady",
+			old:  host(true, 1, entry("default", "m1", v1alpha1.PhaseReady)),
+			new:  host(false, 1, entry("default", "m1", v1alpha1.PhaseReady)),
+			want: []string{"l1", "m1", "u", "x"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			t.Cleanup(q.ShutDown)
+			h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: tt.old, ObjectNew: tt.new}, q)
+			assert.Equal(t, tt.want, drain(q))
+		})
+	}
 }
