@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -52,7 +53,12 @@ const (
 //   - s/ready-elsewhere, modules-moved: the process of ten hosts killed
 //     (SIGKILL: their gRPC servers gone at once, nothing deregistered), to
 //     every module those hosts ran Ready on another host;
+//   - live-host-flaps: how often a host that was not killed was taken
+//     for NotReady (its probes failed three times in a row) over the run;
 //   - MiB-rss: the operator's peak resident memory (VmHWM) over the run.
+//
+// With SCALE_PPROF=host:port in its environment, the operator serves Go's
+// /debug/pprof there, to profile it while the benchmark runs.
 func BenchmarkScale(b *testing.B) {
 	// A ClusterIP for each module's Service: envtest's default range, a
 	// /24, holds 254.
@@ -137,6 +143,7 @@ func BenchmarkScale(b *testing.B) {
 	})
 	b.ReportMetric(time.Since(killed).Seconds(), "s/ready-elsewhere")
 	b.ReportMetric(float64(len(lost)), "modules-moved")
+	b.ReportMetric(float64(flaps(ctx, b, env.Client, farmPrefix(0))), "live-host-flaps")
 	b.StopTimer()
 	b.ReportMetric(float64(peakRSS(b, op.PID()))/(1<<20), "MiB-rss")
 }
@@ -283,6 +290,22 @@ func queues(b *testing.B, addr string) string {
 		}
 	})
 	return strings.Join(out, ", ")
+}
+
+// flaps counts the Events that took a host for NotReady, but for the
+// hosts whose names start with killed.
+func flaps(ctx context.Context, b *testing.B, c client.Client, killed string) int {
+	var list eventsv1.EventList
+	if err := c.List(ctx, &list); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.Reason == "HostNotReady" && e.Regarding.Kind == "TinyHost" && !strings.HasPrefix(e.Regarding.Name, killed) {
+			n++
+		}
+	}
+	return n
 }
 
 // counts are the operator's apiserver requests so far.
