@@ -31,7 +31,9 @@
 // placed on (an index of modules by placement host); a host's status the
 // modules whose entries changed, and its probe time alone none. The route
 // table and wiring go to every ready host from a pusher (pusher.go), once
-// per burst of changes, apart from the host sync. Probes ask hosts for a
+// per burst of changes, apart from the host sync. A host whose readiness
+// changed, and the modules of a host that stopped being Ready, go ahead of
+// the rest (controller-runtime's priority queue). Probes ask hosts for a
 // summary (Info without descriptors).
 //
 // The controllers decide only from the API: TinyModule placements are the
