@@ -77,7 +77,16 @@ type hostPlan struct {
 	loaded map[string]*hostv1.Module
 }
 
+// Reconcile converges the host. A host queued ahead of the rest (its
+// readiness changed) is requeued as any other: the priority queue would
+// keep its priority for every resync after.
 func (r *hostSync) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	res.Priority = ptr(0)
+	return res, err
+}
+
+func (r *hostSync) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var h v1alpha1.TinyHost
 	if err := r.Get(ctx, req.NamespacedName, &h); err != nil {
 		if apierrors.IsNotFound(err) {
