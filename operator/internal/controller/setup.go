@@ -311,8 +311,13 @@ func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Req
 		}
 	}
 	// Placed on it a moment ago, and not in the cache yet: the ledger has
-	// the placement from before the status write.
-	for _, k := range r.ledger.on(h.Name) {
+	// the placement from before the status write. Read under placing, so
+	// that a decision that read the host before this event has recorded
+	// its placement, and one after it reads the host as it is now.
+	r.placing.Lock()
+	onIt := r.ledger.on(h.Name)
+	r.placing.Unlock()
+	for _, k := range onIt {
 		add(k.Namespace, k.Name)
 	}
 	var list v1alpha1.TinyModuleList
