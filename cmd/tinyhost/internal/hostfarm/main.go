@@ -9,9 +9,10 @@
 //
 // The flags after "--" are tinyhost's, given to every daemon; each also
 // gets --name <prefix><i> and, unless the flags say --listen, --listen
-// 127.0.0.1:<a free port>. Before they start, it prints a line per daemon,
-// "<name> <listen address>", so that hosts that do not register
-// themselves can be registered by hand. The process stops its daemons on
+// 127.0.0.1:<a free port> (another, should it be taken before the daemon
+// listens). Once a daemon serves, it prints a line, "<name> <listen
+// address>", so that hosts that do not register themselves can be
+// registered by hand. The process stops its daemons on
 // SIGTERM or SIGINT and exits non-zero when one of them failed.
 package main
 
@@ -27,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/daemon"
 )
@@ -48,10 +50,39 @@ func main() {
 // one of them fails, which stops the others.
 func run(n int, prefix string, args []string) error {
 	listens := slices.Contains(args, "--listen") || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--listen=") })
-	cfgs := make([]daemon.Config, n)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
 	for i := range n {
-		own := []string{"--name", fmt.Sprintf("%s%d", prefix, i)}
-		if !listens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("%s%d", prefix, i)
+			if err := serve(ctx, name, args, !listens, &mu); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				mu.Unlock()
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// serve runs one daemon until ctx ends, and prints its name and address
+// (under mu) once it serves. With pick, it listens on a free loopback port
+// of its own, another should that one be taken in the meantime.
+func serve(ctx context.Context, name string, args []string, pick bool, mu *sync.Mutex) error {
+	for attempt := 1; ; attempt++ {
+		own := []string{"--name", name}
+		if pick {
 			addr, err := freeAddr()
 			if err != nil {
 				return err
@@ -62,32 +93,37 @@ func run(n int, prefix string, args []string) error {
 		if err != nil {
 			return err
 		}
-		cfgs[i] = cfg
-		fmt.Printf("%s %s\n", cfg.Name, cfg.Listen)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, cfg := range cfgs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := daemon.Run(ctx, cfg, os.Stderr); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", cfg.Name, err))
-				mu.Unlock()
-				cancel()
+		errc := make(chan error, 1)
+		go func() { errc <- daemon.Run(ctx, cfg, os.Stderr) }()
+		select {
+		case err := <-errc:
+			if pick && attempt < 5 && errors.Is(err, syscall.EADDRINUSE) {
+				continue
 			}
-		}()
+			return err
+		case <-serving(ctx, cfg.Listen):
+		}
+		mu.Lock()
+		fmt.Printf("%s %s\n", cfg.Name, cfg.Listen)
+		mu.Unlock()
+		return <-errc
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+}
+
+// serving is closed once addr accepts connections, or ctx ends.
+func serving(ctx context.Context, addr string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				c.Close()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return done
 }
 
 // freeAddr is a loopback address with a port no one listens on now; the
