@@ -114,28 +114,26 @@ func placed(m *v1alpha1.TinyModule, as []placement.Assignment, hosts map[string]
 		p := v1alpha1.Placement{Host: a.Host, Address: h.Spec.Address, Artifact: a.Artifact.String(), Phase: v1alpha1.PhasePending, SpecHash: hash}
 		o, had := pr.on[a.Host]
 		e := entryOf(h, m)
+		// serving: the host has a version loaded, which serves while the
+		// host loads another (the entry's hash is the new one's only once
+		// loaded).
+		serving := e != nil && e.Digest != "" && (e.Phase == v1alpha1.PhaseReady || e.Phase == v1alpha1.PhaseLoading)
 		switch {
 		case e == nil:
 		case e.SpecHash == hash && e.Phase == v1alpha1.PhaseReady:
 			p.Phase, p.Digest = v1alpha1.PhaseReady, e.Digest
 			updated++
-		case e.SpecHash == hash && e.Phase == v1alpha1.PhaseLoading && e.Digest != "":
-			// Updating in place: the version loaded serves until the new
-			// one is ready.
+		case serving && (e.Phase == v1alpha1.PhaseLoading || (had && o.SpecHash == hash)):
+			// Updating in place: the host loads only the spec it is told.
 			p.Phase, p.Digest, p.Message = v1alpha1.PhaseReady, e.Digest, msgUpdating
 			inFlight++
+		case serving:
+			// Held at its spec unless the rollout reaches it below.
+			p.Phase, p.Digest = v1alpha1.PhaseReady, e.Digest
+			p.SpecHash, p.Artifact, p.Message = e.SpecHash, e.Artifact, msgHeld
+			waiting = append(waiting, len(ps))
 		case e.SpecHash == hash && e.Phase == v1alpha1.PhaseLoading:
 			p.Phase, p.Message = v1alpha1.PhaseLoading, e.Message
-		case e.SpecHash != hash && e.Phase == v1alpha1.PhaseReady && e.Digest != "":
-			p.Phase, p.Digest = v1alpha1.PhaseReady, e.Digest
-			if had && o.SpecHash == hash {
-				p.Message = msgUpdating
-				inFlight++
-			} else {
-				// Held at its spec unless the rollout reaches it below.
-				p.SpecHash, p.Artifact, p.Message = e.SpecHash, e.Artifact, msgHeld
-				waiting = append(waiting, len(ps))
-			}
 		}
 		if had && o.Phase == p.Phase && o.LastTransitionTime != nil {
 			p.LastTransitionTime = o.LastTransitionTime

@@ -288,6 +288,7 @@ func TestRollout(t *testing.T) {
 		entries  map[string]v1alpha1.Phase // hosts' entries with the old spec
 		current  map[string]v1alpha1.Phase // hosts' entries with the new spec
 		started  []string                  // prior placements that were told the new spec
+		fresh    []string                  // hosts with no version loaded
 		budget   int
 		updating []string // told the new spec now, serving the old one
 		held     []string
@@ -300,6 +301,9 @@ func TestRollout(t *testing.T) {
 			entries: map[string]v1alpha1.Phase{"b": v1alpha1.PhaseReady, "c": v1alpha1.PhaseReady},
 			current: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseLoading}, budget: 1,
 			updating: []string{"a"}, held: []string{"b", "c"}},
+		{name: "loading the new spec, the entry still names the old: updating, and holds the rest back",
+			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseLoading, "b": v1alpha1.PhaseReady}, started: []string{"a"}, budget: 1,
+			updating: []string{"a"}, held: []string{"b"}},
 		{name: "told, not yet loading: still counts against the budget",
 			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseReady}, started: []string{"a"}, budget: 1,
 			updating: []string{"a"}, held: []string{"b"}},
@@ -311,7 +315,7 @@ func TestRollout(t *testing.T) {
 			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseReady, "c": v1alpha1.PhaseReady}, budget: 2,
 			updating: []string{"a", "b"}, held: []string{"c"}},
 		{name: "a host without the module loads the new spec at once, outside the budget",
-			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseLoading}, budget: 1,
+			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseLoading}, fresh: []string{"b"}, budget: 1,
 			updating: []string{"a"}},
 	}
 	for _, tt := range tests {
@@ -324,7 +328,7 @@ func TestRollout(t *testing.T) {
 			add := func(name string, ph v1alpha1.Phase, hash, art string) {
 				h := &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TinyHostSpec{Address: name + ":1"}}
 				h.Status.Modules = []v1alpha1.HostModule{{Name: m.Name, Namespace: m.Namespace, Phase: ph, SpecHash: hash, Artifact: art, Digest: "sha256:old"}}
-				if ph == v1alpha1.PhaseLoading && hash == oldHash {
+				if slices.Contains(tt.fresh, name) {
 					h.Status.Modules[0].Digest = "" // a first load: nothing serves
 				}
 				hosts[name] = h
