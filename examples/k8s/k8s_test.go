@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -88,7 +85,7 @@ func TestKubernetes(t *testing.T) {
 	out = cp.kubectl(t, "apply", "--dry-run=server", "-f", filepath.Join(dir, "host-pods.yaml"))
 	t.Logf("kubectl apply --dry-run=server -f host-pods.yaml (no pods run here):\n%s", out)
 
-	op := startOperator(t, operator, cp.kubeconfig)
+	op := e2e.StartOperator(t, operator, cp.kubeconfig, "--zap-log-level=debug")
 
 	// Three hosts that register themselves, on an address an EndpointSlice
 	// takes; host-3 renews a Lease of 2 s twice a second.
@@ -300,8 +297,8 @@ func TestKubernetes(t *testing.T) {
 			before[name] = e2e.LoadedAt(ctx, t, c)
 			events.Watch(wctx, t, name, c, len(before[name]))
 		}
-		op.stop(t)
-		op = startOperator(outer, operator, cp.kubeconfig)
+		op.Stop(t)
+		op = e2e.StartOperator(outer, operator, cp.kubeconfig, "--zap-log-level=debug")
 		cp.waitLeader(ctx, t, op)
 		// Over a few probes of every host and a pass of both controllers,
 		// no host loads anything.
@@ -327,7 +324,7 @@ spec: {replicas: -1}
 		assert.Contains(t, out, "spec.replicas")
 		assert.Contains(t, out, "spec.image or spec.source is required")
 		t.Logf("kubectl apply -f bad.yaml:\n%s", out)
-		require.NoError(t, op.alive())
+		require.NoError(t, op.Ready())
 	})
 
 	t.Run("a TinyModule deleted: unloaded from every host", func(t *testing.T) {
@@ -489,7 +486,7 @@ func (cp *controlPlane) endpoints(ctx context.Context, ns, name string) (map[str
 }
 
 // waitLeader waits until the operator holds the lease and is ready.
-func (cp *controlPlane) waitLeader(ctx context.Context, t *testing.T, op *operatorProcess) {
+func (cp *controlPlane) waitLeader(ctx context.Context, t *testing.T, op *e2e.Operator) {
 	t.Helper()
 	waitFor(ctx, t, "the operator to lead", func() error {
 		var l coordinationv1.Lease
@@ -500,7 +497,7 @@ func (cp *controlPlane) waitLeader(ctx context.Context, t *testing.T, op *operat
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
 			return fmt.Errorf("no holder")
 		}
-		return op.ready()
+		return op.Ready()
 	})
 }
 
@@ -524,77 +521,6 @@ func startRegistry(t *testing.T) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-// operatorProcess is the operator binary, running.
-type operatorProcess struct {
-	cmd    *exec.Cmd
-	probes string
-	logs   *e2e.LogBuffer
-	exited chan struct{}
-	err    error
-}
-
-// startOperator starts the operator as the manifests run it: leader
-// election on (by default, its Lease in tinyhost-system), the hosts'
-// Leases watched in tinyhost-system.
-func startOperator(t *testing.T, bin, kubeconfig string) *operatorProcess {
-	t.Helper()
-	op := &operatorProcess{probes: freeAddr(t), logs: &e2e.LogBuffer{}, exited: make(chan struct{})}
-	op.cmd = exec.Command(bin, "--health-probe-bind-address="+op.probes, "--metrics-bind-address=0", "--zap-log-level=debug")
-	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	op.cmd.Stdout, op.cmd.Stderr = op.logs, op.logs
-	require.NoError(t, op.cmd.Start())
-	go func() { op.err = op.cmd.Wait(); close(op.exited) }()
-	t.Cleanup(func() {
-		op.stop(t)
-		if t.Failed() {
-			t.Logf("operator log:\n%s", op.logs.String())
-		}
-	})
-	return op
-}
-
-// stop sends SIGTERM and waits for a clean exit.
-func (op *operatorProcess) stop(t *testing.T) {
-	select {
-	case <-op.exited:
-		return
-	default:
-	}
-	_ = op.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-op.exited:
-		if op.err != nil {
-			t.Errorf("operator: %v\n%s", op.err, op.logs.String())
-		}
-	case <-time.After(30 * time.Second):
-		_ = op.cmd.Process.Kill()
-		<-op.exited
-		t.Errorf("the operator ignored SIGTERM for 30s")
-	}
-}
-
-// alive is nil while the operator runs.
-func (op *operatorProcess) alive() error {
-	select {
-	case <-op.exited:
-		return fmt.Errorf("the operator exited: %v\n%s", op.err, op.logs.String())
-	default:
-		return op.ready()
-	}
-}
-
-func (op *operatorProcess) ready() error {
-	resp, err := http.Get("http://" + op.probes + "/readyz")
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("readyz: %s", resp.Status)
-	}
-	return nil
-}
-
 func dial(t *testing.T, addr string) hostv1.HostServiceClient {
 	t.Helper()
 	return e2e.Client(t, addr).RPC()
@@ -614,12 +540,4 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() error) 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
 }
