@@ -190,54 +190,58 @@ func TestPlaced(t *testing.T) {
 	}
 }
 
+// summarized is a condition as TestSummarize compares it.
+type summarized struct {
+	ok     bool
+	reason string
+}
+
+// summarizeTests are TestSummarize's cases.
+var summarizeTests = []struct {
+	name      string
+	want      int32
+	phases    []v1alpha1.Phase // of hosts h0, h1, ...
+	unplaced  int
+	stale     int32 // ready replicas that run a previous spec
+	state     v1alpha1.ModuleState
+	scheduled summarized
+	ready     summarized
+	degraded  summarized
+	events    []string
+}{
+	{name: "all ready", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseReady},
+		state: v1alpha1.StateReady, scheduled: summarized{true, v1alpha1.ReasonScheduled}, ready: summarized{true, reasonReady}, degraded: summarized{false, reasonAsExpected}},
+	{name: "all ready, one with the previous spec: rolling out", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseReady}, stale: 1,
+		state: v1alpha1.StateProgressing, scheduled: summarized{true, v1alpha1.ReasonScheduled}, ready: summarized{false, reasonUpdating}, degraded: summarized{false, reasonAsExpected}},
+	{name: "one ready and one leaving: the leaving one does not count", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseLoading, v1alpha1.PhaseDraining},
+		state: v1alpha1.StateProgressing, scheduled: summarized{true, v1alpha1.ReasonScheduled}, ready: summarized{false, reasonLoading}, degraded: summarized{false, reasonAsExpected}},
+	{name: "no replicas asked for", want: 0,
+		state: v1alpha1.StateReady, scheduled: summarized{true, v1alpha1.ReasonScheduled}, ready: summarized{true, reasonNoReplicas}, degraded: summarized{false, reasonAsExpected}},
+	{name: "one ready, one pending", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhasePending},
+		state: v1alpha1.StateProgressing, scheduled: summarized{true, v1alpha1.ReasonScheduled}, ready: summarized{false, reasonPending}, degraded: summarized{false, reasonAsExpected}},
+	{name: "loading", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseLoading},
+		state: v1alpha1.StateProgressing, scheduled: summarized{true, v1alpha1.ReasonScheduled}, ready: summarized{false, reasonLoading}, degraded: summarized{false, reasonAsExpected}},
+	{name: "pending", want: 1, phases: []v1alpha1.Phase{v1alpha1.PhasePending},
+		state: v1alpha1.StatePending, scheduled: summarized{true, v1alpha1.ReasonScheduled}, ready: summarized{false, reasonPending}, degraded: summarized{false, reasonAsExpected}},
+	{name: "refused everywhere", want: 1, phases: []v1alpha1.Phase{v1alpha1.PhaseFailed}, unplaced: 1,
+		state: v1alpha1.StateFailed, scheduled: summarized{false, v1alpha1.ReasonUnschedulable}, ready: summarized{false, reasonLoadFailed}, degraded: summarized{false, reasonAsExpected},
+		events: []string{v1alpha1.ReasonUnschedulable}},
+	{name: "one ready, one refused", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseFailed}, unplaced: 1,
+		state: v1alpha1.StateDegraded, scheduled: summarized{false, v1alpha1.ReasonUnschedulable}, ready: summarized{false, reasonLoadFailed}, degraded: summarized{true, reasonLoadFailed},
+		events: []string{v1alpha1.ReasonUnschedulable}},
+	{name: "one ready, no room for the other", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady}, unplaced: 1,
+		state: v1alpha1.StateDegraded, scheduled: summarized{false, v1alpha1.ReasonUnschedulable}, ready: summarized{false, v1alpha1.ReasonUnschedulable}, degraded: summarized{true, v1alpha1.ReasonUnschedulable},
+		events: []string{v1alpha1.ReasonUnschedulable}},
+	{name: "no host at all", want: 1, unplaced: 1,
+		state: v1alpha1.StateUnschedulable, scheduled: summarized{false, v1alpha1.ReasonUnschedulable}, ready: summarized{false, v1alpha1.ReasonUnschedulable}, degraded: summarized{false, reasonAsExpected},
+		events: []string{v1alpha1.ReasonUnschedulable}},
+}
+
 // TestSummarize: the state, replica counts, conditions and Events of a
 // module from its placements' phases and placement's decision.
 func TestSummarize(t *testing.T) {
-	type cond struct {
-		ok     bool
-		reason string
-	}
-	tests := []struct {
-		name      string
-		want      int32
-		phases    []v1alpha1.Phase // of hosts h0, h1, ...
-		unplaced  int
-		stale     int32 // ready replicas that run a previous spec
-		state     v1alpha1.ModuleState
-		scheduled cond
-		ready     cond
-		degraded  cond
-		events    []string
-	}{
-		{name: "all ready", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseReady},
-			state: v1alpha1.StateReady, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{true, reasonReady}, degraded: cond{false, reasonAsExpected}},
-		{name: "all ready, one with the previous spec: rolling out", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseReady}, stale: 1,
-			state: v1alpha1.StateProgressing, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{false, reasonUpdating}, degraded: cond{false, reasonAsExpected}},
-		{name: "one ready and one leaving: the leaving one does not count", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseLoading, v1alpha1.PhaseDraining},
-			state: v1alpha1.StateProgressing, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{false, reasonLoading}, degraded: cond{false, reasonAsExpected}},
-		{name: "no replicas asked for", want: 0,
-			state: v1alpha1.StateReady, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{true, reasonNoReplicas}, degraded: cond{false, reasonAsExpected}},
-		{name: "one ready, one pending", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhasePending},
-			state: v1alpha1.StateProgressing, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{false, reasonPending}, degraded: cond{false, reasonAsExpected}},
-		{name: "loading", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseLoading},
-			state: v1alpha1.StateProgressing, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{false, reasonLoading}, degraded: cond{false, reasonAsExpected}},
-		{name: "pending", want: 1, phases: []v1alpha1.Phase{v1alpha1.PhasePending},
-			state: v1alpha1.StatePending, scheduled: cond{true, v1alpha1.ReasonScheduled}, ready: cond{false, reasonPending}, degraded: cond{false, reasonAsExpected}},
-		{name: "refused everywhere", want: 1, phases: []v1alpha1.Phase{v1alpha1.PhaseFailed}, unplaced: 1,
-			state: v1alpha1.StateFailed, scheduled: cond{false, v1alpha1.ReasonUnschedulable}, ready: cond{false, reasonLoadFailed}, degraded: cond{false, reasonAsExpected},
-			events: []string{v1alpha1.ReasonUnschedulable}},
-		{name: "one ready, one refused", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady, v1alpha1.PhaseFailed}, unplaced: 1,
-			state: v1alpha1.StateDegraded, scheduled: cond{false, v1alpha1.ReasonUnschedulable}, ready: cond{false, reasonLoadFailed}, degraded: cond{true, reasonLoadFailed},
-			events: []string{v1alpha1.ReasonUnschedulable}},
-		{name: "one ready, no room for the other", want: 2, phases: []v1alpha1.Phase{v1alpha1.PhaseReady}, unplaced: 1,
-			state: v1alpha1.StateDegraded, scheduled: cond{false, v1alpha1.ReasonUnschedulable}, ready: cond{false, v1alpha1.ReasonUnschedulable}, degraded: cond{true, v1alpha1.ReasonUnschedulable},
-			events: []string{v1alpha1.ReasonUnschedulable}},
-		{name: "no host at all", want: 1, unplaced: 1,
-			state: v1alpha1.StateUnschedulable, scheduled: cond{false, v1alpha1.ReasonUnschedulable}, ready: cond{false, v1alpha1.ReasonUnschedulable}, degraded: cond{false, reasonAsExpected},
-			events: []string{v1alpha1.ReasonUnschedulable}},
-	}
 	now := metav1.NewTime(time.Unix(1000, 0))
-	for _, tt := range tests {
+	for _, tt := range summarizeTests {
 		t.Run(tt.name, func(t *testing.T) {
 			var st v1alpha1.TinyModuleStatus
 			dec := placement.Decision{Unplaced: tt.unplaced, Reason: "0/1 hosts available: 1 not ready"}
@@ -257,12 +261,12 @@ func TestSummarize(t *testing.T) {
 			assert.Equal(t, tt.state, st.State)
 			assert.Equal(t, ready, st.ReadyReplicas)
 			assert.EqualValues(t, len(dec.Assignments), st.Replicas)
-			for typ, want := range map[string]cond{
+			for typ, want := range map[string]summarized{
 				v1alpha1.ConditionScheduled: tt.scheduled, v1alpha1.ConditionReady: tt.ready, v1alpha1.ConditionDegraded: tt.degraded,
 			} {
 				c := meta.FindStatusCondition(st.Conditions, typ)
 				require.NotNil(t, c, typ)
-				assert.Equal(t, want, cond{c.Status == metav1.ConditionTrue, c.Reason}, typ)
+				assert.Equal(t, want, summarized{c.Status == metav1.ConditionTrue, c.Reason}, typ)
 				assert.EqualValues(t, 3, c.ObservedGeneration, typ)
 			}
 			var reasons []string
@@ -277,48 +281,51 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
+// rolloutTests are TestRollout's cases: which hosts, serving the old
+// spec, update now and which hold.
+var rolloutTests = []struct {
+	name     string
+	entries  map[string]v1alpha1.Phase // hosts' entries with the old spec
+	current  map[string]v1alpha1.Phase // hosts' entries with the new spec
+	started  []string                  // prior placements that were told the new spec
+	fresh    []string                  // hosts with no version loaded
+	budget   int
+	updating []string // told the new spec now, serving the old one
+	held     []string
+	updated  int32
+}{
+	{name: "one at a time: the first host starts, the others hold",
+		entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseReady, "c": v1alpha1.PhaseReady}, budget: 1,
+		updating: []string{"a"}, held: []string{"b", "c"}},
+	{name: "one updating holds the rest back",
+		entries: map[string]v1alpha1.Phase{"b": v1alpha1.PhaseReady, "c": v1alpha1.PhaseReady},
+		current: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseLoading}, budget: 1,
+		updating: []string{"a"}, held: []string{"b", "c"}},
+	{name: "loading the new spec, the entry still names the old: updating, and holds the rest back",
+		entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseLoading, "b": v1alpha1.PhaseReady}, started: []string{"a"}, budget: 1,
+		updating: []string{"a"}, held: []string{"b"}},
+	{name: "told, not yet loading: still counts against the budget",
+		entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseReady}, started: []string{"a"}, budget: 1,
+		updating: []string{"a"}, held: []string{"b"}},
+	{name: "the next step once the first is updated",
+		entries: map[string]v1alpha1.Phase{"b": v1alpha1.PhaseReady, "c": v1alpha1.PhaseReady},
+		current: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}, budget: 1,
+		updating: []string{"b"}, held: []string{"c"}, updated: 1},
+	{name: "a budget of two: two at a time",
+		entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseReady, "c": v1alpha1.PhaseReady}, budget: 2,
+		updating: []string{"a", "b"}, held: []string{"c"}},
+	{name: "a host without the module loads the new spec at once, outside the budget",
+		entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseLoading}, fresh: []string{"b"}, budget: 1,
+		updating: []string{"a"}},
+}
+
 // TestRollout: a spec change updates the replicas in place, at most the
 // strategy's budget at a time; the rest hold the spec they run, Ready.
 func TestRollout(t *testing.T) {
 	now := metav1.NewTime(time.Unix(2000, 0))
 	oldArt := placement.Artifact{Image: "registry.test/m:v0"}
 	newArt := placement.Artifact{Image: testImage}
-	tests := []struct {
-		name     string
-		entries  map[string]v1alpha1.Phase // hosts' entries with the old spec
-		current  map[string]v1alpha1.Phase // hosts' entries with the new spec
-		started  []string                  // prior placements that were told the new spec
-		fresh    []string                  // hosts with no version loaded
-		budget   int
-		updating []string // told the new spec now, serving the old one
-		held     []string
-		updated  int32
-	}{
-		{name: "one at a time: the first host starts, the others hold",
-			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseReady, "c": v1alpha1.PhaseReady}, budget: 1,
-			updating: []string{"a"}, held: []string{"b", "c"}},
-		{name: "one updating holds the rest back",
-			entries: map[string]v1alpha1.Phase{"b": v1alpha1.PhaseReady, "c": v1alpha1.PhaseReady},
-			current: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseLoading}, budget: 1,
-			updating: []string{"a"}, held: []string{"b", "c"}},
-		{name: "loading the new spec, the entry still names the old: updating, and holds the rest back",
-			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseLoading, "b": v1alpha1.PhaseReady}, started: []string{"a"}, budget: 1,
-			updating: []string{"a"}, held: []string{"b"}},
-		{name: "told, not yet loading: still counts against the budget",
-			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseReady}, started: []string{"a"}, budget: 1,
-			updating: []string{"a"}, held: []string{"b"}},
-		{name: "the next step once the first is updated",
-			entries: map[string]v1alpha1.Phase{"b": v1alpha1.PhaseReady, "c": v1alpha1.PhaseReady},
-			current: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}, budget: 1,
-			updating: []string{"b"}, held: []string{"c"}, updated: 1},
-		{name: "a budget of two: two at a time",
-			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseReady, "c": v1alpha1.PhaseReady}, budget: 2,
-			updating: []string{"a", "b"}, held: []string{"c"}},
-		{name: "a host without the module loads the new spec at once, outside the budget",
-			entries: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseLoading}, fresh: []string{"b"}, budget: 1,
-			updating: []string{"a"}},
-	}
-	for _, tt := range tests {
+	for _, tt := range rolloutTests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := decideModule(2, nil)
 			oldHash, newHash := specHash(m, oldArt), specHash(m, newArt)

@@ -181,14 +181,11 @@ func (sl *statusLog) statuses() []v1alpha1.TinyModuleStatus {
 	return slices.Clone(sl.all)
 }
 
-// TestRolloutAndMove is the acceptance of rollouts and make-before-break:
-// a caller on one host calls a module with two replicas on two other
-// hosts at a steady rate while the module is upgraded to a new artifact,
-// then while one replica moves off a host that is cordoned. No call fails,
-// every reply is from the old or the new build, the upgrade goes one
-// replica at a time, the module never has fewer than one Ready replica,
-// and the replica leaving the cordoned host drains before it unloads.
-func TestRolloutAndMove(t *testing.T) {
+// rolloutBed is TestRolloutAndMove's bed: a caller host with relay, and
+// three server hosts of which two run versioned 1.0.0, which the caller's
+// host routes to. It returns 2.0.0's artifact and the caller host's client.
+func rolloutBed(t *testing.T) (*bed, testbed.Module, hostv1.HostServiceClient) {
+	t.Helper()
 	server := map[string]string{"role": "server"}
 	b := newBed(t, hostSpec{name: "caller", labels: map[string]string{"role": "caller"}},
 		hostSpec{name: "s1", labels: server}, hostSpec{name: "s2", labels: server}, hostSpec{name: "s3", labels: server})
@@ -203,7 +200,6 @@ func TestRolloutAndMove(t *testing.T) {
 	v2 := b.reg.PushBytes(t, read(e2e.WasmVersion(t, pkg, "2.0.0")), "tinyhost/versioned:2.0.0")
 	require.NotEqual(t, v1.Digest, v2.Digest)
 
-	tl := &timeline{start: time.Now()}
 	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "relay"}, Spec: v1alpha1.TinyModuleSpec{
 		Image: relay.Ref, HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "caller"}},
 		Capabilities: []v1alpha1.Capability{"messaging"}}})
@@ -218,6 +214,19 @@ func TestRolloutAndMove(t *testing.T) {
 			Payload: []byte(`{"to":"versioned/version/in","payload":{}}`)})
 		return err
 	})
+	return b, v2, caller
+}
+
+// TestRolloutAndMove is the acceptance of rollouts and make-before-break:
+// a caller on one host calls a module with two replicas on two other
+// hosts at a steady rate while the module is upgraded to a new artifact,
+// then while one replica moves off a host that is cordoned. No call fails,
+// every reply is from the old or the new build, the upgrade goes one
+// replica at a time, the module never has fewer than one Ready replica,
+// and the replica leaving the cordoned host drains before it unloads.
+func TestRolloutAndMove(t *testing.T) {
+	b, v2, caller := rolloutBed(t)
+	tl := &timeline{start: time.Now()}
 	statuses := watchStatus(t, b, "default", "versioned", tl)
 
 	k := startCalls(caller, "versioned/version/in")
@@ -225,6 +234,7 @@ func TestRolloutAndMove(t *testing.T) {
 	k.more(t, callRate)
 
 	// (a) The upgrade: another artifact, other bytes.
+	var m *v1alpha1.TinyModule
 	b.update(t, "default", "versioned", func(m *v1alpha1.TinyModule) { m.Spec.Image = v2.Ref })
 	tl.add("upgrade applied: image %s", v2.Ref)
 	eventually(t, 2*time.Minute, "both replicas on 2.0.0", func() error {
@@ -257,8 +267,15 @@ func TestRolloutAndMove(t *testing.T) {
 	k.halt()
 	tl.add("calls stopped")
 
-	took := k.end.Sub(k.start)
 	t.Logf("timeline:\n%s", tl)
+	checkRollout(t, k, statuses.statuses(), from)
+}
+
+// checkRollout checks TestRolloutAndMove's calls and the statuses the
+// module went through, from being the host cordoned.
+func checkRollout(t *testing.T, k *calls, statuses []v1alpha1.TinyModuleStatus, from string) {
+	t.Helper()
+	took := k.end.Sub(k.start)
 	t.Logf("%d calls in %v: %.0f calls/s, %d failed; replies %v", k.ok+k.failed, took.Round(time.Millisecond),
 		float64(k.ok+k.failed)/took.Seconds(), k.failed, k.replies)
 	assert.Zero(t, k.failed, "failed calls, the first: %q", k.errs)
@@ -269,7 +286,7 @@ func TestRolloutAndMove(t *testing.T) {
 	assert.Positive(t, k.replies["2.0.0"], "replies from the new build")
 
 	var oneUpdated, drained, unloading bool
-	for _, st := range statuses.statuses() {
+	for _, st := range statuses {
 		assert.GreaterOrEqual(t, st.ReadyReplicas, int32(1), "a status without a Ready replica: %s", shape(st))
 		oneUpdated = oneUpdated || (st.UpdatedReplicas == 1 && st.ReadyReplicas == 2)
 		for _, p := range st.Placements {
