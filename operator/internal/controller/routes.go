@@ -180,14 +180,16 @@ func (b *routeBook) forget(host string) {
 	delete(b.hosts, host)
 }
 
-// routing names a host, among those live says are live, whose table routes
-// module to addr, or left it out less than routeGrace before now; "" when
-// none does.
+// routing names the first host by name, among those live says are live,
+// whose table routes module to addr, or left it out less than routeGrace
+// before now; "" when none does. The first, so that the message that
+// names it does not change for nothing.
 func (b *routeBook) routing(module, addr string, now time.Time, live func(host string) bool) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := replicaAt{module, addr}
-	for name, e := range b.hosts {
+	for _, name := range slices.Sorted(maps.Keys(b.hosts)) {
+		e := b.hosts[name]
 		if !live(name) {
 			continue
 		}
