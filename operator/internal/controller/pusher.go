@@ -29,11 +29,12 @@ type pusher struct {
 	tables *tables
 	reader client.Reader
 	resync time.Duration
+	book   *routeBook // the host sync's
 	kick   chan struct{}
 }
 
-func newPusher(hs *hosts, t *tables, r client.Reader, resync time.Duration) *pusher {
-	return &pusher{hosts: hs, tables: t, reader: r, resync: resync, kick: make(chan struct{}, 1)}
+func newPusher(hs *hosts, t *tables, r client.Reader, resync time.Duration, book *routeBook) *pusher {
+	return &pusher{hosts: hs, tables: t, reader: r, resync: resync, book: book, kick: make(chan struct{}, 1)}
 }
 
 // changed says the tables changed: they are built again and pushed,
@@ -79,7 +80,7 @@ func (p *pusher) push(ctx context.Context, t table) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := pushTables(ctx, c, t, p.resync); err != nil {
+			if err := pushTables(ctx, c, t, p.resync, p.book); err != nil {
 				log.V(1).Info("push failed; the host's next convergence pushes again", "host", c.name, "error", err.Error())
 			}
 		}()

@@ -130,13 +130,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	leases := newHostLeases(lc)
-	tabs := &tables{}
-	push := newPusher(hs, tabs, c, o.Resync)
-	if err := mgr.Add(push); err != nil {
+	sync := &hostSync{Client: c, api: mgr.GetAPIReader(), opts: o, hosts: hs, descs: descs, loader: o.Loader,
+		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases, tables: &tables{}}
+	sync.pusher = newPusher(hs, sync.tables, c, o.Resync, &sync.book)
+	if err := mgr.Add(sync.pusher); err != nil {
 		return err
 	}
-	sync := &hostSync{Client: c, api: mgr.GetAPIReader(), opts: o, hosts: hs, descs: descs, loader: o.Loader,
-		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases, tables: tabs, pusher: push}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("tinyhost").
 		For(&v1alpha1.TinyHost{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
@@ -286,8 +285,8 @@ func (r *modules) named(ctx context.Context, name string) []reconcile.Request {
 
 // onHost brings back the modules a host change may concern: those placed
 // on it or listed in its status, those of the names of the modules it
-// loaded on its own, and those not fully placed (a host that appears or
-// becomes ready may take them).
+// loaded on its own, and those not fully placed or placed on every host
+// (a host that appears or becomes ready may take them).
 func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Request {
 	h := obj.(*v1alpha1.TinyHost)
 	seen := map[types.NamespacedName]bool{}
@@ -326,7 +325,8 @@ func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Req
 		return out
 	}
 	for _, m := range list.Items {
-		if !meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ConditionScheduled) || placedOn(&m, h.Name) {
+		every := m.Spec.Placement != nil && m.Spec.Placement.Mode == v1alpha1.PlacementEveryHost
+		if every || !meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ConditionScheduled) || placedOn(&m, h.Name) {
 			add(m.Namespace, m.Name)
 		}
 	}
@@ -409,7 +409,7 @@ func tableKey(m *v1alpha1.TinyModule) string {
 	}
 	var b strings.Builder
 	for _, p := range m.Status.Placements {
-		if p.Phase == v1alpha1.PhaseReady && p.Address != "" {
+		if (p.Phase == v1alpha1.PhaseReady || p.Phase == v1alpha1.PhaseDraining) && p.Address != "" {
 			b.WriteString(p.Address + ",")
 		}
 	}
