@@ -335,7 +335,8 @@ func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Req
 
 // moduleHandler brings back, on a TinyModule event, the hosts it
 // concerns: those it was or is placed on, when its placements or its spec
-// changed (they load, upgrade or unload it). When what the route table and
+// changed (they load, upgrade or unload it: host, phase, artifact, and the
+// spec hash a rollout moves from replica to replica). When what the route table and
 // wiring hold of it changed, it tells the pusher, which pushes them to
 // every host. A change of its status alone, its conditions or version,
 // brings back no host.
@@ -389,14 +390,14 @@ func placementHosts(m *v1alpha1.TinyModule) []string {
 
 // placementKey is what of a placement its host acts on.
 type placementKey struct {
-	Host, Artifact string
-	Phase          v1alpha1.Phase
+	Host, Artifact, SpecHash string
+	Phase                    v1alpha1.Phase
 }
 
 func placementKeys(m *v1alpha1.TinyModule) []placementKey {
 	out := make([]placementKey, len(m.Status.Placements))
 	for i, p := range m.Status.Placements {
-		out[i] = placementKey{Host: p.Host, Artifact: p.Artifact, Phase: p.Phase}
+		out[i] = placementKey{Host: p.Host, Artifact: p.Artifact, SpecHash: p.SpecHash, Phase: p.Phase}
 	}
 	return out
 }
