@@ -185,7 +185,7 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 	var errs []error
 	if t, err := r.tables.current(ctx, r.Client); err != nil {
 		errs = append(errs, err)
-	} else if err := pushTables(ctx, c, t, r.opts.Resync, &r.book); err != nil {
+	} else if err := pushTables(ctx, c, t, 0, &r.book); err != nil { // read, for the book
 		errs = append(errs, err)
 	}
 	errs = append(errs, r.apply(ctx, c, &plan)...)

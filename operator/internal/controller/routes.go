@@ -88,16 +88,17 @@ func wiringTable(mods []v1alpha1.TinyModule) []*hostv1.Wire {
 }
 
 // pushTables gives the host the current route table and wiring, t, when
-// what it has differs, and records in book the table the host has. A host
-// that got this version of the tables from this operator less than resync
-// ago is not asked (a host that restarts fails its probes, which forgets
-// what it got; resync bounds the rest). Generations are the time of the
+// what it has differs, and records in book the table the host has. With
+// resync above zero (the pusher), a host that got this version of the
+// tables less than resync ago is not asked (a host that restarts fails its
+// probes, which forgets what it got); a convergence (resync 0) always
+// reads the host's table, which the unloads waiting on the book need. Generations are the time of the
 // push, and always above the host's, so that a restarted operator (whose
 // count would start over) is not refused, while a late push of an older
 // table still is; see generation for a host's generation that no push of
 // ours gave.
 func pushTables(ctx context.Context, c *conn, t table, resync time.Duration, book *routeBook) error {
-	if c.tablesCurrent(t.version, resync) {
+	if resync > 0 && c.tablesCurrent(t.version, resync) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, tablesTimeout)
