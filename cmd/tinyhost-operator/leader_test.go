@@ -4,13 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -53,9 +48,9 @@ rules:
 	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--name", "h1"}})
 	require.NoError(t, env.Client.Create(ctx, &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: "h1"}, Spec: v1alpha1.TinyHostSpec{Address: h.Addr}}))
 
-	ops := map[string]*operatorProcess{}
+	ops := map[string]*e2e.Operator{}
 	for _, user := range []string{"operator-a", "operator-b"} {
-		ops[user] = startOperator(t, bin, env.UserKubeconfig(t, user, "system:masters"))
+		ops[user] = e2e.StartOperator(t, bin, env.UserKubeconfig(t, user, "system:masters"), "--leader-election-namespace=default")
 	}
 	var leader string
 	waitFor(ctx, t, "one operator to take the lease", func() bool {
@@ -72,7 +67,7 @@ rules:
 	}
 	t.Logf("%s leads, %s follows", leader, follower)
 	for user, op := range ops {
-		waitFor(ctx, t, user+" ready", func() bool { return op.ready() == nil })
+		waitFor(ctx, t, user+" ready", func() bool { return op.Ready() == nil })
 	}
 
 	// Work for the leader: a host to probe, a module to place.
@@ -84,7 +79,7 @@ rules:
 	assert.Positive(t, w[leader]["tinymodules/status"], "the leader writes the module's status")
 	assert.Empty(t, w[follower], "the follower writes nothing")
 
-	ops[leader].kill(t)
+	ops[leader].Kill(t)
 	killed := time.Now()
 	waitFor(ctx, t, follower+" to take the lease", func() bool {
 		return writes(t, auditLog)[follower]["leases/"+leaseName] > 0
@@ -165,68 +160,6 @@ func moduleObserved(ctx context.Context, t *testing.T, c client.Client, name str
 	waitFor(ctx, t, "the status of TinyModule "+name, func() bool {
 		return c.Get(ctx, client.ObjectKeyFromObject(m), m) == nil && m.Status.ObservedGeneration == m.Generation
 	})
-}
-
-// operatorProcess is the operator binary, running.
-type operatorProcess struct {
-	cmd    *exec.Cmd
-	probes string
-	logs   *e2e.LogBuffer
-	exited chan struct{}
-}
-
-// startOperator starts the binary with the kubeconfig and its defaults but
-// for the addresses it listens on and the namespace of its Lease.
-func startOperator(t *testing.T, bin, kubeconfig string) *operatorProcess {
-	t.Helper()
-	op := &operatorProcess{probes: freeAddr(t), logs: &e2e.LogBuffer{}, exited: make(chan struct{})}
-	op.cmd = exec.Command(bin, "--leader-election-namespace=default",
-		"--health-probe-bind-address="+op.probes, "--metrics-bind-address=0")
-	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	op.cmd.Stdout, op.cmd.Stderr = op.logs, op.logs
-	require.NoError(t, op.cmd.Start())
-	go func() { _ = op.cmd.Wait(); close(op.exited) }()
-	t.Cleanup(func() {
-		op.kill(t)
-		if t.Failed() {
-			t.Logf("operator log (%s):\n%s", kubeconfig, op.logs.String())
-		}
-	})
-	return op
-}
-
-func (op *operatorProcess) kill(t *testing.T) {
-	select {
-	case <-op.exited:
-		return
-	default:
-	}
-	_ = op.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-op.exited:
-	case <-time.After(10 * time.Second):
-		t.Errorf("the operator outlived SIGKILL for 10s")
-	}
-}
-
-func (op *operatorProcess) ready() error {
-	resp, err := http.Get("http://" + op.probes + "/readyz")
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("readyz: %s", resp.Status)
-	}
-	return nil
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // waitFor polls cond every 100ms until it holds or ctx ends.

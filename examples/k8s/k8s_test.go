@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -99,7 +96,11 @@ func TestKubernetes(t *testing.T) {
 	out = cp.kubectl(t, "apply", "--dry-run=server", "-k", "operator/config/default")
 	t.Logf("kubectl apply --dry-run=server -k operator/config/default (the operator runs as a process here):\n%s", out)
 
-	op := startOperator(t, operator, cp.kubeconfig, tls[operatorSecret])
+	// The operator as config/manager runs it, reaching hosts over mTLS.
+	certs := tls[operatorSecret]
+	opArgs := []string{"--zap-log-level=debug", "--host-tls-ca=" + filepath.Join(certs, "ca.crt"),
+		"--host-tls-cert=" + filepath.Join(certs, "tls.crt"), "--host-tls-key=" + filepath.Join(certs, "tls.key")}
+	op := e2e.StartOperator(t, operator, cp.kubeconfig, opArgs...)
 
 	// Three hosts that register themselves, on an address an EndpointSlice
 	// takes, with the flags of host-pods.yaml; host-3 renews a Lease of 2 s
@@ -320,8 +321,8 @@ func TestKubernetes(t *testing.T) {
 			before[name] = e2e.LoadedAt(ctx, t, c)
 			events.Watch(wctx, t, name, c, len(before[name]))
 		}
-		op.stop(t)
-		op = startOperator(outer, operator, cp.kubeconfig, tls[operatorSecret])
+		op.Stop(t)
+		op = e2e.StartOperator(outer, operator, cp.kubeconfig, opArgs...)
 		cp.waitLeader(ctx, t, op)
 		// Over a few probes of every host and a pass of both controllers,
 		// no host loads anything.
@@ -347,7 +348,7 @@ spec: {replicas: -1}
 		assert.Contains(t, out, "spec.replicas")
 		assert.Contains(t, out, "spec.image or spec.source is required")
 		t.Logf("kubectl apply -f bad.yaml:\n%s", out)
-		require.NoError(t, op.alive())
+		require.NoError(t, op.Ready())
 	})
 
 	t.Run("a TinyModule deleted: unloaded from every host", func(t *testing.T) {
@@ -509,7 +510,7 @@ func (cp *controlPlane) endpoints(ctx context.Context, ns, name string) (map[str
 }
 
 // waitLeader waits until the operator holds the lease and is ready.
-func (cp *controlPlane) waitLeader(ctx context.Context, t *testing.T, op *operatorProcess) {
+func (cp *controlPlane) waitLeader(ctx context.Context, t *testing.T, op *e2e.Operator) {
 	t.Helper()
 	waitFor(ctx, t, "the operator to lead", func() error {
 		var l coordinationv1.Lease
@@ -520,7 +521,7 @@ func (cp *controlPlane) waitLeader(ctx context.Context, t *testing.T, op *operat
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
 			return fmt.Errorf("no holder")
 		}
-		return op.ready()
+		return op.Ready()
 	})
 }
 
@@ -542,79 +543,6 @@ func startRegistry(t *testing.T) string {
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")
-}
-
-// operatorProcess is the operator binary, running.
-type operatorProcess struct {
-	cmd    *exec.Cmd
-	probes string
-	logs   *e2e.LogBuffer
-	exited chan struct{}
-	err    error
-}
-
-// startOperator starts the operator as the manifests run it: leader
-// election on (by default, its Lease in tinyhost-system), the hosts'
-// Leases watched in tinyhost-system, hosts reached over mTLS with the
-// certificates in the directory certs.
-func startOperator(t *testing.T, bin, kubeconfig, certs string) *operatorProcess {
-	t.Helper()
-	op := &operatorProcess{probes: freeAddr(t), logs: &e2e.LogBuffer{}, exited: make(chan struct{})}
-	op.cmd = exec.Command(bin, "--health-probe-bind-address="+op.probes, "--metrics-bind-address=0", "--zap-log-level=debug",
-		"--host-tls-ca="+filepath.Join(certs, "ca.crt"), "--host-tls-cert="+filepath.Join(certs, "tls.crt"), "--host-tls-key="+filepath.Join(certs, "tls.key"))
-	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	op.cmd.Stdout, op.cmd.Stderr = op.logs, op.logs
-	require.NoError(t, op.cmd.Start())
-	go func() { op.err = op.cmd.Wait(); close(op.exited) }()
-	t.Cleanup(func() {
-		op.stop(t)
-		if t.Failed() {
-			t.Logf("operator log:\n%s", op.logs.String())
-		}
-	})
-	return op
-}
-
-// stop sends SIGTERM and waits for a clean exit.
-func (op *operatorProcess) stop(t *testing.T) {
-	select {
-	case <-op.exited:
-		return
-	default:
-	}
-	_ = op.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-op.exited:
-		if op.err != nil {
-			t.Errorf("operator: %v\n%s", op.err, op.logs.String())
-		}
-	case <-time.After(30 * time.Second):
-		_ = op.cmd.Process.Kill()
-		<-op.exited
-		t.Errorf("the operator ignored SIGTERM for 30s")
-	}
-}
-
-// alive is nil while the operator runs.
-func (op *operatorProcess) alive() error {
-	select {
-	case <-op.exited:
-		return fmt.Errorf("the operator exited: %v\n%s", op.err, op.logs.String())
-	default:
-		return op.ready()
-	}
-}
-
-func (op *operatorProcess) ready() error {
-	resp, err := http.Get("http://" + op.probes + "/readyz")
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("readyz: %s", resp.Status)
-	}
-	return nil
 }
 
 // dial is a client of the host at addr with the certificates in the
@@ -653,12 +581,4 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() error) 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
 }

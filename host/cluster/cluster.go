@@ -171,7 +171,7 @@ func address(m *abi.Message) abi.Address {
 // deliver delivers msg to one of the replicas, trying the next one only
 // when a replica certainly did not run it.
 func (t *Transport) deliver(ctx context.Context, to api.Replicas, msg *abi.Message, wait bool) ([]byte, error) {
-	req := &hostv1.DeliverRequest{Message: messageProto(msg), Wait: wait}
+	req := &hostv1.DeliverRequest{Message: api.MessageProto(msg), Wait: wait}
 	n := to.Len()
 	var lastErr error
 	// Pass 0 tries the replicas whose connection is not failing, pass 1
@@ -238,17 +238,6 @@ func (t *Transport) peer(addr string) (*peerConn, error) {
 	t.peers.Store(&next)
 	t.log.Debug("connection to peer opened", "peer", addr)
 	return p, nil
-}
-
-func messageProto(m *abi.Message) *hostv1.Message {
-	out := &hostv1.Message{Module: m.Module, Component: m.Component, Port: m.Port, Payload: m.Payload}
-	if len(m.Metadata) > 0 {
-		out.Metadata = make([]*hostv1.KeyValue, len(m.Metadata))
-		for i, kv := range m.Metadata {
-			out.Metadata[i] = &hostv1.KeyValue{Key: kv.Key, Value: kv.Value}
-		}
-	}
-	return out
 }
 
 var _ api.Transport = (*Transport)(nil)

@@ -51,71 +51,82 @@ func TestFailover(t *testing.T) {
 		deadline = 5 * time.Second
 	)
 	var (
-		next, ok, failed, late, afterKill atomic.Int64
-		killed                            atomic.Bool
-		mu                                sync.Mutex
-		codesSeen                         = map[codes.Code]int{}
-		firstErr                          error
-		slowest                           time.Duration
+		next     atomic.Int64
+		tl       failoverTally
+		kill     = make(chan struct{})
+		killOnce sync.Once
+		wg       sync.WaitGroup
 	)
-	kill := make(chan struct{})
-	var killOnce sync.Once
-	var wg sync.WaitGroup
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := next.Add(1); i <= calls; i = next.Add(1) {
 				payload := fmt.Sprintf(`{"to":"hello/greeter/in","payload":{"name":"n%d"}}`, i)
 				ctx, cancel := context.WithTimeout(context.Background(), deadline)
 				start := time.Now()
 				resp, err := c1.Invoke(ctx, &hostv1.InvokeRequest{Module: "relay", Component: "relay", Port: "call", Payload: []byte(payload)})
-				d := time.Since(start)
 				cancel()
-				mu.Lock()
-				slowest = max(slowest, d)
-				if err != nil {
-					codesSeen[status.Code(err)]++
-					if firstErr == nil {
-						firstErr = err
-					}
-				}
-				mu.Unlock()
-				if d > deadline+time.Second {
-					late.Add(1)
-				}
-				switch {
-				case err != nil:
-					failed.Add(1)
-				case string(resp.GetPayload()) == fmt.Sprintf(`{"greeting":"Hello, n%d!"}`, i):
-					if ok.Add(1) == killAt {
-						killOnce.Do(func() { close(kill) })
-					}
-					if killed.Load() {
-						afterKill.Add(1)
-					}
-				default:
-					failed.Add(1)
+				want := fmt.Sprintf(`{"greeting":"Hello, n%d!"}`, i)
+				if tl.record(resp, err, want, time.Since(start), deadline) == killAt {
+					killOnce.Do(func() { close(kill) })
 				}
 			}
-		}()
+		})
 	}
 	ended := make(chan struct{})
 	go func() { wg.Wait(); close(ended) }()
 	select {
 	case <-kill:
 		h2.Signal(t, syscall.SIGKILL)
-		killed.Store(true)
+		tl.killed.Store(true)
 	case <-ended: // fewer than killAt replies: the asserts below say so
 	}
 	<-ended
 
 	t.Logf("calls %d: replies %d (%d after the kill), errors %d %v, late %d, slowest %v; first error: %v",
-		calls, ok.Load(), afterKill.Load(), failed.Load(), codesSeen, late.Load(), slowest, firstErr)
-	assert.Equal(t, int64(calls), ok.Load()+failed.Load(), "every call ends with a reply or an error")
-	assert.Zero(t, late.Load(), "no call outlives its deadline")
-	assert.LessOrEqual(t, failed.Load(), int64(workers), "only calls in flight on the killed host may fail")
-	assert.Greater(t, afterKill.Load(), int64(calls/2), "calls go on through host 3")
+		calls, tl.ok.Load(), tl.afterKill.Load(), tl.failed.Load(), tl.codes, tl.late.Load(), tl.slowest, tl.firstErr)
+	assert.Equal(t, int64(calls), tl.ok.Load()+tl.failed.Load(), "every call ends with a reply or an error")
+	assert.Zero(t, tl.late.Load(), "no call outlives its deadline")
+	assert.LessOrEqual(t, tl.failed.Load(), int64(workers), "only calls in flight on the killed host may fail")
+	assert.Greater(t, tl.afterKill.Load(), int64(calls/2), "calls go on through host 3")
+}
+
+// failoverTally counts how TestFailover's calls ended.
+type failoverTally struct {
+	ok, failed, late, afterKill atomic.Int64
+	killed                      atomic.Bool
+
+	mu       sync.Mutex
+	codes    map[codes.Code]int
+	firstErr error
+	slowest  time.Duration
+}
+
+// record counts one call that took d, and returns the number of right
+// replies so far when this one was right, else 0.
+func (tl *failoverTally) record(resp *hostv1.InvokeResponse, err error, want string, d, deadline time.Duration) int64 {
+	tl.mu.Lock()
+	tl.slowest = max(tl.slowest, d)
+	if err != nil {
+		if tl.codes == nil {
+			tl.codes = map[codes.Code]int{}
+		}
+		tl.codes[status.Code(err)]++
+		if tl.firstErr == nil {
+			tl.firstErr = err
+		}
+	}
+	tl.mu.Unlock()
+	if d > deadline+time.Second {
+		tl.late.Add(1)
+	}
+	if err != nil || string(resp.GetPayload()) != want {
+		tl.failed.Add(1)
+		return 0
+	}
+	if tl.killed.Load() {
+		tl.afterKill.Add(1)
+	}
+	return tl.ok.Add(1)
 }
 
 // TestCycle: a on host 1 and b on host 2 call each other; the message stops

@@ -3,7 +3,6 @@ package server
 import (
 	"time"
 
-	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
@@ -73,27 +72,4 @@ func limitsHost(l *hostv1.Limits) host.Limits {
 		QueueTimeout:   time.Duration(l.GetQueueTimeoutMs()) * time.Millisecond,
 		IdleTimeout:    time.Duration(l.GetIdleTimeoutMs()) * time.Millisecond,
 	}
-}
-
-func messageProto(m *abi.Message) *hostv1.Message {
-	out := &hostv1.Message{Module: m.Module, Component: m.Component, Port: m.Port, Payload: m.Payload}
-	if len(m.Metadata) > 0 {
-		out.Metadata = make([]*hostv1.KeyValue, len(m.Metadata))
-		for i, kv := range m.Metadata {
-			out.Metadata[i] = &hostv1.KeyValue{Key: kv.Key, Value: kv.Value}
-		}
-	}
-	return out
-}
-
-// metadataHost is the metadata of a message from the wire.
-func metadataHost(md []*hostv1.KeyValue) []abi.KV {
-	if len(md) == 0 {
-		return nil
-	}
-	out := make([]abi.KV, len(md))
-	for i, kv := range md {
-		out[i] = abi.KV{Key: kv.GetKey(), Value: kv.GetValue()}
-	}
-	return out
 }

@@ -34,7 +34,7 @@ func (s *Server) deliver(ctx context.Context, m *hostv1.Message, wait bool) ([]b
 	if m == nil {
 		return nil, status.Error(codes.InvalidArgument, "message is empty")
 	}
-	msg := abi.Message{Module: m.GetModule(), Component: m.GetComponent(), Port: m.GetPort(), Payload: m.GetPayload(), Metadata: metadataHost(m.GetMetadata())}
+	msg := api.MessageFromProto(m)
 	if err := checkTarget(msg.Module, msg.Component, msg.Port); err != nil {
 		return nil, err
 	}

@@ -254,7 +254,7 @@ func (s *Server) invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1
 		Component: req.GetComponent(),
 		Port:      req.GetPort(),
 		Payload:   req.GetPayload(),
-		Metadata:  metadataHost(req.GetMetadata()),
+		Metadata:  api.MetadataFromProto(req.GetMetadata()),
 	}
 	resp, err := s.h.Invoke(ctx, hreq)
 	if err != nil {
@@ -264,7 +264,7 @@ func (s *Server) invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1
 	if len(resp.Emitted) > 0 {
 		out.Emitted = make([]*hostv1.Message, len(resp.Emitted))
 		for i := range resp.Emitted {
-			out.Emitted[i] = messageProto(&resp.Emitted[i])
+			out.Emitted[i] = api.MessageProto(&resp.Emitted[i])
 		}
 	}
 	return out, nil
