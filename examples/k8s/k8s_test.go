@@ -88,18 +88,16 @@ func TestKubernetes(t *testing.T) {
 	// read them as their pods would.
 	ip := e2e.LocalIP(t)
 	tls := secrets(t, cp, ip)
-	invoke := tinyctlCreds(tls[clientSecret])
+	invoke := tls.tinyctl()
 	dir := manifests(t, reg)
-	podNameVerifies(t, filepath.Join(dir, "host-pods.yaml"), tls[hostSecret])
+	podNameVerifies(t, filepath.Join(dir, "host-pods.yaml"), tls.host)
 	out = cp.kubectl(t, "apply", "--dry-run=server", "-f", filepath.Join(dir, "host-pods.yaml"))
 	t.Logf("kubectl apply --dry-run=server -f host-pods.yaml (no pods run here):\n%s", out)
 	out = cp.kubectl(t, "apply", "--dry-run=server", "-k", "operator/config/default")
 	t.Logf("kubectl apply --dry-run=server -k operator/config/default (the operator runs as a process here):\n%s", out)
 
-	// The operator as config/manager runs it, reaching hosts over mTLS.
-	certs := tls[operatorSecret]
-	opArgs := []string{"--zap-log-level=debug", "--host-tls-ca=" + filepath.Join(certs, "ca.crt"),
-		"--host-tls-cert=" + filepath.Join(certs, "tls.crt"), "--host-tls-key=" + filepath.Join(certs, "tls.key")}
+	// The operator as config/manager runs it: hosts over mTLS.
+	opArgs := append([]string{"--zap-log-level=debug"}, tls.operatorArgs()...)
 	op := e2e.StartOperator(t, operator, cp.kubeconfig, opArgs...)
 
 	// Three hosts that register themselves, on an address an EndpointSlice
@@ -114,9 +112,8 @@ func TestKubernetes(t *testing.T) {
 		// capabilities: hostcalls, dropped into host-2's, calls echo.
 		args := []string{"--name", name, "--listen", ip + ":0", "--artifacts-plain-http", reg,
 			"--register", "--kubeconfig", hostKubeconfig, "--label", "topology.kubernetes.io/zone=" + zone,
-			"--capabilities", "log,config,messaging",
-			"--tls-cert", filepath.Join(tls[hostSecret], "tls.crt"), "--tls-key", filepath.Join(tls[hostSecret], "tls.key"),
-			"--tls-client-ca", filepath.Join(tls[hostSecret], "ca.crt"), "--peer-tls-ca", filepath.Join(tls[hostSecret], "ca.crt")}
+			"--capabilities", "log,config,messaging"}
+		args = append(args, tls.hostArgs()...)
 		if name == "host-3" {
 			args = append(args, "--lease-duration=2s", "--lease-renew-interval=500ms")
 		}
@@ -317,7 +314,7 @@ func TestKubernetes(t *testing.T) {
 		wctx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
 		for name, h := range hosts {
-			c := dial(t, h.Addr, tls[clientSecret])
+			c := dial(t, h.Addr, tls.client)
 			before[name] = e2e.LoadedAt(ctx, t, c)
 			events.Watch(wctx, t, name, c, len(before[name]))
 		}
@@ -330,7 +327,7 @@ func TestKubernetes(t *testing.T) {
 			"host events after the operator restarted")
 		assert.Empty(t, events.Seen(), "host events after the operator restarted")
 		for name, h := range hosts {
-			assert.Equal(t, before[name], e2e.LoadedAt(ctx, t, dial(t, h.Addr, tls[clientSecret])), "modules on %s and when they were loaded", name)
+			assert.Equal(t, before[name], e2e.LoadedAt(ctx, t, dial(t, h.Addr, tls.client)), "modules on %s and when they were loaded", name)
 		}
 		cp.kubectl(t, "wait", "--for=condition=Ready", "-n", "tinysystems", "--timeout=10s",
 			"tinymodule/hello", "tinymodule/common", "tinymodule/tally")
@@ -355,7 +352,7 @@ spec: {replicas: -1}
 		out := cp.kubectl(t, "delete", "tinymodule/hello", "-n", "tinysystems", "--timeout=1m")
 		t.Logf("kubectl delete:\n%s", out)
 		for name, h := range hosts {
-			_, loaded := e2e.LoadedAt(ctx, t, dial(t, h.Addr, tls[clientSecret]))["hello"]
+			_, loaded := e2e.LoadedAt(ctx, t, dial(t, h.Addr, tls.client))["hello"]
 			assert.False(t, loaded, "hello still loaded on %s", name)
 		}
 	})
@@ -555,16 +552,6 @@ func dial(t *testing.T, addr, certs string) hostv1.HostServiceClient {
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c.RPC()
-}
-
-// tinyctlCreds is tinyctl's environment for the certificates in the
-// directory certs.
-func tinyctlCreds(certs string) []string {
-	return []string{
-		"TINYCTL_TLS_CA=" + filepath.Join(certs, "ca.crt"),
-		"TINYCTL_TLS_CERT=" + filepath.Join(certs, "tls.crt"),
-		"TINYCTL_TLS_KEY=" + filepath.Join(certs, "tls.key"),
-	}
 }
 
 // waitFor polls cond every 100ms until it returns nil or ctx ends.

@@ -41,13 +41,37 @@ type certificate struct {
 	} `json:"spec"`
 }
 
+// creds are the Secrets of the manifests, each a directory holding its
+// keys as files: the Secret as a pod mounts it.
+type creds struct{ host, operator, client string }
+
+// hostArgs are the TLS flags of host-pods.yaml.
+func (c creds) hostArgs() []string {
+	return []string{"--tls-cert=" + filepath.Join(c.host, "tls.crt"), "--tls-key=" + filepath.Join(c.host, "tls.key"),
+		"--tls-client-ca=" + filepath.Join(c.host, "ca.crt"), "--peer-tls-ca=" + filepath.Join(c.host, "ca.crt")}
+}
+
+// operatorArgs are the host TLS flags of config/manager's Deployment.
+func (c creds) operatorArgs() []string {
+	return []string{"--host-tls-ca=" + filepath.Join(c.operator, "ca.crt"),
+		"--host-tls-cert=" + filepath.Join(c.operator, "tls.crt"), "--host-tls-key=" + filepath.Join(c.operator, "tls.key")}
+}
+
+// tinyctl is tinyctl's environment for the invoke certificate.
+func (c creds) tinyctl() []string {
+	return []string{
+		"TINYCTL_TLS_CA=" + filepath.Join(c.client, "ca.crt"),
+		"TINYCTL_TLS_CERT=" + filepath.Join(c.client, "tls.crt"),
+		"TINYCTL_TLS_KEY=" + filepath.Join(c.client, "tls.key"),
+	}
+}
+
 // secrets issues the certificates operator/config/certmanager asks
 // cert-manager for (organizations, usages, DNS names), with ip added to
 // the server certificates (the test's hosts advertise it, not the pods'
 // DNS names), and makes each Secret as operator/README.md says to without
-// cert-manager. It returns, by Secret name, a directory holding the
-// Secret's keys as files: the Secret as a pod mounts it.
-func secrets(t *testing.T, cp *controlPlane, ip string) map[string]string {
+// cert-manager.
+func secrets(t *testing.T, cp *controlPlane, ip string) creds {
 	t.Helper()
 	ca := e2e.NewCA(t, "tinyhost CA")
 	out := cp.kubectl(t, "kustomize", "operator/config/certmanager")
@@ -75,7 +99,7 @@ func secrets(t *testing.T, cp *controlPlane, ip string) map[string]string {
 	for _, name := range []string{hostSecret, operatorSecret, clientSecret} {
 		require.Contains(t, mounted, name, "operator/config/certmanager makes no Secret %s", name)
 	}
-	return mounted
+	return creds{host: mounted[hostSecret], operator: mounted[operatorSecret], client: mounted[clientSecret]}
 }
 
 // mount writes the keys of the Secret into a directory, one file each,
