@@ -159,6 +159,8 @@ func TestOptions(t *testing.T) {
 		{"empty token file", client.Options{TokenFile: empty}, "is empty"},
 		{"missing token file", client.Options{TokenFile: filepath.Join(dir, "nope")}, "token file"},
 		{"not PEM", client.Options{CAFile: notPEM}, "no PEM certificate"},
+		{"a token that needs TLS, over plaintext", client.Options{Token: "a", TokenNeedsTLS: true}, "only over TLS that verifies the host"},
+		{"a token that needs TLS, not verified", client.Options{Token: "a", TokenNeedsTLS: true, InsecureSkipVerify: true}, "only over TLS that verifies the host"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := client.New("127.0.0.1:1", tt.opts)

@@ -39,9 +39,11 @@ type Options struct {
 	// whitespace is trimmed); they exclude each other.
 	Token     string
 	TokenFile string
-	// TokenNeedsTLS refuses to send the token over a plaintext connection.
-	// Default false: a host on loopback or behind a mesh that terminates
-	// TLS is a normal setup, and the host decides what it accepts.
+	// TokenNeedsTLS sends the token only over TLS that verifies the host:
+	// options with a token and either no TLS or InsecureSkipVerify are
+	// refused (ErrOptions). Default false: a host on loopback or behind a
+	// mesh that terminates TLS is a normal setup, and the host decides
+	// what it accepts.
 	TokenNeedsTLS bool
 
 	// Keepalive pings the host on an idle connection (Time) and closes the
@@ -95,6 +97,9 @@ func (o Options) Resolve() (Options, error) {
 	}
 	o.TLS = o.TLSConfig != nil
 	o.CAFile, o.CertFile, o.KeyFile, o.InsecureSkipVerify = "", "", "", false
+	if o.Token != "" && o.TokenNeedsTLS && (o.TLSConfig == nil || o.TLSConfig.InsecureSkipVerify) {
+		return o, fmt.Errorf("%w: the token goes only over TLS that verifies the host, and this connection would not verify it", ErrOptions)
+	}
 	return o, nil
 }
 

@@ -27,9 +27,14 @@ type Options struct {
 	Logger hclog.Logger
 
 	// TLS, when set, is the client TLS configuration for peers (their CA,
-	// and this host's certificate for mTLS). Default nil: plaintext.
+	// and this host's certificate for mTLS, which for peers that take
+	// roles from certificates names the peer role). Default nil:
+	// plaintext.
 	TLS *tls.Config
-	// Token, when set, is the bearer token sent to peers. Default "".
+	// Token, when set, is the peer token (the peers' server.Options
+	// PeerToken), sent only over TLS that verifies the peer: with TLS nil
+	// or InsecureSkipVerify, deliveries fail rather than send it to a peer
+	// that was not authenticated. Default "".
 	Token string
 
 	// SendTimeout bounds a send (or a wired emit) to a remote module, which
@@ -93,7 +98,7 @@ func New(opts Options) *Transport {
 	}
 	t := &Transport{opts: opts, log: opts.Logger, known: map[string]bool{}}
 	t.dial = client.Options{
-		TLSConfig: opts.TLS, Token: opts.Token, TokenNeedsTLS: opts.TLS != nil,
+		TLSConfig: opts.TLS, Token: opts.Token, TokenNeedsTLS: true,
 		Keepalive:       keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true},
 		MaxMessageBytes: opts.MaxMessageBytes,
 	}

@@ -31,7 +31,9 @@
 // Options.SendTimeout.
 //
 // Peers are dialled with package host/client (its TLS, token and keepalive
-// options), and their errors read back with host/api.
+// options), and their errors read back with host/api. The token is the
+// peer role's (see package host/server), and goes only to peers whose TLS
+// certificate was verified, never over plaintext.
 //
 // # Retry
 //

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -12,11 +13,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/cluster"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
@@ -195,14 +198,68 @@ func TestWedgedPeer(t *testing.T) {
 	}
 }
 
-// TestPeerRefusesToken: a peer that refuses this host's token is DENIED at
-// once, not tried on every replica as if it were down.
-func TestPeerRefusesToken(t *testing.T) {
-	_, addr := serveHost(t, newHost(t, nil, host.Limits{}), server.Options{Token: "right"})
-	r := newPeers(t, cluster.Options{Token: "wrong"}, addr)
-	_, err := r.call(context.Background(), sleepMsg(1))
-	var ce *host.CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, host.KindDenied, ce.Kind, "%v", err)
-	assert.Contains(t, err.Error(), "invalid bearer token")
+// TestPeerCredentials: a host sends a peer the peer credential, token or
+// certificate, only over TLS that verified the peer; a peer that refuses
+// the credential, or finds it lacks the peer role, is DENIED at once, not
+// tried on every replica as if it were down.
+func TestPeerCredentials(t *testing.T) {
+	certs := e2e.NewCerts(t)
+	serverCert, err := tls.LoadX509KeyPair(certs.ServerCert, certs.ServerKey)
+	require.NoError(t, err)
+	pool, err := client.CertPool(certs.CA)
+	require.NoError(t, err)
+	creds := credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{serverCert}, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12,
+	})
+	_, addr := serveHost(t, newHost(t, nil, host.Limits{}, e2e.WasmBytes(t, e2e.Sleeper)), server.Options{
+		Token: "admin", PeerToken: "peer", ClientCertRoles: true, ServerOptions: []grpc.ServerOption{grpc.Creds(creds)},
+	})
+	verified := func(certFile, keyFile string) *tls.Config {
+		tc, err := client.TLSConfig(certs.CA, certFile, keyFile)
+		require.NoError(t, err)
+		return tc
+	}
+	unverified := verified("", "")
+	unverified.InsecureSkipVerify = true
+	for _, tt := range []struct {
+		name string
+		opts cluster.Options
+		kind host.Kind // 0: the call succeeds
+		want string
+	}{
+		{"peer token", cluster.Options{TLS: verified("", ""), Token: "peer"}, 0, ""},
+		{"peer certificate", cluster.Options{TLS: verified(certs.PeerCert, certs.PeerKey)}, 0, ""},
+		{"the host's own certificate, which names the peer role", cluster.Options{TLS: verified(certs.ServerCert, certs.ServerKey)}, 0, ""},
+		{"a wrong token", cluster.Options{TLS: verified("", ""), Token: "wrong"}, host.KindDenied, "invalid bearer token"},
+		{"the admin token", cluster.Options{TLS: verified("", ""), Token: "admin"}, host.KindDenied,
+			"DeliverStream needs the peer role; this credential has admin"},
+		{"an invoke certificate", cluster.Options{TLS: verified(certs.InvokeCert, certs.InvokeKey)}, host.KindDenied,
+			"DeliverStream needs the peer role; this credential has invoke"},
+		{"the peer token over TLS that does not verify", cluster.Options{TLS: unverified, Token: "peer"}, host.KindUnavailable,
+			"the token goes only over TLS that verifies the host"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newPeers(t, tt.opts, addr)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := r.call(ctx, sleepMsg(1))
+			if tt.kind == 0 {
+				require.NoError(t, err)
+				return
+			}
+			var ce *host.CallError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, tt.kind, ce.Kind, "%v", err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+
+	// A peer over plaintext, a listener that records what it receives,
+	// gets no token: the transport does not even connect.
+	rec := e2e.NewRecorder(t)
+	r := newPeers(t, cluster.Options{Token: "peer-token-for-nobody"}, rec.Addr)
+	_, err = r.call(context.Background(), sleepMsg(1))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the token goes only over TLS that verifies the host")
+	assert.False(t, rec.Received("peer-token-for-nobody"), "the plaintext listener received the token")
 }

@@ -4,60 +4,251 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/x509"
+	"fmt"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
+
+	"github.com/tinyhost/tinyhost/host/api"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
 
-// tokenAuth checks the bearer token of every call except the health
-// service's Check: readiness probes and load balancers rarely carry
-// credentials, and Check answers only SERVING or not for a name the caller
-// already knows. List names every loaded module and Watch follows one, so
-// they need the token like the host service.
-type tokenAuth struct {
-	sum [sha256.Size]byte
+// roleOpen marks a method anyone may call, without a credential.
+const roleOpen api.Role = ""
+
+// methodRoles is the role each method needs, for every method the server
+// serves; a method missing here is refused to everyone (a test checks
+// that none is missing). Reads of what runs (Info, ListModules, Watch,
+// health List and Watch, reflection) are invoke's: a client needs them to
+// find what it calls. Routes and wiring, read or written, are admin's:
+// they are the operator's, and they list every peer host's address, which
+// a client calling components has no use for.
+var methodRoles = map[string]api.Role{
+	hostv1.HostService_Info_FullMethodName:          api.RoleInvoke,
+	hostv1.HostService_ListModules_FullMethodName:   api.RoleInvoke,
+	hostv1.HostService_Watch_FullMethodName:         api.RoleInvoke,
+	hostv1.HostService_Invoke_FullMethodName:        api.RoleInvoke,
+	hostv1.HostService_InvokeStream_FullMethodName:  api.RoleInvoke,
+	hostv1.HostService_LoadModule_FullMethodName:    api.RoleAdmin,
+	hostv1.HostService_UnloadModule_FullMethodName:  api.RoleAdmin,
+	hostv1.HostService_SetRoutes_FullMethodName:     api.RoleAdmin,
+	hostv1.HostService_GetRoutes_FullMethodName:     api.RoleAdmin,
+	hostv1.HostService_SetWiring_FullMethodName:     api.RoleAdmin,
+	hostv1.HostService_GetWiring_FullMethodName:     api.RoleAdmin,
+	hostv1.HostService_Deliver_FullMethodName:       api.RolePeer,
+	hostv1.HostService_DeliverStream_FullMethodName: api.RolePeer,
+
+	// Probes and load balancers rarely carry credentials, and Check answers
+	// only SERVING or not for a name the caller already knows. List names
+	// every loaded module and Watch follows one.
+	grpc_health_v1.Health_Check_FullMethodName: roleOpen,
+	grpc_health_v1.Health_List_FullMethodName:  api.RoleInvoke,
+	grpc_health_v1.Health_Watch_FullMethodName: api.RoleInvoke,
+
+	reflectionv1.ServerReflection_ServerReflectionInfo_FullMethodName:      api.RoleInvoke,
+	reflectionv1alpha.ServerReflection_ServerReflectionInfo_FullMethodName: api.RoleInvoke,
 }
 
-func (a *tokenAuth) check(ctx context.Context, method string) error {
-	if method == grpc_health_v1.Health_Check_FullMethodName {
+// roles is a set of roles; admin includes invoke.
+type roles uint8
+
+const (
+	hasInvoke roles = 1 << iota
+	hasAdmin
+	hasPeer
+)
+
+func roleBit(r api.Role) roles {
+	switch r {
+	case api.RoleInvoke:
+		return hasInvoke
+	case api.RoleAdmin:
+		return hasAdmin | hasInvoke
+	case api.RolePeer:
+		return hasPeer
+	}
+	return 0
+}
+
+// has reports whether the set holds r.
+func (rs roles) has(r api.Role) bool {
+	b := roleBit(r)
+	return b != 0 && rs&b == b
+}
+
+// String names the roles of the set: "admin", "invoke and peer".
+func (rs roles) String() string {
+	var names []string
+	for _, r := range api.Roles {
+		if rs.has(r) && !(r == api.RoleInvoke && rs.has(api.RoleAdmin)) {
+			names = append(names, string(r))
+		}
+	}
+	if len(names) == 0 {
+		return "no role"
+	}
+	return strings.Join(names, " and ")
+}
+
+// auth checks every call against methodRoles: it finds the caller's roles
+// from its bearer token or its verified client certificate. With neither
+// tokens nor certificate roles configured every caller has every role.
+type auth struct {
+	tokens    []tokenRole
+	certRoles bool
+}
+
+type tokenRole struct {
+	sum  [sha256.Size]byte
+	role api.Role
+}
+
+// newAuth is the check of opts' credentials. Two roles may not share a
+// token: a peer's token that loads modules would defeat the roles.
+func newAuth(opts Options) (*auth, error) {
+	a := &auth{certRoles: opts.ClientCertRoles}
+	for _, t := range []struct {
+		token string
+		role  api.Role
+	}{{opts.Token, api.RoleAdmin}, {opts.InvokeToken, api.RoleInvoke}, {opts.PeerToken, api.RolePeer}} {
+		if t.token == "" {
+			continue
+		}
+		sum := sha256.Sum256([]byte(t.token))
+		for _, o := range a.tokens {
+			if o.sum == sum {
+				return nil, fmt.Errorf("server: the %s and %s roles have the same token: give each role its own", o.role, t.role)
+			}
+		}
+		a.tokens = append(a.tokens, tokenRole{sum: sum, role: t.role})
+	}
+	return a, nil
+}
+
+// open reports whether every caller has every role.
+func (a *auth) open() bool { return len(a.tokens) == 0 && !a.certRoles }
+
+func (a *auth) check(ctx context.Context, method string) error {
+	need, ok := methodRoles[method]
+	if !ok {
+		return status.Errorf(codes.PermissionDenied, "%s is in no role's list of methods: nobody may call it", rpcName(method))
+	}
+	if need == roleOpen || a.open() {
 		return nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get("authorization")
-	if len(vals) == 0 {
-		return status.Error(codes.Unauthenticated, `missing bearer token: send the metadata "authorization: Bearer <token>"`)
+	have, err := a.roles(ctx, method)
+	if err != nil {
+		return err
 	}
-	scheme, token, ok := strings.Cut(vals[0], " ")
-	if !ok || !strings.EqualFold(scheme, "bearer") {
-		return status.Error(codes.Unauthenticated, `malformed authorization: want "Bearer <token>"`)
-	}
-	// Comparing digests keeps the comparison constant-time in the token's
-	// length too.
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	if subtle.ConstantTimeCompare(sum[:], a.sum[:]) != 1 {
-		return status.Error(codes.Unauthenticated, "invalid bearer token")
+	if !have.has(need) {
+		return status.Errorf(codes.PermissionDenied, "%s needs the %s role; this credential has %s", rpcName(method), need, have)
 	}
 	return nil
 }
 
-func (a *tokenAuth) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+// roles are the caller's roles. A bearer token, when the host accepts
+// tokens, decides alone: a call that carries one asks for its role, and a
+// wrong one is a mistake to report, not to cover with the connection's
+// certificate. Without a token, a verified client certificate decides.
+func (a *auth) roles(ctx context.Context, method string) (roles, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if vals := md.Get("authorization"); len(vals) > 0 && len(a.tokens) > 0 {
+		return a.tokenRoles(vals[0])
+	}
+	if a.certRoles {
+		if cert := verifiedCert(ctx); cert != nil {
+			var rs roles
+			for _, org := range cert.Subject.Organization {
+				if r, ok := api.RoleOfOrganization(org); ok {
+					rs |= roleBit(r)
+				}
+			}
+			if rs == 0 {
+				return 0, status.Errorf(codes.PermissionDenied, "%s: the client certificate %q names no role: its Subject Organization must include %s",
+					rpcName(method), cert.Subject.CommonName, organizations())
+			}
+			return rs, nil
+		}
+	}
+	if len(a.tokens) == 0 {
+		return 0, status.Error(codes.Unauthenticated, "no verified client certificate: this host requires mTLS")
+	}
+	return 0, status.Error(codes.Unauthenticated, `missing bearer token: send the metadata "authorization: Bearer <token>"`)
+}
+
+func (a *auth) tokenRoles(val string) (roles, error) {
+	scheme, token, ok := strings.Cut(val, " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return 0, status.Error(codes.Unauthenticated, `malformed authorization: want "Bearer <token>"`)
+	}
+	// Comparing digests keeps the comparison constant-time in the token's
+	// length too; every configured token is compared.
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	var rs roles
+	for _, t := range a.tokens {
+		if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
+			rs |= roleBit(t.role)
+		}
+	}
+	if rs == 0 {
+		return 0, status.Error(codes.Unauthenticated, "invalid bearer token")
+	}
+	return rs, nil
+}
+
+// verifiedCert is the client certificate the TLS handshake verified
+// against the client CA, or nil when there is none (plaintext, TLS without
+// a client certificate).
+func verifiedCert(ctx context.Context) *x509.Certificate {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return nil
+	}
+	return info.State.VerifiedChains[0][0]
+}
+
+// organizations lists the organizations that grant a role.
+func organizations() string {
+	orgs := make([]string, len(api.Roles))
+	for i, r := range api.Roles {
+		orgs[i] = r.Organization()
+	}
+	return strings.Join(orgs[:len(orgs)-1], ", ") + " or " + orgs[len(orgs)-1]
+}
+
+// rpcName is a method's name in errors: "LoadModule" for HostService's,
+// "grpc.health.v1.Health/List" for the others.
+func rpcName(method string) string {
+	method = strings.TrimPrefix(method, "/")
+	if name, ok := strings.CutPrefix(method, hostv1.HostService_ServiceDesc.ServiceName+"/"); ok {
+		return name
+	}
+	return method
+}
+
+func (a *auth) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if err := a.check(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
 }
 
-func (a *tokenAuth) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (a *auth) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if err := a.check(ss.Context(), info.FullMethod); err != nil {
 		return err
 	}
 	return handler(srv, ss)
-}
-
-func newTokenAuth(token string) *tokenAuth {
-	return &tokenAuth{sum: sha256.Sum256([]byte(token))}
 }

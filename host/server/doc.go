@@ -2,7 +2,7 @@
 // tinyhost.host.v1.HostService of host/proto, the standard health service
 // (grpc.health.v1.Health) and server reflection.
 //
-//	srv, err := server.New(h, server.Options{Logger: log, Token: token})
+//	srv, err := server.New(h, server.Options{Logger: log, Token: adminToken, PeerToken: peerToken})
 //	go srv.Serve(lis)
 //	...
 //	srv.GracefulStop(ctx) // then h.Close(ctx)
@@ -53,14 +53,38 @@
 // InvokeStream, Deliver or DeliverStream is PERMISSION_DENIED whatever the
 // caller's credentials: only the host delivers there.
 //
-// # Authentication
+// # Roles
 //
-// With Options.Token set, every call must carry "authorization: Bearer
-// <token>", compared in constant time, or fails with UNAUTHENTICATED. The
-// health service is exempt: probes and load balancers rarely carry
+// Every method needs a role, from one table (auth.go) checked by one pair
+// of interceptors; a method missing from it is refused to everyone.
+//
+//	role     may call
+//	invoke   Invoke, InvokeStream, Info, ListModules, Watch, health List
+//	         and Watch, server reflection
+//	admin    all of invoke's, and LoadModule, UnloadModule, SetRoutes,
+//	         GetRoutes, SetWiring, GetWiring
+//	peer     Deliver, DeliverStream: host-to-host delivery, nothing else
+//	(none)   health Check
+//
+// A caller's role comes from its credential: the bearer token of a role
+// (Options.Token for admin, InvokeToken, PeerToken), sent as
+// "authorization: Bearer <token>" and compared in constant time; or, with
+// Options.ClientCertRoles, the client certificate the TLS handshake
+// verified, whose Subject Organization names its roles ("tinyhost:admin",
+// "tinyhost:invoke", "tinyhost:peer"; api.Role.Organization). A call that
+// carries a token is judged by the token alone; a certificate decides only
+// for calls without one. A call whose credential lacks the role fails with
+// PERMISSION_DENIED naming both ("LoadModule needs the admin role; this
+// credential has peer"), as does a verified certificate that names no
+// role; a call without a credential, or with a token the host does not
+// know, fails with UNAUTHENTICATED. With no token and no certificate roles
+// configured, every caller may call every method: a host on loopback, or
+// one told --insecure.
+//
+// Health Check is open: probes and load balancers rarely carry
 // credentials, and it answers only SERVING or not for a module name the
-// caller already knows. TLS and mTLS are the caller's
-// grpc.ServerOption (Options.ServerOptions).
+// caller already knows. TLS and mTLS are the caller's grpc.ServerOption
+// (Options.ServerOptions).
 //
 // # Health
 //

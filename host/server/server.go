@@ -36,10 +36,19 @@ type Options struct {
 	Version string
 	// Labels are reported by Info, for placement.
 	Labels map[string]string
-	// Token, when set, is the bearer token every call must carry in its
-	// "authorization: Bearer <token>" metadata; the health service is
-	// exempt. Default "": no token.
-	Token string
+	// Token, InvokeToken and PeerToken are the bearer tokens of the admin,
+	// invoke and peer roles, carried as "authorization: Bearer <token>";
+	// no two may be the same. ClientCertRoles takes the role of a client
+	// certificate, verified by the transport credentials of ServerOptions
+	// (mTLS), from its Subject Organization (api.Role.Organization). Set
+	// any of them and every call needs a credential with the role its
+	// method needs (health Check excepted; see "Roles" in the package
+	// doc). Default: none, and every caller may call every method.
+	Token       string
+	InvokeToken string
+	PeerToken   string
+	// ClientCertRoles: see Token.
+	ClientCertRoles bool
 
 	// MaxLoadBytes is the largest module LoadModule accepts. Default 64 MiB.
 	MaxLoadBytes int64
@@ -126,16 +135,13 @@ func New(h *host.Host, opts Options) (*Server, error) {
 	}
 	s.health = newHealthServer(h, s.stopping)
 
-	unary := []grpc.UnaryServerInterceptor{s.logUnary}
-	stream := []grpc.StreamServerInterceptor{s.logStream}
-	if opts.Token != "" {
-		auth := newTokenAuth(opts.Token)
-		unary = append(unary, auth.unary)
-		stream = append(stream, auth.stream)
+	auth, err := newAuth(opts)
+	if err != nil {
+		return nil, err
 	}
 	sopts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(unary...),
-		grpc.ChainStreamInterceptor(stream...),
+		grpc.ChainUnaryInterceptor(s.logUnary, auth.unary),
+		grpc.ChainStreamInterceptor(s.logStream, auth.stream),
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
 		// Calls run on workers that stay for the next call, not on a goroutine
 		// each, whose stack a guest call would grow by copying every time; a

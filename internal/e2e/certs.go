@@ -14,17 +14,31 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
-// Certs are PEM files of a throwaway PKI: a CA, a server certificate for
-// 127.0.0.1 and localhost, and a client certificate, all signed by the CA;
-// and a client certificate signed by another CA that the server does not
-// trust.
+// Certs are PEM files of a throwaway PKI: a CA; a server certificate for
+// 127.0.0.1 and localhost, good for clients too, with the peer role (a
+// host presents its server certificate to its peers); a client
+// certificate for each role (api.Role.Organization in its Subject
+// Organization) and one with no role; and a client certificate signed by
+// another CA that the server does not trust. Issue makes more of the CA.
 type Certs struct {
-	CA                     string
-	ServerCert, ServerKey  string
+	CA                    string
+	ServerCert, ServerKey string
+	AdminCert, AdminKey   string
+	InvokeCert, InvokeKey string
+	PeerCert, PeerKey     string
+	NoRoleCert, NoRoleKey string // verified, but naming no role
+	// ClientCert and ClientKey are AdminCert and AdminKey: the client
+	// certificate of tests that need one and do not care which role.
 	ClientCert, ClientKey  string
 	StrangerCert, Stranger string // a client certificate and key of another CA
+
+	dir   string
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
 }
 
 // NewCerts writes a fresh PKI into a temporary directory.
@@ -33,12 +47,27 @@ func NewCerts(t testing.TB) Certs {
 	dir := t.TempDir()
 	ca, caKey := newCA(t, "tinyhost test CA")
 	other, otherKey := newCA(t, "someone else's CA")
-	c := Certs{CA: filepath.Join(dir, "ca.pem")}
+	c := Certs{CA: filepath.Join(dir, "ca.pem"), dir: dir, ca: ca, caKey: caKey}
 	writePEM(t, c.CA, "CERTIFICATE", ca.Raw)
-	c.ServerCert, c.ServerKey = issue(t, dir, "server", ca, caKey, true)
-	c.ClientCert, c.ClientKey = issue(t, dir, "client", ca, caKey, false)
-	c.StrangerCert, c.Stranger = issue(t, dir, "stranger", other, otherKey, false)
+	c.ServerCert, c.ServerKey = issue(t, dir, "server", ca, caKey, true, []string{api.RolePeer.Organization()})
+	c.AdminCert, c.AdminKey = c.Issue(t, "admin", api.RoleAdmin)
+	c.InvokeCert, c.InvokeKey = c.Issue(t, "invoke", api.RoleInvoke)
+	c.PeerCert, c.PeerKey = c.Issue(t, "peer", api.RolePeer)
+	c.NoRoleCert, c.NoRoleKey = issue(t, dir, "norole", ca, caKey, false, []string{"system:masters", "tinyhost:root"})
+	c.ClientCert, c.ClientKey = c.AdminCert, c.AdminKey
+	c.StrangerCert, c.Stranger = issue(t, dir, "stranger", other, otherKey, false, []string{api.RoleAdmin.Organization()})
 	return c
+}
+
+// Issue writes a client certificate of the CA named name (its Common Name
+// and file names) with roles in its Subject Organization.
+func (c Certs) Issue(t testing.TB, name string, roles ...api.Role) (certFile, keyFile string) {
+	t.Helper()
+	orgs := make([]string, len(roles))
+	for i, r := range roles {
+		orgs[i] = r.Organization()
+	}
+	return issue(t, c.dir, name, c.ca, c.caKey, false, orgs)
 }
 
 var serial atomic.Int64
@@ -73,16 +102,17 @@ func newCA(t testing.TB, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	return cert, key
 }
 
-func issue(t testing.TB, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, server bool) (certFile, keyFile string) {
+func issue(t testing.TB, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, server bool, orgs []string) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := template(name)
+	tmpl.Subject.Organization = orgs
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 		tmpl.DNSNames = []string{"localhost"}
 	} else {

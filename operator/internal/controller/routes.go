@@ -82,7 +82,8 @@ func wiringTable(mods []v1alpha1.TinyModule) []*hostv1.Wire {
 // pushTables gives the host the current route table and wiring, when what
 // it has differs. Generations are the time of the push, and always above
 // the host's, so that a restarted operator (whose count would start over)
-// is not refused, while a late push of an older table still is.
+// is not refused, while a late push of an older table still is; see
+// generation for a host's generation that no push of ours gave.
 func pushTables(ctx context.Context, c *conn, mods []v1alpha1.TinyModule) error {
 	ctx, cancel := context.WithTimeout(ctx, tablesTimeout)
 	defer cancel()
@@ -92,7 +93,7 @@ func pushTables(ctx context.Context, c *conn, mods []v1alpha1.TinyModule) error 
 		return fmt.Errorf("host %s: get routes: %w", c.name, err)
 	}
 	if !sameList(got.GetRoutes(), routes) {
-		gen := generation(got.GetGeneration())
+		gen := generation(got.GetGeneration(), time.Now())
 		if _, err := c.client.SetRoutes(ctx, gen, routes); err != nil {
 			return fmt.Errorf("host %s: set routes: %w", c.name, err)
 		}
@@ -104,16 +105,31 @@ func pushTables(ctx context.Context, c *conn, mods []v1alpha1.TinyModule) error 
 		return fmt.Errorf("host %s: get wiring: %w", c.name, err)
 	}
 	if !sameList(gw.GetWires(), wires) {
-		gen := generation(gw.GetGeneration())
-		if _, err := c.client.SetWiring(ctx, gen, wires); err != nil {
+		gen := generation(gw.GetGeneration(), time.Now())
+		resp, err := c.client.SetWiring(ctx, gen, wires)
+		if err != nil {
 			return fmt.Errorf("host %s: set wiring: %w", c.name, err)
+		}
+		// wiringTable leaves out what api.CheckWire refuses, so a refusal
+		// here is a host that checks more than this operator knows of.
+		for _, w := range resp.GetRefused() {
+			logf.FromContext(ctx).Info("host refused a wire", "host", c.name, "from", w.GetFrom(), "to", w.GetTo(), "reason", w.GetReason())
 		}
 	}
 	return nil
 }
 
-func generation(host uint64) uint64 {
-	return max(uint64(time.Now().UnixNano()), host+1)
+// generation is the generation of a push at now over a host's table of
+// generation host. A host generation more than a day ahead of the clock
+// was not given by an operator (another admin client set it, say
+// 2^64-1, above which nothing can follow): the push is 0, which a host
+// always accepts, so that no client can lock the operator out.
+func generation(host uint64, now time.Time) uint64 {
+	t := uint64(now.UnixNano())
+	if host > t+uint64(24*time.Hour) {
+		return 0
+	}
+	return max(t, host+1)
 }
 
 func sameList[T proto.Message](a, b []T) bool {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,7 @@ func TestRoutes(t *testing.T) {
 
 	t.Run("routes follow a module that moves", func(t *testing.T) {
 		from := readyOn(tm)[0]
+		b.lastGeneration(ctx, t)
 		to := map[string]string{"host-b": "host-c", "host-c": "host-b"}[from]
 		b.updateHost(t, from, func(h *v1alpha1.TinyHost) { h.Labels["role"] = "none" })
 		eventually(t, time.Minute, "tally on "+to, func() error {
@@ -97,6 +99,19 @@ func TestRoutes(t *testing.T) {
 		require.NoError(t, err)
 		eventually(t, 10*time.Second, "the items counted on the new host", total(b.hosts[to].Addr))
 	})
+}
+
+// lastGeneration sets every host's route table again at the last
+// generation there is, as another admin client could: the operator's
+// pushes must still land.
+func (b *bed) lastGeneration(ctx context.Context, t *testing.T) {
+	t.Helper()
+	for name, h := range b.hosts {
+		got, err := h.Client.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
+		require.NoError(t, err)
+		_, err = h.Client.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: math.MaxUint64, Routes: got.GetRoutes()})
+		require.NoError(t, err, name)
+	}
 }
 
 // tablesEverywhere waits until every host has the route table.
@@ -200,6 +215,28 @@ func TestWiringTableDropsBadWires(t *testing.T) {
 			tt.m.Spec.Wiring = nil
 			setWired(&tt.m, &st, now)
 			assert.Nil(t, meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired), "no wiring, no condition")
+		})
+	}
+}
+
+// TestGeneration: a push is above the host's generation, and replaces
+// unconditionally (0) a generation that no operator's clock gave.
+func TestGeneration(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	ns := uint64(now.UnixNano())
+	for _, c := range []struct {
+		name       string
+		host, want uint64
+	}{
+		{"a fresh host", 0, ns},
+		{"the host is behind the clock", ns - 1000, ns},
+		{"the host is ahead (another operator's clock)", ns + 1000, ns + 1001},
+		{"an hour ahead", ns + uint64(time.Hour), ns + uint64(time.Hour) + 1},
+		{"two days ahead: not an operator's", ns + uint64(48*time.Hour), 0},
+		{"the last generation there is", math.MaxUint64, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, generation(c.host, now))
 		})
 	}
 }

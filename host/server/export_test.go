@@ -1,0 +1,17 @@
+package server
+
+import "github.com/tinyhost/tinyhost/host/api"
+
+// Methods are the full names of every method s serves, of every service.
+func (s *Server) Methods() []string {
+	var out []string
+	for svc, info := range s.grpc.GetServiceInfo() {
+		for _, m := range info.Methods {
+			out = append(out, "/"+svc+"/"+m.Name)
+		}
+	}
+	return out
+}
+
+// MethodRoles is the table of the role each method needs; "" is open.
+func MethodRoles() map[string]api.Role { return methodRoles }
