@@ -88,6 +88,18 @@ func Wasm(t testing.TB, pkg string) string {
 	})
 }
 
+// WasmVersion builds the component module at pkg like Wasm, with its
+// main.version variable set to version (-ldflags -X): two builds of one
+// module, with other bytes, that say which they are.
+func WasmVersion(t testing.TB, pkg, version string) string {
+	t.Helper()
+	return build(t, "wasm:"+pkg+"@"+version, filepath.Base(pkg)+"-"+version+".wasm", func(out string) *exec.Cmd {
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags=-X main.version="+version, "-o", out, "./"+pkg)
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		return cmd
+	})
+}
+
 // WasmBytes is Wasm's file, read.
 func WasmBytes(t testing.TB, pkg string) []byte {
 	t.Helper()

@@ -47,8 +47,7 @@ func TestAPI(t *testing.T) {
 		var m v1alpha1.TinyModule
 		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: "tinysystems", Name: "common-module-v1"}, &m))
 		assert.Equal(t, "ghcr.io/tiny-systems/common-module:v1.0.0", m.Spec.Image)
-		require.NotNil(t, m.Spec.Replicas)
-		assert.Equal(t, int32(1), *m.Spec.Replicas, "replicas defaults to 1")
+		assert.Nil(t, m.Spec.Replicas, "replicas stays absent (meaning one): placement mode EveryHost refuses it, so it has no default")
 
 		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: "tinysystems", Name: "hello"}, &m))
 		assert.JSONEq(t, `{"greeting":"Hello"}`, string(m.Spec.Config.Raw))
@@ -175,7 +174,7 @@ func TestAPI(t *testing.T) {
 		assert.Regexp(t, `tinysystems\s+common-module-v1\s+True\s+1\.0\.0\s+10\.0\.12\.7:50051\s`, out)
 		out, err = env.Kubectl(ctx, "get", "tm", "-n", "tinysystems", "-o", "wide")
 		require.NoError(t, err)
-		assert.Equal(t, []string{"NAME", "READY", "VERSION", "ADDRESS", "AGE", "STATE", "REPLICAS", "AVAILABLE", "IMAGE", "PROVIDED-BY"}, strings.Fields(firstLine(out)))
+		assert.Equal(t, []string{"NAME", "READY", "VERSION", "ADDRESS", "AGE", "STATE", "REPLICAS", "AVAILABLE", "UPDATED", "IMAGE", "PROVIDED-BY"}, strings.Fields(firstLine(out)))
 
 		h := &v1alpha1.TinyHost{}
 		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Name: "edge-1"}, h))
@@ -251,6 +250,11 @@ spec: {image: r/m:v1}`, "be at most 63 characters"},
 			{"a capability twice", `spec: {image: r/m:v1, capabilities: [log, log]}`, `spec.capabilities[1]: Duplicate value: "log"`},
 			{"a provided module that names an image", `spec: {providedBy: h1, image: r/m:v1}`, "a module provided by a host names no artifact"},
 			{"a provided module with host mappings", `spec: {providedBy: h1, hostMappings: [{abi: 1, image: r/m:v1}]}`, "spec.image, spec.source and spec.hostMappings must be empty with spec.providedBy"},
+			{"every host and replicas", `spec: {image: r/m:v1, replicas: 2, placement: {mode: EveryHost}}`, "spec.replicas and spec.placement.mode EveryHost conflict"},
+			{"an unknown placement mode", `spec: {image: r/m:v1, placement: {mode: Somewhere}}`, `spec.placement.mode: Unsupported value: "Somewhere"`},
+			{"a provided module with a placement", `spec: {providedBy: h1, placement: {mode: EveryHost}}`, "spec.placement must be empty with spec.providedBy"},
+			{"a negative maxSurge", `spec: {image: r/m:v1, strategy: {maxSurge: -1}}`, "maxSurge must be a number >= 0 or a percentage"},
+			{"a maxUnavailable that is neither", `spec: {image: r/m:v1, strategy: {maxUnavailable: "half"}}`, "maxUnavailable must be a number >= 0 or a percentage"},
 			{"a host address without a port", `spec: {address: host.example}`, "address must be host:port"},
 			{"a host with negative capacity", `spec: {address: "h:1", capacity: {modules: -1}}`, "spec.capacity.modules in body should be greater than or equal to 0"},
 		}
@@ -287,6 +291,8 @@ spec: {replicas: -1}
 			`spec: {image: r/m:v1, capabilities: [log, config, timer, messaging]}`,
 			`spec: {image: r/m:v1, capabilities: ["messaging:a", "messaging:b.c-d_e/x_1", "messaging:` + strings.Repeat("m", 63) + "/" + strings.Repeat("c", 63) + `"]}`,
 			`spec: {image: r/m:v1, capabilities: [none]}`,
+			`spec: {image: r/m:v1, placement: {mode: EveryHost}, hostSelector: {matchLabels: {tier: edge}}}`,
+			`spec: {image: r/m:v1, replicas: 3, placement: {mode: Replicas}, strategy: {maxSurge: 25%, maxUnavailable: 1}}`,
 			`metadata: {name: "abbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}
 spec: {image: r/m:v1}`,
 			`spec: {address: "[::1]:50051", unschedulable: true, capacity: {modules: 0, memory: 512Mi}}`,

@@ -54,8 +54,10 @@ type TinyHostSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[^\\\\s/]+:[0-9]{1,5}$')",message="address must be host:port"
 	Address string `json:"address"`
 
-	// Unschedulable keeps new modules off the host; modules placed there
-	// stay, as on a cordoned Node.
+	// Unschedulable cordons and drains the host: no new modules go there,
+	// and each module placed there moves to another host that can take it,
+	// Ready there before it leaves this one (make-before-break); a module
+	// no other host can take stays.
 	//
 	// +optional
 	Unschedulable bool `json:"unschedulable,omitempty"`

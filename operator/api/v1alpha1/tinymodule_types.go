@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // TinyModule asks for a module to run on tinyhost hosts and publishes where
@@ -32,6 +33,7 @@ import (
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,priority=1
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`,priority=1
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.readyReplicas`,priority=1
+// +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.updatedReplicas`,priority=1
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
 // +kubebuilder:printcolumn:name="Provided-By",type=string,JSONPath=`.spec.providedBy`,priority=1
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z][a-z0-9._-]{0,62}$')",message="metadata.name is the module's name on hosts: it must start with a lower-case letter, use only a-z, 0-9, '-' and '.', and be at most 63 characters"
@@ -60,6 +62,8 @@ type TinyModuleList struct {
 // +kubebuilder:validation:XValidation:rule="!(has(self.image) && has(self.source))",message="spec.image and spec.source are mutually exclusive: name the artifact one way"
 // +kubebuilder:validation:XValidation:rule="has(self.providedBy) || has(self.image) || has(self.source) || (has(self.hostMappings) && size(self.hostMappings) > 0 && self.hostMappings.all(m, has(m.image) || has(m.source)))",message="spec.image or spec.source is required (or an image or source in every host mapping)"
 // +kubebuilder:validation:XValidation:rule="!has(self.providedBy) || !(has(self.image) || has(self.source) || has(self.hostMappings))",message="a module provided by a host names no artifact: spec.image, spec.source and spec.hostMappings must be empty with spec.providedBy"
+// +kubebuilder:validation:XValidation:rule="!(has(self.placement) && self.placement.mode == 'EveryHost' && has(self.replicas))",message="spec.replicas and spec.placement.mode EveryHost conflict: an every-host module runs once on each selected host; remove one"
+// +kubebuilder:validation:XValidation:rule="!has(self.providedBy) || !has(self.placement)",message="a module provided by a host runs on that host only: spec.placement must be empty with spec.providedBy"
 // +kubebuilder:validation:XValidation:rule="has(self.providedBy) == has(oldSelf.providedBy) && (!has(self.providedBy) || self.providedBy == oldSelf.providedBy)",message="spec.providedBy is immutable"
 type TinyModuleSpec struct {
 	// ProvidedBy is the name of the TinyHost that loaded the module on its
@@ -90,13 +94,26 @@ type TinyModuleSpec struct {
 	Source *Source `json:"source,omitempty"`
 
 	// Replicas is how many hosts run the module; each host runs it at most
-	// once. Zero unloads it everywhere and keeps the object.
+	// once. Zero unloads it everywhere and keeps the object. Absent means
+	// one, or, with placement mode EveryHost (which refuses it), one on
+	// every selected host.
 	//
 	// +optional
-	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1024
 	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Placement chooses how the module's hosts are counted: a number of
+	// replicas (the default), or every selected host.
+	//
+	// +optional
+	Placement *PlacementPolicy `json:"placement,omitempty"`
+
+	// Strategy bounds how a change of what hosts load (artifact, limits,
+	// capabilities, config) rolls across the replicas.
+	//
+	// +optional
+	Strategy *RolloutStrategy `json:"strategy,omitempty"`
 
 	// HostSelector selects the TinyHosts, by their labels, that may run the
 	// module. Absent, every host may.
@@ -158,6 +175,63 @@ type TinyModuleSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
 	Wiring []Wire `json:"wiring,omitempty"`
+}
+
+// PlacementMode says how many hosts run a module.
+//
+// +kubebuilder:validation:Enum=Replicas;EveryHost
+type PlacementMode string
+
+const (
+	// PlacementReplicas runs spec.replicas replicas on the hosts placement
+	// picks.
+	PlacementReplicas PlacementMode = "Replicas"
+	// PlacementEveryHost runs the module once on every ready, schedulable
+	// host its hostSelector and hostMappings match, like a DaemonSet or
+	// KMM's per-node modules: a host that joins or starts to match gets
+	// it, a host that leaves, is cordoned or stops matching loses it.
+	PlacementEveryHost PlacementMode = "EveryHost"
+)
+
+// PlacementPolicy chooses the placement mode.
+type PlacementPolicy struct {
+	// Mode is Replicas (spec.replicas hosts) or EveryHost (every selected
+	// host; spec.replicas must be absent).
+	//
+	// +optional
+	// +kubebuilder:default=Replicas
+	Mode PlacementMode `json:"mode,omitempty"`
+}
+
+// RolloutStrategy bounds a rollout, as a Deployment's RollingUpdate does:
+// the replicas are updated in steps of at most maxSurge + maxUnavailable
+// (at least one), each step starting when the replicas of the step before
+// are Ready with the new spec or were refused by their host (placement
+// then moves them). A host updates its replica in place: it loads the new
+// version beside the old one, which keeps serving until the new one is
+// ready and then finishes the calls in flight, so an updating replica
+// stays Ready and a rollout never takes a replica out of the routes.
+// The defaults, maxUnavailable 0 and maxSurge 1, update one replica at a
+// time. Moves are make-before-break whatever the strategy: a replica
+// leaving a host stays there, Draining, until its replacement is Ready.
+type RolloutStrategy struct {
+	// MaxUnavailable: replicas the rollout may update at once on top of
+	// maxSurge, as a number or a percentage of the replicas (rounded
+	// down). Default 0.
+	//
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]{1,3}%$')",message="maxUnavailable must be a number >= 0 or a percentage such as 25%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// MaxSurge: replicas that may run the new version beside the old one
+	// (updating in place) at once, as a number or a percentage of the
+	// replicas (rounded up). Default 1.
+	//
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]{1,3}%$')",message="maxSurge must be a number >= 0 or a percentage such as 25%"
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
 }
 
 // Source is a module's wasm file at an https URL, verified by its digest.
@@ -350,6 +424,12 @@ type TinyModuleStatus struct {
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 
+	// UpdatedReplicas is how many of them are Ready with the current spec;
+	// during a rollout the others still run the previous one.
+	//
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+
 	// Placements are the hosts the module is placed on, one entry per host.
 	//
 	// +optional
@@ -454,6 +534,13 @@ type Placement struct {
 	// +optional
 	Digest string `json:"digest,omitempty"`
 
+	// SpecHash identifies the spec the host is to run here (artifact,
+	// limits, capabilities, config): during a rollout, a replica not yet
+	// updated keeps the previous one.
+	//
+	// +optional
+	SpecHash string `json:"specHash,omitempty"`
+
 	// Message says why the phase is what it is, when that needs saying.
 	//
 	// +optional
@@ -489,7 +576,7 @@ const (
 
 // Phase is where a module stands on one host.
 //
-// +kubebuilder:validation:Enum=Pending;Loading;Ready;Failed;Unloading;Unmanaged
+// +kubebuilder:validation:Enum=Pending;Loading;Ready;Draining;Failed;Unloading;Unmanaged
 type Phase string
 
 const (
@@ -499,9 +586,15 @@ const (
 	PhaseLoading Phase = "Loading"
 	// PhaseReady: loaded and serving.
 	PhaseReady Phase = "Ready"
+	// PhaseDraining: the module is leaving the host (cordoned, no longer
+	// selected, moved) and serves there, routed, until its replacement
+	// elsewhere is Ready; then it becomes Unloading.
+	PhaseDraining Phase = "Draining"
 	// PhaseFailed: the host refused or lost it; Message says why.
 	PhaseFailed Phase = "Failed"
-	// PhaseUnloading: no longer placed there, being unloaded.
+	// PhaseUnloading: no longer placed there, being unloaded: every
+	// host's routes leave it out, and the host unloads it once no host's
+	// route table names it there any more.
 	PhaseUnloading Phase = "Unloading"
 	// PhaseUnmanaged: loaded by the host on its own (from its modules
 	// directory, or a load not the operator's), not by the operator, which

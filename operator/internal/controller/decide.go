@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
@@ -76,7 +77,8 @@ func prior(m *v1alpha1.TinyModule, hosts map[string]*v1alpha1.TinyHost, now meta
 				pr.failed = append(pr.failed, p)
 			}
 			continue
-		case v1alpha1.PhaseUnloading:
+		case v1alpha1.PhaseUnloading, v1alpha1.PhaseDraining:
+			// Leaving the host: placement decides as if it were gone.
 			continue
 		}
 		if a, ok := artifactNamed(m, p.Artifact); ok {
@@ -95,39 +97,135 @@ func prior(m *v1alpha1.TinyModule, hosts map[string]*v1alpha1.TinyHost, now meta
 
 // placed turns the assignments into placements, each in the phase its
 // host's status entry says, followed by the failed ones, sorted by host.
-// added are the hosts the module was not on.
-func placed(m *v1alpha1.TinyModule, as []placement.Assignment, hosts map[string]*v1alpha1.TinyHost, pr priorPlacements, now metav1.Time) (ps []v1alpha1.Placement, added []string) {
+// added are the hosts the module was not on; updated counts the
+// placements Ready with the current spec.
+//
+// A placement whose host serves a previous spec of the module is updated
+// in place, at most budget of them at a time (see rollout); the others
+// hold the spec they run (their SpecHash), which the host sync leaves
+// loaded. A host keeps serving the previous version while it loads the
+// new one, so such a placement stays Ready, and routed, throughout.
+func placed(m *v1alpha1.TinyModule, as []placement.Assignment, hosts map[string]*v1alpha1.TinyHost, pr priorPlacements, budget int, now metav1.Time) (ps []v1alpha1.Placement, added []string, updated int32) {
+	var waiting []int // placements serving a previous spec, not yet updating
+	inFlight := 0
 	for _, a := range as {
 		h := hosts[a.Host]
-		p := v1alpha1.Placement{Host: a.Host, Address: h.Spec.Address, Artifact: a.Artifact.String(), Phase: v1alpha1.PhasePending}
-		if e := entryOf(h, m); e != nil && e.SpecHash == specHash(m, a.Artifact) {
-			switch e.Phase {
-			case v1alpha1.PhaseReady:
-				p.Phase, p.Digest = v1alpha1.PhaseReady, e.Digest
-			case v1alpha1.PhaseLoading:
-				p.Phase, p.Message = v1alpha1.PhaseLoading, e.Message
-			}
-		}
+		hash := specHash(m, a.Artifact)
+		p := v1alpha1.Placement{Host: a.Host, Address: h.Spec.Address, Artifact: a.Artifact.String(), Phase: v1alpha1.PhasePending, SpecHash: hash}
 		o, had := pr.on[a.Host]
+		e := entryOf(h, m)
+		// serving: the host has a version loaded, which serves while the
+		// host loads another (the entry's hash is the new one's only once
+		// loaded).
+		serving := e != nil && e.Digest != "" && (e.Phase == v1alpha1.PhaseReady || e.Phase == v1alpha1.PhaseLoading)
+		switch {
+		case e == nil:
+		case e.SpecHash == hash && e.Phase == v1alpha1.PhaseReady:
+			p.Phase, p.Digest = v1alpha1.PhaseReady, e.Digest
+			updated++
+		case serving && (e.Phase == v1alpha1.PhaseLoading || (had && o.SpecHash == hash)):
+			// Updating in place: the host loads only the spec it is told.
+			p.Phase, p.Digest, p.Message = v1alpha1.PhaseReady, e.Digest, msgUpdating
+			inFlight++
+		case serving:
+			// Held at its spec unless the rollout reaches it below.
+			p.Phase, p.Digest = v1alpha1.PhaseReady, e.Digest
+			p.SpecHash, p.Artifact, p.Message = e.SpecHash, e.Artifact, msgHeld
+			waiting = append(waiting, len(ps))
+		case e.SpecHash == hash && e.Phase == v1alpha1.PhaseLoading:
+			p.Phase, p.Message = v1alpha1.PhaseLoading, e.Message
+		}
 		if had && o.Phase == p.Phase && o.LastTransitionTime != nil {
 			p.LastTransitionTime = o.LastTransitionTime
 		} else {
 			p.LastTransitionTime = &now
 		}
-		if !had || o.Phase == v1alpha1.PhaseFailed || o.Phase == v1alpha1.PhaseUnloading {
+		if !had || o.Phase == v1alpha1.PhaseFailed || o.Phase == v1alpha1.PhaseUnloading || o.Phase == v1alpha1.PhaseDraining {
 			added = append(added, a.Host)
 		}
 		ps = append(ps, p)
 	}
+	for _, i := range waiting[:min(len(waiting), max(budget-inFlight, 0))] {
+		ps[i].SpecHash, ps[i].Artifact, ps[i].Message = specHash(m, as[i].Artifact), as[i].Artifact.String(), msgUpdating
+	}
 	ps = append(ps, pr.failed...)
 	slices.SortFunc(ps, func(a, b v1alpha1.Placement) int { return strings.Compare(a.Host, b.Host) })
-	return ps, added
+	return ps, added, updated
+}
+
+// Messages of Ready placements during a rollout.
+const (
+	msgUpdating = "updating in place: the previous version serves until the new one is ready"
+	msgHeld     = "runs the previous spec until the rollout reaches it"
+)
+
+// rollout is how many replicas of the module may update in place at once:
+// spec.strategy's maxSurge (default 1, a percentage of want rounded up)
+// plus maxUnavailable (default 0, rounded down), at least one.
+func rollout(m *v1alpha1.TinyModule, want int) int {
+	surge, unavailable := intstr.FromInt32(1), intstr.FromInt32(0)
+	if s := m.Spec.Strategy; s != nil {
+		if s.MaxSurge != nil {
+			surge = *s.MaxSurge
+		}
+		if s.MaxUnavailable != nil {
+			unavailable = *s.MaxUnavailable
+		}
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(&surge, want, true)
+	if err != nil {
+		n = 1
+	}
+	u, err := intstr.GetScaledValueFromIntOrPercent(&unavailable, want, false)
+	if err != nil {
+		u = 0
+	}
+	return max(n+u, 1)
+}
+
+// leaving are the module's placements so far on hosts the decision left
+// out (a cordoned host, one no longer selected, a scale-down): make-
+// before-break. A placement that serves there stays, Draining and routed,
+// until every new placement is Ready (replaced); then it is Unloading,
+// left out of the routes, until its host has unloaded it (its status
+// entry is gone). A placement that did not serve, or whose host is not
+// ready, is dropped at once.
+func leaving(m *v1alpha1.TinyModule, ps []v1alpha1.Placement, hosts map[string]*v1alpha1.TinyHost, pr priorPlacements, replaced bool, now metav1.Time) []v1alpha1.Placement {
+	var out []v1alpha1.Placement
+	for _, o := range pr.on {
+		if slices.ContainsFunc(ps, func(p v1alpha1.Placement) bool { return p.Host == o.Host }) {
+			continue
+		}
+		h := hosts[o.Host]
+		e := entryOf(h, m)
+		if e == nil || !hostReady(h) || e.Phase == v1alpha1.PhaseUnmanaged {
+			continue
+		}
+		serving := e.Phase == v1alpha1.PhaseReady || (e.Phase == v1alpha1.PhaseLoading && e.Digest != "")
+		p := o
+		switch {
+		case (o.Phase == v1alpha1.PhaseReady || o.Phase == v1alpha1.PhaseDraining) && serving && !replaced:
+			p.Phase, p.Message = v1alpha1.PhaseDraining, "leaving: serves until its replacement is ready"
+		case o.Phase == v1alpha1.PhaseReady || o.Phase == v1alpha1.PhaseDraining || o.Phase == v1alpha1.PhaseUnloading:
+			p.Phase, p.Message = v1alpha1.PhaseUnloading, "left out of the routes; unloaded once no host routes to it"
+		default:
+			continue
+		}
+		if p.Phase != o.Phase || o.LastTransitionTime == nil {
+			p.LastTransitionTime = &now
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.Placement) int { return strings.Compare(a.Host, b.Host) })
+	return out
 }
 
 // summarize counts st's placements by phase into its replica counts, its
 // Scheduled, Ready and Degraded conditions and its state, want replicas
-// being asked for and dec being placement's decision. It returns the
-// Event to emit, if any.
+// being asked for, st.UpdatedReplicas of them running the current spec,
+// and dec being placement's decision. The module is Ready when want
+// replicas are, with the current spec: during a rollout it is
+// Progressing. It returns the Event to emit, if any.
 func summarize(st *v1alpha1.TinyModuleStatus, set setCondition, want int32, dec placement.Decision) []note {
 	var ready, loading, pending, failed int32
 	for _, p := range st.Placements {
@@ -155,11 +253,14 @@ func summarize(st *v1alpha1.TinyModuleStatus, set setCondition, want int32, dec 
 		}
 	}
 	readyMsg := fmt.Sprintf("%d/%d replicas ready", ready, want)
+	updated := st.UpdatedReplicas
 	switch {
 	case want == 0:
 		set(v1alpha1.ConditionReady, true, reasonNoReplicas, "0 replicas asked for: unloaded everywhere")
-	case ready >= want:
+	case ready >= want && updated >= want:
 		set(v1alpha1.ConditionReady, true, reasonReady, readyMsg)
+	case ready >= want:
+		set(v1alpha1.ConditionReady, false, reasonUpdating, fmt.Sprintf("%s, %d with the current spec; rolling out", readyMsg, updated))
 	case loading > 0:
 		set(v1alpha1.ConditionReady, false, reasonLoading, readyMsg+"; loading on "+describe(st.Placements, v1alpha1.PhaseLoading))
 	case pending > 0:
@@ -178,8 +279,10 @@ func summarize(st *v1alpha1.TinyModuleStatus, set setCondition, want int32, dec 
 		set(v1alpha1.ConditionDegraded, false, reasonAsExpected, "")
 	}
 	switch {
-	case ready >= want:
+	case ready >= want && updated >= want:
 		st.State = v1alpha1.StateReady
+	case ready >= want:
+		st.State = v1alpha1.StateProgressing
 	case ready > 0 && (failed > 0 || unplaced > 0):
 		st.State = v1alpha1.StateDegraded
 	case ready > 0 || loading > 0:

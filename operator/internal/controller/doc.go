@@ -8,13 +8,20 @@
 //     version, components, ready replicas, conditions, a summary state,
 //     and the inventory and generations of status.go. A module a host
 //     provides (provided.go) is not placed: its placement is that host.
+//     Moves are make-before-break (leaving in decide.go): a replica
+//     leaving a host stays there, Draining and routed, until its
+//     replacement is Ready, then Unloading, out of the routes. A spec
+//     change rolls out in place in steps of spec.strategy (rollout and
+//     placed): replicas not reached yet keep the spec they run
+//     (placement specHash), which the host sync leaves loaded.
 //     Its finalizer holds a deleted module until every ready host has
 //     unloaded it.
 //   - hostSync (hostsync.go) writes TinyHost status. It keeps one gRPC
 //     connection per host and probes it (hosts.go), and takes a host whose
 //     Lease expired for gone (lease.go); it loads what is placed on the
 //     host through a Loader (loader.go), unloads what is no longer placed
-//     there (never what the host loaded on its own), and records each
+//     there (never what the host loaded on its own) once no live host's
+//     route table routes to it there (routeBook, routes.go), and records each
 //     module it manages with the hash of the spec it loaded (spec.go), so
 //     that nothing is loaded twice for one spec, across operator restarts
 //     too.

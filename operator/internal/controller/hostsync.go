@@ -54,6 +54,8 @@ type hostSync struct {
 	loader Loader
 	events recorder.EventRecorder
 	leases *hostLeases
+	// book is every host's route table, for the unloads that wait on it.
+	book routeBook
 }
 
 // job is one load for one host.
@@ -73,6 +75,8 @@ type hostPlan struct {
 	unloads []string
 	// loaded is what the host has, by name, kept current by apply.
 	loaded map[string]*hostv1.Module
+	// waiting counts the unloads apply held back for the routes.
+	waiting int
 }
 
 func (r *hostSync) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -80,6 +84,7 @@ func (r *hostSync) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if err := r.Get(ctx, req.NamespacedName, &h); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.hosts.remove(req.Name)
+			r.book.forget(req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -166,10 +171,13 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 		}
 		st = h.Status.DeepCopy()
 	}
-	errs := r.apply(ctx, c, &plan)
-	if err := pushTables(ctx, c, mods.Items); err != nil {
+	// Routes first: a replica being unloaded here must have left this
+	// host's table too (apply waits until it left every host's).
+	var errs []error
+	if err := pushTables(ctx, c, mods.Items, &r.book); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, r.apply(ctx, c, &plan)...)
 	st.Modules = plan.sorted()
 	st.Allocated = allocated(plan.loaded)
 	if err := r.writeRetrying(ctx, h, st, probedAt); err != nil {
@@ -180,6 +188,9 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 	}
 	if err := errors.Join(errs...); err != nil {
 		return ctrl.Result{}, err
+	}
+	if plan.waiting > 0 {
+		return ctrl.Result{RequeueAfter: routeGrace / 4}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
 }
@@ -209,6 +220,7 @@ func (r *hostSync) drain(ctx context.Context, h *v1alpha1.TinyHost) (ctrl.Result
 		}
 	}
 	r.hosts.remove(h.Name)
+	r.book.forget(h.Name)
 	controllerutil.RemoveFinalizer(h, HostFinalizer)
 	if err := r.Update(ctx, h); err != nil {
 		return requeueOnConflict(err)
@@ -218,7 +230,10 @@ func (r *hostSync) drain(ctx context.Context, h *v1alpha1.TinyHost) (ctrl.Result
 
 // apply runs the plan's loads, a few at a time, then its unloads, and
 // updates the plan's entries with the outcome. It returns the errors worth
-// a retry; a load refused for good is recorded in its entry instead.
+// a retry; a load refused for good is recorded in its entry instead. An
+// unload waits (plan.waiting counts it) while a live host's route table
+// still routes the module here, or did less than routeGrace ago, so that
+// no call is routed to a module that is gone.
 func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 	log := logf.FromContext(ctx)
 	var (
@@ -256,7 +271,16 @@ func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 		}()
 	}
 	wg.Wait()
+	live := func(host string) bool {
+		hc := r.hosts.get(host)
+		return hc != nil && hc.state().Ready
+	}
 	for _, name := range plan.unloads {
+		if by := r.book.routing(name, c.address, time.Now(), live); by != "" {
+			plan.entries[name].Message = "waiting until host " + by + " no longer routes to it"
+			plan.waiting++
+			continue
+		}
 		uctx, cancel := context.WithTimeout(ctx, unloadTimeout)
 		err := c.client.Unload(uctx, name)
 		cancel()
@@ -310,6 +334,16 @@ func (plan *hostPlan) place(host string, m *v1alpha1.TinyModule, prior map[strin
 	}
 	pr, had := prior[m.Name]
 	a := plan.loaded[m.Name]
+	if pl.Phase == v1alpha1.PhaseDraining {
+		// Leaving, and serving until its replacement is ready: kept as
+		// it is.
+		if had && a != nil && pr.Namespace == m.Namespace {
+			e := pr
+			fillActual(&e, a)
+			plan.entries[m.Name] = &e
+		}
+		return
+	}
 	if a != nil && pr.Namespace == "" {
 		// Loaded, and no entry says the operator loaded it (it writes
 		// the entry first): the host's own, which no TinyModule
@@ -341,6 +375,9 @@ func (plan *hostPlan) place(host string, m *v1alpha1.TinyModule, prior map[strin
 		return // the spec changed; the placement follows
 	}
 	hash := specHash(m, art)
+	if pl.SpecHash != "" && pl.SpecHash != hash {
+		return // held at the spec it runs until the rollout reaches it
+	}
 	switch {
 	case had && a != nil && pr.Phase == v1alpha1.PhaseReady && pr.SpecHash == hash && pr.Digest == a.GetDigest():
 		// loaded, as asked

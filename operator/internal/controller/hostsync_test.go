@@ -182,7 +182,7 @@ func (b *bed) converged(t *testing.T, modules ...string) {
 			slices.Sort(want)
 			on := b.loadedOn(t, name)
 			got := slices.Sorted(maps.Keys(on))
-			if !slices.Equal(got, want) || int32(len(want)) != *m.Spec.Replicas {
+			if !slices.Equal(got, want) || int32(len(want)) != wanted(m) {
 				return fmt.Errorf("%s: loaded on %v, ready on %v", name, got, want)
 			}
 		}

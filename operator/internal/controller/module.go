@@ -33,6 +33,7 @@ const (
 	reasonReady        = "Ready"
 	reasonPending      = "Pending"
 	reasonLoading      = "Loading"
+	reasonUpdating     = "Updating"
 	reasonLoadFailed   = "LoadFailed"
 	reasonAsExpected   = "AsExpected"
 	reasonDeleting     = "Deleting"
@@ -172,12 +173,22 @@ func (r *modules) decidePlacement(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyH
 	dec := placement.Place(mod, r.placementHosts(m, mod, hosts, all), placement.Options{SpreadLabel: r.opts.SpreadLabel})
 
 	d := decision{events: pr.events}
+	want := wanted(m)
+	if mod.EveryHost {
+		want = int32(len(dec.Assignments))
+	}
 	var added []string
-	st.Placements, added = placed(m, dec.Assignments, byName, pr, now)
+	st.Placements, added, st.UpdatedReplicas = placed(m, dec.Assignments, byName, pr, rollout(m, int(want)), now)
 	if len(added) > 0 {
 		d.events = append(d.events, note{corev1.EventTypeNormal, reasonPlaced, "Place", "placed on " + strings.Join(added, ", ")})
 	}
-	d.events = append(d.events, summarize(&st, set, wanted(m), dec)...)
+	d.events = append(d.events, summarize(&st, set, want, dec)...)
+	// Make-before-break: what leaves a host stays there until replaced.
+	replaced := st.ReadyReplicas >= int32(len(dec.Assignments))
+	if gone := leaving(m, st.Placements, byName, pr, replaced, now); len(gone) > 0 {
+		st.Placements = append(st.Placements, gone...)
+		slices.SortFunc(st.Placements, func(a, b v1alpha1.Placement) int { return strings.Compare(a.Host, b.Host) })
+	}
 	onModule, onHosts := noteClash(m, mod.Taken, old, &st, now)
 	d.events, d.hostEvents = append(d.events, onModule...), onHosts
 	st.Address = ""

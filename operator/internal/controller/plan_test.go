@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ func entry(m v1alpha1.TinyModule, phase v1alpha1.Phase, digest string) v1alpha1.
 
 // changed is m after change.
 func changed(m v1alpha1.TinyModule, change func(m *v1alpha1.TinyModule)) v1alpha1.TinyModule {
+	m.Status.Placements = slices.Clone(m.Status.Placements)
 	change(&m)
 	return m
 }
@@ -59,6 +61,10 @@ var (
 	planMoved    = changed(planned("a", "ns", v1alpha1.PhaseReady, "h"), func(m *v1alpha1.TinyModule) {
 		m.Status.Placements[0].Artifact = "registry.test/m:old"
 	})
+	planDraining  = changed(planReconfigured, func(m *v1alpha1.TinyModule) { m.Status.Placements[0].Phase = v1alpha1.PhaseDraining })
+	planHeld      = changed(planReconfigured, func(m *v1alpha1.TinyModule) { m.Status.Placements[0].SpecHash = testHash(planA) })
+	planUpdating  = changed(planReconfigured, func(m *v1alpha1.TinyModule) { m.Status.Placements[0].SpecHash = testHash(planReconfigured) })
+	planUnloading = changed(planA, func(m *v1alpha1.TinyModule) { m.Status.Placements[0].Phase = v1alpha1.PhaseUnloading })
 )
 
 // planHostTests are TestPlanHost's cases, on host "h".
@@ -85,6 +91,18 @@ var planHostTests = []struct {
 	{name: "the spec changed: reload", mods: []v1alpha1.TinyModule{planReconfigured},
 		prior: []v1alpha1.HostModule{entry(planA, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("a", "sha256:1")},
 		loads: []string{"a"}},
+	{name: "draining: kept as loaded, even behind the spec", mods: []v1alpha1.TinyModule{planDraining},
+		prior: []v1alpha1.HostModule{entry(planA, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("a", "sha256:1")},
+		phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}},
+	{name: "held by the rollout at the spec it runs: no reload", mods: []v1alpha1.TinyModule{planHeld},
+		prior: []v1alpha1.HostModule{entry(planA, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("a", "sha256:1")},
+		phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}},
+	{name: "reached by the rollout: reload", mods: []v1alpha1.TinyModule{planUpdating},
+		prior: []v1alpha1.HostModule{entry(planA, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("a", "sha256:1")},
+		loads: []string{"a"}, phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseLoading}},
+	{name: "unloading: unload", mods: []v1alpha1.TinyModule{planUnloading},
+		prior: []v1alpha1.HostModule{entry(planA, v1alpha1.PhaseReady, "sha256:1")}, actual: []*hostv1.Module{loaded("a", "sha256:1")},
+		unloads: []string{"a"}, phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseUnloading}},
 	{name: "refused for good for this spec: not again", mods: []v1alpha1.TinyModule{planA},
 		prior:  []v1alpha1.HostModule{entry(planA, v1alpha1.PhaseFailed, "")},
 		phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseFailed}},

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -21,10 +22,17 @@ import (
 // tablesTimeout bounds the calls that read and replace a host's tables.
 const tablesTimeout = 10 * time.Second
 
+// routeGrace is how long a host's route table must have left a module's
+// replica out before that replica is unloaded: a call that picked the
+// replica from the table before it changed is on its way to it (queued on
+// a delivery stream, say) and must find it loaded.
+const routeGrace = 2 * time.Second
+
 // routeTable is what every host needs to send a message to a module of
 // another host: each module's name and the gRPC addresses of the hosts
-// where it is ready, sorted by module and address. A module without a
-// ready replica is absent, so that a call to it fails at once instead of
+// where it is ready or draining (serving until its replacement is ready),
+// sorted by module and address. A module without a serving replica is
+// absent, so that a call to it fails at once instead of
 // waiting on a host that does not serve it. TinyModules that lost a name
 // conflict have no placements and add nothing.
 func routeTable(mods []v1alpha1.TinyModule) []*hostv1.Route {
@@ -35,7 +43,7 @@ func routeTable(mods []v1alpha1.TinyModule) []*hostv1.Route {
 			continue
 		}
 		for _, p := range m.Status.Placements {
-			if p.Phase == v1alpha1.PhaseReady && p.Address != "" {
+			if (p.Phase == v1alpha1.PhaseReady || p.Phase == v1alpha1.PhaseDraining) && p.Address != "" {
 				byModule[m.Name] = append(byModule[m.Name], p.Address)
 			}
 		}
@@ -83,8 +91,9 @@ func wiringTable(mods []v1alpha1.TinyModule) []*hostv1.Wire {
 // it has differs. Generations are the time of the push, and always above
 // the host's, so that a restarted operator (whose count would start over)
 // is not refused, while a late push of an older table still is; see
-// generation for a host's generation that no push of ours gave.
-func pushTables(ctx context.Context, c *conn, mods []v1alpha1.TinyModule) error {
+// generation for a host's generation that no push of ours gave. book
+// records the table the host has.
+func pushTables(ctx context.Context, c *conn, mods []v1alpha1.TinyModule, book *routeBook) error {
 	ctx, cancel := context.WithTimeout(ctx, tablesTimeout)
 	defer cancel()
 	routes := routeTable(mods)
@@ -92,11 +101,13 @@ func pushTables(ctx context.Context, c *conn, mods []v1alpha1.TinyModule) error 
 	if err != nil {
 		return fmt.Errorf("host %s: get routes: %w", c.name, err)
 	}
+	book.set(c.name, got.GetRoutes(), time.Now())
 	if !sameList(got.GetRoutes(), routes) {
 		gen := generation(got.GetGeneration(), time.Now())
 		if _, err := c.client.SetRoutes(ctx, gen, routes); err != nil {
 			return fmt.Errorf("host %s: set routes: %w", c.name, err)
 		}
+		book.set(c.name, routes, time.Now())
 		logf.FromContext(ctx).V(1).Info("routes set", "generation", gen, "routes", describeRoutes(routes))
 	}
 	wires := wiringTable(mods)
@@ -117,6 +128,82 @@ func pushTables(ctx context.Context, c *conn, mods []v1alpha1.TinyModule) error 
 		}
 	}
 	return nil
+}
+
+// routeBook remembers the route table each host has, as the host sync
+// last read or set it, and when each replica left it, so that a replica
+// is unloaded only once no host routes calls to it (make-before-break's
+// last step). Its zero value is ready to use.
+type routeBook struct {
+	mu    sync.Mutex
+	hosts map[string]*bookEntry
+}
+
+type bookEntry struct {
+	routes map[replicaAt]bool
+	// dropped is when each replica left the table, for routeGrace.
+	dropped map[replicaAt]time.Time
+}
+
+// replicaAt is a module at a host's address.
+type replicaAt struct{ module, addr string }
+
+// set records host's table as of now.
+func (b *routeBook) set(host string, routes []*hostv1.Route, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.hosts == nil {
+		b.hosts = map[string]*bookEntry{}
+	}
+	e := b.hosts[host]
+	if e == nil {
+		e = &bookEntry{dropped: map[replicaAt]time.Time{}}
+		b.hosts[host] = e
+	}
+	next := map[replicaAt]bool{}
+	for _, r := range routes {
+		for _, a := range r.GetAddresses() {
+			next[replicaAt{r.GetModule(), a}] = true
+		}
+	}
+	for k := range e.routes {
+		if !next[k] {
+			e.dropped[k] = now
+		}
+	}
+	for k, at := range e.dropped {
+		if next[k] || now.Sub(at) >= routeGrace {
+			delete(e.dropped, k)
+		}
+	}
+	e.routes = next
+}
+
+// forget drops a host that is gone.
+func (b *routeBook) forget(host string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.hosts, host)
+}
+
+// routing names the first host by name, among those live says are live,
+// whose table routes module to addr, or left it out less than routeGrace
+// before now; "" when none does. The first, so that the message that
+// names it does not change for nothing.
+func (b *routeBook) routing(module, addr string, now time.Time, live func(host string) bool) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := replicaAt{module, addr}
+	for _, name := range slices.Sorted(maps.Keys(b.hosts)) {
+		e := b.hosts[name]
+		if !live(name) {
+			continue
+		}
+		if at, ok := e.dropped[k]; e.routes[k] || (ok && now.Sub(at) < routeGrace) {
+			return name
+		}
+	}
+	return ""
 }
 
 // generation is the generation of a push at now over a host's table of

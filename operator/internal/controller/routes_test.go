@@ -133,7 +133,42 @@ func (b *bed) tablesEverywhere(t *testing.T, want []*hostv1.Route) {
 	})
 }
 
-// TestRouteTable: ready placements only, deleted modules left out, sorted;
+// TestRouteBook: a replica is routed while a live host's table names it,
+// and for routeGrace after it left the table.
+func TestRouteBook(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	table := func(addrs ...string) []*hostv1.Route { return []*hostv1.Route{{Module: "m", Addresses: addrs}} }
+	all := func(string) bool { return true }
+	var b routeBook
+	assert.Empty(t, b.routing("m", "a:1", t0, all), "an empty book routes nothing")
+	b.set("c", table("a:1", "b:1"), t0)
+	b.set("d", table("b:1"), t0)
+	tests := []struct {
+		name   string
+		change func()
+		at     time.Time
+		live   func(string) bool
+		want   string
+	}{
+		{name: "in a table", at: t0, live: all, want: "c"},
+		{name: "a host that is not live does not count", at: t0, live: func(h string) bool { return h != "c" }},
+		{name: "just left the table: still within the grace", change: func() { b.set("c", table("b:1"), t0) }, at: t0.Add(routeGrace / 2), live: all, want: "c"},
+		{name: "left the table a grace ago", at: t0.Add(routeGrace), live: all},
+		{name: "back in a table", change: func() { b.set("c", table("a:1"), t0.Add(routeGrace)) }, at: t0.Add(routeGrace), live: all, want: "c"},
+		{name: "its host forgotten", change: func() { b.forget("c") }, at: t0.Add(routeGrace), live: all},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.change != nil {
+				tt.change()
+			}
+			assert.Equal(t, tt.want, b.routing("m", "a:1", tt.at, tt.live))
+		})
+	}
+	assert.Equal(t, "d", b.routing("m", "b:1", t0, func(h string) bool { return h == "d" }))
+}
+
+// TestRouteTable: ready and draining placements only, deleted modules left out, sorted;
 // wiring of placed modules, prefixed with the module's name.
 func TestRouteTable(t *testing.T) {
 	now := metav1.Now()
@@ -149,14 +184,16 @@ func TestRouteTable(t *testing.T) {
 		return v1alpha1.Placement{Host: addr, Address: addr, Phase: v1alpha1.PhaseReady}
 	}
 	loading := v1alpha1.Placement{Host: "h9", Address: "h9:1", Phase: v1alpha1.PhaseLoading}
+	draining := v1alpha1.Placement{Host: "h3", Address: "h3:1", Phase: v1alpha1.PhaseDraining}
+	unloading := v1alpha1.Placement{Host: "h4", Address: "h4:1", Phase: v1alpha1.PhaseUnloading}
 	mods := []v1alpha1.TinyModule{
-		mod("b", false, nil, ready("h2:1"), ready("h1:1"), loading),
+		mod("b", false, nil, ready("h2:1"), ready("h1:1"), loading, draining, unloading),
 		mod("a", false, []v1alpha1.Wire{{From: "x/out", To: "c/z/in"}, {From: "x/out", To: "b/y/in"}}, ready("h1:1")),
 		mod("gone", true, []v1alpha1.Wire{{From: "x/out", To: "b/y/in"}}, ready("h1:1")),
 		mod("loading", false, []v1alpha1.Wire{{From: "x/out", To: "b/y/in"}}, loading),
 		mod("unplaced", false, []v1alpha1.Wire{{From: "x/out", To: "b/y/in"}}),
 	}
-	want := []*hostv1.Route{{Module: "a", Addresses: []string{"h1:1"}}, {Module: "b", Addresses: []string{"h1:1", "h2:1"}}}
+	want := []*hostv1.Route{{Module: "a", Addresses: []string{"h1:1"}}, {Module: "b", Addresses: []string{"h1:1", "h2:1", "h3:1"}}}
 	assert.True(t, sameList(routeTable(mods), want), "%v", routeTable(mods))
 	wantWires := []*hostv1.Wire{
 		{From: "a/x/out", To: []string{"b/y/in", "c/z/in"}},

@@ -146,8 +146,8 @@ func (r *modules) sameName(ctx context.Context, obj client.Object) []reconcile.R
 
 // onHost brings back the modules a host change may concern: those placed
 // on it or listed in its status, those of the names of the modules it
-// loaded on its own, and those not fully placed (a host that appears or
-// becomes ready may take them).
+// loaded on its own, and those not fully placed or placed on every host
+// (a host that appears or becomes ready may take them).
 func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Request {
 	h := obj.(*v1alpha1.TinyHost)
 	seen := map[types.NamespacedName]bool{}
@@ -178,7 +178,8 @@ func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Req
 		return out
 	}
 	for _, m := range list.Items {
-		if !meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ConditionScheduled) || placedOn(&m, h.Name) {
+		every := m.Spec.Placement != nil && m.Spec.Placement.Mode == v1alpha1.PlacementEveryHost
+		if every || !meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ConditionScheduled) || placedOn(&m, h.Name) {
 			add(m.Namespace, m.Name)
 		}
 	}

@@ -78,6 +78,7 @@ func ModuleFrom(m *v1alpha1.TinyModule, current []string) (Module, error) {
 	if m.Spec.Replicas != nil {
 		out.Replicas = int(*m.Spec.Replicas)
 	}
+	out.EveryHost = m.Spec.Placement != nil && m.Spec.Placement.Mode == v1alpha1.PlacementEveryHost
 	var errs []error
 	if m.Spec.HostSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(m.Spec.HostSelector)

@@ -8,7 +8,10 @@
 // matching no host mapping, or without room. Scoring orders the rest: spread over failure
 // domains first, then the least loaded host, then the host name, so equal
 // inputs give equal decisions. Placements that still pass the filters are
-// kept as they are, so re-running a placement moves nothing.
+// kept as they are, so re-running a placement moves nothing. A placement on
+// an unschedulable (cordoned) host is kept only when no other host can take
+// the replica: cordoning drains. With Module.EveryHost the module goes to
+// every schedulable host that passes the filters.
 package placement
 
 import (
@@ -112,8 +115,11 @@ func (m *Mapping) matches(h *Host) bool {
 
 // Module is a module as placement sees it.
 type Module struct {
-	// Replicas is how many hosts should run it.
+	// Replicas is how many hosts should run it, unless EveryHost.
 	Replicas int
+	// EveryHost runs the module on every host that passes the filters
+	// and is schedulable; Replicas is ignored.
+	EveryHost bool
 	// Selector selects the hosts that may run it; nil selects every host.
 	Selector labels.Selector
 	// Mappings are tried in order; the first that matches a host names the
@@ -215,10 +221,11 @@ type candidate struct {
 }
 
 // Place decides which hosts run the module. Hosts it runs on now that still
-// pass the filters (other than unschedulable and capacity, which only keep
-// new replicas away) stay, up to Replicas; the rest of the replicas go to
-// the best of the other hosts. After placing one module, add its Request to
-// the Allocated of the hosts it newly got before placing the next.
+// pass the filters (other than capacity, which only keeps new replicas
+// away) and are schedulable stay, up to Replicas; the rest of the replicas
+// go to the best of the other hosts, and only then to the unschedulable
+// hosts it runs on now. After placing one module, add its Request to the
+// Allocated of the hosts it newly got before placing the next.
 func Place(m Module, hosts []Host, o Options) Decision {
 	spread := o.SpreadLabel
 	if spread == "" {
@@ -230,7 +237,7 @@ func Place(m Module, hosts []Host, o Options) Decision {
 	}
 
 	var dropped [numFilters]int
-	var kept, fresh []candidate
+	var kept, fresh, cordoned []candidate
 	for i := range hosts {
 		h := &hosts[i]
 		isCurrent := current[h.Name]
@@ -240,19 +247,28 @@ func Place(m Module, hosts []Host, o Options) Decision {
 			continue
 		}
 		c := candidate{host: h, artifact: a, domain: h.Labels[spread]}
-		if isCurrent {
+		switch {
+		case isCurrent && h.Unschedulable:
+			c.load = load(h.Allocated, h.Capacity)
+			cordoned = append(cordoned, c)
+		case isCurrent:
 			c.load = load(h.Allocated, h.Capacity)
 			kept = append(kept, c)
-		} else {
+		default:
 			c.load = load(h.Allocated.Add(m.Request), h.Capacity)
 			fresh = append(fresh, c)
 		}
 	}
 
 	want := max(m.Replicas, 0)
+	if m.EveryHost {
+		want = len(kept) + len(fresh)
+	}
 	domains := map[string]int{}
 	chosen := pick(kept, min(want, len(kept)), domains)
 	chosen = append(chosen, pick(fresh, min(want-len(chosen), len(fresh)), domains)...)
+	chosen = append(chosen, pick(cordoned, min(want-len(chosen), len(cordoned)), domains)...)
+	dropped[unschedulable] += len(cordoned)
 
 	d := Decision{Unplaced: want - len(chosen)}
 	for _, c := range chosen {
@@ -264,8 +280,8 @@ func Place(m Module, hosts []Host, o Options) Decision {
 }
 
 // check runs the filters. A host the module is on now skips the filters that
-// only guard new placements: unschedulable and capacity (its replica is
-// already counted in Allocated).
+// only guard new placements: unschedulable (Place puts such a host last)
+// and capacity (its replica is already counted in Allocated).
 func check(m *Module, h *Host, isCurrent bool) (Artifact, filter) {
 	if !h.Ready {
 		return Artifact{}, notReady

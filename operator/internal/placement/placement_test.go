@@ -51,6 +51,8 @@ func selecting(m Module, selector string) Module {
 
 func mapped(m Module, mappings ...Mapping) Module { m.Mappings = mappings; return m }
 
+func everyHost(m Module) Module { m.EveryHost = true; return m }
+
 func avoiding(m Module, hosts ...string) Module { m.Avoid = hosts; return m }
 
 var (
@@ -193,11 +195,39 @@ var placeTests = []struct {
 		want:   []Assignment{{"b", image}},
 	},
 	{
-		name:   "sticky: an unschedulable host keeps its placement and gets no new one",
+		name:   "cordon: an unschedulable host keeps its placement when no other host can take it, and gets no new one",
 		module: module(2, "a"),
 		hosts:  []Host{cordoned(host("a", 0)), cordoned(host("b", 0)), host("c", 4)},
 		want:   []Assignment{{"a", image}, {"c", image}},
+		reason: "1/3 hosts available: 2 unschedulable",
+	},
+	{
+		name:   "cordon: a placement moves off an unschedulable host another host can take it",
+		module: module(2, "a", "b"),
+		hosts:  []Host{cordoned(host("a", 0)), host("b", 1), host("c", 4)},
+		want:   []Assignment{{"b", image}, {"c", image}},
 		reason: "2/3 hosts available: 1 unschedulable",
+	},
+	{
+		name:   "every host: each selected, ready, schedulable host, whatever Replicas says",
+		module: everyHost(selecting(module(1, "a", "d"), "tier=edge")),
+		hosts: []Host{host("a", 0, "tier", "edge"), host("b", 9, "tier", "edge"), host("c", 0, "tier", "core"),
+			cordoned(host("d", 0, "tier", "edge")), notReadyHost("e"), cordoned(host("f", 0, "tier", "edge"))},
+		want:   []Assignment{{"a", image}, {"b", image}},
+		reason: "2/6 hosts available: 1 not ready, 2 unschedulable, 1 not selected by hostSelector",
+	},
+	{
+		name:   "every host: a host that stops matching loses it, one that joins gets it",
+		module: everyHost(selecting(module(0, "a", "b"), "tier=edge")),
+		hosts:  []Host{host("a", 0, "tier", "core"), host("b", 0, "tier", "edge"), host("c", 0, "tier", "edge")},
+		want:   []Assignment{{"b", image}, {"c", image}},
+	},
+	{
+		name:   "every host: no room is not a failure to place",
+		module: everyHost(module(0)),
+		hosts:  []Host{withCapacity(host("a", 1), 1, 0), host("b", 0)},
+		want:   []Assignment{{"b", image}},
+		reason: "1/2 hosts available: 1 without a free module slot",
 	},
 	{
 		name:   "sticky: a full host keeps the placement it counts already",
