@@ -153,7 +153,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish; the daemon exits at most 5s after it")
 	fs.Duration("compile-timeout", 0, "how long compiling one module may take (default 5m)")
 	fs.Int("max-compiles", 0, "how many modules may compile at once; more loads wait (default GOMAXPROCS)")
-	fs.StringSlice("capabilities", nil, `capabilities granted to modules whose load names none; "none" grants none (default log,config: timer and messaging must be granted by the load)`)
+	fs.StringSlice("capabilities", nil, `capabilities granted to modules whose load names none: log, config, timer, messaging (every target), messaging:<module>[/<component>]; "none" grants none (default log,config: timer and messaging must be granted by the load)`)
 	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
 	fs.Int("max-modules", 0, "how many modules the host takes; advertised to placement (default 0: no limit)")
 	fs.Uint64("max-memory-bytes", 0, "memory the modules' pools may reserve (memory-pages x 64 KiB x max-instances each); advertised to placement (default 0: no limit)")
