@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -147,32 +148,51 @@ func (h *Host) Routes() (uint64, map[string][]string) {
 // output port goes to, as a send (the emit does not wait for them),
 // wherever the target is loaded. An output port wired to nothing returns
 // what is emitted on it to the invoker (Response.Emitted). Neither end of
-// a wire may be a system port (ErrSystemPort). The generation rule is
-// SetRoutes'. Wiring needs no Transport unless a target is remote.
+// a wire may be a system port (ErrSystemPort). A wire that is refused is
+// left out and the rest is set: the error is then an *api.WiresRefused
+// naming each (see WiresRefused). The generation rule is SetRoutes' (a
+// stale generation sets nothing). Wiring needs no Transport unless a
+// target is remote.
 func (h *Host) SetWiring(gen uint64, wires map[string][]string) error {
-	next, err := parseWiring(gen, wires)
-	if err != nil {
+	next, refused := parseWiring(gen, wires)
+	err := h.replace("wiring", gen, func() uint64 { return h.wires.Load().gen }, func() {
+		h.wires.Store(next)
+		h.log.Info("wiring set", "generation", gen, "wires", len(next.wires), "refused", len(refused))
+	})
+	if err != nil || len(refused) == 0 {
 		return err
 	}
-	return h.replace("wiring", gen, func() uint64 { return h.wires.Load().gen }, func() {
-		h.wires.Store(next)
-		h.log.Info("wiring set", "generation", gen, "wires", len(next.wires))
-	})
+	errs := make([]error, len(refused))
+	for i, r := range refused {
+		errs[i] = r.err
+		h.log.Warn("wire refused", "from", r.From, "to", r.To, "reason", r.Reason)
+	}
+	out := &api.WiresRefused{Generation: gen, Err: errors.Join(errs...)}
+	for _, r := range refused {
+		out.Refused = append(out.Refused, r.RefusedWire)
+	}
+	return out
 }
 
-func parseWiring(gen uint64, wires map[string][]string) (*wireTable, error) {
+type refusedWire struct {
+	api.RefusedWire
+	err error
+}
+
+// parseWiring is the table of the good wires, and the refused ones.
+func parseWiring(gen uint64, wires map[string][]string) (*wireTable, []refusedWire) {
 	next := &wireTable{gen: gen, wires: make(map[abi.Address][]abi.Address, len(wires))}
-	var errs []error
-	for from, tos := range wires {
+	var refused []refusedWire
+	for _, from := range slices.Sorted(maps.Keys(wires)) {
 		f, err := api.ParseWireEnd(from)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("wire from %q: %w", from, err))
+			refused = append(refused, refusedWire{api.RefusedWire{From: from, Reason: err.Error()}, err})
 			continue
 		}
-		for _, to := range tos {
+		for _, to := range wires[from] {
 			t, err := api.ParseWireEnd(to)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("wire %q to %q: %w", from, to, err))
+				refused = append(refused, refusedWire{api.RefusedWire{From: from, To: to, Reason: err.Error()}, err})
 				continue
 			}
 			if !slices.Contains(next.wires[f], t) {
@@ -180,7 +200,7 @@ func parseWiring(gen uint64, wires map[string][]string) (*wireTable, error) {
 			}
 		}
 	}
-	return next, errors.Join(errs...)
+	return next, refused
 }
 
 // Wiring returns the wiring and its generation.

@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // memTransport is a host.Transport between hosts of one process: an
@@ -108,39 +110,60 @@ func TestWiring(t *testing.T) {
 }
 
 // TestSetWiring: wires are module/component/port at both ends, neither a
-// system port; a refused wiring, or an older generation, leaves the
-// wiring as it was.
+// system port. A refused wire is left out and named, and the wires beside
+// it are set; an older generation leaves the wiring as it was.
 func TestSetWiring(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	require.NoError(t, h.SetWiring(2, map[string][]string{"a/split/out": {"b/counter/in", "c/x/in", "b/counter/in"}}))
-	for _, tc := range []struct {
-		name  string
-		wires map[string][]string
-		err   string
+	gen, wires := h.Wiring()
+	assert.Equal(t, uint64(2), gen)
+	assert.Equal(t, map[string][]string{"a/split/out": {"b/counter/in", "c/x/in"}}, wires, "duplicates dropped")
+
+	good := map[string][]string{"a/ok/out": {"b/counter/in"}}
+	for i, tc := range []struct {
+		name, from string
+		to         []string
+		refused    api.RefusedWire
+		err        string
 	}{
-		{"no port", map[string][]string{"a/split": {"b/counter/in"}}, "want module/component/port"},
-		{"empty component", map[string][]string{"a/split/out": {"b//in"}}, `to "b//in"`},
-		{"to _settings", map[string][]string{"a/split/out": {"b/counter/_settings"}}, `port "_settings"`},
-		{"to _tick", map[string][]string{"a/split/out": {"b/counter/in", "b/counter/_tick"}}, `port "_tick"`},
-		{"from _tick", map[string][]string{"a/split/_tick": {"b/counter/in"}}, `port "_tick"`},
-		{"to _x", map[string][]string{"a/split/out": {"b/counter/_x"}}, `port "_x"`},
-		{"stale", map[string][]string{}, "stale generation"},
+		{"no port", "a/split", []string{"b/counter/in"}, api.RefusedWire{From: "a/split"}, "want module/component/port"},
+		{"empty component", "a/split/out", []string{"b//in"}, api.RefusedWire{From: "a/split/out", To: "b//in"}, "component"},
+		{"to _settings", "a/split/out", []string{"b/counter/_settings"}, api.RefusedWire{From: "a/split/out", To: "b/counter/_settings"}, `port "_settings"`},
+		{"to _tick beside a good wire", "a/split/out", []string{"b/counter/in", "b/counter/_tick"}, api.RefusedWire{From: "a/split/out", To: "b/counter/_tick"}, `port "_tick"`},
+		{"from _tick", "a/split/_tick", []string{"b/counter/in"}, api.RefusedWire{From: "a/split/_tick"}, `port "_tick"`},
+		{"to _x", "a/split/out", []string{"b/counter/_x"}, api.RefusedWire{From: "a/split/out", To: "b/counter/_x"}, `port "_x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gen := uint64(3)
-			if tc.name == "stale" {
-				gen = 1
-			}
-			err := h.SetWiring(gen, tc.wires)
-			require.ErrorContains(t, err, tc.err)
+			gen := uint64(3 + i)
+			table := maps.Clone(good)
+			table[tc.from] = tc.to
+			err := h.SetWiring(gen, table)
+			var refused *api.WiresRefused
+			require.ErrorAs(t, err, &refused)
+			require.Len(t, refused.Refused, 1)
+			assert.Equal(t, tc.refused.From, refused.Refused[0].From)
+			assert.Equal(t, tc.refused.To, refused.Refused[0].To)
+			assert.Contains(t, refused.Refused[0].Reason, tc.err)
+			assert.ErrorContains(t, err, tc.err)
 			if strings.Contains(tc.err, "port \"_") {
 				assert.ErrorIs(t, err, host.ErrSystemPort)
 			}
+			got, wires := h.Wiring()
+			assert.Equal(t, gen, got)
+			assert.Equal(t, []string{"b/counter/in"}, wires["a/ok/out"], "the good wire beside it is set")
+			if len(tc.to) == 2 {
+				assert.Equal(t, []string{"b/counter/in"}, wires["a/split/out"], "a good wire from the same port is set")
+			}
 		})
 	}
-	gen, wires := h.Wiring()
-	assert.Equal(t, uint64(2), gen)
-	assert.Equal(t, map[string][]string{"a/split/out": {"b/counter/in", "c/x/in"}}, wires, "duplicates dropped, refusals change nothing")
+
+	t.Run("stale", func(t *testing.T) {
+		before, wires := h.Wiring()
+		require.ErrorIs(t, h.SetWiring(1, map[string][]string{}), host.ErrStaleGeneration)
+		got, after := h.Wiring()
+		assert.Equal(t, before, got)
+		assert.Equal(t, wires, after, "a stale generation sets nothing")
+	})
 }
 
 // TestSetRoutes: a route is a valid module name and host:port addresses;

@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/tinyhost/tinyhost/abi"
 )
@@ -28,13 +30,46 @@ type Response struct {
 // Routes map a module to the addresses ("host:port") of the hosts where it
 // is ready; wiring maps an output port ("module/component/port") to the
 // input ports what is emitted on it goes to. A generation older than the
-// one set fails with ErrStaleGeneration; 0 is always accepted.
+// one set fails with ErrStaleGeneration; 0 is always accepted. SetWiring
+// leaves out the wires it refuses and sets the rest, and then fails with
+// *WiresRefused naming them.
 type Routing interface {
 	SetRoutes(generation uint64, routes map[string][]string) error
 	Routes() (generation uint64, routes map[string][]string)
 	SetWiring(generation uint64, wires map[string][]string) error
 	Wiring() (generation uint64, wires map[string][]string)
 }
+
+// RefusedWire is a wire that SetWiring left out, and why. To is empty
+// when the output port itself was refused, with every wire from it.
+type RefusedWire struct {
+	From, To string
+	Reason   string
+}
+
+// WiresRefused is SetWiring's error when some wires were refused: they
+// were left out and the rest of the table was set, at Generation, so that
+// one bad wire does not freeze the wiring of every other module.
+type WiresRefused struct {
+	Generation uint64
+	Refused    []RefusedWire
+	// Err joins the reasons, for errors.Is (ErrSystemPort).
+	Err error
+}
+
+func (e *WiresRefused) Error() string {
+	parts := make([]string, len(e.Refused))
+	for i, r := range e.Refused {
+		if r.To == "" {
+			parts[i] = fmt.Sprintf("wire from %q: %s", r.From, r.Reason)
+		} else {
+			parts[i] = fmt.Sprintf("wire %q to %q: %s", r.From, r.To, r.Reason)
+		}
+	}
+	return fmt.Sprintf("%d wires refused, the rest set at generation %d: %s", len(e.Refused), e.Generation, strings.Join(parts, "; "))
+}
+
+func (e *WiresRefused) Unwrap() error { return e.Err }
 
 // Transport carries messages to modules loaded on other hosts. The host
 // decides where a message goes (its Routing): it hands the transport only

@@ -120,10 +120,11 @@ func (c *Client) Routes(ctx context.Context) (*hostv1.GetRoutesResponse, error) 
 
 // SetWiring replaces the host's wiring (an output port
 // "module/component/port" → the input ports it goes to), with the
-// generation rule of SetRoutes.
-func (c *Client) SetWiring(ctx context.Context, gen uint64, wires []*hostv1.Wire) (uint64, error) {
+// generation rule of SetRoutes. The wires the host refused are listed in
+// the response's Refused; the rest was set.
+func (c *Client) SetWiring(ctx context.Context, gen uint64, wires []*hostv1.Wire) (*hostv1.SetWiringResponse, error) {
 	resp, err := c.rpc.SetWiring(ctx, &hostv1.SetWiringRequest{Generation: gen, Wires: wires})
-	return resp.GetGeneration(), api.Error(err)
+	return resp, api.Error(err)
 }
 
 // Wiring returns the host's wiring and its generation.

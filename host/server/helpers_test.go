@@ -44,6 +44,8 @@ type env struct {
 type envOptions struct {
 	server server.Options
 	host   host.Options
+	// routing serves the host's routes and wiring (server.Options.Routing).
+	routing bool
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -57,6 +59,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	h, err := host.New(ctx, o.host)
 	require.NoError(t, err)
+	if o.routing {
+		o.server.Routing = h
+	}
 	srv, err := server.New(h, o.server)
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

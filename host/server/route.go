@@ -109,7 +109,14 @@ func (s *Server) SetWiring(ctx context.Context, req *hostv1.SetWiringRequest) (*
 	for _, w := range req.GetWires() {
 		wires[w.GetFrom()] = append(wires[w.GetFrom()], w.GetTo()...)
 	}
-	if err := r.SetWiring(req.GetGeneration(), wires); err != nil {
+	var refused *api.WiresRefused
+	if err := r.SetWiring(req.GetGeneration(), wires); errors.As(err, &refused) {
+		resp := &hostv1.SetWiringResponse{Generation: refused.Generation}
+		for _, w := range refused.Refused {
+			resp.Refused = append(resp.Refused, &hostv1.RefusedWire{From: w.From, To: w.To, Reason: w.Reason})
+		}
+		return resp, nil
+	} else if err != nil {
 		return nil, routingStatus(err)
 	}
 	gen, _ := r.Wiring()

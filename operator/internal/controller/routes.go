@@ -106,8 +106,14 @@ func pushTables(ctx context.Context, c *conn, mods []v1alpha1.TinyModule) error 
 	}
 	if !sameList(gw.GetWires(), wires) {
 		gen := generation(gw.GetGeneration(), time.Now())
-		if _, err := c.client.SetWiring(ctx, gen, wires); err != nil {
+		resp, err := c.client.SetWiring(ctx, gen, wires)
+		if err != nil {
 			return fmt.Errorf("host %s: set wiring: %w", c.name, err)
+		}
+		// wiringTable leaves out what api.CheckWire refuses, so a refusal
+		// here is a host that checks more than this operator knows of.
+		for _, w := range resp.GetRefused() {
+			logf.FromContext(ctx).Info("host refused a wire", "host", c.name, "from", w.GetFrom(), "to", w.GetTo(), "reason", w.GetReason())
 		}
 	}
 	return nil

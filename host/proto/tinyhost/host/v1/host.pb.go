@@ -2289,8 +2289,11 @@ func (x *SetWiringRequest) GetWires() []*Wire {
 }
 
 type SetWiringResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Generation uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The wires the host refused and left out; the rest was set. A refused
+	// output port ("from") refuses every wire from it and has no "to".
+	Refused       []*RefusedWire `protobuf:"bytes,2,rep,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2332,6 +2335,74 @@ func (x *SetWiringResponse) GetGeneration() uint64 {
 	return 0
 }
 
+func (x *SetWiringResponse) GetRefused() []*RefusedWire {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
+// RefusedWire is a wire SetWiring left out, and why.
+type RefusedWire struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefusedWire) Reset() {
+	*x = RefusedWire{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefusedWire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefusedWire) ProtoMessage() {}
+
+func (x *RefusedWire) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefusedWire.ProtoReflect.Descriptor instead.
+func (*RefusedWire) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *RefusedWire) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *RefusedWire) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *RefusedWire) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type GetWiringRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2340,7 +2411,7 @@ type GetWiringRequest struct {
 
 func (x *GetWiringRequest) Reset() {
 	*x = GetWiringRequest{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[36]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2352,7 +2423,7 @@ func (x *GetWiringRequest) String() string {
 func (*GetWiringRequest) ProtoMessage() {}
 
 func (x *GetWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[36]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2365,7 +2436,7 @@ func (x *GetWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWiringRequest.ProtoReflect.Descriptor instead.
 func (*GetWiringRequest) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{36}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{37}
 }
 
 type GetWiringResponse struct {
@@ -2379,7 +2450,7 @@ type GetWiringResponse struct {
 
 func (x *GetWiringResponse) Reset() {
 	*x = GetWiringResponse{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[37]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2462,7 @@ func (x *GetWiringResponse) String() string {
 func (*GetWiringResponse) ProtoMessage() {}
 
 func (x *GetWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[37]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2475,7 @@ func (x *GetWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWiringResponse.ProtoReflect.Descriptor instead.
 func (*GetWiringResponse) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{37}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetWiringResponse) GetGeneration() uint64 {
@@ -2587,11 +2658,16 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12,\n" +
-	"\x05wires\x18\x02 \x03(\v2\x16.tinyhost.host.v1.WireR\x05wires\"3\n" +
+	"\x05wires\x18\x02 \x03(\v2\x16.tinyhost.host.v1.WireR\x05wires\"l\n" +
 	"\x11SetWiringResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
-	"generation\"\x12\n" +
+	"generation\x127\n" +
+	"\arefused\x18\x02 \x03(\v2\x1d.tinyhost.host.v1.RefusedWireR\arefused\"I\n" +
+	"\vRefusedWire\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x12\n" +
 	"\x10GetWiringRequest\"a\n" +
 	"\x11GetWiringResponse\x12\x1e\n" +
 	"\n" +
@@ -2627,7 +2703,7 @@ func file_tinyhost_host_v1_host_proto_rawDescGZIP() []byte {
 }
 
 var file_tinyhost_host_v1_host_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_tinyhost_host_v1_host_proto_goTypes = []any{
 	(WatchEvent_Type)(0),          // 0: tinyhost.host.v1.WatchEvent.Type
 	(*InfoRequest)(nil),           // 1: tinyhost.host.v1.InfoRequest
@@ -2666,13 +2742,14 @@ var file_tinyhost_host_v1_host_proto_goTypes = []any{
 	(*Wire)(nil),                  // 34: tinyhost.host.v1.Wire
 	(*SetWiringRequest)(nil),      // 35: tinyhost.host.v1.SetWiringRequest
 	(*SetWiringResponse)(nil),     // 36: tinyhost.host.v1.SetWiringResponse
-	(*GetWiringRequest)(nil),      // 37: tinyhost.host.v1.GetWiringRequest
-	(*GetWiringResponse)(nil),     // 38: tinyhost.host.v1.GetWiringResponse
-	nil,                           // 39: tinyhost.host.v1.InfoResponse.LabelsEntry
-	(*status.Status)(nil),         // 40: google.rpc.Status
+	(*RefusedWire)(nil),           // 37: tinyhost.host.v1.RefusedWire
+	(*GetWiringRequest)(nil),      // 38: tinyhost.host.v1.GetWiringRequest
+	(*GetWiringResponse)(nil),     // 39: tinyhost.host.v1.GetWiringResponse
+	nil,                           // 40: tinyhost.host.v1.InfoResponse.LabelsEntry
+	(*status.Status)(nil),         // 41: google.rpc.Status
 }
 var file_tinyhost_host_v1_host_proto_depIdxs = []int32{
-	39, // 0: tinyhost.host.v1.InfoResponse.labels:type_name -> tinyhost.host.v1.InfoResponse.LabelsEntry
+	40, // 0: tinyhost.host.v1.InfoResponse.labels:type_name -> tinyhost.host.v1.InfoResponse.LabelsEntry
 	3,  // 1: tinyhost.host.v1.InfoResponse.capacity:type_name -> tinyhost.host.v1.Capacity
 	6,  // 2: tinyhost.host.v1.InfoResponse.modules:type_name -> tinyhost.host.v1.Module
 	6,  // 3: tinyhost.host.v1.ListModulesResponse.modules:type_name -> tinyhost.host.v1.Module
@@ -2689,47 +2766,48 @@ var file_tinyhost_host_v1_host_proto_depIdxs = []int32{
 	17, // 14: tinyhost.host.v1.Message.metadata:type_name -> tinyhost.host.v1.KeyValue
 	18, // 15: tinyhost.host.v1.InvokeStreamRequest.request:type_name -> tinyhost.host.v1.InvokeRequest
 	19, // 16: tinyhost.host.v1.InvokeStreamResponse.response:type_name -> tinyhost.host.v1.InvokeResponse
-	40, // 17: tinyhost.host.v1.InvokeStreamResponse.error:type_name -> google.rpc.Status
+	41, // 17: tinyhost.host.v1.InvokeStreamResponse.error:type_name -> google.rpc.Status
 	0,  // 18: tinyhost.host.v1.WatchEvent.type:type_name -> tinyhost.host.v1.WatchEvent.Type
 	6,  // 19: tinyhost.host.v1.WatchEvent.info:type_name -> tinyhost.host.v1.Module
 	20, // 20: tinyhost.host.v1.DeliverRequest.message:type_name -> tinyhost.host.v1.Message
 	20, // 21: tinyhost.host.v1.DeliverStreamRequest.message:type_name -> tinyhost.host.v1.Message
-	40, // 22: tinyhost.host.v1.DeliverStreamResponse.error:type_name -> google.rpc.Status
+	41, // 22: tinyhost.host.v1.DeliverStreamResponse.error:type_name -> google.rpc.Status
 	29, // 23: tinyhost.host.v1.SetRoutesRequest.routes:type_name -> tinyhost.host.v1.Route
 	29, // 24: tinyhost.host.v1.GetRoutesResponse.routes:type_name -> tinyhost.host.v1.Route
 	34, // 25: tinyhost.host.v1.SetWiringRequest.wires:type_name -> tinyhost.host.v1.Wire
-	34, // 26: tinyhost.host.v1.GetWiringResponse.wires:type_name -> tinyhost.host.v1.Wire
-	1,  // 27: tinyhost.host.v1.HostService.Info:input_type -> tinyhost.host.v1.InfoRequest
-	4,  // 28: tinyhost.host.v1.HostService.ListModules:input_type -> tinyhost.host.v1.ListModulesRequest
-	12, // 29: tinyhost.host.v1.HostService.LoadModule:input_type -> tinyhost.host.v1.LoadModuleRequest
-	15, // 30: tinyhost.host.v1.HostService.UnloadModule:input_type -> tinyhost.host.v1.UnloadModuleRequest
-	18, // 31: tinyhost.host.v1.HostService.Invoke:input_type -> tinyhost.host.v1.InvokeRequest
-	21, // 32: tinyhost.host.v1.HostService.InvokeStream:input_type -> tinyhost.host.v1.InvokeStreamRequest
-	23, // 33: tinyhost.host.v1.HostService.Watch:input_type -> tinyhost.host.v1.WatchRequest
-	25, // 34: tinyhost.host.v1.HostService.Deliver:input_type -> tinyhost.host.v1.DeliverRequest
-	27, // 35: tinyhost.host.v1.HostService.DeliverStream:input_type -> tinyhost.host.v1.DeliverStreamRequest
-	30, // 36: tinyhost.host.v1.HostService.SetRoutes:input_type -> tinyhost.host.v1.SetRoutesRequest
-	32, // 37: tinyhost.host.v1.HostService.GetRoutes:input_type -> tinyhost.host.v1.GetRoutesRequest
-	35, // 38: tinyhost.host.v1.HostService.SetWiring:input_type -> tinyhost.host.v1.SetWiringRequest
-	37, // 39: tinyhost.host.v1.HostService.GetWiring:input_type -> tinyhost.host.v1.GetWiringRequest
-	2,  // 40: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
-	5,  // 41: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
-	14, // 42: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
-	16, // 43: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
-	19, // 44: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
-	22, // 45: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
-	24, // 46: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
-	26, // 47: tinyhost.host.v1.HostService.Deliver:output_type -> tinyhost.host.v1.DeliverResponse
-	28, // 48: tinyhost.host.v1.HostService.DeliverStream:output_type -> tinyhost.host.v1.DeliverStreamResponse
-	31, // 49: tinyhost.host.v1.HostService.SetRoutes:output_type -> tinyhost.host.v1.SetRoutesResponse
-	33, // 50: tinyhost.host.v1.HostService.GetRoutes:output_type -> tinyhost.host.v1.GetRoutesResponse
-	36, // 51: tinyhost.host.v1.HostService.SetWiring:output_type -> tinyhost.host.v1.SetWiringResponse
-	38, // 52: tinyhost.host.v1.HostService.GetWiring:output_type -> tinyhost.host.v1.GetWiringResponse
-	40, // [40:53] is the sub-list for method output_type
-	27, // [27:40] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	37, // 26: tinyhost.host.v1.SetWiringResponse.refused:type_name -> tinyhost.host.v1.RefusedWire
+	34, // 27: tinyhost.host.v1.GetWiringResponse.wires:type_name -> tinyhost.host.v1.Wire
+	1,  // 28: tinyhost.host.v1.HostService.Info:input_type -> tinyhost.host.v1.InfoRequest
+	4,  // 29: tinyhost.host.v1.HostService.ListModules:input_type -> tinyhost.host.v1.ListModulesRequest
+	12, // 30: tinyhost.host.v1.HostService.LoadModule:input_type -> tinyhost.host.v1.LoadModuleRequest
+	15, // 31: tinyhost.host.v1.HostService.UnloadModule:input_type -> tinyhost.host.v1.UnloadModuleRequest
+	18, // 32: tinyhost.host.v1.HostService.Invoke:input_type -> tinyhost.host.v1.InvokeRequest
+	21, // 33: tinyhost.host.v1.HostService.InvokeStream:input_type -> tinyhost.host.v1.InvokeStreamRequest
+	23, // 34: tinyhost.host.v1.HostService.Watch:input_type -> tinyhost.host.v1.WatchRequest
+	25, // 35: tinyhost.host.v1.HostService.Deliver:input_type -> tinyhost.host.v1.DeliverRequest
+	27, // 36: tinyhost.host.v1.HostService.DeliverStream:input_type -> tinyhost.host.v1.DeliverStreamRequest
+	30, // 37: tinyhost.host.v1.HostService.SetRoutes:input_type -> tinyhost.host.v1.SetRoutesRequest
+	32, // 38: tinyhost.host.v1.HostService.GetRoutes:input_type -> tinyhost.host.v1.GetRoutesRequest
+	35, // 39: tinyhost.host.v1.HostService.SetWiring:input_type -> tinyhost.host.v1.SetWiringRequest
+	38, // 40: tinyhost.host.v1.HostService.GetWiring:input_type -> tinyhost.host.v1.GetWiringRequest
+	2,  // 41: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
+	5,  // 42: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
+	14, // 43: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
+	16, // 44: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
+	19, // 45: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
+	22, // 46: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
+	24, // 47: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
+	26, // 48: tinyhost.host.v1.HostService.Deliver:output_type -> tinyhost.host.v1.DeliverResponse
+	28, // 49: tinyhost.host.v1.HostService.DeliverStream:output_type -> tinyhost.host.v1.DeliverStreamResponse
+	31, // 50: tinyhost.host.v1.HostService.SetRoutes:output_type -> tinyhost.host.v1.SetRoutesResponse
+	33, // 51: tinyhost.host.v1.HostService.GetRoutes:output_type -> tinyhost.host.v1.GetRoutesResponse
+	36, // 52: tinyhost.host.v1.HostService.SetWiring:output_type -> tinyhost.host.v1.SetWiringResponse
+	39, // 53: tinyhost.host.v1.HostService.GetWiring:output_type -> tinyhost.host.v1.GetWiringResponse
+	41, // [41:54] is the sub-list for method output_type
+	28, // [28:41] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_tinyhost_host_v1_host_proto_init() }
@@ -2743,7 +2821,7 @@ func file_tinyhost_host_v1_host_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tinyhost_host_v1_host_proto_rawDesc), len(file_tinyhost_host_v1_host_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

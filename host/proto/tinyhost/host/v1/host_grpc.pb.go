@@ -156,7 +156,9 @@ type HostServiceClient interface {
 	// GetRoutes returns the route table.
 	GetRoutes(ctx context.Context, in *GetRoutesRequest, opts ...grpc.CallOption) (*GetRoutesResponse, error)
 	// SetWiring replaces the wiring of output ports whole, with the same
-	// generation rule as SetRoutes.
+	// generation rule as SetRoutes. A wire the host refuses (a bad address,
+	// a system port) is left out and listed in the response; the rest is
+	// set, so that one bad wire does not freeze every other module's.
 	SetWiring(ctx context.Context, in *SetWiringRequest, opts ...grpc.CallOption) (*SetWiringResponse, error)
 	// GetWiring returns the wiring.
 	GetWiring(ctx context.Context, in *GetWiringRequest, opts ...grpc.CallOption) (*GetWiringResponse, error)
@@ -378,7 +380,9 @@ type HostServiceServer interface {
 	// GetRoutes returns the route table.
 	GetRoutes(context.Context, *GetRoutesRequest) (*GetRoutesResponse, error)
 	// SetWiring replaces the wiring of output ports whole, with the same
-	// generation rule as SetRoutes.
+	// generation rule as SetRoutes. A wire the host refuses (a bad address,
+	// a system port) is left out and listed in the response; the rest is
+	// set, so that one bad wire does not freeze every other module's.
 	SetWiring(context.Context, *SetWiringRequest) (*SetWiringResponse, error)
 	// GetWiring returns the wiring.
 	GetWiring(context.Context, *GetWiringRequest) (*GetWiringResponse, error)
