@@ -37,7 +37,6 @@ var greetPayload = []byte(`{"name":"Ada"}`)
 func roleCalls(t *testing.T) []roleCall {
 	wasm, err := os.ReadFile(e2e.Wasm(t, e2e.Hello))
 	require.NoError(t, err)
-	greetMsg := &hostv1.Message{Module: "hello", Component: "greeter", Port: "in", Payload: greetPayload}
 	return []roleCall{
 		{"Info", api.RoleInvoke, func(ctx context.Context, c *hostclient.Client, _ string) error {
 			_, err := c.RPC().Info(ctx, &hostv1.InfoRequest{})
@@ -59,22 +58,7 @@ func roleCalls(t *testing.T) []roleCall {
 			_, err := c.RPC().Invoke(ctx, &hostv1.InvokeRequest{Module: "hello", Component: "greeter", Port: "in", Payload: greetPayload})
 			return err
 		}},
-		{"InvokeStream", api.RoleInvoke, func(ctx context.Context, c *hostclient.Client, _ string) error {
-			st, err := c.RPC().InvokeStream(ctx)
-			if err != nil {
-				return err
-			}
-			req := &hostv1.InvokeRequest{Module: "hello", Component: "greeter", Port: "in", Payload: greetPayload}
-			if err := st.Send(&hostv1.InvokeStreamRequest{Id: 1, Request: req}); err != nil {
-				_, err = st.Recv()
-				return err
-			}
-			resp, err := st.Recv()
-			if err != nil {
-				return err
-			}
-			return status.FromProto(resp.GetError()).Err()
-		}},
+		{"InvokeStream", api.RoleInvoke, invokeStream},
 		{"LoadModule", api.RoleAdmin, func(ctx context.Context, c *hostclient.Client, module string) error {
 			_, err := c.Load(ctx, hostclient.Module{Name: module, Wasm: wasm})
 			return err
@@ -100,24 +84,11 @@ func roleCalls(t *testing.T) []roleCall {
 			return err
 		}},
 		{"Deliver", api.RolePeer, func(ctx context.Context, c *hostclient.Client, _ string) error {
-			_, err := c.RPC().Deliver(ctx, &hostv1.DeliverRequest{Message: greetMsg, Wait: true})
+			msg := &hostv1.Message{Module: "hello", Component: "greeter", Port: "in", Payload: greetPayload}
+			_, err := c.RPC().Deliver(ctx, &hostv1.DeliverRequest{Message: msg, Wait: true})
 			return err
 		}},
-		{"DeliverStream", api.RolePeer, func(ctx context.Context, c *hostclient.Client, _ string) error {
-			st, err := c.RPC().DeliverStream(ctx)
-			if err != nil {
-				return err
-			}
-			if err := st.Send(&hostv1.DeliverStreamRequest{Id: 1, Message: greetMsg, Wait: true}); err != nil {
-				_, err = st.Recv()
-				return err
-			}
-			resp, err := st.Recv()
-			if err != nil {
-				return err
-			}
-			return status.FromProto(resp.GetError()).Err()
-		}},
+		{"DeliverStream", api.RolePeer, deliverStream},
 		{"health.Check", "", func(ctx context.Context, c *hostclient.Client, _ string) error {
 			_, err := grpc_health_v1.NewHealthClient(c.Conn()).Check(ctx, &grpc_health_v1.HealthCheckRequest{})
 			return err
@@ -138,6 +109,42 @@ func roleCalls(t *testing.T) []roleCall {
 			return listServices(ctx, c.Conn())
 		}},
 	}
+}
+
+// invokeStream greets Ada on an InvokeStream.
+func invokeStream(ctx context.Context, c *hostclient.Client, _ string) error {
+	st, err := c.RPC().InvokeStream(ctx)
+	if err != nil {
+		return err
+	}
+	req := &hostv1.InvokeRequest{Module: "hello", Component: "greeter", Port: "in", Payload: greetPayload}
+	if err := st.Send(&hostv1.InvokeStreamRequest{Id: 1, Request: req}); err != nil {
+		_, err = st.Recv()
+		return err
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		return err
+	}
+	return status.FromProto(resp.GetError()).Err()
+}
+
+// deliverStream delivers a greeting for Ada on a DeliverStream, as a peer.
+func deliverStream(ctx context.Context, c *hostclient.Client, _ string) error {
+	st, err := c.RPC().DeliverStream(ctx)
+	if err != nil {
+		return err
+	}
+	msg := &hostv1.Message{Module: "hello", Component: "greeter", Port: "in", Payload: greetPayload}
+	if err := st.Send(&hostv1.DeliverStreamRequest{Id: 1, Message: msg, Wait: true}); err != nil {
+		_, err = st.Recv()
+		return err
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		return err
+	}
+	return status.FromProto(resp.GetError()).Err()
 }
 
 // listServices lists the services through server reflection.
@@ -206,40 +213,48 @@ func TestRoles(t *testing.T) {
 
 	calls := roleCalls(t)
 	got := make([][]codes.Code, len(rows))
+	names := make([]string, len(rows))
 	for i, r := range rows {
+		names[i] = r.name
 		t.Run(r.name, func(t *testing.T) {
 			c, err := hostclient.New(r.host.Addr, r.opts)
 			require.NoError(t, err)
 			defer c.Close()
-			module := fmt.Sprintf("copy%d", i)
-			for _, rc := range calls {
-				want := codes.OK
-				switch {
-				case r.deny == codes.Unavailable: // no TLS handshake, whatever the RPC
-					want = codes.Unavailable
-				case rc.need == "", r.role == rc.need, r.role == api.RoleAdmin && rc.need == api.RoleInvoke:
-				default:
-					want = r.deny
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a load compiles, on a busy machine
-				err := rc.call(ctx, c, module)
-				cancel()
-				code := status.Code(err)
-				got[i] = append(got[i], code)
-				if assert.Equal(t, want, code, "%s: %v", rc.name, err) && code == codes.PermissionDenied && r.role != "" {
-					assert.Contains(t, err.Error(), fmt.Sprintf("needs the %s role; this credential has %s", rc.need, r.role), rc.name)
-				}
-				if code == codes.PermissionDenied && r.role == "" {
-					assert.Contains(t, err.Error(), "tinyhost:admin, tinyhost:invoke or tinyhost:peer", rc.name)
-				}
-			}
+			got[i] = runRoleRow(t, c, fmt.Sprintf("copy%d", i), r.role, r.deny, calls)
 		})
 	}
-	names := make([]string, len(rows))
-	for i, r := range rows {
-		names[i] = r.name
-	}
 	t.Log(rolesTable(names, calls, got))
+}
+
+// runRoleRow makes every call with c, whose credential has role ("" for
+// none) and is refused with deny where it lacks the role, checks each
+// code and returns them. module is the name LoadModule and UnloadModule
+// use.
+func runRoleRow(t *testing.T, c *hostclient.Client, module string, role api.Role, deny codes.Code, calls []roleCall) []codes.Code {
+	t.Helper()
+	var got []codes.Code
+	for _, rc := range calls {
+		want := codes.OK
+		switch {
+		case deny == codes.Unavailable: // no TLS handshake, whatever the RPC
+			want = codes.Unavailable
+		case rc.need == "", role == rc.need, role == api.RoleAdmin && rc.need == api.RoleInvoke:
+		default:
+			want = deny
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a load compiles, on a busy machine
+		err := rc.call(ctx, c, module)
+		cancel()
+		code := status.Code(err)
+		got = append(got, code)
+		if assert.Equal(t, want, code, "%s: %v", rc.name, err) && code == codes.PermissionDenied && role != "" {
+			assert.Contains(t, err.Error(), fmt.Sprintf("needs the %s role; this credential has %s", rc.need, role), rc.name)
+		}
+		if code == codes.PermissionDenied && role == "" {
+			assert.Contains(t, err.Error(), "tinyhost:admin, tinyhost:invoke or tinyhost:peer", rc.name)
+		}
+	}
+	return got
 }
 
 // rolesTable renders what TestRoles ran: a row per RPC, a column per
