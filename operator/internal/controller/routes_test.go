@@ -84,14 +84,7 @@ func TestRoutes(t *testing.T) {
 
 	t.Run("routes follow a module that moves", func(t *testing.T) {
 		from := readyOn(tm)[0]
-		// Another admin client set the other hosts' tables at the last
-		// generation there is: the operator's pushes still land.
-		for name, h := range b.hosts {
-			got, err := h.Client.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
-			require.NoError(t, err)
-			_, err = h.Client.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: math.MaxUint64, Routes: got.GetRoutes()})
-			require.NoError(t, err, name)
-		}
+		b.lastGeneration(ctx, t)
 		to := map[string]string{"host-b": "host-c", "host-c": "host-b"}[from]
 		b.updateHost(t, from, func(h *v1alpha1.TinyHost) { h.Labels["role"] = "none" })
 		eventually(t, time.Minute, "tally on "+to, func() error {
@@ -106,6 +99,19 @@ func TestRoutes(t *testing.T) {
 		require.NoError(t, err)
 		eventually(t, 10*time.Second, "the items counted on the new host", total(b.hosts[to].Addr))
 	})
+}
+
+// lastGeneration sets every host's route table again at the last
+// generation there is, as another admin client could: the operator's
+// pushes must still land.
+func (b *bed) lastGeneration(ctx context.Context, t *testing.T) {
+	t.Helper()
+	for name, h := range b.hosts {
+		got, err := h.Client.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
+		require.NoError(t, err)
+		_, err = h.Client.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: math.MaxUint64, Routes: got.GetRoutes()})
+		require.NoError(t, err, name)
+	}
 }
 
 // tablesEverywhere waits until every host has the route table.
