@@ -160,6 +160,15 @@ func TestKubernetes(t *testing.T) {
 		t.Logf("tinyctl --tls-ca ca.crt (no client certificate) --addr %s call hello/greeter -> exit %d: %s", addr, res.Code, strings.TrimSpace(res.Stderr))
 	})
 
+	t.Run("roles: the invoke certificate cannot load a module", func(t *testing.T) {
+		addr := cp.placementAddr(t, "tinysystems", "hello")
+		res := e2e.Run(t, invoke, tinyctl, "--addr", addr, "load", e2e.Wasm(t, "examples/hello"), "--name", "intruder")
+		assert.Equal(t, 5, res.Code, "%s%s", res.Stdout, res.Stderr)
+		assert.Contains(t, res.Stderr, "PERMISSION_DENIED")
+		assert.Contains(t, res.Stderr, "admin")
+		t.Logf("tinyctl (invoke certificate) --addr %s load hello.wasm --name intruder -> exit %d: %s", addr, res.Code, strings.TrimSpace(res.Stderr))
+	})
+
 	t.Run("a cross-module call", func(t *testing.T) {
 		crossModule(t, cp, tinyctl, invoke)
 	})
