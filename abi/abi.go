@@ -116,7 +116,10 @@ const (
 	MetaHops = "tinyhost-hops"
 )
 
-// Capabilities a module can be granted.
+// Capabilities a module can be granted. CapMessaging alone grants sends and
+// calls to every module; "messaging:<module>" and
+// "messaging:<module>/<component>" grant them to one module or one
+// component (ABI.md, section 5).
 const (
 	CapLog       = "log"
 	CapConfig    = "config"
@@ -164,7 +167,8 @@ const (
 	StatusError
 	// StatusNotFound: no such module, component or port.
 	StatusNotFound
-	// StatusDenied: the module lacks the capability.
+	// StatusDenied: the module lacks the capability, the target of a send
+	// or call is not granted, or it is a system port.
 	StatusDenied
 	// StatusTooLarge: a message exceeds a size limit.
 	StatusTooLarge

@@ -181,7 +181,11 @@
 // else Options.DefaultCapabilities). By default a module gets log and
 // config, which stay inside it; timer and messaging reach outside it and
 // must be granted; an empty non-nil LoadOptions.Capabilities grants
-// nothing. The host routes what guests send, call
+// nothing. A messaging grant names its targets (messaging:module,
+// messaging:module/component; plain messaging is every target), and a
+// send or call to another target is denied before it is routed; an emit
+// on a wired port needs no grant, the wire being one. The host routes
+// what guests send, call
 // and emit on wired ports: it holds the wiring of output ports (SetWiring)
 // and the routes to modules on other hosts (SetRoutes: module → the
 // addresses of the hosts where it is ready), and delivers a message to a

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -32,6 +33,7 @@ type logLine struct {
 	level  hclog.Level
 	msg    string
 	stream string // "stdout" or "stderr" for guest output, "" otherwise
+	fields string // the key-value pairs, as fmt.Sprint prints them
 }
 
 func (s *logSink) Accept(_ string, level hclog.Level, msg string, args ...any) {
@@ -49,7 +51,7 @@ func (s *logSink) Accept(_ string, level hclog.Level, msg string, args ...any) {
 	if s.lines == nil {
 		s.lines = map[string][]logLine{}
 	}
-	s.lines[module] = append(s.lines[module], logLine{level, msg, stream})
+	s.lines[module] = append(s.lines[module], logLine{level, msg, stream, fmt.Sprint(args...)})
 }
 
 func (s *logSink) of(module string) []logLine {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -178,6 +179,28 @@ func denied(capability string) (abi.Status, []byte) {
 	return abi.StatusDenied, []byte("capability " + capability + " is not granted")
 }
 
+// deniedTarget refuses a send or call to a module or component the
+// module's messaging grants do not name, and logs it within the module's
+// rate of denials, so that a guest that retries cannot flood the log.
+func (in *instance) deniedTarget(to abi.Address) (abi.Status, []byte) {
+	v := in.v
+	granted := "capability " + abi.CapMessaging + " is not granted"
+	if len(v.caps.named) > 0 {
+		granted = "granted " + strings.Join(v.caps.named, ", ")
+	}
+	reason := fmt.Sprintf("module %q may not message %s/%s: %s", v.name, to.Module, to.Component, granted)
+	ok, dropped := v.budget().denials.allow(v.h.clock(), 1, &v.limits)
+	switch {
+	case ok && dropped > 0:
+		v.log.Warn("message denied", "component", in.component, "reason", reason, "not_logged", dropped)
+	case ok:
+		v.log.Warn("message denied", "component", in.component, "reason", reason)
+	case dropped > 0:
+		v.log.Warn("message denials not logged", "component", in.component, "not_logged", dropped)
+	}
+	return abi.StatusDenied, []byte(reason)
+}
+
 func failed(st abi.Status, format string, args ...any) (abi.Status, []byte) {
 	return st, []byte(fmt.Sprintf(format, args...))
 }
@@ -290,9 +313,6 @@ func (in *instance) hostCall(req []byte) (abi.Status, []byte) {
 // wherever it runs.
 func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []byte) {
 	v := in.v
-	if !v.caps.has(capMessaging) {
-		return denied(abi.CapMessaging)
-	}
 	view, st, reason := in.decodeOutgoing(what, req)
 	if view == nil {
 		return st, reason
@@ -304,6 +324,11 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 	}
 	if err := abi.ValidName(to.Component); err != nil {
 		return failed(abi.StatusBadRequest, "%s: component: %v", what, err)
+	}
+	// Decided here, before routing: the target is granted or not wherever
+	// it runs.
+	if !v.caps.mayMessage(to.Module, to.Component) {
+		return in.deniedTarget(to)
 	}
 	if to.Port == "" {
 		return failed(abi.StatusBadRequest, "%s: empty port", what)

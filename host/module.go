@@ -161,7 +161,7 @@ type version struct {
 	comps    componentIndex
 	compiled wazero.CompiledModule
 	limits   Limits
-	caps     capSet
+	caps     grants
 	capNames []string
 	digest   string
 	source   string
@@ -428,7 +428,7 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 type loadSpec struct {
 	limits   Limits
 	capNames []string
-	caps     capSet
+	caps     grants
 	cfg      *moduleConfig // nil: the module's, or none
 }
 

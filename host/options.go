@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -53,10 +54,10 @@ type Options struct {
 	Limits Limits
 
 	// DefaultCapabilities are granted to a module whose LoadOptions name
-	// none (nil Capabilities). Default: abi.CapLog and abi.CapConfig, the
-	// ones that reach nothing outside the module; abi.CapTimer and
-	// abi.CapMessaging must be granted by the load (or named here). An
-	// empty non-nil slice grants none by default.
+	// none (nil Capabilities), in the form of LoadOptions.Capabilities.
+	// Default: abi.CapLog and abi.CapConfig, the ones that reach nothing
+	// outside the module; timer and messaging must be granted by the load
+	// (or named here). An empty non-nil slice grants none by default.
 	DefaultCapabilities []string
 
 	// HopLimit is how many times a message may be forwarded (send, call,
@@ -236,7 +237,22 @@ type LoadOptions struct {
 	Limits Limits
 
 	// Capabilities granted to the module; nil grants the host's
-	// DefaultCapabilities, an empty non-nil slice grants none.
+	// DefaultCapabilities, an empty non-nil slice grants none. Each is
+	// one of abi.CapLog, abi.CapConfig, abi.CapTimer, or a messaging
+	// grant, which names what the module may send to and call:
+	//
+	//	messaging                    every component of every module
+	//	messaging:module             every component of module
+	//	messaging:module/component   that one component
+	//
+	// (module and component following abi.ValidName). Grants add up. A
+	// send or call to a target no grant names, the module's own
+	// components included, answers the guest abi.StatusDenied with a
+	// reason naming the module, the target and its grants, and the host
+	// logs it; it is decided before routing, so a target on another host
+	// is refused alike. An emit on a wired port needs no grant: the wire
+	// (SetWiring) is the administrator's grant. A name the host does not
+	// know, or a bad target, fails the load.
 	Capabilities []string
 
 	// Config is the module's configuration, a JSON object. Nil keeps the
@@ -496,23 +512,95 @@ const (
 	capMessaging
 )
 
-func (c capSet) has(bit capSet) bool { return c&bit != 0 }
+// grants are a module's capabilities, parsed from their names: a set of
+// bits, and for messaging the targets it may reach.
+type grants struct {
+	set capSet
+	// everyTarget: plain "messaging" was granted.
+	everyTarget bool
+	// targets of the "messaging:module[/component]" grants; component ""
+	// is every component of the module.
+	targets []target
+	// named are the messaging grants as written, for the reason of a
+	// denial.
+	named []string
+}
 
-func capabilities(names []string) (capSet, error) {
-	var set capSet
-	for _, n := range names {
-		switch n {
-		case abi.CapLog:
-			set |= capLog
-		case abi.CapConfig:
-			set |= capConfig
-		case abi.CapTimer:
-			set |= capTimer
-		case abi.CapMessaging:
-			set |= capMessaging
-		default:
-			return 0, fmt.Errorf("unknown capability %q (known: %v)", n, knownCapabilities)
+type target struct{ module, component string }
+
+func (g *grants) has(bit capSet) bool { return g.set&bit != 0 }
+
+// mayMessage reports whether a send or call to component of module is
+// granted.
+func (g *grants) mayMessage(module, component string) bool {
+	if g.everyTarget {
+		return true
+	}
+	for _, t := range g.targets {
+		if t.module == module && (t.component == "" || t.component == component) {
+			return true
 		}
 	}
-	return set, nil
+	return false
+}
+
+// capabilities parses capability names: log, config, timer, and messaging
+// either alone (every target) or as messaging:module or
+// messaging:module/component, the names following abi.ValidName. Grants
+// add up.
+func capabilities(names []string) (grants, error) {
+	var g grants
+	var errs []error
+	for _, n := range names {
+		name, tgt, targeted := strings.Cut(n, ":")
+		bit, ok := capBits[name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("unknown capability %q (known: %v)", n, knownCapabilities))
+			continue
+		}
+		g.set |= bit
+		if bit != capMessaging {
+			if targeted {
+				errs = append(errs, fmt.Errorf("capability %q: %s takes no target, only messaging does (messaging:module or messaging:module/component)", n, name))
+			}
+			continue
+		}
+		g.named = append(g.named, n)
+		if !targeted {
+			g.everyTarget = true
+			continue
+		}
+		t, err := parseTarget(tgt)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("capability %q: %w", n, err))
+			continue
+		}
+		g.targets = append(g.targets, t)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return grants{}, err
+	}
+	return g, nil
+}
+
+var capBits = map[string]capSet{abi.CapLog: capLog, abi.CapConfig: capConfig, abi.CapTimer: capTimer, abi.CapMessaging: capMessaging}
+
+// parseTarget parses the target of a messaging grant: module or
+// module/component.
+func parseTarget(s string) (target, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) > 2 {
+		return target{}, fmt.Errorf("target %q: want module or module/component", s)
+	}
+	if err := abi.ValidName(parts[0]); err != nil {
+		return target{}, fmt.Errorf("target module: %w", err)
+	}
+	t := target{module: parts[0]}
+	if len(parts) == 2 {
+		if err := abi.ValidName(parts[1]); err != nil {
+			return target{}, fmt.Errorf("target component: %w", err)
+		}
+		t.component = parts[1]
+	}
+	return t, nil
 }

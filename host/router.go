@@ -342,8 +342,11 @@ func newTraceparent() string {
 // versions (see version.budget): its rate of guest log lines and its sends
 // in flight.
 type budget struct {
-	log   logRate
-	sends atomic.Int32
+	log logRate
+	// denials rates the host's log lines about the module's denied
+	// messages, at the module's rate of log lines.
+	denials logRate
+	sends   atomic.Int32
 }
 
 // A sendTicket is one of a module's Limits.MaxSends places, taken by a

@@ -17,18 +17,19 @@
 // assertion: the descriptor, echo round trips from 0 B to 1 MiB, metadata,
 // concurrent calls, handler errors, unknown components and ports, every host
 // import (log, emit, send, call with its pending result, config, _settings,
-// timer and _tick, denied capabilities, pointers outside memory), and the
-// hostile guests, one method each: guest code that never returns (a loop,
-// recursion without loops, in a handler, _settings, the start section,
-// _initialize, tinyhost_describe or tinyhost_buffer), memory and tables
-// beyond the limit (declared or grown), a megabyte on stdout, timers of 1 ms
-// and by the ten thousand, a timer left by a failed load, a flood of sends,
-// messages to system ports, modules that address what a host's rewrite
-// would add, bytes that are not a module, garbage that only grows a Go
-// guest's memory, traps, bad pointers, bad descriptors, wrong or missing ABI
-// versions, a Go panic and a deadlock. Each expects a load error or a call
-// error of the right kind, or a bound not crossed. After every hostile guest
-// the suite checks that the echo module, loaded first, still answers.
+// timer and _tick, denied capabilities and messaging targets, pointers
+// outside memory), and the hostile guests, one method each: guest code that
+// never returns (a loop, recursion without loops, in a handler, _settings,
+// the start section, _initialize, tinyhost_describe or tinyhost_buffer),
+// memory and tables beyond the limit (declared or grown), a megabyte on
+// stdout, timers of 1 ms and by the ten thousand, a timer left by a failed
+// load, a flood of sends, messages to system ports, modules that address
+// what a host's rewrite would add, bytes that are not a module, garbage that
+// only grows a Go guest's memory, traps, bad pointers, bad descriptors,
+// wrong or missing ABI versions, a Go panic and a deadlock. Each expects a
+// load error or a call error of the right kind, or a bound not crossed.
+// After every hostile guest the suite checks that the echo module, loaded
+// first, still answers.
 //
 // What the adapter must provide:
 //

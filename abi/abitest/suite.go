@@ -342,6 +342,7 @@ func (s *suite) testHostcalls(t *testing.T) {
 	t.Run("config-default", s.testConfigDefault)
 	t.Run("denied", s.testDenied)
 	t.Run("denied-by-default", s.testDeniedByDefault)
+	t.Run("denied-target", s.testDeniedTarget)
 	c := &hostcalls{suite: s, m: s.mustLoad(t, "hostcalls", Limits{Config: []byte(hostcallsConfig), Capabilities: allCaps})}
 	c.testConfig(t)
 	c.testLog(t)
@@ -385,6 +386,19 @@ func (s *suite) testDeniedByDefault(t *testing.T) {
 	}
 	s.mustInvoke(t, def, "caller", "log", []byte("granted"))
 	s.mustInvoke(t, def, "caller", "config", nil)
+}
+
+// testDeniedTarget: a messaging grant that names a module reaches its
+// components and no other target, the module's own included (ABI.md 5.1).
+func (s *suite) testDeniedTarget(t *testing.T) {
+	m := s.mustLoad(t, "hostcalls", Limits{Capabilities: []string{abi.CapLog, abi.CapMessaging + ":echo"}})
+	if r := s.mustInvoke(t, m, "caller", "call", []byte("echo/echo/in granted")); string(r.Payload) != "granted" {
+		t.Errorf("call echo/echo/in answered %q, want %q", r.Payload, "granted")
+	}
+	for _, port := range []string{"call", "send"} {
+		err := s.mustFail(t, m, "caller", port, []byte("hostcalls/caller/note x"), KindHandler)
+		wantMention(t, err, "status 3", "hostcalls/caller")
+	}
 }
 
 // hostcalls is the hostcalls guest loaded with hostcallsConfig and every

@@ -7,8 +7,8 @@ import (
 )
 
 // hostOptions are how the operator reaches hosts: TLS (and a client
-// certificate) when a --host-tls* flag is given, a bearer token with
-// --host-token-file. A token implies TLS, verified against --host-tls-ca
+// certificate, which must name the admin role) when a --host-tls* flag is
+// given, the hosts' admin bearer token with --host-token-file. A token implies TLS, verified against --host-tls-ca
 // or the system roots, and is never sent over plaintext, so that an
 // address that is not a host with a certificate it can prove (a TinyHost
 // created by hand with a listener's address) gets no credential; unless

@@ -19,8 +19,10 @@ import (
 func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
 
 // TestHostOptionsReachHost: the connection the operator's flags make reaches a
-// real host that requires TLS, a client certificate and a token; the same
-// flags without the certificate, or with another CA, are refused.
+// real host that requires TLS, a client certificate and takes tokens; the
+// same flags without the certificate, or with another CA, are refused; the
+// admin certificate is enough without the token, and a wrong token is
+// refused whatever the certificate.
 func TestHostOptionsReachHost(t *testing.T) {
 	certs := e2e.NewCerts(t)
 	token := filepath.Join(t.TempDir(), "token")
@@ -53,7 +55,16 @@ func TestHostOptionsReachHost(t *testing.T) {
 
 	noToken := full
 	noToken.HostTokenFile = ""
-	assert.Equal(t, codes.Unauthenticated, status.Code(info(noToken)), "without the token")
+	assert.NoError(t, info(noToken), "without the token, the certificate's admin role")
+
+	noRole := noToken
+	noRole.HostTLSCert, noRole.HostTLSKey = certs.NoRoleCert, certs.NoRoleKey
+	assert.Equal(t, codes.PermissionDenied, status.Code(info(noRole)), "a certificate that names no role, without the token")
+
+	wrongToken := full
+	wrongToken.HostTokenFile = filepath.Join(t.TempDir(), "wrong")
+	require.NoError(t, os.WriteFile(wrongToken.HostTokenFile, []byte("wrong\n"), 0o600))
+	assert.Equal(t, codes.Unauthenticated, status.Code(info(wrongToken)), "a wrong token, whatever the certificate")
 }
 
 // TestTokenOnlyToAVerifiedHost: with a token, the operator's connection to

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,45 @@ func TestCapabilitiesNoneFromConfig(t *testing.T) {
 	_, err = c.RPC().Invoke(ctx, &hostv1.InvokeRequest{Module: "hostcalls", Component: "caller", Port: "config"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "status 3")
+}
+
+// TestMessagingGrant: over gRPC, hostcalls granted messaging:a only calls
+// module a and is denied b (status 3 in the guest, the reason naming the
+// module, the target and the grant, in the caller's error and in the
+// daemon's log); a malformed grant is INVALID_ARGUMENT naming it.
+func TestMessagingGrant(t *testing.T) {
+	h := e2e.StartHost(t, e2e.HostOptions{})
+	c, err := hostclient.New(h.Addr, hostclient.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	for _, name := range []string{"a", "b"} {
+		_, err := c.Load(ctx, hostclient.Module{Name: name, Wasm: e2e.Guest(t, "echo")})
+		require.NoError(t, err)
+	}
+	resp, err := c.Load(ctx, hostclient.Module{Name: "hostcalls", Wasm: e2e.Guest(t, "hostcalls"), Capabilities: []string{"log", "messaging:a"}})
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"log", "messaging:a"}, resp.GetModule().GetCapabilities())
+
+	call := func(to string) (*hostv1.InvokeResponse, error) {
+		return c.RPC().Invoke(ctx, &hostv1.InvokeRequest{Module: "hostcalls", Component: "caller", Port: "call", Payload: []byte(to + "/in hi")})
+	}
+	out, err := call("a/echo")
+	require.NoError(t, err)
+	assert.Equal(t, "hi", string(out.GetPayload()))
+
+	const reason = `module "hostcalls" may not message b/echo: granted messaging:a`
+	_, err = call("b/echo")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "call: status 3: "+reason)
+	// The log quotes the reason, escaping its quotes.
+	require.Eventually(t, func() bool { return strings.Contains(h.Log(), "may not message b/echo: granted messaging:a") },
+		time.Minute, 10*time.Millisecond, "the daemon logs the denial")
+
+	_, err = c.Load(ctx, hostclient.Module{Name: "hostcalls", Wasm: e2e.Guest(t, "hostcalls"), Capabilities: []string{"messaging:b/echo/in"}})
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	assert.ErrorContains(t, err, `capability "messaging:b/echo/in": target "b/echo/in": want module or module/component`)
 }
 
 // TestMaximaFlags: a load over a --maximum-* flag is refused with

@@ -430,7 +430,8 @@ func TestBadConfiguration(t *testing.T) {
 		{"missing token file", []string{"--token-file", "/nonexistent/token", "--listen", "127.0.0.1:0"}, 1, "token-file"},
 		{"taken port", nil, 1, "listen"},
 		{"every interface, plaintext, no token", []string{"--listen", "0.0.0.0:0"}, 2,
-			"listen 0.0.0.0:0 is not a loopback address and there is neither TLS (tls-cert) nor a token (token-file): " +
+			"listen 0.0.0.0:0 is not a loopback address and no caller needs a credential " +
+				"(token-file, invoke-token-file, peer-token-file or tls-client-ca): " +
 				"anyone who reaches it could load and run code; set one, or --insecure to serve it anyway"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	hostclient "github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/internal/kubetest"
@@ -81,15 +82,27 @@ func TestKubernetes(t *testing.T) {
 	out += cp.kubectl(t, "apply", "-k", "operator/config/host")
 	t.Logf("kubectl apply -k operator/config/host:\n%s", out)
 	hostKubeconfig := cp.impersonating(t, "system:serviceaccount:"+hostNamespace+":tinyhost")
+
+	// mTLS everywhere, with a role in each certificate: the Secrets the
+	// manifests mount, made as the READMEs say; the hosts and the operator
+	// read them as their pods would.
+	ip := e2e.LocalIP(t)
+	tls := secrets(t, cp, ip)
+	invoke := tls.tinyctl()
 	dir := manifests(t, reg)
+	podNameVerifies(t, filepath.Join(dir, "host-pods.yaml"), tls.host)
 	out = cp.kubectl(t, "apply", "--dry-run=server", "-f", filepath.Join(dir, "host-pods.yaml"))
 	t.Logf("kubectl apply --dry-run=server -f host-pods.yaml (no pods run here):\n%s", out)
+	out = cp.kubectl(t, "apply", "--dry-run=server", "-k", "operator/config/default")
+	t.Logf("kubectl apply --dry-run=server -k operator/config/default (the operator runs as a process here):\n%s", out)
 
-	op := e2e.StartOperator(t, operator, cp.kubeconfig, "--zap-log-level=debug")
+	// The operator as config/manager runs it: hosts over mTLS.
+	opArgs := append([]string{"--zap-log-level=debug"}, tls.operatorArgs()...)
+	op := e2e.StartOperator(t, operator, cp.kubeconfig, opArgs...)
 
 	// Three hosts that register themselves, on an address an EndpointSlice
-	// takes; host-3 renews a Lease of 2 s twice a second.
-	ip := e2e.LocalIP(t)
+	// takes, with the flags of host-pods.yaml; host-3 renews a Lease of 2 s
+	// twice a second.
 	hosts := map[string]*e2e.Host{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -100,6 +113,7 @@ func TestKubernetes(t *testing.T) {
 		args := []string{"--name", name, "--listen", ip + ":0", "--artifacts-plain-http", reg,
 			"--register", "--kubeconfig", hostKubeconfig, "--label", "topology.kubernetes.io/zone=" + zone,
 			"--capabilities", "log,config,messaging"}
+		args = append(args, tls.hostArgs()...)
 		if name == "host-3" {
 			args = append(args, "--lease-duration=2s", "--lease-renew-interval=500ms")
 		}
@@ -133,14 +147,30 @@ func TestKubernetes(t *testing.T) {
 
 	t.Run("a call through a host", func(t *testing.T) {
 		addr := cp.placementAddr(t, "tinysystems", "hello")
-		res := e2e.Run(t, nil, tinyctl, "--addr", addr, "call", "hello/greeter", `{"name":"Ada"}`)
+		res := e2e.Run(t, invoke, tinyctl, "--addr", addr, "call", "hello/greeter", `{"name":"Ada"}`)
 		require.Zero(t, res.Code, res.Stderr)
 		assert.JSONEq(t, `{"greeting":"Hello, Ada!"}`, res.Stdout)
 		t.Logf("tinyctl --addr %s call hello/greeter '{\"name\":\"Ada\"}'\n%s", addr, res.Stdout)
 	})
 
+	t.Run("mTLS: a client without a certificate of the hosts' CA is refused", func(t *testing.T) {
+		addr := cp.placementAddr(t, "tinysystems", "hello")
+		res := e2e.Run(t, invoke[:1], tinyctl, "--addr", addr, "call", "hello/greeter", `{"name":"Ada"}`)
+		assert.Equal(t, 4, res.Code, "%s%s", res.Stdout, res.Stderr)
+		t.Logf("tinyctl --tls-ca ca.crt (no client certificate) --addr %s call hello/greeter -> exit %d: %s", addr, res.Code, strings.TrimSpace(res.Stderr))
+	})
+
+	t.Run("roles: the invoke certificate cannot load a module", func(t *testing.T) {
+		addr := cp.placementAddr(t, "tinysystems", "hello")
+		res := e2e.Run(t, invoke, tinyctl, "--addr", addr, "load", e2e.Wasm(t, "examples/hello"), "--name", "intruder")
+		assert.Equal(t, 5, res.Code, "%s%s", res.Stdout, res.Stderr)
+		assert.Contains(t, res.Stderr, "PERMISSION_DENIED")
+		assert.Contains(t, res.Stderr, "admin")
+		t.Logf("tinyctl (invoke certificate) --addr %s load hello.wasm --name intruder -> exit %d: %s", addr, res.Code, strings.TrimSpace(res.Stderr))
+	})
+
 	t.Run("a cross-module call", func(t *testing.T) {
-		crossModule(t, cp, tinyctl)
+		crossModule(t, cp, tinyctl, invoke)
 	})
 
 	t.Run("the status fields", func(t *testing.T) {
@@ -206,7 +236,7 @@ func TestKubernetes(t *testing.T) {
 		comps := cp.kubectl(t, "get", "tinymodule/echo", "-n", hostNamespace, "-o", "jsonpath={.spec.providedBy} {.status.components[*].name}")
 		assert.Equal(t, "host-1 echo", comps)
 
-		res := e2e.Run(t, nil, tinyctl, "--addr", hosts["host-2"].Addr, "call", "hostcalls/caller/call", "echo/echo/in hello from host-2")
+		res := e2e.Run(t, invoke, tinyctl, "--addr", hosts["host-2"].Addr, "call", "hostcalls/caller/call", "echo/echo/in hello from host-2")
 		require.Zero(t, res.Code, res.Stderr)
 		assert.Contains(t, res.Stdout, "hello from host-2")
 		t.Logf("tinyctl --addr <host-2> call hostcalls/caller/call 'echo/echo/in hello from host-2' -> %s", strings.TrimSpace(res.Stdout))
@@ -284,7 +314,7 @@ func TestKubernetes(t *testing.T) {
 		}
 		t.Logf("SIGTERM to %s (it ran %v): TinyHost gone and all Ready elsewhere after %v", victim, moving, time.Since(termed).Round(10*time.Millisecond))
 		t.Logf("kubectl get tinyhosts:\n%s", cp.kubectl(t, "get", "tinyhosts"))
-		crossModule(t, cp, tinyctl)
+		crossModule(t, cp, tinyctl, invoke)
 	})
 
 	t.Run("the operator restarted: nothing loaded twice and nothing dropped", func(t *testing.T) {
@@ -293,12 +323,12 @@ func TestKubernetes(t *testing.T) {
 		wctx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
 		for name, h := range hosts {
-			c := dial(t, h.Addr)
+			c := dial(t, h.Addr, tls.client)
 			before[name] = e2e.LoadedAt(ctx, t, c)
 			events.Watch(wctx, t, name, c, len(before[name]))
 		}
 		op.Stop(t)
-		op = e2e.StartOperator(outer, operator, cp.kubeconfig, "--zap-log-level=debug")
+		op = e2e.StartOperator(outer, operator, cp.kubeconfig, opArgs...)
 		cp.waitLeader(ctx, t, op)
 		// Over a few probes of every host and a pass of both controllers,
 		// no host loads anything.
@@ -306,7 +336,7 @@ func TestKubernetes(t *testing.T) {
 			"host events after the operator restarted")
 		assert.Empty(t, events.Seen(), "host events after the operator restarted")
 		for name, h := range hosts {
-			assert.Equal(t, before[name], e2e.LoadedAt(ctx, t, dial(t, h.Addr)), "modules on %s and when they were loaded", name)
+			assert.Equal(t, before[name], e2e.LoadedAt(ctx, t, dial(t, h.Addr, tls.client)), "modules on %s and when they were loaded", name)
 		}
 		cp.kubectl(t, "wait", "--for=condition=Ready", "-n", "tinysystems", "--timeout=10s",
 			"tinymodule/hello", "tinymodule/common", "tinymodule/tally")
@@ -331,7 +361,7 @@ spec: {replicas: -1}
 		out := cp.kubectl(t, "delete", "tinymodule/hello", "-n", "tinysystems", "--timeout=1m")
 		t.Logf("kubectl delete:\n%s", out)
 		for name, h := range hosts {
-			_, loaded := e2e.LoadedAt(ctx, t, dial(t, h.Addr))["hello"]
+			_, loaded := e2e.LoadedAt(ctx, t, dial(t, h.Addr, tls.client))["hello"]
 			assert.False(t, loaded, "hello still loaded on %s", name)
 		}
 	})
@@ -341,19 +371,19 @@ spec: {replicas: -1}
 
 // crossModule sends three items to common/split on its host; the wiring and
 // routes the operator pushed carry them to tally on its host.
-func crossModule(t *testing.T, cp *controlPlane, tinyctl string) {
+func crossModule(t *testing.T, cp *controlPlane, tinyctl string, creds []string) {
 	t.Helper()
 	common := cp.placementAddr(t, "tinysystems", "common")
 	tally := cp.placementAddr(t, "tinysystems", "tally")
 	total := func() map[string]float64 {
-		res := e2e.Run(t, nil, tinyctl, "--addr", tally, "call", "tally/counter/total", "{}")
+		res := e2e.Run(t, creds, tinyctl, "--addr", tally, "call", "tally/counter/total", "{}")
 		require.Zero(t, res.Code, res.Stderr)
 		var tot map[string]float64
 		require.NoError(t, json.Unmarshal([]byte(res.Stdout), &tot), res.Stdout)
 		return tot
 	}
 	start := total()
-	res := e2e.Run(t, nil, tinyctl, "--addr", common, "call", "common/split/in", "[1, 2, 3]")
+	res := e2e.Run(t, creds, tinyctl, "--addr", common, "call", "common/split/in", "[1, 2, 3]")
 	require.Zero(t, res.Code, res.Stderr)
 	assert.JSONEq(t, `{"count":3}`, res.Stdout)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -521,9 +551,16 @@ func startRegistry(t *testing.T) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-func dial(t *testing.T, addr string) hostv1.HostServiceClient {
+// dial is a client of the host at addr with the certificates in the
+// directory certs.
+func dial(t *testing.T, addr, certs string) hostv1.HostServiceClient {
 	t.Helper()
-	return e2e.Client(t, addr).RPC()
+	c, err := hostclient.New(addr, hostclient.Options{
+		CAFile: filepath.Join(certs, "ca.crt"), CertFile: filepath.Join(certs, "tls.crt"), KeyFile: filepath.Join(certs, "tls.key"),
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c.RPC()
 }
 
 // waitFor polls cond every 100ms until it returns nil or ctx ends.

@@ -236,7 +236,18 @@ spec: {image: r/m:v1}`, "be at most 63 characters"},
 			{"a wire to an upper-case module", `spec: {image: r/m:v1, wiring: [{from: c/out, to: Other/c/in}]}`, "spec.wiring[0].to"},
 			{"a wire with an empty name", `spec: {image: r/m:v1, wiring: [{from: c/out, to: m//in}]}`, "spec.wiring[0].to"},
 			{"the second wire bad", `spec: {image: r/m:v1, wiring: [{from: c/out, to: m/c/in}, {from: c/out, to: m/c/in/x}]}`, "spec.wiring[1].to"},
-			{"a capability the host does not know", `spec: {image: r/m:v1, capabilities: [log, network]}`, `spec.capabilities[1]: Unsupported value: "network": supported values: "log", "config", "timer", "messaging"`},
+			{"a capability the host does not know", `spec: {image: r/m:v1, capabilities: [log, network]}`, `spec.capabilities[1]: Invalid value: "network": a capability is log, config, timer, messaging, messaging:<module>, messaging:<module>/<component>`},
+			{"a messaging grant without a target", `spec: {image: r/m:v1, capabilities: ["messaging:"]}`, `spec.capabilities[0]: Invalid value: "messaging:": a capability is`},
+			{"a messaging grant to an upper-case module", `spec: {image: r/m:v1, capabilities: ["messaging:Billing"]}`, `spec.capabilities[0]: Invalid value: "messaging:Billing": a capability is`},
+			{"a messaging grant to a port", `spec: {image: r/m:v1, capabilities: ["messaging:a/b/in"]}`, `spec.capabilities[0]: Invalid value: "messaging:a/b/in": a capability is`},
+			{"a messaging grant to an empty component", `spec: {image: r/m:v1, capabilities: ["messaging:a/"]}`, `spec.capabilities[0]: Invalid value: "messaging:a/": a capability is`},
+			{"a messaging grant to a system port's name", `spec: {image: r/m:v1, capabilities: ["messaging:a/_tick"]}`, `spec.capabilities[0]: Invalid value: "messaging:a/_tick": a capability is`},
+			{"a messaging grant to a 64-byte module", `spec: {image: r/m:v1, capabilities: ["messaging:` + strings.Repeat("m", 64) + `"]}`, `spec.capabilities[0]: Invalid value: "messaging:mmmm`},
+			{"a target on log", `spec: {image: r/m:v1, capabilities: ["log:a"]}`, `spec.capabilities[0]: Invalid value: "log:a": a capability is`},
+			{"a grant too long for any name", `spec: {image: r/m:v1, capabilities: ["messaging:` + strings.Repeat("m", 63) + "/" + strings.Repeat("c", 64) + `"]}`, `spec.capabilities[0]: Too long: may not be more than 137 bytes`},
+			{"an empty list", `spec: {image: r/m:v1, capabilities: []}`, `capabilities: [] is ambiguous: omit the field for the host's default capabilities, or write [none] for no capability`},
+			{"none with another", `spec: {image: r/m:v1, capabilities: [none, log]}`, "capabilities: none goes alone"},
+			{"a capability twice", `spec: {image: r/m:v1, capabilities: [log, log]}`, `spec.capabilities[1]: Duplicate value: "log"`},
 			{"a provided module that names an image", `spec: {providedBy: h1, image: r/m:v1}`, "a module provided by a host names no artifact"},
 			{"a provided module with host mappings", `spec: {providedBy: h1, hostMappings: [{abi: 1, image: r/m:v1}]}`, "spec.image, spec.source and spec.hostMappings must be empty with spec.providedBy"},
 			{"every host and replicas", `spec: {image: r/m:v1, replicas: 2, placement: {mode: EveryHost}}`, "spec.replicas and spec.placement.mode EveryHost conflict"},
@@ -278,6 +289,8 @@ spec: {replicas: -1}
 			`spec: {image: r/m:v1, hostSelector: {matchExpressions: [{key: tier, operator: Exists}, {key: zone, operator: In, values: [a, b]}]}}`,
 			`spec: {image: r/m:v1, limits: {callTimeout: 1h30m, queueTimeout: 250ms}, wiring: [{from: split/out, to: other/sink/in}, {from: a.b_c-d/x_y, to: m-1.v2/c_1/in-2}]}`,
 			`spec: {image: r/m:v1, capabilities: [log, config, timer, messaging]}`,
+			`spec: {image: r/m:v1, capabilities: ["messaging:a", "messaging:b.c-d_e/x_1", "messaging:` + strings.Repeat("m", 63) + "/" + strings.Repeat("c", 63) + `"]}`,
+			`spec: {image: r/m:v1, capabilities: [none]}`,
 			`spec: {image: r/m:v1, placement: {mode: EveryHost}, hostSelector: {matchLabels: {tier: edge}}}`,
 			`spec: {image: r/m:v1, replicas: 3, placement: {mode: Replicas}, strategy: {maxSurge: 25%, maxUnavailable: 1}}`,
 			`metadata: {name: "abbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}
@@ -288,6 +301,8 @@ spec: {image: r/m:v1}`,
 			assert.NoError(t, create(ctx, env, y), y)
 		}
 	})
+
+	t.Run("no capabilities is [none], and omitted stays omitted", func(t *testing.T) { capabilitiesKept(ctx, t, env) })
 
 	t.Run("spec.providedBy is immutable", func(t *testing.T) {
 		for _, tt := range []struct {
@@ -318,6 +333,35 @@ const sha = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 // create creates a TinyModule, or a TinyHost when the spec has an address,
 // from YAML sent as it is, the way kubectl sends it. Without a name it gets
 // a generated one.
+// capabilitiesKept: [none] and an omitted list read back as written, and
+// stay so through an update with the Go types (the operator's own adds a
+// finalizer), which drop an empty list.
+func capabilitiesKept(ctx context.Context, t *testing.T, env *kubetest.Env) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       []v1alpha1.Capability
+	}{
+		{"caps-omitted", `spec: {image: r/m:v1}`, nil},
+		{"caps-none", `spec: {image: r/m:v1, capabilities: [none]}`, []v1alpha1.Capability{v1alpha1.CapabilityNone}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, create(ctx, env, "metadata: {name: "+tc.name+"}\n"+tc.yaml))
+			var m v1alpha1.TinyModule
+			key := types.NamespacedName{Namespace: "default", Name: tc.name}
+			require.NoError(t, env.Client.Get(ctx, key, &m))
+			assert.Equal(t, tc.want, m.Spec.Capabilities)
+			// An update through the Go types, as the operator's own
+			// (a finalizer), keeps what was written.
+			m.Finalizers = append(m.Finalizers, "test/keep")
+			require.NoError(t, env.Client.Update(ctx, &m))
+			require.NoError(t, env.Client.Get(ctx, key, &m))
+			assert.Equal(t, tc.want, m.Spec.Capabilities)
+			m.Finalizers = nil
+			require.NoError(t, env.Client.Update(ctx, &m))
+		})
+	}
+}
+
 func create(ctx context.Context, env *kubetest.Env, y string) error {
 	var obj map[string]any
 	if err := yaml.Unmarshal([]byte(y), &obj); err != nil {

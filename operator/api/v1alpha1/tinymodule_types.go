@@ -142,11 +142,21 @@ type TinyModuleSpec struct {
 	Limits *Limits `json:"limits,omitempty"`
 
 	// Capabilities are the host capabilities granted to the module, named as
-	// the host's LoadModule takes them. Empty grants the host's defaults.
+	// the host's LoadModule takes them: log, config, timer, and messaging
+	// grants. messaging alone lets the module send to and call every
+	// module; messaging:<module> grants one module and
+	// messaging:<module>/<component> one component, and grants add up. A
+	// send or call to a target not granted is denied. Omitted, the module
+	// gets the host's default capabilities (log and config unless the host
+	// is configured otherwise); [none] grants none at all. An empty list
+	// is refused, since it would read as "none" and be taken for the
+	// defaults.
 	//
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="capabilities: [] is ambiguous: omit the field for the host's default capabilities, or write [none] for no capability"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(c, c == 'none') || size(self) == 1",message="capabilities: none goes alone"
 	Capabilities []Capability `json:"capabilities,omitempty"`
 
 	// Config is the module's configuration, a JSON object delivered to its
@@ -339,11 +349,19 @@ type Limits struct {
 	MaxInstances *int32 `json:"maxInstances,omitempty"`
 }
 
-// Capability names a host capability granted to a module: one the host
-// knows, or the host refuses the load.
+// Capability names a host capability granted to a module: log, config,
+// timer, messaging (every target), messaging:<module> or
+// messaging:<module>/<component> (one target; each name a lower-case
+// letter, then lower-case letters, digits, '-', '_' and '.', at most 63
+// bytes), or none, alone, for no capability at all.
 //
-// +kubebuilder:validation:Enum=log;config;timer;messaging
+// +kubebuilder:validation:MaxLength=137
+// +kubebuilder:validation:XValidation:rule="self.matches('^(log|config|timer|messaging|none|messaging:[a-z][a-z0-9._-]{0,62}(/[a-z][a-z0-9._-]{0,62})?)$')",message="a capability is log, config, timer, messaging, messaging:<module>, messaging:<module>/<component> (names of a-z, 0-9, '-', '_', '.' starting with a letter, at most 63 bytes each), or none"
 type Capability string
+
+// CapabilityNone, the list's only item, grants no capability: a TinyModule
+// that omits capabilities gets the host's defaults instead.
+const CapabilityNone Capability = "none"
 
 // Wire connects an output port of the module to an input port of a module.
 // Each name is a host name: a lower-case letter first, then lower-case

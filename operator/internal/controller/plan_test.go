@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,6 +194,37 @@ func TestSpecHash(t *testing.T) {
 		assert.NotEqual(t, h, specHash(m, art), name)
 	}
 	assert.NotEqual(t, h, specHash(base(), placement.Artifact{Image: "r/m:v2"}), "artifact")
+}
+
+// TestLoadCapabilities: capabilities omitted are sent as nil (the host's
+// defaults), [none] as an empty list (none at all), the others as
+// written; omitted and [none] load differently.
+func TestLoadCapabilities(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		caps []v1alpha1.Capability
+		want []string
+	}{
+		{"omitted", nil, nil},
+		{"none", []v1alpha1.Capability{v1alpha1.CapabilityNone}, []string{}},
+		{"listed", []v1alpha1.Capability{"log", "messaging:a", "messaging:b/c"}, []string{"log", "messaging:a", "messaging:b/c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Spec: v1alpha1.TinyModuleSpec{Image: "r/m:v1", Capabilities: tc.caps}}
+			got := loadModule(m).Capabilities
+			if tc.want == nil {
+				assert.Nil(t, got)
+				return
+			}
+			require.NotNil(t, got, "an empty list, not nil, so that the host grants none")
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	art := placement.Artifact{Image: "r/m:v1"}
+	omitted := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Spec: v1alpha1.TinyModuleSpec{Image: "r/m:v1"}}
+	none := omitted.DeepCopy()
+	none.Spec.Capabilities = []v1alpha1.Capability{v1alpha1.CapabilityNone}
+	assert.NotEqual(t, specHash(omitted, art), specHash(none, art), "[none] reloads a module loaded with the defaults")
 }
 
 func TestPermanent(t *testing.T) {

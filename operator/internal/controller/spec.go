@@ -80,9 +80,7 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 	if m.Spec.Config != nil && len(m.Spec.Config.Raw) > 0 {
 		out.Config = m.Spec.Config.Raw
 	}
-	for _, c := range m.Spec.Capabilities {
-		out.Capabilities = append(out.Capabilities, string(c))
-	}
+	out.Capabilities = capabilities(m.Spec.Capabilities)
 	l := m.Spec.Limits
 	if l == nil {
 		return out
@@ -136,4 +134,20 @@ func permanent(err error) bool {
 		return api.ErrorInfo(s).GetReason() != api.ReasonUnauthorized
 	}
 	return false
+}
+
+// capabilities are the capabilities to load the module with: nil (the
+// host's defaults) when the spec names none, and an empty list, which the
+// host client sends as "none at all", for [none].
+func capabilities(caps []v1alpha1.Capability) []string {
+	if len(caps) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(caps))
+	for _, c := range caps {
+		if c != v1alpha1.CapabilityNone {
+			out = append(out, string(c))
+		}
+	}
+	return out
 }

@@ -135,11 +135,11 @@ func lookup(name string) *command {
 // globalFlags registers the flags every command accepts.
 func globalFlags(fs *pflag.FlagSet, o *opts) {
 	fs.StringVar(&o.addr, "addr", DefaultAddr, "host address, host:port")
-	fs.StringVar(&o.token, "token", "", "bearer token sent with every call")
+	fs.StringVar(&o.token, "token", "", "bearer token sent with every call: the host's admin token to load, unload and route, its invoke token to call and list")
 	fs.StringVar(&o.tokenFile, "token-file", "", "read the bearer token from this file")
 	fs.BoolVar(&o.tls, "tls", false, "use TLS, verifying the host with the system roots (implied by the other --tls-* flags)")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "PEM file of the CA that signed the host's certificate")
-	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM client certificate, for hosts that require mTLS")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM client certificate, for hosts that require mTLS; its Subject Organization names its role (tinyhost:admin, tinyhost:invoke)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	fs.BoolVar(&o.insecure, "insecure", false, "use TLS without verifying the host's certificate (testing only)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "deadline of each call (not of watch)")

@@ -122,7 +122,7 @@ Examples:
 		fs.StringVar(&o.name, "name", "", "module name (default: the name in the module's descriptor)")
 		fs.StringVar(&o.sha256, "sha256", "", "with a reference or URL: the sha256 the wasm must have")
 		fs.StringVar(&o.config, "config", "", "module configuration: a JSON object, @FILE or -")
-		fs.StringSliceVar(&o.caps, "cap", nil, `grant a capability (log, config, timer, messaging; repeatable; "none" alone grants none; default: the host's defaults, log and config)`)
+		fs.StringSliceVar(&o.caps, "cap", nil, `grant a capability (log, config, timer, messaging for every target, messaging:<module>[/<component>] for one; repeatable; "none" alone grants none; default: the host's defaults, log and config)`)
 		fs.Uint32Var(&o.limits.memoryPages, "memory-pages", 0, "linear memory per instance, in 64 KiB pages")
 		fs.DurationVar(&o.limits.callTimeout, "call-timeout", 0, "how long one call may run")
 		fs.Uint32Var(&o.limits.maxMessage, "max-message-bytes", 0, "largest message or reply, in bytes")

@@ -39,6 +39,8 @@ type Config struct {
 	TLSKey          string            `koanf:"tls-key"`
 	TLSClientCA     string            `koanf:"tls-client-ca"`
 	TokenFile       string            `koanf:"token-file"`
+	InvokeTokenFile string            `koanf:"invoke-token-file"`
+	PeerTokenFile   string            `koanf:"peer-token-file"`
 	Insecure        bool              `koanf:"insecure"`
 	LogLevel        string            `koanf:"log-level"`
 	LogJSON         bool              `koanf:"log-json"`
@@ -144,20 +146,22 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.StringArray("label", nil, "host label KEY=VALUE (repeatable)")
 	fs.String("tls-cert", "", "PEM server certificate; with --tls-key serves TLS")
 	fs.String("tls-key", "", "PEM key of --tls-cert")
-	fs.String("tls-client-ca", "", "PEM CA of client certificates; requires and verifies them (mTLS)")
-	fs.String("token-file", "", "file holding the bearer token every call must carry (health checks excepted)")
-	fs.Bool("insecure", false, "allow a listen address other than loopback with neither TLS nor a token: anyone who reaches it may load and run code")
+	fs.String("tls-client-ca", "", "PEM CA of client certificates; requires and verifies them (mTLS), and a certificate's role is its Subject Organization: tinyhost:admin, tinyhost:invoke or tinyhost:peer")
+	fs.String("token-file", "", "file holding the bearer token of the admin role: load, unload, routes, wiring, and all that invoke may")
+	fs.String("invoke-token-file", "", "file holding the bearer token of the invoke role: call components, list and watch modules")
+	fs.String("peer-token-file", "", "file holding the bearer token of the peer role (host-to-host delivery only), which the host also sends to its peers, over TLS only (needs tls-cert)")
+	fs.Bool("insecure", false, "allow a listen address other than loopback where no caller needs a credential (no token file, no tls-client-ca): anyone who reaches it may load and run code")
 	fs.String("log-level", "info", "trace, debug, info, warn or error")
 	fs.Bool("log-json", false, "log JSON lines instead of text")
 	fs.Int64("max-load-bytes", DefaultMaxLoadBytes, "largest module accepted, in bytes, from any source: LoadModule, the modules directory (checked before reading), a fetch")
 	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish; the daemon exits at most 5s after it")
 	fs.Duration("compile-timeout", 0, "how long compiling one module may take (default 5m)")
 	fs.Int("max-compiles", 0, "how many modules may compile at once; more loads wait (default GOMAXPROCS)")
-	fs.StringSlice("capabilities", nil, `capabilities granted to modules whose load names none; "none" grants none (default log,config: timer and messaging must be granted by the load)`)
+	fs.StringSlice("capabilities", nil, `capabilities granted to modules whose load names none: log, config, timer, messaging (every target), messaging:<module>[/<component>]; "none" grants none (default log,config: timer and messaging must be granted by the load)`)
 	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
 	fs.Int("max-modules", 0, "how many modules the host takes; advertised to placement (default 0: no limit)")
 	fs.Uint64("max-memory-bytes", 0, "memory the modules' pools may reserve (memory-pages x 64 KiB x max-instances each); advertised to placement (default 0: no limit)")
-	fs.String("peer-tls-ca", "", "PEM CA of the peers' certificates; with --tls-cert, peers are called over TLS (default: system roots)")
+	fs.String("peer-tls-ca", "", "PEM CA of the peers' certificates; with --tls-cert, peers are called over TLS, presenting --tls-cert (default: system roots)")
 	fs.Uint32("memory-pages", 0, "module default: linear memory per instance in 64 KiB pages (default 4096)")
 	fs.Duration("call-timeout", 0, "module default: how long one call may run (default 10s)")
 	fs.Int("max-message-bytes", 0, "module default: largest message or reply (default 4 MiB)")
@@ -198,7 +202,8 @@ Examples:
   tinyhost --modules ./modules --cache-dir ./cache
   tinyhost --config /etc/tinyhost.yaml --label zone=a --metrics :9090
   TINYHOST_LISTEN=0.0.0.0:50051 tinyhost --tls-cert host.pem --tls-key host-key.pem --tls-client-ca ca.pem
-  tinyhost --register --listen 0.0.0.0:50051 --token-file /etc/tinyhost/token --advertise-address 10.0.12.7:50051   # in a pod: its TinyHost, Lease, TinyModules
+  tinyhost --register --listen 0.0.0.0:50051 --tls-cert host.pem --tls-key host-key.pem --token-file /etc/tinyhost/admin-token \
+    --peer-token-file /etc/tinyhost/peer-token --advertise-address 10.0.12.7:50051   # in a pod: its TinyHost, Lease, TinyModules
 
 Every flag is also a key of the --config file (listen: ..., cache-dir: ...)
 and an environment variable TINYHOST_<NAME> (TINYHOST_CACHE_DIR); a flag
@@ -359,9 +364,13 @@ func (c *Config) validate() error {
 	var errs []string
 	if c.Listen == "" {
 		errs = append(errs, "listen is empty")
-	} else if !c.Insecure && c.TLSCert == "" && c.TokenFile == "" && !loopback(c.Listen) {
-		errs = append(errs, fmt.Sprintf("listen %s is not a loopback address and there is neither TLS (tls-cert) nor a token (token-file): "+
+	} else if !c.Insecure && !c.credentials() && !loopback(c.Listen) {
+		errs = append(errs, fmt.Sprintf("listen %s is not a loopback address and no caller needs a credential "+
+			"(token-file, invoke-token-file, peer-token-file or tls-client-ca): "+
 			"anyone who reaches it could load and run code; set one, or --insecure to serve it anyway", c.Listen))
+	}
+	if c.PeerTokenFile != "" && c.TLSCert == "" {
+		errs = append(errs, "peer-token-file needs tls-cert and tls-key: the host sends its peer token to peers only over TLS that verifies them")
 	}
 	if slices.Contains(c.Capabilities, "none") {
 		errs = append(errs, fmt.Sprintf(`capabilities %v: "none" goes alone`, c.Capabilities))
@@ -404,6 +413,12 @@ func (c *Config) validate() error {
 		return usageErr("invalid configuration: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// credentials reports whether callers need a credential: a token of some
+// role, or a client certificate. Without, every caller is admin.
+func (c *Config) credentials() bool {
+	return c.TokenFile != "" || c.InvokeTokenFile != "" || c.PeerTokenFile != "" || c.TLSClientCA != ""
 }
 
 // validateRegister checks the registration settings, when registering.

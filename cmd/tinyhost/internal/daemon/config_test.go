@@ -45,6 +45,7 @@ log-level: warn
 call-timeout: 2s
 max-instances: 3
 capabilities: [log]
+invoke-token-file: /tokens/invoke
 labels:
   zone: file
   tier: web
@@ -54,10 +55,12 @@ labels:
 		"TINYHOST_NAME=env-name",
 		"TINYHOST_CALL_TIMEOUT=4s",
 		"TINYHOST_LABELS=zone=env,rack=r1",
+		"TINYHOST_PEER_TOKEN_FILE=/tokens/peer",
+		"TINYHOST_TLS_CERT=c.pem", "TINYHOST_TLS_KEY=k.pem",
 		"TINYHOST_SOMETHING_ELSE=ignored",
 		"PATH=/usr/bin",
 	}
-	args := []string{"--config", file, "--name", "flag-name", "--label", "zone=flag", "--max-instances", "5"}
+	args := []string{"--config", file, "--name", "flag-name", "--label", "zone=flag", "--max-instances", "5", "--token-file", "/tokens/admin"}
 	c, err := daemon.ParseConfig(args, env)
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1:1000", c.Listen, "file")
@@ -69,6 +72,9 @@ labels:
 	assert.Equal(t, 5, c.MaxInstances, "flag over file")
 	assert.Equal(t, []string{"log"}, c.Capabilities)
 	assert.Equal(t, map[string]string{"zone": "flag", "tier": "web", "rack": "r1"}, c.Labels)
+	assert.Equal(t, "/tokens/admin", c.TokenFile, "flag")
+	assert.Equal(t, "/tokens/invoke", c.InvokeTokenFile, "file")
+	assert.Equal(t, "/tokens/peer", c.PeerTokenFile, "env")
 }
 
 func TestParseConfigFromEnvFile(t *testing.T) {
@@ -104,7 +110,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "register: advertise without port", args: []string{"--register", "--advertise-address", "10.0.0.1"}, want: `advertise-address "10.0.0.1" is not host:port`},
 		{name: "register: lease in fractions", args: []string{"--register", "--lease-duration", "1500ms"}, want: "lease-duration is 1.5s, must be whole seconds"},
 		{name: "every interface, plaintext, no token", args: []string{"--listen", "0.0.0.0:50051"},
-			want: "listen 0.0.0.0:50051 is not a loopback address and there is neither TLS (tls-cert) nor a token (token-file)"},
+			want: "listen 0.0.0.0:50051 is not a loopback address and no caller needs a credential (token-file, invoke-token-file, peer-token-file or tls-client-ca)"},
+		{name: "every interface, TLS but no credential", args: []string{"--listen", "10.0.0.1:50051", "--tls-cert", "c.pem", "--tls-key", "k.pem"},
+			want: "listen 10.0.0.1:50051 is not a loopback address and no caller needs a credential"},
+		{name: "peer token without TLS", args: []string{"--peer-token-file", "/p"},
+			want: "peer-token-file needs tls-cert and tls-key: the host sends its peer token to peers only over TLS that verifies them"},
 		{name: "no host, plaintext, no token", env: []string{"TINYHOST_LISTEN=:50051"}, want: "set one, or --insecure"},
 		{name: "none and more", args: []string{"--capabilities", "none,log"}, want: `"none" goes alone`},
 		{name: "register: renew too slow", env: []string{"TINYHOST_REGISTER=true", "TINYHOST_LEASE_RENEW_INTERVAL=3s"}, want: "lease-renew-interval is 3s"},
@@ -260,8 +270,9 @@ func TestParseConfigCapabilities(t *testing.T) {
 	}
 }
 
-// TestParseConfigInsecure: a listen address others can reach needs TLS or a
-// token, or --insecure said out loud; loopback needs neither.
+// TestParseConfigInsecure: a listen address others can reach needs a
+// credential of its callers, a token of some role or a client CA, or
+// --insecure said out loud; loopback needs none.
 func TestParseConfigInsecure(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -272,7 +283,9 @@ func TestParseConfigInsecure(t *testing.T) {
 		{"loopback v6", []string{"--listen", "[::1]:50051"}},
 		{"insecure", []string{"--listen", "0.0.0.0:50051", "--insecure"}},
 		{"token", []string{"--listen", "0.0.0.0:50051", "--token-file", "/t"}},
-		{"tls", []string{"--listen", "10.0.0.1:50051", "--tls-cert", "c.pem", "--tls-key", "k.pem"}},
+		{"invoke token", []string{"--listen", "0.0.0.0:50051", "--invoke-token-file", "/t"}},
+		{"peer token", []string{"--listen", "0.0.0.0:50051", "--peer-token-file", "/t", "--tls-cert", "c.pem", "--tls-key", "k.pem"}},
+		{"mTLS", []string{"--listen", "10.0.0.1:50051", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := daemon.ParseConfig(tc.args, nil)

@@ -1,7 +1,7 @@
 // Package daemon is tinyhost, the host daemon: it reads the configuration
 // (ParseConfig: flags, TINYHOST_* environment, YAML file), starts a host
-// with its modules directory, serves it over gRPC with TLS, mTLS and a
-// bearer token as configured, exports Prometheus metrics, and shuts down
+// with its modules directory, serves it over gRPC with TLS, mTLS and
+// bearer tokens per role as configured, exports Prometheus metrics, and shuts down
 // gracefully when its context ends (Run), or on SIGTERM or SIGINT, within
 // a bound whatever its modules do (Main).
 package daemon
@@ -93,7 +93,7 @@ func newLogger(cfg Config, out io.Writer) hclog.Logger {
 func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 	log := newLogger(cfg, logOut)
 
-	token, err := readToken(cfg.TokenFile)
+	tokens, err := readTokens(cfg)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	transport, err := newTransport(cfg, token, log.Named("transport"))
+	transport, err := newTransport(cfg, tokens.peer, log.Named("transport"))
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		}
 	}()
 
-	srv, err := server.New(h, serverOptions(cfg, log, token, sopts, h))
+	srv, err := server.New(h, serverOptions(cfg, log, tokens, sopts, h))
 	if err != nil {
 		return err
 	}
@@ -172,12 +172,15 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 }
 
 // serverOptions are the options of the gRPC server of h.
-func serverOptions(cfg Config, log hclog.Logger, token string, sopts []grpc.ServerOption, h *host.Host) server.Options {
+func serverOptions(cfg Config, log hclog.Logger, tokens tokens, sopts []grpc.ServerOption, h *host.Host) server.Options {
 	return server.Options{
 		Logger:          log.Named("grpc"),
 		Name:            cfg.Name,
 		Labels:          cfg.Labels,
-		Token:           token,
+		Token:           tokens.admin,
+		InvokeToken:     tokens.invoke,
+		PeerToken:       tokens.peer,
+		ClientCertRoles: cfg.TLSClientCA != "",
 		MaxLoadBytes:    cfg.MaxLoadBytes,
 		MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10,
 		ServerOptions:   sopts,
@@ -298,19 +301,27 @@ func serveMetrics(lis net.Listener, m *metrics.Metrics, log hclog.Logger, errc c
 	return srv
 }
 
-func readToken(path string) (string, error) {
-	if path == "" {
-		return "", nil
+// tokens are the bearer tokens of the roles; "" for a role without one.
+type tokens struct{ admin, invoke, peer string }
+
+func readTokens(cfg Config) (tokens, error) {
+	var t tokens
+	for _, f := range []struct {
+		key, path string
+		token     *string
+	}{{"token-file", cfg.TokenFile, &t.admin}, {"invoke-token-file", cfg.InvokeTokenFile, &t.invoke}, {"peer-token-file", cfg.PeerTokenFile, &t.peer}} {
+		if f.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return t, fmt.Errorf("%s: %w", f.key, err)
+		}
+		if *f.token = strings.TrimSpace(string(b)); *f.token == "" {
+			return t, fmt.Errorf("%s %s is empty", f.key, f.path)
+		}
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("token-file %s is empty", path)
-	}
-	return token, nil
+	return t, nil
 }
 
 // serverTLS is the TLS configuration of the gRPC listener; with a client CA

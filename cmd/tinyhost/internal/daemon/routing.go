@@ -1,29 +1,48 @@
 package daemon
 
 import (
+	"crypto/tls"
 	"fmt"
+	"slices"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/cluster"
 )
 
-// newTransport is the host's transport to its peers: they are called with
-// the daemon's own token and, when it serves TLS, over TLS (verified
-// against peer-tls-ca, or the system roots) presenting its own
-// certificate, for peers that require mTLS.
-func newTransport(cfg Config, token string, log hclog.Logger) (*cluster.Transport, error) {
-	opts := cluster.Options{Logger: log, Token: token, MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10}
+// newTransport is the host's transport to its peers. When the daemon
+// serves TLS, peers are called over TLS, verified against peer-tls-ca (or
+// the system roots), presenting the daemon's own certificate for peers
+// that require mTLS, and with the peer token, if any: a peer credential
+// goes only to a peer whose certificate was verified. Without TLS peers
+// are called in plaintext with no credential (the configuration refuses a
+// peer token without tls-cert).
+func newTransport(cfg Config, peerToken string, log hclog.Logger) (*cluster.Transport, error) {
+	opts := cluster.Options{Logger: log, MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10}
 	if cfg.TLSCert != "" {
 		tc, err := client.TLSConfig(cfg.PeerTLSCA, cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
 			return nil, fmt.Errorf("tls-cert, tls-key, peer-tls-ca: %w", err)
 		}
-		opts.TLS = tc
+		opts.TLS, opts.Token = tc, peerToken
+		if cfg.TLSClientCA != "" && peerToken == "" && !namesPeerRole(tc) {
+			log.Warn("tls-cert names no peer role and there is no peer-token-file: peers that take roles from client certificates will refuse this host's deliveries",
+				"want_organization", api.RolePeer.Organization())
+		}
 	}
 	return cluster.New(opts), nil
+}
+
+// namesPeerRole reports whether the client certificate of tc names the
+// peer role in its Subject Organization.
+func namesPeerRole(tc *tls.Config) bool {
+	if len(tc.Certificates) == 0 || tc.Certificates[0].Leaf == nil {
+		return false
+	}
+	return slices.Contains(tc.Certificates[0].Leaf.Subject.Organization, api.RolePeer.Organization())
 }
 
 // setRouting applies the routes and wiring of the config file.
