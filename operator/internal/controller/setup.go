@@ -81,6 +81,33 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if o.MaxConcurrentReconciles <= 0 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
+	if err := indexModules(mgr); err != nil {
+		return err
+	}
+	hs := newHosts(o)
+	if err := mgr.Add(hs); err != nil {
+		return err
+	}
+	descs := newDescriptors()
+	if err := setupModules(mgr, o, descs); err != nil {
+		return err
+	}
+	if err := setupHostSync(mgr, o, hs, descs); err != nil {
+		return err
+	}
+	svcs := &services{Client: mgr.GetClient(), events: mgr.GetEventRecorder("tinyhost-services")}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("tinymodule-service").
+		For(&v1alpha1.TinyModule{}).
+		Owns(&corev1.Service{}).
+		Owns(&discoveryv1.EndpointSlice{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
+		Complete(svcs)
+}
+
+// indexModules indexes TinyModules by name and by the hosts they are
+// placed on.
+func indexModules(mgr ctrl.Manager) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &v1alpha1.TinyModule{}, indexName, func(obj client.Object) []string {
@@ -88,21 +115,15 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}); err != nil {
 		return err
 	}
-	if err := idx.IndexField(ctx, &v1alpha1.TinyModule{}, indexHost, func(obj client.Object) []string {
+	return idx.IndexField(ctx, &v1alpha1.TinyModule{}, indexHost, func(obj client.Object) []string {
 		return placementHosts(obj.(*v1alpha1.TinyModule))
-	}); err != nil {
-		return err
-	}
+	})
+}
 
-	hs := newHosts(o)
-	if err := mgr.Add(hs); err != nil {
-		return err
-	}
-	descs := newDescriptors()
-	c := mgr.GetClient()
-
-	mods := &modules{Client: c, opts: o, events: mgr.GetEventRecorder("tinyhost-placement"), ledger: newLedger(), descs: descs}
-	err := ctrl.NewControllerManagedBy(mgr).
+// setupModules adds the module controller: placement.
+func setupModules(mgr ctrl.Manager, o Options, descs *descriptors) error {
+	mods := &modules{Client: mgr.GetClient(), opts: o, events: mgr.GetEventRecorder("tinyhost-placement"), ledger: newLedger(), descs: descs}
+	return ctrl.NewControllerManagedBy(mgr).
 		Named("tinymodule").
 		// Its own status writes do not bring a module back; spec changes
 		// and deletion do.
@@ -114,11 +135,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		// a reconcile, mostly writes, concurrently.
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
 		Complete(mods)
-	if err != nil {
-		return err
-	}
+}
 
-	// The hosts' Leases, of their namespace only.
+// setupHostSync adds the host sync (each host's modules, status and
+// tables), the route pusher and the cache of the hosts' Leases, of their
+// namespace only.
+func setupHostSync(mgr ctrl.Manager, o Options, hs *hosts, descs *descriptors) error {
 	lc, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultNamespaces: map[string]cache.Config{o.LeaseNamespace: {}},
@@ -130,13 +152,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	leases := newHostLeases(lc)
+	c := mgr.GetClient()
 	sync := &hostSync{Client: c, api: mgr.GetAPIReader(), opts: o, hosts: hs, descs: descs, loader: o.Loader,
 		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases, tables: &tables{}}
 	sync.pusher = newPusher(hs, sync.tables, c, o.Resync, &sync.book)
 	if err := mgr.Add(sync.pusher); err != nil {
 		return err
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
+	return ctrl.NewControllerManagedBy(mgr).
 		Named("tinyhost").
 		For(&v1alpha1.TinyHost{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
 		Watches(&v1alpha1.TinyModule{}, sync.moduleHandler()).
@@ -152,18 +175,6 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		WatchesRawSource(source.Kind[client.Object](lc, &coordinationv1.Lease{}, leases.handler())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
 		Complete(sync)
-	if err != nil {
-		return err
-	}
-
-	svcs := &services{Client: c, events: mgr.GetEventRecorder("tinyhost-services")}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("tinymodule-service").
-		For(&v1alpha1.TinyModule{}).
-		Owns(&corev1.Service{}).
-		Owns(&discoveryv1.EndpointSlice{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
-		Complete(svcs)
 }
 
 // sameName brings back the TinyModules of other namespaces that have the

@@ -87,22 +87,7 @@ func BenchmarkScale(b *testing.B) {
 
 	ctx := context.Background()
 	c := watched(b, env)
-	poll(b, 3*time.Minute, 500*time.Millisecond, "every host Ready", func() error {
-		var hosts v1alpha1.TinyHostList
-		if err := c.List(ctx, &hosts); err != nil {
-			return err
-		}
-		ready := 0
-		for i := range hosts.Items {
-			if meta.IsStatusConditionTrue(hosts.Items[i].Status.Conditions, v1alpha1.ConditionHostReady) {
-				ready++
-			}
-		}
-		if ready != farms*hostsPerFarm {
-			return fmt.Errorf("%d/%d hosts Ready", ready, farms*hostsPerFarm)
-		}
-		return nil
-	})
+	hostsReady(ctx, b, c)
 
 	before := requests(b, metricsAddr)
 	b.ResetTimer()
@@ -122,6 +107,38 @@ func BenchmarkScale(b *testing.B) {
 	b.Logf("applied; the operator's queues: %s", queues(b, metricsAddr))
 	procs[0].kill(b)
 	killed := time.Now()
+	movedOff(ctx, b, c, lost, killed, metricsAddr)
+	b.ReportMetric(time.Since(killed).Seconds(), "s/ready-elsewhere")
+	b.ReportMetric(float64(len(lost)), "modules-moved")
+	b.ReportMetric(float64(flaps(ctx, b, env.Client, farmPrefix(0))), "live-host-flaps")
+	b.StopTimer()
+	b.ReportMetric(float64(peakRSS(b, op.PID()))/(1<<20), "MiB-rss")
+}
+
+// hostsReady waits until every host of the farms is Ready.
+func hostsReady(ctx context.Context, b *testing.B, c client.Reader) {
+	poll(b, 3*time.Minute, 500*time.Millisecond, "every host Ready", func() error {
+		var hosts v1alpha1.TinyHostList
+		if err := c.List(ctx, &hosts); err != nil {
+			return err
+		}
+		ready := 0
+		for i := range hosts.Items {
+			if meta.IsStatusConditionTrue(hosts.Items[i].Status.Conditions, v1alpha1.ConditionHostReady) {
+				ready++
+			}
+		}
+		if ready != farms*hostsPerFarm {
+			return fmt.Errorf("%d/%d hosts Ready", ready, farms*hostsPerFarm)
+		}
+		return nil
+	})
+
+}
+
+// movedOff waits until every lost module is Ready on a host of another
+// farm than the killed one, logging the operator's queues every 5 s.
+func movedOff(ctx context.Context, b *testing.B, c client.Reader, lost map[string]bool, killed time.Time, metricsAddr string) {
 	last := killed
 	poll(b, 5*time.Minute, 100*time.Millisecond, "the modules of the killed hosts Ready elsewhere", func() error {
 		err := allReady(ctx, c, func(m *v1alpha1.TinyModule) error {
@@ -141,11 +158,6 @@ func BenchmarkScale(b *testing.B) {
 		}
 		return err
 	})
-	b.ReportMetric(time.Since(killed).Seconds(), "s/ready-elsewhere")
-	b.ReportMetric(float64(len(lost)), "modules-moved")
-	b.ReportMetric(float64(flaps(ctx, b, env.Client, farmPrefix(0))), "live-host-flaps")
-	b.StopTimer()
-	b.ReportMetric(float64(peakRSS(b, op.PID()))/(1<<20), "MiB-rss")
 }
 
 // register creates a TinyHost for each host the farm p says it runs,
