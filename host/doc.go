@@ -217,8 +217,9 @@
 //
 //  1. hostfuncs.go, forward: the guest's call import hands a pointer and a
 //     length into its memory; the host checks them, decodes the message in
-//     place (abi.View) and copies it once into an abi.Message, adds the
-//     trace context and the hop count (invoke.go, forwardMetadata), and
+//     place (abi.View), refuses a target a's messaging grants do not name,
+//     and copies it once into an abi.Message, adds the trace context and
+//     the hop count (invoke.go, forwardMetadata), and
 //     makes its context (forwardContext): the caller's, bounded by what is
 //     left of its deadline and by the host's life.
 //  2. router.go, Host.route: a system port is refused; a module loaded
@@ -226,7 +227,7 @@
 //     its route gives the replicas, starting at the next one, and the
 //     message goes to Options.Transport.Call.
 //  3. host/cluster/cluster.go, Transport.deliver: the message becomes a
-//     hostv1.Message (the wire's), tried on the replicas whose connection
+//     hostv1.Message (the wire's, api.MessageProto), tried on the replicas whose connection
 //     is not failing first; host/cluster/stream.go, deliveryStream.deliver,
 //     queues it on the peer's DeliverStream with an id and the time its
 //     caller still waits. Should the caller's context end first, it sends
@@ -234,7 +235,7 @@
 //  4. On B, host/server/stream.go, DeliverStream: the request gets a
 //     context of its own, ended by its timeout, its cancel, or the stream;
 //     host/server/route.go, deliver: the hostv1.Message becomes an
-//     abi.Message again, its address is checked, and it goes to
+//     abi.Message again (api.MessageFromProto), its address is checked, and it goes to
 //     Host.Deliver, which delivers to B's own modules only.
 //  5. router.go, Host.deliver, then invoke.go, Host.invoke and
 //     version.invoke: the component and port are checked against b's
