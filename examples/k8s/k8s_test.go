@@ -383,11 +383,20 @@ func crossModule(t *testing.T, cp *controlPlane, tinyctl string, creds []string)
 		return tot
 	}
 	start := total()
-	res := e2e.Run(t, creds, tinyctl, "--addr", common, "call", "common/split/in", "[1, 2, 3]")
-	require.Zero(t, res.Code, res.Stderr)
-	assert.JSONEq(t, `{"count":3}`, res.Stdout)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Ready says the modules serve where they are placed; the route table
+	// that takes common's split to tally reaches common's host up to the
+	// pusher's half second later (operator/README.md).
+	var res e2e.Result
+	waitFor(ctx, t, "common's host routes to tally", func() error {
+		res = e2e.Run(t, creds, tinyctl, "--addr", common, "call", "common/split/in", "[1, 2, 3]")
+		if res.Code != 0 {
+			return fmt.Errorf("exit %d: %s", res.Code, res.Stderr)
+		}
+		return nil
+	})
+	assert.JSONEq(t, `{"count":3}`, res.Stdout)
 	waitFor(ctx, t, "the items counted by tally on "+tally, func() error {
 		got := total()
 		if got["count"]-start["count"] != 3 || got["sum"]-start["sum"] != 6 {
