@@ -49,6 +49,8 @@ type bedOptions struct {
 	fetch bool
 	// hostOptions are the operator's options for host connections.
 	hostOptions hostclient.Options
+	// failureThreshold, when not 0, replaces the bed's 3 failed probes.
+	failureThreshold int
 }
 
 // hostSpec is a host to start: its name, labels and more daemon flags.
@@ -97,6 +99,9 @@ func (b *bed) start(t testing.TB) {
 	b.opts = Options{
 		ProbeInterval: time.Second, ProbeTimeout: time.Second, FailureThreshold: 3,
 		Resync: 30 * time.Second, Loader: loader, Host: b.hostOptions, LeaseNamespace: "default",
+	}
+	if b.failureThreshold != 0 {
+		b.opts.FailureThreshold = b.failureThreshold
 	}
 	b.mgr = testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, b.opts) })
 }

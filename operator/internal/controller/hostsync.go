@@ -141,6 +141,9 @@ func (r *hostSync) probed(ctx context.Context, h *v1alpha1.TinyHost, st *v1alpha
 	wasReady := hostReady(h)
 	if !p.Ready {
 		msg := fmt.Sprintf("%d probes in a row failed, the last: %v", p.Failures, p.Err)
+		if p.Gone {
+			msg = fmt.Sprintf("the connection closed and nothing listens at %s: %v", h.Spec.Address, p.Err)
+		}
 		setHostReady(st, h.Generation, false, reasonUnreachable, msg)
 		if err := r.write(ctx, h, st, time.Time{}); err != nil {
 			return false, err

@@ -33,7 +33,8 @@ import (
 type Options struct {
 	// ProbeInterval is how often each host is probed; ProbeTimeout bounds
 	// one probe. A host is NotReady after FailureThreshold failed probes in
-	// a row.
+	// a row, or at once when its connection closed and nothing listens at
+	// its address any more (probe.Gone).
 	ProbeInterval    time.Duration
 	ProbeTimeout     time.Duration
 	FailureThreshold int
