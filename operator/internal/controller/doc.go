@@ -42,8 +42,9 @@
 // modules whose entries changed, and its probe time alone none. The route
 // table and wiring go to every ready host from a pusher (pusher.go), once
 // per burst of changes, apart from the host sync. A host whose readiness
-// changed, and the modules of a host that stopped being Ready, go ahead of
-// the rest (controller-runtime's priority queue). Probes ask hosts for a
+// changed, the modules of a host that stopped being Ready, and a module
+// whose load on a host just ended go ahead of the rest (controller-runtime's
+// priority queue). Probes ask hosts for a
 // summary (Info without descriptors).
 //
 // The controllers decide only from the API: TinyModule placements are the

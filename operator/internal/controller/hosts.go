@@ -66,6 +66,16 @@ func (c *conn) tablesCurrent(version uint64, resync time.Duration) bool {
 	return c.tables == version && time.Since(c.tablesAt) < resync
 }
 
+// tablesKnown: the host got tables from us (a version, maybe not the
+// current one) less than resync ago, and has failed no probe and no push
+// since, so that what it has is what we gave it.
+func (c *conn) tablesKnown(resync time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tables != 0 && time.Since(c.tablesAt) < resync
+}
+
+// tablesPushed records the version the host has; 0 for unknown.
 func (c *conn) tablesPushed(version uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

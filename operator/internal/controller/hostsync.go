@@ -184,12 +184,16 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 		st = h.Status.DeepCopy()
 	}
 	// Routes first: a replica being unloaded here must have left this
-	// host's table too (apply waits until it left every host's).
+	// host's table too (apply waits until it left every host's). Without
+	// unloads, a host that has our tables gets their changes from the
+	// pusher, not from every convergence.
 	var errs []error
-	if t, err := r.tables.current(ctx, r.Client); err != nil {
-		errs = append(errs, err)
-	} else if err := pushTables(ctx, c, t, 0, &r.book); err != nil { // read, for the book
-		errs = append(errs, err)
+	if len(plan.unloads) > 0 || !c.tablesKnown(r.opts.Resync) {
+		if t, err := r.tables.current(ctx, r.Client); err != nil {
+			errs = append(errs, err)
+		} else if err := pushTables(ctx, c, t, 0, &r.book); err != nil { // read, for the book
+			errs = append(errs, err)
+		}
 	}
 	errs = append(errs, r.apply(ctx, c, &plan)...)
 	st.Modules = plan.sorted()
