@@ -345,6 +345,31 @@ func TestTLS(t *testing.T) {
 	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 }
 
+// TestTLSServerName: a host whose certificate names only its pod's DNS
+// name, reached on 127.0.0.1 as through kubectl port-forward, is verified
+// against the name --tls-server-name gives.
+func TestTLSServerName(t *testing.T) {
+	const podName = "tinyhost-0.tinyhost.tinyhost-system.svc"
+	ca := e2e.NewCA(t, "tinyhost CA")
+	cert, key := ca.Issue(t, e2e.Leaf{Name: "tinyhost-0", DNSNames: []string{podName}, Server: true})
+	h := e2e.StartHost(t, e2e.HostOptions{
+		Modules: []string{e2e.Wasm(t, e2e.Hello)},
+		Args:    []string{"--tls-cert", cert, "--tls-key", key},
+	})
+	tinyctl := e2e.Binary(t, "cmd/tinyctl")
+
+	res := e2e.Run(t, nil, tinyctl, "--addr", h.Addr, "--tls-ca", ca.File, "--tls-server-name", podName, "call", "hello/greeter", `{"name":"Ada"}`)
+	assert.Equal(t, 0, res.Code, res.Stderr)
+	assert.Contains(t, res.Stdout, "Hello, Ada")
+
+	res = e2e.Run(t, nil, tinyctl, "--addr", h.Addr, "--tls-ca", ca.File, "call", "hello/greeter", `{"name":"Ada"}`)
+	assert.Equal(t, 4, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "127.0.0.1", "the refusal names the address the certificate does not cover")
+	res = e2e.Run(t, nil, tinyctl, "--addr", h.Addr, "--tls-ca", ca.File, "--tls-server-name", "tinyhost-1.tinyhost.tinyhost-system.svc", "call", "hello/greeter", `{"name":"Ada"}`)
+	assert.Equal(t, 4, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "tinyhost-1.tinyhost.tinyhost-system.svc")
+}
+
 func TestMTLS(t *testing.T) {
 	certs := e2e.NewCerts(t)
 	h := e2e.StartHost(t, e2e.HostOptions{
