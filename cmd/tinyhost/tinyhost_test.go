@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -368,6 +369,33 @@ func TestTLSServerName(t *testing.T) {
 	res = e2e.Run(t, nil, tinyctl, "--addr", h.Addr, "--tls-ca", ca.File, "--tls-server-name", "tinyhost-1.tinyhost.tinyhost-system.svc", "call", "hello/greeter", `{"name":"Ada"}`)
 	assert.Equal(t, 4, res.Code, res.Stderr)
 	assert.Contains(t, res.Stderr, "tinyhost-1.tinyhost.tinyhost-system.svc")
+}
+
+// TestTLSRenewal: the host presents a certificate renewed in place (as
+// cert-manager renews a mounted Secret) from the next handshake, without a
+// restart.
+func TestTLSRenewal(t *testing.T) {
+	ca := e2e.NewCA(t, "tinyhost CA")
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	renew := func(name string, at time.Time) {
+		cert, key := ca.Issue(t, e2e.Leaf{Name: name, IPs: []string{"127.0.0.1"}, Server: true})
+		e2e.Install(t, cert, key, certPath, keyPath, at)
+	}
+	start := time.Now().Add(-time.Hour)
+	renew("before", start)
+	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--tls-cert", certPath, "--tls-key", keyPath}})
+	roots, err := hostclient.CertPool(ca.File)
+	require.NoError(t, err)
+	presented := func() string {
+		conn, err := tls.Dial("tcp", h.Addr, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}})
+		require.NoError(t, err)
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	assert.Equal(t, "before", presented())
+	renew("after", start.Add(time.Minute))
+	assert.Equal(t, "after", presented())
 }
 
 func TestMTLS(t *testing.T) {

@@ -113,7 +113,8 @@ func (o Options) Resolve() (Options, error) {
 
 // TLSConfig is a client TLS configuration: the CA of caFile (the system
 // roots when empty) and the certificate of certFile and keyFile (none when
-// empty). The daemon uses it for its peers too.
+// empty), read again when they are renewed (KeyPair). The daemon uses it
+// for its peers too.
 func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 	conf := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
@@ -124,11 +125,11 @@ func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 		conf.RootCAs = pool
 	}
 	if certFile != "" || keyFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		pair, err := LoadKeyPair(certFile, keyFile)
 		if err != nil {
 			return nil, fmt.Errorf("client certificate: %w", err)
 		}
-		conf.Certificates = []tls.Certificate{cert}
+		conf.GetClientCertificate = pair.GetClientCertificate
 	}
 	return conf, nil
 }
