@@ -52,10 +52,19 @@ type conn struct {
 
 	mu    sync.Mutex
 	probe probe
-	// tables is the version of the route and wiring tables the host was
-	// last given or found to have, at tablesAt; 0 for none.
-	tables   uint64
+	// tables is what the host was last given or found to have of the
+	// route and wiring tables, at tablesAt; version 0 for unknown.
+	tables   hostTables
 	tablesAt time.Time
+}
+
+// hostTables is what a host has of the tables: a version of ours, its
+// routes and wires, and the generations the host has them at.
+type hostTables struct {
+	version             uint64
+	routes              []*hostv1.Route
+	wires               []*hostv1.Wire
+	routesGen, wiresGen uint64
 }
 
 // tablesCurrent: the host got this version of the tables less than
@@ -63,23 +72,30 @@ type conn struct {
 func (c *conn) tablesCurrent(version uint64, resync time.Duration) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.tables == version && time.Since(c.tablesAt) < resync
+	return c.tables.version == version && time.Since(c.tablesAt) < resync
 }
 
 // tablesKnown: the host got tables from us (a version, maybe not the
 // current one) less than resync ago, and has failed no probe and no push
 // since, so that what it has is what we gave it.
 func (c *conn) tablesKnown(resync time.Duration) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.tables != 0 && time.Since(c.tablesAt) < resync
+	_, ok := c.knownTables(resync)
+	return ok
 }
 
-// tablesPushed records the version the host has; 0 for unknown.
-func (c *conn) tablesPushed(version uint64) {
+// knownTables is what the host has of the tables, when tablesKnown.
+func (c *conn) knownTables(resync time.Duration) (hostTables, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.tables, c.tablesAt = version, time.Now()
+	return c.tables, c.tables.version != 0 && time.Since(c.tablesAt) < resync
+}
+
+// tablesPushed records what the host has; the zero hostTables for
+// unknown.
+func (c *conn) tablesPushed(t hostTables) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tables, c.tablesAt = t, time.Now()
 }
 
 func (c *conn) state() probe {
@@ -309,7 +325,7 @@ func (hs *hosts) probeOnce(ctx context.Context, c *conn, dropped bool) probeChan
 	p.Failures++
 	p.Err = err
 	// It may come back restarted, without the tables it had.
-	c.tables = 0
+	c.tables = hostTables{}
 	if dropped && refused(ctx, c.address, hs.opts.ProbeTimeout) {
 		p.Gone = true
 	}

@@ -90,55 +90,72 @@ func wiringTable(mods []v1alpha1.TinyModule) []*hostv1.Wire {
 // pushTables gives the host the current route table and wiring, t, when
 // what it has differs, and records in book the table the host has. With
 // resync above zero (the pusher), a host that got this version of the
-// tables less than resync ago is not asked (a host that restarts fails its
-// probes, which forgets what it got); a convergence (resync 0) always
-// reads the host's table, which the unloads waiting on the book need. Generations are the time of the
-// push, and always above the host's, so that a restarted operator (whose
-// count would start over) is not refused, while a late push of an older
-// table still is; see generation for a host's generation that no push of
-// ours gave.
+// tables less than resync ago is not asked, and one that got an earlier
+// version from us is given what changed without being asked for what it
+// has (a host that fails a probe or a push may have restarted, and is
+// asked again); a convergence (resync 0) always reads the host's tables,
+// which the unloads waiting on the book need. Generations are the time of
+// the push, and always above the host's, so that a restarted operator
+// (whose count would start over) is not refused, while a late push of an
+// older table still is; see generation for a host's generation that no
+// push of ours gave.
 func pushTables(ctx context.Context, c *conn, t table, resync time.Duration, book *routeBook) (err error) {
 	if resync > 0 && c.tablesCurrent(t.version, resync) {
 		return nil
 	}
 	defer func() {
 		if err != nil {
-			c.tablesPushed(0) // what it has is unknown: its next convergence pushes
+			c.tablesPushed(hostTables{}) // unknown: asked again next time
 		}
 	}()
 	ctx, cancel := context.WithTimeout(ctx, tablesTimeout)
 	defer cancel()
-	got, err := c.client.Routes(ctx)
-	if err != nil {
-		return fmt.Errorf("host %s: get routes: %w", c.name, err)
+	has, known := c.knownTables(resync)
+	if resync == 0 || !known {
+		if has, err = readTables(ctx, c, book); err != nil {
+			return err
+		}
 	}
-	book.set(c.name, got.GetRoutes(), time.Now())
-	if !sameList(got.GetRoutes(), t.routes) {
-		gen := generation(got.GetGeneration(), time.Now())
+	if !sameList(has.routes, t.routes) {
+		gen := generation(has.routesGen, time.Now())
 		if _, err := c.client.SetRoutes(ctx, gen, t.routes); err != nil {
 			return fmt.Errorf("host %s: set routes: %w", c.name, err)
 		}
 		book.set(c.name, t.routes, time.Now())
+		has.routesGen = gen
 		logf.FromContext(ctx).V(1).Info("routes set", "generation", gen, "routes", len(t.routes))
 	}
-	gw, err := c.client.Wiring(ctx)
-	if err != nil {
-		return fmt.Errorf("host %s: get wiring: %w", c.name, err)
-	}
-	if !sameList(gw.GetWires(), t.wires) {
-		gen := generation(gw.GetGeneration(), time.Now())
+	if !sameList(has.wires, t.wires) {
+		gen := generation(has.wiresGen, time.Now())
 		resp, err := c.client.SetWiring(ctx, gen, t.wires)
 		if err != nil {
 			return fmt.Errorf("host %s: set wiring: %w", c.name, err)
 		}
+		has.wiresGen = gen
 		// wiringTable leaves out what api.CheckWire refuses, so a refusal
 		// here is a host that checks more than this operator knows of.
 		for _, w := range resp.GetRefused() {
 			logf.FromContext(ctx).Info("host refused a wire", "host", c.name, "from", w.GetFrom(), "to", w.GetTo(), "reason", w.GetReason())
 		}
 	}
-	c.tablesPushed(t.version)
+	has.version, has.routes, has.wires = t.version, t.routes, t.wires
+	c.tablesPushed(has)
 	return nil
+}
+
+// readTables asks the host for the tables it has, and records its route
+// table in book.
+func readTables(ctx context.Context, c *conn, book *routeBook) (hostTables, error) {
+	got, err := c.client.Routes(ctx)
+	if err != nil {
+		return hostTables{}, fmt.Errorf("host %s: get routes: %w", c.name, err)
+	}
+	book.set(c.name, got.GetRoutes(), time.Now())
+	gw, err := c.client.Wiring(ctx)
+	if err != nil {
+		return hostTables{}, fmt.Errorf("host %s: get wiring: %w", c.name, err)
+	}
+	return hostTables{routes: got.GetRoutes(), wires: gw.GetWires(), routesGen: got.GetGeneration(), wiresGen: gw.GetGeneration()}, nil
 }
 
 // routeBook remembers the route table each host has, as the host sync
