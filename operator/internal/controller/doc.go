@@ -21,13 +21,12 @@
 //     and at once when the connection closes: a host that then refuses
 //     connections is NotReady without waiting for FailureThreshold failed
 //     probes. It takes a host whose Lease expired for gone (lease.go); it
-//     loads what is placed on the
-//     host through a Loader (loader.go), unloads what is no longer placed
-//     there (never what the host loaded on its own) once no live host's
-//     route table routes to it there (routeBook, routes.go), and records each
-//     module it manages with the hash of the spec it loaded (spec.go), so
-//     that nothing is loaded twice for one spec, across operator restarts
-//     too.
+//     loads what is placed on the host through a Loader (loader.go),
+//     unloads what is no longer placed there (never what the host loaded
+//     on its own) once no live host's route table routes to it there
+//     (routeBook, routes.go), and records each module it manages with the
+//     hash of the spec it loaded (spec.go), so that nothing is loaded
+//     twice for one spec, across operator restarts too.
 //   - services (service.go) writes each TinyModule's Service and
 //     EndpointSlices, from its Ready placements.
 //
