@@ -51,8 +51,8 @@ type config struct {
 	ShardLeaseDuration time.Duration
 	ShardRenewDeadline time.Duration
 	ShardRetryPeriod   time.Duration
-	Operator                operator.Options
-	Zap                     zap.Options
+	Operator           operator.Options
+	Zap                zap.Options
 
 	// How the operator reaches hosts; see hostOptions.
 	HostTLS       bool
