@@ -304,11 +304,15 @@ func fnvString(s string) uint32 {
 	return h.Sum32()
 }
 
-// sweep deletes the expired or free host Leases of hosts that are gone.
+// sweep deletes the expired or free host Leases of hosts that are gone,
+// and the expired membership Leases of replicas that are gone.
 func (s *shards) sweep(ctx context.Context, want map[string]string, byName map[string]*coordinationv1.Lease) {
 	now := time.Now()
 	for name, l := range byName {
-		if l.Labels[ShardLabel] != kindHost || want[name] != "" || (holder(l) != "" && now.Before(leaseExpiry(l))) {
+		if holder(l) != "" && now.Before(leaseExpiry(l)) {
+			continue
+		}
+		if kind := l.Labels[ShardLabel]; (kind != kindHost || want[name] != "") && (kind != kindMember || name == memberLease(s.o.Identity)) {
 			continue
 		}
 		_ = s.c.Delete(ctx, l, client.Preconditions{ResourceVersion: &l.ResourceVersion})
