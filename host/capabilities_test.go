@@ -25,7 +25,7 @@ func TestCapabilityNames(t *testing.T) {
 		caps []string
 		err  string // "" loads
 	}{
-		{"unknown", []string{"files"}, `unknown capability "files"`},
+		{"unknown", []string{"files"}, `unknown capability "files" (known: log, config, timer, messaging, messaging:<module>, messaging:<module>/<component>)`},
 		{"empty target", []string{"messaging:"}, `capability "messaging:": target module: empty`},
 		{"upper case", []string{"messaging:B"}, `capability "messaging:B": target module: "B" must start with a lower-case letter`},
 		{"port", []string{"messaging:a/b/in"}, `capability "messaging:a/b/in": target "a/b/in": want module or module/component`},

@@ -555,7 +555,7 @@ func capabilities(names []string) (grants, error) {
 		name, tgt, targeted := strings.Cut(n, ":")
 		bit, ok := capBits[name]
 		if !ok {
-			errs = append(errs, fmt.Errorf("unknown capability %q (known: %v)", n, knownCapabilities))
+			errs = append(errs, fmt.Errorf("unknown capability %q (known: %s, messaging:<module>, messaging:<module>/<component>)", n, strings.Join(knownCapabilities, ", ")))
 			continue
 		}
 		g.set |= bit

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -343,6 +344,58 @@ func TestTLS(t *testing.T) {
 	assert.Contains(t, res.Stderr, "UNAVAILABLE")
 	_, err = greet(ctx, client(t, h.Addr), "Ada")
 	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+}
+
+// TestTLSServerName: a host whose certificate names only its pod's DNS
+// name, reached on 127.0.0.1 as through kubectl port-forward, is verified
+// against the name --tls-server-name gives.
+func TestTLSServerName(t *testing.T) {
+	const podName = "tinyhost-0.tinyhost.tinyhost-system.svc"
+	ca := e2e.NewCA(t, "tinyhost CA")
+	cert, key := ca.Issue(t, e2e.Leaf{Name: "tinyhost-0", DNSNames: []string{podName}, Server: true})
+	h := e2e.StartHost(t, e2e.HostOptions{
+		Modules: []string{e2e.Wasm(t, e2e.Hello)},
+		Args:    []string{"--tls-cert", cert, "--tls-key", key},
+	})
+	tinyctl := e2e.Binary(t, "cmd/tinyctl")
+
+	res := e2e.Run(t, nil, tinyctl, "--addr", h.Addr, "--tls-ca", ca.File, "--tls-server-name", podName, "call", "hello/greeter", `{"name":"Ada"}`)
+	assert.Equal(t, 0, res.Code, res.Stderr)
+	assert.Contains(t, res.Stdout, "Hello, Ada")
+
+	res = e2e.Run(t, nil, tinyctl, "--addr", h.Addr, "--tls-ca", ca.File, "call", "hello/greeter", `{"name":"Ada"}`)
+	assert.Equal(t, 4, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "127.0.0.1", "the refusal names the address the certificate does not cover")
+	res = e2e.Run(t, nil, tinyctl, "--addr", h.Addr, "--tls-ca", ca.File, "--tls-server-name", "tinyhost-1.tinyhost.tinyhost-system.svc", "call", "hello/greeter", `{"name":"Ada"}`)
+	assert.Equal(t, 4, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "tinyhost-1.tinyhost.tinyhost-system.svc")
+}
+
+// TestTLSRenewal: the host presents a certificate renewed in place (as
+// cert-manager renews a mounted Secret) from the next handshake, without a
+// restart.
+func TestTLSRenewal(t *testing.T) {
+	ca := e2e.NewCA(t, "tinyhost CA")
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	renew := func(name string, at time.Time) {
+		cert, key := ca.Issue(t, e2e.Leaf{Name: name, IPs: []string{"127.0.0.1"}, Server: true})
+		e2e.Install(t, cert, key, certPath, keyPath, at)
+	}
+	start := time.Now().Add(-time.Hour)
+	renew("before", start)
+	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--tls-cert", certPath, "--tls-key", keyPath}})
+	roots, err := hostclient.CertPool(ca.File)
+	require.NoError(t, err)
+	presented := func() string {
+		conn, err := tls.Dial("tcp", h.Addr, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}})
+		require.NoError(t, err)
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	assert.Equal(t, "before", presented())
+	renew("after", start.Add(time.Minute))
+	assert.Equal(t, "after", presented())
 }
 
 func TestMTLS(t *testing.T) {

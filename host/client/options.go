@@ -20,7 +20,7 @@ import (
 type Options struct {
 	// TLS connects over TLS, verifying the host against the system roots
 	// (or CAFile). It is implied by CAFile, CertFile, KeyFile,
-	// InsecureSkipVerify and TLSConfig.
+	// InsecureSkipVerify, ServerName and TLSConfig.
 	TLS bool
 	// CAFile is a PEM file of the CA that signed the host's certificate.
 	CAFile string
@@ -30,6 +30,10 @@ type Options struct {
 	// InsecureSkipVerify uses TLS without verifying the host's certificate
 	// (for testing only).
 	InsecureSkipVerify bool
+	// ServerName is the name the host's certificate must be valid for, in
+	// place of the dialed address's host: a pod's name in its headless
+	// Service, reached through a port-forward on 127.0.0.1, say.
+	ServerName string
 	// TLSConfig, when set, is the TLS configuration itself, in place of the
 	// files above.
 	TLSConfig *tls.Config
@@ -87,7 +91,7 @@ func (o Options) Resolve() (Options, error) {
 		}
 		o.TokenFile = ""
 	}
-	if o.TLSConfig == nil && (o.TLS || o.CAFile != "" || o.CertFile != "" || o.InsecureSkipVerify) {
+	if o.TLSConfig == nil && (o.TLS || o.CAFile != "" || o.CertFile != "" || o.InsecureSkipVerify || o.ServerName != "") {
 		conf, err := TLSConfig(o.CAFile, o.CertFile, o.KeyFile)
 		if err != nil {
 			return o, err
@@ -95,8 +99,12 @@ func (o Options) Resolve() (Options, error) {
 		conf.InsecureSkipVerify = o.InsecureSkipVerify //nolint:gosec // asked for, for testing
 		o.TLSConfig = conf
 	}
+	if o.ServerName != "" {
+		o.TLSConfig = o.TLSConfig.Clone() // the caller's may be shared
+		o.TLSConfig.ServerName = o.ServerName
+	}
 	o.TLS = o.TLSConfig != nil
-	o.CAFile, o.CertFile, o.KeyFile, o.InsecureSkipVerify = "", "", "", false
+	o.CAFile, o.CertFile, o.KeyFile, o.InsecureSkipVerify, o.ServerName = "", "", "", false, ""
 	if o.Token != "" && o.TokenNeedsTLS && (o.TLSConfig == nil || o.TLSConfig.InsecureSkipVerify) {
 		return o, fmt.Errorf("%w: the token goes only over TLS that verifies the host, and this connection would not verify it", ErrOptions)
 	}
@@ -105,7 +113,8 @@ func (o Options) Resolve() (Options, error) {
 
 // TLSConfig is a client TLS configuration: the CA of caFile (the system
 // roots when empty) and the certificate of certFile and keyFile (none when
-// empty). The daemon uses it for its peers too.
+// empty), read again when they are renewed (KeyPair). The daemon uses it
+// for its peers too.
 func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 	conf := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
@@ -116,11 +125,11 @@ func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 		conf.RootCAs = pool
 	}
 	if certFile != "" || keyFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		pair, err := LoadKeyPair(certFile, keyFile)
 		if err != nil {
 			return nil, fmt.Errorf("client certificate: %w", err)
 		}
-		conf.Certificates = []tls.Certificate{cert}
+		conf.GetClientCertificate = pair.GetClientCertificate
 	}
 	return conf, nil
 }

@@ -7,8 +7,10 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // CA is a throwaway certificate authority that issues the certificates a
@@ -85,4 +87,23 @@ func (ca *CA) Issue(t testing.TB, l Leaf) (certFile, keyFile string) {
 	writePEM(t, certFile, "CERTIFICATE", der)
 	writePEM(t, keyFile, "PRIVATE KEY", keyDER)
 	return certFile, keyFile
+}
+
+// Install copies a certificate and its key to the paths a process reads,
+// as a renewal of a mounted Secret does, dated at: a renewal must show
+// even on a file system whose times are coarse.
+func Install(t testing.TB, certFile, keyFile, certPath, keyPath string, at time.Time) {
+	t.Helper()
+	for _, f := range [][2]string{{certFile, certPath}, {keyFile, keyPath}} {
+		b, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f[1], b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(f[1], at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

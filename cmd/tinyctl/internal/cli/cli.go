@@ -65,15 +65,16 @@ type command struct {
 // opts holds every flag value; each command registers the ones it uses.
 type opts struct {
 	// global
-	addr      string
-	token     string
-	tokenFile string
-	tls       bool
-	tlsCA     string
-	tlsCert   string
-	tlsKey    string
-	insecure  bool
-	timeout   time.Duration
+	addr          string
+	token         string
+	tokenFile     string
+	tls           bool
+	tlsCA         string
+	tlsCert       string
+	tlsKey        string
+	tlsServerName string
+	insecure      bool
+	timeout       time.Duration
 	// per command
 	output string
 	meta   []string
@@ -141,6 +142,7 @@ func globalFlags(fs *pflag.FlagSet, o *opts) {
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "PEM file of the CA that signed the host's certificate")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM client certificate, for hosts that require mTLS; its Subject Organization names its role (tinyhost:admin, tinyhost:invoke)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM key of --tls-cert")
+	fs.StringVar(&o.tlsServerName, "tls-server-name", "", "name the host's certificate must be valid for, in place of --addr's host (a pod's DNS name through kubectl port-forward, say)")
 	fs.BoolVar(&o.insecure, "insecure", false, "use TLS without verifying the host's certificate (testing only)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "deadline of each call (not of watch)")
 }

@@ -17,7 +17,8 @@ func (c *ctl) client() (*client.Client, error) {
 	o := c.o
 	cl, err := client.New(o.addr, client.Options{
 		TLS: o.tls, CAFile: o.tlsCA, CertFile: o.tlsCert, KeyFile: o.tlsKey, InsecureSkipVerify: o.insecure,
-		Token: o.token, TokenFile: o.tokenFile,
+		ServerName: o.tlsServerName,
+		Token:      o.token, TokenFile: o.tokenFile,
 		UserAgent: "tinyctl/" + buildinfo.Version(),
 	})
 	if errors.Is(err, client.ErrOptions) {

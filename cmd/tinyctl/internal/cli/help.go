@@ -44,7 +44,7 @@ TINYCTL_ADDR, TINYCTL_TOKEN, TINYCTL_TLS_CA; a flag wins over the environment):
 	b.WriteString(`  -h, --help                show help (tinyctl COMMAND --help for a command's)
       --version             print tinyctl's version
 
-Without --tls, --tls-ca, --tls-cert or --insecure the connection is plaintext.
+Without --tls, --tls-ca, --tls-cert, --tls-server-name or --insecure the connection is plaintext.
 
 Exit codes:
   0  success

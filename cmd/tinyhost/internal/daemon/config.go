@@ -144,7 +144,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.String("metrics", "", `Prometheus listen address serving /metrics, e.g. 127.0.0.1:9090 ("" = off)`)
 	fs.String("name", hostname, "host name reported by Info and in logs")
 	fs.StringArray("label", nil, "host label KEY=VALUE (repeatable)")
-	fs.String("tls-cert", "", "PEM server certificate; with --tls-key serves TLS")
+	fs.String("tls-cert", "", "PEM server certificate; with --tls-key serves TLS (read again when renewed)")
 	fs.String("tls-key", "", "PEM key of --tls-cert")
 	fs.String("tls-client-ca", "", "PEM CA of client certificates; requires and verifies them (mTLS), and a certificate's role is its Subject Organization: tinyhost:admin, tinyhost:invoke or tinyhost:peer")
 	fs.String("token-file", "", "file holding the bearer token of the admin role: load, unload, routes, wiring, and all that invoke may")

@@ -146,6 +146,7 @@ func TestExampleConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1:50051", c.Listen)
 	assert.NotEmpty(t, c.Labels)
+	assert.Equal(t, []string{"log", "config", "timer"}, c.Capabilities, "the sample grants no module messaging to every target")
 }
 
 // TestParseConfigArtifacts reads the artifacts section from the file, the

@@ -325,13 +325,14 @@ func readTokens(cfg Config) (tokens, error) {
 }
 
 // serverTLS is the TLS configuration of the gRPC listener; with a client CA
-// every client must present a certificate it signed (mTLS).
+// every client must present a certificate it signed (mTLS). A renewed
+// certificate is served from the next handshake (client.KeyPair).
 func serverTLS(cfg Config) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	pair, err := client.LoadKeyPair(cfg.TLSCert, cfg.TLSKey)
 	if err != nil {
 		return nil, fmt.Errorf("tls-cert/tls-key: %w", err)
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.GetCertificate}
 	if cfg.TLSClientCA != "" {
 		pool, err := client.CertPool(cfg.TLSClientCA)
 		if err != nil {
