@@ -119,11 +119,6 @@ func parseConfig(args, environ []string) (config, error) {
 		}
 	}
 	var err error
-	defer func() {
-		if err == nil && c.Shards && c.LeaderElect && fs.Changed("leader-elect") {
-			err = errors.New("--shards and --leader-elect: replicas share the work or elect a leader, not both")
-		}
-	}()
 	fs.VisitAll(func(f *pflag.Flag) {
 		name := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		v, ok := env[name]
@@ -134,6 +129,9 @@ func parseConfig(args, environ []string) (config, error) {
 			err = fmt.Errorf("%s: %w", name, e)
 		}
 	})
+	if err == nil && c.Shards && c.LeaderElect && fs.Changed("leader-elect") {
+		err = errors.New("--shards and --leader-elect: replicas share the work or elect a leader, not both")
+	}
 	return c, err
 }
 
