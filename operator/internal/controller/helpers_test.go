@@ -49,6 +49,9 @@ type bedOptions struct {
 	fetch bool
 	// hostOptions are the operator's options for host connections.
 	hostOptions hostclient.Options
+	// shards, when set, runs one sharded manager per identity instead of
+	// one that acts on everything.
+	shards []string
 }
 
 // hostSpec is a host to start: its name, labels and more daemon flags.
@@ -98,7 +101,19 @@ func (b *bed) start(t testing.TB) {
 		ProbeInterval: time.Second, ProbeTimeout: time.Second, FailureThreshold: 3,
 		Resync: 30 * time.Second, Loader: loader, Host: b.hostOptions, LeaseNamespace: "default",
 	}
-	b.mgr = testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, b.opts) })
+	if len(b.shards) == 0 {
+		b.mgr = testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, b.opts) })
+		return
+	}
+	for _, id := range b.shards {
+		o := b.opts
+		o.Shards = &ShardOptions{Identity: id, Namespace: "default",
+			LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 500 * time.Millisecond}
+		mgr := testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, o) })
+		if b.mgr == nil {
+			b.mgr = mgr
+		}
+	}
 }
 
 func ctxT(t testing.TB, d time.Duration) context.Context {

@@ -111,7 +111,7 @@ type peerConn struct {
 }
 
 // routes reads the route table of the host name at address.
-func (p *peers) routes(ctx context.Context, name, address string) ([]*hostv1.Route, error) {
+func (p *peers) routes(ctx context.Context, name, address string) (*hostv1.GetRoutesResponse, error) {
 	p.mu.Lock()
 	c := p.conns[name]
 	if c == nil || c.address != address {
@@ -133,7 +133,7 @@ func (p *peers) routes(ctx context.Context, name, address string) ([]*hostv1.Rou
 	if err != nil {
 		return nil, fmt.Errorf("host %s: get routes: %w", name, err)
 	}
-	return resp.GetRoutes(), nil
+	return resp, nil
 }
 
 func (p *peers) close() {
@@ -150,7 +150,10 @@ func (p *peers) close() {
 
 // peerRoutes reads into the book the route tables of the ready hosts
 // other replicas own (none without shards). A table that cannot be read
-// counts as routing to everything until it can.
+// counts as routing to everything until it can; so does one set less
+// than routeGrace ago (its generation is the time of the push), since
+// this replica did not see what it left out, nor when: a call that picked
+// a replica from the table before may be on its way to it.
 func (r *hostSync) peerRoutes(ctx context.Context, self string) {
 	if r.shards == nil {
 		return
@@ -164,13 +167,18 @@ func (r *hostSync) peerRoutes(ctx context.Context, self string) {
 		if h.Name == self || r.hosts.get(h.Name) != nil || !hostReady(h) {
 			continue
 		}
-		routes, err := r.shards.peers.routes(ctx, h.Name, h.Spec.Address)
+		resp, err := r.shards.peers.routes(ctx, h.Name, h.Spec.Address)
 		if err != nil {
 			logf.FromContext(ctx).V(1).Info("peer's routes unknown; unloads wait", "error", err.Error())
 			r.book.unknown(h.Name)
 			continue
 		}
-		r.book.set(h.Name, routes, time.Now())
+		now := time.Now()
+		if set := time.Unix(0, int64(resp.GetGeneration())); resp.GetGeneration() > 0 && now.Sub(set) < routeGrace && set.Sub(now) < routeGrace {
+			r.book.unknown(h.Name)
+			continue
+		}
+		r.book.set(h.Name, resp.GetRoutes(), now)
 	}
 }
 

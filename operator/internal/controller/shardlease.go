@@ -71,15 +71,15 @@ func ptrValue[T any](p *T) T {
 	return *p
 }
 
-// renew renews the Leases held whose last renewal started half the renew
-// deadline ago or more: the other half leaves room to retry, every retry
-// period, before the deadline ends the shard. A Lease another replica
+// renew renews the Leases held whose last renewal started a third of the
+// renew deadline ago or more: the other two thirds leave room to retry,
+// every retry period, before the deadline ends the shard. A Lease another replica
 // changed (a conflict) or deleted is lost at once.
 func (s *shards) renew(ctx context.Context) {
 	s.mu.Lock()
 	var due []string
 	for name, sh := range s.held {
-		if !sh.releasing && sh.ctx.Err() == nil && time.Since(sh.renewed) >= s.o.RenewDeadline/2 {
+		if !sh.releasing && sh.ctx.Err() == nil && time.Since(sh.renewed) >= s.o.RenewDeadline/3 {
 			due = append(due, name)
 		}
 	}
