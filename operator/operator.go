@@ -1,7 +1,9 @@
 // Package operator runs tinyhost on Kubernetes: it places the modules that
 // TinyModules ask for onto the hosts that TinyHosts name, and publishes where
 // they run. Setup adds it to a controller-runtime manager; the manager's
-// leader election makes sure one operator acts at a time.
+// leader election makes sure one operator acts at a time, or, with
+// Options.Shards, several replicas share the hosts and modules through
+// Leases, each acting only on what it owns.
 //
 // A tour:
 //
@@ -48,6 +50,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch,namespace=tinyhost-system
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create;update;patch;delete,namespace=tinyhost-system
 
 // DefaultHostLeaseNamespace is where hosts renew their Leases unless told
 // otherwise, the namespace of config/host and config/default.
@@ -103,6 +106,75 @@ type Options struct {
 	// configuration, a bearer token or its file (read once, by Setup).
 	// Default: plain text, no token.
 	Host client.Options
+
+	// Shards, when set, makes this operator one of several replicas that
+	// share the hosts and modules through Leases; the manager must not
+	// elect a leader then. Nil: this operator acts on everything.
+	Shards *ShardOptions
+}
+
+// ShardOptions configure an operator replica that shares the work with
+// others. Each host is owned by one replica through a Lease (it probes the
+// host, loads and unloads on it, pushes it the route tables and writes
+// its TinyHost status); TinyModules are hashed into ShardBuckets buckets,
+// each owned by one replica through a Lease (it places the module, writes
+// its status, Service and EndpointSlices); and each replica renews a
+// membership Lease. Replicas balance by count: each holds at most its
+// share, ceil(total / live replicas), of hosts and of buckets.
+type ShardOptions struct {
+	// Identity names this replica in its Leases: a pod's name, say. It
+	// must be unique among the replicas and a DNS subdomain part.
+	Identity string
+	// Namespace holds the shard Leases. Default DefaultHostLeaseNamespace.
+	Namespace string
+	// LeaseDuration is how long a Lease is held without renewal, in whole
+	// seconds: a dead replica's hosts and modules are taken over within
+	// it plus RetryPeriod. Default 15s.
+	LeaseDuration time.Duration
+	// RenewDeadline, below LeaseDuration, is how long a replica acts on a
+	// shard without renewing its Lease: after it, nothing more of the
+	// replica's for that shard is written. Default 10s.
+	RenewDeadline time.Duration
+	// RetryPeriod is how often a replica renews, balances and retries.
+	// Default 2s.
+	RetryPeriod time.Duration
+}
+
+// ShardBuckets is the number of buckets TinyModules are hashed into.
+const ShardBuckets = controller.ShardBuckets
+
+// ShardLabel labels the shard Leases with their kind: host, bucket or
+// member.
+const ShardLabel = controller.ShardLabel
+
+// HostShardLease is the name of the shard Lease that governs a host.
+func HostShardLease(host string) string { return controller.HostShardLease(host) }
+
+// ModuleShardLease is the name of the shard Lease that governs the
+// TinyModule namespace/name (its bucket's).
+func ModuleShardLease(namespace, name string) string {
+	return controller.BucketShardLease(controller.ModuleBucket(namespace, name))
+}
+
+func (s *ShardOptions) withDefaults() *controller.ShardOptions {
+	if s == nil {
+		return nil
+	}
+	o := controller.ShardOptions{Identity: s.Identity, Namespace: s.Namespace,
+		LeaseDuration: s.LeaseDuration, RenewDeadline: s.RenewDeadline, RetryPeriod: s.RetryPeriod}
+	if o.Namespace == "" {
+		o.Namespace = DefaultHostLeaseNamespace
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if o.RenewDeadline == 0 {
+		o.RenewDeadline = 10 * time.Second
+	}
+	if o.RetryPeriod == 0 {
+		o.RetryPeriod = 2 * time.Second
+	}
+	return &o
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -188,5 +260,6 @@ func Setup(mgr manager.Manager, o Options) error {
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
 		Host:                    o.Host,
 		LeaseNamespace:          o.HostLeaseNamespace,
+		Shards:                  o.Shards.withDefaults(),
 	})
 }

@@ -55,6 +55,12 @@ func TestSetup(t *testing.T) {
 		{name: "negative workers", withAPI: true, opts: operator.Options{MaxConcurrentReconciles: -1}, wantErr: "must not be negative"},
 		{name: "a bad plain-HTTP registry", withAPI: true, opts: operator.Options{FetchArtifacts: true, PlainHTTP: []string{"http://x/y"}}, wantErr: "PlainHTTP"},
 		{name: "a scheme without the API", wantErr: "add v1alpha1.AddToScheme"},
+		{name: "shards", withAPI: true, opts: operator.Options{Shards: &operator.ShardOptions{Identity: "op-0"}}},
+		{name: "shards, a renew deadline past the lease", withAPI: true,
+			opts: operator.Options{Shards: &operator.ShardOptions{Identity: "op-0", LeaseDuration: 2 * time.Second, RenewDeadline: 3 * time.Second}}, wantErr: "renew deadline"},
+		{name: "shards, a lease of a fraction of a second", withAPI: true,
+			opts: operator.Options{Shards: &operator.ShardOptions{Identity: "op-0", LeaseDuration: 1500 * time.Millisecond}}, wantErr: "whole number of seconds"},
+		{name: "shards, an identity no Lease can name", withAPI: true, opts: operator.Options{Shards: &operator.ShardOptions{Identity: "Op_0"}}, wantErr: "shard identity"},
 	}
 	t.Run("a scheme without client-go's", func(t *testing.T) {
 		scheme := runtime.NewScheme()

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -42,8 +45,14 @@ type config struct {
 	PprofAddr               string
 	LeaderElect             bool
 	LeaderElectionNamespace string
-	Operator                operator.Options
-	Zap                     zap.Options
+	// Shards, ShardIdentity and the durations: see shardOptions.
+	Shards             bool
+	ShardIdentity      string
+	ShardLeaseDuration time.Duration
+	ShardRenewDeadline time.Duration
+	ShardRetryPeriod   time.Duration
+	Operator           operator.Options
+	Zap                zap.Options
 
 	// How the operator reaches hosts; see hostOptions.
 	HostTLS       bool
@@ -67,7 +76,12 @@ func parseConfig(args, environ []string) (config, error) {
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&c.PprofAddr, "pprof-bind-address", "", `address of Go's /debug/pprof, e.g. "127.0.0.1:6060" ("" = off)`)
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "elect a leader, so that one operator acts at a time; --leader-elect=false for a lone operator")
-	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's, else "+defaultNamespace+")")
+	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease, or of the shard Leases (default: the pod's, else "+defaultNamespace+")")
+	fs.BoolVar(&c.Shards, "shards", false, "share the hosts and modules with the other replicas run so, through Leases (each host, and each of 16 buckets of modules, is owned by one replica; replicas balance by count), instead of electing a leader; implies --leader-elect=false")
+	fs.StringVar(&c.ShardIdentity, "shard-identity", "", "with --shards: this replica's name in its Leases, unique among the replicas (default $POD_NAME, else hostname-pid)")
+	fs.DurationVar(&c.ShardLeaseDuration, "shard-lease-duration", 0, "with --shards: how long a shard Lease is held without renewal, whole seconds; a dead replica's hosts are taken over within it plus --shard-retry-period (default 15s)")
+	fs.DurationVar(&c.ShardRenewDeadline, "shard-renew-deadline", 0, "with --shards: how long a replica acts on a shard without renewing its Lease, below --shard-lease-duration (default 10s)")
+	fs.DurationVar(&c.ShardRetryPeriod, "shard-retry-period", 0, "with --shards: how often a replica renews, balances and retries (default 2s)")
 	fs.DurationVar(&c.Operator.ProbeInterval, "probe-interval", 0, "how often each host is probed (default 1s)")
 	fs.DurationVar(&c.Operator.ProbeTimeout, "probe-timeout", 0, "how long one probe may take (default 1s)")
 	fs.IntVar(&c.Operator.FailureThreshold, "failure-threshold", 0, "failed probes in a row after which a host is NotReady and its modules move (default 3); a host whose connection closed and whose address refuses connections is NotReady at once")
@@ -115,5 +129,34 @@ func parseConfig(args, environ []string) (config, error) {
 			err = fmt.Errorf("%s: %w", name, e)
 		}
 	})
+	if err == nil && c.Shards && c.LeaderElect && fs.Changed("leader-elect") {
+		err = errors.New("--shards and --leader-elect: replicas share the work or elect a leader, not both")
+	}
 	return c, err
+}
+
+// shardOptions are the operator's shard options of --shards, nil
+// without. The identity is --shard-identity, else $POD_NAME, else
+// hostname-pid, in lower case.
+func shardOptions(c config, environ []string) *operator.ShardOptions {
+	if !c.Shards {
+		return nil
+	}
+	id := c.ShardIdentity
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "POD_NAME="); ok && id == "" {
+			id = v
+		}
+	}
+	if id == "" {
+		host, _ := os.Hostname()
+		id = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	return &operator.ShardOptions{
+		Identity:      strings.ToLower(id),
+		Namespace:     leaderElectionNamespace(c.LeaderElectionNamespace),
+		LeaseDuration: c.ShardLeaseDuration,
+		RenewDeadline: c.ShardRenewDeadline,
+		RetryPeriod:   c.ShardRetryPeriod,
+	}
 }

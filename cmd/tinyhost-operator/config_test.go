@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,4 +95,38 @@ func TestHostOptions(t *testing.T) {
 	assert.False(t, o.TokenNeedsTLS)
 	_, err = hostOptions(config{HostTokenFile: filepath.Join(dir, "nope")})
 	assert.ErrorContains(t, err, "--host-token-file")
+}
+
+// TestShardFlags: --shards refuses leader election asked for by flag or
+// environment; the identity is --shard-identity, else $POD_NAME, else
+// hostname-pid, in lower case.
+func TestShardFlags(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		environ []string
+	}{
+		{"by flag", []string{"--shards", "--leader-elect"}, nil},
+		{"by environment", []string{"--shards"}, []string{"TINYHOST_OPERATOR_LEADER_ELECT=true"}},
+	} {
+		t.Run("leader election asked for "+tt.name, func(t *testing.T) {
+			_, err := parseConfig(tt.args, tt.environ)
+			assert.ErrorContains(t, err, "--shards and --leader-elect")
+		})
+	}
+
+	c, err := parseConfig([]string{"--shards", "--leader-election-namespace=ops", "--shard-lease-duration=4s"}, nil)
+	require.NoError(t, err)
+	s := shardOptions(c, []string{"POD_NAME=Operator-0"})
+	require.NotNil(t, s)
+	assert.Equal(t, "operator-0", s.Identity)
+	assert.Equal(t, "ops", s.Namespace)
+	assert.Equal(t, 4*time.Second, s.LeaseDuration)
+	assert.Zero(t, s.RenewDeadline, "operator.Setup fills in the default")
+	host, _ := os.Hostname()
+	assert.Equal(t, strings.ToLower(host)+"-"+strconv.Itoa(os.Getpid()), shardOptions(c, nil).Identity, "hostname-pid without POD_NAME")
+	c.ShardIdentity = "op-a"
+	assert.Equal(t, "op-a", shardOptions(c, []string{"POD_NAME=x"}).Identity, "--shard-identity first")
+	c.Shards = false
+	assert.Nil(t, shardOptions(c, nil), "no shards without --shards")
 }

@@ -1,7 +1,8 @@
 // Command tinyhost-operator runs the tinyhost operator on Kubernetes: a
-// controller-runtime manager with leader election, metrics and health probes,
-// to which operator.Setup adds the controllers. Run `tinyhost-operator
-// --help`.
+// controller-runtime manager with leader election (or, with --shards,
+// replicas that share the work through Leases), metrics and health
+// probes, to which operator.Setup adds the controllers. Run
+// `tinyhost-operator --help`.
 package main
 
 import (
@@ -52,6 +53,11 @@ func run(cfg config) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	cfg.Operator.Shards = shardOptions(cfg, os.Environ())
+	if s := cfg.Operator.Shards; s != nil {
+		// The apiserver's audit log tells the replicas apart.
+		restConfig.UserAgent = "tinyhost-operator/" + s.Identity
+	}
 	metrics := metricsserver.Options{BindAddress: cfg.MetricsAddr, SecureServing: cfg.MetricsSecure}
 	if cfg.MetricsSecure {
 		// Only callers whose token may GET /metrics see them.
@@ -62,7 +68,7 @@ func run(cfg config) error {
 		Metrics:                       metrics,
 		HealthProbeBindAddress:        cfg.ProbeAddr,
 		PprofBindAddress:              cfg.PprofAddr,
-		LeaderElection:                cfg.LeaderElect,
+		LeaderElection:                cfg.LeaderElect && !cfg.Shards,
 		LeaderElectionID:              "tinyhost-operator.operator.tinysystems.io",
 		LeaderElectionNamespace:       leaderElectionNamespace(cfg.LeaderElectionNamespace),
 		LeaderElectionReleaseOnCancel: true,

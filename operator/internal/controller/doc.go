@@ -30,10 +30,28 @@
 //   - services (service.go) writes each TinyModule's Service and
 //     EndpointSlices, from its Ready placements.
 //
+// Without Options.Shards, the manager's leader election lets one operator
+// run them. With it (shard.go, shardlease.go, shardgate.go), every
+// replica runs them, and each reconcile is gated on a shard Lease this
+// replica holds: a host's for the host sync (probes, loads, unloads,
+// table pushes and TinyHost status of that host), a bucket's (of 16,
+// hashed from namespace/name) for modules and services. One writer at a
+// time: a reconcile runs under a context that ends when the Lease is lost
+// or the renew deadline since its last renewal passes, before anyone else
+// may take it; a Lease is released only after the reconciles under way
+// returned; whoever takes a shard enqueues all its objects. The route
+// table is still built from every module, and pushed by each replica to
+// the hosts it owns; an unload waits on the route tables of the hosts of
+// the other replicas too (peerRoutes reads them with GetRoutes). The
+// placement decisions of two replicas are not serialized: a host may be
+// asked for more than its capacity for a moment; it refuses the load
+// (CAPACITY, a refusal for good, permanent in spec.go) and the module is
+// placed elsewhere.
+//
 // Each controller runs Options.MaxConcurrentReconciles workers;
 // controller-runtime never runs one object's reconciles at once. What they
 // share is safe for that: the module controller takes its placement
-// decisions one at a time (modules.placing) and records them in the ledger
+// decisions one at a time within a replica (modules.placing) and records them in the ledger
 // (shared.go) before it writes them; the host sync's connections (hosts.go)
 // and the route table (tables, shared.go) have their own locks. An event
 // brings back what it concerns: a module's change the hosts it was or is

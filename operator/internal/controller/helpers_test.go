@@ -51,6 +51,9 @@ type bedOptions struct {
 	hostOptions hostclient.Options
 	// failureThreshold, when not 0, replaces the bed's 3 failed probes.
 	failureThreshold int
+	// shards, when set, runs one sharded manager per identity instead of
+	// one that acts on everything.
+	shards []string
 }
 
 // hostSpec is a host to start: its name, labels and more daemon flags.
@@ -103,7 +106,19 @@ func (b *bed) start(t testing.TB) {
 	if b.failureThreshold != 0 {
 		b.opts.FailureThreshold = b.failureThreshold
 	}
-	b.mgr = testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, b.opts) })
+	if len(b.shards) == 0 {
+		b.mgr = testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, b.opts) })
+		return
+	}
+	for _, id := range b.shards {
+		o := b.opts
+		o.Shards = &ShardOptions{Identity: id, Namespace: "default",
+			LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 500 * time.Millisecond}
+		mgr := testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, o) })
+		if b.mgr == nil {
+			b.mgr = mgr
+		}
+	}
 }
 
 func ctxT(t testing.TB, d time.Duration) context.Context {

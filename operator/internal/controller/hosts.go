@@ -146,7 +146,9 @@ func (hs *hosts) Start(ctx context.Context) error {
 	return nil
 }
 
-// NeedLeaderElection: only the leader probes.
+// NeedLeaderElection: only the leader probes; sharded replicas elect
+// none, and each probes the hosts it owns (the host sync makes a conn
+// only for those, and a host's is removed when its shard goes).
 func (hs *hosts) NeedLeaderElection() bool { return true }
 
 // ensure returns the conn of the host at address, creating it (and starting

@@ -56,6 +56,7 @@ type hostSync struct {
 	leases *hostLeases
 	tables *tables
 	pusher *pusher
+	shards *shards // nil without sharding
 	// book is every host's route table, for the unloads that wait on it.
 	book routeBook
 }
@@ -195,6 +196,9 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 			errs = append(errs, err)
 		}
 	}
+	if len(plan.unloads) > 0 {
+		r.peerRoutes(ctx, h.Name)
+	}
 	errs = append(errs, r.apply(ctx, c, &plan)...)
 	st.Modules = plan.sorted()
 	st.Allocated = allocated(plan.loaded)
@@ -313,10 +317,7 @@ func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 		}()
 	}
 	wg.Wait()
-	live := func(host string) bool {
-		hc := r.hosts.get(host)
-		return hc != nil && hc.state().Ready
-	}
+	live := r.liveHost(ctx)
 	for _, name := range plan.unloads {
 		if by := r.book.routing(name, c.address, time.Now(), live); by != "" {
 			plan.entries[name].Message = "waiting until host " + by + " no longer routes to it"

@@ -72,7 +72,8 @@ func (hl *hostLeases) state(ctx context.Context, namespace, host string) (leaseS
 	var l coordinationv1.Lease
 	err := hl.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: host}, &l)
 	switch {
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err), err == nil && l.Labels[ShardLabel] != "":
+		// No Lease, or an operator's shard Lease of the host's name.
 		return leaseState{}, nil
 	case err != nil:
 		return leaseState{}, fmt.Errorf("host %s: Lease: %w", host, err)

@@ -239,6 +239,7 @@ func TestPermanent(t *testing.T) {
 		{withReason(codes.InvalidArgument, api.ReasonNotWasm), true},
 		{withReason(codes.DataLoss, api.ReasonDigestMismatch), true},
 		{withReason(codes.ResourceExhausted, api.ReasonTooLarge), true},
+		{withReason(codes.ResourceExhausted, api.ReasonCapacity), true},
 		{withReason(codes.ResourceExhausted, api.ReasonBusy), false},
 		{withReason(codes.PermissionDenied, api.ReasonDenied), true},
 		{withReason(codes.PermissionDenied, api.ReasonUnauthorized), false},

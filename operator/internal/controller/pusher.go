@@ -23,7 +23,7 @@ const pushesAtOnce = 8
 // host for it (a list of its modules, a plan, a status) would be wasted.
 // A host the pusher misses (unreachable, restarted) gets them at its next
 // convergence, which pushes them too. It is a manager Runnable that runs
-// on the leader only.
+// on the leader only, or on every shard replica, for its own hosts.
 type pusher struct {
 	hosts  *hosts
 	tables *tables
@@ -88,5 +88,6 @@ func (p *pusher) push(ctx context.Context, t table) {
 	wg.Wait()
 }
 
-// NeedLeaderElection: only the leader pushes.
+// NeedLeaderElection: only the leader pushes; sharded replicas elect
+// none, and each pushes to the hosts it owns (those it has a conn to).
 func (p *pusher) NeedLeaderElection() bool { return true }

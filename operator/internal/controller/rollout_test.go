@@ -186,8 +186,13 @@ func (sl *statusLog) statuses() []v1alpha1.TinyModuleStatus {
 // host routes to. It returns 2.0.0's artifact and the caller host's client.
 func rolloutBed(t *testing.T) (*bed, testbed.Module, hostv1.HostServiceClient) {
 	t.Helper()
+	return rolloutBedWith(t, bedOptions{})
+}
+
+func rolloutBedWith(t *testing.T, o bedOptions) (*bed, testbed.Module, hostv1.HostServiceClient) {
+	t.Helper()
 	server := map[string]string{"role": "server"}
-	b := newBed(t, hostSpec{name: "caller", labels: map[string]string{"role": "caller"}},
+	b := newBedWith(t, o, hostSpec{name: "caller", labels: map[string]string{"role": "caller"}},
 		hostSpec{name: "s1", labels: server}, hostSpec{name: "s2", labels: server}, hostSpec{name: "s3", labels: server})
 	read := func(path string) []byte {
 		bs, err := os.ReadFile(path)
@@ -251,17 +256,7 @@ func TestRolloutAndMove(t *testing.T) {
 	from := readyOn(m)[0]
 	b.updateHost(t, from, func(h *v1alpha1.TinyHost) { h.Spec.Unschedulable = true })
 	tl.add("host %s cordoned", from)
-	eventually(t, 2*time.Minute, "the replica off "+from, func() error {
-		m = b.module(t, "default", "versioned")
-		on := readyOn(m)
-		if len(on) != 2 || slices.Contains(on, from) || len(m.Status.Placements) != 2 {
-			return fmt.Errorf("status %s", brief(m))
-		}
-		if _, loaded := b.loadedOn(t, "versioned")[from]; loaded {
-			return fmt.Errorf("still loaded on %s", from)
-		}
-		return nil
-	})
+	m = movedOff(t, b, from)
 	tl.add("moved: %s; unloaded from %s", shape(m.Status), from)
 	k.more(t, callRate)
 	k.halt()
@@ -341,4 +336,23 @@ func TestEveryHost(t *testing.T) {
 	m := b.module(t, "default", "hello")
 	assert.Nil(t, m.Spec.Replicas)
 	assert.EqualValues(t, 2, m.Status.Replicas)
+}
+
+// movedOff waits until versioned's two replicas are Ready on other hosts
+// than from, and it is unloaded from there; it returns the module.
+func movedOff(t *testing.T, b *bed, from string) *v1alpha1.TinyModule {
+	t.Helper()
+	var m *v1alpha1.TinyModule
+	eventually(t, 2*time.Minute, "the replica off "+from, func() error {
+		m = b.module(t, "default", "versioned")
+		on := readyOn(m)
+		if len(on) != 2 || slices.Contains(on, from) || len(m.Status.Placements) != 2 {
+			return fmt.Errorf("status %s", brief(m))
+		}
+		if _, loaded := b.loadedOn(t, "versioned")[from]; loaded {
+			return fmt.Errorf("still loaded on %s", from)
+		}
+		return nil
+	})
+	return m
 }

@@ -171,6 +171,9 @@ type bookEntry struct {
 	routes map[replicaAt]bool
 	// dropped is when each replica left the table, for routeGrace.
 	dropped map[replicaAt]time.Time
+	// unknown: the table could not be read (another replica's host);
+	// it routes to everything until it is.
+	unknown bool
 }
 
 // replicaAt is a module at a host's address.
@@ -204,7 +207,15 @@ func (b *routeBook) set(host string, routes []*hostv1.Route, now time.Time) {
 			delete(e.dropped, k)
 		}
 	}
-	e.routes = next
+	e.routes, e.unknown = next, false
+}
+
+// unknown records that host's table could not be read.
+func (b *routeBook) unknown(host string) {
+	b.set(host, nil, time.Now())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hosts[host].unknown = true
 }
 
 // forget drops a host that is gone.
@@ -227,7 +238,7 @@ func (b *routeBook) routing(module, addr string, now time.Time, live func(host s
 		if !live(name) {
 			continue
 		}
-		if at, ok := e.dropped[k]; e.routes[k] || (ok && now.Sub(at) < routeGrace) {
+		if at, ok := e.dropped[k]; e.unknown || e.routes[k] || (ok && now.Sub(at) < routeGrace) {
 			return name
 		}
 	}

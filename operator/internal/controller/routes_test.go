@@ -156,6 +156,8 @@ func TestRouteBook(t *testing.T) {
 		{name: "left the table a grace ago", at: t0.Add(routeGrace), live: all},
 		{name: "back in a table", change: func() { b.set("c", table("a:1"), t0.Add(routeGrace)) }, at: t0.Add(routeGrace), live: all, want: "c"},
 		{name: "its host forgotten", change: func() { b.forget("c") }, at: t0.Add(routeGrace), live: all},
+		{name: "a table that could not be read routes to everything", change: func() { b.unknown("e") }, at: t0.Add(routeGrace), live: all, want: "e"},
+		{name: "read again", change: func() { b.set("e", table("b:1"), t0.Add(routeGrace)) }, at: t0.Add(routeGrace), live: all},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

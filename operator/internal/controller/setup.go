@@ -56,6 +56,11 @@ type Options struct {
 	// are reconciled at once (controller-runtime never runs one object's
 	// reconciles at once). Default DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// Shards, when set, shares the hosts and modules among replicas
+	// through Leases (shard.go): each acts only on what it owns. Nil:
+	// this operator acts on everything (the manager's leader election
+	// makes sure one does at a time).
+	Shards *ShardOptions
 }
 
 // DefaultMaxConcurrentReconciles: the reconciles mostly wait on the
@@ -89,21 +94,27 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := mgr.Add(hs); err != nil {
 		return err
 	}
+	var sh *shards
+	if o.Shards != nil {
+		var err error
+		if sh, err = setupShards(mgr, o); err != nil {
+			return err
+		}
+	}
 	descs := newDescriptors()
-	if err := setupModules(mgr, o, descs); err != nil {
+	if err := setupModules(mgr, o, descs, sh); err != nil {
 		return err
 	}
-	if err := setupHostSync(mgr, o, hs, descs); err != nil {
+	if err := setupHostSync(mgr, o, hs, descs, sh); err != nil {
 		return err
 	}
 	svcs := &services{Client: mgr.GetClient(), events: mgr.GetEventRecorder("tinyhost-services")}
-	return ctrl.NewControllerManagedBy(mgr).
+	return sh.complete(ctrl.NewControllerManagedBy(mgr).
 		Named("tinymodule-service").
 		For(&v1alpha1.TinyModule{}).
 		Owns(&corev1.Service{}).
 		Owns(&discoveryv1.EndpointSlice{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
-		Complete(svcs)
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), gateServices, svcs)
 }
 
 // indexModules indexes TinyModules by name and by the hosts they are
@@ -122,9 +133,9 @@ func indexModules(mgr ctrl.Manager) error {
 }
 
 // setupModules adds the module controller: placement.
-func setupModules(mgr ctrl.Manager, o Options, descs *descriptors) error {
+func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, sh *shards) error {
 	mods := &modules{Client: mgr.GetClient(), opts: o, events: mgr.GetEventRecorder("tinyhost-placement"), ledger: newLedger(), descs: descs}
-	return ctrl.NewControllerManagedBy(mgr).
+	return sh.complete(ctrl.NewControllerManagedBy(mgr).
 		Named("tinymodule").
 		// Its own status writes do not bring a module back; spec changes
 		// and deletion do.
@@ -134,14 +145,13 @@ func setupModules(mgr ctrl.Manager, o Options, descs *descriptors) error {
 		Watches(&v1alpha1.TinyHost{}, mods.hostHandler()).
 		// Decisions are taken one at a time (modules.placing), the rest of
 		// a reconcile, mostly writes, concurrently.
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
-		Complete(mods)
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), gateModules, mods)
 }
 
 // setupHostSync adds the host sync (each host's modules, status and
 // tables), the route pusher and the cache of the hosts' Leases, of their
 // namespace only.
-func setupHostSync(mgr ctrl.Manager, o Options, hs *hosts, descs *descriptors) error {
+func setupHostSync(mgr ctrl.Manager, o Options, hs *hosts, descs *descriptors, sh *shards) error {
 	lc, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultNamespaces: map[string]cache.Config{o.LeaseNamespace: {}},
@@ -155,12 +165,16 @@ func setupHostSync(mgr ctrl.Manager, o Options, hs *hosts, descs *descriptors) e
 	leases := newHostLeases(lc)
 	c := mgr.GetClient()
 	sync := &hostSync{Client: c, api: mgr.GetAPIReader(), opts: o, hosts: hs, descs: descs, loader: o.Loader,
-		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases, tables: &tables{}}
+		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases, tables: &tables{}, shards: sh}
+	if sh != nil {
+		// A host another replica took is no longer probed or pushed to.
+		sh.hostLost = func(name string) { hs.remove(name); sync.book.forget(name) }
+	}
 	sync.pusher = newPusher(hs, sync.tables, c, o.Resync, &sync.book)
 	if err := mgr.Add(sync.pusher); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	return sh.complete(ctrl.NewControllerManagedBy(mgr).
 		Named("tinyhost").
 		For(&v1alpha1.TinyHost{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
 		Watches(&v1alpha1.TinyModule{}, sync.moduleHandler()).
@@ -174,8 +188,7 @@ func setupHostSync(mgr ctrl.Manager, o Options, hs *hosts, descs *descriptors) e
 			},
 		})).
 		WatchesRawSource(source.Kind[client.Object](lc, &coordinationv1.Lease{}, leases.handler())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}).
-		Complete(sync)
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), gateHosts, sync)
 }
 
 // sameName brings back the TinyModules of other namespaces that have the

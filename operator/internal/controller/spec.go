@@ -111,7 +111,10 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 // permanent reports whether a load failed for good: loading the same spec
 // on the same host again would fail the same way (the wasm is not a module,
 // speaks another ABI, is too large for the host, does not have its digest,
-// or the artifact is named wrong). Anything else may pass and is retried: an
+// or the artifact is named wrong), or is refused for want of room: the
+// host is full (placements by two shard replicas at once, or modules of
+// its own), and the module goes to another host rather than wait for
+// room. Anything else may pass and is retried: an
 // unreachable host or registry, a busy host, credentials that are missing
 // now, an image not pushed yet.
 func permanent(err error) bool {
@@ -129,7 +132,8 @@ func permanent(err error) bool {
 	case codes.InvalidArgument, codes.DataLoss, codes.FailedPrecondition:
 		return true
 	case codes.ResourceExhausted:
-		return api.ErrorInfo(s).GetReason() == api.ReasonTooLarge
+		r := api.ErrorInfo(s).GetReason()
+		return r == api.ReasonTooLarge || r == api.ReasonCapacity
 	case codes.PermissionDenied:
 		return api.ErrorInfo(s).GetReason() != api.ReasonUnauthorized
 	}
