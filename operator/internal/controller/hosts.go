@@ -310,6 +310,7 @@ func (hs *hosts) probeOnce(ctx context.Context, c *conn, dropped bool) probeChan
 	if ctx.Err() != nil {
 		return probeSame
 	}
+	gone := err != nil && dropped && refused(ctx, c.address, hs.opts.ProbeTimeout)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.probe
@@ -328,9 +329,7 @@ func (hs *hosts) probeOnce(ctx context.Context, c *conn, dropped bool) probeChan
 	p.Err = err
 	// It may come back restarted, without the tables it had.
 	c.tables = hostTables{}
-	if dropped && refused(ctx, c.address, hs.opts.ProbeTimeout) {
-		p.Gone = true
-	}
+	p.Gone = p.Gone || gone
 	if p.Failures >= hs.opts.FailureThreshold || p.Gone {
 		p.Done, p.Ready = true, false
 	}
