@@ -23,10 +23,11 @@
 //     probes. It takes a host whose Lease expired for gone (lease.go); it
 //     loads what is placed on the host through a Loader (loader.go),
 //     unloads what is no longer placed there (never what the host loaded
-//     on its own) once no live host's route table routes to it there
-//     (routeBook, routes.go), and records each module it manages with the
-//     hash of the spec it loaded (spec.go), so that nothing is loaded
-//     twice for one spec, across operator restarts too.
+//     on its own) once no live host's route table routes to it there, a
+//     minute at most (routeBook, routeWait, routes.go), and records each
+//     module it manages with the hash of the spec it loaded (spec.go), so
+//     that nothing is loaded twice for one spec, across operator restarts
+//     too.
 //   - services (service.go) writes each TinyModule's Service and
 //     EndpointSlices, from its Ready placements.
 //
