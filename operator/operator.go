@@ -66,6 +66,8 @@ type Options struct {
 	// FailureThreshold is how many probes in a row must fail before the
 	// host is NotReady and its modules are placed elsewhere. Default 3: with
 	// the defaults a host that stops answering is NotReady within 3–4 s.
+	// A host whose connection closed and whose address then refuses
+	// connections (its process died) is NotReady at once.
 	FailureThreshold int
 	// SpreadLabel is the TinyHost label whose values are failure domains.
 	// Default placement.DefaultSpreadLabel.

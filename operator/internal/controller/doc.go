@@ -17,8 +17,11 @@
 //     Its finalizer holds a deleted module until every ready host has
 //     unloaded it.
 //   - hostSync (hostsync.go) writes TinyHost status. It keeps one gRPC
-//     connection per host and probes it (hosts.go), and takes a host whose
-//     Lease expired for gone (lease.go); it loads what is placed on the
+//     connection per host and probes it (hosts.go) every ProbeInterval,
+//     and at once when the connection closes: a host that then refuses
+//     connections is NotReady without waiting for FailureThreshold failed
+//     probes. It takes a host whose Lease expired for gone (lease.go); it
+//     loads what is placed on the
 //     host through a Loader (loader.go), unloads what is no longer placed
 //     there (never what the host loaded on its own) once no live host's
 //     route table routes to it there (routeBook, routes.go), and records each
@@ -57,8 +60,9 @@
 // modules whose entries changed, and its probe time alone none. The route
 // table and wiring go to every ready host from a pusher (pusher.go), once
 // per burst of changes, apart from the host sync. A host whose readiness
-// changed, and the modules of a host that stopped being Ready, go ahead of
-// the rest (controller-runtime's priority queue). Probes ask hosts for a
+// changed, the modules of a host that stopped being Ready, and a module
+// whose load on a host just ended go ahead of the rest (controller-runtime's
+// priority queue). Probes ask hosts for a
 // summary (Info without descriptors).
 //
 // The controllers decide only from the API: TinyModule placements are the

@@ -49,6 +49,8 @@ type bedOptions struct {
 	fetch bool
 	// hostOptions are the operator's options for host connections.
 	hostOptions hostclient.Options
+	// failureThreshold, when not 0, replaces the bed's 3 failed probes.
+	failureThreshold int
 	// shards, when set, runs one sharded manager per identity instead of
 	// one that acts on everything.
 	shards []string
@@ -100,6 +102,9 @@ func (b *bed) start(t testing.TB) {
 	b.opts = Options{
 		ProbeInterval: time.Second, ProbeTimeout: time.Second, FailureThreshold: 3,
 		Resync: 30 * time.Second, Loader: loader, Host: b.hostOptions, LeaseNamespace: "default",
+	}
+	if b.failureThreshold != 0 {
+		b.opts.FailureThreshold = b.failureThreshold
 	}
 	if len(b.shards) == 0 {
 		b.mgr = testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, b.opts) })

@@ -2,14 +2,18 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -24,8 +28,12 @@ type probe struct {
 	// Until then its readiness is unknown and the host sync leaves it be.
 	Done bool
 	// Ready: the last probe answered, or fewer than FailureThreshold failed
-	// in a row since.
+	// in a row since and the host is not Gone.
 	Ready bool
+	// Gone: the connection to the host closed and nothing listened at its
+	// address when the probe that followed failed (a process that died);
+	// it does not wait for FailureThreshold probes.
+	Gone bool
 	// Failures counts the probes failed in a row, Err is the last failure.
 	Failures int
 	Err      error
@@ -58,6 +66,16 @@ func (c *conn) tablesCurrent(version uint64, resync time.Duration) bool {
 	return c.tables == version && time.Since(c.tablesAt) < resync
 }
 
+// tablesKnown: the host got tables from us (a version, maybe not the
+// current one) less than resync ago, and has failed no probe and no push
+// since, so that what it has is what we gave it.
+func (c *conn) tablesKnown(resync time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tables != 0 && time.Since(c.tablesAt) < resync
+}
+
+// tablesPushed records the version the host has; 0 for unknown.
 func (c *conn) tablesPushed(version uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -195,12 +213,20 @@ func (c *conn) close() {
 	_ = c.client.Close()
 }
 
+// probeLoop probes the host every ProbeInterval, and at once when its
+// connection leaves Ready: a host whose process died closes its
+// connections at once, and the probe that follows finds it gone (gone)
+// without waiting for FailureThreshold ticks.
 func (hs *hosts) probeLoop(ctx context.Context, c *conn) {
-	defer close(c.done)
+	dropped := make(chan struct{}, 1)
+	watching := make(chan struct{})
+	defer func() { <-watching; close(c.done) }()
+	go func() { defer close(watching); watchConn(ctx, c.client.Conn(), dropped) }()
 	tick := time.NewTicker(hs.opts.ProbeInterval)
 	defer tick.Stop()
+	gone := false
 	for {
-		switch hs.probeOnce(ctx, c) {
+		switch hs.probeOnce(ctx, c, gone) {
 		case probeReadiness:
 			hs.notify(ctx, hs.urgent, c.name)
 		case probeNews:
@@ -210,8 +236,41 @@ func (hs *hosts) probeLoop(ctx context.Context, c *conn) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			gone = false
+		case <-dropped:
+			gone = true
 		}
 	}
+}
+
+// watchConn signals dropped each time the connection cc leaves Ready,
+// until ctx ends.
+func watchConn(ctx context.Context, cc *grpc.ClientConn, dropped chan<- struct{}) {
+	for {
+		s := cc.GetState()
+		if !cc.WaitForStateChange(ctx, s) {
+			return
+		}
+		if s == connectivity.Ready {
+			select {
+			case dropped <- struct{}{}:
+			default: // a probe is due already
+			}
+		}
+	}
+}
+
+// refused: nothing listens at address (the connection is refused), as
+// opposed to a host that does not answer in time (hung, stopped, or a
+// network that drops packets), whose probes count toward FailureThreshold.
+func refused(ctx context.Context, address string, timeout time.Duration) bool {
+	d := net.Dialer{Timeout: timeout}
+	nc, err := d.DialContext(ctx, "tcp", address)
+	if err != nil {
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}
+	_ = nc.Close()
+	return false
 }
 
 // What a probe found that the host sync acts on.
@@ -225,8 +284,10 @@ const (
 
 // probeOnce asks the host for a summary of itself (Info in summary: no
 // descriptors, which travel once, with the load of a module) and reports
-// what changed that the host sync acts on.
-func (hs *hosts) probeOnce(ctx context.Context, c *conn) probeChange {
+// what changed that the host sync acts on. dropped: the connection to the
+// host was just lost; should the probe fail and nothing listen at the
+// host's address, the host is gone, NotReady at once.
+func (hs *hosts) probeOnce(ctx context.Context, c *conn, dropped bool) probeChange {
 	pctx, cancel := context.WithTimeout(ctx, hs.opts.ProbeTimeout)
 	info, err := c.client.Summary(pctx)
 	cancel()
@@ -251,7 +312,10 @@ func (hs *hosts) probeOnce(ctx context.Context, c *conn) probeChange {
 	p.Err = err
 	// It may come back restarted, without the tables it had.
 	c.tables = 0
-	if p.Failures >= hs.opts.FailureThreshold {
+	if dropped && refused(ctx, c.address, hs.opts.ProbeTimeout) {
+		p.Gone = true
+	}
+	if p.Failures >= hs.opts.FailureThreshold || p.Gone {
 		p.Done, p.Ready = true, false
 	}
 	c.probe = p

@@ -142,6 +142,9 @@ func (r *hostSync) probed(ctx context.Context, h *v1alpha1.TinyHost, st *v1alpha
 	wasReady := hostReady(h)
 	if !p.Ready {
 		msg := fmt.Sprintf("%d probes in a row failed, the last: %v", p.Failures, p.Err)
+		if p.Gone {
+			msg = fmt.Sprintf("the connection closed and nothing listens at %s: %v", h.Spec.Address, p.Err)
+		}
 		setHostReady(st, h.Generation, false, reasonUnreachable, msg)
 		if err := r.write(ctx, h, st, time.Time{}); err != nil {
 			return false, err
@@ -182,12 +185,16 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 		st = h.Status.DeepCopy()
 	}
 	// Routes first: a replica being unloaded here must have left this
-	// host's table too (apply waits until it left every host's).
+	// host's table too (apply waits until it left every host's). Without
+	// unloads, a host that has our tables gets their changes from the
+	// pusher, not from every convergence.
 	var errs []error
-	if t, err := r.tables.current(ctx, r.Client); err != nil {
-		errs = append(errs, err)
-	} else if err := pushTables(ctx, c, t, 0, &r.book); err != nil { // read, for the book
-		errs = append(errs, err)
+	if len(plan.unloads) > 0 || !c.tablesKnown(r.opts.Resync) {
+		if t, err := r.tables.current(ctx, r.Client); err != nil {
+			errs = append(errs, err)
+		} else if err := pushTables(ctx, c, t, 0, &r.book); err != nil { // read, for the book
+			errs = append(errs, err)
+		}
 	}
 	if len(plan.unloads) > 0 {
 		r.peerRoutes(ctx, h.Name)

@@ -171,6 +171,51 @@ func syncHostDeleted(t *testing.T, b *bed) {
 	b.converged(t, "greet", "utils")
 }
 
+// TestHostGone: a host whose process died (its connection closes, its
+// address refuses connections) is NotReady at once, not after
+// FailureThreshold failed probes; a host that hangs (SIGSTOP: its
+// connection stays, its probes time out) still waits for them. The
+// threshold here is 60 probes, a minute: only the closed connection can
+// make the killed host NotReady within the bound.
+func TestHostGone(t *testing.T) {
+	b := newBedWith(t, bedOptions{failureThreshold: 60}, hostSpec{name: "killed"}, hostSpec{name: "stopped"})
+	hostCondition := func(name string) *metav1.Condition {
+		return meta.FindStatusCondition(b.host(t, name).Status.Conditions, v1alpha1.ConditionHostReady)
+	}
+	for name := range b.hosts {
+		eventually(t, 30*time.Second, name+" Ready", func() error {
+			if c := hostCondition(name); c == nil || c.Status != metav1.ConditionTrue {
+				return fmt.Errorf("condition %+v", c)
+			}
+			return nil
+		})
+	}
+
+	t.Run("killed: NotReady without waiting for the threshold", func(t *testing.T) {
+		h := b.hosts["killed"]
+		h.Signal(t, syscall.SIGKILL)
+		h.Wait(t, 10*time.Second)
+		eventually(t, 15*time.Second, "killed NotReady", func() error {
+			c := hostCondition("killed")
+			if c == nil || c.Status != metav1.ConditionFalse {
+				return fmt.Errorf("condition %+v", c)
+			}
+			assert.Contains(t, c.Message, "nothing listens at "+h.Addr)
+			return nil
+		})
+	})
+	t.Run("stopped: Ready until the threshold", func(t *testing.T) {
+		h := b.hosts["stopped"]
+		h.Signal(t, syscall.SIGSTOP)
+		t.Cleanup(func() { h.Signal(t, syscall.SIGCONT) })
+		// Five probes time out, more than the default threshold of three.
+		assert.Never(t, func() bool {
+			c := hostCondition("stopped")
+			return c == nil || c.Status != metav1.ConditionTrue
+		}, 5*b.opts.ProbeInterval, 100*time.Millisecond, "the stopped host taken for NotReady before 60 failed probes")
+	})
+}
+
 // converged checks that each module is loaded exactly where it is placed
 // and Ready, per ListModules on every host.
 func (b *bed) converged(t *testing.T, modules ...string) {

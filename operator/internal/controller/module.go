@@ -136,16 +136,20 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 // decideLocked decides m's status under placing, from the hosts and the
 // modules in the cache (read only, not copied), and records its placements
 // in the ledger at once, for the decisions that follow; undo restores the
-// ledger should the status not be written.
+// ledger should the status not be written. The modules are read before
+// placing is taken: what the cache lacks of the decisions before, the
+// ledger has (ledger.allocated). The hosts are read under it, so that a
+// host event either finds the decision in the ledger or came before it
+// (onHost).
 func (r *modules) decideLocked(ctx context.Context, m *v1alpha1.TinyModule) (hosts []v1alpha1.TinyHost, d decision, undo func(), err error) {
+	var all v1alpha1.TinyModuleList
+	if err := r.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, d, nil, err
+	}
 	r.placing.Lock()
 	defer r.placing.Unlock()
 	var hl v1alpha1.TinyHostList
 	if err := r.List(ctx, &hl, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, d, nil, err
-	}
-	var all v1alpha1.TinyModuleList
-	if err := r.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, d, nil, err
 	}
 	d = r.decide(m, hl.Items, all.Items, metav1.Now())
@@ -275,22 +279,7 @@ func invalidSpec(m *v1alpha1.TinyModule, err error, st *v1alpha1.TinyModuleStatu
 // placements (this one's current ones included), and the modules the host
 // loaded on its own.
 func (r *modules) placementHosts(m *v1alpha1.TinyModule, mod placement.Module, hosts []v1alpha1.TinyHost, all []v1alpha1.TinyModule) []placement.Host {
-	alloc := map[string]placement.Resources{}
-	self := client.ObjectKeyFromObject(m)
-	for i := range all {
-		o := &all[i]
-		k := client.ObjectKeyFromObject(o)
-		if k == self {
-			continue
-		}
-		a, ok := r.ledger.get(k)
-		if !ok {
-			a = assumed{Hosts: placedHosts(o.Status.Placements), Request: placement.Request(o.Spec.Limits)}
-		}
-		for _, h := range a.Hosts {
-			alloc[h] = alloc[h].Add(a.Request)
-		}
-	}
+	alloc := r.ledger.allocated(client.ObjectKeyFromObject(m), all)
 	for _, h := range mod.Current {
 		alloc[h] = alloc[h].Add(mod.Request)
 	}

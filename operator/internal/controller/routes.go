@@ -97,10 +97,15 @@ func wiringTable(mods []v1alpha1.TinyModule) []*hostv1.Wire {
 // count would start over) is not refused, while a late push of an older
 // table still is; see generation for a host's generation that no push of
 // ours gave.
-func pushTables(ctx context.Context, c *conn, t table, resync time.Duration, book *routeBook) error {
+func pushTables(ctx context.Context, c *conn, t table, resync time.Duration, book *routeBook) (err error) {
 	if resync > 0 && c.tablesCurrent(t.version, resync) {
 		return nil
 	}
+	defer func() {
+		if err != nil {
+			c.tablesPushed(0) // what it has is unknown: its next convergence pushes
+		}
+	}()
 	ctx, cancel := context.WithTimeout(ctx, tablesTimeout)
 	defer cancel()
 	got, err := c.client.Routes(ctx)

@@ -33,7 +33,8 @@ import (
 type Options struct {
 	// ProbeInterval is how often each host is probed; ProbeTimeout bounds
 	// one probe. A host is NotReady after FailureThreshold failed probes in
-	// a row.
+	// a row, or at once when its connection closed and nothing listens at
+	// its address any more (probe.Gone).
 	ProbeInterval    time.Duration
 	ProbeTimeout     time.Duration
 	FailureThreshold int
@@ -212,7 +213,7 @@ func (r *modules) sameName(ctx context.Context, obj client.Object) []reconcile.R
 // it (readiness, labels, capacity, ABI versions, deletion) concerns every
 // module placed on it and every module not fully placed (onHost). A change
 // of its status entries alone concerns the modules of the entries that
-// changed; its probe time alone, none.
+// changed, those whose load just ended first; its probe time alone, none.
 func (r *modules) hostHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	all := func(ctx context.Context, obj client.Object, q queue) {
@@ -239,7 +240,7 @@ func (r *modules) hostHandler() handler.TypedEventHandler[client.Object, reconci
 			}
 			for _, k := range changedEntries(old, h) {
 				if k.Namespace != "" {
-					q.Add(reconcile.Request{NamespacedName: k})
+					addEntry(q, k, loadEnded(h, k) && !loadEnded(old, k))
 					continue
 				}
 				for _, req := range r.named(ctx, k.Name) {
@@ -248,6 +249,28 @@ func (r *modules) hostHandler() handler.TypedEventHandler[client.Object, reconci
 			}
 		},
 	}
+}
+
+// addEntry brings back the module of a host's status entry; one that was
+// just loaded (or refused) there goes ahead, so that a module that moved
+// is published Ready as soon as it is, not after every other decision.
+func addEntry(q workqueue.TypedRateLimitingInterface[reconcile.Request], k types.NamespacedName, done bool) {
+	if done {
+		addUrgent(q, reconcile.Request{NamespacedName: k})
+		return
+	}
+	q.Add(reconcile.Request{NamespacedName: k})
+}
+
+// loadEnded: the host's entry of module k says its load is over, Ready or
+// Failed.
+func loadEnded(h *v1alpha1.TinyHost, k types.NamespacedName) bool {
+	for _, e := range h.Status.Modules {
+		if e.Name == k.Name && e.Namespace == k.Namespace {
+			return e.Phase == v1alpha1.PhaseReady || e.Phase == v1alpha1.PhaseFailed
+		}
+	}
+	return false
 }
 
 // placementReads is what placement reads of a host, but its status
@@ -360,8 +383,9 @@ func (r *modules) onHost(ctx context.Context, obj client.Object) []reconcile.Req
 
 // moduleHandler brings back, on a TinyModule event, the hosts it
 // concerns: those it was or is placed on, when its placements or its spec
-// changed (they load, upgrade or unload it: host, phase, artifact, and the
-// spec hash a rollout moves from replica to replica). When what the route table and
+// changed (they load, upgrade or unload it: host, artifact, the spec hash
+// a rollout moves from replica to replica, and the phases a host acts on,
+// hostPhase). When what the route table and
 // wiring hold of it changed, it tells the pusher, which pushes them to
 // every host. A change of its status alone, its conditions or version,
 // brings back no host.
@@ -422,9 +446,21 @@ type placementKey struct {
 func placementKeys(m *v1alpha1.TinyModule) []placementKey {
 	out := make([]placementKey, len(m.Status.Placements))
 	for i, p := range m.Status.Placements {
-		out[i] = placementKey{Host: p.Host, Artifact: p.Artifact, SpecHash: p.SpecHash, Phase: p.Phase}
+		out[i] = placementKey{Host: p.Host, Artifact: p.Artifact, SpecHash: p.SpecHash, Phase: hostPhase(p.Phase)}
 	}
 	return out
+}
+
+// hostPhase is the phase of a placement as its host acts on it (planHost):
+// Draining, Unloading and Failed each their own, the rest (Pending,
+// Loading, Ready) "placed here". A placement that goes Ready echoes what
+// the host sync wrote; converging the host again for it would do nothing.
+func hostPhase(p v1alpha1.Phase) v1alpha1.Phase {
+	switch p {
+	case v1alpha1.PhaseDraining, v1alpha1.PhaseUnloading, v1alpha1.PhaseFailed:
+		return p
+	}
+	return ""
 }
 
 // tableKey is what the route table and the wiring hold of the module (see

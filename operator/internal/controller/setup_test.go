@@ -21,8 +21,9 @@ import (
 
 // TestModuleEventsRequeue: a TinyModule event brings back only the hosts it
 // concerns: none for a change of its conditions or version, the hosts it
-// was and is placed on when its placements change; a change of its Ready
-// addresses (the route table) goes to the pusher, not to every host.
+// was and is placed on when its placements change as a host acts on them
+// (not when one goes Ready); a change of its Ready addresses (the route
+// table) goes to the pusher, not to every host.
 func TestModuleEventsRequeue(t *testing.T) {
 	env := kubetest.Start(t)
 	for _, name := range []string{"h1", "h2", "h3"} {
@@ -33,19 +34,7 @@ func TestModuleEventsRequeue(t *testing.T) {
 	sync := &hostSync{Client: env.Client, tables: tabs, pusher: newPusher(nil, tabs, env.Client, time.Minute, nil)}
 	h := sync.moduleHandler()
 
-	module := func(gen int64, state v1alpha1.ModuleState, ps ...v1alpha1.Placement) *v1alpha1.TinyModule {
-		return &v1alpha1.TinyModule{
-			ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "default", Generation: gen},
-			Status:     v1alpha1.TinyModuleStatus{State: state, Version: string(state), Placements: ps},
-		}
-	}
-	on := func(host string, phase v1alpha1.Phase) v1alpha1.Placement {
-		p := v1alpha1.Placement{Host: host, Phase: phase, Artifact: "r/m:1"}
-		if phase == v1alpha1.PhaseReady {
-			p.Address = host + ":50051"
-		}
-		return p
-	}
+	module, on := eventModule, eventPlacement
 	tests := []struct {
 		name     string
 		old, new *v1alpha1.TinyModule
@@ -76,9 +65,21 @@ func TestModuleEventsRequeue(t *testing.T) {
 			now:  []string{"h1"},
 		},
 		{
-			name:   "Ready: the route table changed",
+			name:   "Ready: the route table changed, the host has nothing to do",
 			old:    module(1, v1alpha1.StateProgressing, on("h1", v1alpha1.PhaseLoading)),
 			new:    module(1, v1alpha1.StateReady, on("h1", v1alpha1.PhaseReady)),
+			tables: true,
+		},
+		{
+			name: "Draining: the host keeps it, routed",
+			old:  module(1, v1alpha1.StateReady, on("h1", v1alpha1.PhaseReady)),
+			new:  module(1, v1alpha1.StateProgressing, on("h1", v1alpha1.PhaseDraining)),
+			now:  []string{"h1"},
+		},
+		{
+			name:   "Unloading: the host unloads it, out of the routes",
+			old:    module(1, v1alpha1.StateProgressing, on("h1", v1alpha1.PhaseDraining)),
+			new:    module(1, v1alpha1.StateProgressing, on("h1", v1alpha1.PhaseUnloading)),
 			now:    []string{"h1"},
 			tables: true,
 		},
@@ -101,6 +102,23 @@ func TestModuleEventsRequeue(t *testing.T) {
 			}
 		})
 	}
+}
+
+// eventModule is the TinyModule m of TestModuleEventsRequeue.
+func eventModule(gen int64, state v1alpha1.ModuleState, ps ...v1alpha1.Placement) *v1alpha1.TinyModule {
+	return &v1alpha1.TinyModule{
+		ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "default", Generation: gen},
+		Status:     v1alpha1.TinyModuleStatus{State: state, Version: string(state), Placements: ps},
+	}
+}
+
+// eventPlacement is a placement on host, routed when Ready or Draining.
+func eventPlacement(host string, phase v1alpha1.Phase) v1alpha1.Placement {
+	p := v1alpha1.Placement{Host: host, Phase: phase, Artifact: "r/m:1"}
+	if phase == v1alpha1.PhaseReady || phase == v1alpha1.PhaseDraining {
+		p.Address = host + ":50051"
+	}
+	return p
 }
 
 // drain takes what the queue holds now, sorted.

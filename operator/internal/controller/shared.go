@@ -93,6 +93,34 @@ func (l *ledger) forget(k types.NamespacedName) {
 	delete(l.m, k)
 }
 
+// allocated is what every module but self takes on each host: its last
+// decided placements, or for a module the ledger has not seen (decided
+// before the operator started), its placements in all, the cache. A
+// module decided a moment ago counts even when all, read before, lacks it.
+func (l *ledger) allocated(self types.NamespacedName, all []v1alpha1.TinyModule) map[string]placement.Resources {
+	alloc := map[string]placement.Resources{}
+	add := func(hosts []string, r placement.Resources) {
+		for _, h := range hosts {
+			alloc[h] = alloc[h].Add(r)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, a := range l.m {
+		if k != self {
+			add(a.Hosts, a.Request)
+		}
+	}
+	for i := range all {
+		o := &all[i]
+		k := types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
+		if _, ok := l.m[k]; !ok && k != self {
+			add(placedHosts(o.Status.Placements), placement.Request(o.Spec.Limits))
+		}
+	}
+	return alloc
+}
+
 // on are the modules whose last decided placements include the host.
 func (l *ledger) on(host string) []types.NamespacedName {
 	l.mu.Lock()

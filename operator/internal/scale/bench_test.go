@@ -2,13 +2,16 @@ package scale
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +22,9 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -90,6 +96,7 @@ func BenchmarkScale(b *testing.B) {
 	hostsReady(ctx, b, c)
 
 	before := requests(b, metricsAddr)
+	kinds := writesByKind(ctx, b, env)
 	b.ResetTimer()
 	begin := time.Now()
 	createModules(b, env.Client, tiny.Ref)
@@ -102,6 +109,7 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(modules/applied.Seconds(), "modules/s")
 	b.ReportMetric(float64(after.all-before.all)/modules, "requests/module")
 	b.ReportMetric(float64(after.writes-before.writes)/modules, "writes/module")
+	b.Logf("apiserver writes per module while applying, by kind (the benchmark's own creates included): %s", perModule(kinds, writesByKind(ctx, b, env)))
 
 	lost := modulesOn(ctx, b, c, farmPrefix(0))
 	b.Logf("applied; the operator's queues: %s", queues(b, metricsAddr))
@@ -318,6 +326,64 @@ func flaps(ctx context.Context, b *testing.B, c client.Client, killed string) in
 		}
 	}
 	return n
+}
+
+// writesByKind are the apiserver's writes so far (apiserver_request_total,
+// every client's), by verb, resource and subresource.
+func writesByKind(ctx context.Context, b *testing.B, env *kubetest.Env) map[string]float64 {
+	rc, err := rest.RESTClientFor(restConfig(env))
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, err := rc.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		labels := map[string]string{}
+		for _, kv := range strings.Split(line[strings.IndexByte(line, '{')+1:strings.IndexByte(line, '}')], ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			labels[k] = strings.Trim(v, `"`)
+		}
+		switch labels["verb"] {
+		case "GET", "LIST", "WATCH":
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			b.Fatalf("metrics: %q: %v", line, err)
+		}
+		k := labels["verb"] + " " + labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			k += "/" + sub
+		}
+		out[k] += v
+	}
+	return out
+}
+
+func restConfig(env *kubetest.Env) *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.GroupVersion = &schema.GroupVersion{}
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return cfg
+}
+
+// perModule is what grew from before to after, per module, largest first.
+func perModule(before, after map[string]float64) string {
+	keys := slices.Collect(maps.Keys(after))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(after[b]-before[b], after[a]-before[a]) })
+	var out []string
+	for _, k := range keys {
+		if d := after[k] - before[k]; d > 0 {
+			out = append(out, fmt.Sprintf("%s %.2f", k, d/modules))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // counts are the operator's apiserver requests so far.
