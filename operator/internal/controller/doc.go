@@ -24,7 +24,8 @@
 //     loads what is placed on the
 //     host through a Loader (loader.go), unloads what is no longer placed
 //     there (never what the host loaded on its own) once no live host's
-//     route table routes to it there (routeBook, routes.go), and records each
+//     route table routes to it there, a minute at most (routeBook, routeWait,
+//     routes.go), and records each
 //     module it manages with the hash of the spec it loaded (spec.go), so
 //     that nothing is loaded twice for one spec, across operator restarts
 //     too.

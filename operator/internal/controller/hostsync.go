@@ -319,15 +319,20 @@ func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 	wg.Wait()
 	live := r.liveHost(ctx)
 	for _, name := range plan.unloads {
-		if by := r.book.routing(name, c.address, time.Now(), live); by != "" {
+		by, overdue := r.book.routing(name, c.address, time.Now(), live)
+		switch {
+		case by != "" && !overdue:
 			plan.entries[name].Message = "waiting until host " + by + " no longer routes to it"
 			plan.waiting++
 			continue
+		case by != "":
+			log.Info("unloading although a host may still route to it: its table has not changed for "+routeWait.String(), "module", name, "routing", by)
 		}
 		uctx, cancel := context.WithTimeout(ctx, unloadTimeout)
 		err := c.client.Unload(uctx, name)
 		cancel()
 		if err == nil || errors.Is(err, api.ErrNotFound) {
+			r.book.unloaded(name, c.address)
 			delete(plan.entries, name)
 			delete(plan.loaded, name)
 			log.V(1).Info("module unloaded", "module", name)

@@ -28,6 +28,12 @@ const tablesTimeout = 10 * time.Second
 // a delivery stream, say) and must find it loaded.
 const routeGrace = 2 * time.Second
 
+// routeWait bounds how long an unload waits on the route tables: a live
+// host that keeps failing its route push, or whose table cannot be read,
+// must not keep a replica loaded for ever. Past it the replica is unloaded
+// and the host's calls to it there fail until the host takes the table.
+const routeWait = time.Minute
+
 // routeTable is what every host needs to send a message to a module of
 // another host: each module's name and the gRPC addresses of the hosts
 // where it is ready or draining (serving until its replacement is ready),
@@ -148,6 +154,8 @@ func pushTables(ctx context.Context, c *conn, t table, resync time.Duration, boo
 type routeBook struct {
 	mu    sync.Mutex
 	hosts map[string]*bookEntry
+	// waits is when each replica's unload began to wait, for routeWait.
+	waits map[replicaAt]time.Time
 }
 
 type bookEntry struct {
@@ -211,8 +219,10 @@ func (b *routeBook) forget(host string) {
 // routing names the first host by name, among those live says are live,
 // whose table routes module to addr, or left it out less than routeGrace
 // before now; "" when none does. The first, so that the message that
-// names it does not change for nothing.
-func (b *routeBook) routing(module, addr string, now time.Time, live func(host string) bool) string {
+// names it does not change for nothing. Overdue says that the unload has
+// waited routeWait on such hosts since the first time it asked: it goes
+// ahead (unloaded ends the count).
+func (b *routeBook) routing(module, addr string, now time.Time, live func(host string) bool) (by string, overdue bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := replicaAt{module, addr}
@@ -222,10 +232,25 @@ func (b *routeBook) routing(module, addr string, now time.Time, live func(host s
 			continue
 		}
 		if at, ok := e.dropped[k]; e.unknown || e.routes[k] || (ok && now.Sub(at) < routeGrace) {
-			return name
+			if b.waits == nil {
+				b.waits = map[replicaAt]time.Time{}
+			}
+			since, ok := b.waits[k]
+			if !ok {
+				since, b.waits[k] = now, now
+			}
+			return name, now.Sub(since) >= routeWait
 		}
 	}
-	return ""
+	delete(b.waits, k)
+	return "", false
+}
+
+// unloaded ends the wait of module's replica at addr.
+func (b *routeBook) unloaded(module, addr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.waits, replicaAt{module, addr})
 }
 
 // generation is the generation of a push at now over a host's table of

@@ -140,7 +140,8 @@ func TestRouteBook(t *testing.T) {
 	table := func(addrs ...string) []*hostv1.Route { return []*hostv1.Route{{Module: "m", Addresses: addrs}} }
 	all := func(string) bool { return true }
 	var b routeBook
-	assert.Empty(t, b.routing("m", "a:1", t0, all), "an empty book routes nothing")
+	by, _ := b.routing("m", "a:1", t0, all)
+	assert.Empty(t, by, "an empty book routes nothing")
 	b.set("c", table("a:1", "b:1"), t0)
 	b.set("d", table("b:1"), t0)
 	tests := []struct {
@@ -164,10 +165,47 @@ func TestRouteBook(t *testing.T) {
 			if tt.change != nil {
 				tt.change()
 			}
-			assert.Equal(t, tt.want, b.routing("m", "a:1", tt.at, tt.live))
+			by, _ := b.routing("m", "a:1", tt.at, tt.live)
+			assert.Equal(t, tt.want, by)
 		})
 	}
-	assert.Equal(t, "d", b.routing("m", "b:1", t0, func(h string) bool { return h == "d" }))
+	by, _ = b.routing("m", "b:1", t0, func(h string) bool { return h == "d" })
+	assert.Equal(t, "d", by)
+}
+
+// TestRouteWait: an unload waits on a host that keeps routing to the
+// replica for routeWait at most, counted from its first wait; an unload
+// (or a wait that ended) starts the count again.
+func TestRouteWait(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	all := func(string) bool { return true }
+	var b routeBook
+	b.set("stuck", []*hostv1.Route{{Module: "m", Addresses: []string{"a:1"}}}, t0)
+	steps := []struct {
+		name    string
+		at      time.Time
+		before  func()
+		free    bool // no host routes to it
+		overdue bool
+	}{
+		{name: "first wait", at: t0},
+		{name: "still within the bound", at: t0.Add(routeWait - time.Second)},
+		{name: "bound reached", at: t0.Add(routeWait), overdue: true},
+		{name: "unloaded: a new wait counts from now", before: func() { b.unloaded("m", "a:1") }, at: t0.Add(routeWait + time.Second)},
+		{name: "the new wait's bound", at: t0.Add(2*routeWait + time.Second), overdue: true},
+		{name: "the host left it out: the wait ends", before: func() { b.set("stuck", nil, t0.Add(3*routeWait)) }, at: t0.Add(3*routeWait + routeGrace), free: true},
+		{name: "routed again: counted from now", before: func() {
+			b.set("stuck", []*hostv1.Route{{Module: "m", Addresses: []string{"a:1"}}}, t0.Add(4*routeWait))
+		}, at: t0.Add(4 * routeWait)},
+	}
+	for _, st := range steps {
+		if st.before != nil {
+			st.before()
+		}
+		by, overdue := b.routing("m", "a:1", st.at, all)
+		assert.Equal(t, !st.free, by == "stuck", st.name)
+		assert.Equal(t, st.overdue, overdue, st.name)
+	}
 }
 
 // TestRouteTable: ready and draining placements only, deleted modules left out, sorted;
