@@ -122,6 +122,7 @@ func TestShards(t *testing.T) {
 	}
 
 	victim := replicas[0]
+	victimHosts := holders[victim]
 	b.ops[victim].Kill(t)
 	killed := time.Now()
 	require.Eventually(t, func() bool {
@@ -132,6 +133,7 @@ func TestShards(t *testing.T) {
 		time.Since(killed).Round(100*time.Millisecond), victim, shardLease, shardRetry, holders)
 	b.module(ctx, t, "m6") // placed by whoever holds its bucket now
 	b.allReady(t, "after the kill")
+	b.observed(ctx, t, victimHosts) // their status written by their new owners
 
 	b.oneWriterAtATime(t, replicas)
 }
@@ -160,6 +162,26 @@ func (b *shardsBed) allReady(t *testing.T, when string) {
 		}
 		return len(notReady) == 0
 	}, 2*time.Minute, 200*time.Millisecond, "every module Ready %s", when)
+}
+
+// observed changes the hosts' spec (a capacity of 100 modules) and waits
+// until their owners have written the new generation into their status.
+func (b *shardsBed) observed(ctx context.Context, t *testing.T, hosts []string) {
+	t.Helper()
+	for _, name := range hosts {
+		require.Eventually(t, func() bool {
+			var h v1alpha1.TinyHost
+			if err := b.env.Client.Get(ctx, client.ObjectKey{Name: name}, &h); err != nil {
+				return false
+			}
+			h.Spec.Capacity = &v1alpha1.HostResources{Modules: ptr(int32(100))}
+			return b.env.Client.Update(ctx, &h) == nil
+		}, time.Minute, 100*time.Millisecond, "TinyHost %s updated", name)
+		require.Eventually(t, func() bool {
+			var h v1alpha1.TinyHost
+			return b.env.Client.Get(ctx, client.ObjectKey{Name: name}, &h) == nil && h.Status.ObservedGeneration == h.Generation
+		}, time.Minute, 100*time.Millisecond, "TinyHost %s's new generation observed", name)
+	}
 }
 
 // hostHolders are the hosts by the replica that holds their shard Lease
@@ -229,5 +251,7 @@ func (b *shardsBed) oneWriterAtATime(t *testing.T, replicas []string) {
 		assert.Empty(t, s.nonHolder, "%s written by a replica that did not hold its Lease", kind)
 	}
 	assert.Empty(t, agents, "a replica's user agent names it")
-	assert.Positive(t, stats["tinyhosts/status"].handedOver(), "a killed replica's host is written by another after it")
+	assert.Positive(t, stats["tinyhosts/status"].handedOver(), "a killed replica's hosts are written by another after it")
 }
+
+func ptr[T any](v T) *T { return &v }

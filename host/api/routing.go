@@ -92,7 +92,8 @@ type Transport interface {
 	Send(ctx context.Context, to Replicas, msg *Request) error
 
 	// Peers tells the transport every address the routes name, on every
-	// SetRoutes: it closes what it holds for other addresses, and refuses
+	// SetRoutes: it closes what it holds for other addresses (letting the
+	// deliveries in flight there end first, for a grace), and refuses
 	// them from then on, so that a message in flight to a host that has
 	// just left the routes does not open a connection to it again.
 	Peers(addrs []string)

@@ -59,6 +59,9 @@ type Transport struct {
 	known  map[string]bool
 	peers  atomic.Pointer[map[string]*peerConn]
 	closed bool
+	// leaving are the connections to peers that left the routes, closed
+	// leftGrace later.
+	leaving map[*peerConn]*time.Timer
 
 	ctx    context.Context // of the delivery streams
 	cancel context.CancelFunc
@@ -120,13 +123,26 @@ func (t *Transport) Close() error {
 	for _, p := range *t.peers.Load() {
 		errs = append(errs, p.close())
 	}
+	for p, timer := range t.leaving {
+		timer.Stop()
+		errs = append(errs, p.close())
+	}
+	t.leaving = nil
 	t.peers.Store(&map[string]*peerConn{})
 	return errors.Join(errs...)
 }
 
+// leftGrace is how long the connection to a peer that left the routes
+// stays open for the deliveries in flight on it, which then end with an
+// error: the operator keeps a replica loaded as long (its routeGrace)
+// after the last route table left it out, so that a call that picked it
+// before finds it.
+const leftGrace = 2 * time.Second
+
 // Peers implements api.Transport: the connections to peers no longer
-// named are closed (deliveries in flight on them end with an error), and
-// none is opened to them again until they are named.
+// named take no new delivery and are closed leftGrace later, once the
+// deliveries in flight on them had the time to end, and none is opened
+// to them again until they are named.
 func (t *Transport) Peers(addrs []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -142,10 +158,26 @@ func (t *Transport) Peers(addrs []string) {
 			peers[a] = p
 			continue
 		}
-		t.log.Debug("peer left the routes: closing its connection", "peer", a)
-		_ = p.close()
+		t.log.Debug("peer left the routes: closing its connection after the deliveries in flight", "peer", a, "grace", leftGrace)
+		t.linger(p)
 	}
 	t.peers.Store(&peers)
+}
+
+// linger closes p leftGrace from now (t.mu held).
+func (t *Transport) linger(p *peerConn) {
+	if t.leaving == nil {
+		t.leaving = map[*peerConn]*time.Timer{}
+	}
+	t.leaving[p] = time.AfterFunc(leftGrace, func() {
+		t.mu.Lock()
+		_, ok := t.leaving[p]
+		delete(t.leaving, p)
+		t.mu.Unlock()
+		if ok {
+			_ = p.close()
+		}
+	})
 }
 
 // Call implements api.Transport.

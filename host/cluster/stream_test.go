@@ -263,3 +263,30 @@ func TestPeerCredentials(t *testing.T) {
 	assert.Contains(t, err.Error(), "the token goes only over TLS that verifies the host")
 	assert.False(t, rec.Received("peer-token-for-nobody"), "the plaintext listener received the token")
 }
+
+// TestPeerLeavesRoutes: a delivery in flight to a peer that leaves the
+// routes still gets its reply (the connection lingers for it), while a
+// new one to that peer is refused at once.
+func TestPeerLeavesRoutes(t *testing.T) {
+	p := startPeer(t, 0, host.Limits{MinInstances: 1, MaxInstances: 2, CallTimeout: time.Minute})
+	r := newPeers(t, cluster.Options{}, p.addr)
+	_, err := r.call(context.Background(), sleepMsg(1)) // connected
+	require.NoError(t, err)
+
+	type result struct {
+		reply []byte
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		reply, err := r.call(context.Background(), sleepMsg(500))
+		done <- result{reply, err}
+	}()
+	waitFor(t, "the remote call running", func() bool { return p.inUse() == 1 })
+	r.tr.Peers(nil)
+	_, err = r.call(context.Background(), sleepMsg(1))
+	assert.ErrorContains(t, err, "left the routes", "a new delivery to a peer that left")
+	got := <-done
+	require.NoError(t, got.err, "the delivery in flight when its peer left the routes")
+	assert.Equal(t, `{"slept":500}`, string(got.reply))
+}

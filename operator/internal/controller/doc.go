@@ -42,7 +42,7 @@
 // may take it; a Lease is released only after the reconciles under way
 // returned; whoever takes a shard enqueues all its objects. The route
 // table is still built from every module, and pushed by each replica to
-// the hosts it owns; an unload waits on the route tables of the hosts of
+// the hosts it owns (the pusher holds each host's shard for its push); an unload waits on the route tables of the hosts of
 // the other replicas too (peerRoutes reads them with GetRoutes). The
 // placement decisions of two replicas are not serialized: a host may be
 // asked for more than its capacity for a moment; it refuses the load

@@ -30,6 +30,7 @@ type pusher struct {
 	reader client.Reader
 	resync time.Duration
 	book   *routeBook // the host sync's
+	shards *shards    // nil without sharding
 	kick   chan struct{}
 }
 
@@ -76,11 +77,15 @@ func (p *pusher) push(ctx context.Context, t table) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, pushesAtOnce)
 	for _, c := range p.hosts.ready() {
+		hctx, done, ok := p.shards.holdHost(ctx, c.name)
+		if !ok {
+			continue // another replica's now
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := pushTables(ctx, c, t, p.resync, p.book); err != nil {
+			defer func() { <-sem; wg.Done(); done() }()
+			if err := pushTables(hctx, c, t, p.resync, p.book); err != nil {
 				log.V(1).Info("push failed; the host's next convergence pushes again", "host", c.name, "error", err.Error())
 			}
 		}()
@@ -89,5 +94,6 @@ func (p *pusher) push(ctx context.Context, t table) {
 }
 
 // NeedLeaderElection: only the leader pushes; sharded replicas elect
-// none, and each pushes to the hosts it owns (those it has a conn to).
+// none, and each pushes to the hosts it owns (those it has a conn to),
+// under the shard's context (holdHost), as the host sync does.
 func (p *pusher) NeedLeaderElection() bool { return true }

@@ -171,6 +171,7 @@ func setupHostSync(mgr ctrl.Manager, o Options, hs *hosts, descs *descriptors, s
 		sh.hostLost = func(name string) { hs.remove(name); sync.book.forget(name) }
 	}
 	sync.pusher = newPusher(hs, sync.tables, c, o.Resync, &sync.book)
+	sync.pusher.shards = sh
 	if err := mgr.Add(sync.pusher); err != nil {
 		return err
 	}

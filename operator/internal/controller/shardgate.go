@@ -136,6 +136,19 @@ func (p *peers) routes(ctx context.Context, name, address string) (*hostv1.GetRo
 	return resp, nil
 }
 
+// keep closes the connections of hosts not in names (deleted, or no
+// longer ready, or this replica's now).
+func (p *peers) keep(names map[string]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, c := range p.conns {
+		if !names[name] {
+			_ = c.client.Close()
+			delete(p.conns, name)
+		}
+	}
+}
+
 func (p *peers) close() {
 	if p == nil {
 		return
@@ -162,11 +175,14 @@ func (r *hostSync) peerRoutes(ctx context.Context, self string) {
 	if err := r.List(ctx, &hl); err != nil {
 		return
 	}
+	read := map[string]bool{}
+	defer r.shards.peers.keep(read)
 	for i := range hl.Items {
 		h := &hl.Items[i]
 		if h.Name == self || r.hosts.get(h.Name) != nil || !hostReady(h) {
 			continue
 		}
+		read[h.Name] = true
 		resp, err := r.shards.peers.routes(ctx, h.Name, h.Spec.Address)
 		if err != nil {
 			logf.FromContext(ctx).V(1).Info("peer's routes unknown; unloads wait", "error", err.Error())

@@ -254,6 +254,15 @@ func (s *shards) hold(ctx context.Context, name string) (context.Context, func()
 	return rctx, func() { stop(); cancel(); sh.inflight.Done() }, true
 }
 
+// holdHost is hold for the host's shard; without shards (s nil), every
+// host is this operator's.
+func (s *shards) holdHost(ctx context.Context, host string) (context.Context, func(), bool) {
+	if s == nil {
+		return ctx, func() {}, true
+	}
+	return s.hold(ctx, HostShardLease(host))
+}
+
 // owns reports whether this replica owns the shard of the Lease name now.
 func (s *shards) owns(name string) bool {
 	s.mu.Lock()
