@@ -98,34 +98,45 @@ func wiringTable(mods []v1alpha1.TinyModule) []*hostv1.Wire {
 // resync above zero (the pusher), a host that got this version of the
 // tables less than resync ago is not asked, and one that got an earlier
 // version from us is given what changed without being asked for what it
-// has (a host that fails a probe or a push may have restarted, and is
-// asked again); a convergence (resync 0) always reads the host's tables,
-// which the unloads waiting on the book need. Generations are the time of
-// the push, and always above the host's, so that a restarted operator
-// (whose count would start over) is not refused, while a late push of an
-// older table still is; see generation for a host's generation that no
-// push of ours gave.
-func pushTables(ctx context.Context, c *conn, t table, resync time.Duration, book *routeBook) (err error) {
+// has; when that push fails (the host restarted, or another admin client
+// set its tables), the host is asked and given the tables again at once.
+// A convergence (resync 0) always reads the host's tables, which the
+// unloads waiting on the book need. Generations are the time of the push,
+// and always above the host's, so that a restarted operator (whose count
+// would start over) is not refused, while a late push of an older table
+// still is; see generation for a host's generation that no push of ours
+// gave.
+func pushTables(ctx context.Context, c *conn, t table, resync time.Duration, book *routeBook) error {
 	if resync > 0 && c.tablesCurrent(t.version, resync) {
 		return nil
 	}
-	defer func() {
-		if err != nil {
-			c.tablesPushed(hostTables{}) // unknown: asked again next time
-		}
-	}()
 	ctx, cancel := context.WithTimeout(ctx, tablesTimeout)
 	defer cancel()
-	has, known := c.knownTables(resync)
-	if resync == 0 || !known {
-		if has, err = readTables(ctx, c, book); err != nil {
-			return err
+	if has, known := c.knownTables(resync); resync > 0 && known {
+		if has, err := pushOver(ctx, c, t, has, book); err == nil {
+			c.tablesPushed(has)
+			return nil
 		}
 	}
+	has, err := readTables(ctx, c, book)
+	if err == nil {
+		has, err = pushOver(ctx, c, t, has, book)
+	}
+	if err != nil {
+		c.tablesPushed(hostTables{}) // unknown: asked again next time
+		return err
+	}
+	c.tablesPushed(has)
+	return nil
+}
+
+// pushOver gives the host the tables of t where has, what it has, differs,
+// and returns what it has then.
+func pushOver(ctx context.Context, c *conn, t table, has hostTables, book *routeBook) (hostTables, error) {
 	if !sameList(has.routes, t.routes) {
 		gen := generation(has.routesGen, time.Now())
 		if _, err := c.client.SetRoutes(ctx, gen, t.routes); err != nil {
-			return fmt.Errorf("host %s: set routes: %w", c.name, err)
+			return has, fmt.Errorf("host %s: set routes: %w", c.name, err)
 		}
 		book.set(c.name, t.routes, time.Now())
 		has.routesGen = gen
@@ -135,7 +146,7 @@ func pushTables(ctx context.Context, c *conn, t table, resync time.Duration, boo
 		gen := generation(has.wiresGen, time.Now())
 		resp, err := c.client.SetWiring(ctx, gen, t.wires)
 		if err != nil {
-			return fmt.Errorf("host %s: set wiring: %w", c.name, err)
+			return has, fmt.Errorf("host %s: set wiring: %w", c.name, err)
 		}
 		has.wiresGen = gen
 		// wiringTable leaves out what api.CheckWire refuses, so a refusal
@@ -145,8 +156,7 @@ func pushTables(ctx context.Context, c *conn, t table, resync time.Duration, boo
 		}
 	}
 	has.version, has.routes, has.wires = t.version, t.routes, t.wires
-	c.tablesPushed(has)
-	return nil
+	return has, nil
 }
 
 // readTables asks the host for the tables it has, and records its route
