@@ -189,7 +189,7 @@ func (b *bed) appears(t *testing.T, ns, name string, d time.Duration) {
 	})
 }
 
-// checkService: the module's Service has no selector and port 50051, and
+// checkService: the module's Service is headless, has no selector and port 50051, and
 // its EndpointSlices list the addresses of the hosts, each with the port
 // the host listens on; all controlled by the TinyModule.
 func checkService(t *testing.T, b *bed, m *v1alpha1.TinyModule, hosts map[string]string) {
@@ -199,6 +199,7 @@ func checkService(t *testing.T, b *bed, m *v1alpha1.TinyModule, hosts map[string
 		return b.c.Get(context.Background(), client.ObjectKeyFromObject(m), &svc)
 	})
 	assert.Empty(t, svc.Spec.Selector)
+	assert.Equal(t, corev1.ClusterIPNone, svc.Spec.ClusterIP, "headless: no ClusterIP to allocate, clients balance per call")
 	require.Len(t, svc.Spec.Ports, 1)
 	assert.Equal(t, int32(50051), svc.Spec.Ports[0].Port)
 	assert.True(t, metav1.IsControlledBy(&svc, m), "the Service goes with the TinyModule")

@@ -37,8 +37,8 @@ const ManagedBy = "tinyhost-operator.operator.tinysystems.io"
 // the TinyModule's.
 const reasonServiceConflict = "ServiceConflict"
 
-// services gives each TinyModule a Service of its name, without a
-// selector, and EndpointSlices listing the addresses of its Ready
+// services gives each TinyModule a headless Service of its name, without
+// a selector, and EndpointSlices listing the addresses of its Ready
 // placements, as the seed's modules are reached through a Service. Both
 // are controlled by the TinyModule (owner references), so that they go
 // with it. It writes no status: the module status publishes the Service's
@@ -96,6 +96,11 @@ func (r *services) service(ctx context.Context, m *v1alpha1.TinyModule) (own boo
 		svc.Labels["app.kubernetes.io/managed-by"] = "tinyhost-operator"
 		svc.Labels[v1alpha1.GroupVersion.Group+"/module"] = m.Name
 		svc.Spec.Selector = nil
+		if svc.CreationTimestamp.IsZero() {
+			// Headless (RATIONALE: why a headless Service); a clusterIP
+			// cannot change, so a Service made with one keeps it.
+			svc.Spec.ClusterIP = corev1.ClusterIPNone
+		}
 		svc.Spec.Ports = []corev1.ServicePort{{Name: "grpc", Protocol: corev1.ProtocolTCP, Port: ServicePort,
 			TargetPort: intstr.FromString("grpc"), AppProtocol: ptr("grpc")}}
 		return controllerutil.SetControllerReference(m, svc, r.Scheme())
