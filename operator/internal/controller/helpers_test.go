@@ -54,6 +54,8 @@ type bedOptions struct {
 	// shards, when set, runs one sharded manager per identity instead of
 	// one that acts on everything.
 	shards []string
+	// loader, when set, wraps the operator's Loader.
+	loader func(Loader) Loader
 }
 
 // hostSpec is a host to start: its name, labels and more daemon flags.
@@ -98,6 +100,9 @@ func (b *bed) start(t testing.TB) {
 		ac, err := artifact.New(o)
 		require.NoError(t, err)
 		loader = FetchLoader{Client: ac}
+	}
+	if b.bedOptions.loader != nil {
+		loader = b.bedOptions.loader(loader)
 	}
 	b.opts = Options{
 		ProbeInterval: time.Second, ProbeTimeout: time.Second, FailureThreshold: 3,

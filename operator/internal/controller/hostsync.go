@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -199,14 +200,33 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 	if len(plan.unloads) > 0 {
 		r.peerRoutes(ctx, h.Name)
 	}
-	errs = append(errs, r.apply(ctx, c, &plan)...)
-	st.Modules = plan.sorted()
-	st.Allocated = allocated(plan.loaded)
-	if err := r.writeRetrying(ctx, h, st, probedAt); err != nil {
-		errs = append(errs, err)
+	unloads := len(plan.unloads)
+	tried := map[string]bool{}
+	for round := 1; ; round++ {
+		errs = append(errs, r.apply(ctx, c, &plan)...)
+		for _, j := range plan.loads {
+			tried[j.entry.Name] = true
+		}
+		st.Modules = plan.sorted()
+		st.Allocated = allocated(plan.loaded)
+		// Placed here while this round loaded: their entries go in the
+		// write that records this round, which is then the write before
+		// the next round's loads.
+		next, more := r.arrived(ctx, h, st, &plan, tried, round)
+		if more {
+			st.Modules = next.sorted()
+		}
+		if err := r.writeRetrying(ctx, h, st, probedAt); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if !more {
+			break
+		}
+		st, plan = h.Status.DeepCopy(), next
 	}
-	if len(plan.loads)+len(plan.unloads) > 0 {
-		logf.FromContext(ctx).V(1).Info("host converged", "loads", len(plan.loads), "unloads", len(plan.unloads), "errors", len(errs))
+	if len(tried)+unloads > 0 {
+		logf.FromContext(ctx).V(1).Info("host converged", "loads", len(tried), "unloads", unloads, "errors", len(errs))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return ctrl.Result{}, err
@@ -215,6 +235,32 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 		return ctrl.Result{RequeueAfter: routeGrace / 4}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
+}
+
+// maxRounds bounds the rounds of loads one convergence runs for modules
+// placed on the host while it loaded (arrived), so that a host that keeps
+// getting modules gives its worker back now and then.
+const maxRounds = 8
+
+// arrived plans the modules placed on the host since plan was made, from
+// the cache, after plan's round (round) ran: st is the status that round
+// leaves, and plan.loaded what the host has now. It says more when there
+// are loads not tried yet in this convergence (tried: a failed load waits
+// for the retry's backoff) and no unloads (they wait on the routes: the
+// host's next convergence does them), and converge is to run another
+// round of them.
+func (r *hostSync) arrived(ctx context.Context, h *v1alpha1.TinyHost, st *v1alpha1.TinyHostStatus, plan *hostPlan, tried map[string]bool, round int) (hostPlan, bool) {
+	if round >= maxRounds || ctx.Err() != nil {
+		return hostPlan{}, false
+	}
+	var mods v1alpha1.TinyModuleList
+	if err := r.List(ctx, &mods, client.MatchingFields{indexHost: h.Name}); err != nil {
+		return hostPlan{}, false
+	}
+	after := &v1alpha1.TinyHost{ObjectMeta: h.ObjectMeta, Status: v1alpha1.TinyHostStatus{Modules: st.Modules}}
+	next := planHost(after, mods.Items, slices.Collect(maps.Values(plan.loaded)))
+	next.loads = slices.DeleteFunc(next.loads, func(j job) bool { return tried[j.entry.Name] })
+	return next, len(next.loads) > 0 && len(next.unloads) == 0
 }
 
 // loaded is what the host has loaded, in summary. Descriptors come with

@@ -58,17 +58,20 @@ const (
 //     meanwhile (its own rest_client_requests_total), per module;
 //   - s/ready-elsewhere, modules-moved: the process of ten hosts killed
 //     (SIGKILL: their gRPC servers gone at once, nothing deregistered), to
-//     every module those hosts ran Ready on another host;
+//     every module those hosts ran Ready on another host; s/placed-elsewhere,
+//     to every one of them placed on another host (the loads still to
+//     come);
 //   - live-host-flaps: how often a host that was not killed was taken
 //     for NotReady (its probes failed three times in a row) over the run;
 //   - MiB-rss: the operator's peak resident memory (VmHWM) over the run.
 //
+// It logs the CPU time each kind of process took while applying and while
+// failing over, and the machine's, which say what bounds the figures.
+//
 // With SCALE_PPROF=host:port in its environment, the operator serves Go's
 // /debug/pprof there, to profile it while the benchmark runs.
 func BenchmarkScale(b *testing.B) {
-	// A ClusterIP for each module's Service: envtest's default range, a
-	// /24, holds 254.
-	env := kubetest.StartWith(b, kubetest.Options{APIServerFlags: map[string]string{"service-cluster-ip-range": "10.0.0.0/16"}})
+	env := kubetest.Start(b)
 	reg := testbed.StartRegistry(b)
 	wasm, err := os.ReadFile(filepath.Join(kubetest.Root(), "cmd", "tinyhost", "internal", "hostfarm", "testdata", "tiny.wasm"))
 	if err != nil {
@@ -98,12 +101,14 @@ func BenchmarkScale(b *testing.B) {
 	before := requests(b, metricsAddr)
 	kinds := writesByKind(ctx, b, env)
 	b.ResetTimer()
+	cpu := cpuTimes(b)
 	begin := time.Now()
 	createModules(b, env.Client, tiny.Ref)
 	poll(b, 10*time.Minute, 250*time.Millisecond, "every module Ready", func() error {
 		return allReady(ctx, c, nil)
 	})
 	applied := time.Since(begin)
+	b.Logf("CPU seconds while applying, by process: %s", cpuSince(b, cpu))
 	after := requests(b, metricsAddr)
 	b.ReportMetric(applied.Seconds(), "s/apply")
 	b.ReportMetric(modules/applied.Seconds(), "modules/s")
@@ -115,8 +120,11 @@ func BenchmarkScale(b *testing.B) {
 	b.Logf("applied; the operator's queues: %s", queues(b, metricsAddr))
 	procs[0].kill(b)
 	killed := time.Now()
-	movedOff(ctx, b, c, lost, killed, metricsAddr)
+	cpu = cpuTimes(b)
+	replaced := movedOff(ctx, b, c, lost, killed, metricsAddr)
 	b.ReportMetric(time.Since(killed).Seconds(), "s/ready-elsewhere")
+	b.ReportMetric(replaced.Seconds(), "s/placed-elsewhere")
+	b.Logf("CPU seconds while failing over, by process: %s", cpuSince(b, cpu))
 	b.ReportMetric(float64(len(lost)), "modules-moved")
 	b.ReportMetric(float64(flaps(ctx, b, env.Client, farmPrefix(0))), "live-host-flaps")
 	b.StopTimer()
@@ -145,27 +153,47 @@ func hostsReady(ctx context.Context, b *testing.B, c client.Reader) {
 }
 
 // movedOff waits until every lost module is Ready on a host of another
-// farm than the killed one, logging the operator's queues every 5 s.
-func movedOff(ctx context.Context, b *testing.B, c client.Reader, lost map[string]bool, killed time.Time, metricsAddr string) {
+// farm than the killed one, logging the operator's queues every 5 s. It
+// returns how long after the kill every lost module was first placed on
+// such a host (in any phase): the part of the failover before the loads.
+func movedOff(ctx context.Context, b *testing.B, c client.Reader, lost map[string]bool, killed time.Time, metricsAddr string) time.Duration {
 	last := killed
+	var placed time.Duration
 	poll(b, 5*time.Minute, 100*time.Millisecond, "the modules of the killed hosts Ready elsewhere", func() error {
+		checked, unplaced := 0, 0
 		err := allReady(ctx, c, func(m *v1alpha1.TinyModule) error {
 			if !lost[m.Name] {
 				return nil
 			}
+			checked++
+			elsewhere := false
 			for _, p := range m.Status.Placements {
-				if p.Phase == v1alpha1.PhaseReady && !strings.HasPrefix(p.Host, farmPrefix(0)) {
+				if strings.HasPrefix(p.Host, farmPrefix(0)) {
+					continue
+				}
+				elsewhere = true
+				if p.Phase == v1alpha1.PhaseReady {
 					return nil
 				}
 			}
+			if !elsewhere {
+				unplaced++
+			}
 			return fmt.Errorf("not Ready on a host alive")
 		})
+		if checked == len(lost) && unplaced == 0 && placed == 0 {
+			placed = time.Since(killed)
+		}
 		if err != nil && time.Since(last) >= 5*time.Second {
 			last = time.Now()
 			b.Logf("%v after the kill: %v; queues: %s", time.Since(killed).Round(time.Second), err, queues(b, metricsAddr))
 		}
 		return err
 	})
+	if placed == 0 {
+		placed = time.Since(killed)
+	}
+	return placed
 }
 
 // register creates a TinyHost for each host the farm p says it runs,
