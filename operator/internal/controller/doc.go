@@ -27,7 +27,9 @@
 //     minute at most (routeBook, routeWait, routes.go), and records each
 //     module it manages with the hash of the spec it loaded (spec.go), so
 //     that nothing is loaded twice for one spec, across operator restarts
-//     too.
+//     too. Each entry is written before its load; a convergence loads in
+//     rounds, and the write that records a round's loads lists the
+//     modules placed on the host meanwhile, the next round's (arrived).
 //   - services (service.go) writes each TinyModule's Service and
 //     EndpointSlices, from its Ready placements.
 //
