@@ -9,7 +9,7 @@
 //	resp, err := h.Invoke(ctx, host.Request{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
 //
 // The surface is small: New and Options; Load, LoadFile, Unload, Modules
-// and Module; Invoke; SetConfig; SetRoutes and SetWiring, with a
+// and Module; Invoke; SetConfig; SetRoutes, UpdateRoutes and SetWiring, with a
 // Transport to other hosts, and Deliver for what they send; Subscribe for
 // events; Close. Errors are
 // ErrNotFound and ErrBusy to match, *CallError (with a Kind) for a failed
@@ -188,7 +188,8 @@
 // what guests send, call
 // and emit on wired ports: it holds the wiring of output ports (SetWiring)
 // and the routes to modules on other hosts (SetRoutes: module → the
-// addresses of the hosts where it is ready), and delivers a message to a
+// addresses of the hosts where it is ready; UpdateRoutes changes some of
+// them), and delivers a message to a
 // module loaded in it in-process, and to any other through
 // Options.Transport, to one of the replicas of its route (round robin). A
 // module neither loaded nor routed fails at once with KindNotFound. Every

@@ -25,8 +25,9 @@ type Host struct {
 	log       hclog.Logger
 	transport Transport // nil: none, every module is local
 
-	// routes and wires are replaced whole (under routeMu) by SetRoutes and
-	// SetWiring, so that the call path reads them without a lock.
+	// routes and wires are replaced whole (under routeMu) by SetRoutes,
+	// UpdateRoutes and SetWiring, so that the call path reads them without
+	// a lock.
 	routeMu sync.Mutex
 	routes  atomic.Pointer[routeTable]
 	wires   atomic.Pointer[wireTable]

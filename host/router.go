@@ -36,7 +36,7 @@ var _ api.Routing = (*Host)(nil)
 const maxSends = 1024
 
 // routeTable maps a module to the addresses of the hosts where it is ready.
-// It is immutable, replaced whole by SetRoutes.
+// It is immutable, replaced whole by SetRoutes and UpdateRoutes.
 type routeTable struct {
 	gen    uint64
 	routes map[string]*route
@@ -86,33 +86,99 @@ func parseRoutes(gen uint64, routes map[string][]string) (*routeTable, error) {
 	next := &routeTable{gen: gen, routes: make(map[string]*route, len(routes))}
 	var errs []error
 	for m, addrs := range routes {
-		if err := abi.ValidName(m); err != nil {
-			errs = append(errs, fmt.Errorf("route %q: %w", m, err))
-			continue
-		}
-		rt := &route{}
-		for _, a := range addrs {
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				errs = append(errs, fmt.Errorf("route %q: address %q: %w", m, a, err))
-				continue
-			}
-			if !slices.Contains(rt.addrs, a) {
-				rt.addrs = append(rt.addrs, a)
-			}
-		}
-		if len(rt.addrs) > 0 {
+		rt, err := parseRoute(m, addrs)
+		errs = append(errs, err)
+		if rt != nil {
 			next.routes[m] = rt
 		}
 	}
 	return next, errors.Join(errs...)
 }
 
+// parseRoute is module m's route to addrs, nil for none, and what is
+// wrong with it.
+func parseRoute(m string, addrs []string) (*route, error) {
+	if err := abi.ValidName(m); err != nil {
+		return nil, fmt.Errorf("route %q: %w", m, err)
+	}
+	rt := &route{}
+	var errs []error
+	for _, a := range addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			errs = append(errs, fmt.Errorf("route %q: address %q: %w", m, a, err))
+			continue
+		}
+		if !slices.Contains(rt.addrs, a) {
+			rt.addrs = append(rt.addrs, a)
+		}
+	}
+	if len(rt.addrs) == 0 {
+		rt = nil
+	}
+	return rt, errors.Join(errs...)
+}
+
+// UpdateRoutes changes the routes of the modules in changes and leaves
+// the others': a module's addresses replace its route, none remove it. It
+// applies only to the table of generation base: another fails with
+// ErrGenerationMoved and sets nothing, so that the sender, whose changes
+// were made for that table, sends the whole table instead (or reads it
+// and sends the changes over that). The generation
+// rule is SetRoutes', but 0 is refused: a change needs a table to apply
+// to. A bad change sets nothing.
+func (h *Host) UpdateRoutes(base, gen uint64, changes map[string][]string) error {
+	if gen == 0 {
+		return errors.New("a change of routes needs a generation above 0")
+	}
+	parsed := make(map[string]*route, len(changes))
+	var errs []error
+	for m, addrs := range changes {
+		rt, err := parseRoute(m, addrs)
+		errs = append(errs, err)
+		parsed[m] = rt
+	}
+	if h.transport == nil && slices.ContainsFunc(slices.Collect(maps.Values(parsed)), func(rt *route) bool { return rt != nil }) {
+		errs = append(errs, errors.New("routes to other hosts need a transport (Options.Transport)"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	h.routeMu.Lock()
+	defer h.routeMu.Unlock()
+	cur := h.routes.Load()
+	if cur.gen != base {
+		return fmt.Errorf("routes generation is %d, not the base %d: %w", cur.gen, base, api.ErrGenerationMoved)
+	}
+	if gen < cur.gen {
+		return fmt.Errorf("routes generation %d is older than %d: %w", gen, cur.gen, ErrStaleGeneration)
+	}
+	next := &routeTable{gen: gen, routes: maps.Clone(cur.routes)}
+	if next.routes == nil {
+		next.routes = map[string]*route{}
+	}
+	for m, rt := range parsed {
+		if rt == nil {
+			delete(next.routes, m)
+		} else {
+			next.routes[m] = rt
+		}
+	}
+	h.routes.Store(next)
+	if h.transport != nil {
+		h.transport.Peers(next.peers())
+	}
+	h.log.Info("routes changed", "generation", gen, "base", base, "changes", len(changes), "modules", len(next.routes))
+	return nil
+}
+
 // peers returns every address the table names, once.
 func (t *routeTable) peers() []string {
+	seen := make(map[string]bool)
 	var out []string
 	for _, rt := range t.routes {
 		for _, a := range rt.addrs {
-			if !slices.Contains(out, a) {
+			if !seen[a] {
+				seen[a] = true
 				out = append(out, a)
 			}
 		}

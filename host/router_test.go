@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ type memTransport struct {
 	mu      sync.Mutex
 	hosts   map[string]*host.Host
 	carried []abi.Message
+	peers   []string // as the last Peers gave them
 }
 
 func (m *memTransport) to(to host.Replicas, msg *abi.Message) *host.Host {
@@ -43,7 +45,17 @@ func (m *memTransport) Send(ctx context.Context, to host.Replicas, msg *abi.Mess
 	return err
 }
 
-func (m *memTransport) Peers([]string) {}
+func (m *memTransport) Peers(addrs []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.peers = slices.Clone(addrs)
+}
+
+func (m *memTransport) lastPeers() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(slices.Values(m.peers))
+}
 
 func (m *memTransport) messages() []abi.Message {
 	m.mu.Lock()
@@ -195,6 +207,79 @@ func TestSetRoutes(t *testing.T) {
 	assert.Equal(t, map[string][]string{"b": {"127.0.0.1:1", "127.0.0.1:2"}}, routes, "duplicates dropped")
 	assert.ErrorIs(t, h.SetRoutes(1, nil), host.ErrStaleGeneration)
 	assert.NoError(t, h.SetRoutes(0, nil), "generation 0 is always accepted")
+}
+
+// TestUpdateRoutes: a change of routes adds, replaces and removes
+// modules' routes over the table of its base generation and keeps the
+// others'; a wrong base, a stale generation, generation 0 or one bad
+// change sets nothing.
+func TestUpdateRoutes(t *testing.T) {
+	tr := &memTransport{}
+	h, _ := newHost(t, host.Options{Transport: tr})
+	require.NoError(t, h.SetRoutes(10, map[string][]string{
+		"a": {"127.0.0.1:1"},
+		"b": {"127.0.0.1:2"},
+		"c": {"127.0.0.1:3"},
+	}))
+	require.NoError(t, h.UpdateRoutes(10, 11, map[string][]string{
+		"a": {"127.0.0.1:1", "127.0.0.1:4", "127.0.0.1:1"}, // changed
+		"b": nil,                                           // removed
+		"d": {"127.0.0.1:5"},                               // added
+		"e": {},                                            // removed, and absent
+	}))
+	want := map[string][]string{
+		"a": {"127.0.0.1:1", "127.0.0.1:4"},
+		"c": {"127.0.0.1:3"},
+		"d": {"127.0.0.1:5"},
+	}
+	gen, routes := h.Routes()
+	assert.Equal(t, uint64(11), gen)
+	assert.Equal(t, want, routes)
+	assert.Equal(t, []string{"127.0.0.1:1", "127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5"}, tr.lastPeers(), "the transport is told the peers")
+
+	for _, tc := range []struct {
+		name      string
+		base, gen uint64
+		changes   map[string][]string
+		err       string
+		is        error
+	}{
+		{"wrong base", 10, 12, map[string][]string{"c": nil}, "not the base 10", api.ErrGenerationMoved},
+		{"base ahead", 12, 13, map[string][]string{"c": nil}, "not the base 12", api.ErrGenerationMoved},
+		{"stale", 11, 9, map[string][]string{"c": nil}, "older than 11", host.ErrStaleGeneration},
+		{"generation 0", 11, 0, map[string][]string{"c": nil}, "generation above 0", nil},
+		{"bad module beside a good change", 11, 12, map[string][]string{"c": nil, "B/x": {"127.0.0.1:1"}}, `route "B/x"`, nil},
+		{"bad address beside a good one", 11, 12, map[string][]string{"d": {"127.0.0.1:6", "nohost"}}, `address "nohost"`, nil},
+		{"bad module removed", 11, 12, map[string][]string{"B/x": nil}, `route "B/x"`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := h.UpdateRoutes(tc.base, tc.gen, tc.changes)
+			require.ErrorContains(t, err, tc.err)
+			if tc.is != nil {
+				assert.ErrorIs(t, err, tc.is)
+			} else {
+				assert.NotErrorIs(t, err, api.ErrGenerationMoved)
+				assert.NotErrorIs(t, err, host.ErrStaleGeneration)
+			}
+			gen, routes := h.Routes()
+			assert.Equal(t, uint64(11), gen, "nothing set")
+			assert.Equal(t, want, routes, "nothing set")
+		})
+	}
+
+	require.NoError(t, h.UpdateRoutes(11, 11, map[string][]string{"c": nil}), "the same generation is not older")
+	delete(want, "c")
+	_, routes = h.Routes()
+	assert.Equal(t, want, routes)
+	require.NoError(t, h.SetRoutes(0, nil))
+	require.NoError(t, h.UpdateRoutes(0, 1, map[string][]string{"x": {"127.0.0.1:7"}}), "over a table of generation 0")
+	gen, routes = h.Routes()
+	assert.Equal(t, uint64(1), gen)
+	assert.Equal(t, map[string][]string{"x": {"127.0.0.1:7"}}, routes)
+
+	bare, _ := newHost(t, host.Options{})
+	assert.ErrorContains(t, bare.UpdateRoutes(0, 1, map[string][]string{"x": {"127.0.0.1:7"}}), "need a transport")
+	assert.NoError(t, bare.UpdateRoutes(0, 1, map[string][]string{"x": nil}), "a removal needs none")
 }
 
 // TestRouter: a message to a module of another host goes through the

@@ -121,6 +121,11 @@ var (
 	// wiring with a generation older than the current one, so that a late
 	// push cannot undo a newer one.
 	ErrStaleGeneration = newSentinel(codes.FailedPrecondition, ReasonStaleGeneration, "stale generation", 0)
+
+	// ErrGenerationMoved is matched by the error of changing routes
+	// (UpdateRoutes) over a base generation that is not the table's: the
+	// changes were made for another table, and the sender sends it whole.
+	ErrGenerationMoved = newSentinel(codes.FailedPrecondition, ReasonGenerationMoved, "the routes are not at the base generation", 0)
 )
 
 // CallError is the error of a failed call into a component port.

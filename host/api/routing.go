@@ -33,8 +33,15 @@ type Response struct {
 // one set fails with ErrStaleGeneration; 0 is always accepted. SetWiring
 // leaves out the wires it refuses and sets the rest, and then fails with
 // *WiresRefused naming them.
+//
+// UpdateRoutes changes the routes of some modules only: changes maps a
+// module to its addresses, none to remove it, and the other modules keep
+// theirs. It applies only to the table of generation base (else
+// ErrGenerationMoved), at a generation other than 0, and sets nothing when
+// a change is bad.
 type Routing interface {
 	SetRoutes(generation uint64, routes map[string][]string) error
+	UpdateRoutes(base, generation uint64, changes map[string][]string) error
 	Routes() (generation uint64, routes map[string][]string)
 	SetWiring(generation uint64, wires map[string][]string) error
 	Wiring() (generation uint64, wires map[string][]string)
@@ -92,7 +99,7 @@ type Transport interface {
 	Send(ctx context.Context, to Replicas, msg *Request) error
 
 	// Peers tells the transport every address the routes name, on every
-	// SetRoutes: it closes what it holds for other addresses (letting the
+	// SetRoutes and UpdateRoutes: it closes what it holds for other addresses (letting the
 	// deliveries in flight there end first, for a grace), and refuses
 	// them from then on, so that a message in flight to a host that has
 	// just left the routes does not open a connection to it again.

@@ -38,6 +38,7 @@ const (
 	ReasonClosed          = "CLOSED"
 	ReasonCapacity        = "CAPACITY"
 	ReasonStaleGeneration = "STALE_GENERATION"
+	ReasonGenerationMoved = "GENERATION_MOVED"
 
 	// Reasons of a module fetched from a source (LoadHeader.source).
 	ReasonBadSource      = "BAD_SOURCE"

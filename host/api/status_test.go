@@ -75,6 +75,7 @@ func TestSentinels(t *testing.T) {
 		{"closed call", &api.CallError{Module: "b", Component: "c", Port: "in", Kind: api.KindNotFound, Err: api.ErrClosed}, api.ErrClosed, codes.Unavailable, api.ReasonClosed},
 		{"not found", fmt.Errorf("unload %q: %w", "x", api.ErrNotFound), api.ErrNotFound, codes.NotFound, api.ReasonNotFound},
 		{"stale", fmt.Errorf("routes generation 1 is older than 2: %w", api.ErrStaleGeneration), api.ErrStaleGeneration, codes.FailedPrecondition, api.ReasonStaleGeneration},
+		{"moved", fmt.Errorf("routes generation is 3, not the base 2: %w", api.ErrGenerationMoved), api.ErrGenerationMoved, codes.FailedPrecondition, api.ReasonGenerationMoved},
 		{"capacity", &api.LoadError{Module: "m", Err: api.ErrCapacity}, api.ErrCapacity, codes.ResourceExhausted, api.ReasonCapacity},
 		{"artifact", &api.LoadError{Module: "m", Err: fmt.Errorf("fetch: %w", artifact.ErrUnauthorized)}, artifact.ErrUnauthorized, codes.PermissionDenied, api.ReasonUnauthorized},
 		{"outermost", &artifact.UnreachableError{Op: "resolve r/a:1", Host: "r", Attempts: 2, Err: fmt.Errorf("get: %w", artifact.ErrPlainHTTP)}, artifact.ErrUnreachable, codes.Unavailable, api.ReasonUnreachable},

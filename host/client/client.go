@@ -120,6 +120,17 @@ func (c *Client) SetRoutes(ctx context.Context, gen uint64, routes []*hostv1.Rou
 	return resp.GetGeneration(), api.Error(err)
 }
 
+// UpdateRoutes changes the routes of some modules of the host's table,
+// which must be at generation base, and returns the generation it now
+// has: each route replaces its module's, and one with no addresses
+// removes the module; the others keep theirs. A table at another
+// generation matches api.ErrGenerationMoved, and nothing is set: send it
+// whole with SetRoutes. Generation 0 is refused.
+func (c *Client) UpdateRoutes(ctx context.Context, base, gen uint64, changes []*hostv1.Route) (uint64, error) {
+	resp, err := c.rpc.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: gen, Routes: changes, BaseGeneration: base, Delta: true})
+	return resp.GetGeneration(), api.Error(err)
+}
+
 // Routes returns the host's route table and its generation.
 func (c *Client) Routes(ctx context.Context) (*hostv1.GetRoutesResponse, error) {
 	resp, err := c.rpc.GetRoutes(ctx, &hostv1.GetRoutesRequest{})

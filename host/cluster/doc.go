@@ -51,7 +51,8 @@
 //
 // One *grpc.ClientConn per peer host (grpc.NewClient, keepalive 10 s / 3 s),
 // and one delivery stream on it, shared by every module of the host, opened
-// on first use. The host names its peers on every SetRoutes (Peers): the
+// on first use. The host names its peers on every change of its routes
+// (Peers): the
 // connection to a peer no longer named is closed, and none is opened to it
 // again until it is named, so that a message in flight to a peer that has
 // just left does not reopen one.

@@ -31,6 +31,7 @@
 //	KindCanceled                    CANCELED             CANCELED
 //	ErrClosed                       UNAVAILABLE          CLOSED
 //	ErrStaleGeneration              FAILED_PRECONDITION  STALE_GENERATION
+//	ErrGenerationMoved              FAILED_PRECONDITION  GENERATION_MOVED
 //	ErrCapacity                     RESOURCE_EXHAUSTED   CAPACITY
 //	artifact.ErrInvalidSource       INVALID_ARGUMENT     BAD_SOURCE
 //	artifact.ErrNotWasm             INVALID_ARGUMENT     NOT_WASM
@@ -112,5 +113,6 @@
 // module sees the status it would see locally. SetRoutes, GetRoutes,
 // SetWiring and GetWiring act on Options.Routing (the *host.Host); a
 // generation older than the current
-// one is FAILED_PRECONDITION.
+// one is FAILED_PRECONDITION, and so is a route delta whose base
+// generation is not the table's (GENERATION_MOVED).
 package server

@@ -57,15 +57,17 @@ func (s *Server) routing() (Routing, error) {
 }
 
 // routingStatus is the status of a Routing's error: FAILED_PRECONDITION
-// for api.ErrStaleGeneration, else a bad request (INVALID_ARGUMENT).
+// for api.ErrStaleGeneration and api.ErrGenerationMoved, else a bad
+// request (INVALID_ARGUMENT).
 func routingStatus(err error) error {
-	if errors.Is(err, api.ErrStaleGeneration) {
+	if errors.Is(err, api.ErrStaleGeneration) || errors.Is(err, api.ErrGenerationMoved) {
 		return toStatus(err)
 	}
 	return status.Error(codes.InvalidArgument, err.Error())
 }
 
-// SetRoutes implements HostService.SetRoutes.
+// SetRoutes implements HostService.SetRoutes: the whole table, or with
+// delta the changes of some modules' routes (Routing.UpdateRoutes).
 func (s *Server) SetRoutes(ctx context.Context, req *hostv1.SetRoutesRequest) (*hostv1.SetRoutesResponse, error) {
 	r, err := s.routing()
 	if err != nil {
@@ -78,7 +80,12 @@ func (s *Server) SetRoutes(ctx context.Context, req *hostv1.SetRoutesRequest) (*
 		}
 		routes[rt.GetModule()] = rt.GetAddresses()
 	}
-	if err := r.SetRoutes(req.GetGeneration(), routes); err != nil {
+	if req.GetDelta() {
+		err = r.UpdateRoutes(req.GetBaseGeneration(), req.GetGeneration(), routes)
+	} else {
+		err = r.SetRoutes(req.GetGeneration(), routes)
+	}
+	if err != nil {
 		return nil, routingStatus(err)
 	}
 	gen, _ := r.Routes()

@@ -7,7 +7,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/client"
+	"github.com/tinyhost/tinyhost/host/cluster"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
 
@@ -39,4 +45,54 @@ func TestSetWiringRefusesABadWireAlone(t *testing.T) {
 		wires[w.GetFrom()] = w.GetTo()
 	}
 	assert.Equal(t, map[string][]string{"a/split/out": {"b/counter/in"}, "c/x/out": {"d/y/in"}}, wires)
+}
+
+// TestSetRoutesDelta: a delta over gRPC changes some modules' routes of
+// the table at its base generation; over another base it is refused with
+// FAILED_PRECONDITION (GENERATION_MOVED) and sets nothing, and with
+// generation 0 it is INVALID_ARGUMENT.
+func TestSetRoutesDelta(t *testing.T) {
+	tr := cluster.New(cluster.Options{})
+	t.Cleanup(func() { tr.Close() }) // after the host closes
+	e := newEnv(t, envOptions{routing: true, host: host.Options{Transport: tr}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.New(e.addr, client.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	info, err := c.Info(ctx)
+	require.NoError(t, err)
+	assert.True(t, info.GetRouteDeltas(), "a host that serves its routes takes deltas")
+
+	gen, err := c.SetRoutes(ctx, 10, []*hostv1.Route{
+		{Module: "a", Addresses: []string{"127.0.0.1:1"}},
+		{Module: "b", Addresses: []string{"127.0.0.1:2"}},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(10), gen)
+	gen, err = c.UpdateRoutes(ctx, 10, 11, []*hostv1.Route{
+		{Module: "a"}, // removed
+		{Module: "b", Addresses: []string{"127.0.0.1:3"}},
+		{Module: "c", Addresses: []string{"127.0.0.1:4"}},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(11), gen)
+	want := &hostv1.GetRoutesResponse{Generation: 11, Routes: []*hostv1.Route{
+		{Module: "b", Addresses: []string{"127.0.0.1:3"}},
+		{Module: "c", Addresses: []string{"127.0.0.1:4"}},
+	}}
+	got, err := c.Routes(ctx)
+	require.NoError(t, err)
+	assert.True(t, proto.Equal(want, got), "got %v", got)
+
+	_, err = c.UpdateRoutes(ctx, 10, 12, []*hostv1.Route{{Module: "b"}})
+	assert.ErrorIs(t, err, api.ErrGenerationMoved)
+	wantStatus(t, err, codes.FailedPrecondition, api.ReasonGenerationMoved, "base")
+	_, err = e.client.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: 0, Delta: true, BaseGeneration: 11})
+	wantStatus(t, err, codes.InvalidArgument, "", "generation")
+	_, err = c.UpdateRoutes(ctx, 11, 12, []*hostv1.Route{{Module: "b"}, {Module: "b", Addresses: []string{"127.0.0.1:5"}}})
+	wantStatus(t, err, codes.InvalidArgument, "", "routed twice")
+	got, err = c.Routes(ctx)
+	require.NoError(t, err)
+	assert.True(t, proto.Equal(want, got), "refusals set nothing: got %v", got)
 }

@@ -214,7 +214,8 @@ func (s *Server) Info(ctx context.Context, req *hostv1.InfoRequest) (*hostv1.Inf
 			LoadedModules: uint32(len(mods)),
 			MemoryBytes:   c.MemoryBytes,
 		},
-		Modules: make([]*hostv1.Module, 0, len(mods)),
+		Modules:     make([]*hostv1.Module, 0, len(mods)),
+		RouteDeltas: s.opts.Routing != nil,
 	}
 	for i := range mods {
 		resp.Capacity.MemoryReservedBytes += uint64(mods[i].Limits.MemoryPages) * 65536 * uint64(mods[i].Limits.MaxInstances)

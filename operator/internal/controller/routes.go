@@ -98,8 +98,11 @@ func wiringTable(mods []v1alpha1.TinyModule) []*hostv1.Wire {
 // resync above zero (the pusher), a host that got this version of the
 // tables less than resync ago is not asked, and one that got an earlier
 // version from us is given what changed without being asked for what it
-// has; when that push fails (the host restarted, or another admin client
-// set its tables), the host is asked and given the tables again at once.
+// has (the routes as a delta over the generation it has, see setRoutes);
+// when that push fails (the host restarted, or another admin client set
+// its tables, and it refused the delta), the host is asked and given what
+// differs from what it has at once, once: when that fails too, what it
+// has is unknown until the next push reads it.
 // A convergence (resync 0) always reads the host's tables, which the
 // unloads waiting on the book need. Generations are the time of the push,
 // and always above the host's, so that a restarted operator (whose count
@@ -135,12 +138,11 @@ func pushTables(ctx context.Context, c *conn, t table, resync time.Duration, boo
 func pushOver(ctx context.Context, c *conn, t table, has hostTables, book *routeBook) (hostTables, error) {
 	if !sameList(has.routes, t.routes) {
 		gen := generation(has.routesGen, time.Now())
-		if _, err := c.client.SetRoutes(ctx, gen, t.routes); err != nil {
-			return has, fmt.Errorf("host %s: set routes: %w", c.name, err)
+		if err := setRoutes(ctx, c, has, t.routes, gen); err != nil {
+			return has, err
 		}
 		book.set(c.name, t.routes, time.Now())
-		has.routesGen = gen
-		logf.FromContext(ctx).V(1).Info("routes set", "generation", gen, "routes", len(t.routes))
+		has.routes, has.routesGen = t.routes, gen
 	}
 	if !sameList(has.wires, t.wires) {
 		gen := generation(has.wiresGen, time.Now())
@@ -157,6 +159,67 @@ func pushOver(ctx context.Context, c *conn, t table, has hostTables, book *route
 	}
 	has.version, has.routes, has.wires = t.version, t.routes, t.wires
 	return has, nil
+}
+
+// setRoutes gives the host the route table routes at generation gen over
+// has, what it has. When has is known at a generation (pushed or read),
+// only the routes that changed are sent, as a delta that the host takes
+// only while its table is still at that generation: a host whose table
+// moved since refuses it, and pushTables reads the table and pushes again.
+// Else, or when the changes are no smaller, the whole table is sent.
+func setRoutes(ctx context.Context, c *conn, has hostTables, routes []*hostv1.Route, gen uint64) error {
+	log := logf.FromContext(ctx)
+	if has.routesGen != 0 && gen != 0 && c.state().Info.GetRouteDeltas() && sortedRoutes(has.routes) {
+		if changes := routesDiff(has.routes, routes); len(changes) < len(routes) {
+			if _, err := c.client.UpdateRoutes(ctx, has.routesGen, gen, changes); err != nil {
+				return fmt.Errorf("host %s: change routes: %w", c.name, err)
+			}
+			log.V(1).Info("routes changed", "generation", gen, "base", has.routesGen, "changes", len(changes), "routes", len(routes))
+			return nil
+		}
+	}
+	if _, err := c.client.SetRoutes(ctx, gen, routes); err != nil {
+		return fmt.Errorf("host %s: set routes: %w", c.name, err)
+	}
+	log.V(1).Info("routes set", "generation", gen, "routes", len(routes))
+	return nil
+}
+
+// routesDiff is what turns the route table from into to, both sorted by
+// module, in one pass: each route of to that from lacks or has with other
+// addresses, and a route with no addresses, a removal, for each module of
+// from that to lacks.
+func routesDiff(from, to []*hostv1.Route) []*hostv1.Route {
+	var out []*hostv1.Route
+	i, j := 0, 0
+	for i < len(from) || j < len(to) {
+		switch {
+		case j == len(to) || i < len(from) && from[i].GetModule() < to[j].GetModule():
+			out = append(out, &hostv1.Route{Module: from[i].GetModule()})
+			i++
+		case i == len(from) || to[j].GetModule() < from[i].GetModule():
+			out = append(out, to[j])
+			j++
+		default:
+			if !slices.Equal(from[i].GetAddresses(), to[j].GetAddresses()) {
+				out = append(out, to[j])
+			}
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// sortedRoutes: routes are sorted by module, each once, as routesDiff
+// needs (GetRoutes and routeTable sort them).
+func sortedRoutes(routes []*hostv1.Route) bool {
+	for i := 1; i < len(routes); i++ {
+		if routes[i-1].GetModule() >= routes[i].GetModule() {
+			return false
+		}
+	}
+	return true
 }
 
 // readTables asks the host for the tables it has, and records its route

@@ -195,10 +195,13 @@ type InfoResponse struct {
 	// The host's build version.
 	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	// The guest ABI versions this host loads.
-	AbiVersions   []uint32          `protobuf:"varint,3,rep,packed,name=abi_versions,json=abiVersions,proto3" json:"abi_versions,omitempty"`
-	Labels        map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Capacity      *Capacity         `protobuf:"bytes,5,opt,name=capacity,proto3" json:"capacity,omitempty"`
-	Modules       []*Module         `protobuf:"bytes,6,rep,name=modules,proto3" json:"modules,omitempty"`
+	AbiVersions []uint32          `protobuf:"varint,3,rep,packed,name=abi_versions,json=abiVersions,proto3" json:"abi_versions,omitempty"`
+	Labels      map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Capacity    *Capacity         `protobuf:"bytes,5,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Modules     []*Module         `protobuf:"bytes,6,rep,name=modules,proto3" json:"modules,omitempty"`
+	// The host takes route deltas (SetRoutesRequest.delta). A host without
+	// them would take a delta for a whole table, so it is sent none.
+	RouteDeltas   bool `protobuf:"varint,7,opt,name=route_deltas,json=routeDeltas,proto3" json:"route_deltas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -273,6 +276,13 @@ func (x *InfoResponse) GetModules() []*Module {
 		return x.Modules
 	}
 	return nil
+}
+
+func (x *InfoResponse) GetRouteDeltas() bool {
+	if x != nil {
+		return x.RouteDeltas
+	}
+	return false
 }
 
 // Capacity is what the host offers modules and how much of it is in use.
@@ -2013,9 +2023,20 @@ func (x *Route) GetAddresses() []string {
 
 type SetRoutesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Increases with every change; 0 is always accepted.
-	Generation    uint64   `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
-	Routes        []*Route `protobuf:"bytes,2,rep,name=routes,proto3" json:"routes,omitempty"`
+	// Increases with every change; 0 is always accepted, but not with delta
+	// (INVALID_ARGUMENT).
+	Generation uint64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The whole table, or with delta the modules whose routes change.
+	Routes []*Route `protobuf:"bytes,2,rep,name=routes,proto3" json:"routes,omitempty"`
+	// With delta, the generation the host's table must have: the changes
+	// apply to that table only. Another is refused with FAILED_PRECONDITION
+	// (reason GENERATION_MOVED) and nothing is set; the sender then sends
+	// the whole table, or reads it and sends a delta over what it read.
+	BaseGeneration uint64 `protobuf:"varint,3,opt,name=base_generation,json=baseGeneration,proto3" json:"base_generation,omitempty"`
+	// routes holds only the modules whose routes change: a route replaces
+	// the module's, and a route with no addresses removes the module. The
+	// other modules keep theirs. A bad route refuses the whole request.
+	Delta         bool `protobuf:"varint,4,opt,name=delta,proto3" json:"delta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2062,6 +2083,20 @@ func (x *SetRoutesRequest) GetRoutes() []*Route {
 		return x.Routes
 	}
 	return nil
+}
+
+func (x *SetRoutesRequest) GetBaseGeneration() uint64 {
+	if x != nil {
+		return x.BaseGeneration
+	}
+	return 0
+}
+
+func (x *SetRoutesRequest) GetDelta() bool {
+	if x != nil {
+		return x.Delta
+	}
+	return false
 }
 
 type SetRoutesResponse struct {
@@ -2512,14 +2547,15 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\n" +
 	"\x1btinyhost/host/v1/host.proto\x12\x10tinyhost.host.v1\x1a\x17google/rpc/status.proto\"'\n" +
 	"\vInfoRequest\x12\x18\n" +
-	"\asummary\x18\x01 \x01(\bR\asummary\"\xca\x02\n" +
+	"\asummary\x18\x01 \x01(\bR\asummary\"\xed\x02\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12!\n" +
 	"\fabi_versions\x18\x03 \x03(\rR\vabiVersions\x12B\n" +
 	"\x06labels\x18\x04 \x03(\v2*.tinyhost.host.v1.InfoResponse.LabelsEntryR\x06labels\x126\n" +
 	"\bcapacity\x18\x05 \x01(\v2\x1a.tinyhost.host.v1.CapacityR\bcapacity\x122\n" +
-	"\amodules\x18\x06 \x03(\v2\x18.tinyhost.host.v1.ModuleR\amodules\x1a9\n" +
+	"\amodules\x18\x06 \x03(\v2\x18.tinyhost.host.v1.ModuleR\amodules\x12!\n" +
+	"\froute_deltas\x18\a \x01(\bR\vrouteDeltas\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa9\x01\n" +
@@ -2650,12 +2686,14 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x05error\"=\n" +
 	"\x05Route\x12\x16\n" +
 	"\x06module\x18\x01 \x01(\tR\x06module\x12\x1c\n" +
-	"\taddresses\x18\x02 \x03(\tR\taddresses\"c\n" +
+	"\taddresses\x18\x02 \x03(\tR\taddresses\"\xa2\x01\n" +
 	"\x10SetRoutesRequest\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12/\n" +
-	"\x06routes\x18\x02 \x03(\v2\x17.tinyhost.host.v1.RouteR\x06routes\"3\n" +
+	"\x06routes\x18\x02 \x03(\v2\x17.tinyhost.host.v1.RouteR\x06routes\x12'\n" +
+	"\x0fbase_generation\x18\x03 \x01(\x04R\x0ebaseGeneration\x12\x14\n" +
+	"\x05delta\x18\x04 \x01(\bR\x05delta\"3\n" +
 	"\x11SetRoutesResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +

@@ -150,8 +150,10 @@ type HostServiceClient interface {
 	// reason CLOSED: a request without a response was not run.
 	DeliverStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DeliverStreamRequest, DeliverStreamResponse], error)
 	// SetRoutes replaces the route table (module -> ready host addresses)
-	// whole. A generation older than the table's is refused with
-	// FAILED_PRECONDITION, so that a late push cannot undo a newer one.
+	// whole, or, with delta, changes the routes of some modules of it. A
+	// generation older than the table's is refused with FAILED_PRECONDITION,
+	// so that a late push cannot undo a newer one; so is a delta whose
+	// base_generation is not the table's (reason GENERATION_MOVED).
 	SetRoutes(ctx context.Context, in *SetRoutesRequest, opts ...grpc.CallOption) (*SetRoutesResponse, error)
 	// GetRoutes returns the route table.
 	GetRoutes(ctx context.Context, in *GetRoutesRequest, opts ...grpc.CallOption) (*GetRoutesResponse, error)
@@ -374,8 +376,10 @@ type HostServiceServer interface {
 	// reason CLOSED: a request without a response was not run.
 	DeliverStream(grpc.BidiStreamingServer[DeliverStreamRequest, DeliverStreamResponse]) error
 	// SetRoutes replaces the route table (module -> ready host addresses)
-	// whole. A generation older than the table's is refused with
-	// FAILED_PRECONDITION, so that a late push cannot undo a newer one.
+	// whole, or, with delta, changes the routes of some modules of it. A
+	// generation older than the table's is refused with FAILED_PRECONDITION,
+	// so that a late push cannot undo a newer one; so is a delta whose
+	// base_generation is not the table's (reason GENERATION_MOVED).
 	SetRoutes(context.Context, *SetRoutesRequest) (*SetRoutesResponse, error)
 	// GetRoutes returns the route table.
 	GetRoutes(context.Context, *GetRoutesRequest) (*GetRoutesResponse, error)
