@@ -197,7 +197,8 @@ func BenchmarkLoad(b *testing.B) {
 //   - interrupt-global: the guest instrumented as the host does it (a
 //     countdown at every function entry and loop head, an exit to Go and a
 //     check of the interrupt global every 16384 of them); the host adds
-//     one atomic store and one CAS per call for the watchdog;
+//     one atomic store, one atomic load and one CAS per call for the
+//     watchdog;
 //   - close-on-context-done: wazero's WithCloseOnContextDone, with a
 //     context.WithTimeout per call, which is what it takes to use it.
 func BenchmarkTimeouts(b *testing.B) {

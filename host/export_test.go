@@ -1,5 +1,7 @@
 package host
 
+import "time"
+
 // HoldCompileSlots takes every compile slot of h, as compiles running
 // would, until release is called.
 func HoldCompileSlots(h *Host) (release func()) {
@@ -32,4 +34,18 @@ func SetPanicHook(hook func(op string)) {
 		return
 	}
 	panicHook.Store(&hook)
+}
+
+// WatchdogWakes is how many times the watchdog of h has woken up.
+func WatchdogWakes(h *Host) int64 { return h.wakes.Load() }
+
+// WatchdogParked reports whether the watchdog of h is parked.
+func WatchdogParked(h *Host) bool { return h.parked.Load() }
+
+// SetReapInterval sets how often the watchdogs of the hosts started next
+// look for idle instances, until restore is called.
+func SetReapInterval(d time.Duration) (restore func()) {
+	old := reapInterval
+	reapInterval = d
+	return func() { reapInterval = old }
 }

@@ -50,9 +50,13 @@ type Host struct {
 
 	// epoch anchors the monotonic nanosecond clock in which deadlines are
 	// kept; now is that clock as last read by the watchdog, so that the
-	// call path does not read the clock itself.
-	epoch time.Time
-	now   atomic.Int64
+	// call path does not read the clock itself while the watchdog ticks.
+	// parked is set while the watchdog sleeps with no call armed; wakes
+	// counts its wake-ups (for the tests).
+	epoch  time.Time
+	now    atomic.Int64
+	parked atomic.Bool
+	wakes  atomic.Int64
 
 	// modules is an immutable map, replaced whole (under mu) on every
 	// change, so that the call path reads it without a lock.
@@ -74,6 +78,7 @@ type Host struct {
 	sends        chan struct{} // bounds the sends in flight
 	dir          *dirLoader
 	watchdog     chan struct{} // closed to stop the watchdog
+	watchdogWake chan struct{} // wakes a parked watchdog; holds one wake
 	watchdogDone chan struct{}
 
 	// wg counts every goroutine and every version that Close waits for.
@@ -100,6 +105,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		compiles:     make(chan struct{}, opts.MaxCompiles),
 		sends:        make(chan struct{}, maxSends),
 		watchdog:     make(chan struct{}),
+		watchdogWake: make(chan struct{}, 1),
 		watchdogDone: make(chan struct{}),
 	}
 	h.events.log = h.log
@@ -147,7 +153,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		WithRandSource(randReader)
 
 	h.now.Store(int64(time.Since(h.epoch)))
-	go h.runWatchdog()
+	go h.runWatchdog(reapInterval)
 
 	if opts.ModulesDir != "" {
 		h.dir, err = startDir(ctx, h, opts.ModulesDir)

@@ -252,6 +252,40 @@ func TestCancel(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
 
+// TestIdleWatchdog checks that the watchdog of an idle host parks, and
+// that a call begun while it is parked still gets a deadline from a fresh
+// clock, enforced at once. The watchdog does not wake to close idle
+// instances here, so only the call's begin can wake it.
+func TestIdleWatchdog(t *testing.T) {
+	t.Cleanup(host.SetReapInterval(time.Hour)) // restored after Close
+	h, _ := newHost(t, host.Options{})
+	const timeout = 200 * time.Millisecond
+	load(t, h, "loop", host.LoadOptions{Limits: host.Limits{CallTimeout: timeout}})
+	for range 2 {
+		require.Eventually(t, func() bool { return host.WatchdogParked(h) }, 10*time.Second, time.Millisecond)
+		wakes := host.WatchdogWakes(h)
+		time.Sleep(300 * time.Millisecond) // 60 ticks, were it ticking
+		assert.Less(t, host.WatchdogWakes(h)-wakes, int64(5), "an idle host's watchdog sleeps")
+		require.True(t, host.WatchdogParked(h))
+
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() {
+			_, err := h.Invoke(context.Background(), host.Request{Module: "loop", Component: "spinner", Port: "spin"})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			assert.Equal(t, host.KindTimeout, kindOf(err), "%v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("a call begun while the watchdog was parked was not interrupted")
+		}
+		// A deadline computed from the clock as it was when the watchdog
+		// parked would have passed before the call began.
+		assert.GreaterOrEqual(t, time.Since(start), timeout-20*time.Millisecond, "the deadline is computed from a fresh clock")
+	}
+}
+
 // TestSleepingGuest: a guest asleep (Go's time.Sleep, WASI poll_oneoff)
 // is stopped by the module's CallTimeout, by the caller's deadline and by
 // cancellation, like one that spins, and the module answers afterwards.

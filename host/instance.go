@@ -199,7 +199,8 @@ func (in *instance) sleep(ns int64) {
 // errWoken is what a guest stopped in its sleep is unwound with.
 var errWoken = errors.New("stopped while asleep")
 
-// begin arms the watchdog for a call. ctx is the caller's context.
+// begin arms the watchdog for a call, and wakes it if it is parked. ctx is
+// the caller's context.
 func (in *instance) begin(ctx context.Context, deadline int64) {
 	if ctx.Done() != nil {
 		in.ctxMu.Lock()
@@ -210,6 +211,9 @@ func (in *instance) begin(ctx context.Context, deadline int64) {
 	in.hasPend = false
 	in.stderr.reset()
 	in.deadline.Store(deadline)
+	if h := in.v.h; h.parked.Load() {
+		h.wakeWatchdog()
+	}
 }
 
 // end disarms the watchdog; it returns the interrupt cause, or idle when the
