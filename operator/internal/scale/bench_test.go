@@ -114,9 +114,10 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(modules/applied.Seconds(), "modules/s")
 	b.ReportMetric(float64(after.all-before.all)/modules, "requests/module")
 	b.ReportMetric(float64(after.writes-before.writes)/modules, "writes/module")
-	b.Logf("apiserver writes per module while applying, by kind (the benchmark's own creates included): %s", perModule(kinds, writesByKind(ctx, b, env)))
+	b.Logf("apiserver writes per module while applying, by kind (the benchmark's own creates included): %s", perModule(kinds, writesByKind(ctx, b, env), modules))
 
 	lost := modulesOn(ctx, b, c, farmPrefix(0))
+	kinds = writesByKind(ctx, b, env)
 	b.Logf("applied; the operator's queues: %s", queues(b, metricsAddr))
 	procs[0].kill(b)
 	killed := time.Now()
@@ -125,6 +126,7 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(time.Since(killed).Seconds(), "s/ready-elsewhere")
 	b.ReportMetric(replaced.Seconds(), "s/placed-elsewhere")
 	b.Logf("CPU seconds while failing over, by process: %s", cpuSince(b, cpu))
+	b.Logf("apiserver writes per moved module while failing over, by kind: %s", perModule(kinds, writesByKind(ctx, b, env), len(lost)))
 	b.ReportMetric(float64(len(lost)), "modules-moved")
 	b.ReportMetric(float64(flaps(ctx, b, env.Client, farmPrefix(0))), "live-host-flaps")
 	b.StopTimer()
@@ -401,14 +403,15 @@ func restConfig(env *kubetest.Env) *rest.Config {
 	return cfg
 }
 
-// perModule is what grew from before to after, per module, largest first.
-func perModule(before, after map[string]float64) string {
+// perModule is what grew from before to after, per module of n, largest
+// first.
+func perModule(before, after map[string]float64, n int) string {
 	keys := slices.Collect(maps.Keys(after))
 	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(after[b]-before[b], after[a]-before[a]) })
 	var out []string
 	for _, k := range keys {
 		if d := after[k] - before[k]; d > 0 {
-			out = append(out, fmt.Sprintf("%s %.2f", k, d/modules))
+			out = append(out, fmt.Sprintf("%s %.2f", k, d/float64(n)))
 		}
 	}
 	return strings.Join(out, ", ")
