@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -58,6 +59,9 @@ type modules struct {
 	events recorder.EventRecorder
 	ledger *ledger
 	descs  *descriptors
+	// store is the cache's store of TinyModules (cached), when the cache
+	// has one.
+	store toolscache.Store
 	// placing is held from reading the hosts and modules to recording the
 	// decision in the ledger: reconciles run concurrently, and each
 	// placement must count those decided before it.
@@ -133,6 +137,31 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	return ctrl.Result{}, nil
 }
 
+// cached is every TinyModule of the cache: the cache's own objects, read
+// only. A decision reads them all (allocations, name conflicts), and a
+// List would copy a thousand of them for each.
+func (r *modules) cached(ctx context.Context) ([]*v1alpha1.TinyModule, error) {
+	if r.store != nil {
+		objs := r.store.List()
+		out := make([]*v1alpha1.TinyModule, 0, len(objs))
+		for _, o := range objs {
+			if m, ok := o.(*v1alpha1.TinyModule); ok {
+				out = append(out, m)
+			}
+		}
+		return out, nil
+	}
+	var list v1alpha1.TinyModuleList
+	if err := r.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	out := make([]*v1alpha1.TinyModule, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
 // decideLocked decides m's status under placing, from the hosts and the
 // modules in the cache (read only, not copied), and records its placements
 // in the ledger at once, for the decisions that follow; undo restores the
@@ -142,8 +171,8 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 // host event either finds the decision in the ledger or came before it
 // (onHost).
 func (r *modules) decideLocked(ctx context.Context, m *v1alpha1.TinyModule) (hosts []v1alpha1.TinyHost, d decision, undo func(), err error) {
-	var all v1alpha1.TinyModuleList
-	if err := r.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
+	all, err := r.cached(ctx)
+	if err != nil {
 		return nil, d, nil, err
 	}
 	r.placing.Lock()
@@ -152,7 +181,7 @@ func (r *modules) decideLocked(ctx context.Context, m *v1alpha1.TinyModule) (hos
 	if err := r.List(ctx, &hl, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, d, nil, err
 	}
-	d = r.decide(m, hl.Items, all.Items, metav1.Now())
+	d = r.decide(m, hl.Items, all, metav1.Now())
 	key := client.ObjectKeyFromObject(m)
 	prev, had := r.ledger.get(key)
 	r.ledger.set(key, d.assumed)
@@ -168,14 +197,14 @@ func (r *modules) decideLocked(ctx context.Context, m *v1alpha1.TinyModule) (hos
 
 // decide is the new status of m, placed among hosts, all being every
 // TinyModule (m among them).
-func (r *modules) decide(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all []v1alpha1.TinyModule, now metav1.Time) decision {
+func (r *modules) decide(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all []*v1alpha1.TinyModule, now metav1.Time) decision {
 	d := r.decidePlacement(m, hosts, all, now)
 	setWired(m, &d.status, now)
 	return d
 }
 
 // decidePlacement is the new status of m but for its wiring.
-func (r *modules) decidePlacement(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all []v1alpha1.TinyModule, now metav1.Time) decision {
+func (r *modules) decidePlacement(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all []*v1alpha1.TinyModule, now metav1.Time) decision {
 	old := &m.Status
 	st := v1alpha1.TinyModuleStatus{
 		ObservedGeneration: m.Generation,
@@ -278,7 +307,7 @@ func invalidSpec(m *v1alpha1.TinyModule, err error, st *v1alpha1.TinyModuleStatu
 // is placed on it counted as allocated, loaded or not: every module's
 // placements (this one's current ones included), and the modules the host
 // loaded on its own.
-func (r *modules) placementHosts(m *v1alpha1.TinyModule, mod placement.Module, hosts []v1alpha1.TinyHost, all []v1alpha1.TinyModule) []placement.Host {
+func (r *modules) placementHosts(m *v1alpha1.TinyModule, mod placement.Module, hosts []v1alpha1.TinyHost, all []*v1alpha1.TinyModule) []placement.Host {
 	alloc := r.ledger.allocated(client.ObjectKeyFromObject(m), all)
 	for _, h := range mod.Current {
 		alloc[h] = alloc[h].Add(mod.Request)
@@ -352,10 +381,9 @@ func (r *modules) finalize(ctx context.Context, m *v1alpha1.TinyModule) (ctrl.Re
 
 // firstOfName returns the TinyModule of another namespace that has m's name
 // and came first, or nil when m is the first.
-func firstOfName(m *v1alpha1.TinyModule, all []v1alpha1.TinyModule) *v1alpha1.TinyModule {
+func firstOfName(m *v1alpha1.TinyModule, all []*v1alpha1.TinyModule) *v1alpha1.TinyModule {
 	var first *v1alpha1.TinyModule
-	for i := range all {
-		o := &all[i]
+	for _, o := range all {
 		if o.Name != m.Name || o.Namespace == m.Namespace {
 			continue
 		}

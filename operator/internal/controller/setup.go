@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -135,6 +136,13 @@ func indexModules(mgr ctrl.Manager) error {
 // setupModules adds the module controller: placement.
 func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, sh *shards) error {
 	mods := &modules{Client: mgr.GetClient(), opts: o, events: mgr.GetEventRecorder("tinyhost-placement"), ledger: newLedger(), descs: descs}
+	inf, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.TinyModule{})
+	if err != nil {
+		return err
+	}
+	if si, ok := inf.(toolscache.SharedIndexInformer); ok {
+		mods.store = si.GetStore()
+	}
 	return sh.complete(ctrl.NewControllerManagedBy(mgr).
 		Named("tinymodule").
 		// Its own status writes do not bring a module back; spec changes

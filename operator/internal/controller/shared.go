@@ -97,7 +97,7 @@ func (l *ledger) forget(k types.NamespacedName) {
 // decided placements, or for a module the ledger has not seen (decided
 // before the operator started), its placements in all, the cache. A
 // module decided a moment ago counts even when all, read before, lacks it.
-func (l *ledger) allocated(self types.NamespacedName, all []v1alpha1.TinyModule) map[string]placement.Resources {
+func (l *ledger) allocated(self types.NamespacedName, all []*v1alpha1.TinyModule) map[string]placement.Resources {
 	alloc := map[string]placement.Resources{}
 	add := func(hosts []string, r placement.Resources) {
 		for _, h := range hosts {
@@ -111,8 +111,7 @@ func (l *ledger) allocated(self types.NamespacedName, all []v1alpha1.TinyModule)
 			add(a.Hosts, a.Request)
 		}
 	}
-	for i := range all {
-		o := &all[i]
+	for _, o := range all {
 		k := types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
 		if _, ok := l.m[k]; !ok && k != self {
 			add(placedHosts(o.Status.Placements), placement.Request(o.Spec.Limits))
