@@ -118,11 +118,12 @@ type TinyHostStatus struct {
 
 	// Modules are the modules on the host: each placed module, whether or
 	// not it is loaded yet (desired), with what the host has loaded for it
-	// (actual), and each module the host loaded on its own.
+	// (actual), and each module the host loaded on its own. One entry per
+	// name. Written whole by the operator alone (atomic: the apiserver
+	// tracks no owner per entry).
 	//
 	// +optional
-	// +listType=map
-	// +listMapKey=name
+	// +listType=atomic
 	Modules []HostModule `json:"modules,omitempty"`
 
 	// LastProbeTime is when the operator last heard from the host.

@@ -431,10 +431,11 @@ type TinyModuleStatus struct {
 	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
 
 	// Placements are the hosts the module is placed on, one entry per host.
+	// Written whole by the operator alone (atomic: the apiserver tracks no
+	// owner per entry).
 	//
 	// +optional
-	// +listType=map
-	// +listMapKey=host
+	// +listType=atomic
 	Placements []Placement `json:"placements,omitempty"`
 
 	// ObservedGeneration is the metadata.generation this status describes.
@@ -462,11 +463,11 @@ type TinyModuleStatus struct {
 	LastAppliedAt *metav1.Time `json:"lastAppliedAt,omitempty"`
 
 	// Inventory is what was applied where, one item per placement: the
-	// host, the digest of the wasm it runs, and the phase.
+	// host, the digest of the wasm it runs, and the phase. Written whole by
+	// the operator alone (atomic).
 	//
 	// +optional
-	// +listType=map
-	// +listMapKey=host
+	// +listType=atomic
 	Inventory []InventoryItem `json:"inventory,omitempty"`
 
 	// Conditions: Scheduled, Ready, Degraded, and Wired when the module
