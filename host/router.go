@@ -132,12 +132,14 @@ func (h *Host) UpdateRoutes(base, gen uint64, changes map[string][]string) error
 	}
 	parsed := make(map[string]*route, len(changes))
 	var errs []error
+	adds := false
 	for m, addrs := range changes {
 		rt, err := parseRoute(m, addrs)
 		errs = append(errs, err)
 		parsed[m] = rt
+		adds = adds || rt != nil
 	}
-	if h.transport == nil && slices.ContainsFunc(slices.Collect(maps.Values(parsed)), func(rt *route) bool { return rt != nil }) {
+	if h.transport == nil && adds {
 		errs = append(errs, errors.New("routes to other hosts need a transport (Options.Transport)"))
 	}
 	if err := errors.Join(errs...); err != nil {

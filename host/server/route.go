@@ -88,8 +88,9 @@ func (s *Server) SetRoutes(ctx context.Context, req *hostv1.SetRoutesRequest) (*
 	if err != nil {
 		return nil, routingStatus(err)
 	}
-	gen, _ := r.Routes()
-	return &hostv1.SetRoutesResponse{Generation: gen}, nil
+	// The generation just set: reading it back with Routes would copy the
+	// whole table, on every push.
+	return &hostv1.SetRoutesResponse{Generation: req.GetGeneration()}, nil
 }
 
 // GetRoutes implements HostService.GetRoutes.

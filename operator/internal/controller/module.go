@@ -59,8 +59,7 @@ type modules struct {
 	events recorder.EventRecorder
 	ledger *ledger
 	descs  *descriptors
-	// store is the cache's store of TinyModules (cached), when the cache
-	// has one.
+	// store is the cache's store of TinyModules (cached).
 	store toolscache.Store
 	// placing is held from reading the hosts and modules to recording the
 	// decision in the ledger: reconciles run concurrently, and each
@@ -140,26 +139,15 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 // cached is every TinyModule of the cache: the cache's own objects, read
 // only. A decision reads them all (allocations, name conflicts), and a
 // List would copy a thousand of them for each.
-func (r *modules) cached(ctx context.Context) ([]*v1alpha1.TinyModule, error) {
-	if r.store != nil {
-		objs := r.store.List()
-		out := make([]*v1alpha1.TinyModule, 0, len(objs))
-		for _, o := range objs {
-			if m, ok := o.(*v1alpha1.TinyModule); ok {
-				out = append(out, m)
-			}
+func (r *modules) cached() []*v1alpha1.TinyModule {
+	objs := r.store.List()
+	out := make([]*v1alpha1.TinyModule, 0, len(objs))
+	for _, o := range objs {
+		if m, ok := o.(*v1alpha1.TinyModule); ok {
+			out = append(out, m)
 		}
-		return out, nil
 	}
-	var list v1alpha1.TinyModuleList
-	if err := r.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
-	}
-	out := make([]*v1alpha1.TinyModule, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-	}
-	return out, nil
+	return out
 }
 
 // decideLocked decides m's status under placing, from the hosts and the
@@ -171,10 +159,7 @@ func (r *modules) cached(ctx context.Context) ([]*v1alpha1.TinyModule, error) {
 // host event either finds the decision in the ledger or came before it
 // (onHost).
 func (r *modules) decideLocked(ctx context.Context, m *v1alpha1.TinyModule) (hosts []v1alpha1.TinyHost, d decision, undo func(), err error) {
-	all, err := r.cached(ctx)
-	if err != nil {
-		return nil, d, nil, err
-	}
+	all := r.cached()
 	r.placing.Lock()
 	defer r.placing.Unlock()
 	var hl v1alpha1.TinyHostList

@@ -140,9 +140,11 @@ func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, sh *shards) e
 	if err != nil {
 		return err
 	}
-	if si, ok := inf.(toolscache.SharedIndexInformer); ok {
-		mods.store = si.GetStore()
+	si, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return fmt.Errorf("controller: the TinyModule informer is a %T, not a SharedIndexInformer", inf)
 	}
+	mods.store = si.GetStore()
 	return sh.complete(ctrl.NewControllerManagedBy(mgr).
 		Named("tinymodule").
 		// Its own status writes do not bring a module back; spec changes
