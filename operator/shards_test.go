@@ -122,7 +122,11 @@ func TestShards(t *testing.T) {
 	}
 
 	victim := replicas[0]
-	victimHosts := holders[victim]
+	// The victim writes its hosts' status before it dies: it may hold a
+	// host it took over from another replica with nothing new to write.
+	b.observed(ctx, t, holders[victim], 50)
+	victimHosts := b.hostHolders(ctx, t)[victim]
+	require.NotEmpty(t, victimHosts, "%s still holds hosts", victim)
 	b.ops[victim].Kill(t)
 	killed := time.Now()
 	require.Eventually(t, func() bool {
@@ -133,7 +137,7 @@ func TestShards(t *testing.T) {
 		time.Since(killed).Round(100*time.Millisecond), victim, shardLease, shardRetry, holders)
 	b.module(ctx, t, "m6") // placed by whoever holds its bucket now
 	b.allReady(t, "after the kill")
-	b.observed(ctx, t, victimHosts) // their status written by their new owners
+	b.observed(ctx, t, victimHosts, 100) // their status written by their new owners
 
 	b.oneWriterAtATime(t, replicas)
 }
@@ -164,9 +168,9 @@ func (b *shardsBed) allReady(t *testing.T, when string) {
 	}, 2*time.Minute, 200*time.Millisecond, "every module Ready %s", when)
 }
 
-// observed changes the hosts' spec (a capacity of 100 modules) and waits
+// observed changes the hosts' spec (a capacity of modules) and waits
 // until their owners have written the new generation into their status.
-func (b *shardsBed) observed(ctx context.Context, t *testing.T, hosts []string) {
+func (b *shardsBed) observed(ctx context.Context, t *testing.T, hosts []string, capacity int32) {
 	t.Helper()
 	for _, name := range hosts {
 		require.Eventually(t, func() bool {
@@ -174,7 +178,7 @@ func (b *shardsBed) observed(ctx context.Context, t *testing.T, hosts []string) 
 			if err := b.env.Client.Get(ctx, client.ObjectKey{Name: name}, &h); err != nil {
 				return false
 			}
-			h.Spec.Capacity = &v1alpha1.HostResources{Modules: ptr(int32(100))}
+			h.Spec.Capacity = &v1alpha1.HostResources{Modules: ptr(capacity)}
 			return b.env.Client.Update(ctx, &h) == nil
 		}, time.Minute, 100*time.Millisecond, "TinyHost %s updated", name)
 		require.Eventually(t, func() bool {
