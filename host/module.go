@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -83,7 +84,9 @@ type ModuleInfo struct {
 	LoadedAt     time.Time
 	Limits       Limits // in force, defaults applied
 	Capabilities []string
-	Pool         PoolStats
+	// Labels are the load's (LoadOptions.Labels); nil without.
+	Labels map[string]string
+	Pool   PoolStats
 	// Upgraded is set in what Load, LoadFile and LoadSource return when
 	// the load replaced an earlier version of the module.
 	Upgraded bool
@@ -163,6 +166,7 @@ type version struct {
 	limits   Limits
 	caps     grants
 	capNames []string
+	labels   map[string]string // the load's, LoadOptions.Labels
 	digest   string
 	source   string
 	loadedAt time.Time
@@ -281,6 +285,7 @@ func (v *version) info() ModuleInfo {
 		LoadedAt:     v.loadedAt,
 		Limits:       v.limits,
 		Capabilities: slices.Clone(v.capNames),
+		Labels:       maps.Clone(v.labels),
 		Pool:         v.pool.stats(),
 	}
 }
@@ -430,6 +435,7 @@ type loadSpec struct {
 	capNames []string
 	caps     grants
 	cfg      *moduleConfig // nil: the module's, or none
+	labels   map[string]string
 }
 
 // loadSpec checks a load's options, for a module of size bytes, against
@@ -462,6 +468,12 @@ func (h *Host) loadSpec(size int64, opts LoadOptions) (loadSpec, error) {
 			return loadSpec{}, fmt.Errorf("name: %w", err)
 		}
 	}
+	if err := checkLabels(opts.Labels); err != nil {
+		return loadSpec{}, err
+	}
+	if len(opts.Labels) > 0 {
+		spec.labels = maps.Clone(opts.Labels)
+	}
 	return spec, nil
 }
 
@@ -488,6 +500,7 @@ func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string,
 		limits:   spec.limits,
 		caps:     spec.caps,
 		capNames: slices.Clone(spec.capNames),
+		labels:   spec.labels,
 		digest:   hex.EncodeToString(sum[:]),
 		source:   source,
 		timeout:  int64(spec.limits.CallTimeout),

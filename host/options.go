@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -258,6 +259,36 @@ type LoadOptions struct {
 	// Config is the module's configuration, a JSON object. Nil keeps the
 	// configuration of the module being upgraded, or "{}" for a new one.
 	Config json.RawMessage
+
+	// Labels are the loader's notes on the module (who loaded it, for
+	// what): the host keeps them with this version, returns them in its
+	// ModuleInfo, and does not read them. A load replaces the labels of
+	// the version it upgrades. At most maxLabels; a key is 1 to
+	// maxLabelKey bytes, a value at most maxLabelValue, both UTF-8.
+	Labels map[string]string
+}
+
+// Bounds of a load's labels.
+const (
+	maxLabels     = 32
+	maxLabelKey   = 128
+	maxLabelValue = 256
+)
+
+// checkLabels checks labels against the bounds of LoadOptions.Labels.
+func checkLabels(labels map[string]string) error {
+	if len(labels) > maxLabels {
+		return fmt.Errorf("labels: %d, over the limit of %d", len(labels), maxLabels)
+	}
+	for k, v := range labels {
+		switch {
+		case k == "" || len(k) > maxLabelKey || !utf8.ValidString(k):
+			return fmt.Errorf("labels: key %.140q is not 1 to %d bytes of UTF-8", k, maxLabelKey)
+		case len(v) > maxLabelValue || !utf8.ValidString(v):
+			return fmt.Errorf("labels: the value of %q is not at most %d bytes of UTF-8", k, maxLabelValue)
+		}
+	}
+	return nil
 }
 
 const (

@@ -173,6 +173,9 @@ type Module struct {
 	// Config is the module's configuration, a JSON object; nil keeps the
 	// host's default (the configuration of the version being replaced).
 	Config []byte
+	// Labels are notes on the module the host keeps with it and returns
+	// in its Module (who loaded it, for what); see LoadHeader.labels.
+	Labels map[string]string
 
 	// Progress, when set, is called with the number of bytes of Wasm sent
 	// so far, after each chunk.
@@ -216,7 +219,7 @@ const ChunkSize = 256 << 10
 func (c *Client) Load(ctx context.Context, m Module) (*hostv1.LoadModuleResponse, error) {
 	hdr := &hostv1.LoadHeader{
 		Name: m.Name, Limits: m.Limits.proto(), Capabilities: m.Capabilities, Config: m.Config,
-		Source: m.Source, Digest: m.Digest, CapabilitiesSet: m.Capabilities != nil,
+		Source: m.Source, Digest: m.Digest, CapabilitiesSet: m.Capabilities != nil, Labels: m.Labels,
 	}
 	if m.Source == "" {
 		sum := sha256.Sum256(m.Wasm)

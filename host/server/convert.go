@@ -16,6 +16,7 @@ func moduleProto(m *host.ModuleInfo) *hostv1.Module {
 		LoadedAtUnixNano: m.LoadedAt.UnixNano(),
 		Limits:           limitsProto(m.Limits),
 		Capabilities:     m.Capabilities,
+		Labels:           m.Labels,
 		Pool: &hostv1.Pool{
 			Instances:   uint32(m.Pool.Instances),
 			InUse:       uint32(m.Pool.InUse),

@@ -120,6 +120,9 @@ func loadOptions(hdr *hostv1.LoadHeader) host.LoadOptions {
 	if cfg := hdr.GetConfig(); len(cfg) > 0 {
 		opts.Config = cfg
 	}
+	if l := hdr.GetLabels(); len(l) > 0 {
+		opts.Labels = l
+	}
 	return opts
 }
 

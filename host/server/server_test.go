@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,10 +144,12 @@ func TestLoadModule(t *testing.T) {
 		resp, err := loadStream(ctx, e.client, &hostv1.LoadHeader{
 			Size: uint64(len(hello)), Digest: digest(hello),
 			Limits: &hostv1.Limits{MaxInstances: 3},
+			Labels: map[string]string{"loaded-by": "test", "for": "chunks"},
 		}, hello, 64<<10)
 		require.NoError(t, err)
 		m := resp.GetModule()
 		assert.Equal(t, "hello", m.GetName())
+		assert.Equal(t, map[string]string{"loaded-by": "test", "for": "chunks"}, m.GetLabels())
 		assert.Equal(t, digest(hello), m.GetDigest())
 		assert.Equal(t, uint32(3), m.GetPool().GetMax())
 		require.Len(t, m.GetComponents(), 1)
@@ -158,9 +161,11 @@ func TestLoadModule(t *testing.T) {
 		assert.Contains(t, string(out.GetPayload()), "Hello, Ada")
 	})
 	t.Run("upgrade", func(t *testing.T) {
-		resp, err := loadStream(ctx, e.client, &hostv1.LoadHeader{}, hello, 1<<20)
+		// The upgrade's labels replace the version's it upgrades.
+		resp, err := loadStream(ctx, e.client, &hostv1.LoadHeader{Labels: map[string]string{"for": "upgrade"}}, hello, 1<<20)
 		require.NoError(t, err)
 		assert.True(t, resp.GetUpgraded())
+		assert.Equal(t, map[string]string{"for": "upgrade"}, resp.GetModule().GetLabels())
 	})
 	t.Run("renamed", func(t *testing.T) {
 		resp, err := loadStream(ctx, e.client, &hostv1.LoadHeader{Name: "hello2"}, hello, 1<<20)
@@ -176,6 +181,11 @@ func TestLoadModule(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list.GetModules(), 1)
 	assert.Equal(t, "hello", list.GetModules()[0].GetName())
+	assert.Equal(t, map[string]string{"for": "upgrade"}, list.GetModules()[0].GetLabels())
+	sum, err := e.client.Info(ctx, &hostv1.InfoRequest{Summary: true})
+	require.NoError(t, err)
+	require.Len(t, sum.GetModules(), 1)
+	assert.Equal(t, map[string]string{"for": "upgrade"}, sum.GetModules()[0].GetLabels(), "a summary keeps the labels")
 }
 
 // TestLoadModuleRefused: a load that breaks a rule fails with its status,
@@ -199,6 +209,10 @@ func TestLoadModuleRefused(t *testing.T) {
 		{"not a tinyhost module", &hostv1.LoadHeader{}, guest(t, "noversion"), codes.InvalidArgument, api.ReasonBadModule, []string{"not a tinyhost module"}},
 		{"ABI version", &hostv1.LoadHeader{}, guest(t, "abiv2"), codes.InvalidArgument, api.ReasonABIVersion, []string{"v2", "v1"}},
 		{"no header", nil, hello, codes.InvalidArgument, "", []string{"header"}},
+		{"too many labels", &hostv1.LoadHeader{Labels: manyLabels(33)}, hello, codes.InvalidArgument, "", []string{"labels", "33", "32"}},
+		{"empty label key", &hostv1.LoadHeader{Labels: map[string]string{"": "x"}}, hello, codes.InvalidArgument, "", []string{"labels", "key"}},
+		{"long label key", &hostv1.LoadHeader{Labels: map[string]string{strings.Repeat("k", 129): "x"}}, hello, codes.InvalidArgument, "", []string{"labels", "128"}},
+		{"long label value", &hostv1.LoadHeader{Labels: map[string]string{"k": strings.Repeat("v", 257)}}, hello, codes.InvalidArgument, "", []string{"labels", `"k"`, "256"}},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
@@ -217,6 +231,14 @@ func TestLoadModuleRefused(t *testing.T) {
 		err = stream.RecvMsg(&m)
 		wantStatus(t, err, codes.ResourceExhausted, api.ReasonTooLarge)
 	})
+}
+
+func manyLabels(n int) map[string]string {
+	l := map[string]string{}
+	for i := range n {
+		l[fmt.Sprint("k", i)] = "v"
+	}
+	return l
 }
 
 func TestInfo(t *testing.T) {

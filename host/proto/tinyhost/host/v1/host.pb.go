@@ -144,7 +144,7 @@ type InfoRequest struct {
 	// Summary leaves out of each module what does not change while it stays
 	// loaded and what changes with every call: components, capabilities and
 	// pool statistics. What remains (name, version, ABI version, digest,
-	// source, load time, limits) is enough to tell what the host runs; a
+	// source, load time, limits, labels) is enough to tell what the host runs; a
 	// prober that asks every second need not receive every descriptor every
 	// second (the full ones come with LoadModule's answer and ListModules).
 	Summary       bool `protobuf:"varint,1,opt,name=summary,proto3" json:"summary,omitempty"`
@@ -454,8 +454,10 @@ type Module struct {
 	Limits           *Limits  `protobuf:"bytes,8,opt,name=limits,proto3" json:"limits,omitempty"`
 	Capabilities     []string `protobuf:"bytes,9,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	Pool             *Pool    `protobuf:"bytes,10,opt,name=pool,proto3" json:"pool,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// What the load's labels said; see LoadHeader.labels.
+	Labels        map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Module) Reset() {
@@ -554,6 +556,13 @@ func (x *Module) GetCapabilities() []string {
 func (x *Module) GetPool() *Pool {
 	if x != nil {
 		return x.Pool
+	}
+	return nil
+}
+
+func (x *Module) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -1015,8 +1024,12 @@ type LoadHeader struct {
 	// When true, capabilities is the whole grant even when empty: an empty
 	// list then grants none, not the host's defaults.
 	CapabilitiesSet bool `protobuf:"varint,8,opt,name=capabilities_set,json=capabilitiesSet,proto3" json:"capabilities_set,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The loader's notes on the module (who loaded it, for what), which the
+	// host keeps with this version and returns with it, and does not read.
+	// At most 32; a key is 1 to 128 bytes, a value at most 256.
+	Labels        map[string]string `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LoadHeader) Reset() {
@@ -1103,6 +1116,13 @@ func (x *LoadHeader) GetCapabilitiesSet() bool {
 		return x.CapabilitiesSet
 	}
 	return false
+}
+
+func (x *LoadHeader) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 type LoadModuleResponse struct {
@@ -2567,7 +2587,7 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x15memory_reserved_bytes\x18\x04 \x01(\x04R\x13memoryReservedBytes\"\x14\n" +
 	"\x12ListModulesRequest\"I\n" +
 	"\x13ListModulesResponse\x122\n" +
-	"\amodules\x18\x01 \x03(\v2\x18.tinyhost.host.v1.ModuleR\amodules\"\xf5\x02\n" +
+	"\amodules\x18\x01 \x03(\v2\x18.tinyhost.host.v1.ModuleR\amodules\"\xee\x03\n" +
 	"\x06Module\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1f\n" +
@@ -2582,7 +2602,11 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x06limits\x18\b \x01(\v2\x18.tinyhost.host.v1.LimitsR\x06limits\x12\"\n" +
 	"\fcapabilities\x18\t \x03(\tR\fcapabilities\x12*\n" +
 	"\x04pool\x18\n" +
-	" \x01(\v2\x16.tinyhost.host.v1.PoolR\x04pool\"\x82\x01\n" +
+	" \x01(\v2\x16.tinyhost.host.v1.PoolR\x04pool\x12<\n" +
+	"\x06labels\x18\v \x03(\v2$.tinyhost.host.v1.Module.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
 	"\tComponent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\x04info\x18\x02 \x01(\v2\x1f.tinyhost.host.v1.ComponentInfoR\x04info\x12,\n" +
@@ -2613,7 +2637,7 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\b \x01(\x04R\vmemoryBytes\"_\n" +
 	"\x11LoadModuleRequest\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.tinyhost.host.v1.LoadHeaderR\x06header\x12\x14\n" +
-	"\x05chunk\x18\x02 \x01(\fR\x05chunk\"\xfd\x01\n" +
+	"\x05chunk\x18\x02 \x01(\fR\x05chunk\"\xfa\x02\n" +
 	"\n" +
 	"LoadHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
@@ -2623,7 +2647,11 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x04size\x18\x05 \x01(\x04R\x04size\x12\x16\n" +
 	"\x06digest\x18\x06 \x01(\tR\x06digest\x12\x16\n" +
 	"\x06source\x18\a \x01(\tR\x06source\x12)\n" +
-	"\x10capabilities_set\x18\b \x01(\bR\x0fcapabilitiesSet\"b\n" +
+	"\x10capabilities_set\x18\b \x01(\bR\x0fcapabilitiesSet\x12@\n" +
+	"\x06labels\x18\t \x03(\v2(.tinyhost.host.v1.LoadHeader.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"b\n" +
 	"\x12LoadModuleResponse\x120\n" +
 	"\x06module\x18\x01 \x01(\v2\x18.tinyhost.host.v1.ModuleR\x06module\x12\x1a\n" +
 	"\bupgraded\x18\x02 \x01(\bR\bupgraded\")\n" +
@@ -2756,7 +2784,7 @@ func file_tinyhost_host_v1_host_proto_rawDescGZIP() []byte {
 }
 
 var file_tinyhost_host_v1_host_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_tinyhost_host_v1_host_proto_goTypes = []any{
 	(WatchEvent_Type)(0),          // 0: tinyhost.host.v1.WatchEvent.Type
 	(*InfoRequest)(nil),           // 1: tinyhost.host.v1.InfoRequest
@@ -2799,7 +2827,9 @@ var file_tinyhost_host_v1_host_proto_goTypes = []any{
 	(*GetWiringRequest)(nil),      // 38: tinyhost.host.v1.GetWiringRequest
 	(*GetWiringResponse)(nil),     // 39: tinyhost.host.v1.GetWiringResponse
 	nil,                           // 40: tinyhost.host.v1.InfoResponse.LabelsEntry
-	(*status.Status)(nil),         // 41: google.rpc.Status
+	nil,                           // 41: tinyhost.host.v1.Module.LabelsEntry
+	nil,                           // 42: tinyhost.host.v1.LoadHeader.LabelsEntry
+	(*status.Status)(nil),         // 43: google.rpc.Status
 }
 var file_tinyhost_host_v1_host_proto_depIdxs = []int32{
 	40, // 0: tinyhost.host.v1.InfoResponse.labels:type_name -> tinyhost.host.v1.InfoResponse.LabelsEntry
@@ -2809,58 +2839,60 @@ var file_tinyhost_host_v1_host_proto_depIdxs = []int32{
 	7,  // 4: tinyhost.host.v1.Module.components:type_name -> tinyhost.host.v1.Component
 	10, // 5: tinyhost.host.v1.Module.limits:type_name -> tinyhost.host.v1.Limits
 	11, // 6: tinyhost.host.v1.Module.pool:type_name -> tinyhost.host.v1.Pool
-	8,  // 7: tinyhost.host.v1.Component.info:type_name -> tinyhost.host.v1.ComponentInfo
-	9,  // 8: tinyhost.host.v1.Component.ports:type_name -> tinyhost.host.v1.Port
-	13, // 9: tinyhost.host.v1.LoadModuleRequest.header:type_name -> tinyhost.host.v1.LoadHeader
-	10, // 10: tinyhost.host.v1.LoadHeader.limits:type_name -> tinyhost.host.v1.Limits
-	6,  // 11: tinyhost.host.v1.LoadModuleResponse.module:type_name -> tinyhost.host.v1.Module
-	17, // 12: tinyhost.host.v1.InvokeRequest.metadata:type_name -> tinyhost.host.v1.KeyValue
-	20, // 13: tinyhost.host.v1.InvokeResponse.emitted:type_name -> tinyhost.host.v1.Message
-	17, // 14: tinyhost.host.v1.Message.metadata:type_name -> tinyhost.host.v1.KeyValue
-	18, // 15: tinyhost.host.v1.InvokeStreamRequest.request:type_name -> tinyhost.host.v1.InvokeRequest
-	19, // 16: tinyhost.host.v1.InvokeStreamResponse.response:type_name -> tinyhost.host.v1.InvokeResponse
-	41, // 17: tinyhost.host.v1.InvokeStreamResponse.error:type_name -> google.rpc.Status
-	0,  // 18: tinyhost.host.v1.WatchEvent.type:type_name -> tinyhost.host.v1.WatchEvent.Type
-	6,  // 19: tinyhost.host.v1.WatchEvent.info:type_name -> tinyhost.host.v1.Module
-	20, // 20: tinyhost.host.v1.DeliverRequest.message:type_name -> tinyhost.host.v1.Message
-	20, // 21: tinyhost.host.v1.DeliverStreamRequest.message:type_name -> tinyhost.host.v1.Message
-	41, // 22: tinyhost.host.v1.DeliverStreamResponse.error:type_name -> google.rpc.Status
-	29, // 23: tinyhost.host.v1.SetRoutesRequest.routes:type_name -> tinyhost.host.v1.Route
-	29, // 24: tinyhost.host.v1.GetRoutesResponse.routes:type_name -> tinyhost.host.v1.Route
-	34, // 25: tinyhost.host.v1.SetWiringRequest.wires:type_name -> tinyhost.host.v1.Wire
-	37, // 26: tinyhost.host.v1.SetWiringResponse.refused:type_name -> tinyhost.host.v1.RefusedWire
-	34, // 27: tinyhost.host.v1.GetWiringResponse.wires:type_name -> tinyhost.host.v1.Wire
-	1,  // 28: tinyhost.host.v1.HostService.Info:input_type -> tinyhost.host.v1.InfoRequest
-	4,  // 29: tinyhost.host.v1.HostService.ListModules:input_type -> tinyhost.host.v1.ListModulesRequest
-	12, // 30: tinyhost.host.v1.HostService.LoadModule:input_type -> tinyhost.host.v1.LoadModuleRequest
-	15, // 31: tinyhost.host.v1.HostService.UnloadModule:input_type -> tinyhost.host.v1.UnloadModuleRequest
-	18, // 32: tinyhost.host.v1.HostService.Invoke:input_type -> tinyhost.host.v1.InvokeRequest
-	21, // 33: tinyhost.host.v1.HostService.InvokeStream:input_type -> tinyhost.host.v1.InvokeStreamRequest
-	23, // 34: tinyhost.host.v1.HostService.Watch:input_type -> tinyhost.host.v1.WatchRequest
-	25, // 35: tinyhost.host.v1.HostService.Deliver:input_type -> tinyhost.host.v1.DeliverRequest
-	27, // 36: tinyhost.host.v1.HostService.DeliverStream:input_type -> tinyhost.host.v1.DeliverStreamRequest
-	30, // 37: tinyhost.host.v1.HostService.SetRoutes:input_type -> tinyhost.host.v1.SetRoutesRequest
-	32, // 38: tinyhost.host.v1.HostService.GetRoutes:input_type -> tinyhost.host.v1.GetRoutesRequest
-	35, // 39: tinyhost.host.v1.HostService.SetWiring:input_type -> tinyhost.host.v1.SetWiringRequest
-	38, // 40: tinyhost.host.v1.HostService.GetWiring:input_type -> tinyhost.host.v1.GetWiringRequest
-	2,  // 41: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
-	5,  // 42: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
-	14, // 43: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
-	16, // 44: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
-	19, // 45: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
-	22, // 46: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
-	24, // 47: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
-	26, // 48: tinyhost.host.v1.HostService.Deliver:output_type -> tinyhost.host.v1.DeliverResponse
-	28, // 49: tinyhost.host.v1.HostService.DeliverStream:output_type -> tinyhost.host.v1.DeliverStreamResponse
-	31, // 50: tinyhost.host.v1.HostService.SetRoutes:output_type -> tinyhost.host.v1.SetRoutesResponse
-	33, // 51: tinyhost.host.v1.HostService.GetRoutes:output_type -> tinyhost.host.v1.GetRoutesResponse
-	36, // 52: tinyhost.host.v1.HostService.SetWiring:output_type -> tinyhost.host.v1.SetWiringResponse
-	39, // 53: tinyhost.host.v1.HostService.GetWiring:output_type -> tinyhost.host.v1.GetWiringResponse
-	41, // [41:54] is the sub-list for method output_type
-	28, // [28:41] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	41, // 7: tinyhost.host.v1.Module.labels:type_name -> tinyhost.host.v1.Module.LabelsEntry
+	8,  // 8: tinyhost.host.v1.Component.info:type_name -> tinyhost.host.v1.ComponentInfo
+	9,  // 9: tinyhost.host.v1.Component.ports:type_name -> tinyhost.host.v1.Port
+	13, // 10: tinyhost.host.v1.LoadModuleRequest.header:type_name -> tinyhost.host.v1.LoadHeader
+	10, // 11: tinyhost.host.v1.LoadHeader.limits:type_name -> tinyhost.host.v1.Limits
+	42, // 12: tinyhost.host.v1.LoadHeader.labels:type_name -> tinyhost.host.v1.LoadHeader.LabelsEntry
+	6,  // 13: tinyhost.host.v1.LoadModuleResponse.module:type_name -> tinyhost.host.v1.Module
+	17, // 14: tinyhost.host.v1.InvokeRequest.metadata:type_name -> tinyhost.host.v1.KeyValue
+	20, // 15: tinyhost.host.v1.InvokeResponse.emitted:type_name -> tinyhost.host.v1.Message
+	17, // 16: tinyhost.host.v1.Message.metadata:type_name -> tinyhost.host.v1.KeyValue
+	18, // 17: tinyhost.host.v1.InvokeStreamRequest.request:type_name -> tinyhost.host.v1.InvokeRequest
+	19, // 18: tinyhost.host.v1.InvokeStreamResponse.response:type_name -> tinyhost.host.v1.InvokeResponse
+	43, // 19: tinyhost.host.v1.InvokeStreamResponse.error:type_name -> google.rpc.Status
+	0,  // 20: tinyhost.host.v1.WatchEvent.type:type_name -> tinyhost.host.v1.WatchEvent.Type
+	6,  // 21: tinyhost.host.v1.WatchEvent.info:type_name -> tinyhost.host.v1.Module
+	20, // 22: tinyhost.host.v1.DeliverRequest.message:type_name -> tinyhost.host.v1.Message
+	20, // 23: tinyhost.host.v1.DeliverStreamRequest.message:type_name -> tinyhost.host.v1.Message
+	43, // 24: tinyhost.host.v1.DeliverStreamResponse.error:type_name -> google.rpc.Status
+	29, // 25: tinyhost.host.v1.SetRoutesRequest.routes:type_name -> tinyhost.host.v1.Route
+	29, // 26: tinyhost.host.v1.GetRoutesResponse.routes:type_name -> tinyhost.host.v1.Route
+	34, // 27: tinyhost.host.v1.SetWiringRequest.wires:type_name -> tinyhost.host.v1.Wire
+	37, // 28: tinyhost.host.v1.SetWiringResponse.refused:type_name -> tinyhost.host.v1.RefusedWire
+	34, // 29: tinyhost.host.v1.GetWiringResponse.wires:type_name -> tinyhost.host.v1.Wire
+	1,  // 30: tinyhost.host.v1.HostService.Info:input_type -> tinyhost.host.v1.InfoRequest
+	4,  // 31: tinyhost.host.v1.HostService.ListModules:input_type -> tinyhost.host.v1.ListModulesRequest
+	12, // 32: tinyhost.host.v1.HostService.LoadModule:input_type -> tinyhost.host.v1.LoadModuleRequest
+	15, // 33: tinyhost.host.v1.HostService.UnloadModule:input_type -> tinyhost.host.v1.UnloadModuleRequest
+	18, // 34: tinyhost.host.v1.HostService.Invoke:input_type -> tinyhost.host.v1.InvokeRequest
+	21, // 35: tinyhost.host.v1.HostService.InvokeStream:input_type -> tinyhost.host.v1.InvokeStreamRequest
+	23, // 36: tinyhost.host.v1.HostService.Watch:input_type -> tinyhost.host.v1.WatchRequest
+	25, // 37: tinyhost.host.v1.HostService.Deliver:input_type -> tinyhost.host.v1.DeliverRequest
+	27, // 38: tinyhost.host.v1.HostService.DeliverStream:input_type -> tinyhost.host.v1.DeliverStreamRequest
+	30, // 39: tinyhost.host.v1.HostService.SetRoutes:input_type -> tinyhost.host.v1.SetRoutesRequest
+	32, // 40: tinyhost.host.v1.HostService.GetRoutes:input_type -> tinyhost.host.v1.GetRoutesRequest
+	35, // 41: tinyhost.host.v1.HostService.SetWiring:input_type -> tinyhost.host.v1.SetWiringRequest
+	38, // 42: tinyhost.host.v1.HostService.GetWiring:input_type -> tinyhost.host.v1.GetWiringRequest
+	2,  // 43: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
+	5,  // 44: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
+	14, // 45: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
+	16, // 46: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
+	19, // 47: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
+	22, // 48: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
+	24, // 49: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
+	26, // 50: tinyhost.host.v1.HostService.Deliver:output_type -> tinyhost.host.v1.DeliverResponse
+	28, // 51: tinyhost.host.v1.HostService.DeliverStream:output_type -> tinyhost.host.v1.DeliverStreamResponse
+	31, // 52: tinyhost.host.v1.HostService.SetRoutes:output_type -> tinyhost.host.v1.SetRoutesResponse
+	33, // 53: tinyhost.host.v1.HostService.GetRoutes:output_type -> tinyhost.host.v1.GetRoutesResponse
+	36, // 54: tinyhost.host.v1.HostService.SetWiring:output_type -> tinyhost.host.v1.SetWiringResponse
+	39, // 55: tinyhost.host.v1.HostService.GetWiring:output_type -> tinyhost.host.v1.GetWiringResponse
+	43, // [43:56] is the sub-list for method output_type
+	30, // [30:43] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_tinyhost_host_v1_host_proto_init() }
@@ -2874,7 +2906,7 @@ func file_tinyhost_host_v1_host_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tinyhost_host_v1_host_proto_rawDesc), len(file_tinyhost_host_v1_host_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
