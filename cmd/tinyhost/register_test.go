@@ -89,13 +89,13 @@ func TestRegister(t *testing.T) {
 		hello := e2e.Wasm(t, "examples/hello")
 		e2e.CopyFile(t, hello, filepath.Join(h1.ModulesDir, "hello.wasm"))
 		e2e.LoadModule(t, e2e.Client(t, h1.Addr), "loaded", hello, hostclient.Limits{})
-		// What the operator loads is the operator's: its TinyHost entry,
-		// written before the load, says so.
-		var th v1alpha1.TinyHost
-		require.NoError(t, c.Get(ctx, crclient.ObjectKey{Name: "h1"}, &th))
-		th.Status.Modules = []v1alpha1.HostModule{{Name: "placed", Namespace: "apps", Phase: v1alpha1.PhaseLoading}}
-		require.NoError(t, c.Status().Update(ctx, &th))
-		e2e.LoadModule(t, e2e.Client(t, h1.Addr), "placed", hello, hostclient.Limits{})
+		// What the operator loads is the operator's: the labels it loads
+		// with say so.
+		wasm, err := os.ReadFile(hello)
+		require.NoError(t, err)
+		_, err = e2e.Client(t, h1.Addr).Load(ctx, hostclient.Module{Name: "placed", Wasm: wasm,
+			Labels: map[string]string{v1alpha1.LabelModuleNamespace: "apps", v1alpha1.LabelSpecHash: "h"}})
+		require.NoError(t, err)
 		// A TinyModule of the name that is not the host's is left alone.
 		require.NoError(t, c.Create(ctx, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "hosts", Name: "taken"},
 			Spec: v1alpha1.TinyModuleSpec{Image: "r/taken:v1"}}))
@@ -104,6 +104,8 @@ func TestRegister(t *testing.T) {
 		require.EventuallyWithT(t, func(ct *assert.CollectT) {
 			assert.Equal(ct, map[string]string{"hello": "h1", "loaded": "h1", "taken": ""}, provided(ctx, ct, c))
 		}, 30*time.Second, 50*time.Millisecond)
+		var th v1alpha1.TinyHost
+		require.NoError(t, c.Get(ctx, crclient.ObjectKey{Name: "h1"}, &th))
 		var m v1alpha1.TinyModule
 		require.NoError(t, c.Get(ctx, crclient.ObjectKey{Namespace: "hosts", Name: "hello"}, &m))
 		require.Len(t, m.OwnerReferences, 1)

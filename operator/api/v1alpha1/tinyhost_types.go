@@ -146,6 +146,19 @@ type TinyHostStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
+// The labels the operator loads a TinyModule's module with (the host's
+// LoadHeader.labels), which the host returns with what it lists: they say
+// which modules of a host are the operator's, for which TinyModule spec,
+// whatever the TinyHost's status says yet. A module without
+// LabelModuleNamespace is the host's own.
+const (
+	// LabelModuleNamespace is the namespace of the TinyModule loaded.
+	LabelModuleNamespace = "operator.tinysystems.io/namespace"
+	// LabelSpecHash is the TinyModule's spec hash the module was loaded
+	// for (HostModule.SpecHash).
+	LabelSpecHash = "operator.tinysystems.io/spec-hash"
+)
+
 // HostModule is one module on a host, desired and actual.
 type HostModule struct {
 	// Name is the module's name on the host.

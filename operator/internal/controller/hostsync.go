@@ -39,13 +39,19 @@ const (
 	unloadTimeout = 30 * time.Second
 	// loadsPerHost bounds the loads in flight to one host.
 	loadsPerHost = 4
+	// progressAfter is how long loads run before the host's status lists
+	// them Loading; those done sooner are written once, when done.
+	progressAfter = 2 * time.Second
 )
 
 // hostSync converges each host to the modules placed on it and is the only
 // writer of TinyHost status. The TinyModules' placements are the desired
-// set; ListModules is what the host has; the host's status entries remember,
-// by spec hash and digest, what the operator loaded, so that a restarted
-// operator loads nothing twice.
+// set; what the host lists is what it has, and its labels (the operator
+// loads with v1alpha1.LabelModuleNamespace and LabelSpecHash) which of it is
+// the operator's and for which spec, so that a restarted operator, or one
+// whose cache is behind, loads nothing twice and takes nothing of the
+// host's own for its own. The status entries report it, and remember
+// what the host cannot: a load refused for a spec.
 type hostSync struct {
 	client.Client
 	api    client.Reader // the apiserver, not the cache, for retries after a conflict
@@ -71,8 +77,7 @@ type job struct {
 }
 
 // hostPlan is what the host sync will do on a host, and the status entries
-// it writes before doing it (so that the modules it is about to load are
-// known to be the operator's, should it stop half-way).
+// it is to leave.
 type hostPlan struct {
 	entries map[string]*v1alpha1.HostModule
 	loads   []job
@@ -175,15 +180,13 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 		return ctrl.Result{}, err
 	}
 	plan := planHost(h, mods.Items, list)
-
-	if len(plan.loads)+len(plan.unloads) > 0 {
-		// Written first, and against the version of the object read: a
-		// cache that is behind fails here, before anything is loaded twice.
-		st.Modules = plan.sorted()
-		if err := r.write(ctx, h, st, probedAt); err != nil {
-			return requeueOnConflict(err)
+	// Loads that run past progressAfter are listed Loading meanwhile.
+	progress := func(entries []v1alpha1.HostModule) {
+		pst := st.DeepCopy()
+		pst.Modules = entries
+		if err := r.write(ctx, h, pst, probedAt); err != nil {
+			logf.FromContext(ctx).V(1).Info("status of the loads in progress not written", "error", err.Error())
 		}
-		st = h.Status.DeepCopy()
 	}
 	// Routes first: a replica being unloaded here must have left this
 	// host's table too (apply waits until it left every host's). Without
@@ -203,7 +206,7 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 	unloads := len(plan.unloads)
 	tried := map[string]bool{}
 	for round := 1; ; round++ {
-		errs = append(errs, r.apply(ctx, c, &plan)...)
+		errs = append(errs, r.apply(ctx, c, &plan, progress)...)
 		for _, j := range plan.loads {
 			tried[j.entry.Name] = true
 		}
@@ -321,48 +324,64 @@ func (r *hostSync) drain(ctx context.Context, h *v1alpha1.TinyHost) (ctrl.Result
 }
 
 // apply runs the plan's loads, a few at a time, then its unloads, and
-// updates the plan's entries with the outcome. It returns the errors worth
-// a retry; a load refused for good is recorded in its entry instead. An
-// unload waits (plan.waiting counts it) while a live host's route table
-// still routes the module here, or did less than routeGrace ago, so that
-// no call is routed to a module that is gone.
-func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
+// updates the plan's entries with the outcome. Loads that run past
+// progressAfter are reported to progress with the entries as they are then.
+// It returns the errors worth a retry; a load refused for good is recorded
+// in its entry instead. An unload waits (plan.waiting counts it) while a
+// live host's route table still routes the module here, or did less than
+// routeGrace ago, so that no call is routed to a module that is gone.
+func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan, progress func([]v1alpha1.HostModule)) []error {
 	log := logf.FromContext(ctx)
 	var (
 		mu   sync.Mutex
 		errs []error
 		wg   sync.WaitGroup
 		sem  = make(chan struct{}, loadsPerHost)
+		done = make(chan struct{})
 	)
-	for i := range plan.loads {
-		j := &plan.loads[i]
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			lctx, cancel := context.WithTimeout(ctx, loadTimeout)
-			mod, err := r.loader.Load(lctx, c.client, j.req)
-			cancel()
+	go func() {
+		defer close(done)
+		for i := range plan.loads {
+			j := &plan.loads[i]
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				lctx, cancel := context.WithTimeout(ctx, loadTimeout)
+				mod, err := r.loader.Load(lctx, c.client, j.req)
+				cancel()
+				mu.Lock()
+				defer mu.Unlock()
+				e := j.entry
+				switch {
+				case err == nil:
+					r.descs.add(mod)
+					plan.loaded[e.Name] = mod
+					e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseReady, "", j.hash
+					fillActual(e, mod)
+					log.V(1).Info("module loaded", "module", e.Name, "digest", mod.GetDigest())
+				case permanent(err):
+					e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseFailed, err.Error(), j.hash
+					log.Info("module refused", "module", e.Name, "error", err.Error())
+				default:
+					e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseLoading, "retrying: "+err.Error(), j.hash
+					errs = append(errs, fmt.Errorf("host %s: load %s: %w", c.name, e.Name, err))
+				}
+			}()
+		}
+		wg.Wait()
+	}()
+	if len(plan.loads) > 0 {
+		select {
+		case <-done:
+		case <-time.After(progressAfter):
 			mu.Lock()
-			defer mu.Unlock()
-			e := j.entry
-			switch {
-			case err == nil:
-				r.descs.add(mod)
-				plan.loaded[e.Name] = mod
-				e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseReady, "", j.hash
-				fillActual(e, mod)
-				log.V(1).Info("module loaded", "module", e.Name, "digest", mod.GetDigest())
-			case permanent(err):
-				e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseFailed, err.Error(), j.hash
-				log.Info("module refused", "module", e.Name, "error", err.Error())
-			default:
-				e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseLoading, "retrying: "+err.Error(), j.hash
-				errs = append(errs, fmt.Errorf("host %s: load %s: %w", c.name, e.Name, err))
-			}
-		}()
+			entries := plan.sorted()
+			mu.Unlock()
+			progress(entries)
+		}
 	}
-	wg.Wait()
+	<-done
 	live := r.liveHost(ctx)
 	for _, name := range plan.unloads {
 		by, overdue := r.book.routing(name, c.address, time.Now(), live)
@@ -428,29 +447,35 @@ func (plan *hostPlan) place(host string, m *v1alpha1.TinyModule, prior map[strin
 	}
 	pr, had := prior[m.Name]
 	a := plan.loaded[m.Name]
-	if pl.Phase == v1alpha1.PhaseDraining {
-		// Leaving, and serving until its replacement is ready: kept as
-		// it is.
-		if had && a != nil && pr.Namespace == m.Namespace {
-			e := pr
-			fillActual(&e, a)
-			plan.entries[m.Name] = &e
-		}
+	owner := loadedFor(a, pr, had)
+	if a != nil && owner == "" {
+		// Loaded, and neither its labels nor an entry say the operator
+		// loaded it: the host's own, which no TinyModule replaces. rest
+		// lists it Unmanaged, and placement moves m off the host
+		// (clashes).
 		return
 	}
-	if a != nil && pr.Namespace == "" {
-		// Loaded, and no entry says the operator loaded it (it writes
-		// the entry first): the host's own, which no TinyModule
-		// replaces. rest lists it Unmanaged, and placement moves m off
-		// the host (clashes).
-		return
-	}
+	ours := a != nil && owner == m.Namespace
 	if had && pr.Namespace != m.Namespace {
 		had, pr = false, v1alpha1.HostModule{}
 	}
 	e := &v1alpha1.HostModule{Name: m.Name, Namespace: m.Namespace, Phase: v1alpha1.PhasePending}
-	if had {
+	switch {
+	case had:
 		*e = pr
+	case ours:
+		// Loaded for m, by its labels, and not in the status yet (a
+		// status behind, or an operator stopped before it wrote it).
+		e.Phase, e.SpecHash = v1alpha1.PhaseReady, a.GetLabels()[v1alpha1.LabelSpecHash]
+	}
+	if pl.Phase == v1alpha1.PhaseDraining {
+		// Leaving, and serving until its replacement is ready: kept as
+		// it is.
+		if ours {
+			fillActual(e, a)
+			plan.entries[m.Name] = e
+		}
+		return
 	}
 	e.Artifact = pl.Artifact
 	plan.entries[m.Name] = e
@@ -459,7 +484,7 @@ func (plan *hostPlan) place(host string, m *v1alpha1.TinyModule, prior map[strin
 	if pl.Phase == v1alpha1.PhaseFailed {
 		// Refused here for this spec: leave the host as it is (an
 		// earlier version may still serve) until the spec changes.
-		if !had {
+		if !had && !ours {
 			e.Phase, e.Message = v1alpha1.PhaseFailed, pl.Message
 		}
 		return
@@ -473,8 +498,11 @@ func (plan *hostPlan) place(host string, m *v1alpha1.TinyModule, prior map[strin
 		return // held at the spec it runs until the rollout reaches it
 	}
 	switch {
-	case had && a != nil && pr.Phase == v1alpha1.PhaseReady && pr.SpecHash == hash && pr.Digest == a.GetDigest():
-		// loaded, as asked
+	case ours && a.GetLabels()[v1alpha1.LabelSpecHash] == hash,
+		had && a != nil && pr.Phase == v1alpha1.PhaseReady && pr.SpecHash == hash && pr.Digest == a.GetDigest():
+		// loaded, as asked (its labels say so, or, loaded without them,
+		// its entry)
+		e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseReady, "", hash
 	case had && pr.Phase == v1alpha1.PhaseFailed && pr.SpecHash == hash:
 		// refused for good; the placement moves
 	default:
@@ -482,22 +510,27 @@ func (plan *hostPlan) place(host string, m *v1alpha1.TinyModule, prior map[strin
 		if pr.SpecHash != hash {
 			e.Message = ""
 		}
-		plan.loads = append(plan.loads, job{mod: m, req: LoadRequest{Artifact: art, Module: loadModule(m)}, hash: hash, entry: e})
+		req := LoadRequest{Artifact: art, Module: loadModule(m)}
+		req.Module.Labels = map[string]string{v1alpha1.LabelModuleNamespace: m.Namespace, v1alpha1.LabelSpecHash: hash}
+		plan.loads = append(plan.loads, job{mod: m, req: req, hash: hash, entry: e})
 	}
 }
 
 // rest plans what the host has loaded that nothing places there: the
-// operator's (its entry names a namespace: the operator writes the entry
-// before it loads) is unloaded; the rest is the host's own and left alone,
-// even when a TinyModule has its name (a clash the module status reports).
+// operator's (loadedFor names a namespace) is unloaded; the rest is the
+// host's own and left alone, even when a TinyModule has its name (a clash
+// the module status reports).
 func (plan *hostPlan) rest(prior map[string]v1alpha1.HostModule) {
 	for name, a := range plan.loaded {
 		if plan.entries[name] != nil {
 			continue
 		}
 		pr, had := prior[name]
-		if had && pr.Namespace != "" {
-			e := &v1alpha1.HostModule{Name: name, Namespace: pr.Namespace, Phase: v1alpha1.PhaseUnloading, Artifact: pr.Artifact, SpecHash: pr.SpecHash}
+		if ns := loadedFor(a, pr, had); ns != "" {
+			e := &v1alpha1.HostModule{Name: name, Namespace: ns, Phase: v1alpha1.PhaseUnloading, Artifact: pr.Artifact, SpecHash: pr.SpecHash}
+			if pr.Namespace != ns {
+				e.Artifact, e.SpecHash = "", a.GetLabels()[v1alpha1.LabelSpecHash]
+			}
 			fillActual(e, a)
 			plan.entries[name] = e
 			plan.unloads = append(plan.unloads, name)
@@ -507,6 +540,23 @@ func (plan *hostPlan) rest(prior map[string]v1alpha1.HostModule) {
 		fillActual(e, a)
 		plan.entries[name] = e
 	}
+}
+
+// loadedFor is the namespace of the TinyModule the host's module a was
+// loaded for: its label's, or, for a module loaded without labels (by an
+// operator from before them), its status entry's (pr, when had). "" is a
+// module of the host's own, or none.
+func loadedFor(a *hostv1.Module, pr v1alpha1.HostModule, had bool) string {
+	if a == nil {
+		return ""
+	}
+	if ns := a.GetLabels()[v1alpha1.LabelModuleNamespace]; ns != "" {
+		return ns
+	}
+	if had {
+		return pr.Namespace
+	}
+	return ""
 }
 
 func (p *hostPlan) sorted() []v1alpha1.HostModule {

@@ -36,6 +36,11 @@ func testHash(m v1alpha1.TinyModule) string {
 
 func loaded(name, digest string) *hostv1.Module { return &hostv1.Module{Name: name, Digest: digest} }
 
+// labelled is a module the operator loaded for m's namespace and spec hash.
+func labelled(name, digest, ns, hash string) *hostv1.Module {
+	return &hostv1.Module{Name: name, Digest: digest, Labels: map[string]string{v1alpha1.LabelModuleNamespace: ns, v1alpha1.LabelSpecHash: hash}}
+}
+
 // entry is the host's status entry of m.
 func entry(m v1alpha1.TinyModule, phase v1alpha1.Phase, digest string) v1alpha1.HostModule {
 	return v1alpha1.HostModule{Name: m.Name, Namespace: m.Namespace, Phase: phase, Artifact: testImage, Digest: digest, SpecHash: testHash(m)}
@@ -143,6 +148,29 @@ var planHostTests = []struct {
 	{name: "an entry of another namespace's module of that name is not this one's", mods: []v1alpha1.TinyModule{planA},
 		prior:  []v1alpha1.HostModule{{Name: "a", Namespace: "other", Phase: v1alpha1.PhaseReady, SpecHash: testHash(planA), Digest: "sha256:1"}},
 		actual: []*hostv1.Module{loaded("a", "sha256:1")}, loads: []string{"a"}},
+	// The host's labels say what the operator loaded, whatever the status
+	// says yet (a cache behind, an operator that stopped before it wrote).
+	{name: "labelled for its spec, no entry yet: nothing", mods: []v1alpha1.TinyModule{planA},
+		actual: []*hostv1.Module{labelled("a", "sha256:1", "ns", testHash(planA))},
+		phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}},
+	{name: "labelled for its spec, the entry still Loading: nothing", mods: []v1alpha1.TinyModule{planA},
+		prior:  []v1alpha1.HostModule{entry(planA, v1alpha1.PhaseLoading, "")},
+		actual: []*hostv1.Module{labelled("a", "sha256:1", "ns", testHash(planA))},
+		phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}},
+	{name: "labelled for another spec, no entry: reload", mods: []v1alpha1.TinyModule{planReconfigured},
+		actual: []*hostv1.Module{labelled("a", "sha256:1", "ns", testHash(planA))},
+		loads:  []string{"a"}, phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseLoading}},
+	{name: "labelled, held by the rollout, no entry: Ready at the spec it runs", mods: []v1alpha1.TinyModule{planHeld},
+		actual: []*hostv1.Module{labelled("a", "sha256:1", "ns", testHash(planA))},
+		phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}},
+	{name: "labelled, draining, no entry: kept", mods: []v1alpha1.TinyModule{planDraining},
+		actual: []*hostv1.Module{labelled("a", "sha256:1", "ns", testHash(planA))},
+		phases: map[string]v1alpha1.Phase{"a": v1alpha1.PhaseReady}},
+	{name: "labelled, its TinyModule gone, no entry: unload",
+		actual:  []*hostv1.Module{labelled("x", "sha256:1", "ns", "h1")},
+		unloads: []string{"x"}, phases: map[string]v1alpha1.Phase{"x": v1alpha1.PhaseUnloading}},
+	{name: "labelled for another namespace's module of that name: not the host's own, replaced", mods: []v1alpha1.TinyModule{planA},
+		actual: []*hostv1.Module{labelled("a", "sha256:1", "other", testHash(planA))}, loads: []string{"a"}},
 }
 
 // TestPlanHost: what the host sync does on one host, from the placements,
@@ -158,6 +186,8 @@ func TestPlanHost(t *testing.T) {
 				loads = append(loads, j.entry.Name)
 				assert.Equal(t, testHash(*j.mod), j.hash)
 				assert.Equal(t, j.mod.Name, j.req.Module.Name)
+				assert.Equal(t, map[string]string{v1alpha1.LabelModuleNamespace: j.mod.Namespace, v1alpha1.LabelSpecHash: j.hash},
+					j.req.Module.Labels, "a load's labels name its TinyModule's namespace and spec")
 			}
 			assert.Equal(t, tt.loads, loads, "loads")
 			assert.Equal(t, tt.unloads, p.unloads, "unloads")

@@ -86,9 +86,8 @@ func (p *publisher) say(module, msg string, args ...any) {
 
 // sync creates the TinyModules of the host's own modules that lack one and
 // deletes those of modules it no longer has. A module is the host's own
-// unless its TinyHost status lists it with a namespace: the operator writes
-// that entry before it loads a module, so reading the TinyHost from the
-// apiserver after the load sees it.
+// unless it was loaded with the label v1alpha1.LabelModuleNamespace, as the
+// operator loads its modules.
 //
 // Unless full, a pass whose own modules are those of the last pass that
 // succeeded lists nothing: the loads the operator makes are events too,
@@ -98,19 +97,9 @@ func (p *publisher) say(module, msg string, args ...any) {
 // deleted or created by someone else is seen.
 func (p *publisher) sync(ctx context.Context, full bool) error {
 	r := p.r
-	var th v1alpha1.TinyHost
-	if err := r.c.Get(ctx, client.ObjectKey{Name: r.o.Name}, &th); err != nil {
-		return fmt.Errorf("get TinyHost %s: %w", r.o.Name, err)
-	}
-	operators := map[string]bool{}
-	for _, e := range th.Status.Modules {
-		if e.Namespace != "" {
-			operators[e.Name] = true
-		}
-	}
 	own := map[string]bool{}
 	for _, m := range p.h.Modules() {
-		if !operators[m.Name] {
+		if m.Labels[v1alpha1.LabelModuleNamespace] == "" {
 			own[m.Name] = true
 		}
 	}
@@ -118,6 +107,10 @@ func (p *publisher) sync(ctx context.Context, full bool) error {
 		return nil
 	}
 	p.synced = nil
+	var th v1alpha1.TinyHost
+	if err := r.c.Get(ctx, client.ObjectKey{Name: r.o.Name}, &th); err != nil {
+		return fmt.Errorf("get TinyHost %s: %w", r.o.Name, err)
+	}
 	var list v1alpha1.TinyModuleList
 	if err := r.c.List(ctx, &list, client.InNamespace(r.o.Namespace)); err != nil {
 		return fmt.Errorf("list TinyModules in %s: %w", r.o.Namespace, err)
