@@ -104,3 +104,45 @@ func TestRounds(t *testing.T) {
 	}
 	assert.Positive(t, firstReady, "no TinyHost version had first Ready (%d versions)", versions)
 }
+
+// TestLoadProgress: a load that runs past progressAfter is listed Loading
+// in the TinyHost's status while it runs, then Ready; the status is not
+// written before the load begins.
+func TestLoadProgress(t *testing.T) {
+	held := &heldLoader{module: "slow", started: make(chan struct{}), release: make(chan struct{})}
+	b := newBedWith(t, bedOptions{loader: func(l Loader) Loader { held.Loader = l; return held }}, hostSpec{name: "host-a"})
+	ctx := ctxT(t, 2*time.Minute)
+
+	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "slow"}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
+	select {
+	case <-held.started:
+	case <-ctx.Done():
+		t.Fatal("the load of slow never began")
+	}
+	entry := func() (v1alpha1.HostModule, bool) {
+		var h v1alpha1.TinyHost
+		require.NoError(t, b.c.Get(ctx, client.ObjectKey{Name: "host-a"}, &h))
+		for _, e := range h.Status.Modules {
+			if e.Name == "slow" {
+				return e, true
+			}
+		}
+		return v1alpha1.HostModule{}, false
+	}
+	// Not written before the load: listed only once it ran progressAfter.
+	_, listed := entry()
+	assert.False(t, listed, "slow listed as its load begins")
+	eventually(t, time.Minute, "slow listed Loading while its load is held", func() error {
+		e, ok := entry()
+		if !ok || e.Phase != v1alpha1.PhaseLoading {
+			return fmt.Errorf("entry %v (listed %t)", e, ok)
+		}
+		return nil
+	})
+	close(held.release)
+	b.ready(t, "default", "slow", time.Minute)
+	e, ok := entry()
+	require.True(t, ok)
+	assert.Equal(t, v1alpha1.PhaseReady, e.Phase)
+	assert.Equal(t, "default", e.Namespace)
+}

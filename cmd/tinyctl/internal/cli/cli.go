@@ -81,6 +81,7 @@ type opts struct {
 	name   string
 	config string
 	caps   []string
+	labels map[string]string
 	limits limitFlags
 	out    string
 	// load by reference, push, inspect

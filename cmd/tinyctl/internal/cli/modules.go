@@ -113,6 +113,7 @@ Examples:
   tinyctl load hello.wasm --name hello-canary --max-instances 8 --call-timeout 2s
   tinyctl load ticker.wasm --config '{"ticker":{"interval":"1s"}}' --cap log --cap timer
   tinyctl load pure.wasm --cap none
+  tinyctl load hello.wasm --label team=payments
   tinyctl load registry.example.com/acme/hello:0.1.0
   tinyctl load registry.example.com/acme/hello@sha256:4f1c...
   tinyctl load https://downloads.example.com/hello.wasm --sha256 9f86d0...
@@ -123,6 +124,7 @@ Examples:
 		fs.StringVar(&o.sha256, "sha256", "", "with a reference or URL: the sha256 the wasm must have")
 		fs.StringVar(&o.config, "config", "", "module configuration: a JSON object, @FILE or -")
 		fs.StringSliceVar(&o.caps, "cap", nil, `grant a capability (log, config, timer, messaging for every target, messaging:<module>[/<component>] for one; repeatable; "none" alone grants none; default: the host's defaults, log and config)`)
+		fs.StringToStringVar(&o.labels, "label", nil, "a note the host keeps with the module and lists with it, KEY=VALUE (repeatable)")
 		fs.Uint32Var(&o.limits.memoryPages, "memory-pages", 0, "linear memory per instance, in 64 KiB pages")
 		fs.DurationVar(&o.limits.callTimeout, "call-timeout", 0, "how long one call may run")
 		fs.Uint32Var(&o.limits.maxMessage, "max-message-bytes", 0, "largest message or reply, in bytes")
@@ -155,7 +157,7 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 	if err != nil {
 		return err
 	}
-	m := client.Module{Name: c.o.name, Capabilities: caps, Limits: client.Limits{
+	m := client.Module{Name: c.o.name, Capabilities: caps, Labels: c.o.labels, Limits: client.Limits{
 		MemoryPages:    c.o.limits.memoryPages,
 		CallTimeout:    c.o.limits.callTimeout,
 		MaxMessageSize: int(c.o.limits.maxMessage),
