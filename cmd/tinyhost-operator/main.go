@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -64,8 +65,12 @@ func run(cfg config) error {
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                        scheme,
-		Metrics:                       metrics,
+		Scheme:  scheme,
+		Metrics: metrics,
+		// The controllers never read managedFields: the cache keeps
+		// objects without them, and the operator's updates then send
+		// none (the apiserver keeps the stored ones).
+		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		HealthProbeBindAddress:        cfg.ProbeAddr,
 		PprofBindAddress:              cfg.PprofAddr,
 		LeaderElection:                cfg.LeaderElect && !cfg.Shards,
