@@ -25,11 +25,14 @@
 //     unloads what is no longer placed there (never what the host loaded
 //     on its own) once no live host's route table routes to it there, a
 //     minute at most (routeBook, routeWait, routes.go), and records each
-//     module it manages with the hash of the spec it loaded (spec.go), so
-//     that nothing is loaded twice for one spec, across operator restarts
-//     too. Each entry is written before its load; a convergence loads in
-//     rounds, and the write that records a round's loads lists the
-//     modules placed on the host meanwhile, the next round's (arrived).
+//     module it manages with the hash of the spec it loaded (spec.go). It
+//     loads with labels the host keeps (v1alpha1.LabelModuleNamespace,
+//     LabelSpecHash), so that nothing is loaded twice for one spec, across
+//     operator restarts and a cache behind too. A load's entry is written
+//     when it is over, or Loading once it runs past progressAfter; a
+//     convergence loads in rounds, and the write that records a round's
+//     loads lists the modules placed on the host meanwhile, the next
+//     round's (arrived).
 //   - services (service.go) writes each TinyModule's Service and
 //     EndpointSlices, from its Ready placements.
 //
