@@ -71,7 +71,7 @@ test: fuzz
 .PHONY: bench
 bench: plugins ## Run the benchmarks and print ratios against their baselines.
 	@mkdir -p $(BIN)
-	$(GO) test -run '^$$' -bench . -benchmem ./host/... | tee $(BIN)/bench.txt
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem ./host/... | tee $(BIN)/bench.txt
 	@awk -f internal/bench-ratios.awk $(BIN)/bench.txt
 
 # ---------------------------------------------------------------------------
@@ -220,10 +220,12 @@ images: ## Build the operator and host images (needs a docker engine).
 	$(DOCKER) build -f operator/docker/host.Dockerfile -t tinyhost:dev .
 
 # The operator's benchmarks run once each (-benchtime=1x): each round starts
-# a control plane and real hosts, so one round is the measurement.
+# a control plane and real hosts, so one round is the measurement. Every
+# benchmark runs alone (-p 1): two packages' benchmarks at once would share
+# the cores each measures.
 .PHONY: bench-operator
 bench-operator: envtest ## Run the operator's benchmarks once: apply to Ready (1 and 100 modules), host loss, scale (1,000 modules over 100 hosts).
 	@mkdir -p $(BIN)
-	KUBEBUILDER_ASSETS=$(BIN) $(GO) test -run '^$$' -bench . -benchtime=1x ./operator/... | tee $(BIN)/bench-operator.txt
+	KUBEBUILDER_ASSETS=$(BIN) $(GO) test -p 1 -run '^$$' -bench . -benchtime=1x ./operator/... | tee $(BIN)/bench-operator.txt
 
 bench: bench-operator
