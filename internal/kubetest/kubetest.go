@@ -10,7 +10,9 @@ package kubetest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +20,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,6 +51,10 @@ type Options struct {
 	// APIServerFlags are more kube-apiserver flags, without "--", e.g.
 	// "audit-log-path".
 	APIServerFlags map[string]string
+	// NoAdmission leaves out operator/config/admission (the policy that
+	// sets a TinyModule's finalizer at creation), as a cluster before
+	// Kubernetes 1.36 would.
+	NoAdmission bool
 }
 
 // Root is the repository's root directory.
@@ -68,8 +77,8 @@ func Assets() (string, error) {
 	return dir, nil
 }
 
-// Start starts a control plane with the operator's CRDs and stops it when
-// the test ends.
+// Start starts a control plane with the operator's CRDs and admission
+// policy and stops it when the test ends.
 func Start(tb testing.TB) *Env {
 	tb.Helper()
 	return StartWith(tb, Options{})
@@ -115,6 +124,11 @@ func StartWith(tb testing.TB, o Options) *Env {
 	if err != nil {
 		tb.Fatalf("kubetest: client: %v", err)
 	}
+	if !o.NoAdmission {
+		if err := installAdmission(cfg); err != nil {
+			tb.Fatalf("kubetest: %v", err)
+		}
+	}
 	kubeconfig := filepath.Join(tb.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		tb.Fatal(err)
@@ -153,4 +167,59 @@ func (e *Env) Kubectl(ctx context.Context, args ...string) (string, error) {
 		err = fmt.Errorf("kubectl %v: %w\n%s", args, err, out.String())
 	}
 	return out.String(), err
+}
+
+// installAdmission creates the objects of operator/config/admission, as
+// `kubectl apply -k operator/config/default` would, and waits until the
+// apiserver applies the policy: until then it refuses TinyModule creates
+// ("Resource kind ... not found") while it learns the CRD's types.
+func installAdmission(cfg *rest.Config) error {
+	scheme := k8sruntime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	if err := createAll(c, filepath.Join(Root(), "operator", "config", "admission", "finalizer.yaml")); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		m := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "admission-probe"},
+			Spec: v1alpha1.TinyModuleSpec{Image: "registry.test/probe:1"}}
+		err := c.Create(context.Background(), m, client.DryRunAll)
+		if err == nil && len(m.Finalizers) > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the admission policy never set a TinyModule's finalizer (finalizers %v, error %v)", m.Finalizers, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// createAll creates the objects of a YAML file.
+func createAll(c client.Client, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := c.Create(context.Background(), &u); err != nil {
+			return fmt.Errorf("%s: create %s %s: %w", path, u.GetKind(), u.GetName(), err)
+		}
+	}
 }

@@ -56,6 +56,9 @@ type bedOptions struct {
 	shards []string
 	// loader, when set, wraps the operator's Loader.
 	loader func(Loader) Loader
+	// noAdmission: a control plane without the policy that sets the
+	// TinyModule finalizer at creation.
+	noAdmission bool
 }
 
 // hostSpec is a host to start: its name, labels and more daemon flags.
@@ -69,7 +72,7 @@ func newBed(t testing.TB, hosts ...hostSpec) *bed { return newBedWith(t, bedOpti
 
 func newBedWith(t testing.TB, o bedOptions, hosts ...hostSpec) *bed {
 	t.Helper()
-	b := &bed{tb: t, env: kubetest.Start(t), reg: testbed.StartRegistry(t), hosts: map[string]*testbed.Host{}, bedOptions: o}
+	b := &bed{tb: t, env: kubetest.StartWith(t, kubetest.Options{NoAdmission: o.noAdmission}), reg: testbed.StartRegistry(t), hosts: map[string]*testbed.Host{}, bedOptions: o}
 	b.c = b.env.Client
 	var wg sync.WaitGroup
 	wg.Add(2)

@@ -96,7 +96,9 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		return r.finalize(ctx, &m)
 	}
 	// A module a host provides is never loaded by the operator: nothing
-	// to unload when it goes.
+	// to unload when it goes. The admission policy of config/admission
+	// sets the finalizer at creation; this write is for clusters without
+	// it.
 	if m.Spec.ProvidedBy == "" && controllerutil.AddFinalizer(&m, Finalizer) {
 		if err := r.Update(ctx, &m); err != nil {
 			return requeueOnConflict(err)

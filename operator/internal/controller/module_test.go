@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
 
@@ -40,6 +41,39 @@ func TestModuleLifecycle(t *testing.T) {
 	t.Run("new wasm upgrades, and the status follows", func(t *testing.T) { lifecycleUpgrade(t, b, m) })
 	t.Run("scale down unloads", func(t *testing.T) { lifecycleScaleDown(t, b, m) })
 	t.Run("delete unloads from every host", func(t *testing.T) { lifecycleDelete(t, b, m) })
+}
+
+// TestFinalizerAtCreate: the admission policy of operator/config/admission
+// sets the finalizer as the apiserver creates a TinyModule, so that the
+// operator need not write the TinyModule for it; a module a host provides
+// gets none.
+func TestFinalizerAtCreate(t *testing.T) {
+	env := kubetest.Start(t)
+	ctx := ctxT(t, time.Minute)
+	m := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "placed"},
+		Spec: v1alpha1.TinyModuleSpec{Image: "registry.test/placed:1"}}
+	require.NoError(t, env.Client.Create(ctx, m))
+	assert.Equal(t, []string{Finalizer}, m.Finalizers, "set by the apiserver on create")
+	kept := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kept", Finalizers: []string{"test/keep"}},
+		Spec: v1alpha1.TinyModuleSpec{Image: "registry.test/kept:1"}}
+	require.NoError(t, env.Client.Create(ctx, kept))
+	assert.ElementsMatch(t, []string{"test/keep", Finalizer}, kept.Finalizers, "added to those the manifest has")
+	p := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "provided", Finalizers: []string{"test/keep"}},
+		Spec: v1alpha1.TinyModuleSpec{ProvidedBy: "host-a"}}
+	require.NoError(t, env.Client.Create(ctx, p))
+	assert.Equal(t, []string{"test/keep"}, p.Finalizers, "a module a host provides: no finalizer of the operator's, others kept")
+}
+
+// TestFinalizerWithoutAdmission: without the policy, the operator adds
+// the finalizer itself, and a deletion still waits for the unload.
+func TestFinalizerWithoutAdmission(t *testing.T) {
+	b := newBedWith(t, bedOptions{noAdmission: true}, hostSpec{name: "host-a"})
+	created := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "hello"}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}}
+	b.create(t, created)
+	assert.Empty(t, created.Finalizers, "no policy: nothing set on create")
+	m := b.ready(t, "default", "hello", time.Minute)
+	assert.Equal(t, []string{Finalizer}, m.Finalizers)
+	lifecycleDelete(t, b, m)
 }
 
 func lifecycleStatus(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
