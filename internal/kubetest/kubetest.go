@@ -125,7 +125,7 @@ func StartWith(tb testing.TB, o Options) *Env {
 		tb.Fatalf("kubetest: client: %v", err)
 	}
 	if !o.NoAdmission {
-		if err := installAdmission(cfg); err != nil {
+		if err := installAdmission(c); err != nil {
 			tb.Fatalf("kubetest: %v", err)
 		}
 	}
@@ -173,15 +173,7 @@ func (e *Env) Kubectl(ctx context.Context, args ...string) (string, error) {
 // `kubectl apply -k operator/config/default` would, and waits until the
 // apiserver applies the policy: until then it refuses TinyModule creates
 // ("Resource kind ... not found") while it learns the CRD's types.
-func installAdmission(cfg *rest.Config) error {
-	scheme := k8sruntime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
+func installAdmission(c client.Client) error {
 	if err := createAll(c, filepath.Join(Root(), "operator", "config", "admission", "finalizer.yaml")); err != nil {
 		return err
 	}
