@@ -47,11 +47,17 @@ type probe struct {
 type conn struct {
 	name, address string
 	client        *hostclient.Client
-	stop          context.CancelFunc
-	done          chan struct{}
+	// ctx ends when the conn closes: the loads that outlive the
+	// convergence that began them (loading.go) run under it.
+	ctx  context.Context
+	stop context.CancelFunc
+	done chan struct{}
 
 	mu    sync.Mutex
 	probe probe
+	// loads are the loads to the host under way or over and not yet
+	// recorded, by module name (loading.go).
+	loads map[string]*inflight
 	// tables is what the host was last given or found to have of the
 	// route and wiring tables, at tablesAt; version 0 for unknown.
 	tables   hostTables
@@ -186,7 +192,7 @@ func (hs *hosts) ensure(name, address string) (*conn, error) {
 		return nil, fmt.Errorf("host %s: address %q: %w", name, address, err)
 	}
 	ctx, stop := context.WithCancel(hs.ctx)
-	c := &conn{name: name, address: address, client: cl, stop: stop, done: make(chan struct{})}
+	c := &conn{name: name, address: address, client: cl, ctx: ctx, stop: stop, done: make(chan struct{}), loads: map[string]*inflight{}}
 	hs.conns[name] = c
 	go hs.probeLoop(ctx, c)
 	return c, nil

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -180,14 +179,7 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 		return ctrl.Result{}, err
 	}
 	plan := planHost(h, mods.Items, list)
-	// Loads that run past progressAfter are listed Loading meanwhile.
-	progress := func(entries []v1alpha1.HostModule) {
-		pst := st.DeepCopy()
-		pst.Modules = entries
-		if err := r.write(ctx, h, pst, probedAt); err != nil {
-			logf.FromContext(ctx).V(1).Info("status of the loads in progress not written", "error", err.Error())
-		}
-	}
+	c.forgetLoads(&plan)
 	// Routes first: a replica being unloaded here must have left this
 	// host's table too (apply waits until it left every host's). Without
 	// unloads, a host that has our tables gets their changes from the
@@ -206,7 +198,7 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 	unloads := len(plan.unloads)
 	tried := map[string]bool{}
 	for round := 1; ; round++ {
-		errs = append(errs, r.apply(ctx, c, &plan, progress)...)
+		errs = append(errs, r.apply(ctx, c, &plan)...)
 		for _, j := range plan.loads {
 			tried[j.entry.Name] = true
 		}
@@ -323,65 +315,36 @@ func (r *hostSync) drain(ctx context.Context, h *v1alpha1.TinyHost) (ctrl.Result
 	return ctrl.Result{}, nil
 }
 
-// apply runs the plan's loads, a few at a time, then its unloads, and
-// updates the plan's entries with the outcome. Loads that run past
-// progressAfter are reported to progress with the entries as they are then.
-// It returns the errors worth a retry; a load refused for good is recorded
-// in its entry instead. An unload waits (plan.waiting counts it) while a
-// live host's route table still routes the module here, or did less than
-// routeGrace ago, so that no call is routed to a module that is gone.
-func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan, progress func([]v1alpha1.HostModule)) []error {
+// apply begins the plan's loads (startLoads), waits for them
+// progressAfter at most, records in the plan's entries the loads that are
+// over, leaving the rest Loading (loading.go), then runs its unloads.
+// It returns the errors worth a retry; a load refused for good is
+// recorded in its entry instead. An unload waits (plan.waiting counts it)
+// while a live host's route table still routes the module here, or did
+// less than routeGrace ago, so that no call is routed to a module that is
+// gone.
+func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 	log := logf.FromContext(ctx)
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, loadsPerHost)
-		done = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		for i := range plan.loads {
-			j := &plan.loads[i]
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				lctx, cancel := context.WithTimeout(ctx, loadTimeout)
-				mod, err := r.loader.Load(lctx, c.client, j.req)
-				cancel()
-				mu.Lock()
-				defer mu.Unlock()
-				e := j.entry
-				switch {
-				case err == nil:
-					r.descs.add(mod)
-					plan.loaded[e.Name] = mod
-					e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseReady, "", j.hash
-					fillActual(e, mod)
-					log.V(1).Info("module loaded", "module", e.Name, "digest", mod.GetDigest())
-				case permanent(err):
-					e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseFailed, err.Error(), j.hash
-					log.Info("module refused", "module", e.Name, "error", err.Error())
-				default:
-					e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseLoading, "retrying: "+err.Error(), j.hash
-					errs = append(errs, fmt.Errorf("host %s: load %s: %w", c.name, e.Name, err))
-				}
-			}()
+	var errs []error
+	if started := r.startLoads(c, plan); len(started) > 0 {
+		wait := time.NewTimer(progressAfter)
+	waiting:
+		for _, l := range started {
+			select {
+			case <-l.done:
+			case <-wait.C:
+				break waiting
+			case <-ctx.Done():
+				break waiting
+			}
 		}
-		wg.Wait()
-	}()
-	if len(plan.loads) > 0 {
-		select {
-		case <-done:
-		case <-time.After(progressAfter):
-			mu.Lock()
-			entries := plan.sorted()
-			mu.Unlock()
-			progress(entries)
+		wait.Stop()
+	}
+	for i := range plan.loads {
+		if err := r.landed(ctx, c, plan, &plan.loads[i]); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	<-done
 	live := r.liveHost(ctx)
 	for _, name := range plan.unloads {
 		by, overdue := r.book.routing(name, c.address, time.Now(), live)

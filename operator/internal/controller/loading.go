@@ -1,0 +1,154 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+)
+
+// A load runs beside the convergence that began it, under the host's
+// connection, with its own deadline (loadTimeout): the convergence waits
+// for it progressAfter at most, then records it Loading and gives its
+// worker back. When the load is over, the host is enqueued, and its next
+// convergence records the outcome. So an artifact that never arrives (a
+// registry that accepts connections and never answers) holds its own
+// module Loading, and no other module placed on the host waits for it.
+
+// inflight is one load to a host, for the spec of hash, of a module of
+// namespace ns.
+type inflight struct {
+	ns, hash string
+	since    time.Time
+	done     chan struct{} // closed when the load is over
+	// mod and err are the outcome, set before done closes.
+	mod *hostv1.Module
+	err error
+}
+
+func (l *inflight) over() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// loadsPerNamespace bounds the loads to one host under way at once for
+// the modules of one namespace, so that one tenant's slow or hung
+// artifacts cannot take every load of a host.
+const loadsPerNamespace = 4
+
+// startLoads begins each of the plan's loads that has none under way on
+// the host, and returns those it began. A load under way for another spec
+// of the module is let finish first; one over for another spec is
+// dropped. A load whose namespace has loadsPerNamespace under way waits
+// for one of them to end (which enqueues the host).
+func (r *hostSync) startLoads(c *conn, plan *hostPlan) []*inflight {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	busy := map[string]int{}
+	for _, l := range c.loads {
+		if !l.over() {
+			busy[l.ns]++
+		}
+	}
+	var started []*inflight
+	for i := range plan.loads {
+		j := &plan.loads[i]
+		name := j.entry.Name
+		if l := c.loads[name]; l != nil {
+			switch {
+			case l.hash == j.hash:
+				continue // under way, or over and recorded by apply
+			case !l.over():
+				j.entry.Message = "waiting for the load of its previous spec to end"
+				continue
+			}
+			delete(c.loads, name)
+		}
+		if busy[j.entry.Namespace] >= loadsPerNamespace {
+			j.entry.Message = fmt.Sprintf("waiting: %d loads of namespace %s are under way on this host", busy[j.entry.Namespace], j.entry.Namespace)
+			continue
+		}
+		busy[j.entry.Namespace]++
+		l := &inflight{ns: j.entry.Namespace, hash: j.hash, since: time.Now(), done: make(chan struct{})}
+		c.loads[name] = l
+		started = append(started, l)
+		go r.load(c, l, *j)
+	}
+	return started
+}
+
+// load runs one load under the host's connection and enqueues the host
+// when it is over.
+func (r *hostSync) load(c *conn, l *inflight, j job) {
+	ctx, cancel := context.WithTimeout(c.ctx, loadTimeout)
+	mod, err := r.loader.Load(ctx, c.client, j.req)
+	cancel()
+	if err == nil {
+		r.descs.add(mod)
+	}
+	l.mod, l.err = mod, err
+	close(l.done)
+	r.hosts.notify(c.ctx, r.hosts.events, c.name)
+}
+
+// landed records in the job's entry the outcome of its load, when over,
+// and forgets the load; a load under way leaves the entry Loading. It
+// returns the error worth a retry.
+func (r *hostSync) landed(ctx context.Context, c *conn, plan *hostPlan, j *job) error {
+	c.mu.Lock()
+	l := c.loads[j.entry.Name]
+	if l == nil || l.hash != j.hash {
+		c.mu.Unlock()
+		return nil
+	}
+	if !l.over() {
+		c.mu.Unlock()
+		if time.Since(l.since) >= progressAfter {
+			j.entry.Message = "the host has been loading it since " + l.since.UTC().Format(time.TimeOnly) + " UTC"
+		}
+		return nil
+	}
+	delete(c.loads, j.entry.Name)
+	c.mu.Unlock()
+	log := logf.FromContext(ctx)
+	e := j.entry
+	switch err := l.err; {
+	case err == nil:
+		plan.loaded[e.Name] = l.mod
+		e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseReady, "", j.hash
+		fillActual(e, l.mod)
+		log.V(1).Info("module loaded", "module", e.Name, "digest", l.mod.GetDigest())
+	case permanent(err):
+		e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseFailed, err.Error(), j.hash
+		log.Info("module refused", "module", e.Name, "error", err.Error())
+	default:
+		e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseLoading, "retrying: "+err.Error(), j.hash
+		return fmt.Errorf("host %s: load %s: %w", c.name, e.Name, err)
+	}
+	return nil
+}
+
+// forgetLoads drops the loads over whose outcome no load of plan wants:
+// the host lists what they loaded, or the module left the host or
+// changed its spec.
+func (c *conn) forgetLoads(plan *hostPlan) {
+	want := map[string]string{}
+	for _, j := range plan.loads {
+		want[j.entry.Name] = j.hash
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, l := range c.loads {
+		if h, ok := want[name]; l.over() && (!ok || h != l.hash) {
+			delete(c.loads, name)
+		}
+	}
+}
