@@ -79,6 +79,15 @@ type Options struct {
 	// the operator reconciles at once. Default
 	// controller.DefaultMaxConcurrentReconciles (8).
 	MaxConcurrentReconciles int
+	// MaxWiringBytes bounds the wiring table every host is given (one
+	// SetWiring message), MaxWiringBytesPerNamespace each namespace's
+	// share of it: a namespace over its share, or that does not fit beside
+	// the namespaces with less, has none of its wires sent, and its
+	// TinyModules say so (Wired=False, WiringOverBudget). Keep
+	// MaxWiringBytes below the hosts' message limit (tinyhost
+	// --max-message-bytes). Defaults controller.DefaultMaxWiringBytes (3
+	// MiB) and controller.DefaultMaxWiringBytesPerNamespace (512 KiB).
+	MaxWiringBytes, MaxWiringBytesPerNamespace int
 
 	// FetchArtifacts makes the operator fetch module artifacts itself and
 	// stream the bytes to the hosts, for hosts that cannot reach the
@@ -178,8 +187,15 @@ func (s *ShardOptions) withDefaults() *controller.ShardOptions {
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.ProbeInterval < 0 || o.ProbeTimeout < 0 || o.FailureThreshold < 0 || o.ResyncPeriod < 0 || o.MaxConcurrentReconciles < 0 {
-		return o, errors.New("operator: ProbeInterval, ProbeTimeout, FailureThreshold, ResyncPeriod and MaxConcurrentReconciles must not be negative")
+	if o.ProbeInterval < 0 || o.ProbeTimeout < 0 || o.FailureThreshold < 0 || o.ResyncPeriod < 0 || o.MaxConcurrentReconciles < 0 ||
+		o.MaxWiringBytes < 0 || o.MaxWiringBytesPerNamespace < 0 {
+		return o, errors.New("operator: ProbeInterval, ProbeTimeout, FailureThreshold, ResyncPeriod, MaxConcurrentReconciles and the wiring bounds must not be negative")
+	}
+	if o.MaxWiringBytes == 0 {
+		o.MaxWiringBytes = controller.DefaultMaxWiringBytes
+	}
+	if o.MaxWiringBytesPerNamespace == 0 {
+		o.MaxWiringBytesPerNamespace = controller.DefaultMaxWiringBytesPerNamespace
 	}
 	if o.MaxConcurrentReconciles == 0 {
 		o.MaxConcurrentReconciles = controller.DefaultMaxConcurrentReconciles
@@ -251,15 +267,17 @@ func Setup(mgr manager.Manager, o Options) error {
 		loader = controller.FetchLoader{Client: artifacts}
 	}
 	return controller.Setup(mgr, controller.Options{
-		ProbeInterval:           o.ProbeInterval,
-		ProbeTimeout:            o.ProbeTimeout,
-		FailureThreshold:        o.FailureThreshold,
-		SpreadLabel:             o.SpreadLabel,
-		Resync:                  o.ResyncPeriod,
-		Loader:                  loader,
-		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
-		Host:                    o.Host,
-		LeaseNamespace:          o.HostLeaseNamespace,
-		Shards:                  o.Shards.withDefaults(),
+		ProbeInterval:              o.ProbeInterval,
+		ProbeTimeout:               o.ProbeTimeout,
+		FailureThreshold:           o.FailureThreshold,
+		SpreadLabel:                o.SpreadLabel,
+		Resync:                     o.ResyncPeriod,
+		Loader:                     loader,
+		MaxConcurrentReconciles:    o.MaxConcurrentReconciles,
+		MaxWiringBytes:             o.MaxWiringBytes,
+		MaxWiringBytesPerNamespace: o.MaxWiringBytesPerNamespace,
+		Host:                       o.Host,
+		LeaseNamespace:             o.HostLeaseNamespace,
+		Shards:                     o.Shards.withDefaults(),
 	})
 }

@@ -14,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/testbed"
 )
 
 // hungRegistry listens on 127.0.0.1, accepts connections and never
@@ -85,4 +87,74 @@ func TestHungArtifact(t *testing.T) {
 	assert.Equal(t, reasonLoading, c.Reason, "%s", brief(stuck))
 	assert.True(t, strings.Contains(c.Message, "host-a: the host has been loading it since"), "%s", c.Message)
 	t.Logf("team-b/stuck: %s", c.Message)
+}
+
+// maximalWiring is n wires of the longest names the schema takes.
+func maximalWiring(n int) []v1alpha1.Wire {
+	long := strings.Repeat("x", 62)
+	ws := make([]v1alpha1.Wire, n)
+	for i := range ws {
+		ws[i] = v1alpha1.Wire{From: "c" + long + "/" + fmt.Sprintf("p%062d", i), To: "m" + long + "/c" + long + "/q" + long}
+	}
+	return ws
+}
+
+// TestOversizedWiring: one tenant's TinyModules with as many maximal
+// wires as the schema takes, over the namespace's share of the hosts'
+// wiring, are marked Wired=False and none of their wires is sent; another
+// tenant's wire, made after them, is delivered: its messages reach its
+// tally.
+func TestOversizedWiring(t *testing.T) {
+	b := newBed(t, hostSpec{name: "host-a"})
+	ctx := ctxT(t, 5*time.Minute)
+	tally := b.reg.Push(t, "examples/flow/tally", "tinyhost/tally:0.1.0")
+	namespace(t, b.c, "team-a")
+	namespace(t, b.c, "team-b")
+
+	const big = 14 // of 256 wires each, about 1.2 MB: over the 512 KiB share
+	var names []string
+	for i := range big {
+		name := fmt.Sprintf("big-%02d", i)
+		names = append(names, name)
+		b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: name},
+			Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref, Wiring: maximalWiring(256)}})
+	}
+	for _, name := range names {
+		eventually(t, 2*time.Minute, "team-b/"+name+" Wired=False", func() error {
+			m := b.module(t, "team-b", name)
+			c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionWired)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reasonOverBudget || len(m.Status.Placements) == 0 {
+				return fmt.Errorf("%s", brief(m))
+			}
+			return nil
+		})
+	}
+	c := meta.FindStatusCondition(b.module(t, "team-b", names[0]).Status.Conditions, v1alpha1.ConditionWired)
+	t.Logf("team-b/%s: %s", names[0], c.Message)
+	assert.Contains(t, c.Message, "over the 512Ki each namespace may have")
+
+	common, tm := b.teamA(t, tally.Ref)
+	for _, name := range []string{"common"} {
+		m := b.module(t, "team-a", name)
+		c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionWired)
+		require.NotNil(t, c, "%s", brief(m))
+		assert.Equal(t, metav1.ConditionTrue, c.Status, "%s", brief(m))
+	}
+	wantWires := []*hostv1.Wire{{From: "common/split/out", To: []string{"tally/counter/in"}}}
+	eventually(t, 30*time.Second, "team-a's wire, and no other, on the host", func() error {
+		return b.routedAndWired(ctx, nil, wantWires)
+	})
+	out, err := invoke(ctx, t, readyAddr(common), "common", "split", `[1, 2, 3]`)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"count":3}`, out)
+	eventually(t, 10*time.Second, "the items counted by team-a's tally", func() error {
+		resp, err := testbed.Dial(t, readyAddr(tm)).Invoke(ctx, &hostv1.InvokeRequest{Module: "tally", Component: "counter", Port: "total", Payload: []byte(`{}`)})
+		if err != nil {
+			return err
+		}
+		if got := string(resp.GetPayload()); got != `{"count":3,"sum":6}` {
+			return fmt.Errorf("total %s", got)
+		}
+		return nil
+	})
 }

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -65,6 +66,11 @@ type modules struct {
 	// decision in the ledger: reconciles run concurrently, and each
 	// placement must count those decided before it.
 	placing sync.Mutex
+	// leftOut is the namespaces whose wiring the hosts' table leaves out
+	// (wiringLeftOut), as last decided, under placing; rewire brings back
+	// the modules of a namespace whose verdict changed.
+	leftOut map[string]string
+	rewire  chan event.GenericEvent
 }
 
 // note is an Event to emit once the status that explains it is written.
@@ -186,8 +192,42 @@ func (r *modules) decideLocked(ctx context.Context, m *v1alpha1.TinyModule) (hos
 // TinyModule (m among them).
 func (r *modules) decide(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all []*v1alpha1.TinyModule, now metav1.Time) decision {
 	d := r.decidePlacement(m, hosts, all, now)
-	setWired(m, &d.status, now)
+	setWired(m, &d.status, now, r.wiringOf(m, all))
 	return d
+}
+
+// wiringOf is why the hosts' wiring leaves out m's namespace, "" when it
+// does not, from every module, all. A namespace whose verdict changed
+// since the last decision brings back its modules with wiring, whose
+// Wired condition changes with it. Called under placing.
+func (r *modules) wiringOf(m *v1alpha1.TinyModule, all []*v1alpha1.TinyModule) string {
+	now := wiringLeftOut(slices.Values(all), r.opts.wiringBounds())
+	var changed []string
+	for ns, why := range now {
+		if r.leftOut[ns] != why {
+			changed = append(changed, ns)
+		}
+	}
+	for ns := range r.leftOut {
+		if _, ok := now[ns]; !ok {
+			changed = append(changed, ns)
+		}
+	}
+	r.leftOut = now
+	if len(changed) > 0 && r.rewire != nil {
+		var objs []client.Object
+		for _, o := range all {
+			if o != m && len(o.Spec.Wiring) > 0 && slices.Contains(changed, o.Namespace) {
+				objs = append(objs, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name}})
+			}
+		}
+		go func() {
+			for _, o := range objs {
+				r.rewire <- event.GenericEvent{Object: o}
+			}
+		}()
+	}
+	return now[m.Namespace]
 }
 
 // decidePlacement is the new status of m but for its wiring.

@@ -69,11 +69,13 @@ func routeTable(mods []v1alpha1.TinyModule) []*hostv1.Route {
 // wire a host would refuse (api.CheckWire) is left out, and reported on
 // its module's Wired condition, since a host refuses the whole table for
 // one bad wire and every other module's wiring would freeze with it.
-func wiringTable(mods []v1alpha1.TinyModule) []*hostv1.Wire {
+//
+// The namespaces of leftOut (wiringLeftOut) are left out whole.
+func wiringTable(mods []v1alpha1.TinyModule, leftOut map[string]string) []*hostv1.Wire {
 	byFrom := map[string][]string{}
 	for i := range mods {
 		m := &mods[i]
-		if !m.DeletionTimestamp.IsZero() || len(m.Status.Placements) == 0 {
+		if !m.DeletionTimestamp.IsZero() || len(m.Status.Placements) == 0 || leftOut[m.Namespace] != "" {
 			continue
 		}
 		for _, w := range m.Spec.Wiring {
@@ -388,16 +390,23 @@ func sameList[T proto.Message](a, b []T) bool {
 const (
 	reasonWired       = "Wired"
 	reasonInvalidWire = "InvalidWire"
+	reasonOverBudget  = "WiringOverBudget"
 )
 
 // setWired sets st's Wired condition from m's wiring: False, naming each
 // wire a host would refuse, which wiringTable leaves out; True when every
 // wire is sent to the hosts; absent without wiring. The schema refuses
 // such wires; this catches the ones stored before it did, or that a host
-// of another version refuses.
-func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.Time) {
+// of another version refuses. leftOut says why the module's namespace is
+// left out of the hosts' wiring (wiringLeftOut): False, WiringOverBudget.
+func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.Time, leftOut string) {
 	if len(m.Spec.Wiring) == 0 {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionWired)
+		return
+	}
+	if leftOut != "" {
+		conditionsOf(&st.Conditions, m.Generation, now)(v1alpha1.ConditionWired, false, reasonOverBudget,
+			leftOut+": none of its wires is sent to the hosts until it has less")
 		return
 	}
 	var bad []string

@@ -239,7 +239,7 @@ func TestRouteTable(t *testing.T) {
 		{From: "a/x/out", To: []string{"b/y/in", "c/z/in"}},
 		{From: "loading/x/out", To: []string{"b/y/in"}},
 	}
-	assert.True(t, sameList(wiringTable(mods), wantWires), "%v", wiringTable(mods))
+	assert.True(t, sameList(wiringTable(mods, nil), wantWires), "%v", wiringTable(mods, nil))
 	assert.Empty(t, routeTable(nil))
 }
 
@@ -258,7 +258,7 @@ func TestWiringTableDropsBadWires(t *testing.T) {
 			{From: "c/" + strings.Repeat("p", 64), To: "tally/counter/in"},
 		}}}
 
-	got := wiringTable([]v1alpha1.TinyModule{good, bad})
+	got := wiringTable([]v1alpha1.TinyModule{good, bad}, nil)
 	assert.True(t, sameList(got, []*hostv1.Wire{
 		{From: "common/split/out", To: []string{"tally/counter/in"}},
 		{From: "rogue/c/out", To: []string{"tally/counter/in"}},
@@ -280,7 +280,7 @@ func TestWiringTableDropsBadWires(t *testing.T) {
 	} {
 		t.Run(tt.m.Name, func(t *testing.T) {
 			var st v1alpha1.TinyModuleStatus
-			setWired(&tt.m, &st, now)
+			setWired(&tt.m, &st, now, "")
 			c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired)
 			require.NotNil(t, c)
 			assert.Equal(t, tt.status, c.Status)
@@ -290,7 +290,7 @@ func TestWiringTableDropsBadWires(t *testing.T) {
 				assert.Contains(t, c.Message, want)
 			}
 			tt.m.Spec.Wiring = nil
-			setWired(&tt.m, &st, now)
+			setWired(&tt.m, &st, now, "")
 			assert.Nil(t, meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired), "no wiring, no condition")
 		})
 	}

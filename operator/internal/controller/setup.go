@@ -57,6 +57,10 @@ type Options struct {
 	// are reconciled at once (controller-runtime never runs one object's
 	// reconciles at once). Default DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// MaxWiringBytes bounds the wiring table every host gets, and
+	// MaxWiringBytesPerNamespace each namespace's share of it (wiring.go);
+	// 0 for DefaultMaxWiringBytes and DefaultMaxWiringBytesPerNamespace.
+	MaxWiringBytes, MaxWiringBytesPerNamespace int
 	// Shards, when set, shares the hosts and modules among replicas
 	// through Leases (shard.go): each acts only on what it owns. Nil:
 	// this operator acts on everything (the manager's leader election
@@ -135,7 +139,8 @@ func indexModules(mgr ctrl.Manager) error {
 
 // setupModules adds the module controller: placement.
 func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, sh *shards) error {
-	mods := &modules{Client: mgr.GetClient(), opts: o, events: mgr.GetEventRecorder("tinyhost-placement"), ledger: newLedger(), descs: descs}
+	mods := &modules{Client: mgr.GetClient(), opts: o, events: mgr.GetEventRecorder("tinyhost-placement"), ledger: newLedger(), descs: descs,
+		rewire: make(chan event.GenericEvent, 1024)}
 	inf, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.TinyModule{})
 	if err != nil {
 		return err
@@ -151,6 +156,9 @@ func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, sh *shards) e
 		// and deletion do.
 		For(&v1alpha1.TinyModule{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
 		Watches(&v1alpha1.TinyModule{}, handler.EnqueueRequestsFromMapFunc(mods.sameName)).
+		// A namespace whose wiring the hosts' table now leaves out, or
+		// takes again.
+		WatchesRawSource(source.Channel(mods.rewire, &handler.EnqueueRequestForObject{})).
 		// A host's probe time alone concerns no module.
 		Watches(&v1alpha1.TinyHost{}, mods.hostHandler()).
 		// Decisions are taken one at a time (modules.placing), the rest of
@@ -175,7 +183,7 @@ func setupHostSync(mgr ctrl.Manager, o Options, hs *hosts, descs *descriptors, s
 	leases := newHostLeases(lc)
 	c := mgr.GetClient()
 	sync := &hostSync{Client: c, api: mgr.GetAPIReader(), opts: o, hosts: hs, descs: descs, loader: o.Loader,
-		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases, tables: &tables{}, shards: sh}
+		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases, tables: &tables{bounds: o.wiringBounds()}, shards: sh}
 	if sh != nil {
 		// A host another replica took is no longer probed or pushed to.
 		sh.hostLost = func(name string) { hs.remove(name); sync.book.forget(name) }

@@ -160,7 +160,8 @@ func (l *ledger) get(k types.NamespacedName) (assumed, bool) {
 // version counts the tables that differed from the one before, so that a
 // host that has the current version needs no call to compare.
 type tables struct {
-	want atomic.Uint64 // invalidations so far
+	want   atomic.Uint64 // invalidations so far
+	bounds wiringBounds
 
 	mu      sync.Mutex
 	built   uint64 // the want the tables were built at
@@ -190,7 +191,7 @@ func (t *tables) current(ctx context.Context, r client.Reader) (table, error) {
 		if err := r.List(ctx, &mods, client.UnsafeDisableDeepCopy); err != nil {
 			return table{}, err
 		}
-		routes, wires := routeTable(mods.Items), wiringTable(mods.Items)
+		routes, wires := routeTable(mods.Items), wiringTable(mods.Items, wiringLeftOut(values(mods.Items), t.bounds))
 		if !t.ready || !sameList(routes, t.routes) || !sameList(wires, t.wires) {
 			t.version++
 			t.routes, t.wires = routes, wires

@@ -1,0 +1,115 @@
+package controller
+
+import (
+	"cmp"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+)
+
+// Every host gets one wiring table, the wires of every namespace, in one
+// SetWiring message, which a host refuses whole past its message limit.
+// So that no tenant can grow it past that limit for everyone, each
+// namespace's share is bounded (MaxWiringBytesPerNamespace), and so is the
+// table (MaxWiringBytes): a namespace over its bound, or that does not fit
+// beside the smaller ones, has none of its wires in the table, and its
+// modules say so (Wired=False, WiringOverBudget); every other namespace's
+// wires are delivered.
+
+// Defaults of the wiring bounds: a host takes messages of 4 MiB and a
+// little more by default (tinyhost --max-message-bytes).
+const (
+	DefaultMaxWiringBytes             = 3 << 20
+	DefaultMaxWiringBytesPerNamespace = 512 << 10
+)
+
+// wiringBounds are the bounds of the wiring table, in bytes of its
+// encoding.
+type wiringBounds struct {
+	perNamespace, total int
+}
+
+func (o Options) wiringBounds() wiringBounds {
+	b := wiringBounds{perNamespace: o.MaxWiringBytesPerNamespace, total: o.MaxWiringBytes}
+	if b.perNamespace <= 0 {
+		b.perNamespace = DefaultMaxWiringBytesPerNamespace
+	}
+	if b.total <= 0 {
+		b.total = DefaultMaxWiringBytes
+	}
+	return b
+}
+
+// wireBytes bounds from above what a module's wires take in the wiring
+// table's encoding: each as a Wire of its own (the table merges those of
+// one output port), with its tags and lengths. Wires a host would refuse
+// (api.CheckWire) are not sent and not counted. A module being deleted
+// takes nothing. It reads the spec only, not the placements, so that a
+// namespace's share does not change as its modules move.
+func wireBytes(m *v1alpha1.TinyModule) int {
+	if !m.DeletionTimestamp.IsZero() {
+		return 0
+	}
+	n := 0
+	for _, w := range m.Spec.Wiring {
+		from := len(m.Name) + 1 + len(w.From)
+		if api.CheckWire(m.Name+"/"+w.From, w.To) != nil {
+			continue
+		}
+		// Wire{from, to}: a tag and a length of up to 2 bytes each,
+		// inside the table's tag and length of up to 3.
+		n += from + len(w.To) + 10
+	}
+	return n
+}
+
+// wiringLeftOut names the namespaces whose wires the table leaves out, of
+// the modules mods, with why: each over b.perNamespace, then, smallest
+// share first (so that the largest goes when the table is full), those
+// that do not fit in b.total beside the ones before.
+func wiringLeftOut(mods iter.Seq[*v1alpha1.TinyModule], b wiringBounds) map[string]string {
+	share := map[string]int{}
+	for m := range mods {
+		if n := wireBytes(m); n > 0 {
+			share[m.Namespace] += n
+		}
+	}
+	out := map[string]string{}
+	names := slices.SortedFunc(maps.Keys(share), func(x, y string) int {
+		return cmp.Or(cmp.Compare(share[x], share[y]), cmp.Compare(x, y))
+	})
+	total := 0
+	for _, ns := range names {
+		n := share[ns]
+		switch {
+		case n > b.perNamespace:
+			out[ns] = fmt.Sprintf("the wiring of namespace %s takes %s, over the %s each namespace may have in the hosts' wiring",
+				ns, quantity(n), quantity(b.perNamespace))
+		case total+n > b.total:
+			out[ns] = fmt.Sprintf("the wiring of namespace %s takes %s, and the hosts' wiring has room for %s of the %s it may hold beside the namespaces with less",
+				ns, quantity(n), quantity(b.total-total), quantity(b.total))
+		default:
+			total += n
+		}
+	}
+	return out
+}
+
+func quantity(n int) string { return resource.NewQuantity(int64(n), resource.BinarySI).String() }
+
+// values yields a pointer to each module of mods.
+func values(mods []v1alpha1.TinyModule) iter.Seq[*v1alpha1.TinyModule] {
+	return func(yield func(*v1alpha1.TinyModule) bool) {
+		for i := range mods {
+			if !yield(&mods[i]) {
+				return
+			}
+		}
+	}
+}
