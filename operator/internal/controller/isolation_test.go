@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 	"github.com/tinyhost/tinyhost/operator/internal/testbed"
 )
@@ -157,4 +159,62 @@ func TestOversizedWiring(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestProvidedByClaim: a tenant's TinyModule that says a host provides it
+// (spec.providedBy) is refused, whether it comes before the host
+// publishes its own module of that name or after: the host's module is
+// Ready under its name, and the tenant's wiring reaches no host.
+func TestProvidedByClaim(t *testing.T) {
+	b := newBed(t)
+	ctx := ctxT(t, 5*time.Minute)
+	h1 := testbed.StartHost(t, "h1", "--register", "--kubeconfig", b.env.Kubeconfig, "--namespace", "default",
+		"--listen", e2e.LocalIP(t)+":0", "--artifacts-plain-http", b.reg.Host)
+	b.hosts["h1"] = h1
+	namespace(t, b.c, "team-b")
+	namespace(t, b.c, "team-c")
+	claim := func(ns string) {
+		b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"},
+			Spec: v1alpha1.TinyModuleSpec{ProvidedBy: "h1", Wiring: []v1alpha1.Wire{{From: "greeter/out", To: "sink/c/in"}}}})
+	}
+	refused := func(ns string) {
+		t.Helper()
+		eventually(t, time.Minute, ns+"/hello refused", func() error {
+			m := b.module(t, ns, "hello")
+			c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionScheduled)
+			if c == nil || c.Reason != reasonNotAHost || len(m.Status.Placements) != 0 {
+				return fmt.Errorf("%s", brief(m))
+			}
+			return nil
+		})
+		m := b.module(t, ns, "hello")
+		c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionWired)
+		require.NotNil(t, c, "%s", brief(m))
+		assert.Equal(t, metav1.ConditionFalse, c.Status, "%s", brief(m))
+		t.Logf("%s/hello: %s", ns, meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionScheduled).Message)
+	}
+
+	// Before: the claim exists when h1 publishes its own hello.
+	claim("team-b")
+	refused("team-b")
+	e2e.CopyFile(t, e2e.Wasm(t, testbed.Hello), filepath.Join(h1.ModulesDir, "hello.wasm"))
+	b.appears(t, "default", "hello", time.Minute)
+	own := b.ready(t, "default", "hello", time.Minute)
+	assert.Equal(t, "h1", own.Spec.ProvidedBy)
+	c := meta.FindStatusCondition(own.Status.Conditions, v1alpha1.ConditionScheduled)
+	require.NotNil(t, c)
+	assert.Equal(t, reasonProvided, c.Reason, "%s", brief(own))
+
+	// After: a claim made while h1's hello is published.
+	claim("team-c")
+	refused("team-c")
+	own = b.ready(t, "default", "hello", time.Minute)
+	assert.Equal(t, []string{"h1"}, readyOn(own))
+
+	wires, err := h1.Client.GetWiring(ctx, &hostv1.GetWiringRequest{})
+	require.NoError(t, err)
+	assert.Empty(t, wires.GetWires(), "a tenant's wiring reached h1")
+	out, err := invoke(ctx, t, h1.Addr, "hello", "greeter", `{"name":"Ada"}`)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"greeting":"Hello, Ada!"}`, out)
 }

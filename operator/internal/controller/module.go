@@ -241,7 +241,10 @@ func (r *modules) decidePlacement(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyH
 		Components:         old.Components,
 	}
 	set := conditionsOf(&st.Conditions, m.Generation, now)
-	if first := firstOfName(m, all); first != nil {
+	if claimRefused(m, r.opts.LeaseNamespace) {
+		return refusedClaim(m, r.opts.LeaseNamespace, &st, set)
+	}
+	if first := firstOfName(m, all, r.opts.LeaseNamespace); first != nil {
 		return nameTaken(m, first, &st, set)
 	}
 	if m.Spec.ProvidedBy != "" {
@@ -407,11 +410,12 @@ func (r *modules) finalize(ctx context.Context, m *v1alpha1.TinyModule) (ctrl.Re
 }
 
 // firstOfName returns the TinyModule of another namespace that has m's name
-// and came first, or nil when m is the first.
-func firstOfName(m *v1alpha1.TinyModule, all []*v1alpha1.TinyModule) *v1alpha1.TinyModule {
+// and came first, or nil when m is the first. A providedBy claim refused
+// (claimRefused, hostsNS being the hosts' namespace) takes no name.
+func firstOfName(m *v1alpha1.TinyModule, all []*v1alpha1.TinyModule, hostsNS string) *v1alpha1.TinyModule {
 	var first *v1alpha1.TinyModule
 	for _, o := range all {
-		if o.Name != m.Name || o.Namespace == m.Namespace {
+		if o.Name != m.Name || o.Namespace == m.Namespace || claimRefused(o, hostsNS) {
 			continue
 		}
 		if before(o, m) && (first == nil || before(o, first)) {

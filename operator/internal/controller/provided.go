@@ -17,7 +17,34 @@ const (
 	reasonProvided     = "ProvidedByHost"
 	reasonProviderGone = "ProviderGone"
 	reasonNotReported  = "NotReported"
+	reasonNotAHost     = "NotAHost"
 )
+
+// claimRefused: m says a host provides it (spec.providedBy) and is not in
+// the hosts' namespace, hostsNS, where only the hosts publish their own
+// modules (config/host gives their role create there, and a tenant has
+// none). Such a claim is refused whatever its order: it is never placed,
+// routed or wired, and takes no name from anyone.
+func claimRefused(m *v1alpha1.TinyModule, hostsNS string) bool {
+	return m.Spec.ProvidedBy != "" && m.Namespace != hostsNS
+}
+
+// refusedClaim is the status of a module whose providedBy claim is
+// refused (claimRefused).
+func refusedClaim(m *v1alpha1.TinyModule, hostsNS string, st *v1alpha1.TinyModuleStatus, set setCondition) decision {
+	var d decision
+	msg := fmt.Sprintf("spec.providedBy is honoured only in namespace %s, where the hosts publish the modules they load on their own: "+
+		"not placed, routed or wired; to run a module here, name its image instead", hostsNS)
+	if set(v1alpha1.ConditionScheduled, false, reasonNotAHost, msg) {
+		d.events = append(d.events, note{corev1.EventTypeWarning, reasonNotAHost, "Place", msg})
+	}
+	set(v1alpha1.ConditionReady, false, reasonNotAHost, msg)
+	set(v1alpha1.ConditionDegraded, false, reasonNotAHost, "")
+	st.State = v1alpha1.StateFailed
+	st.Address, st.Replicas, st.ReadyReplicas, st.Placements, st.Version, st.Components = "", 0, 0, nil, "", nil
+	d.status = *st
+	return d
+}
 
 // A module provided by a host (spec.providedBy) is one the host loaded on
 // its own and published; the operator neither places nor loads it. Its

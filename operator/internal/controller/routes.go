@@ -391,6 +391,7 @@ const (
 	reasonWired       = "Wired"
 	reasonInvalidWire = "InvalidWire"
 	reasonOverBudget  = "WiringOverBudget"
+	reasonNotPlaced   = "NotPlaced"
 )
 
 // setWired sets st's Wired condition from m's wiring: False, naming each
@@ -399,6 +400,8 @@ const (
 // such wires; this catches the ones stored before it did, or that a host
 // of another version refuses. leftOut says why the module's namespace is
 // left out of the hosts' wiring (wiringLeftOut): False, WiringOverBudget.
+// A module without placements (not placed yet, a name taken, a refused
+// claim) is False, NotPlaced: wiringTable sends no wire of it.
 func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.Time, leftOut string) {
 	if len(m.Spec.Wiring) == 0 {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionWired)
@@ -407,6 +410,12 @@ func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.
 	if leftOut != "" {
 		conditionsOf(&st.Conditions, m.Generation, now)(v1alpha1.ConditionWired, false, reasonOverBudget,
 			leftOut+": none of its wires is sent to the hosts until it has less")
+		return
+	}
+	if len(st.Placements) == 0 {
+		// wiringTable sends the wires of placed modules only.
+		conditionsOf(&st.Conditions, m.Generation, now)(v1alpha1.ConditionWired, false, reasonNotPlaced,
+			"its wires are sent to the hosts once it is placed")
 		return
 	}
 	var bad []string

@@ -279,7 +279,7 @@ func TestWiringTableDropsBadWires(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.m.Name, func(t *testing.T) {
-			var st v1alpha1.TinyModuleStatus
+			st := v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h"}}}
 			setWired(&tt.m, &st, now, "")
 			c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired)
 			require.NotNil(t, c)
