@@ -218,3 +218,67 @@ func TestProvidedByClaim(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"greeting":"Hello, Ada!"}`, out)
 }
+
+// TestNameRace: a TinyModule of another namespace with the name of one
+// already placed, created in the same second (creation times are whole
+// seconds) and in a namespace first in order, does not take the name: the
+// placed module stays loaded and becomes Ready, and the newcomer is told
+// why it is not placed.
+func TestNameRace(t *testing.T) {
+	b := newBed(t, hostSpec{name: "host-a"})
+	ctx := ctxT(t, 5*time.Minute)
+	namespace(t, b.c, "team-a")
+	namespace(t, b.c, "team-z")
+
+	// Tried until the two are created in one second, the first placed
+	// before the second exists.
+	var name string
+	for try := 0; name == ""; try++ {
+		require.Less(t, try, 10, "never created both in one second")
+		n := fmt.Sprintf("echo-%d", try)
+		b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-z", Name: n}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
+		eventually(t, time.Minute, "team-z/"+n+" placed", func() error {
+			if m := b.module(t, "team-z", n); len(m.Status.Placements) == 0 {
+				return fmt.Errorf("%s", brief(m))
+			}
+			return nil
+		})
+		b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: n}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
+		z, a := b.module(t, "team-z", n), b.module(t, "team-a", n)
+		if z.CreationTimestamp.Equal(&a.CreationTimestamp) {
+			name = n
+			t.Logf("try %d: both created at %s", try, a.CreationTimestamp.UTC().Format(time.RFC3339))
+			break
+		}
+		b.remove(t, "team-a", n)
+		b.remove(t, "team-z", n)
+	}
+
+	z := b.ready(t, "team-z", name, time.Minute)
+	assert.Equal(t, []string{"host-a"}, readyOn(z))
+	eventually(t, 30*time.Second, "team-a/"+name+" NameConflict", func() error {
+		m := b.module(t, "team-a", name)
+		c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionScheduled)
+		if c == nil || c.Reason != v1alpha1.ReasonNameConflict || len(m.Status.Placements) != 0 {
+			return fmt.Errorf("%s", brief(m))
+		}
+		return nil
+	})
+	c := meta.FindStatusCondition(b.module(t, "team-a", name).Status.Conditions, v1alpha1.ConditionScheduled)
+	t.Logf("team-a/%s: %s", name, c.Message)
+	assert.Contains(t, c.Message, "TinyModule team-z/"+name+" has the name")
+	assert.Contains(t, c.Message, "is placed, and this one is not")
+	assert.NotContains(t, c.Message, "came first")
+
+	list, err := b.hosts["host-a"].Client.ListModules(ctx, &hostv1.ListModulesRequest{})
+	require.NoError(t, err)
+	var owner string
+	for _, m := range list.GetModules() {
+		if m.GetName() == name {
+			owner = m.GetLabels()[v1alpha1.LabelModuleNamespace]
+		}
+	}
+	assert.Equal(t, "team-z", owner, "the module loaded on host-a under the name")
+	z = b.ready(t, "team-z", name, time.Minute)
+	assert.Equal(t, v1alpha1.StateReady, z.Status.State)
+}

@@ -244,8 +244,8 @@ func (r *modules) decidePlacement(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyH
 	if claimRefused(m, r.opts.LeaseNamespace) {
 		return refusedClaim(m, r.opts.LeaseNamespace, &st, set)
 	}
-	if first := firstOfName(m, all, r.opts.LeaseNamespace); first != nil {
-		return nameTaken(m, first, &st, set)
+	if first, why := firstOfName(m, all, r.opts.LeaseNamespace, r.placedNow); first != nil {
+		return nameTaken(m, first, why, &st, set)
 	}
 	if m.Spec.ProvidedBy != "" {
 		return r.decideProvided(m, hosts, now)
@@ -299,12 +299,12 @@ func (r *modules) decidePlacement(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyH
 }
 
 // nameTaken is the status of a module whose name another namespace's
-// module, first, took earlier: module names are global across hosts. set
-// sets st's conditions.
-func nameTaken(m, first *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, set setCondition) decision {
+// module, first, holds (why: firstOfName): module names are global across
+// hosts. set sets st's conditions.
+func nameTaken(m, first *v1alpha1.TinyModule, why string, st *v1alpha1.TinyModuleStatus, set setCondition) decision {
 	var d decision
-	msg := fmt.Sprintf("TinyModule %s/%s has the name %q and came first: module names are global across hosts; rename one of them",
-		first.Namespace, first.Name, m.Name)
+	msg := fmt.Sprintf("TinyModule %s/%s has the name %q and %s; module names are global across hosts: rename one of them",
+		first.Namespace, first.Name, m.Name, why)
 	if set(v1alpha1.ConditionScheduled, false, v1alpha1.ReasonNameConflict, msg) {
 		d.events = append(d.events, note{corev1.EventTypeWarning, v1alpha1.ReasonNameConflict, "Place", msg})
 	}
@@ -409,28 +409,63 @@ func (r *modules) finalize(ctx context.Context, m *v1alpha1.TinyModule) (ctrl.Re
 	return ctrl.Result{}, nil
 }
 
-// firstOfName returns the TinyModule of another namespace that has m's name
-// and came first, or nil when m is the first. A providedBy claim refused
+// firstOfName returns the TinyModule of another namespace that holds m's
+// name, or nil when m does, and why. A module placed (its placements, or
+// the ledger's from a decision a moment ago, placed) keeps the name: a
+// newcomer never takes it from a module that runs. Between claimants
+// alike (both placed, which a race may leave, or neither) the one created
+// first holds it, and creation times being whole seconds, within one
+// second the namespace first in order. A providedBy claim refused
 // (claimRefused, hostsNS being the hosts' namespace) takes no name.
-func firstOfName(m *v1alpha1.TinyModule, all []*v1alpha1.TinyModule, hostsNS string) *v1alpha1.TinyModule {
+func firstOfName(m *v1alpha1.TinyModule, all []*v1alpha1.TinyModule, hostsNS string, placed func(*v1alpha1.TinyModule) bool) (*v1alpha1.TinyModule, string) {
 	var first *v1alpha1.TinyModule
+	mPlaced := placed(m)
 	for _, o := range all {
 		if o.Name != m.Name || o.Namespace == m.Namespace || claimRefused(o, hostsNS) {
 			continue
 		}
-		if before(o, m) && (first == nil || before(o, first)) {
+		if holds(o, m, placed(o), mPlaced) && (first == nil || holds(o, first, placed(o), placed(first))) {
 			first = o
 		}
 	}
-	return first
+	if first == nil {
+		return nil, ""
+	}
+	switch ta, tb := first.CreationTimestamp.Time, m.CreationTimestamp.Time; {
+	case placed(first) && !mPlaced:
+		return first, "is placed, and this one is not: a placed module keeps its name"
+	case ta.Equal(tb):
+		both := "neither is placed"
+		if mPlaced {
+			both = "both are placed"
+		}
+		return first, fmt.Sprintf("was created in the same second as this one (%s), and %s: "+
+			"of the two, the first namespace in alphabetical order holds the name", ta.UTC().Format(time.RFC3339), both)
+	default:
+		return first, fmt.Sprintf("was created before this one (%s, this one %s)", ta.UTC().Format(time.RFC3339), tb.UTC().Format(time.RFC3339))
+	}
 }
 
-func before(a, b *v1alpha1.TinyModule) bool {
+// holds: a, placed or not (ap), holds the name against b (bp).
+func holds(a, b *v1alpha1.TinyModule, ap, bp bool) bool {
+	if ap != bp {
+		return ap
+	}
 	ta, tb := a.CreationTimestamp.Time, b.CreationTimestamp.Time
 	if !ta.Equal(tb) {
 		return ta.Before(tb)
 	}
 	return a.Namespace < b.Namespace
+}
+
+// placedNow: m has placements, in its status or, decided a moment ago
+// and not in the cache yet, in the ledger. Called under placing.
+func (r *modules) placedNow(m *v1alpha1.TinyModule) bool {
+	if len(m.Status.Placements) > 0 {
+		return true
+	}
+	a, ok := r.ledger.get(client.ObjectKeyFromObject(m))
+	return ok && len(a.Hosts) > 0
 }
 
 // entryOf is the host's status entry of the module, or nil.
