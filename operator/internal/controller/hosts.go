@@ -37,6 +37,10 @@ type probe struct {
 	// Failures counts the probes failed in a row, Err is the last failure.
 	Failures int
 	Err      error
+	// Other is the name the host at the address answers with when it is
+	// not the TinyHost's: another host's address (an alias), NotReady at
+	// once, and nothing is loaded, unloaded or pushed through it.
+	Other string
 	// Info is the last answer, at At.
 	Info *hostv1.InfoResponse
 	At   time.Time
@@ -320,6 +324,15 @@ func (hs *hosts) probeOnce(ctx context.Context, c *conn, dropped bool) probeChan
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.probe
+	if err == nil && info.GetName() != c.name {
+		c.probe = probe{Done: true, Other: info.GetName(), Info: info, At: time.Now(),
+			Err: fmt.Errorf("the host at %s answers as %q, not %q", c.address, truncate(info.GetName(), 253), c.name)}
+		c.tables = hostTables{}
+		if old.Ready || !old.Done {
+			return probeReadiness
+		}
+		return probeSame
+	}
 	if err == nil {
 		c.probe = probe{Done: true, Ready: true, Info: info, At: time.Now()}
 		switch {
@@ -332,7 +345,7 @@ func (hs *hosts) probeOnce(ctx context.Context, c *conn, dropped bool) probeChan
 	}
 	p := old
 	p.Failures++
-	p.Err = err
+	p.Err, p.Other = err, ""
 	// It may come back restarted, without the tables it had.
 	c.tables = hostTables{}
 	p.Gone = p.Gone || gone
@@ -371,4 +384,12 @@ func (hs *hosts) notify(ctx context.Context, ch chan event.GenericEvent, name st
 	case ch <- event.GenericEvent{Object: &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
 	case <-ctx.Done():
 	}
+}
+
+// truncate cuts s, a host's text, to n bytes at most.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -147,10 +147,14 @@ func (r *hostSync) probed(ctx context.Context, h *v1alpha1.TinyHost, st *v1alpha
 	wasReady := hostReady(h)
 	if !p.Ready {
 		msg := fmt.Sprintf("%d probes in a row failed, the last: %v", p.Failures, p.Err)
-		if p.Gone {
+		reason := reasonUnreachable
+		switch {
+		case p.Other != "":
+			reason, msg = reasonOtherHost, r.otherHost(ctx, h, p)
+		case p.Gone:
 			msg = fmt.Sprintf("the connection closed and nothing listens at %s: %v", h.Spec.Address, p.Err)
 		}
-		setHostReady(st, h.Generation, false, reasonUnreachable, msg)
+		setHostReady(st, h.Generation, false, reason, msg)
 		if err := r.write(ctx, h, st, time.Time{}); err != nil {
 			return false, err
 		}
@@ -164,6 +168,27 @@ func (r *hostSync) probed(ctx context.Context, h *v1alpha1.TinyHost, st *v1alpha
 		r.events.Eventf(h, nil, corev1.EventTypeNormal, reasonHostReady, "Probe", "host %s %s answers its probes", p.Info.GetName(), p.Info.GetVersion())
 	}
 	return true, nil
+}
+
+// otherHost says why the TinyHost h is refused: the host at its address
+// answers with another name (p.Other), and which TinyHosts share the
+// address.
+func (r *hostSync) otherHost(ctx context.Context, h *v1alpha1.TinyHost, p probe) string {
+	msg := p.Err.Error() + ": a TinyHost's name must be its host's (tinyhost --name); nothing is loaded, unloaded or routed through it"
+	var hl v1alpha1.TinyHostList
+	if err := r.List(ctx, &hl); err != nil {
+		return msg
+	}
+	var same []string
+	for _, o := range hl.Items {
+		if o.Name != h.Name && o.Spec.Address == h.Spec.Address {
+			same = append(same, o.Name)
+		}
+	}
+	if len(same) > 0 {
+		msg += "; TinyHost " + strings.Join(same, ", ") + " has the same address"
+	}
+	return msg
 }
 
 // converge loads and unloads on a ready host what its plan says, pushes

@@ -282,3 +282,49 @@ func TestNameRace(t *testing.T) {
 	z = b.ready(t, "team-z", name, time.Minute)
 	assert.Equal(t, v1alpha1.StateReady, z.Status.State)
 }
+
+// TestAliasedHost: a TinyHost whose address is another host's is refused
+// (Ready=False, OtherHost), takes none of its modules, and deleting it
+// unloads nothing from the real host.
+func TestAliasedHost(t *testing.T) {
+	b := newBed(t, hostSpec{name: "host-a"})
+	ctx := ctxT(t, 5*time.Minute)
+	namespace(t, b.c, "team-a")
+	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "common"}, Spec: v1alpha1.TinyModuleSpec{Image: b.comm.Ref}})
+	b.ready(t, "team-a", "common", time.Minute)
+	at := e2e.LoadedAt(ctx, t, b.hosts["host-a"].Client)["common"]
+	require.NotZero(t, at)
+
+	testbed.Register(t, b.c, "alias", b.hosts["host-a"].Addr, nil)
+	eventually(t, time.Minute, "alias refused", func() error {
+		h := b.host(t, "alias")
+		c := meta.FindStatusCondition(h.Status.Conditions, v1alpha1.ConditionHostReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reasonOtherHost {
+			return fmt.Errorf("conditions %v", h.Status.Conditions)
+		}
+		return nil
+	})
+	h := b.host(t, "alias")
+	c := meta.FindStatusCondition(h.Status.Conditions, v1alpha1.ConditionHostReady)
+	t.Logf("alias: %s", c.Message)
+	assert.Contains(t, c.Message, `answers as "host-a", not "alias"`)
+	assert.Contains(t, c.Message, "TinyHost host-a has the same address")
+	assert.Empty(t, h.Status.Modules)
+
+	require.NoError(t, b.c.Delete(ctx, h))
+	eventually(t, time.Minute, "alias gone", func() error {
+		var hl v1alpha1.TinyHostList
+		require.NoError(t, b.c.List(ctx, &hl))
+		for _, o := range hl.Items {
+			if o.Name == "alias" {
+				return fmt.Errorf("still there, finalizers %v", o.Finalizers)
+			}
+		}
+		return nil
+	})
+	// What host-a runs is as it was: the same load of common, Ready.
+	m := b.ready(t, "team-a", "common", time.Minute)
+	assert.Equal(t, []string{"host-a"}, readyOn(m))
+	assert.Equal(t, at, e2e.LoadedAt(ctx, t, b.hosts["host-a"].Client)["common"], "common was unloaded or reloaded on host-a")
+	assert.True(t, hostReady(b.host(t, "host-a")))
+}

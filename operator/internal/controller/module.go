@@ -44,6 +44,7 @@ const (
 	reasonNoReplicas   = "NoReplicas"
 	reasonProbed       = "Probed"
 	reasonUnreachable  = "Unreachable"
+	reasonOtherHost    = "OtherHost"
 	reasonInvalidAddr  = "InvalidAddress"
 	reasonHostNotReady = "HostNotReady"
 	reasonHostReady    = "HostReady"
