@@ -94,7 +94,9 @@ func TestAPI(t *testing.T) {
 			{"get", "tinyhosts.operator.tinysystems.io", "", "", "yes"},
 			{"delete", "tinyhosts.operator.tinysystems.io", "", "", "yes"},
 			{"update", "tinyhosts.operator.tinysystems.io", "", "", "no"},
-			{"list", "tinyhosts.operator.tinysystems.io", "", "", "no"},
+			// What kubectl delete and wait watch it with.
+			{"list", "tinyhosts.operator.tinysystems.io", "", "", "yes"},
+			{"watch", "tinyhosts.operator.tinysystems.io", "", "", "yes"},
 			{"update", "tinyhosts.operator.tinysystems.io", "status", "", "no"},
 			{"patch", "tinyhosts.operator.tinysystems.io", "status", "", "no"},
 			// Its Lease, in its namespace.
