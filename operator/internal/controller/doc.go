@@ -29,10 +29,17 @@
 //     loads with labels the host keeps (v1alpha1.LabelModuleNamespace,
 //     LabelSpecHash), so that nothing is loaded twice for one spec, across
 //     operator restarts and a cache behind too. A load's entry is written
-//     when it is over, or Loading once it runs past progressAfter; a
-//     convergence loads in rounds, and the write that records a round's
-//     loads lists the modules placed on the host meanwhile, the next
-//     round's (arrived).
+//     when it is over, or Loading once it runs past progressAfter: a load
+//     runs beside the convergence, under the host's connection with its
+//     own deadline, and one still running then is recorded by the host's
+//     next convergence, once it ends (loading.go), so that a hung artifact
+//     holds no other module. A convergence loads in rounds, and the write
+//     that records a round's loads lists the modules placed on the host
+//     meanwhile, the next round's (arrived). A TinyHost whose address
+//     answers with another host's name is NotReady (probe.Other).
+//   - The module status and the tables share the wiring bounds
+//     (wiring.go): a namespace over its share of the hosts' wiring has
+//     none of its wires sent and its modules Wired=False.
 //   - services (service.go) writes each TinyModule's Service and
 //     EndpointSlices, from its Ready placements.
 //

@@ -36,10 +36,9 @@ const (
 	listTimeout   = 10 * time.Second
 	loadTimeout   = 2 * time.Minute
 	unloadTimeout = 30 * time.Second
-	// loadsPerHost bounds the loads in flight to one host.
-	loadsPerHost = 4
-	// progressAfter is how long loads run before the host's status lists
-	// them Loading; those done sooner are written once, when done.
+	// progressAfter is how long a convergence waits for its loads before
+	// it lists those still running Loading and gives its worker back
+	// (loading.go); those done sooner are written once, when done.
 	progressAfter = 2 * time.Second
 )
 
