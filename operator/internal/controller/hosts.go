@@ -62,6 +62,9 @@ type conn struct {
 	// loads are the loads to the host under way or over and not yet
 	// recorded, by module name (loading.go).
 	loads map[string]*inflight
+	// poked: a module's placement on the host changed since the
+	// convergence began (poke), which then waits on its loads no more.
+	poked chan struct{}
 	// tables is what the host was last given or found to have of the
 	// route and wiring tables, at tablesAt; version 0 for unknown.
 	tables   hostTables
@@ -106,6 +109,23 @@ func (c *conn) tablesPushed(t hostTables) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.tables, c.tablesAt = t, time.Now()
+}
+
+// poke says that a module's placement on the host changed.
+func (c *conn) poke() {
+	select {
+	case c.poked <- struct{}{}:
+	default:
+	}
+}
+
+// unpoke forgets the pokes so far: a convergence begins, which reads
+// every placement.
+func (c *conn) unpoke() {
+	select {
+	case <-c.poked:
+	default:
+	}
 }
 
 func (c *conn) state() probe {
@@ -196,7 +216,7 @@ func (hs *hosts) ensure(name, address string) (*conn, error) {
 		return nil, fmt.Errorf("host %s: address %q: %w", name, address, err)
 	}
 	ctx, stop := context.WithCancel(hs.ctx)
-	c := &conn{name: name, address: address, client: cl, ctx: ctx, stop: stop, done: make(chan struct{}), loads: map[string]*inflight{}}
+	c := &conn{name: name, address: address, client: cl, ctx: ctx, stop: stop, done: make(chan struct{}), loads: map[string]*inflight{}, poked: make(chan struct{}, 1)}
 	hs.conns[name] = c
 	go hs.probeLoop(ctx, c)
 	return c, nil

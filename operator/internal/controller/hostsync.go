@@ -193,6 +193,7 @@ func (r *hostSync) otherHost(ctx context.Context, h *v1alpha1.TinyHost, p probe)
 // converge loads and unloads on a ready host what its plan says, pushes
 // the routes and writes the host's status, st, probed at probedAt.
 func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alpha1.TinyHostStatus, c *conn, probedAt time.Time) (ctrl.Result, error) {
+	c.unpoke()
 	// The modules placed on the host, by the index, not every module.
 	var mods v1alpha1.TinyModuleList
 	if err := r.List(ctx, &mods, client.MatchingFields{indexHost: h.Name}); err != nil {
@@ -340,7 +341,8 @@ func (r *hostSync) drain(ctx context.Context, h *v1alpha1.TinyHost) (ctrl.Result
 }
 
 // apply begins the plan's loads (startLoads), waits for them
-// progressAfter at most, records in the plan's entries the loads that are
+// progressAfter at most, or until a module's placement on the host
+// changes (conn.poke), records in the plan's entries the loads that are
 // over, leaving the rest Loading (loading.go), then runs its unloads.
 // It returns the errors worth a retry; a load refused for good is
 // recorded in its entry instead. An unload waits (plan.waiting counts it)
@@ -357,6 +359,9 @@ func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 			select {
 			case <-l.done:
 			case <-wait.C:
+				break waiting
+			case <-c.poked:
+				// Placed here meanwhile: its load waits on no other.
 				break waiting
 			case <-ctx.Done():
 				break waiting

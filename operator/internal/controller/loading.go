@@ -111,6 +111,9 @@ func (r *hostSync) landed(ctx context.Context, c *conn, plan *hostPlan, j *job) 
 	}
 	if !l.over() {
 		c.mu.Unlock()
+		// The entry names the spec being loaded, so that the placement
+		// is Loading, with the message, not Pending.
+		j.entry.SpecHash = j.hash
 		if time.Since(l.since) >= progressAfter {
 			j.entry.Message = "the host has been loading it since " + l.since.UTC().Format(time.TimeOnly) + " UTC"
 		}

@@ -413,6 +413,9 @@ func (r *hostSync) moduleHandler() handler.TypedEventHandler[client.Object, reco
 		for _, hs := range hosts {
 			for _, h := range hs {
 				q.Add(hostKey(h))
+				if c := r.hosts.get(h); c != nil {
+					c.poke() // a convergence waiting on its loads gives its worker back
+				}
 			}
 		}
 	}
