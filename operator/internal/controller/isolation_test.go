@@ -133,7 +133,7 @@ func TestOversizedWiring(t *testing.T) {
 	}
 	c := meta.FindStatusCondition(b.module(t, "team-b", names[0]).Status.Conditions, v1alpha1.ConditionWired)
 	t.Logf("team-b/%s: %s", names[0], c.Message)
-	assert.Contains(t, c.Message, "over the 512Ki each namespace may have")
+	assert.Contains(t, c.Message, "over the 512 KiB each namespace may have")
 
 	common, tm := b.teamA(t, tally.Ref)
 	for _, name := range []string{"common"} {

@@ -6,8 +6,8 @@ import (
 	"iter"
 	"maps"
 	"slices"
-
-	"k8s.io/apimachinery/pkg/api/resource"
+	"strconv"
+	"strings"
 
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
@@ -101,7 +101,17 @@ func wiringLeftOut(mods iter.Seq[*v1alpha1.TinyModule], b wiringBounds) map[stri
 	return out
 }
 
-func quantity(n int) string { return resource.NewQuantity(int64(n), resource.BinarySI).String() }
+// quantity is n bytes for people: "1.2 MiB", "512 KiB", "300 B".
+func quantity(n int) string {
+	f, unit := float64(n), "B"
+	switch {
+	case n >= 1<<20:
+		f, unit = f/(1<<20), "MiB"
+	case n >= 1<<10:
+		f, unit = f/(1<<10), "KiB"
+	}
+	return strings.TrimSuffix(strconv.FormatFloat(f, 'f', 1, 64), ".0") + " " + unit
+}
 
 // values yields a pointer to each module of mods.
 func values(mods []v1alpha1.TinyModule) iter.Seq[*v1alpha1.TinyModule] {

@@ -40,6 +40,10 @@ func TestWiringLeftOut(t *testing.T) {
 	assert.NotContains(t, out, "none")
 	assert.Len(t, out, 2)
 
+	assert.Equal(t, "300 B", quantity(300))
+	assert.Equal(t, "512 KiB", quantity(512<<10))
+	assert.Equal(t, "1.1 MiB", quantity(1200640))
+
 	// Deleted modules take nothing.
 	now := metav1.Now()
 	mods[4].DeletionTimestamp = &now
