@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
@@ -327,4 +328,55 @@ func TestAliasedHost(t *testing.T) {
 	assert.Equal(t, []string{"host-a"}, readyOn(m))
 	assert.Equal(t, at, e2e.LoadedAt(ctx, t, b.hosts["host-a"].Client)["common"], "common was unloaded or reloaded on host-a")
 	assert.True(t, hostReady(b.host(t, "host-a")))
+}
+
+// TestStatusTooLarge: a TinyModule whose spec.config leaves etcd no room
+// for its status is told so by an Event (no status fits), is placed
+// nowhere, and runs once its config is smaller.
+func TestStatusTooLarge(t *testing.T) {
+	b := newBed(t, hostSpec{name: "host-a"})
+	ctx := ctxT(t, 5*time.Minute)
+	namespace(t, b.c, "team-b")
+	module := func(name string, blob int, sel *metav1.LabelSelector) *v1alpha1.TinyModule {
+		return &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: name},
+			Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref, HostSelector: sel,
+				Config: &runtime.RawExtension{Raw: fmt.Appendf(nil, `{"blob":%q}`, strings.Repeat("x", blob))}}}
+	}
+	// The largest config etcd stores, to 64 bytes, with modules placed
+	// nowhere (their hostSelector matches no host).
+	nowhere := &metav1.LabelSelector{MatchLabels: map[string]string{"none": "none"}}
+	lo, hi := 1<<20, 2<<20
+	for i := 0; hi-lo > 64; i++ {
+		mid := (lo + hi) / 2
+		m := module(fmt.Sprintf("probe-%d", i), mid, nowhere)
+		err := b.c.Create(ctx, m)
+		switch {
+		case err == nil:
+			// Left: at its size, even its deletion (a deletionTimestamp
+			// beside the finalizer) would not fit.
+			lo = mid
+		case tooLarge(err):
+			hi = mid
+		default:
+			require.NoError(t, err)
+		}
+	}
+	t.Logf("etcd stores a TinyModule with a config of %d bytes, not %d", lo, hi)
+
+	b.create(t, module("huge", lo, nil))
+	eventually(t, time.Minute, "an Event StatusTooLarge on team-b/huge", func() error {
+		if notes := b.events(t, "team-b", "huge", reasonStatusTooLarge); len(notes) == 0 {
+			return fmt.Errorf("none")
+		}
+		return nil
+	})
+	t.Logf("team-b/huge: %s", b.events(t, "team-b", "huge", reasonStatusTooLarge)[0])
+	m := b.module(t, "team-b", "huge")
+	assert.Empty(t, m.Status.Placements)
+	assert.NotContains(t, b.loadedOn(t, "huge"), "host-a")
+
+	b.update(t, "team-b", "huge", func(m *v1alpha1.TinyModule) {
+		m.Spec.Config = &runtime.RawExtension{Raw: []byte(`{"blob":"small"}`)}
+	})
+	b.ready(t, "team-b", "huge", time.Minute)
 }

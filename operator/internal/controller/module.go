@@ -33,21 +33,24 @@ const Finalizer = "operator.tinysystems.io/unload"
 
 // Reasons of conditions and Events besides those of the API package.
 const (
-	reasonReady        = "Ready"
-	reasonPending      = "Pending"
-	reasonLoading      = "Loading"
-	reasonUpdating     = "Updating"
-	reasonLoadFailed   = "LoadFailed"
-	reasonAsExpected   = "AsExpected"
-	reasonDeleting     = "Deleting"
-	reasonPlaced       = "Placed"
-	reasonNoReplicas   = "NoReplicas"
-	reasonProbed       = "Probed"
-	reasonUnreachable  = "Unreachable"
-	reasonOtherHost    = "OtherHost"
-	reasonInvalidAddr  = "InvalidAddress"
-	reasonHostNotReady = "HostNotReady"
-	reasonHostReady    = "HostReady"
+	reasonReady       = "Ready"
+	reasonPending     = "Pending"
+	reasonLoading     = "Loading"
+	reasonUpdating    = "Updating"
+	reasonLoadFailed  = "LoadFailed"
+	reasonAsExpected  = "AsExpected"
+	reasonDeleting    = "Deleting"
+	reasonPlaced      = "Placed"
+	reasonNoReplicas  = "NoReplicas"
+	reasonProbed      = "Probed"
+	reasonUnreachable = "Unreachable"
+	reasonOtherHost   = "OtherHost"
+	// reasonStatusTooLarge: the module's status cannot be stored beside
+	// its spec.
+	reasonStatusTooLarge = "StatusTooLarge"
+	reasonInvalidAddr    = "InvalidAddress"
+	reasonHostNotReady   = "HostNotReady"
+	reasonHostReady      = "HostReady"
 )
 
 // modules is the placement and the status of TinyModules: the only writer
@@ -125,6 +128,9 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		m.Status = d.status
 		if err := r.Status().Update(ctx, &m); err != nil {
 			undo()
+			if tooLarge(err) {
+				return r.statusTooLarge(ctx, &m, err)
+			}
 			return requeueOnConflict(err)
 		}
 		log.V(1).Info("status written", "state", d.status.State, "placements", len(d.status.Placements), "ready", d.status.ReadyReplicas)
@@ -143,6 +149,37 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		return ctrl.Result{}, reconcile.TerminalError(d.invalid)
 	}
 	return ctrl.Result{}, nil
+}
+
+// tooLarge: the apiserver refused a write because the object would be
+// larger than etcd stores. It reports etcd's refusal as an internal
+// error whose only mark is etcd's text.
+func tooLarge(err error) bool {
+	return apierrors.IsRequestEntityTooLargeError(err) ||
+		strings.Contains(err.Error(), "request is too large") || strings.Contains(err.Error(), "larger than max")
+}
+
+// statusTooLarge handles a module whose status cannot be stored beside
+// its spec (a spec.config near etcd's limit): it writes a status of
+// conditions alone that says so, not placed anywhere, since no
+// placement of it can be recorded; when even that does not fit, an
+// Event says so. Retried only when the module changes.
+func (r *modules) statusTooLarge(ctx context.Context, m *v1alpha1.TinyModule, cause error) (ctrl.Result, error) {
+	msg := "the TinyModule is too large for its status to be stored beside its spec: it is not placed; make spec.config smaller"
+	st := v1alpha1.TinyModuleStatus{ObservedGeneration: m.Generation, State: v1alpha1.StateFailed}
+	set := conditionsOf(&st.Conditions, m.Generation, metav1.Now())
+	set(v1alpha1.ConditionScheduled, false, reasonStatusTooLarge, msg)
+	set(v1alpha1.ConditionReady, false, reasonStatusTooLarge, msg)
+	set(v1alpha1.ConditionDegraded, true, reasonStatusTooLarge, msg)
+	m.Status = st
+	werr := r.Status().Update(ctx, m)
+	if werr == nil {
+		r.ledger.set(client.ObjectKeyFromObject(m), assumed{})
+	} else if !tooLarge(werr) {
+		return requeueOnConflict(werr)
+	}
+	r.events.Eventf(m, nil, corev1.EventTypeWarning, reasonStatusTooLarge, "Place", "%s", msg)
+	return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("TinyModule %s/%s: status: %w", m.Namespace, m.Name, cause))
 }
 
 // cached is every TinyModule of the cache: the cache's own objects, read
