@@ -485,12 +485,16 @@ func hostPhase(p v1alpha1.Phase) v1alpha1.Phase {
 }
 
 // tableKey is what the route table and the wiring hold of the module (see
-// routeTable and wiringTable), "" for nothing.
+// routeTable and wiringTable), "" for nothing, and its wiring, placed or
+// not, which counts in its namespace's share (wiringLeftOut).
 func tableKey(m *v1alpha1.TinyModule) string {
-	if !m.DeletionTimestamp.IsZero() || len(m.Status.Placements) == 0 {
+	if !m.DeletionTimestamp.IsZero() {
 		return ""
 	}
 	var b strings.Builder
+	if len(m.Status.Placements) > 0 && len(m.Spec.Wiring) > 0 {
+		b.WriteString("placed:")
+	}
 	for _, p := range m.Status.Placements {
 		if (p.Phase == v1alpha1.PhaseReady || p.Phase == v1alpha1.PhaseDraining) && p.Address != "" {
 			b.WriteString(p.Address + ",")
