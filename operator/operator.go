@@ -79,15 +79,17 @@ type Options struct {
 	// the operator reconciles at once. Default
 	// controller.DefaultMaxConcurrentReconciles (8).
 	MaxConcurrentReconciles int
-	// MaxWiringBytes bounds the wiring table every host is given (one
-	// SetWiring message), MaxWiringBytesPerNamespace each namespace's
-	// share of it: a namespace over its share, or that does not fit beside
-	// the namespaces with less, has none of its wires sent, and its
+	// MaxTableBytes bounds each table message a host is given: the
+	// wiring table (one SetWiring message), and each part of the route
+	// table, which goes in parts past it (the first whole, the rest as
+	// deltas). MaxWiringBytesPerNamespace bounds each namespace's share
+	// of the wiring: a namespace over its share, or that does not fit
+	// beside the namespaces with less, has none of its wires sent, and its
 	// TinyModules say so (Wired=False, WiringOverBudget). Keep
-	// MaxWiringBytes below the hosts' message limit (tinyhost
-	// --max-message-bytes). Defaults controller.DefaultMaxWiringBytes (3
+	// MaxTableBytes below the hosts' message limit (tinyhost
+	// --max-message-bytes). Defaults controller.DefaultMaxTableBytes (3
 	// MiB) and controller.DefaultMaxWiringBytesPerNamespace (512 KiB).
-	MaxWiringBytes, MaxWiringBytesPerNamespace int
+	MaxTableBytes, MaxWiringBytesPerNamespace int
 
 	// FetchArtifacts makes the operator fetch module artifacts itself and
 	// stream the bytes to the hosts, for hosts that cannot reach the
@@ -188,11 +190,11 @@ func (s *ShardOptions) withDefaults() *controller.ShardOptions {
 
 func (o Options) withDefaults() (Options, error) {
 	if o.ProbeInterval < 0 || o.ProbeTimeout < 0 || o.FailureThreshold < 0 || o.ResyncPeriod < 0 || o.MaxConcurrentReconciles < 0 ||
-		o.MaxWiringBytes < 0 || o.MaxWiringBytesPerNamespace < 0 {
+		o.MaxTableBytes < 0 || o.MaxWiringBytesPerNamespace < 0 {
 		return o, errors.New("operator: ProbeInterval, ProbeTimeout, FailureThreshold, ResyncPeriod, MaxConcurrentReconciles and the wiring bounds must not be negative")
 	}
-	if o.MaxWiringBytes == 0 {
-		o.MaxWiringBytes = controller.DefaultMaxWiringBytes
+	if o.MaxTableBytes == 0 {
+		o.MaxTableBytes = controller.DefaultMaxTableBytes
 	}
 	if o.MaxWiringBytesPerNamespace == 0 {
 		o.MaxWiringBytesPerNamespace = controller.DefaultMaxWiringBytesPerNamespace
@@ -274,7 +276,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		Resync:                     o.ResyncPeriod,
 		Loader:                     loader,
 		MaxConcurrentReconciles:    o.MaxConcurrentReconciles,
-		MaxWiringBytes:             o.MaxWiringBytes,
+		MaxTableBytes:             o.MaxTableBytes,
 		MaxWiringBytesPerNamespace: o.MaxWiringBytesPerNamespace,
 		Host:                       o.Host,
 		LeaseNamespace:             o.HostLeaseNamespace,

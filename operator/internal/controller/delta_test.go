@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -196,4 +197,56 @@ func TestPushRoutesDelta(t *testing.T) {
 		assert.False(t, reqs[0].GetDelta(), "a host that does not say it takes deltas gets whole tables")
 		hostHas(t, t5.routes)
 	})
+}
+
+// TestPushRoutesChunked: a route table larger than a host's message limit
+// (many modules, each on many hosts) reaches the host whole, in messages
+// each below the operator's bound: the table as its first part, then
+// deltas; and a change of most of it goes as deltas of that bound too.
+func TestPushRoutesChunked(t *testing.T) {
+	h := testbed.StartHost(t, "host-c")
+	var calls setRoutesCalls
+	cl, err := hostclient.New(h.Addr, hostclient.Options{MaxMessageBytes: 64 << 20,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(calls.intercept)}})
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	ctx := ctxT(t, time.Minute)
+	info, err := cl.Info(ctx)
+	require.NoError(t, err)
+	c := &conn{name: "host-c", address: h.Addr, client: cl, probe: probe{Done: true, Ready: true, Info: info}}
+	book := &routeBook{}
+
+	big := func(version uint64, port int) table {
+		routes := make([]*hostv1.Route, 25000)
+		for i := range routes {
+			var addrs []string
+			for j := range 10 {
+				addrs = append(addrs, fmt.Sprintf("10.0.%d.%d:%d", j, i%250, port))
+			}
+			routes[i] = &hostv1.Route{Module: fmt.Sprintf("m%05d", i), Addresses: addrs}
+		}
+		return table{version: version, routes: routes, limit: DefaultMaxTableBytes}
+	}
+	for _, tt := range []struct {
+		name string
+		t    table
+	}{
+		{"a new host gets the table whole", big(1, 50051)},
+		{"most of it changed", big(2, 50052)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Greater(t, routesSize(tt.t.routes), 4<<20+64<<10, "the table is past the host's message limit")
+			require.NoError(t, pushTables(ctx, c, tt.t, time.Minute, book))
+			reqs, codes := calls.take()
+			require.Greater(t, len(reqs), 1)
+			for i, r := range reqs {
+				assert.LessOrEqual(t, proto.Size(r), DefaultMaxTableBytes+64, "message %d", i)
+				assert.Equal(t, codes[i].String(), "OK", "message %d", i)
+			}
+			t.Logf("%d messages of at most %d bytes for %d bytes of routes", len(reqs), DefaultMaxTableBytes, routesSize(tt.t.routes))
+			got, err := cl.Routes(ctx)
+			require.NoError(t, err)
+			assert.True(t, sameList(got.GetRoutes(), tt.t.routes), "the host has %d routes", len(got.GetRoutes()))
+		})
+	}
 }

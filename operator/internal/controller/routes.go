@@ -138,9 +138,13 @@ func pushTables(ctx context.Context, c *conn, t table, resync time.Duration, boo
 // pushOver gives the host the tables of t where has, what it has, differs,
 // and returns what it has then.
 func pushOver(ctx context.Context, c *conn, t table, has hostTables, book *routeBook) (hostTables, error) {
+	limit := t.limit
+	if limit <= 0 {
+		limit = DefaultMaxTableBytes
+	}
 	if !sameRoutes(has.routes, t.routes) {
-		gen := generation(has.routesGen, time.Now())
-		if err := setRoutes(ctx, c, has, t.routes, gen); err != nil {
+		gen, err := setRoutes(ctx, c, has, t.routes, generation(has.routesGen, time.Now()), limit)
+		if err != nil {
 			return has, err
 		}
 		book.set(c.name, t.routes, time.Now())
@@ -164,27 +168,82 @@ func pushOver(ctx context.Context, c *conn, t table, has hostTables, book *route
 }
 
 // setRoutes gives the host the route table routes at generation gen over
-// has, what it has. When has is known at a generation (pushed or read),
-// only the routes that changed are sent, as a delta that the host takes
-// only while its table is still at that generation: a host whose table
-// moved since refuses it, and pushTables reads the table and pushes again.
-// Else, or when the changes are no smaller, the whole table is sent.
-func setRoutes(ctx context.Context, c *conn, has hostTables, routes []*hostv1.Route, gen uint64) error {
+// has, what it has, and returns the generation the host has then. When
+// has is known at a generation (pushed or read), only the routes that
+// changed are sent, as deltas that the host takes only while its table
+// is still at the generation before: a host whose table moved since
+// refuses it, and pushTables reads the table and pushes again. Else, or
+// when the changes are no smaller, the whole table is sent. No message
+// carries more than limit bytes of routes (a table that many modules, or
+// many hosts of every-host modules, grow past a host's message limit):
+// the table goes as its first part, and deltas that add the rest, to a
+// host that takes deltas.
+func setRoutes(ctx context.Context, c *conn, has hostTables, routes []*hostv1.Route, gen uint64, limit int) (uint64, error) {
 	log := logf.FromContext(ctx)
-	if has.routesGen != 0 && gen != 0 && c.state().Info.GetRouteDeltas() && sortedRoutes(has.routes) {
-		if changes := routesDiff(has.routes, routes); len(changes) < len(routes) {
-			if _, err := c.client.UpdateRoutes(ctx, has.routesGen, gen, changes); err != nil {
-				return fmt.Errorf("host %s: change routes: %w", c.name, err)
+	deltas := c.state().Info.GetRouteDeltas()
+	if has.routesGen != 0 && gen != 0 && deltas && sortedRoutes(has.routes) {
+		if changes := routesDiff(has.routes, routes); len(changes) < len(routes) || routesSize(routes) > limit {
+			gen, err := updateRoutes(ctx, c, has.routesGen, gen, chunked(changes, limit))
+			if err != nil {
+				return 0, err
 			}
 			log.V(1).Info("routes changed", "generation", gen, "base", has.routesGen, "changes", len(changes), "routes", len(routes))
-			return nil
+			return gen, nil
 		}
 	}
-	if _, err := c.client.SetRoutes(ctx, gen, routes); err != nil {
-		return fmt.Errorf("host %s: set routes: %w", c.name, err)
+	parts := chunked(routes, limit)
+	if len(parts) == 1 || !deltas || gen == 0 {
+		parts = [][]*hostv1.Route{routes}
 	}
-	log.V(1).Info("routes set", "generation", gen, "routes", len(routes))
-	return nil
+	if _, err := c.client.SetRoutes(ctx, gen, parts[0]); err != nil {
+		return 0, fmt.Errorf("host %s: set routes: %w", c.name, err)
+	}
+	if len(parts) > 1 {
+		var err error
+		if gen, err = updateRoutes(ctx, c, gen, generation(gen, time.Now()), parts[1:]); err != nil {
+			return 0, err
+		}
+	}
+	log.V(1).Info("routes set", "generation", gen, "routes", len(routes), "messages", len(parts))
+	return gen, nil
+}
+
+// updateRoutes gives the host the deltas parts, one message each, the
+// first over its table at base, at generation gen, each next one step
+// above; it returns the last generation.
+func updateRoutes(ctx context.Context, c *conn, base, gen uint64, parts [][]*hostv1.Route) (uint64, error) {
+	for i, part := range parts {
+		if i > 0 {
+			base, gen = gen, gen+1
+		}
+		if _, err := c.client.UpdateRoutes(ctx, base, gen, part); err != nil {
+			return 0, fmt.Errorf("host %s: change routes: %w", c.name, err)
+		}
+	}
+	return gen, nil
+}
+
+// routesSize is what routes take in a message.
+func routesSize(routes []*hostv1.Route) int {
+	return proto.Size(&hostv1.SetRoutesRequest{Routes: routes})
+}
+
+// chunked splits routes into runs of at most limit bytes in a message,
+// each of one route at least; none yields one empty run (a table
+// emptied, or no change).
+func chunked(routes []*hostv1.Route, limit int) [][]*hostv1.Route {
+	var parts [][]*hostv1.Route
+	start, size := 0, 0
+	for i, r := range routes {
+		// A route's own bytes, its tag and length of up to 3.
+		n := proto.Size(r) + 4
+		if i > start && size+n > limit {
+			parts = append(parts, routes[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	return append(parts, routes[start:])
 }
 
 // routesDiff is what turns the route table from into to, both sorted by

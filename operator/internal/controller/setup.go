@@ -57,10 +57,11 @@ type Options struct {
 	// are reconciled at once (controller-runtime never runs one object's
 	// reconciles at once). Default DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
-	// MaxWiringBytes bounds the wiring table every host gets, and
+	// MaxTableBytes bounds each table message a host gets (the wiring
+	// table, each part of the routes, setRoutes), and
 	// MaxWiringBytesPerNamespace each namespace's share of it (wiring.go);
-	// 0 for DefaultMaxWiringBytes and DefaultMaxWiringBytesPerNamespace.
-	MaxWiringBytes, MaxWiringBytesPerNamespace int
+	// 0 for DefaultMaxTableBytes and DefaultMaxWiringBytesPerNamespace.
+	MaxTableBytes, MaxWiringBytesPerNamespace int
 	// Shards, when set, shares the hosts and modules among replicas
 	// through Leases (shard.go): each acts only on what it owns. Nil:
 	// this operator acts on everything (the manager's leader election

@@ -176,6 +176,8 @@ type table struct {
 	version uint64
 	routes  []*hostv1.Route
 	wires   []*hostv1.Wire
+	// limit bounds the bytes of routes in one message (setRoutes).
+	limit int
 }
 
 func (t *tables) invalidate() { t.want.Add(1) }
@@ -198,5 +200,5 @@ func (t *tables) current(ctx context.Context, r client.Reader) (table, error) {
 		}
 		t.ready, t.built = true, want
 	}
-	return table{version: t.version, routes: t.routes, wires: t.wires}, nil
+	return table{version: t.version, routes: t.routes, wires: t.wires, limit: t.bounds.total}, nil
 }

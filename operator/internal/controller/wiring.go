@@ -17,7 +17,7 @@ import (
 // SetWiring message, which a host refuses whole past its message limit.
 // So that no tenant can grow it past that limit for everyone, each
 // namespace's share is bounded (MaxWiringBytesPerNamespace), and so is the
-// table (MaxWiringBytes): a namespace over its bound, or that does not fit
+// table (MaxTableBytes): a namespace over its bound, or that does not fit
 // beside the smaller ones, has none of its wires in the table, and its
 // modules say so (Wired=False, WiringOverBudget); every other namespace's
 // wires are delivered.
@@ -25,7 +25,7 @@ import (
 // Defaults of the wiring bounds: a host takes messages of 4 MiB and a
 // little more by default (tinyhost --max-message-bytes).
 const (
-	DefaultMaxWiringBytes             = 3 << 20
+	DefaultMaxTableBytes             = 3 << 20
 	DefaultMaxWiringBytesPerNamespace = 512 << 10
 )
 
@@ -36,12 +36,12 @@ type wiringBounds struct {
 }
 
 func (o Options) wiringBounds() wiringBounds {
-	b := wiringBounds{perNamespace: o.MaxWiringBytesPerNamespace, total: o.MaxWiringBytes}
+	b := wiringBounds{perNamespace: o.MaxWiringBytesPerNamespace, total: o.MaxTableBytes}
 	if b.perNamespace <= 0 {
 		b.perNamespace = DefaultMaxWiringBytesPerNamespace
 	}
 	if b.total <= 0 {
-		b.total = DefaultMaxWiringBytes
+		b.total = DefaultMaxTableBytes
 	}
 	return b
 }
