@@ -276,7 +276,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		Resync:                     o.ResyncPeriod,
 		Loader:                     loader,
 		MaxConcurrentReconciles:    o.MaxConcurrentReconciles,
-		MaxTableBytes:             o.MaxTableBytes,
+		MaxTableBytes:              o.MaxTableBytes,
 		MaxWiringBytesPerNamespace: o.MaxWiringBytesPerNamespace,
 		Host:                       o.Host,
 		LeaseNamespace:             o.HostLeaseNamespace,

@@ -25,7 +25,7 @@ import (
 // Defaults of the wiring bounds: a host takes messages of 4 MiB and a
 // little more by default (tinyhost --max-message-bytes).
 const (
-	DefaultMaxTableBytes             = 3 << 20
+	DefaultMaxTableBytes              = 3 << 20
 	DefaultMaxWiringBytesPerNamespace = 512 << 10
 )
 
