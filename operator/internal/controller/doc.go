@@ -71,7 +71,8 @@
 // placed on (an index of modules by placement host); a host's status the
 // modules whose entries changed, and its probe time alone none. The route
 // table and wiring go to every ready host from a pusher (pusher.go), once
-// per burst of changes, apart from the host sync. A host whose readiness
+// per burst of changes, apart from the host sync, in messages of
+// MaxTableBytes at most (setRoutes sends a larger route table in parts). A host whose readiness
 // changed, the modules of a host that stopped being Ready, and a module
 // whose load on a host just ended go ahead of the rest (controller-runtime's
 // priority queue). Probes ask hosts for a
