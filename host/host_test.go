@@ -648,7 +648,7 @@ func TestSpinDoesNotStopTheWorld(t *testing.T) {
 // that name: the guest is still addressed by the name it knows itself by.
 func TestLoadRenamed(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	ctx := ctxT(t, time.Minute)
+	ctx := loadCtx(t)
 	info, err := h.Load(ctx, e2e.WasmBytes(t, "examples/hello"), host.LoadOptions{Name: "hola"})
 	require.NoError(t, err)
 	assert.Equal(t, "hola", info.Name)

@@ -405,7 +405,7 @@ func TestMaxima(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			info, err := h.Load(ctxT(t, time.Minute), wasm, host.LoadOptions{Name: "asks", Limits: tc.limits})
+			info, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "asks", Limits: tc.limits})
 			if tc.want == "" {
 				require.NoError(t, err)
 				assert.Equal(t, tc.limits.MaxInstances, info.Limits.MaxInstances)
