@@ -17,6 +17,7 @@ import (
 var hostFunctionNames = []string{
 	abi.ImportLog, abi.ImportEmit, abi.ImportSend, abi.ImportCall,
 	abi.ImportConfig, abi.ImportTimer, abi.ImportResult,
+	abi.ImportHTTP,
 }
 
 // instantiateHostModule defines the host functions of ABI v1 once for the
@@ -40,6 +41,7 @@ func (h *Host) instantiateHostModule(ctx context.Context) error {
 		{abi.ImportCall, (*instance).hostCall},
 		{abi.ImportConfig, (*instance).hostConfig},
 		{abi.ImportTimer, (*instance).hostTimer},
+		{abi.ImportHTTP, (*instance).hostHTTP},
 	} {
 		b.NewFunctionBuilder().
 			WithGoModuleFunction(hostCall(f.name, f.fn), call, []api.ValueType{i64}).

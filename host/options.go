@@ -227,6 +227,33 @@ type Limits struct {
 	// take every slot of the host's own bound (1024) from the others.
 	// Default 128.
 	MaxSends int
+
+	// Outbound HTTP (abi.ImportHTTP), for a module granted "http:" hosts.
+	//
+	// HTTPTimeout bounds one request, redirects and the reading of the
+	// body included, within what is left of the call's deadline; past it
+	// the guest gets abi.StatusTimeout. Default 10s.
+	HTTPTimeout time.Duration
+	// MaxHTTPRequestSize and MaxHTTPResponseSize bound the body of a
+	// request and of a response, in bytes; past them the guest gets
+	// abi.StatusTooLarge (a response is refused as soon as it is known to
+	// be larger, before the rest of it is read). Defaults 1 MiB and
+	// 10 MiB.
+	MaxHTTPRequestSize  int
+	MaxHTTPResponseSize int
+	// MaxHTTPHeaders and MaxHTTPHeaderBytes bound the headers of a
+	// request and of a response: their number (at most
+	// abi.MaxHTTPHeaders) and their bytes. Defaults 64 and 64 KiB.
+	MaxHTTPHeaders     int
+	MaxHTTPHeaderBytes int
+	// MaxHTTPRedirects is how many redirects one request follows, each
+	// checked against the grants, at most abi.MaxHTTPRedirects; a
+	// negative value follows none. Default 5.
+	MaxHTTPRedirects int
+	// MaxHTTPRequests is how many requests the module may have in flight
+	// at once, over all its instances; a further one waits for a place
+	// within its deadline. Default 16.
+	MaxHTTPRequests int
 }
 
 // LoadOptions configure one Load.
@@ -309,6 +336,13 @@ const (
 	defaultMinTimerInterval  = 10 * time.Millisecond
 	defaultMaxTimers         = 64
 	defaultMaxSends          = 128
+
+	defaultHTTPTimeout         = 10 * time.Second
+	defaultMaxHTTPRequestSize  = 1 << 20
+	defaultMaxHTTPResponseSize = 10 << 20
+	defaultMaxHTTPHeaders      = 64
+	defaultMaxHTTPHeaderBytes  = 64 << 10
+	defaultMaxHTTPRequests     = 16
 
 	defaultMaximumMemoryPages    = 16384
 	defaultMaximumCallTimeout    = 5 * time.Minute
@@ -394,6 +428,14 @@ func (o *Options) fill() {
 		MinTimerInterval:  defaultMinTimerInterval,
 		MaxTimers:         defaultMaxTimers,
 		MaxSends:          defaultMaxSends,
+
+		HTTPTimeout:         defaultHTTPTimeout,
+		MaxHTTPRequestSize:  defaultMaxHTTPRequestSize,
+		MaxHTTPResponseSize: defaultMaxHTTPResponseSize,
+		MaxHTTPHeaders:      defaultMaxHTTPHeaders,
+		MaxHTTPHeaderBytes:  defaultMaxHTTPHeaderBytes,
+		MaxHTTPRedirects:    abi.MaxHTTPRedirects,
+		MaxHTTPRequests:     defaultMaxHTTPRequests,
 	})
 }
 
@@ -480,7 +522,7 @@ func (l Limits) over(d Limits) Limits {
 	if l.MaxSends == 0 {
 		l.MaxSends = d.MaxSends
 	}
-	return l
+	return l.overHTTP(d)
 }
 
 // forModule fills what depends on the module's other limits: the default
@@ -530,6 +572,7 @@ func (l Limits) validate() error {
 	if l.MaxSends < 0 {
 		errs = append(errs, fmt.Errorf("MaxSends is %d, must be positive", l.MaxSends))
 	}
+	errs = append(errs, l.validateHTTP()...)
 	return errors.Join(errs...)
 }
 
@@ -541,6 +584,7 @@ const (
 	capConfig
 	capTimer
 	capMessaging
+	capHTTP
 )
 
 // grants are a module's capabilities, parsed from their names: a set of
@@ -555,6 +599,10 @@ type grants struct {
 	// named are the messaging grants as written, for the reason of a
 	// denial.
 	named []string
+	// http are the hosts of the "http:" grants, httpNamed those grants as
+	// written.
+	http      []httpGrant
+	httpNamed []string
 }
 
 type target struct{ module, component string }
@@ -584,9 +632,15 @@ func capabilities(names []string) (grants, error) {
 	var errs []error
 	for _, n := range names {
 		name, tgt, targeted := strings.Cut(n, ":")
+		if name == abi.CapHTTP {
+			if err := g.addHTTP(n, tgt, targeted); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		bit, ok := capBits[name]
 		if !ok {
-			errs = append(errs, fmt.Errorf("unknown capability %q (known: %s, messaging:<module>, messaging:<module>/<component>)", n, strings.Join(knownCapabilities, ", ")))
+			errs = append(errs, fmt.Errorf("unknown capability %q (known: %s, messaging:<module>, messaging:<module>/<component>, http:<host>[:<port>], http:*.<domain>)", n, strings.Join(knownCapabilities, ", ")))
 			continue
 		}
 		g.set |= bit
