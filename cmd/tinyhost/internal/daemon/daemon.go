@@ -276,6 +276,14 @@ func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport
 			MaxInstances:   cfg.MaxInstances,
 			QueueTimeout:   cfg.QueueTimeout,
 			IdleTimeout:    cfg.IdleTimeout,
+
+			HTTPTimeout:         cfg.HTTPTimeout,
+			MaxHTTPRequestSize:  cfg.HTTPMaxRequestBytes,
+			MaxHTTPResponseSize: cfg.HTTPMaxResponseBytes,
+			MaxHTTPHeaders:      cfg.HTTPMaxHeaders,
+			MaxHTTPHeaderBytes:  cfg.HTTPMaxHeaderBytes,
+			MaxHTTPRedirects:    cfg.HTTPMaxRedirects,
+			MaxHTTPRequests:     cfg.HTTPMaxRequests,
 		},
 	}
 }
