@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -58,6 +59,7 @@ type Harness struct {
 	config    map[string]json.RawMessage
 	delivered bool
 	onCall    func(address string, payload []byte) ([]byte, error)
+	onHTTP    http.Handler
 	emitted   []Message
 	sent      []Message
 	calls     []Message
@@ -268,6 +270,11 @@ func (x host) Call(name string, req []byte) (abi.Status, []byte) {
 		h.timer = time.Duration(ms) * time.Millisecond
 		h.mu.Unlock()
 		return abi.StatusOK, nil
+	case abi.ImportHTTP:
+		h.mu.Lock()
+		handler := h.onHTTP
+		h.mu.Unlock()
+		return serveHTTP(handler, req)
 	case abi.ImportEmit, abi.ImportSend, abi.ImportCall:
 	default:
 		return abi.StatusNotFound, []byte("sdktest: no host function " + name)
