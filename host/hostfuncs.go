@@ -17,7 +17,7 @@ import (
 var hostFunctionNames = []string{
 	abi.ImportLog, abi.ImportEmit, abi.ImportSend, abi.ImportCall,
 	abi.ImportConfig, abi.ImportTimer, abi.ImportResult,
-	abi.ImportHTTP,
+	abi.ImportHTTP, abi.ImportSecret,
 }
 
 // instantiateHostModule defines the host functions of ABI v1 once for the
@@ -42,6 +42,7 @@ func (h *Host) instantiateHostModule(ctx context.Context) error {
 		{abi.ImportConfig, (*instance).hostConfig},
 		{abi.ImportTimer, (*instance).hostTimer},
 		{abi.ImportHTTP, (*instance).hostHTTP},
+		{abi.ImportSecret, (*instance).hostSecret},
 	} {
 		b.NewFunctionBuilder().
 			WithGoModuleFunction(hostCall(f.name, f.fn), call, []api.ValueType{i64}).

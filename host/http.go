@@ -464,6 +464,14 @@ func (in *instance) httpFailed(st abi.Status, reason string) (abi.Status, []byte
 	if st == abi.StatusDenied {
 		msg = "http request denied"
 	}
+	in.logFailure(msg, reason)
+	return st, []byte(reason)
+}
+
+// logFailure logs a host call refused or failed, within the module's rate
+// of denials.
+func (in *instance) logFailure(msg, reason string) {
+	v := in.v
 	ok, dropped := v.budget().denials.allow(v.h.clock(), 1, &v.limits)
 	switch {
 	case ok && dropped > 0:
@@ -471,9 +479,8 @@ func (in *instance) httpFailed(st abi.Status, reason string) (abi.Status, []byte
 	case ok:
 		v.log.Warn(msg, "component", in.component, "reason", reason)
 	case dropped > 0:
-		v.log.Warn("http failures not logged", "component", in.component, "not_logged", dropped)
+		v.log.Warn("host call failures not logged", "component", in.component, "not_logged", dropped)
 	}
-	return st, []byte(reason)
 }
 
 // redact returns a URL without its user information, query and fragment,

@@ -461,6 +461,9 @@ func (h *Host) loadSpec(size int64, opts LoadOptions) (loadSpec, error) {
 	if spec.caps, err = capabilities(spec.capNames); err != nil {
 		return loadSpec{}, err
 	}
+	if err := h.checkSecrets(&spec.caps); err != nil {
+		return loadSpec{}, err
+	}
 	if opts.Config != nil {
 		if spec.cfg, err = parseConfig(opts.Config); err != nil {
 			return loadSpec{}, err

@@ -107,6 +107,16 @@ type Options struct {
 	// wait for a slot, as long as their context allows. Default
 	// GOMAXPROCS.
 	MaxCompiles int
+
+	// SecretFiles and SecretsDir hold the secrets a module may be granted
+	// (secret:<name>, abi.ImportSecret): SecretFiles maps a name to the
+	// file of its value, and any other name is the file of that name in
+	// SecretsDir. The file is read at every request, so a rotated value
+	// reaches the module at once; a load granted a secret that has no file
+	// fails. Values never appear in logs, errors or listings. Default:
+	// none.
+	SecretFiles map[string]string
+	SecretsDir  string
 }
 
 // Capacity is how much a host takes, and what it advertises to placement.
@@ -585,6 +595,7 @@ const (
 	capTimer
 	capMessaging
 	capHTTP
+	capSecret
 )
 
 // grants are a module's capabilities, parsed from their names: a set of
@@ -603,6 +614,8 @@ type grants struct {
 	// written.
 	http      []httpGrant
 	httpNamed []string
+	// secrets are the names of the "secret:" grants.
+	secrets []string
 }
 
 type target struct{ module, component string }
@@ -632,15 +645,19 @@ func capabilities(names []string) (grants, error) {
 	var errs []error
 	for _, n := range names {
 		name, tgt, targeted := strings.Cut(n, ":")
-		if name == abi.CapHTTP {
-			if err := g.addHTTP(n, tgt, targeted); err != nil {
+		if name == abi.CapHTTP || name == abi.CapSecret {
+			add := g.addHTTP
+			if name == abi.CapSecret {
+				add = g.addSecret
+			}
+			if err := add(n, tgt, targeted); err != nil {
 				errs = append(errs, err)
 			}
 			continue
 		}
 		bit, ok := capBits[name]
 		if !ok {
-			errs = append(errs, fmt.Errorf("unknown capability %q (known: %s, messaging:<module>, messaging:<module>/<component>, http:<host>[:<port>], http:*.<domain>)", n, strings.Join(knownCapabilities, ", ")))
+			errs = append(errs, fmt.Errorf("unknown capability %q (known: %s, messaging:<module>, messaging:<module>/<component>, http:<host>[:<port>], http:*.<domain>, secret:<name>)", n, strings.Join(knownCapabilities, ", ")))
 			continue
 		}
 		g.set |= bit

@@ -59,3 +59,15 @@ func serveHTTP(handler http.Handler, req []byte) (abi.Status, []byte) {
 	}
 	return abi.StatusOK, abi.AppendHTTPResponse(nil, &resp)
 }
+
+// SetSecret sets the value of the secret name that the component reads
+// with package sdk/secret, as a host grants it; setting it again rotates
+// it. A secret never set is denied, as on a host without the grant.
+func (h *Harness) SetSecret(name string, value []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.secrets == nil {
+		h.secrets = map[string][]byte{}
+	}
+	h.secrets[name] = bytes.Clone(value)
+}

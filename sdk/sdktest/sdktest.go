@@ -60,6 +60,7 @@ type Harness struct {
 	delivered bool
 	onCall    func(address string, payload []byte) ([]byte, error)
 	onHTTP    http.Handler
+	secrets   map[string][]byte
 	emitted   []Message
 	sent      []Message
 	calls     []Message
@@ -270,6 +271,14 @@ func (x host) Call(name string, req []byte) (abi.Status, []byte) {
 		h.timer = time.Duration(ms) * time.Millisecond
 		h.mu.Unlock()
 		return abi.StatusOK, nil
+	case abi.ImportSecret:
+		h.mu.Lock()
+		v, ok := h.secrets[string(req)]
+		h.mu.Unlock()
+		if !ok {
+			return abi.StatusDenied, []byte(fmt.Sprintf("sdktest: no secret %q was set with SetSecret", req))
+		}
+		return abi.StatusOK, v
 	case abi.ImportHTTP:
 		h.mu.Lock()
 		handler := h.onHTTP

@@ -99,6 +99,11 @@ type Config struct {
 	HTTPMaxRedirects     int           `koanf:"http-max-redirects"`
 	HTTPMaxRequests      int           `koanf:"http-max-requests"`
 
+	// Secrets a module may be granted (secret:<name>): name=file pairs,
+	// and a directory whose files are secrets named after them.
+	Secrets    []string `koanf:"secret"`
+	SecretsDir string   `koanf:"secrets-dir"`
+
 	// Artifacts is the "artifacts" section of the file; its flags and
 	// variables are spelled --artifacts-cache-dir, TINYHOST_ARTIFACTS_CACHE_DIR.
 	Artifacts ArtifactsConfig `koanf:"artifacts"`
@@ -196,6 +201,8 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Int("http-max-header-bytes", 0, "module default: most bytes of the headers of an outbound HTTP request or response (default 64 KiB)")
 	fs.Int("http-max-redirects", 0, "module default: redirects one outbound HTTP request follows, at most 5; -1 follows none (default 5)")
 	fs.Int("http-max-requests", 0, "module default: outbound HTTP requests a module may have in flight at once (default 16)")
+	fs.StringSlice("secret", nil, "a secret modules may be granted (secret:<name>), as name=file; the file is read at every request, so a rotated file takes effect at once (repeatable)")
+	fs.String("secrets-dir", "", "directory whose files are secrets modules may be granted, each named after its file (a Kubernetes Secret volume)")
 	fs.Bool("register", false, "register in a Kubernetes cluster: keep a TinyHost and a Lease named --name, publish the modules the host loads on its own as TinyModules")
 	fs.String("kubeconfig", "", "with --register: kubeconfig file (default: the pod's in-cluster configuration)")
 	fs.String("advertise-address", "", "with --register: host:port the operator and other hosts reach this host at (default: the listen address)")
@@ -420,6 +427,9 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Sprintf("max-compiles is %d, must not be negative", c.MaxCompiles))
 	}
 	errs = append(errs, c.validateRegister()...)
+	if _, err := secretFiles(c.Secrets); err != nil {
+		errs = append(errs, err.Error())
+	}
 	for k := range c.Labels {
 		if k == "" {
 			errs = append(errs, "a label has an empty key")

@@ -252,6 +252,8 @@ func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport
 			Attempts:     cfg.Artifacts.Attempts,
 			FetchTimeout: cfg.Artifacts.FetchTimeout,
 		},
+		SecretFiles:    must(secretFiles(cfg.Secrets)), // checked with the configuration
+		SecretsDir:     cfg.SecretsDir,
 		MaxModuleSize:  cfg.MaxLoadBytes,
 		CompileTimeout: cfg.CompileTimeout,
 		MaxCompiles:    cfg.MaxCompiles,
