@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/tinyhost/tinyhost/sdk"
-	"github.com/tinyhost/tinyhost/sdk/secret"
 	"github.com/tinyhost/tinyhost/sdk/sdktest"
+	"github.com/tinyhost/tinyhost/sdk/secret"
 )
 
 // The component "reader" answers the value of the secret its payload
