@@ -663,7 +663,7 @@ func capabilities(names []string) (grants, error) {
 		g.set |= bit
 		if bit != capMessaging {
 			if targeted {
-				errs = append(errs, fmt.Errorf("capability %q: %s takes no target, only messaging does (messaging:module or messaging:module/component)", n, name))
+				errs = append(errs, fmt.Errorf("capability %q: %s takes no target, only messaging, http and secret do", n, name))
 			}
 			continue
 		}
