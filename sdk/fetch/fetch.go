@@ -74,7 +74,8 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	st, res := call(t.Context, abi.AppendHTTPRequest(nil, &req))
 	if st != abi.StatusOK {
-		return nil, &sdk.Error{Status: st, Message: "http " + r.Method + ": " + st.String() + ": " + string(res)}
+		// net/http's *url.Error names the method and the URL.
+		return nil, &sdk.Error{Status: st, Message: st.String() + ": " + string(res)}
 	}
 	resp, err := abi.DecodeHTTPResponse(res)
 	if err != nil {
