@@ -190,7 +190,9 @@ func (v *version) httpClient() *outbound {
 			MaxIdleConns:           v.limits.MaxHTTPRequests,
 			MaxIdleConnsPerHost:    v.limits.MaxHTTPRequests,
 			IdleConnTimeout:        90 * time.Second,
-			MaxResponseHeaderBytes: int64(v.limits.MaxHTTPHeaderBytes),
+			// A guard against endless headers only: checkHeaders applies
+			// MaxHTTPHeaderBytes exactly, and answers StatusTooLarge.
+			MaxResponseHeaderBytes: 2*int64(v.limits.MaxHTTPHeaderBytes) + 16<<10,
 		}
 		o.client = &http.Client{
 			Transport: checkedTransport{v: v, next: o.transport},

@@ -359,3 +359,46 @@ func TestHTTPConcurrency(t *testing.T) {
 	assert.EqualValues(t, 1000, served.Load())
 	assert.EqualValues(t, most, peak.Load())
 }
+
+// TestHTTPHeaderBounds: a request or a response over MaxHTTPHeaders or
+// MaxHTTPHeaderBytes is too large; the host's own framing headers of the
+// guest are dropped.
+func TestHTTPHeaderBounds(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := range 10 {
+			w.Header().Set(fmt.Sprintf("X-H%d", i), strings.Repeat("v", 100))
+		}
+		_, _ = fmt.Fprintf(w, "host %s", r.Host)
+	}))
+	t.Cleanup(srv.Close)
+	f := loadFetcher(t, h, "headers", host.Limits{MaxHTTPHeaders: 8}, grantOf(srv))
+	resp, err := f.h.Invoke(t.Context(), host.Request{Module: "headers", Component: "f", Port: "do",
+		Payload: abi.AppendHTTPRequest(nil, &abi.HTTPRequest{URL: srv.URL})})
+	require.NoError(t, err)
+	assert.Equal(t, abi.StatusTooLarge, abi.Status(resp.Payload[0]), "%s", resp.Payload[1:])
+	assert.Contains(t, string(resp.Payload[1:]), "MaxHTTPHeaders")
+
+	g := loadFetcher(t, h, "headerbytes", host.Limits{MaxHTTPHeaderBytes: 500}, grantOf(srv))
+	st, _, reason := g.do(t, "GET", srv.URL, nil)
+	assert.Equal(t, abi.StatusTooLarge, st, reason)
+	assert.Contains(t, reason, "response headers are")
+
+	many := make([]abi.KV, 9)
+	for i := range many {
+		many[i] = abi.KV{Key: fmt.Sprintf("X-%d", i), Value: "v"}
+	}
+	resp, err = f.h.Invoke(t.Context(), host.Request{Module: "headers", Component: "f", Port: "do",
+		Payload: abi.AppendHTTPRequest(nil, &abi.HTTPRequest{URL: srv.URL, Headers: many})})
+	require.NoError(t, err)
+	assert.Equal(t, abi.StatusTooLarge, abi.Status(resp.Payload[0]), "%s", resp.Payload[1:])
+
+	ok := loadFetcher(t, h, "framing", host.Limits{}, grantOf(srv))
+	resp, err = ok.h.Invoke(t.Context(), host.Request{Module: "framing", Component: "f", Port: "do",
+		Payload: abi.AppendHTTPRequest(nil, &abi.HTTPRequest{URL: srv.URL, Headers: []abi.KV{{Key: "Host", Value: "evil.example"}}})})
+	require.NoError(t, err)
+	require.Equal(t, abi.StatusOK, abi.Status(resp.Payload[0]), "%s", resp.Payload[1:])
+	r, err := abi.DecodeHTTPResponse(resp.Payload[1:])
+	require.NoError(t, err)
+	assert.Equal(t, "host "+srv.Listener.Addr().String(), string(r.Body))
+}
