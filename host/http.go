@@ -182,14 +182,14 @@ func (v *version) httpClient() *outbound {
 		n := v.h.httpNet
 		o.slots = make(chan struct{}, v.limits.MaxHTTPRequests)
 		o.transport = &http.Transport{
-			Proxy:                  nil, // never the environment's proxy: it would hide the address
-			DialContext:            v.dialHTTP,
-			TLSClientConfig:        &tls.Config{RootCAs: n.roots, MinVersion: tls.VersionTLS12},
-			ForceAttemptHTTP2:      true,
-			TLSHandshakeTimeout:    10 * time.Second,
-			MaxIdleConns:           v.limits.MaxHTTPRequests,
-			MaxIdleConnsPerHost:    v.limits.MaxHTTPRequests,
-			IdleConnTimeout:        90 * time.Second,
+			Proxy:               nil, // never the environment's proxy: it would hide the address
+			DialContext:         v.dialHTTP,
+			TLSClientConfig:     &tls.Config{RootCAs: n.roots, MinVersion: tls.VersionTLS12},
+			ForceAttemptHTTP2:   true,
+			TLSHandshakeTimeout: 10 * time.Second,
+			MaxIdleConns:        v.limits.MaxHTTPRequests,
+			MaxIdleConnsPerHost: v.limits.MaxHTTPRequests,
+			IdleConnTimeout:     90 * time.Second,
 			// A guard against endless headers only: checkHeaders applies
 			// MaxHTTPHeaderBytes exactly, and answers StatusTooLarge.
 			MaxResponseHeaderBytes: 2*int64(v.limits.MaxHTTPHeaderBytes) + 16<<10,
