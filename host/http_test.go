@@ -194,9 +194,10 @@ func TestHTTPRedirect(t *testing.T) {
 }
 
 // TestHTTPInternalAddresses: a granted name that resolves to a private,
-// link-local or loopback address is refused before any connection, and so
-// is a mix of public and internal answers for the internal ones; an
-// internal address that a grant names literally is reached.
+// link-local or loopback address is refused before any connection; of a
+// mix of internal and public answers only the public address is
+// connected to; an internal address that a grant names literally is
+// reached.
 func TestHTTPInternalAddresses(t *testing.T) {
 	for _, tc := range []struct{ addr, kind string }{
 		{"10.0.0.1", "private"},
@@ -218,6 +219,32 @@ func TestHTTPInternalAddresses(t *testing.T) {
 			assert.Positive(t, lookups.Load())
 		})
 	}
+	t.Run("mixed-answers", func(t *testing.T) {
+		h, _ := newHost(t, host.Options{})
+		srv := httptest.NewServer(http.HandlerFunc(hello))
+		t.Cleanup(srv.Close)
+		var lookups atomic.Int32
+		var dialled []string
+		var mu sync.Mutex
+		host.SetHTTPNet(h, resolver(&lookups, "169.254.169.254", "10.0.0.1", "203.0.113.9"), func(ctx context.Context, network, addr string) (net.Conn, error) {
+			mu.Lock()
+			dialled = append(dialled, addr)
+			mu.Unlock()
+			if addr != "203.0.113.9:80" {
+				t.Errorf("dialled %s, which the host should have refused", addr)
+				return nil, fmt.Errorf("test: no dialling %s", addr)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, srv.Listener.Addr().String())
+		}, nil)
+		f := loadFetcher(t, h, "mixed", host.Limits{}, "http:api.example.com")
+		st, resp, reason := f.do(t, "GET", "http://api.example.com/m", nil)
+		require.Equal(t, abi.StatusOK, st, reason)
+		assert.Equal(t, "hello GET /m", string(resp.Body))
+		mu.Lock()
+		assert.Equal(t, []string{"203.0.113.9:80"}, dialled, "only the public address")
+		mu.Unlock()
+	})
 	t.Run("named-literally", func(t *testing.T) {
 		h, _ := newHost(t, host.Options{})
 		srv := httptest.NewServer(http.HandlerFunc(hello))

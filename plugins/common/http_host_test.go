@@ -1,12 +1,14 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +27,12 @@ func TestHTTPThroughHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			// Larger than the SDK's first result buffer: fetched with the
+			// result import.
+			_, _ = w.Write(bytes.Repeat([]byte("x"), 100<<10))
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"auth": r.Header.Get("Authorization"), "path": r.URL.Path})
 	}))
@@ -45,6 +53,11 @@ func TestHTTPThroughHost(t *testing.T) {
 	assert.JSONEq(t, `{"auth":"Bearer t0ken","path":"/items"}`, string(mustBody(t, resp.Payload)))
 	require.Len(t, resp.Emitted, 1)
 	assert.Equal(t, "out", resp.Emitted[0].Port)
+	resp, err = h.Invoke(ctx, host.Request{Module: "common", Component: "http", Port: "in", Payload: []byte(`{"url":"` + srv.URL + `/big"}`)})
+	require.NoError(t, err)
+	var big string
+	require.NoError(t, json.Unmarshal(mustBody(t, resp.Payload), &big))
+	assert.Equal(t, strings.Repeat("x", 100<<10), big)
 
 	_, err = h.Load(ctx, wasm, host.LoadOptions{Name: "ungranted", Config: json.RawMessage(config), Capabilities: []string{abi.CapLog, "secret:api-token"}})
 	require.NoError(t, err)
