@@ -104,6 +104,10 @@ func (in *instance) reply(out []byte, st abi.Status, res []byte) uint64 {
 	return abi.PackResult(st, uint32(len(res)))
 }
 
+// maxKeptPending is the most pending-result buffer an instance keeps for
+// the next large result.
+const maxKeptPending = 1 << 20
+
 func hostResult(ctx context.Context, _ api.Module, stack []uint64) {
 	in := instanceOf(ctx)
 	if in == nil {
@@ -127,6 +131,9 @@ func hostResult(ctx context.Context, _ api.Module, stack []uint64) {
 	if n <= len(out) {
 		copy(out, in.pending)
 		in.hasPend = false
+		if cap(in.pending) > maxKeptPending {
+			in.pending = nil // an HTTP response of megabytes is not kept for ever
+		}
 	}
 	stack[0] = abi.PackResult(in.pendStat, uint32(n))
 }
