@@ -11,6 +11,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
 // BenchmarkHTTPGet: a GET of 1 KiB from a loopback server made by a guest
@@ -34,6 +35,22 @@ func BenchmarkHTTPGet(b *testing.B) {
 			resp, err := h.Invoke(ctx, req)
 			if err != nil || resp.Payload[0] != byte(abi.StatusOK) {
 				b.Fatalf("%v %q", err, resp.Payload)
+			}
+		}
+	})
+	// The same GET by a Go guest on the sdk: plugins/common's http
+	// component, net/http through sdk/fetch, its reply JSON.
+	b.Run("sdk-1KiB", func(b *testing.B) {
+		h, _ := newHost(b, host.Options{})
+		config := `{"http":{"url":"` + srv.URL + `"}}`
+		_, err := h.Load(loadCtx(b), e2e.WasmBytes(b, e2e.Common), host.LoadOptions{Config: []byte(config), Capabilities: []string{grantOf(srv)}})
+		require.NoError(b, err)
+		req := host.Request{Module: "common", Component: "http", Port: "in"}
+		ctx := b.Context()
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := h.Invoke(ctx, req); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})
