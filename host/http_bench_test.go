@@ -38,19 +38,17 @@ func BenchmarkHTTPGet(b *testing.B) {
 			}
 		}
 	})
-	// The same GET by a Go guest on the sdk: plugins/common's http
-	// component, net/http through sdk/fetch, its reply JSON.
+	// The same GET by a Go guest on the sdk: net/http through sdk/fetch.
 	b.Run("sdk-1KiB", func(b *testing.B) {
 		h, _ := newHost(b, host.Options{})
-		config := `{"http":{"url":"` + srv.URL + `"}}`
-		_, err := h.Load(loadCtx(b), e2e.WasmBytes(b, e2e.Common), host.LoadOptions{Config: []byte(config), Capabilities: []string{grantOf(srv)}})
+		_, err := h.Load(loadCtx(b), e2e.WasmBytes(b, e2e.Getter), host.LoadOptions{Capabilities: []string{grantOf(srv)}})
 		require.NoError(b, err)
-		req := host.Request{Module: "common", Component: "http", Port: "in"}
+		req := host.Request{Module: "getter", Component: "get", Port: "in", Payload: []byte(srv.URL)}
 		ctx := b.Context()
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := h.Invoke(ctx, req); err != nil {
-				b.Fatal(err)
+			if resp, err := h.Invoke(ctx, req); err != nil || len(resp.Payload) != len(body) {
+				b.Fatalf("%v: %d bytes", err, len(resp.Payload))
 			}
 		}
 	})
