@@ -61,8 +61,9 @@
 // # Reaching the world
 //
 // Package sdk/fetch gives a handler net/http through the host's http
-// import, and sdk/secret the secrets the module is granted. Only a module
-// that imports them imports those host functions.
+// import, sdk/outbound the same requests without net/http's weight, and
+// sdk/secret the secrets the module is granted. Only a module that imports
+// them imports those host functions.
 //
 // # Testing
 //

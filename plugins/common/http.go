@@ -2,16 +2,15 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
+	"sort"
 	"strings"
 
+	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/sdk"
-	"github.com/tinyhost/tinyhost/sdk/fetch"
+	"github.com/tinyhost/tinyhost/sdk/outbound"
 	"github.com/tinyhost/tinyhost/sdk/secret"
 )
 
@@ -71,21 +70,18 @@ func httpMessage(ctx *sdk.Context, _ string, payload []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := fetch.Client(ctx).Do(req)
+	resp, err := outbound.Do(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("http: %w", err) // names the method and URL
+		return nil, fmt.Errorf("http %s %s: %w", req.Method, req.URL, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("http %s %s: %w", req.Method, r.URL, err)
-	}
-	out := httpResponse{Status: resp.StatusCode, Headers: map[string]string{}, Body: string(body)}
-	for k := range resp.Header {
-		out.Headers[k] = resp.Header.Get(k)
+	out := httpResponse{Status: resp.Status, Headers: map[string]string{}, Body: string(resp.Body)}
+	for _, kv := range resp.Headers {
+		if _, ok := out.Headers[kv.Key]; !ok {
+			out.Headers[kv.Key] = kv.Value
+		}
 	}
 	var doc any
-	if strings.Contains(resp.Header.Get("Content-Type"), "json") && unmarshalNumbers(body, &doc) == nil {
+	if strings.Contains(out.Headers["Content-Type"], "json") && unmarshalNumbers(resp.Body, &doc) == nil {
 		out.Body = doc
 	}
 	b, err := json.Marshal(out)
@@ -120,37 +116,43 @@ func merge(s, m httpRequest) httpRequest {
 	return s
 }
 
-func newHTTPRequest(ctx *sdk.Context, r httpRequest) (*http.Request, error) {
-	method := strings.ToUpper(r.Method)
-	if method == "" {
-		method = http.MethodGet
+// newHTTPRequest is the request of r; its headers are sorted, so that a
+// request is the same every time.
+func newHTTPRequest(ctx *sdk.Context, r httpRequest) (*abi.HTTPRequest, error) {
+	req := &abi.HTTPRequest{Method: strings.ToUpper(r.Method), URL: r.URL}
+	if req.Method == "" {
+		req.Method = "GET"
 	}
-	var body io.Reader
-	isJSON := false
+	names := make([]string, 0, len(r.Headers))
+	for k := range r.Headers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	hasType := false
+	for _, k := range names {
+		if strings.EqualFold(k, "Authorization") && r.Secret != "" {
+			continue // the secret's
+		}
+		hasType = hasType || strings.EqualFold(k, "Content-Type")
+		req.Headers = append(req.Headers, abi.KV{Key: k, Value: r.Headers[k]})
+	}
 	if len(r.Body) > 0 {
 		var s string
 		if json.Unmarshal(r.Body, &s) == nil {
-			body = strings.NewReader(s)
+			req.Body = []byte(s)
 		} else {
-			body, isJSON = bytes.NewReader(r.Body), true
+			req.Body = r.Body
+			if !hasType {
+				req.Headers = append(req.Headers, abi.KV{Key: "Content-Type", Value: "application/json"})
+			}
 		}
-	}
-	req, err := http.NewRequestWithContext(context.Background(), method, r.URL, body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: http: %v", sdk.ErrBadRequest, err)
-	}
-	for k, v := range r.Headers {
-		req.Header.Set(k, v)
-	}
-	if isJSON && req.Header.Get("Content-Type") == "" {
-		req.Header.Set("Content-Type", "application/json")
 	}
 	if r.Secret != "" {
 		token, err := secret.Get(ctx, r.Secret)
 		if err != nil {
 			return nil, fmt.Errorf("http: %w", err)
 		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		req.Headers = append(req.Headers, abi.KV{Key: "Authorization", Value: "Bearer " + strings.TrimSpace(string(token))})
 	}
 	return req, nil
 }

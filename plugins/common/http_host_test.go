@@ -63,7 +63,7 @@ func TestHTTPThroughHost(t *testing.T) {
 	require.NoError(t, err)
 	_, err = h.Invoke(ctx, host.Request{Module: "ungranted", Component: "http", Port: "in", Payload: []byte(`{}`)})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `http: Get "`+srv.URL+`/items": denied: capability http is not granted`)
+	assert.Contains(t, err.Error(), "http GET "+srv.URL+"/items: denied: capability http is not granted")
 }
 
 // mustBody is the body member of the component's reply.

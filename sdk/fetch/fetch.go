@@ -18,9 +18,10 @@
 // sentinels (sdk.ErrTimeout, sdk.ErrTooLarge, sdk.ErrUnavailable). An
 // HTTP status of the server, 404 or 500, is a response, not an error.
 //
-// Only a module that imports this package imports the http host function,
-// so a module that does not use it still loads on hosts that predate it.
-// Natively, under sdk/sdktest, the harness answers the requests with the
+// It is built on package sdk/outbound, which makes the same requests
+// without net/http and its weight. Only a module that imports either
+// imports the http host function, so a module that does not still loads
+// on hosts that predate it. Natively, under sdk/sdktest, the harness answers the requests with the
 // http.Handler given to Harness.OnHTTP.
 package fetch
 
@@ -33,6 +34,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/sdk"
+	"github.com/tinyhost/tinyhost/sdk/outbound"
 )
 
 // Client returns a client whose requests go through the host on behalf of
@@ -72,20 +74,16 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		req.Body = b
 	}
-	st, res := call(t.Context, abi.AppendHTTPRequest(nil, &req))
-	if st != abi.StatusOK {
-		// net/http's *url.Error names the method and the URL.
-		return nil, &sdk.Error{Status: st, Message: st.String() + ": " + string(res)}
-	}
-	resp, err := abi.DecodeHTTPResponse(res)
+	// net/http's *url.Error around an error names the method and the URL.
+	resp, err := outbound.Do(t.Context, &req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch: the host answered a malformed response: %w", err)
+		return nil, err
 	}
 	h := make(http.Header, len(resp.Headers))
 	for _, kv := range resp.Headers {
 		h.Add(kv.Key, kv.Value)
 	}
-	body := bytes.Clone(resp.Body)
+	body := resp.Body
 	return &http.Response{
 		Status:        strconv.Itoa(resp.Status) + " " + http.StatusText(resp.Status),
 		StatusCode:    resp.Status,

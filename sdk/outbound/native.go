@@ -1,6 +1,6 @@
 //go:build !wasip1
 
-package fetch
+package outbound
 
 import (
 	"github.com/tinyhost/tinyhost/abi"
@@ -12,7 +12,7 @@ import (
 func call(ctx *sdk.Context, req []byte) (abi.Status, []byte) {
 	h, ok := bridge.HostOf(ctx)
 	if !ok {
-		return abi.StatusUnavailable, []byte("fetch: no host: use the client of a handler's Context, natively through sdk/sdktest")
+		return abi.StatusUnavailable, []byte("outbound: no host: pass a handler's Context, natively through sdk/sdktest")
 	}
 	return h.Call(abi.ImportHTTP, req)
 }

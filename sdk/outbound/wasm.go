@@ -1,6 +1,6 @@
 //go:build wasip1
 
-package fetch
+package outbound
 
 import (
 	"unsafe"
