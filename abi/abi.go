@@ -119,7 +119,8 @@ const (
 // Capabilities a module can be granted. CapMessaging alone grants sends and
 // calls to every module; "messaging:<module>" and
 // "messaging:<module>/<component>" grant them to one module or one
-// component (ABI.md, section 5).
+// component (ABI.md, section 5). CapHTTP (http.go) and CapSecret
+// (secret.go) are always granted with a target.
 const (
 	CapLog       = "log"
 	CapConfig    = "config"

@@ -25,14 +25,20 @@ func TestCapabilityNames(t *testing.T) {
 		caps []string
 		err  string // "" loads
 	}{
-		{"unknown", []string{"files"}, `unknown capability "files" (known: log, config, timer, messaging, messaging:<module>, messaging:<module>/<component>)`},
+		{"unknown", []string{"files"}, `unknown capability "files" (known: log, config, timer, messaging, messaging:<module>, messaging:<module>/<component>, http:<host>[:<port>], http:*.<domain>, secret:<name>)`},
 		{"empty target", []string{"messaging:"}, `capability "messaging:": target module: empty`},
 		{"upper case", []string{"messaging:B"}, `capability "messaging:B": target module: "B" must start with a lower-case letter`},
 		{"port", []string{"messaging:a/b/in"}, `capability "messaging:a/b/in": target "a/b/in": want module or module/component`},
 		{"empty component", []string{"messaging:a/"}, `capability "messaging:a/": target component: empty`},
 		{"long", []string{"messaging:" + strings.Repeat("m", abi.MaxNameLen+1)}, "is longer than 63 bytes"},
 		{"system port style", []string{"messaging:a/_x"}, `"_x" must start with a lower-case letter`},
-		{"target of log", []string{"log:a"}, `capability "log:a": log takes no target, only messaging does`},
+		{"target of log", []string{"log:a"}, `capability "log:a": log takes no target, only messaging, http and secret do`},
+		{"http without host", []string{"http"}, `capability "http" names no host`},
+		{"http bad host", []string{"http:exa_mple.com"}, `capability "http:exa_mple.com": host "exa_mple.com"`},
+		{"http bad port", []string{"http:example.com:0"}, `capability "http:example.com:0": port "0"`},
+		{"http URL", []string{"http:https://example.com"}, `capability "http:https://example.com"`},
+		{"secret without name", []string{"secret"}, `capability "secret" names no secret`},
+		{"secret bad name", []string{"secret:A"}, `capability "secret:A": secret name`},
 		{"target of timer", []string{"timer:a"}, `capability "timer:a": timer takes no target`},
 		{"several", []string{"messaging:a", "messaging:B", "files"}, `"messaging:B"`},
 	} {

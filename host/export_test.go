@@ -1,6 +1,12 @@
 package host
 
-import "time"
+import (
+	"context"
+	"crypto/x509"
+	"net"
+	"net/netip"
+	"time"
+)
 
 // HoldCompileSlots takes every compile slot of h, as compiles running
 // would, until release is called.
@@ -48,4 +54,19 @@ func SetReapInterval(d time.Duration) (restore func()) {
 	old := reapInterval
 	reapInterval = d
 	return func() { reapInterval = old }
+}
+
+// SetHTTPNet makes the modules h loads next resolve names with resolve,
+// connect with dial and trust the certificates of roots for outbound HTTP;
+// a nil one keeps the host's own.
+func SetHTTPNet(h *Host, resolve func(ctx context.Context, host string) ([]netip.Addr, error), dial func(ctx context.Context, network, addr string) (net.Conn, error), roots *x509.CertPool) {
+	if resolve != nil {
+		h.httpNet.resolve = resolve
+	}
+	if dial != nil {
+		h.httpNet.dial = dial
+	}
+	if roots != nil {
+		h.httpNet.roots = roots
+	}
 }

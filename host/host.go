@@ -24,6 +24,7 @@ type Host struct {
 	opts      Options
 	log       hclog.Logger
 	transport Transport // nil: none, every module is local
+	httpNet   httpNet   // how outbound HTTP resolves and connects (http.go)
 
 	// routes and wires are replaced whole (under routeMu) by SetRoutes,
 	// UpdateRoutes and SetWiring, so that the call path reads them without
@@ -109,6 +110,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		watchdogDone: make(chan struct{}),
 	}
 	h.events.log = h.log
+	h.httpNet = defaultHTTPNet()
 	h.observer = opts.Observer
 	if h.artifacts, err = artifact.New(opts.Artifacts); err != nil {
 		return nil, fmt.Errorf("host: artifacts: %w", err)

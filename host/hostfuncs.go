@@ -17,6 +17,7 @@ import (
 var hostFunctionNames = []string{
 	abi.ImportLog, abi.ImportEmit, abi.ImportSend, abi.ImportCall,
 	abi.ImportConfig, abi.ImportTimer, abi.ImportResult,
+	abi.ImportHTTP, abi.ImportSecret,
 }
 
 // instantiateHostModule defines the host functions of ABI v1 once for the
@@ -40,6 +41,8 @@ func (h *Host) instantiateHostModule(ctx context.Context) error {
 		{abi.ImportCall, (*instance).hostCall},
 		{abi.ImportConfig, (*instance).hostConfig},
 		{abi.ImportTimer, (*instance).hostTimer},
+		{abi.ImportHTTP, (*instance).hostHTTP},
+		{abi.ImportSecret, (*instance).hostSecret},
 	} {
 		b.NewFunctionBuilder().
 			WithGoModuleFunction(hostCall(f.name, f.fn), call, []api.ValueType{i64}).
@@ -101,6 +104,10 @@ func (in *instance) reply(out []byte, st abi.Status, res []byte) uint64 {
 	return abi.PackResult(st, uint32(len(res)))
 }
 
+// maxKeptPending is the most pending-result buffer an instance keeps for
+// the next large result.
+const maxKeptPending = 1 << 20
+
 func hostResult(ctx context.Context, _ api.Module, stack []uint64) {
 	in := instanceOf(ctx)
 	if in == nil {
@@ -124,6 +131,9 @@ func hostResult(ctx context.Context, _ api.Module, stack []uint64) {
 	if n <= len(out) {
 		copy(out, in.pending)
 		in.hasPend = false
+		if cap(in.pending) > maxKeptPending {
+			in.pending = nil // an HTTP response of megabytes is not kept for ever
+		}
 	}
 	stack[0] = abi.PackResult(in.pendStat, uint32(n))
 }

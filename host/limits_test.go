@@ -363,6 +363,8 @@ func TestLimitDefaults(t *testing.T) {
 		MinInstances: 1, MaxInstances: info.Limits.MaxInstances, QueueTimeout: 5 * time.Second, IdleTimeout: time.Minute,
 		RecyclePages: 2048, LogLinesPerSecond: 200, LogBytesPerSecond: 256 << 10,
 		MinTimerInterval: 10 * time.Millisecond, MaxTimers: 64, MaxSends: 128,
+		HTTPTimeout: 10 * time.Second, MaxHTTPRequestSize: 1 << 20, MaxHTTPResponseSize: 10 << 20,
+		MaxHTTPHeaders: 64, MaxHTTPHeaderBytes: 64 << 10, MaxHTTPRedirects: 5, MaxHTTPRequests: 16,
 	}, info.Limits)
 
 	info, err = h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{Name: "small", Limits: host.Limits{MemoryPages: 100}})
@@ -378,6 +380,11 @@ func TestLimitDefaults(t *testing.T) {
 		{host.Limits{MinTimerInterval: -time.Second}, "MinTimerInterval is -1s"},
 		{host.Limits{MaxTimers: -1}, "MaxTimers is -1"},
 		{host.Limits{MaxSends: -1}, "MaxSends is -1"},
+		{host.Limits{HTTPTimeout: -time.Second}, "HTTPTimeout is -1s"},
+		{host.Limits{MaxHTTPResponseSize: -1}, "MaxHTTPResponseSize is -1"},
+		{host.Limits{MaxHTTPHeaders: 257}, "MaxHTTPHeaders is 257, at most 256"},
+		{host.Limits{MaxHTTPRedirects: 6}, "MaxHTTPRedirects is 6, at most 5"},
+		{host.Limits{MaxHTTPRequests: -2}, "MaxHTTPRequests is -2"},
 	} {
 		_, err := h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{Name: "bad", Limits: tc.limits})
 		assert.ErrorContains(t, err, tc.want)

@@ -182,6 +182,8 @@ type version struct {
 	tableElements uint64
 	// compileTook is the time wazero took to compile it, for the observer.
 	compileTook time.Duration
+	// http is its outbound HTTP client, made at its first request.
+	http outbound
 
 	// state is the count of references in its low bits and retiredBit.
 	state  atomic.Int64
@@ -271,6 +273,7 @@ func (v *version) close() {
 	go func() {
 		defer v.h.wg.Done() // taken when the version was created
 		v.pool.close()
+		v.http.close()
 		_ = v.compiled.Close(context.Background())
 	}()
 }
@@ -456,6 +459,9 @@ func (h *Host) loadSpec(size int64, opts LoadOptions) (loadSpec, error) {
 	}
 	var err error
 	if spec.caps, err = capabilities(spec.capNames); err != nil {
+		return loadSpec{}, err
+	}
+	if err := h.checkSecrets(&spec.caps); err != nil {
 		return loadSpec{}, err
 	}
 	if opts.Config != nil {

@@ -107,6 +107,16 @@ type Options struct {
 	// wait for a slot, as long as their context allows. Default
 	// GOMAXPROCS.
 	MaxCompiles int
+
+	// SecretFiles and SecretsDir hold the secrets a module may be granted
+	// (secret:<name>, abi.ImportSecret): SecretFiles maps a name to the
+	// file of its value, and any other name is the file of that name in
+	// SecretsDir. The file is read at every request, so a rotated value
+	// reaches the module at once; a load granted a secret that has no file
+	// fails. Values never appear in logs, errors or listings. Default:
+	// none.
+	SecretFiles map[string]string
+	SecretsDir  string
 }
 
 // Capacity is how much a host takes, and what it advertises to placement.
@@ -227,6 +237,33 @@ type Limits struct {
 	// take every slot of the host's own bound (1024) from the others.
 	// Default 128.
 	MaxSends int
+
+	// Outbound HTTP (abi.ImportHTTP), for a module granted "http:" hosts.
+	//
+	// HTTPTimeout bounds one request, redirects and the reading of the
+	// body included, within what is left of the call's deadline; past it
+	// the guest gets abi.StatusTimeout. Default 10s.
+	HTTPTimeout time.Duration
+	// MaxHTTPRequestSize and MaxHTTPResponseSize bound the body of a
+	// request and of a response, in bytes; past them the guest gets
+	// abi.StatusTooLarge (a response is refused as soon as it is known to
+	// be larger, before the rest of it is read). Defaults 1 MiB and
+	// 10 MiB.
+	MaxHTTPRequestSize  int
+	MaxHTTPResponseSize int
+	// MaxHTTPHeaders and MaxHTTPHeaderBytes bound the headers of a
+	// request and of a response: their number (at most
+	// abi.MaxHTTPHeaders) and their bytes. Defaults 64 and 64 KiB.
+	MaxHTTPHeaders     int
+	MaxHTTPHeaderBytes int
+	// MaxHTTPRedirects is how many redirects one request follows, each
+	// checked against the grants, at most abi.MaxHTTPRedirects; a
+	// negative value follows none. Default 5.
+	MaxHTTPRedirects int
+	// MaxHTTPRequests is how many requests the module may have in flight
+	// at once, over all its instances; a further one waits for a place
+	// within its deadline. Default 16.
+	MaxHTTPRequests int
 }
 
 // LoadOptions configure one Load.
@@ -309,6 +346,13 @@ const (
 	defaultMinTimerInterval  = 10 * time.Millisecond
 	defaultMaxTimers         = 64
 	defaultMaxSends          = 128
+
+	defaultHTTPTimeout         = 10 * time.Second
+	defaultMaxHTTPRequestSize  = 1 << 20
+	defaultMaxHTTPResponseSize = 10 << 20
+	defaultMaxHTTPHeaders      = 64
+	defaultMaxHTTPHeaderBytes  = 64 << 10
+	defaultMaxHTTPRequests     = 16
 
 	defaultMaximumMemoryPages    = 16384
 	defaultMaximumCallTimeout    = 5 * time.Minute
@@ -394,6 +438,14 @@ func (o *Options) fill() {
 		MinTimerInterval:  defaultMinTimerInterval,
 		MaxTimers:         defaultMaxTimers,
 		MaxSends:          defaultMaxSends,
+
+		HTTPTimeout:         defaultHTTPTimeout,
+		MaxHTTPRequestSize:  defaultMaxHTTPRequestSize,
+		MaxHTTPResponseSize: defaultMaxHTTPResponseSize,
+		MaxHTTPHeaders:      defaultMaxHTTPHeaders,
+		MaxHTTPHeaderBytes:  defaultMaxHTTPHeaderBytes,
+		MaxHTTPRedirects:    abi.MaxHTTPRedirects,
+		MaxHTTPRequests:     defaultMaxHTTPRequests,
 	})
 }
 
@@ -480,7 +532,7 @@ func (l Limits) over(d Limits) Limits {
 	if l.MaxSends == 0 {
 		l.MaxSends = d.MaxSends
 	}
-	return l
+	return l.overHTTP(d)
 }
 
 // forModule fills what depends on the module's other limits: the default
@@ -530,6 +582,7 @@ func (l Limits) validate() error {
 	if l.MaxSends < 0 {
 		errs = append(errs, fmt.Errorf("MaxSends is %d, must be positive", l.MaxSends))
 	}
+	errs = append(errs, l.validateHTTP()...)
 	return errors.Join(errs...)
 }
 
@@ -541,6 +594,8 @@ const (
 	capConfig
 	capTimer
 	capMessaging
+	capHTTP
+	capSecret
 )
 
 // grants are a module's capabilities, parsed from their names: a set of
@@ -555,6 +610,12 @@ type grants struct {
 	// named are the messaging grants as written, for the reason of a
 	// denial.
 	named []string
+	// http are the hosts of the "http:" grants, httpNamed those grants as
+	// written.
+	http      []httpGrant
+	httpNamed []string
+	// secrets are the names of the "secret:" grants.
+	secrets []string
 }
 
 type target struct{ module, component string }
@@ -584,15 +645,25 @@ func capabilities(names []string) (grants, error) {
 	var errs []error
 	for _, n := range names {
 		name, tgt, targeted := strings.Cut(n, ":")
+		if name == abi.CapHTTP || name == abi.CapSecret {
+			add := g.addHTTP
+			if name == abi.CapSecret {
+				add = g.addSecret
+			}
+			if err := add(n, tgt, targeted); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		bit, ok := capBits[name]
 		if !ok {
-			errs = append(errs, fmt.Errorf("unknown capability %q (known: %s, messaging:<module>, messaging:<module>/<component>)", n, strings.Join(knownCapabilities, ", ")))
+			errs = append(errs, fmt.Errorf("unknown capability %q (known: %s, messaging:<module>, messaging:<module>/<component>, http:<host>[:<port>], http:*.<domain>, secret:<name>)", n, strings.Join(knownCapabilities, ", ")))
 			continue
 		}
 		g.set |= bit
 		if bit != capMessaging {
 			if targeted {
-				errs = append(errs, fmt.Errorf("capability %q: %s takes no target, only messaging does (messaging:module or messaging:module/component)", n, name))
+				errs = append(errs, fmt.Errorf("capability %q: %s takes no target, only messaging, http and secret do", n, name))
 			}
 			continue
 		}

@@ -33,6 +33,8 @@ END {
 		ratio("host Invoke, raw echo " s " / bare wazero call", "BenchmarkInvoke/raw-" s, "BenchmarkFloor/" s)
 		ratio("host Invoke, sdk echo " s " / bare wazero call", "BenchmarkInvoke/sdk-" s, "BenchmarkFloor/" s)
 	}
+	target("guest HTTP GET 1KiB / native Go GET", "BenchmarkHTTPGet/guest-1KiB", "BenchmarkHTTPGet/native-1KiB", 1.3)
+	ratio("sdk guest HTTP GET 1KiB (net/http) / native Go GET", "BenchmarkHTTPGet/sdk-1KiB", "BenchmarkHTTPGet/native-1KiB")
 	# What the checks add to a bare echo call, against a whole Invoke of it.
 	c = "BenchmarkInterruptChecks/echo-1KiB/"
 	if ((c "checked-ns/call" in ns) && (c "as-is-ns/call" in ns) && ns["BenchmarkInvoke/raw-1KiB"] > 0) {

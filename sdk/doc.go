@@ -58,6 +58,13 @@
 // or Call of the payload itself, are encoded in place in the request buffer
 // without a copy. What a handler allocates is its own.
 //
+// # Reaching the world
+//
+// Package sdk/fetch gives a handler net/http through the host's http
+// import, sdk/outbound the same requests without net/http's weight, and
+// sdk/secret the secrets the module is granted. Only a module that imports
+// them imports those host functions.
+//
 // # Testing
 //
 // Natively (any GOOS but wasip1) the same code runs in-process; package

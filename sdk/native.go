@@ -60,4 +60,11 @@ func init() {
 		return n
 	}
 	bridge.Describe = func() []byte { return reg.descriptor }
+	bridge.HostOf = func(c any) (bridge.Host, bool) {
+		ctx, _ := c.(*Context)
+		if ctx == nil || ctx.comp == nil || ctx.in.host == nil {
+			return nil, false
+		}
+		return ctx.in.host, true
+	}
 }

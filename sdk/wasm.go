@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/sdk/internal/bridge"
 )
 
 // The one instance of this wasm module.
@@ -58,6 +59,10 @@ func (in *instance) hostcall(fn hostFunc, req, out []byte) uint64 {
 	default:
 		return hostResult(rp, rn, op, oc)
 	}
+}
+
+func init() {
+	bridge.Result = func(out []byte) uint64 { return hostResult(0, 0, ptr(out), uint32(len(out))) }
 }
 
 // minLogLevel is the lowest level the host records (abi.EnvLogLevel): the

@@ -117,6 +117,9 @@
 //	                 global would be.
 //	pollcall         invalid: calls the function a host's appended function
 //	                 would be.
+//	fetch            component f: do hands its payload, an HTTPRequest, to
+//	                 the http import and answers the status byte of the
+//	                 host's answer followed by its result bytes.
 //
 // The suite also loads two byte strings that are not modules: text
 // ("notwasm") and a wasm header whose first section declares 4 GiB

@@ -47,6 +47,7 @@ func Run(t *testing.T, h Host) {
 	t.Run("handler-error", s.testHandlerError)
 	t.Run("not-found", s.testNotFound)
 	t.Run("hostcalls", s.testHostcalls)
+	t.Run("http", s.testHTTP)
 	t.Run("hostile", s.testHostile)
 }
 

@@ -28,6 +28,7 @@ const (
 	Hello   = "examples/hello"
 	Sleeper = "internal/e2e/testdata/sleeper"
 	Relay   = "internal/e2e/testdata/relay"
+	Getter  = "internal/e2e/testdata/getter"
 	Common  = "plugins/common"
 	Tally   = "examples/flow/tally"
 )

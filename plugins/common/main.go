@@ -8,6 +8,8 @@
 //   - ticker: emits on a timer.
 //   - delay: forwards a message after a pause.
 //   - modify: builds a new JSON object from a template.
+//   - http: makes an HTTP request through the host, with a secret as a
+//     bearer token.
 //
 // README.md documents their settings, the path syntax and the condition
 // language. Build with

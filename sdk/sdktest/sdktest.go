@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -58,6 +59,8 @@ type Harness struct {
 	config    map[string]json.RawMessage
 	delivered bool
 	onCall    func(address string, payload []byte) ([]byte, error)
+	onHTTP    http.Handler
+	secrets   map[string][]byte
 	emitted   []Message
 	sent      []Message
 	calls     []Message
@@ -268,6 +271,19 @@ func (x host) Call(name string, req []byte) (abi.Status, []byte) {
 		h.timer = time.Duration(ms) * time.Millisecond
 		h.mu.Unlock()
 		return abi.StatusOK, nil
+	case abi.ImportSecret:
+		h.mu.Lock()
+		v, ok := h.secrets[string(req)]
+		h.mu.Unlock()
+		if !ok {
+			return abi.StatusDenied, []byte(fmt.Sprintf("sdktest: no secret %q was set with SetSecret", req))
+		}
+		return abi.StatusOK, v
+	case abi.ImportHTTP:
+		h.mu.Lock()
+		handler := h.onHTTP
+		h.mu.Unlock()
+		return serveHTTP(handler, req)
 	case abi.ImportEmit, abi.ImportSend, abi.ImportCall:
 	default:
 		return abi.StatusNotFound, []byte("sdktest: no host function " + name)

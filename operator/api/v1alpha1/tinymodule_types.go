@@ -353,10 +353,12 @@ type Limits struct {
 // timer, messaging (every target), messaging:<module> or
 // messaging:<module>/<component> (one target; each name a lower-case
 // letter, then lower-case letters, digits, '-', '_' and '.', at most 63
-// bytes), or none, alone, for no capability at all.
+// bytes), http:<host>, http:<host>:<port> or http:*.<domain> (outbound
+// HTTP to a host: a lower-case DNS name or an IPv4 address), secret:<name>
+// (one secret of the host), or none, alone, for no capability at all.
 //
-// +kubebuilder:validation:MaxLength=137
-// +kubebuilder:validation:XValidation:rule="self.matches('^(log|config|timer|messaging|none|messaging:[a-z][a-z0-9._-]{0,62}(/[a-z][a-z0-9._-]{0,62})?)$')",message="a capability is log, config, timer, messaging, messaging:<module>, messaging:<module>/<component> (names of a-z, 0-9, '-', '_', '.' starting with a letter, at most 63 bytes each), or none"
+// +kubebuilder:validation:MaxLength=270
+// +kubebuilder:validation:XValidation:rule="self.matches('^(log|config|timer|messaging|none|messaging:[a-z][a-z0-9._-]{0,62}(/[a-z][a-z0-9._-]{0,62})?|secret:[a-z][a-z0-9._-]{0,62}|http:([*][.])?[a-z0-9][a-z0-9.-]{0,252}(:[0-9]{1,5})?)$')",message="a capability is log, config, timer, messaging, messaging:<module>, messaging:<module>/<component> (names of a-z, 0-9, '-', '_', '.' starting with a letter, at most 63 bytes each), http:<host>, http:<host>:<port>, http:*.<domain>, secret:<name>, or none"
 type Capability string
 
 // CapabilityNone, the list's only item, grants no capability: a TinyModule

@@ -25,6 +25,17 @@ type Instance interface {
 	Handle(req []byte) []byte
 }
 
+// Set by the sdk package's init, for package sdk/fetch, which declares
+// the http import itself so that only a module that uses it imports it.
+var (
+	// HostOf returns the host of the instance handling the call of c, a
+	// *sdk.Context; ok is false outside a call. Native builds only.
+	HostOf func(c any) (h Host, ok bool)
+	// Result is the result import: it copies the pending result of the
+	// last host call into out. Wasm builds only.
+	Result func(out []byte) uint64
+)
+
 // Set by the sdk package's native init.
 var (
 	// NewInstance returns a new instance whose host functions go to h.

@@ -123,7 +123,7 @@ Examples:
 		fs.StringVar(&o.name, "name", "", "module name (default: the name in the module's descriptor)")
 		fs.StringVar(&o.sha256, "sha256", "", "with a reference or URL: the sha256 the wasm must have")
 		fs.StringVar(&o.config, "config", "", "module configuration: a JSON object, @FILE or -")
-		fs.StringSliceVar(&o.caps, "cap", nil, `grant a capability (log, config, timer, messaging for every target, messaging:<module>[/<component>] for one; repeatable; "none" alone grants none; default: the host's defaults, log and config)`)
+		fs.StringSliceVar(&o.caps, "cap", nil, `grant a capability (log, config, timer, messaging for every target, messaging:<module>[/<component>] for one, http:<host>[:<port>] or http:*.<domain> for outbound HTTP, secret:<name> for a secret; repeatable; "none" alone grants none; default: the host's defaults, log and config)`)
 		fs.StringToStringVar(&o.labels, "label", nil, "a note the host keeps with the module and lists with it, KEY=VALUE (repeatable)")
 		fs.Uint32Var(&o.limits.memoryPages, "memory-pages", 0, "linear memory per instance, in 64 KiB pages")
 		fs.DurationVar(&o.limits.callTimeout, "call-timeout", 0, "how long one call may run")

@@ -89,6 +89,21 @@ type Config struct {
 	LeaseDuration      time.Duration `koanf:"lease-duration"`
 	LeaseRenewInterval time.Duration `koanf:"lease-renew-interval"`
 
+	// Module defaults of outbound HTTP (host.Limits, HTTP fields); zero
+	// means the host library's default.
+	HTTPTimeout          time.Duration `koanf:"http-timeout"`
+	HTTPMaxRequestBytes  int           `koanf:"http-max-request-bytes"`
+	HTTPMaxResponseBytes int           `koanf:"http-max-response-bytes"`
+	HTTPMaxHeaders       int           `koanf:"http-max-headers"`
+	HTTPMaxHeaderBytes   int           `koanf:"http-max-header-bytes"`
+	HTTPMaxRedirects     int           `koanf:"http-max-redirects"`
+	HTTPMaxRequests      int           `koanf:"http-max-requests"`
+
+	// Secrets a module may be granted (secret:<name>): name=file pairs,
+	// and a directory whose files are secrets named after them.
+	Secrets    []string `koanf:"secret"`
+	SecretsDir string   `koanf:"secrets-dir"`
+
 	// Artifacts is the "artifacts" section of the file; its flags and
 	// variables are spelled --artifacts-cache-dir, TINYHOST_ARTIFACTS_CACHE_DIR.
 	Artifacts ArtifactsConfig `koanf:"artifacts"`
@@ -157,7 +172,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish; the daemon exits at most 5s after it")
 	fs.Duration("compile-timeout", 0, "how long compiling one module may take (default 5m)")
 	fs.Int("max-compiles", 0, "how many modules may compile at once; more loads wait (default GOMAXPROCS)")
-	fs.StringSlice("capabilities", nil, `capabilities granted to modules whose load names none: log, config, timer, messaging (every target), messaging:<module>[/<component>]; "none" grants none (default log,config: timer and messaging must be granted by the load)`)
+	fs.StringSlice("capabilities", nil, `capabilities granted to modules whose load names none: log, config, timer, messaging (every target), messaging:<module>[/<component>]; "none" grants none (default log,config: timer, messaging and http must be granted by the load)`)
 	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
 	fs.Int("max-modules", 0, "how many modules the host takes; advertised to placement (default 0: no limit)")
 	fs.Uint64("max-memory-bytes", 0, "memory the modules' pools may reserve (memory-pages x 64 KiB x max-instances each); advertised to placement (default 0: no limit)")
@@ -179,6 +194,15 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Int64("artifacts-max-size", 0, "largest module fetched, in bytes (default: max-load-bytes)")
 	fs.Int("artifacts-attempts", 0, "tries of one registry or URL request before giving up (default 5)")
 	fs.Duration("artifacts-fetch-timeout", 0, "how long one fetch may take, retries and download included (default 2m)")
+	fs.Duration("http-timeout", 0, "module default: how long one outbound HTTP request may take, within the call's deadline (default 10s)")
+	fs.Int("http-max-request-bytes", 0, "module default: largest outbound HTTP request body (default 1 MiB)")
+	fs.Int("http-max-response-bytes", 0, "module default: largest outbound HTTP response body (default 10 MiB)")
+	fs.Int("http-max-headers", 0, "module default: most headers of an outbound HTTP request or response, at most 256 (default 64)")
+	fs.Int("http-max-header-bytes", 0, "module default: most bytes of the headers of an outbound HTTP request or response (default 64 KiB)")
+	fs.Int("http-max-redirects", 0, "module default: redirects one outbound HTTP request follows, at most 5; -1 follows none (default 5)")
+	fs.Int("http-max-requests", 0, "module default: outbound HTTP requests a module may have in flight at once (default 16)")
+	fs.StringSlice("secret", nil, "a secret modules may be granted (secret:<name>), as name=file; the file is read at every request, so a rotated file takes effect at once (repeatable)")
+	fs.String("secrets-dir", "", "directory whose files are secrets modules may be granted, each named after its file (a Kubernetes Secret volume)")
 	fs.Bool("register", false, "register in a Kubernetes cluster: keep a TinyHost and a Lease named --name, publish the modules the host loads on its own as TinyModules")
 	fs.String("kubeconfig", "", "with --register: kubeconfig file (default: the pod's in-cluster configuration)")
 	fs.String("advertise-address", "", "with --register: host:port the operator and other hosts reach this host at (default: the listen address)")
@@ -403,6 +427,9 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Sprintf("max-compiles is %d, must not be negative", c.MaxCompiles))
 	}
 	errs = append(errs, c.validateRegister()...)
+	if _, err := secretFiles(c.Secrets); err != nil {
+		errs = append(errs, err.Error())
+	}
 	for k := range c.Labels {
 		if k == "" {
 			errs = append(errs, "a label has an empty key")

@@ -252,6 +252,8 @@ func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport
 			Attempts:     cfg.Artifacts.Attempts,
 			FetchTimeout: cfg.Artifacts.FetchTimeout,
 		},
+		SecretFiles:    must(secretFiles(cfg.Secrets)), // checked with the configuration
+		SecretsDir:     cfg.SecretsDir,
 		MaxModuleSize:  cfg.MaxLoadBytes,
 		CompileTimeout: cfg.CompileTimeout,
 		MaxCompiles:    cfg.MaxCompiles,
@@ -276,6 +278,14 @@ func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport
 			MaxInstances:   cfg.MaxInstances,
 			QueueTimeout:   cfg.QueueTimeout,
 			IdleTimeout:    cfg.IdleTimeout,
+
+			HTTPTimeout:         cfg.HTTPTimeout,
+			MaxHTTPRequestSize:  cfg.HTTPMaxRequestBytes,
+			MaxHTTPResponseSize: cfg.HTTPMaxResponseBytes,
+			MaxHTTPHeaders:      cfg.HTTPMaxHeaders,
+			MaxHTTPHeaderBytes:  cfg.HTTPMaxHeaderBytes,
+			MaxHTTPRedirects:    cfg.HTTPMaxRedirects,
+			MaxHTTPRequests:     cfg.HTTPMaxRequests,
 		},
 	}
 }

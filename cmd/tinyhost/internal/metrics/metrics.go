@@ -34,6 +34,7 @@ type Metrics struct {
 	wait     *prometheus.HistogramVec
 	compile  *prometheus.HistogramVec
 	replaced *prometheus.CounterVec
+	http     *prometheus.CounterVec // see http.go
 
 	modules     *prometheus.Desc
 	instances   *prometheus.Desc
@@ -80,6 +81,7 @@ func New(src Source) *Metrics {
 			Name: "tinyhost_instance_replacements_total",
 			Help: "Instances discarded and replaced, by module and reason.",
 		}, []string{"module", "reason"}),
+		http: httpFailures(),
 
 		modules:     prometheus.NewDesc("tinyhost_modules", "Loaded modules.", nil, nil),
 		instances:   poolDesc("tinyhost_pool_instances", "Instances alive or being created."),
@@ -105,6 +107,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.wait.Describe(ch)
 	m.compile.Describe(ch)
 	m.replaced.Describe(ch)
+	m.http.Describe(ch)
 	for _, d := range []*prometheus.Desc{m.modules, m.instances, m.inUse, m.idle, m.waiting, m.maxInst, m.created, m.discarded, m.memoryBytes} {
 		ch <- d
 	}
@@ -118,6 +121,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.wait.Collect(ch)
 	m.compile.Collect(ch)
 	m.replaced.Collect(ch)
+	m.http.Collect(ch)
 	mods := m.src.Modules()
 	ch <- prometheus.MustNewConstMetric(m.modules, prometheus.GaugeValue, float64(len(mods)))
 	for _, mod := range mods {

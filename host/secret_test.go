@@ -1,0 +1,107 @@
+package host_test
+
+import (
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host"
+)
+
+// TestSecrets: a module reads the secrets it is granted, from SecretFiles
+// and from SecretsDir, and a rotated file at its next call without a
+// reload; a secret not granted is denied, one whose file is gone is not
+// found, a load granted a secret the host lacks fails. No value appears in
+// any log line of the host, any reason or error, or the module listing.
+func TestSecrets(t *testing.T) {
+	dir, files := t.TempDir(), t.TempDir()
+	token := filepath.Join(files, "token")
+	value := func() string { return "value-" + rand.Text() }
+	values := []string{value(), value(), value(), value()}
+	write := func(path, v string) {
+		// As Kubernetes does: a new file renamed over the old one.
+		tmp := path + ".new"
+		require.NoError(t, os.WriteFile(tmp, []byte(v), 0o600))
+		require.NoError(t, os.Rename(tmp, path))
+	}
+	write(token, values[0])
+	write(filepath.Join(dir, "db-password"), values[2])
+	write(filepath.Join(dir, "other"), values[3])
+	h, logs := newHost(t, host.Options{SecretFiles: map[string]string{"api-token": token}, SecretsDir: dir})
+
+	var said []string // every reason and error the test saw
+	get := func(name string) (abi.Status, string) {
+		t.Helper()
+		resp, err := h.Invoke(t.Context(), host.Request{Module: "secrets", Component: "s", Port: "get", Payload: []byte(name)})
+		require.NoError(t, err)
+		st, rest := abi.Status(resp.Payload[0]), string(resp.Payload[1:])
+		if st != abi.StatusOK {
+			said = append(said, rest)
+		}
+		return st, rest
+	}
+	_, err := h.Load(loadCtx(t), fixture(t, "secrets"), host.LoadOptions{Capabilities: []string{abi.CapLog, "secret:api-token", "secret:db-password"}})
+	require.NoError(t, err)
+
+	st, got := get("api-token")
+	require.Equal(t, abi.StatusOK, st, got)
+	assert.Equal(t, values[0], got)
+	write(token, values[1])
+	st, got = get("api-token")
+	require.Equal(t, abi.StatusOK, st, got)
+	assert.Equal(t, values[1], got, "the rotated value, without a reload")
+	st, got = get("db-password")
+	require.Equal(t, abi.StatusOK, st, got)
+	assert.Equal(t, values[2], got)
+
+	st, got = get("other")
+	assert.Equal(t, abi.StatusDenied, st)
+	assert.Contains(t, got, `may not read secret "other"`)
+	require.NoError(t, os.Remove(filepath.Join(dir, "db-password")))
+	st, got = get("db-password")
+	assert.Equal(t, abi.StatusNotFound, st)
+	assert.Contains(t, got, `secret "db-password"`)
+	assert.NotContains(t, got, dir, "the host's paths are not the module's to see")
+	write(filepath.Join(dir, "db-password"), strings.Repeat("x", abi.MaxSecretSize+1))
+	st, got = get("db-password")
+	assert.Equal(t, abi.StatusTooLarge, st, got)
+
+	for caps, want := range map[string]string{"secret:missing": `secret "missing": this host has no such secret`, "secret": `"secret" names no secret`} {
+		_, err = h.Load(loadCtx(t), fixture(t, "secrets"), host.LoadOptions{Name: "lacking", Capabilities: []string{caps}})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), want)
+		said = append(said, err.Error())
+	}
+
+	info, ok := h.Module("secrets")
+	require.True(t, ok)
+	assert.Contains(t, info.Capabilities, "secret:api-token")
+	listing := fmt.Sprintf("%+v %+v", h.Modules(), info)
+
+	var lines []string
+	logs.mu.Lock()
+	for module, ls := range logs.lines {
+		for _, l := range ls {
+			lines = append(lines, module+" "+l.msg+" "+l.fields)
+		}
+	}
+	logs.mu.Unlock()
+	require.NotEmpty(t, lines)
+	for _, v := range values {
+		for _, l := range lines {
+			assert.NotContains(t, l, v, "a log line")
+		}
+		for _, s := range said {
+			assert.NotContains(t, s, v, "a reason or an error")
+		}
+		assert.NotContains(t, listing, v, "the listing")
+	}
+	t.Logf("searched %d log lines, %d reasons and errors and the listing for %d values", len(lines), len(said), len(values))
+}
