@@ -35,12 +35,17 @@ var (
 // runc is missing: `make test` installs both.
 func Podman(t testing.TB, args ...string) Result {
 	t.Helper()
+	requirePodman(t)
+	return Run(t, podmanEnv(t), "podman", args...)
+}
+
+func requirePodman(t testing.TB) {
+	t.Helper()
 	for _, tool := range []string{"podman", "runc"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not found: the tests run tinyhost's image with podman and runc, which `make test` installs (apt-get install podman runc, as root)", tool)
+			t.Fatalf("%s not found: the tests run tinyhost's images with podman and runc, which `make test` installs (apt-get install podman runc, as root)", tool)
 		}
 	}
-	return Run(t, podmanEnv(t), "podman", args...)
 }
 
 func podmanEnv(t testing.TB) []string {
@@ -57,6 +62,7 @@ func HostImage(t testing.TB) string {
 
 func loadImage(t testing.TB, name, pkg string, ports ...string) string {
 	t.Helper()
+	requirePodman(t)
 	r := Root(t)
 	pdir := processDir(t)
 	imagesMu.Lock()
@@ -102,7 +108,7 @@ func removeImages() {
 	}
 }
 
-// startContainer is StartHost's command for a host in a container of
+// containerCmd is StartHost's command for a host in a container of
 // HostImage: on the machine's network, as the image's user (65532), with
 // every capability dropped as host-pods.yaml does, the modules and cache
 // directories and o.Mounts mounted at their own paths and handed to that
