@@ -260,6 +260,61 @@ spec:
 		}
 	})
 
+	t.Run("kubectl scale tinymodule/hello --replicas 3: three Ready, through the scale subresource", func(t *testing.T) {
+		out := cp.kubectl(t, "scale", "tinymodule/hello", "-n", "tinysystems", "--replicas", "3")
+		t.Logf("kubectl scale tinymodule/hello -n tinysystems --replicas 3:\n%s", out)
+		waitFor(ctx, t, "hello on three hosts", func() error {
+			m := cp.module(t, "tinysystems", "hello")
+			if m.Status.ObservedGeneration != m.Generation || m.Status.ReadyReplicas != 3 || len(readyHosts(m)) != 3 {
+				return fmt.Errorf("generation %d observed %d, %d ready on %v", m.Generation, m.Status.ObservedGeneration, m.Status.ReadyReplicas, readyHosts(m))
+			}
+			return nil
+		})
+		out = cp.kubectl(t, "wait", "--for=condition=Ready", "-n", "tinysystems", "--timeout=1m", "tinymodule/hello")
+		t.Logf("kubectl wait:\n%s", out)
+		t.Logf("kubectl get tinymodule/hello -n tinysystems -o wide:\n%s", cp.kubectl(t, "get", "tinymodule/hello", "-n", "tinysystems", "-o", "wide"))
+		// What kubectl scale and a HorizontalPodAutoscaler read.
+		raw := cp.kubectl(t, "get", "--raw", "/apis/operator.tinysystems.io/v1alpha1/namespaces/tinysystems/tinymodules/hello/scale")
+		t.Logf("kubectl get --raw .../tinymodules/hello/scale:\n%s", raw)
+		var scale struct {
+			Kind   string
+			Spec   struct{ Replicas int32 }
+			Status struct {
+				Replicas int32
+				Selector string
+			}
+		}
+		require.NoError(t, json.Unmarshal([]byte(raw), &scale))
+		assert.Equal(t, "Scale", scale.Kind)
+		assert.Equal(t, int32(3), scale.Spec.Replicas)
+		assert.Equal(t, int32(3), scale.Status.Replicas)
+		assert.Equal(t, "kubernetes.io/service-name=hello", scale.Status.Selector)
+		// The selector selects the module's EndpointSlices: one endpoint
+		// per Ready placement.
+		waitFor(ctx, t, "hello's EndpointSlices list three hosts", func() error {
+			got, err := cp.endpoints(ctx, "tinysystems", "hello")
+			if err != nil {
+				return err
+			}
+			if len(got) != 3 {
+				return fmt.Errorf("endpoints %v", got)
+			}
+			return nil
+		})
+		t.Logf("kubectl get endpointslices -n tinysystems -l %s:\n%s", scale.Status.Selector,
+			cp.kubectl(t, "get", "endpointslices", "-n", "tinysystems", "-l", scale.Status.Selector))
+
+		// Back to two: the later steps count on a host free of hello.
+		cp.kubectl(t, "scale", "tinymodule/hello", "-n", "tinysystems", "--replicas", "2")
+		waitFor(ctx, t, "hello back on two hosts", func() error {
+			m := cp.module(t, "tinysystems", "hello")
+			if m.Status.ObservedGeneration != m.Generation || m.Status.Replicas != 2 || len(m.Status.Placements) != 2 || len(readyHosts(m)) != 2 {
+				return fmt.Errorf("generation %d observed %d, placements %v", m.Generation, m.Status.ObservedGeneration, m.Status.Placements)
+			}
+			return nil
+		})
+	})
+
 	t.Run("the seed's TinyModule: a Service and an EndpointSlice once Ready", func(t *testing.T) {
 		out := cp.kubectl(t, "apply", "-f", filepath.Join(dir, "tinymodule_seed.yaml"))
 		out += cp.kubectl(t, "wait", "--for=condition=Ready", "-n", "tinysystems", "--timeout=2m", "tinymodule/common-module-v1")

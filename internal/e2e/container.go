@@ -26,6 +26,7 @@ const ImageVersion = "e2e"
 var (
 	imagesMu sync.Mutex
 	images   = map[string]string{} // name → podman image ID
+	loaded   []string              // the names podman gave them
 	seq      atomic.Int64
 )
 
@@ -89,18 +90,30 @@ func loadImage(t testing.TB, name, pkg string, ports ...string) string {
 		t.Fatalf("podman pull oci:%s:%s: exit %d\n%s", layout, ImageVersion, res.Code, res.Stderr)
 	}
 	id := strings.TrimSpace(res.Stdout)
+	// podman names an image pulled from a layout after its directory,
+	// which is this process's: removing that name at the end leaves
+	// alone the same image loaded by another test process.
+	res = Podman(t, "image", "inspect", "--format", "{{range .RepoTags}}{{.}} {{end}}", id)
+	for _, tag := range strings.Fields(res.Stdout) {
+		if strings.Contains(tag, layout) {
+			loaded = append(loaded, tag)
+		}
+	}
+	if len(loaded) == 0 {
+		t.Fatalf("podman named image %s %q, none after %s", id, res.Stdout, layout)
+	}
 	images[name] = id
 	t.Logf("built image %s (%s) and loaded it into podman in %v", name, id, time.Since(start).Round(time.Millisecond))
 	return id
 }
 
-// removeImages removes the images this process loaded, unless a container
-// still uses one (another test process may run the same image).
+// removeImages removes the names this process gave images; podman
+// removes an image with its last name, unless a container uses it.
 func removeImages() {
 	imagesMu.Lock()
 	defer imagesMu.Unlock()
-	for _, id := range images {
-		cmd := exec.Command("podman", "rmi", id)
+	for _, tag := range loaded {
+		cmd := exec.Command("podman", "rmi", tag)
 		if r, err := rootDir(); err == nil {
 			cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+filepath.Join(r, "internal", "e2e", "containers.conf"))
 		}
