@@ -18,13 +18,15 @@ import (
 	"time"
 )
 
-// Host is a tinyhost process started by a test, listening on 127.0.0.1 on
-// a port of the kernel's choosing.
+// Host is a tinyhost started by a test, as a process or in a container,
+// listening on 127.0.0.1 (unless its Args say otherwise) on a port of the
+// kernel's choosing.
 type Host struct {
 	// Addr is the gRPC address, host:port.
 	Addr string
 	// ModulesDir is the watched modules directory; CacheDir the
-	// compilation cache, shared by every host of the test process.
+	// compilation cache, shared by every process host of the test
+	// process (a container host has its own).
 	ModulesDir, CacheDir string
 
 	cmd       *exec.Cmd
@@ -141,7 +143,7 @@ func StartHost(t testing.TB, o HostOptions) *Host {
 // Log returns what the host logged so far.
 func (h *Host) Log() string { return h.log.String() }
 
-// PID is the host's process id.
+// PID is the host's process id (podman's, for a host in a container).
 func (h *Host) PID() int { return h.cmd.Process.Pid }
 
 // Exited is closed once the host's process has exited.
