@@ -212,12 +212,41 @@ test: envtest controller-gen
 test: export KUBEBUILDER_ASSETS := $(BIN)
 test: export CONTROLLER_GEN := $(CONTROLLER_GEN)
 
-DOCKER ?= docker
+# The images of tinyhost and tinyhost-operator, built without a container
+# engine or a base image (internal/image, with go-containerregistry): each a
+# static binary on a filesystem of its own (CA certificates from
+# IMAGE_CA_CERTS, the user nonroot 65532, /tmp, no shell), one per platform
+# of IMAGE_PLATFORMS, written as an OCI layout bin/images/<name> tagged
+# $(VERSION) (`podman pull oci:bin/images/tinyhost:<version>`), its
+# reference in bin/images/<name>.ref. With IMAGE_REGISTRY (e.g.
+# ghcr.io/acme) each is pushed to $(IMAGE_REGISTRY)/<name>:$(VERSION) with
+# the credentials of docker's config file, and referenced by digest.
+# bin/images/kustomization.yaml is operator/config/default with them.
+IMAGE_REGISTRY  ?=
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_SOURCE    ?= https://github.com/tinyhost/tinyhost
+IMAGE_CA_CERTS  ?= /etc/ssl/certs/ca-certificates.crt
 
 .PHONY: images
-images: ## Build the operator and host images (needs a docker engine).
-	$(DOCKER) build -f operator/docker/operator.Dockerfile -t tinyhost-operator:dev .
-	$(DOCKER) build -f operator/docker/host.Dockerfile -t tinyhost:dev .
+images: ## Build the tinyhost and tinyhost-operator images into bin/images (no docker); push them to IMAGE_REGISTRY when set.
+	$(GO) run ./internal/image/mkimage --out $(BIN)/images --version $(VERSION) \
+	  --source $(IMAGE_SOURCE) --revision "$$(git rev-parse HEAD 2>/dev/null || true)" \
+	  --created "$$(git log -1 --format=%ct 2>/dev/null || echo 0)" \
+	  --platforms $(IMAGE_PLATFORMS) --ca-certs $(IMAGE_CA_CERTS) --registry "$(IMAGE_REGISTRY)" \
+	  --kustomize ../../operator/config/default \
+	  tinyhost=./cmd/tinyhost tinyhost-operator=./cmd/tinyhost-operator
+
+# The end-to-end tests run the images with Debian's podman and runc
+# (internal/e2e/containers.conf configures them); `make podman` installs
+# both as root, as `make protoc` installs protoc.
+.PHONY: podman
+podman: ## Install podman and runc (Debian's) when missing.
+	@{ command -v podman && command -v runc; } >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get install -y -q podman runc >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q podman runc >/dev/null; }; }; } || \
+	  { echo "podman or runc not found: apt-get install podman runc (as root)" >&2; exit 1; }
+
+test: podman
 
 # The operator's benchmarks run once each (-benchtime=1x): each round starts
 # a control plane and real hosts, so one round is the measurement. Every

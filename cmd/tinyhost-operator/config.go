@@ -38,6 +38,9 @@ func leaderElectionNamespace(given string) string {
 // --probe-timeout is TINYHOST_OPERATOR_PROBE_TIMEOUT.
 const envPrefix = "TINYHOST_OPERATOR_"
 
+// errVersion is returned by parseConfig for --version.
+var errVersion = errors.New("version requested")
+
 type config struct {
 	MetricsAddr             string
 	MetricsSecure           bool
@@ -101,6 +104,7 @@ func parseConfig(args, environ []string) (config, error) {
 	fs.StringVar(&c.HostTLSKey, "host-tls-key", "", "PEM key of --host-tls-cert")
 	fs.StringVar(&c.HostTokenFile, "host-token-file", "", "file holding the hosts' admin bearer token (their --token-file)")
 	fs.BoolVar(&c.HostTokenPlaintext, "host-token-plaintext", false, "send the --host-token-file token without TLS (a mesh terminates TLS beside the hosts); by default a token goes only over TLS to a verified host")
+	version := fs.Bool("version", false, "print the version and exit")
 	zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	c.Zap.BindFlags(zapFlags)
 	fs.AddGoFlagSet(zapFlags)
@@ -112,6 +116,9 @@ func parseConfig(args, environ []string) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q: tinyhost-operator takes only flags", fs.Args())
+	}
+	if *version {
+		return c, errVersion
 	}
 
 	env := map[string]string{}

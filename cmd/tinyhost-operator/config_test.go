@@ -12,6 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestParseConfigVersion: --version asks main to print the version (as
+// `podman run tinyhost-operator --version` does in the image's test).
+func TestParseConfigVersion(t *testing.T) {
+	_, err := parseConfig([]string{"--version"}, nil)
+	assert.ErrorIs(t, err, errVersion)
+}
+
 func TestParseConfig(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/tinyhost/tinyhost/internal/buildinfo"
 	"github.com/tinyhost/tinyhost/operator"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
@@ -28,6 +29,9 @@ func main() {
 	cfg, err := parseConfig(os.Args[1:], os.Environ())
 	switch {
 	case errors.Is(err, pflag.ErrHelp):
+		os.Exit(0)
+	case errors.Is(err, errVersion):
+		fmt.Println("tinyhost-operator", buildinfo.Version())
 		os.Exit(0)
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "tinyhost-operator: %v\nRun 'tinyhost-operator --help' for usage.\n", err)

@@ -32,6 +32,7 @@ import (
 	hostclient "github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
+	"github.com/tinyhost/tinyhost/internal/image"
 	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
@@ -45,19 +46,26 @@ var modules = []struct{ name, pkg string }{
 	{"tally", "examples/flow/tally"},
 }
 
+// container is the host that runs in a container of the tinyhost image.
+const container = "host-1"
+
 // hostNamespace is where the hosts register: their Leases and the
 // TinyModules of the modules they load on their own.
 const hostNamespace = "tinyhost-system"
 
 // TestKubernetes runs this directory's README against a real kube-apiserver
-// and etcd, the operator binary and three tinyhost processes that register
+// and etcd, the operator binary and three tinyhosts that register
 // themselves, each with the permissions of config/host and nothing more:
-// kubectl get tinyhosts lists them; kubectl apply the manifests, kubectl
-// wait for Ready, call a component and across modules; the seed's
-// TinyModule gets a Service and an EndpointSlice; a .wasm dropped into a
-// host's directory is a TinyModule that another host's component calls by
-// name, gone with its file; a host SIGSTOPped is NotReady within 3 s, a
-// host SIGTERMed removes its TinyHost and its modules are Ready elsewhere;
+// host-1 in a container of the tinyhost image (built as `make images`
+// builds it, run by podman and runc on the machine's network), host-2 and
+// host-3 as processes. kubectl get tinyhosts lists them; kubectl apply the
+// manifests, kubectl wait for Ready, call a component and across modules;
+// a module placed on the container host by its selector serves there; the
+// seed's TinyModule gets a Service and an EndpointSlice; a .wasm dropped
+// into the container host's directory is a TinyModule that a process
+// host's component calls by name, gone with its file; a host SIGSTOPped is
+// NotReady within 3 s; the container host stopped (podman stop: SIGTERM)
+// drains, removes its TinyHost and its modules are Ready elsewhere;
 // restart the operator and see nothing loaded twice; delete a TinyModule
 // and see it unloaded from every host.
 func TestKubernetes(t *testing.T) {
@@ -92,8 +100,18 @@ func TestKubernetes(t *testing.T) {
 	invoke := tls.tinyctl()
 	dir := manifests(t, reg)
 	podNameVerifies(t, filepath.Join(dir, "host-pods.yaml"), tls.host)
-	out = cp.kubectl(t, "apply", "--dry-run=server", "-f", filepath.Join(dir, "host-pods.yaml"))
-	t.Logf("kubectl apply --dry-run=server -f host-pods.yaml (no pods run here):\n%s", out)
+	// The image as the README names it: the reference `make images` wrote
+	// into bin/images/tinyhost.ref, put in place of the manifest's name.
+	ref := image.Ref{Name: "tinyhost", Repository: "tinyhost", Tag: e2e.ImageVersion}.String()
+	podsFile := filepath.Join(dir, "host-pods.yaml")
+	pods, err := os.ReadFile(podsFile)
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(string(pods), "image: tinyhost:dev"), "the README's sed replaces the one image of host-pods.yaml")
+	require.NoError(t, os.WriteFile(podsFile, []byte(strings.ReplaceAll(string(pods), "image: tinyhost:dev", "image: "+ref)), 0o644))
+	out = cp.kubectl(t, "apply", "--dry-run=server", "-f", podsFile)
+	t.Logf("sed 's|image: tinyhost:dev|image: %s|' host-pods.yaml | kubectl apply --dry-run=server -f - (no pods run here):\n%s", ref, out)
+	assert.Equal(t, ref, cp.kubectl(t, "apply", "--dry-run=server", "-f", podsFile,
+		"-o", `jsonpath={.items[?(@.kind=="StatefulSet")].spec.template.spec.containers[0].image}`))
 	out = cp.kubectl(t, "apply", "--dry-run=server", "-k", "operator/config/default")
 	t.Logf("kubectl apply --dry-run=server -k operator/config/default (the operator runs as a process here):\n%s", out)
 
@@ -102,8 +120,9 @@ func TestKubernetes(t *testing.T) {
 	op := e2e.StartOperator(t, operator, cp.kubeconfig, opArgs...)
 
 	// Three hosts that register themselves, on an address an EndpointSlice
-	// takes, with the flags of host-pods.yaml; host-3 renews a Lease of 2 s
-	// twice a second.
+	// takes, with the flags of host-pods.yaml; host-1 runs in a container
+	// of the tinyhost image, which reads the kubeconfig and the certificates
+	// mounted at their paths; host-3 renews a Lease of 2 s twice a second.
 	hosts := map[string]*e2e.Host{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -118,8 +137,12 @@ func TestKubernetes(t *testing.T) {
 		if name == "host-3" {
 			args = append(args, "--lease-duration=2s", "--lease-renew-interval=500ms")
 		}
+		o := e2e.HostOptions{Args: args}
+		if name == container {
+			o.Container, o.Mounts = true, []string{hostKubeconfig, tls.host}
+		}
 		wg.Go(func() {
-			h := e2e.StartHost(t, e2e.HostOptions{Args: args})
+			h := e2e.StartHost(t, o)
 			mu.Lock()
 			hosts[name] = h
 			mu.Unlock()
@@ -136,7 +159,15 @@ func TestKubernetes(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("kubectl get tinyhosts (registered by themselves):\n%s", cp.kubectl(t, "get", "tinyhosts", "--show-labels"))
+	t.Logf("kubectl get tinyhosts (registered by themselves; %s in container %s):\n%s", container, hosts[container].Container(),
+		cp.kubectl(t, "get", "tinyhosts", "--show-labels"))
+	// The container host is the image's build: its version is the image's.
+	waitFor(ctx, t, container+" reports the image's version", func() error {
+		if v := cp.kubectl(t, "get", "tinyhost/"+container, "-o", "jsonpath={.status.version}"); v != e2e.ImageVersion {
+			return fmt.Errorf("version %q", v)
+		}
+		return nil
+	})
 
 	out = cp.kubectl(t, "apply", "-f", filepath.Join(dir, "namespace.yaml"))
 	out += cp.kubectl(t, "apply", "-f", filepath.Join(dir, "hello.yaml"), "-f", filepath.Join(dir, "common.yaml"), "-f", filepath.Join(dir, "tally.yaml"))
@@ -174,6 +205,39 @@ func TestKubernetes(t *testing.T) {
 		crossModule(t, cp, tinyctl, invoke)
 	})
 
+	t.Run("the container host: a module placed on it serves there", func(t *testing.T) {
+		m := filepath.Join(t.TempDir(), "greeter-a.yaml")
+		require.NoError(t, os.WriteFile(m, []byte(`apiVersion: operator.tinysystems.io/v1alpha1
+kind: TinyModule
+metadata: {name: greeter-a, namespace: tinysystems}
+spec:
+  image: `+reg+`/tinyhost/hello:0.1.0
+  hostSelector: {matchLabels: {topology.kubernetes.io/zone: zone-a}}
+`), 0o644))
+		out := cp.kubectl(t, "apply", "-f", m)
+		out += cp.kubectl(t, "wait", "--for=condition=Ready", "-n", "tinysystems", "--timeout=2m", "tinymodule/greeter-a")
+		t.Logf("kubectl apply -f greeter-a.yaml (hello, on zone-a: %s, the container):\n%s", container, out)
+		assert.Equal(t, []string{container}, readyHosts(cp.module(t, "tinysystems", "greeter-a")))
+		addr := cp.placementAddr(t, "tinysystems", "greeter-a")
+		require.Equal(t, hosts[container].Addr, addr)
+		res := e2e.Run(t, invoke, tinyctl, "--addr", addr, "call", "greeter-a/greeter", `{"name":"Ada"}`)
+		require.Zero(t, res.Code, res.Stderr)
+		assert.JSONEq(t, `{"greeting":"Hello, Ada!"}`, res.Stdout)
+		t.Logf("tinyctl --addr %s (%s, in container %s) call greeter-a/greeter '{\"name\":\"Ada\"}'\n%s", addr, container, hosts[container].Container(), res.Stdout)
+
+		// Free to run anywhere, it stays where it runs (a placement that
+		// passes the filters is kept), until its host stops below.
+		cp.kubectl(t, "patch", "tinymodule/greeter-a", "-n", "tinysystems", "--type=merge", "-p", `{"spec":{"hostSelector":null}}`)
+		waitFor(ctx, t, "greeter-a's selector dropped, observed", func() error {
+			m := cp.module(t, "tinysystems", "greeter-a")
+			if m.Status.ObservedGeneration != m.Generation || m.Status.State != v1alpha1.StateReady {
+				return fmt.Errorf("generation %d, observed %d, %s", m.Generation, m.Status.ObservedGeneration, m.Status.State)
+			}
+			return nil
+		})
+		assert.Equal(t, []string{container}, readyHosts(cp.module(t, "tinysystems", "greeter-a")))
+	})
+
 	t.Run("the status fields", func(t *testing.T) {
 		out := cp.kubectl(t, "get", "tinymodule/hello", "-n", "tinysystems", "-o", "yaml")
 		t.Logf("kubectl get tinymodule/hello -n tinysystems -o yaml:\n%s", out)
@@ -194,6 +258,61 @@ func TestKubernetes(t *testing.T) {
 		for _, c := range []string{v1alpha1.ConditionScheduled, v1alpha1.ConditionReady, v1alpha1.ConditionDegraded} {
 			assert.NotNil(t, meta.FindStatusCondition(st.Conditions, c), c)
 		}
+	})
+
+	t.Run("kubectl scale tinymodule/hello --replicas 3: three Ready, through the scale subresource", func(t *testing.T) {
+		out := cp.kubectl(t, "scale", "tinymodule/hello", "-n", "tinysystems", "--replicas", "3")
+		t.Logf("kubectl scale tinymodule/hello -n tinysystems --replicas 3:\n%s", out)
+		waitFor(ctx, t, "hello on three hosts", func() error {
+			m := cp.module(t, "tinysystems", "hello")
+			if m.Status.ObservedGeneration != m.Generation || m.Status.ReadyReplicas != 3 || len(readyHosts(m)) != 3 {
+				return fmt.Errorf("generation %d observed %d, %d ready on %v", m.Generation, m.Status.ObservedGeneration, m.Status.ReadyReplicas, readyHosts(m))
+			}
+			return nil
+		})
+		out = cp.kubectl(t, "wait", "--for=condition=Ready", "-n", "tinysystems", "--timeout=1m", "tinymodule/hello")
+		t.Logf("kubectl wait:\n%s", out)
+		t.Logf("kubectl get tinymodule/hello -n tinysystems -o wide:\n%s", cp.kubectl(t, "get", "tinymodule/hello", "-n", "tinysystems", "-o", "wide"))
+		// What kubectl scale and a HorizontalPodAutoscaler read.
+		raw := cp.kubectl(t, "get", "--raw", "/apis/operator.tinysystems.io/v1alpha1/namespaces/tinysystems/tinymodules/hello/scale")
+		t.Logf("kubectl get --raw .../tinymodules/hello/scale:\n%s", raw)
+		var scale struct {
+			Kind   string
+			Spec   struct{ Replicas int32 }
+			Status struct {
+				Replicas int32
+				Selector string
+			}
+		}
+		require.NoError(t, json.Unmarshal([]byte(raw), &scale))
+		assert.Equal(t, "Scale", scale.Kind)
+		assert.Equal(t, int32(3), scale.Spec.Replicas)
+		assert.Equal(t, int32(3), scale.Status.Replicas)
+		assert.Equal(t, "kubernetes.io/service-name=hello", scale.Status.Selector)
+		// The selector selects the module's EndpointSlices: one endpoint
+		// per Ready placement.
+		waitFor(ctx, t, "hello's EndpointSlices list three hosts", func() error {
+			got, err := cp.endpoints(ctx, "tinysystems", "hello")
+			if err != nil {
+				return err
+			}
+			if len(got) != 3 {
+				return fmt.Errorf("endpoints %v", got)
+			}
+			return nil
+		})
+		t.Logf("kubectl get endpointslices -n tinysystems -l %s:\n%s", scale.Status.Selector,
+			cp.kubectl(t, "get", "endpointslices", "-n", "tinysystems", "-l", scale.Status.Selector))
+
+		// Back to two: the later steps count on a host free of hello.
+		cp.kubectl(t, "scale", "tinymodule/hello", "-n", "tinysystems", "--replicas", "2")
+		waitFor(ctx, t, "hello back on two hosts", func() error {
+			m := cp.module(t, "tinysystems", "hello")
+			if m.Status.ObservedGeneration != m.Generation || m.Status.Replicas != 2 || len(m.Status.Placements) != 2 || len(readyHosts(m)) != 2 {
+				return fmt.Errorf("generation %d observed %d, placements %v", m.Generation, m.Status.ObservedGeneration, m.Status.Placements)
+			}
+			return nil
+		})
 	})
 
 	t.Run("the seed's TinyModule: a Service and an EndpointSlice once Ready", func(t *testing.T) {
@@ -219,7 +338,7 @@ func TestKubernetes(t *testing.T) {
 			cp.kubectl(t, "get", "endpointslices", "-n", "tinysystems", "-l", "kubernetes.io/service-name=common-module-v1"))
 	})
 
-	t.Run("a .wasm dropped into host-1's directory: a TinyModule, called by name from host-2", func(t *testing.T) {
+	t.Run("a .wasm dropped into host-1's directory (a container): a TinyModule, called by name from host-2 (a process)", func(t *testing.T) {
 		echo := filepath.Join(t.TempDir(), "echo.wasm")
 		require.NoError(t, os.WriteFile(echo, e2e.Guest(t, "echo"), 0o644))
 		caller := filepath.Join(t.TempDir(), "hostcalls.wasm")
@@ -287,18 +406,24 @@ func TestKubernetes(t *testing.T) {
 		})
 	})
 
-	t.Run("a host SIGTERMed: its TinyHost goes, its modules Ready elsewhere", func(t *testing.T) {
-		victim := readyHosts(cp.module(t, "tinysystems", "hello"))[0]
+	t.Run("the container host stopped (podman stop, SIGTERM): it drains, its TinyHost goes, its modules Ready elsewhere", func(t *testing.T) {
+		victim := container
 		var moving []string
-		for _, name := range []string{"hello", "common", "tally"} {
+		for _, name := range []string{"hello", "common", "tally", "greeter-a"} {
 			if slices.Contains(readyHosts(cp.module(t, "tinysystems", name)), victim) {
 				moving = append(moving, name)
 			}
 		}
+		require.Contains(t, moving, "greeter-a")
 		h := hosts[victim]
-		h.Signal(t, syscall.SIGTERM)
+		// host-pods.yaml's terminationGracePeriodSeconds.
+		h.Stop(t, 40*time.Second)
 		termed := time.Now()
-		assert.Zero(t, h.Wait(t, 40*time.Second))
+		code := h.Wait(t, 45*time.Second)
+		assert.Zero(t, code, "exit code of the container")
+		t.Logf("podman stop %s: the container exited %d after %v", h.Container(), code, time.Since(termed).Round(10*time.Millisecond))
+		assert.Contains(t, h.Log(), "shutting down: answering the calls in flight")
+		assert.Contains(t, h.Log(), `"@message":"stopped"`)
 		delete(hosts, victim)
 		waitFor(ctx, t, "TinyHost "+victim+" gone", func() error {
 			err := cp.client.Get(ctx, types.NamespacedName{Name: victim}, &v1alpha1.TinyHost{})

@@ -46,6 +46,14 @@ var (
 // Root returns the repository root (the directory of the main go.mod).
 func Root(t testing.TB) string {
 	t.Helper()
+	r, err := rootDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func rootDir() (string, error) {
 	rootOnce.Do(func() {
 		out, err := exec.Command("go", "env", "GOMOD").Output()
 		if err != nil {
@@ -59,16 +67,14 @@ func Root(t testing.TB) string {
 		}
 		root = filepath.Dir(gomod)
 	})
-	if rootErr != nil {
-		t.Fatal(rootErr)
-	}
-	return root
+	return root, rootErr
 }
 
 // Main runs the tests of a package that uses e2e and removes what it
 // built: call it from TestMain as os.Exit(e2e.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
+	removeImages()
 	mu.Lock()
 	if dir != "" {
 		os.RemoveAll(dir)

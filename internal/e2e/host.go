@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,19 +18,22 @@ import (
 	"time"
 )
 
-// Host is a tinyhost process started by a test, listening on 127.0.0.1 on
-// a port of the kernel's choosing.
+// Host is a tinyhost started by a test, as a process or in a container,
+// listening on 127.0.0.1 (unless its Args say otherwise) on a port of the
+// kernel's choosing.
 type Host struct {
 	// Addr is the gRPC address, host:port.
 	Addr string
 	// ModulesDir is the watched modules directory; CacheDir the
-	// compilation cache, shared by every host of the test process.
+	// compilation cache, shared by every process host of the test
+	// process (a container host has its own).
 	ModulesDir, CacheDir string
 
-	cmd    *exec.Cmd
-	log    *LogBuffer
-	exited chan struct{}
-	err    error // of cmd.Wait, once exited is closed
+	cmd       *exec.Cmd
+	container string // podman's name for it, when in a container
+	log       *LogBuffer
+	exited    chan struct{}
+	err       error // of cmd.Wait, once exited is closed
 }
 
 // HostOptions configure StartHost.
@@ -41,6 +45,15 @@ type HostOptions struct {
 	Args []string
 	// Env are more environment variables, KEY=VALUE.
 	Env []string
+	// Container runs the host in a container of HostImage with podman
+	// (and runc), on the machine's network, as the image's user, instead
+	// of as a process; Signal and the SIGTERM at the end go through
+	// podman. Its modules directory and compilation cache are its own.
+	Container bool
+	// Mounts are files and directories a container host reads (those
+	// Args name: certificates, a kubeconfig), mounted at their own paths
+	// and handed to the image's user.
+	Mounts []string
 }
 
 // StartHost builds cmd/tinyhost once per test process, starts it with a
@@ -48,15 +61,19 @@ type HostOptions struct {
 // waits until it serves. The host is stopped (SIGTERM) when the test ends.
 func StartHost(t testing.TB, o HostOptions) *Host {
 	t.Helper()
-	bin := Binary(t, "cmd/tinyhost")
 	h := &Host{
 		ModulesDir: filepath.Join(t.TempDir(), "modules"),
 		CacheDir:   CacheDir(t),
 		log:        &LogBuffer{},
 		exited:     make(chan struct{}),
 	}
-	if err := os.MkdirAll(h.ModulesDir, 0o755); err != nil {
-		t.Fatal(err)
+	if o.Container {
+		h.CacheDir = filepath.Join(t.TempDir(), "cache")
+	}
+	for _, d := range []string{h.ModulesDir, h.CacheDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, m := range o.Modules {
 		CopyFile(t, m, filepath.Join(h.ModulesDir, filepath.Base(m)))
@@ -67,11 +84,16 @@ func StartHost(t testing.TB, o HostOptions) *Host {
 		"--cache-dir", h.CacheDir,
 		"--log-json", "--log-level", "debug",
 	}, o.Args...)
-	h.cmd = exec.Command(bin, args...)
-	// Tests put hosts on a LocalIP, which the apiserver needs, without TLS
-	// or a token: insecure on purpose, on a machine the test owns. The
-	// refusal without it is tested with Run. o.Env, later, may say false.
-	h.cmd.Env = append(append(os.Environ(), "TINYHOST_INSECURE=true"), o.Env...)
+	if o.Container {
+		h.cmd = h.containerCmd(t, o, args)
+	} else {
+		h.cmd = exec.Command(Binary(t, "cmd/tinyhost"), args...)
+		// Tests put hosts on a LocalIP, which the apiserver needs, without
+		// TLS or a token: insecure on purpose, on a machine the test owns.
+		// The refusal without it is tested with Run. o.Env, later, may say
+		// false.
+		h.cmd.Env = append(append(os.Environ(), "TINYHOST_INSECURE=true"), o.Env...)
+	}
 	pr, pw := io.Pipe()
 	h.cmd.Stderr = pw
 	h.cmd.Stdout = h.log
@@ -121,19 +143,49 @@ func StartHost(t testing.TB, o HostOptions) *Host {
 // Log returns what the host logged so far.
 func (h *Host) Log() string { return h.log.String() }
 
-// PID is the host's process id.
+// PID is the host's process id (podman's, for a host in a container).
 func (h *Host) PID() int { return h.cmd.Process.Pid }
 
 // Exited is closed once the host's process has exited.
 func (h *Host) Exited() <-chan struct{} { return h.exited }
 
-// Signal sends sig to the host.
+// Signal sends sig to the host: to its process, or with `podman kill` to
+// its container.
 func (h *Host) Signal(t testing.TB, sig os.Signal) {
 	t.Helper()
+	if h.container != "" {
+		res := Podman(t, "kill", "--signal", strconv.Itoa(int(sig.(syscall.Signal))), h.container)
+		if res.Code != 0 {
+			t.Fatalf("podman kill --signal %v %s: exit %d\n%s", sig, h.container, res.Code, res.Stderr)
+		}
+		return
+	}
 	if err := h.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 }
+
+// Stop stops the host: a process with SIGTERM, a container with `podman
+// stop` (SIGTERM, then SIGKILL after grace). It does not wait: Wait says
+// how the host exited.
+func (h *Host) Stop(t testing.TB, grace time.Duration) {
+	t.Helper()
+	if h.container == "" {
+		h.Signal(t, syscall.SIGTERM)
+		return
+	}
+	// podman stop returns when the container has exited: in the
+	// background, so that the caller waits with Wait as for a process.
+	cmd := exec.Command("podman", "stop", "--time", strconv.Itoa(int(grace/time.Second)), h.container)
+	cmd.Env = append(os.Environ(), podmanEnv(t)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait()
+}
+
+// Container is the name of the host's container, "" for a process.
+func (h *Host) Container() string { return h.container }
 
 // Wait waits for the host to exit, at most d, and returns its exit code.
 func (h *Host) Wait(t testing.TB, d time.Duration) int {
@@ -159,7 +211,11 @@ func (h *Host) stop(t testing.TB) {
 		return
 	default:
 	}
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	if h.container != "" {
+		h.Stop(t, 30*time.Second)
+	} else {
+		_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	}
 	select {
 	case <-h.exited:
 	case <-time.After(30 * time.Second):

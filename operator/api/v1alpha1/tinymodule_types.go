@@ -24,7 +24,7 @@ import (
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=tm,categories=tinysystems
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
@@ -431,6 +431,14 @@ type TinyModuleStatus struct {
 	//
 	// +optional
 	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+
+	// Selector is the label selector of the /scale subresource, which
+	// `kubectl scale` and a HorizontalPodAutoscaler read: it selects the
+	// module's EndpointSlices (kubernetes.io/service-name=<name>), whose
+	// endpoints are its Ready placements.
+	//
+	// +optional
+	Selector string `json:"selector,omitempty"`
 
 	// Placements are the hosts the module is placed on, one entry per host.
 	// Written whole by the operator alone (atomic: the apiserver tracks no

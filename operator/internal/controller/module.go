@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -231,6 +232,7 @@ func (r *modules) decideLocked(ctx context.Context, m *v1alpha1.TinyModule) (hos
 func (r *modules) decide(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all []*v1alpha1.TinyModule, now metav1.Time) decision {
 	d := r.decidePlacement(m, hosts, all, now)
 	setWired(m, &d.status, now, r.wiringOf(m, all))
+	d.status.Selector = scaleSelector(m)
 	return d
 }
 
@@ -266,6 +268,12 @@ func (r *modules) wiringOf(m *v1alpha1.TinyModule, all []*v1alpha1.TinyModule) s
 		}()
 	}
 	return now[m.Namespace]
+}
+
+// scaleSelector is status.selector, the /scale subresource's selector: the
+// labels of the module's EndpointSlices (see the service reconciler).
+func scaleSelector(m *v1alpha1.TinyModule) string {
+	return discoveryv1.LabelServiceName + "=" + m.Name
 }
 
 // decidePlacement is the new status of m but for its wiring.
