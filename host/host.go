@@ -15,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
@@ -355,7 +356,7 @@ func (h *Host) unload(name, source string) error {
 
 	m.stopTimers()
 	v.retire()
-	h.log.Info("module unloaded", "module", name, "version", v.desc.Version)
+	h.log.Info("module unloaded", "module", name, "version", api.GuestText(v.desc.Version))
 	h.events.publish(Event{Type: EventUnloaded, Module: name, Version: v.desc.Version, Source: v.source})
 	return nil
 }

@@ -172,7 +172,7 @@ func hostLog(ctx context.Context, _ api.Module, stack []uint64) {
 	if int(level) < len(logLevels) {
 		l = logLevels[level]
 	}
-	in.guestLog(l, line)
+	in.logGuest(l, line, "")
 }
 
 func denied(capability string) (abi.Status, []byte) {
@@ -181,7 +181,7 @@ func denied(capability string) (abi.Status, []byte) {
 
 // deniedTarget refuses a send or call to a module or component the
 // module's messaging grants do not name, and logs it within the module's
-// rate of denials, so that a guest that retries cannot flood the log.
+// log rate, so that a guest that retries cannot flood the log.
 func (in *instance) deniedTarget(to abi.Address) (abi.Status, []byte) {
 	v := in.v
 	granted := "capability " + abi.CapMessaging + " is not granted"
@@ -189,15 +189,7 @@ func (in *instance) deniedTarget(to abi.Address) (abi.Status, []byte) {
 		granted = "granted " + strings.Join(v.caps.named, ", ")
 	}
 	reason := fmt.Sprintf("module %q may not message %s/%s: %s", v.name, to.Module, to.Component, granted)
-	ok, dropped := v.budget().denials.allow(v.h.clock(), 1, &v.limits)
-	switch {
-	case ok && dropped > 0:
-		v.log.Warn("message denied", "component", in.component, "reason", reason, "not_logged", dropped)
-	case ok:
-		v.log.Warn("message denied", "component", in.component, "reason", reason)
-	case dropped > 0:
-		v.log.Warn("message denials not logged", "component", in.component, "not_logged", dropped)
-	}
+	v.report(hclog.Warn, "message denied", "component", in.component, "reason", reason)
 	return abi.StatusDenied, []byte(reason)
 }
 
@@ -377,7 +369,7 @@ func (in *instance) forwardContext(d int64) (context.Context, context.CancelFunc
 // MaxSends: its place is held until the message is delivered.
 func (in *instance) sendAway(msg *Request) (abi.Status, []byte) {
 	v := in.v
-	t := v.budget().takeSend(v.limits.MaxSends)
+	t := v.takeSend(v.limits.MaxSends)
 	if t == nil {
 		return failed(abi.StatusUnavailable, "module %q has %d messages in flight, the most it may have (MaxSends)", v.name, v.limits.MaxSends)
 	}

@@ -353,11 +353,11 @@ func (in *instance) settings(cfg *moduleConfig) error {
 			if in.dead {
 				return &CallError{Module: v.name, Component: c.Name, Port: abi.PortSettings, Kind: kind, Err: err}
 			}
-			v.log.Warn("settings not delivered", "component", c.Name, "error", err)
+			v.report(hclog.Warn, "settings not delivered", "component", c.Name, "error", err)
 			continue
 		}
 		if st != abi.StatusOK {
-			v.log.Warn("settings refused", "component", c.Name, "status", st.String(), "reason", string(body))
+			v.report(hclog.Warn, "settings refused", "component", c.Name, "status", st.String(), "reason", body)
 		}
 	}
 	return nil

@@ -22,6 +22,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/internal/instrument"
 )
@@ -170,9 +171,12 @@ type version struct {
 	digest   string
 	source   string
 	loadedAt time.Time
-	log      hclog.Logger
-	timeout  int64 // CallTimeout in nanoseconds
-	pool     pool
+	// log has the module's name and version once it is described (see
+	// described); read it with logger while it may change.
+	log     hclog.Logger
+	early   earlyLog
+	timeout int64 // CallTimeout in nanoseconds
+	pool    pool
 	// own is the budget of the version until it joins its module, which
 	// is known only once the first instance has described it.
 	own budget
@@ -380,7 +384,7 @@ func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOpti
 	if upgraded {
 		typ, what = EventUpgraded, "module upgraded"
 	}
-	h.log.Info(what, "module", v.name, "version", v.desc.Version, "source", source, "digest", v.digest[:12])
+	h.log.Info(what, "module", v.name, "version", api.GuestText(v.desc.Version), "source", source, "digest", v.digest[:12])
 	h.events.publish(Event{Type: typ, Module: v.name, Version: v.desc.Version, Source: source})
 	info := v.info()
 	info.Upgraded = upgraded
@@ -515,15 +519,19 @@ func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string,
 }
 
 // describeFirst makes the version's first instance and has it describe
-// the module; only then is the module's name known.
+// the module; only then is the module's name known. What the guest logged
+// until then (its start function, _initialize) is logged then, with the
+// module's name and version; with its source when it fails first.
 func (v *version) describeFirst() (*instance, error) {
 	first, err := v.newInstance(nil)
 	if err != nil {
+		v.described(v.sourceFields()...)
 		return nil, err
 	}
 	desc, err := first.describe()
 	if err != nil {
 		first.close()
+		v.described(v.sourceFields()...)
 		return nil, err
 	}
 	v.desc = desc
@@ -531,11 +539,20 @@ func (v *version) describeFirst() (*instance, error) {
 	if v.name == "" {
 		v.name = desc.Name
 	}
-	v.log = v.h.log.With("module", v.name)
+	v.described("module", v.name, "version", api.GuestText(desc.Version))
 	if o := v.h.observer; o != nil {
 		o.Compiled(v.name, v.compileTook, v.compileTook < cachedCompile)
 	}
 	return first, nil
+}
+
+// sourceFields are the log fields of a version that failed before it
+// described itself.
+func (v *version) sourceFields() []any {
+	if v.name != "" {
+		return []any{"module", v.name, "source", v.source}
+	}
+	return []any{"source", v.source}
 }
 
 // join makes room for the version under its module, which it creates if

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/tinyhost/tinyhost/abi"
 )
 
@@ -61,7 +63,9 @@ func (m *module) tick(component string, t *ticker) {
 		case now := <-tk.C:
 			req := Request{Module: m.name, Component: component, Port: abi.PortTick, Payload: now.UTC().AppendFormat(nil, time.RFC3339Nano)}
 			if _, err := m.h.invoke(m.h.ctx, &req, false); err != nil {
-				m.h.log.Warn("tick failed", "module", m.name, "component", component, "error", err)
+				if v := m.current.Load(); v != nil {
+					v.report(hclog.Warn, "tick failed", "component", component, "error", err)
+				}
 			}
 			select {
 			case <-tk.C: // came while this tick ran: skipped

@@ -251,10 +251,25 @@ func Retryable(err error) bool {
 }
 
 // TraceID returns the trace id of a W3C traceparent
-// ("00-<trace id>-<parent id>-<flags>"), or "" when it is malformed.
+// ("00-<trace id>-<parent id>-<flags>"), or "" when it is malformed: the
+// trace id must be 32 lower-case hex digits, not all zero. A guest sets
+// the traceparent of the messages it sends, and the id lands in host log
+// lines, so anything else is not taken.
 func TraceID(traceparent string) string {
 	if len(traceparent) < 55 || traceparent[2] != '-' || traceparent[35] != '-' {
 		return ""
 	}
-	return traceparent[3:35]
+	id := traceparent[3:35]
+	zero := true
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return ""
+		}
+		zero = zero && c == '0'
+	}
+	if zero {
+		return ""
+	}
+	return id
 }
