@@ -159,8 +159,18 @@
 //     are discarded, and the guest's writes still succeed). No line is
 //     longer than 16 KiB (abi.MaxLogSize): a longer one, with or without a
 //     newline, is logged in pieces. The log import, stdout and stderr share
-//     the module's rate, LogLinesPerSecond and LogBytesPerSecond; lines past
-//     it are dropped, and their count is logged once a second.
+//     the module's rate, LogLinesPerSecond and LogBytesPerSecond, with the
+//     host's own lines about the module (a failed tick, delivery or
+//     settings, a denied message, an instance that cannot be made); lines
+//     past it are dropped, and their count is logged once a second.
+//   - Guest text in the log: what a guest wrote (its log lines, output,
+//     error reasons, descriptor version) is never a host line's message,
+//     only a value of one, passed through api.GuestText: one line of valid
+//     UTF-8, control characters escaped, at most 16 KiB. A guest's own line
+//     is the "line" of a host line "guest log". Every line about a module
+//     names it and its version; the lines of the first instance's start
+//     function and _initialize are held until the module has described
+//     itself (at most a second's worth of its rate).
 //   - Timers: at most MaxTimers at once, none shorter than
 //     MinTimerInterval; the timer import refuses others with a status.
 //   - Sends: the messages a module sends without waiting (send, emits on
