@@ -31,7 +31,7 @@ plugins: ## Build every component module into bin/modules/<name>.wasm.
 # (--no-check for the guests that are invalid on purpose). The .wasm ends in a
 # custom section "abitest.wat-sha256" holding the hex SHA-256 of its .wat,
 # which TestFixtures compares with the source.
-WAT_FIXTURES := $(wildcard abi/abitest/wat/*.wat host/testdata/*.wat host/testdata/wat/*.wat cmd/tinyhost/internal/hostfarm/testdata/*.wat)
+WAT_FIXTURES := $(wildcard abi/abitest/wat/*.wat host/testdata/*.wat host/testdata/wat/*.wat host/server/testdata/*.wat cmd/tinyhost/internal/hostfarm/testdata/*.wat)
 
 .PHONY: fixtures
 fixtures: ## Regenerate the .wasm of every hand-written .wat fixture (needs wabt).

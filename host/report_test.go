@@ -131,8 +131,8 @@ func (c *tickCounter) CallDone(module, _, port string, kind host.Kind, _, _ time
 		c.failed.Add(1)
 	}
 }
-func (c *tickCounter) Compiled(string, time.Duration, bool)  {}
-func (c *tickCounter) InstanceDiscarded(string, host.Kind) {}
+func (c *tickCounter) Compiled(string, time.Duration, bool) {}
+func (c *tickCounter) InstanceDiscarded(string, host.Kind)  {}
 
 // TestFailureLogRate loads the forger granted only timer, and sets its
 // timer: every 10 ms a tick fails with a reason of 4 MiB. The host logs
