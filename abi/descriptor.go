@@ -286,7 +286,7 @@ func ValidName(s string) error {
 		return errors.New("empty")
 	}
 	if len(s) > MaxNameLen {
-		return fmt.Errorf("%.32q… is %d bytes, longer than %d", s, len(s), MaxNameLen)
+		return fmt.Errorf("%.32q… (%d bytes) is longer than %d bytes", s, len(s), MaxNameLen)
 	}
 	if s[0] < 'a' || s[0] > 'z' {
 		return fmt.Errorf("%q must start with a lower-case letter", s)

@@ -47,7 +47,7 @@ func TestParseDescriptorRejects(t *testing.T) {
 		{"tag with ESC", `{"abi":1,"name":"m","components":[{"name":"c","info":{"tags":["\u001b[2K"]}}]}`, `component "c": tag 0 has the control character U+001B`},
 		{"description with NUL", `{"abi":1,"name":"m","components":[{"name":"c","info":{"description":"a\u0000"}}]}`, "description has the control character U+0000"},
 		{"schema too large", `{"abi":1,"name":"m","components":[{"name":"c","ports":[{"name":"p","direction":"input","schema":"` + strings.Repeat("x", MaxSchemaLen) + `"}]}]}`, "schema is 65538 bytes, limit 65536"},
-		{"long name", `{"abi":1,"name":"` + strings.Repeat("m", 100_000) + `","components":[{"name":"c"}]}`, "is 100000 bytes, longer than 63"},
+		{"long name", `{"abi":1,"name":"` + strings.Repeat("m", 100_000) + `","components":[{"name":"c"}]}`, "(100000 bytes) is longer than 63 bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

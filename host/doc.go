@@ -171,6 +171,10 @@
 //     names it and its version; the lines of the first instance's start
 //     function and _initialize are held until the module has described
 //     itself (at most a second's worth of its rate).
+//   - Emits: a call's messages on unwired ports, held for its reply, are
+//     at most MaxEmits, each counting its encoding and 256 bytes against
+//     MaxMessageSize; an emit past either is refused and the call fails
+//     with KindTooLarge.
 //   - Timers: at most MaxTimers at once, none shorter than
 //     MinTimerInterval; the timer import refuses others with a status.
 //   - Sends: the messages a module sends without waiting (send, emits on

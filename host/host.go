@@ -176,7 +176,8 @@ func (h *Host) abort(ctx context.Context) {
 
 // Close unloads every module and stops the host. Loads in progress stop at
 // once (a fetch, a compile or a wait for a compile slot fails with
-// ErrClosed); calls in flight finish first. When ctx ends before they do,
+// ErrClosed); ticks that run are interrupted (KindCanceled), since no one
+// waits for them; calls in flight finish first. When ctx ends before they do,
 // they are interrupted (KindTimeout) and Close returns ctx's error at once:
 // the interrupted guests unwind, and the runtime closes, in the background.
 // A compile that wazero cannot interrupt keeps the runtime open until it
@@ -327,8 +328,9 @@ func (h *Host) Loaded(name string) bool {
 	return m != nil && m.current.Load() != nil
 }
 
-// Unload removes the module. Calls in flight finish on it; later calls fail
-// with ErrNotFound. Its timers stop.
+// Unload removes the module. Its calls in flight, and its ticks, are
+// interrupted (within the watchdog's tick, a few milliseconds) and fail
+// with KindNotFound, as later calls do; its timers stop.
 func (h *Host) Unload(ctx context.Context, name string) error {
 	return h.unload(name, "")
 }
@@ -355,6 +357,8 @@ func (h *Host) unload(name, source string) error {
 	h.mu.Unlock()
 
 	m.stopTimers()
+	v.gone.Store(true)
+	h.sweep(h.clock())
 	v.retire()
 	h.log.Info("module unloaded", "module", name, "version", api.GuestText(v.desc.Version))
 	h.events.publish(Event{Type: EventUnloaded, Module: name, Version: v.desc.Version, Source: v.source})

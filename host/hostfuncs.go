@@ -250,6 +250,11 @@ func (in *instance) decodeOutgoing(what string, req []byte) (*abi.View, abi.Stat
 }
 
 func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
+	if in.emitOver != nil {
+		// The call fails in any case: refuse at once, allocating nothing,
+		// however many more it tries.
+		return abi.StatusTooLarge, in.emitOver
+	}
 	view, st, reason := in.decodeOutgoing(abi.ImportEmit, req)
 	if view == nil {
 		return st, reason
@@ -282,15 +287,29 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 		v.log.Debug("message emitted on an unwired port dropped", "component", c.Name, "port", from.Port)
 		return abi.StatusOK, nil
 	}
-	if in.emitBytes+len(req) > v.limits.MaxMessageSize {
-		return failed(abi.StatusTooLarge, "emitted messages exceed %d bytes in one call", v.limits.MaxMessageSize)
+	cost := len(req) + emitOverhead
+	switch {
+	case len(in.emitted) >= v.limits.MaxEmits:
+		in.emitOver = fmt.Appendf(nil, "emitted more than %d messages in one call (MaxEmits)", v.limits.MaxEmits)
+	case in.emitBytes+cost > v.limits.MaxMessageSize:
+		in.emitOver = fmt.Appendf(nil, "emitted messages exceed %d bytes in one call (MaxMessageSize, counting %d bytes a message besides its encoding)",
+			v.limits.MaxMessageSize, emitOverhead)
+	}
+	if in.emitOver != nil {
+		return abi.StatusTooLarge, in.emitOver
 	}
 	msg := view.Message()
 	msg.Module = v.name
-	in.emitBytes += len(req)
+	in.emitBytes += cost
 	in.emitted = append(in.emitted, msg)
 	return abi.StatusOK, nil
 }
+
+// emitOverhead is what the host holds for a message a call emits, besides
+// its encoding: the abi.Message (96 bytes), its share of the slack of the
+// slice that holds it, and the allocations of its strings and payload,
+// rounded up; on the wire, its message in the reply.
+const emitOverhead = 256
 
 func (in *instance) hostSend(req []byte) (abi.Status, []byte) {
 	return in.forward(abi.ImportSend, req, false)

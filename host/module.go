@@ -190,6 +190,10 @@ type version struct {
 	// state is the count of references in its low bits and retiredBit.
 	state  atomic.Int64
 	closed atomic.Bool
+	// gone says the version was unloaded: the watchdog interrupts its
+	// calls (an upgrade retires a version without it, and lets its calls
+	// finish).
+	gone atomic.Bool
 
 	// Timers set while the version is loaded (by _settings) wait in
 	// staged until it is published, so that a load that fails leaves no

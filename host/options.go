@@ -227,6 +227,15 @@ type Limits struct {
 	// take every slot of the host's own bound (1024) from the others.
 	// Default 128.
 	MaxSends int
+
+	// MaxEmits is how many messages one call may emit on unwired ports,
+	// which the host keeps for the call's reply (Response.Emitted). Each
+	// also counts its encoded size and emitOverhead bytes, what the host
+	// holds for it besides, against MaxMessageSize. An emit past either
+	// bound is refused with abi.StatusTooLarge, and the call then fails
+	// with KindTooLarge: its reply could not hold what it emitted. Default
+	// 1024.
+	MaxEmits int
 }
 
 // LoadOptions configure one Load.
@@ -309,6 +318,7 @@ const (
 	defaultMinTimerInterval  = 10 * time.Millisecond
 	defaultMaxTimers         = 64
 	defaultMaxSends          = 128
+	defaultMaxEmits          = 1024
 
 	defaultMaximumMemoryPages    = 16384
 	defaultMaximumCallTimeout    = 5 * time.Minute
@@ -394,6 +404,7 @@ func (o *Options) fill() {
 		MinTimerInterval:  defaultMinTimerInterval,
 		MaxTimers:         defaultMaxTimers,
 		MaxSends:          defaultMaxSends,
+		MaxEmits:          defaultMaxEmits,
 	})
 }
 
@@ -480,6 +491,9 @@ func (l Limits) over(d Limits) Limits {
 	if l.MaxSends == 0 {
 		l.MaxSends = d.MaxSends
 	}
+	if l.MaxEmits == 0 {
+		l.MaxEmits = d.MaxEmits
+	}
 	return l
 }
 
@@ -529,6 +543,9 @@ func (l Limits) validate() error {
 	}
 	if l.MaxSends < 0 {
 		errs = append(errs, fmt.Errorf("MaxSends is %d, must be positive", l.MaxSends))
+	}
+	if l.MaxEmits < 0 {
+		errs = append(errs, fmt.Errorf("MaxEmits is %d, must be positive", l.MaxEmits))
 	}
 	return errors.Join(errs...)
 }

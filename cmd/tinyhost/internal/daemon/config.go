@@ -71,6 +71,7 @@ type Config struct {
 	MaxInstances    int           `koanf:"max-instances"`
 	QueueTimeout    time.Duration `koanf:"queue-timeout"`
 	IdleTimeout     time.Duration `koanf:"idle-timeout"`
+	MaxEmits        int           `koanf:"max-emits"`
 
 	// Maxima of what a load may ask for (host.Maxima); zero means the
 	// host library's default.
@@ -169,6 +170,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Int("max-instances", 0, "module default: most instances at once (default 2 x GOMAXPROCS)")
 	fs.Duration("queue-timeout", 0, "module default: how long a call waits for a free instance (default 5s)")
 	fs.Duration("idle-timeout", 0, "module default: how long an instance beyond min-instances stays idle before it is closed (default 1m)")
+	fs.Int("max-emits", 0, "module default: most messages one call may emit on unwired ports, each also counting its size and 256 bytes against max-message-bytes; past either the call fails (default 1024)")
 	fs.Uint32("maximum-memory-pages", 0, "most memory-pages a load may ask for; more is refused (default 16384, 1 GiB)")
 	fs.Duration("maximum-call-timeout", 0, "longest call-timeout a load may ask for; more is refused (default 5m)")
 	fs.Int("maximum-message-bytes", 0, "largest max-message-bytes a load may ask for; more is refused (default 16 MiB)")

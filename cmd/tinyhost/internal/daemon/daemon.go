@@ -276,6 +276,7 @@ func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport
 			MaxInstances:   cfg.MaxInstances,
 			QueueTimeout:   cfg.QueueTimeout,
 			IdleTimeout:    cfg.IdleTimeout,
+			MaxEmits:       cfg.MaxEmits,
 		},
 	}
 }
