@@ -171,6 +171,10 @@
 //     names it and its version; the lines of the first instance's start
 //     function and _initialize are held until the module has described
 //     itself (at most a second's worth of its rate).
+//   - Host memory: Capacity.MemoryBytes is a budget for the whole host,
+//     3/4 of the memory it has (its cgroup limit, else physical memory)
+//     unless set. A load whose pools (MemoryPages × 64 KiB × MaxInstances,
+//     summed over the modules) would pass it fails with ErrCapacity.
 //   - Emits: a call's messages on unwired ports, held for its reply, are
 //     at most MaxEmits, each counting its encoding and 256 bytes against
 //     MaxMessageSize; an emit past either is refused and the call fails

@@ -163,7 +163,8 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			return nil, fmt.Errorf("host: modules directory %s: %w", opts.ModulesDir, err)
 		}
 	}
-	h.log.Info("host started", "name", opts.Name, "cache_dir", opts.CacheDir, "modules_dir", opts.ModulesDir)
+	h.log.Info("host started", "name", opts.Name, "cache_dir", opts.CacheDir, "modules_dir", opts.ModulesDir,
+		"memory_budget_mib", opts.Capacity.MemoryBytes>>20, "memory_budget", opts.budgetNote)
 	return h, nil
 }
 

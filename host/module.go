@@ -782,7 +782,7 @@ func (h *Host) roomFor(m *module, limits *Limits) error {
 	if c.MaxModules > 0 && m == nil && len(mods) >= c.MaxModules {
 		return fmt.Errorf("%w: the host takes at most %d modules, and %d are loaded", ErrCapacity, c.MaxModules, len(mods))
 	}
-	if c.MemoryBytes == 0 {
+	if c.MemoryBytes == 0 || c.MemoryBytes == NoMemoryBound {
 		return nil
 	}
 	need := limits.reserved()
@@ -795,8 +795,8 @@ func (h *Host) roomFor(m *module, limits *Limits) error {
 		}
 	}
 	if need > c.MemoryBytes {
-		return fmt.Errorf("%w: the pools would reserve %d MiB of memory, the host takes %d MiB (MemoryPages × 64 KiB × MaxInstances of each module)",
-			ErrCapacity, need>>20, c.MemoryBytes>>20)
+		return fmt.Errorf("%w: the pools would reserve %d MiB of memory, the host takes %d MiB (%s; MemoryPages × 64 KiB × MaxInstances of each module)",
+			ErrCapacity, need>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
 	return nil
 }

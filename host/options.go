@@ -78,7 +78,8 @@ type Options struct {
 	Observer Observer
 
 	// Capacity bounds what the host takes; a load past it fails with
-	// ErrCapacity. Default: no bounds.
+	// ErrCapacity. Default: no bound on modules, and a memory budget
+	// derived from the machine (see Capacity.MemoryBytes).
 	Capacity Capacity
 
 	// Maxima bound the limits a load may ask for, and Limits: a load over
@@ -107,15 +108,24 @@ type Options struct {
 	// wait for a slot, as long as their context allows. Default
 	// GOMAXPROCS.
 	MaxCompiles int
+
+	// budgetNote says where Capacity.MemoryBytes comes from, for errors.
+	budgetNote string
 }
 
 // Capacity is how much a host takes, and what it advertises to placement.
-// A zero field is no bound.
 type Capacity struct {
-	// MaxModules is how many modules may be loaded at once.
+	// MaxModules is how many modules may be loaded at once. Default 0: no
+	// bound.
 	MaxModules int
-	// MemoryBytes bounds the memory the loaded modules' pools may grow to:
-	// the sum of MemoryPages × 64 KiB × MaxInstances over the modules.
+	// MemoryBytes is the host's memory budget: it bounds the memory the
+	// loaded modules' pools may grow to, the sum of MemoryPages × 64 KiB ×
+	// MaxInstances over the modules, and with it the compiles running
+	// (see "Compile memory" in the package documentation); a load that
+	// would pass it fails with ErrCapacity, naming the figures. Default:
+	// 3/4 of the memory the host has, its cgroup's memory limit when it
+	// has one, else physical memory (none when it can tell neither);
+	// Host.Capacity says what it is. NoMemoryBound bounds nothing.
 	MemoryBytes uint64
 }
 
@@ -347,6 +357,11 @@ func (o Options) withDefaults() (Options, error) {
 func (o *Options) fill() {
 	if o.Name == "" {
 		o.Name = defaultName
+	}
+	if o.Capacity.MemoryBytes == 0 {
+		o.Capacity.MemoryBytes, o.budgetNote = defaultBudget(machine())
+	} else if o.budgetNote == "" {
+		o.budgetNote = "Capacity.MemoryBytes"
 	}
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()

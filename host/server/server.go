@@ -208,6 +208,9 @@ func (s *Server) Stop() {
 func (s *Server) Info(ctx context.Context, req *hostv1.InfoRequest) (*hostv1.InfoResponse, error) {
 	mods := s.h.Modules()
 	c := s.h.Capacity()
+	if c.MemoryBytes == host.NoMemoryBound {
+		c.MemoryBytes = 0 // no bound, on the wire
+	}
 	resp := &hostv1.InfoResponse{
 		Name:        s.opts.Name,
 		Version:     s.opts.Version,

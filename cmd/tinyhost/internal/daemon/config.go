@@ -161,7 +161,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.StringSlice("capabilities", nil, `capabilities granted to modules whose load names none: log, config, timer, messaging (every target), messaging:<module>[/<component>]; "none" grants none (default log,config: timer and messaging must be granted by the load)`)
 	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
 	fs.Int("max-modules", 0, "how many modules the host takes; advertised to placement (default 0: no limit)")
-	fs.Uint64("max-memory-bytes", 0, "memory the modules' pools may reserve (memory-pages x 64 KiB x max-instances each); advertised to placement (default 0: no limit)")
+	fs.Uint64("max-memory-bytes", 0, "memory budget: what the modules' pools may reserve (memory-pages x 64 KiB x max-instances each) and compiles take; advertised to placement (default 0: 3/4 of the cgroup memory limit, else of physical memory)")
 	fs.String("peer-tls-ca", "", "PEM CA of the peers' certificates; with --tls-cert, peers are called over TLS, presenting --tls-cert (default: system roots)")
 	fs.Uint32("memory-pages", 0, "module default: linear memory per instance in 64 KiB pages (default 4096)")
 	fs.Duration("call-timeout", 0, "module default: how long one call may run (default 10s)")
