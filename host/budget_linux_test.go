@@ -1,6 +1,9 @@
 package host_test
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -24,4 +27,19 @@ func TestDefaultMemoryBudget(t *testing.T) {
 	c := h.Capacity()
 	assert.Positive(t, c.MemoryBytes)
 	assert.Less(t, c.MemoryBytes, uint64(physicalMemory(t)))
+}
+
+// residentMemory is the process's resident memory (VmRSS).
+func residentMemory(t testing.TB) uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" {
+			n, err := strconv.ParseUint(f[1], 10, 64)
+			require.NoError(t, err)
+			return n << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
 }

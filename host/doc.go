@@ -175,6 +175,13 @@
 //     3/4 of the memory it has (its cgroup limit, else physical memory)
 //     unless set. A load whose pools (MemoryPages × 64 KiB × MaxInstances,
 //     summed over the modules) would pass it fails with ErrCapacity.
+//   - Compile memory: before a module is rewritten and compiled, its peak
+//     memory is estimated (32 bytes per byte of module and 1 KiB per
+//     function, measured at 17 to 27 and 680 to 830) and admitted against
+//     the budget, less the linear memory instances hold: a module that
+//     cannot fit fails at once with ErrCapacity naming the figures, and
+//     compiles wait for each other's memory as well as for a slot
+//     (MaxCompiles).
 //   - Emits: a call's messages on unwired ports, held for its reply, are
 //     at most MaxEmits, each counting its encoding and 256 bytes against
 //     MaxMessageSize; an emit past either is refused and the call fails

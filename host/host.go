@@ -48,6 +48,8 @@ type Host struct {
 
 	// compiles holds a token per compile running (Options.MaxCompiles).
 	compiles chan struct{}
+	// compileMem is the memory budget the compiles running hold.
+	compileMem compileMemory
 
 	// epoch anchors the monotonic nanosecond clock in which deadlines are
 	// kept; now is that clock as last read by the watchdog, so that the

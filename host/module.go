@@ -639,17 +639,6 @@ func (e *compileTimeoutError) Error() string {
 
 func (e *compileTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
 
-// compile rewrites wasm (see "Timeouts" in the package doc), checks its
-// interface and compiles it within the host's bounds: at most MaxCompiles
-// at once (a load waits for a slot as long as ctx allows), each for at most
-// CompileTimeout, and none past Close.
-//
-// wazero checks the context between functions when it compiles with
-// several workers, so a compile cut off stops soon; decoding, validating
-// and one function's code cannot be interrupted. The load fails at the
-// deadline all the same, and the compile keeps its slot (and the runtime
-// stays open) until it has really ended, so that the bound on compiles at
-// once holds.
 // compiled is what compile makes of a module.
 type compiled struct {
 	code wazero.CompiledModule
@@ -662,16 +651,37 @@ type compiled struct {
 	tableElements uint64
 }
 
+// compile rewrites wasm (see "Timeouts" in the package doc), checks its
+// interface and compiles it within the host's bounds: its estimated
+// memory (compileCost) admitted against the host's memory budget (a load
+// waits for room as long as ctx allows, and fails at once when the budget
+// could never hold it), at most MaxCompiles at once (a load waits for a
+// slot as long as ctx allows), each for at most CompileTimeout, and none
+// past Close.
+//
+// wazero checks the context between functions when it compiles with
+// several workers, so a compile cut off stops soon; decoding, validating
+// and one function's code cannot be interrupted. The load fails at the
+// deadline all the same, and the compile keeps its slot (and the runtime
+// stays open) until it has really ended, so that the bound on compiles at
+// once holds.
 func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32) (*compiled, error) {
 	ctx, stop := h.loadContext(ctx)
 	defer stop()
+	cost, functions := compileCost(wasm)
+	giveBack, err := h.admitCompile(ctx, cost, functions, len(wasm))
+	if err != nil {
+		return nil, err
+	}
 	select {
 	case h.compiles <- struct{}{}:
 	case <-ctx.Done():
+		giveBack()
 		return nil, fmt.Errorf("waiting for a compile slot (%d at once): %w", cap(h.compiles), context.Cause(ctx))
 	}
 	if !h.holdRuntime() {
 		<-h.compiles
+		giveBack()
 		return nil, ErrClosed
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, h.opts.CompileTimeout, &compileTimeoutError{h.opts.CompileTimeout})
@@ -686,6 +696,7 @@ func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32) (*compile
 	go func() {
 		defer func() {
 			<-h.compiles
+			giveBack()
 			h.releaseRuntime()
 		}()
 		c, err := h.compileNow(cctx, wasm, pages)
