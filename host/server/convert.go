@@ -76,7 +76,7 @@ func moduleProto(m *host.ModuleInfo) (*hostv1.Module, []string) {
 		Components: make([]*hostv1.Component, len(m.Descriptor.Components)),
 	}
 	if m.Digest != "" {
-		out.Digest = "sha256:" + m.Digest
+		out.Digest = "sha256:" + fix.text("digest", m.Digest)
 	}
 	for i, c := range m.Descriptor.Components {
 		pc := &hostv1.Component{
