@@ -109,10 +109,9 @@ func (v *version) logLine(level hclog.Level, msg string, args ...any) {
 			args[i] = api.GuestText(x)
 		}
 	}
-	if v.hold(level, msg, args, cost) {
-		return
+	if log, held := v.hold(level, msg, args, cost); !held {
+		log.Log(level, msg, args...)
 	}
-	log.Log(level, msg, args...)
 }
 
 // textLen is the length of a value that may hold guest text, 0 for others.
@@ -135,22 +134,23 @@ func (v *version) logger() hclog.Logger {
 }
 
 // hold keeps a line of a version that has not described itself, so that
-// it is logged with the module's name and version once they are known. It
-// reports false, and holds nothing, once the version has.
-func (v *version) hold(level hclog.Level, msg string, args []any, n int) bool {
+// it is logged with the module's name and version once they are known.
+// Once the version has, it holds nothing and returns the logger to log
+// the line with.
+func (v *version) hold(level hclog.Level, msg string, args []any, n int) (hclog.Logger, bool) {
 	e := &v.early
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.done {
-		return false
+		return v.log, false
 	}
 	if len(e.lines) >= maxHeldLines || e.bytes+n > v.limits.LogBytesPerSecond {
 		e.dropped++
-		return true
+		return nil, true
 	}
 	e.lines = append(e.lines, heldLine{level, msg, args})
 	e.bytes += n
-	return true
+	return nil, true
 }
 
 // described sets the version's logger, from now on, to log with fields,
