@@ -53,6 +53,9 @@ type earlyLog struct {
 // logGuest logs a line the guest wrote (the log import, stdout, stderr)
 // at level: the host's message msgGuestLog with the line as a value.
 func (in *instance) logGuest(level hclog.Level, line []byte, stream string) {
+	if in.v.logger().GetLevel() > level {
+		return // before anything is allocated for it
+	}
 	args := make([]any, 0, 8)
 	if stream != "" {
 		args = append(args, "stream", stream)
