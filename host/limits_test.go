@@ -367,7 +367,7 @@ func TestLimitDefaults(t *testing.T) {
 		MemoryPages: 4096, CallTimeout: 10 * time.Second, MaxMessageSize: 4 << 20,
 		MinInstances: 1, MaxInstances: info.Limits.MaxInstances, QueueTimeout: 5 * time.Second, IdleTimeout: time.Minute,
 		RecyclePages: 2048, LogLinesPerSecond: 200, LogBytesPerSecond: 256 << 10,
-		MinTimerInterval: 10 * time.Millisecond, MaxTimers: 64, MaxSends: 128,
+		MinTimerInterval: 10 * time.Millisecond, MaxTimers: 64, MaxSends: 128, MaxEmits: 1024,
 	}, info.Limits)
 
 	info, err = h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{Name: "small", Limits: host.Limits{MemoryPages: 100}})
@@ -383,6 +383,7 @@ func TestLimitDefaults(t *testing.T) {
 		{host.Limits{MinTimerInterval: -time.Second}, "MinTimerInterval is -1s"},
 		{host.Limits{MaxTimers: -1}, "MaxTimers is -1"},
 		{host.Limits{MaxSends: -1}, "MaxSends is -1"},
+		{host.Limits{MaxEmits: -1}, "MaxEmits is -1"},
 	} {
 		_, err := h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{Name: "bad", Limits: tc.limits})
 		assert.ErrorContains(t, err, tc.want)
