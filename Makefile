@@ -31,7 +31,7 @@ plugins: ## Build every component module into bin/modules/<name>.wasm.
 # (--no-check for the guests that are invalid on purpose). The .wasm ends in a
 # custom section "abitest.wat-sha256" holding the hex SHA-256 of its .wat,
 # which TestFixtures compares with the source.
-WAT_FIXTURES := $(wildcard abi/abitest/wat/*.wat host/testdata/*.wat host/testdata/wat/*.wat cmd/tinyhost/internal/hostfarm/testdata/*.wat)
+WAT_FIXTURES := $(wildcard abi/abitest/wat/*.wat host/testdata/*.wat host/testdata/wat/*.wat host/server/testdata/*.wat cmd/tinyhost/internal/hostfarm/testdata/*.wat)
 
 .PHONY: fixtures
 fixtures: ## Regenerate the .wasm of every hand-written .wat fixture (needs wabt).
@@ -61,10 +61,11 @@ test: plugins ## Run every test (builds all wasm it needs from source).
 FUZZTIME ?= 20s
 
 .PHONY: fuzz
-fuzz: ## Fuzz the rewrite and the host for a bounded time per target.
+fuzz: ## Fuzz the rewrite, the host and guest text on the wire and in the log for a bounded time per target.
 	$(GO) test -run '^$$' -fuzz '^FuzzInjected$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./host/internal/instrument
 	$(GO) test -run '^$$' -fuzz '^FuzzHostLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./host/
 	$(GO) test -run '^$$' -fuzz '^FuzzHostCode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./host/
+	$(GO) test -run '^$$' -fuzz '^FuzzGuestText$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./host/server/
 
 test: fuzz
 

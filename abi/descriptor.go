@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Descriptor is what a module says about itself through ExportDescribe,
@@ -78,12 +79,22 @@ const (
 	MaxTags           = 32
 	MaxDescriptionLen = 4096
 	MaxVersionLen     = 128
+	MaxSchemaLen      = 64 << 10
+	// MaxDescriptorErrors is how many broken rules the error of an
+	// invalid descriptor lists; it counts the others.
+	MaxDescriptorErrors = 16
 )
 
-// ParseDescriptor decodes and validates a descriptor.
+// ParseDescriptor decodes and validates a descriptor. Every string in it,
+// schemas included, must be valid UTF-8: a descriptor that is not is
+// refused, naming the first field that is not, rather than decoded with
+// its bytes replaced.
 func ParseDescriptor(b []byte) (*Descriptor, error) {
 	if len(b) > MaxDescriptorSize {
 		return nil, fmt.Errorf("abi: descriptor is %d bytes, limit %d", len(b), MaxDescriptorSize)
+	}
+	if !utf8.Valid(b) {
+		return nil, fmt.Errorf("abi: invalid descriptor: %s is not valid UTF-8", badUTF8Field(b))
 	}
 	var d Descriptor
 	if err := json.Unmarshal(b, &d); err != nil {
@@ -95,10 +106,97 @@ func ParseDescriptor(b []byte) (*Descriptor, error) {
 	return &d, nil
 }
 
-// Validate checks the descriptor against the rules of ABI.md.
+// badUTF8Field names the first field of a descriptor b that is not valid
+// UTF-8, or says at which byte b is not.
+func badUTF8Field(b []byte) string {
+	var raw struct {
+		Name       json.RawMessage `json:"name"`
+		Version    json.RawMessage `json:"version"`
+		Components []struct {
+			Name json.RawMessage `json:"name"`
+			Info struct {
+				Description json.RawMessage   `json:"description"`
+				Tags        []json.RawMessage `json:"tags"`
+			} `json:"info"`
+			Ports []struct {
+				Name      json.RawMessage `json:"name"`
+				Direction json.RawMessage `json:"direction"`
+				Schema    json.RawMessage `json:"schema"`
+			} `json:"ports"`
+		} `json:"components"`
+	}
+	at := len(b)
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			at = i
+			break
+		}
+		i += n
+	}
+	if json.Unmarshal(b, &raw) != nil {
+		return fmt.Sprintf("byte %d", at)
+	}
+	bad := func(v json.RawMessage) bool { return !utf8.Valid(v) }
+	switch {
+	case bad(raw.Name):
+		return "the module name"
+	case bad(raw.Version):
+		return "the version"
+	}
+	for i, c := range raw.Components {
+		where := fmt.Sprintf("component %d", i)
+		if bad(c.Name) {
+			return where + ": the name"
+		}
+		if bad(c.Info.Description) {
+			return where + ": the description"
+		}
+		for j, t := range c.Info.Tags {
+			if bad(t) {
+				return fmt.Sprintf("%s: tag %d", where, j)
+			}
+		}
+		for j, p := range c.Ports {
+			switch {
+			case bad(p.Name):
+				return fmt.Sprintf("%s: port %d: the name", where, j)
+			case bad(p.Direction):
+				return fmt.Sprintf("%s: port %d: the direction", where, j)
+			case bad(p.Schema):
+				return fmt.Sprintf("%s: port %d: the schema", where, j)
+			}
+		}
+	}
+	return fmt.Sprintf("byte %d", at)
+}
+
+// text checks a descriptor string: valid UTF-8, and no control character
+// (but newlines and tabs where multiline).
+func text(s string, multiline bool) error {
+	if !utf8.ValidString(s) {
+		return errors.New("is not valid UTF-8")
+	}
+	for _, r := range s {
+		if r < 0x20 && !(multiline && (r == '\n' || r == '\t')) || r >= 0x7f && r < 0xa0 {
+			return fmt.Errorf("has the control character %U", r)
+		}
+	}
+	return nil
+}
+
+// Validate checks the descriptor against the rules of ABI.md. Its error
+// is one line, and lists at most MaxDescriptorErrors broken rules.
 func (d *Descriptor) Validate() error {
-	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var errs []string
+	more := 0
+	add := func(format string, args ...any) {
+		if len(errs) < MaxDescriptorErrors {
+			errs = append(errs, fmt.Sprintf(format, args...))
+		} else {
+			more++
+		}
+	}
 	if d.ABI != Version {
 		add("declares ABI v%d, the descriptor format is v%d", d.ABI, Version)
 	}
@@ -107,6 +205,8 @@ func (d *Descriptor) Validate() error {
 	}
 	if len(d.Version) > MaxVersionLen {
 		add("version is longer than %d bytes", MaxVersionLen)
+	} else if err := text(d.Version, false); err != nil {
+		add("version %v", err)
 	}
 	if len(d.Components) == 0 {
 		add("no components")
@@ -117,7 +217,7 @@ func (d *Descriptor) Validate() error {
 	seen := map[string]bool{}
 	for i, c := range d.Components {
 		where := fmt.Sprintf("component %d", i)
-		if c.Name != "" {
+		if ValidName(c.Name) == nil {
 			where = fmt.Sprintf("component %q", c.Name)
 		}
 		if err := ValidName(c.Name); err != nil {
@@ -128,38 +228,54 @@ func (d *Descriptor) Validate() error {
 		seen[c.Name] = true
 		if len(c.Info.Description) > MaxDescriptionLen {
 			add("%s: description is longer than %d bytes", where, MaxDescriptionLen)
+		} else if err := text(c.Info.Description, true); err != nil {
+			add("%s: description %v", where, err)
 		}
 		if len(c.Info.Tags) > MaxTags {
 			add("%s: %d tags, limit %d", where, len(c.Info.Tags), MaxTags)
 		}
-		for _, t := range c.Info.Tags {
+		for j, t := range c.Info.Tags {
 			if t == "" || len(t) > MaxNameLen {
-				add("%s: tag %q must be 1 to %d bytes", where, t, MaxNameLen)
+				add("%s: tag %d must be 1 to %d bytes", where, j, MaxNameLen)
+			} else if err := text(t, false); err != nil {
+				add("%s: tag %d %v", where, j, err)
 			}
 		}
 		if len(c.Ports) > MaxPorts {
 			add("%s: %d ports, limit %d", where, len(c.Ports), MaxPorts)
 		}
 		ports := map[string]bool{}
-		for _, p := range c.Ports {
+		for j, p := range c.Ports {
 			if err := ValidName(p.Name); err != nil {
 				add("%s: port name: %v", where, err)
 			} else if ports[p.Name] {
 				add("%s: port %q declared twice", where, p.Name)
 			}
 			ports[p.Name] = true
-			if p.Direction != Input && p.Direction != Output {
-				add("%s: port %q: direction must be %q or %q, not %q", where, p.Name, Input, Output, p.Direction)
+			port := fmt.Sprintf("port %d", j)
+			if ValidName(p.Name) == nil {
+				port = fmt.Sprintf("port %q", p.Name)
 			}
-			if len(p.Schema) > 0 && !json.Valid(p.Schema) {
-				add("%s: port %q: schema is not valid JSON", where, p.Name)
+			if p.Direction != Input && p.Direction != Output {
+				add("%s: %s: direction must be %q or %q, not %.64q", where, port, Input, Output, p.Direction)
+			}
+			switch {
+			case len(p.Schema) > MaxSchemaLen:
+				add("%s: %s: schema is %d bytes, limit %d", where, port, len(p.Schema), MaxSchemaLen)
+			case !utf8.Valid(p.Schema):
+				add("%s: %s: schema is not valid UTF-8", where, port)
+			case len(p.Schema) > 0 && !json.Valid(p.Schema):
+				add("%s: %s: schema is not valid JSON", where, port)
 			}
 		}
 	}
 	if len(errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("abi: invalid descriptor: %w", errors.Join(errs...))
+	if more > 0 {
+		errs = append(errs, fmt.Sprintf("and %d more", more))
+	}
+	return errors.New("abi: invalid descriptor: " + strings.Join(errs, "; "))
 }
 
 // ValidName reports whether s may name a module, component or port: 1 to
@@ -170,7 +286,7 @@ func ValidName(s string) error {
 		return errors.New("empty")
 	}
 	if len(s) > MaxNameLen {
-		return fmt.Errorf("%q is longer than %d bytes", s, MaxNameLen)
+		return fmt.Errorf("%.32q… (%d bytes) is longer than %d bytes", s, len(s), MaxNameLen)
 	}
 	if s[0] < 'a' || s[0] > 'z' {
 		return fmt.Errorf("%q must start with a lower-case letter", s)

@@ -77,7 +77,9 @@ var levels = map[hclog.Level]abi.LogLevel{
 func (k *kitHost) Logs(module string) []abitest.Log {
 	var out []abitest.Log
 	for _, l := range k.logs.of(module) {
-		out = append(out, abitest.Log{Level: levels[l.level], Message: l.msg, Stream: l.stream})
+		if l.msg == guestLine {
+			out = append(out, abitest.Log{Level: levels[l.level], Message: l.line, Stream: l.stream})
+		}
 	}
 	return out
 }

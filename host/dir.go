@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/internal/watch"
 )
@@ -240,12 +241,12 @@ func (d *dirLoader) sync(ctx context.Context, path string) (retry bool) {
 			delete(d.files, path)
 			d.mu.Unlock()
 			if err := h.unload(prev.module, prev.source); err == nil {
-				h.log.Info("module file removed", "file", path, "module", prev.module)
+				h.log.Info("module file removed", "file", api.GuestText(path), "module", prev.module)
 			}
 		}
 		return false
 	case errors.Is(err, errChanged):
-		h.log.Debug("module file changed while read; reading it again once quiet", "file", path)
+		h.log.Debug("module file changed while read; reading it again once quiet", "file", api.GuestText(path))
 		return true
 	case err != nil:
 		d.failed(path, known, &LoadError{File: path, Kind: kindOf(err), Err: err})
@@ -293,10 +294,13 @@ func (d *dirLoader) failed(path string, known bool, lerr *LoadError) {
 }
 
 func (d *dirLoader) logFailed(path string, known bool, err error) {
+	// The error may quote the module (its descriptor, its stderr), and
+	// the file's name is any bytes.
+	file, msg := api.GuestText(path), api.GuestText(err.Error())
 	if known {
-		d.h.log.Error("module file not loaded; the previous version keeps serving", "file", path, "error", err)
+		d.h.log.Error("module file not loaded; the previous version keeps serving", "file", file, "error", msg)
 	} else {
-		d.h.log.Error("module file not loaded", "file", path, "error", err)
+		d.h.log.Error("module file not loaded", "file", file, "error", msg)
 	}
 }
 

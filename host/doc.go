@@ -159,8 +159,33 @@
 //     are discarded, and the guest's writes still succeed). No line is
 //     longer than 16 KiB (abi.MaxLogSize): a longer one, with or without a
 //     newline, is logged in pieces. The log import, stdout and stderr share
-//     the module's rate, LogLinesPerSecond and LogBytesPerSecond; lines past
-//     it are dropped, and their count is logged once a second.
+//     the module's rate, LogLinesPerSecond and LogBytesPerSecond, with the
+//     host's own lines about the module (a failed tick, delivery or
+//     settings, a denied message, an instance that cannot be made); lines
+//     past it are dropped, and their count is logged once a second.
+//   - Guest text in the log: what a guest wrote (its log lines, output,
+//     error reasons, descriptor version) is never a host line's message,
+//     only a value of one, passed through api.GuestText: one line of valid
+//     UTF-8, control characters escaped, at most 16 KiB. A guest's own line
+//     is the "line" of a host line "guest log". Every line about a module
+//     names it and its version; the lines of the first instance's start
+//     function and _initialize are held until the module has described
+//     itself (at most a second's worth of its rate).
+//   - Host memory: Capacity.MemoryBytes is a budget for the whole host,
+//     3/4 of the memory it has (its cgroup limit, else physical memory)
+//     unless set. A load whose pools (MemoryPages × 64 KiB × MaxInstances,
+//     summed over the modules) would pass it fails with ErrCapacity.
+//   - Compile memory: before a module is rewritten and compiled, its peak
+//     memory is estimated (32 bytes per byte of module and 1 KiB per
+//     function, measured at 17 to 27 and 680 to 830) and admitted against
+//     the budget, less the linear memory instances hold: a module that
+//     cannot fit fails at once with ErrCapacity naming the figures, and
+//     compiles wait for each other's memory as well as for a slot
+//     (MaxCompiles).
+//   - Emits: a call's messages on unwired ports, held for its reply, are
+//     at most MaxEmits, each counting its encoding and 256 bytes against
+//     MaxMessageSize; an emit past either is refused and the call fails
+//     with KindTooLarge.
 //   - Timers: at most MaxTimers at once, none shorter than
 //     MinTimerInterval; the timer import refuses others with a status.
 //   - Sends: the messages a module sends without waiting (send, emits on

@@ -70,3 +70,19 @@ func SetHTTPNet(h *Host, resolve func(ctx context.Context, host string) ([]netip
 		h.httpNet.roots = roots
 	}
 }
+
+// HoldCompileMemory takes n bytes of the memory budget of h, as compiles
+// running would, until release is called.
+func HoldCompileMemory(h *Host, n uint64) (release func()) {
+	release, err := h.admitCompile(h.ctx, n, 0, 0)
+	if err != nil {
+		panic(err)
+	}
+	return release
+}
+
+// CompileCost is the estimate of what compiling wasm takes in memory.
+func CompileCost(wasm []byte) uint64 {
+	cost, _ := compileCost(wasm)
+	return cost
+}

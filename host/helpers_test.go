@@ -33,17 +33,24 @@ type logLine struct {
 	level  hclog.Level
 	msg    string
 	stream string // "stdout" or "stderr" for guest output, "" otherwise
+	line   string // what the guest wrote, for msg "guest log"
 	fields string // the key-value pairs, as fmt.Sprint prints them
 }
 
+// guestLine is the message of the host's lines that carry a guest's own
+// line in their "line" field.
+const guestLine = "guest log"
+
 func (s *logSink) Accept(_ string, level hclog.Level, msg string, args ...any) {
-	var module, stream string
+	var module, stream, line string
 	for i := 0; i+1 < len(args); i += 2 {
 		switch args[i] {
 		case "module":
 			module, _ = args[i+1].(string)
 		case "stream":
 			stream, _ = args[i+1].(string)
+		case "line":
+			line, _ = args[i+1].(string)
 		}
 	}
 	s.mu.Lock()
@@ -51,7 +58,7 @@ func (s *logSink) Accept(_ string, level hclog.Level, msg string, args ...any) {
 	if s.lines == nil {
 		s.lines = map[string][]logLine{}
 	}
-	s.lines[module] = append(s.lines[module], logLine{level, msg, stream, fmt.Sprint(args...)})
+	s.lines[module] = append(s.lines[module], logLine{level, msg, stream, line, fmt.Sprint(args...)})
 }
 
 func (s *logSink) of(module string) []logLine {

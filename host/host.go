@@ -15,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
@@ -48,6 +49,8 @@ type Host struct {
 
 	// compiles holds a token per compile running (Options.MaxCompiles).
 	compiles chan struct{}
+	// compileMem is the memory budget the compiles running hold.
+	compileMem compileMemory
 
 	// epoch anchors the monotonic nanosecond clock in which deadlines are
 	// kept; now is that clock as last read by the watchdog, so that the
@@ -164,7 +167,8 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			return nil, fmt.Errorf("host: modules directory %s: %w", opts.ModulesDir, err)
 		}
 	}
-	h.log.Info("host started", "name", opts.Name, "cache_dir", opts.CacheDir, "modules_dir", opts.ModulesDir)
+	h.log.Info("host started", "name", opts.Name, "cache_dir", opts.CacheDir, "modules_dir", opts.ModulesDir,
+		"memory_budget_mib", opts.Capacity.MemoryBytes>>20, "memory_budget", opts.budgetNote)
 	return h, nil
 }
 
@@ -177,7 +181,8 @@ func (h *Host) abort(ctx context.Context) {
 
 // Close unloads every module and stops the host. Loads in progress stop at
 // once (a fetch, a compile or a wait for a compile slot fails with
-// ErrClosed); calls in flight finish first. When ctx ends before they do,
+// ErrClosed); ticks that run are interrupted (KindCanceled), since no one
+// waits for them; calls in flight finish first. When ctx ends before they do,
 // they are interrupted (KindTimeout) and Close returns ctx's error at once:
 // the interrupted guests unwind, and the runtime closes, in the background.
 // A compile that wazero cannot interrupt keeps the runtime open until it
@@ -328,8 +333,9 @@ func (h *Host) Loaded(name string) bool {
 	return m != nil && m.current.Load() != nil
 }
 
-// Unload removes the module. Calls in flight finish on it; later calls fail
-// with ErrNotFound. Its timers stop.
+// Unload removes the module. Its calls in flight, and its ticks, are
+// interrupted (within the watchdog's tick, a few milliseconds) and fail
+// with KindNotFound, as later calls do; its timers stop.
 func (h *Host) Unload(ctx context.Context, name string) error {
 	return h.unload(name, "")
 }
@@ -356,8 +362,10 @@ func (h *Host) unload(name, source string) error {
 	h.mu.Unlock()
 
 	m.stopTimers()
+	v.gone.Store(true)
+	h.sweep(h.clock())
 	v.retire()
-	h.log.Info("module unloaded", "module", name, "version", v.desc.Version)
+	h.log.Info("module unloaded", "module", name, "version", api.GuestText(v.desc.Version))
 	h.events.publish(Event{Type: EventUnloaded, Module: name, Version: v.desc.Version, Source: v.source})
 	return nil
 }

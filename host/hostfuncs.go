@@ -182,7 +182,7 @@ func hostLog(ctx context.Context, _ api.Module, stack []uint64) {
 	if int(level) < len(logLevels) {
 		l = logLevels[level]
 	}
-	in.guestLog(l, line)
+	in.logGuest(l, line, "")
 }
 
 func denied(capability string) (abi.Status, []byte) {
@@ -191,7 +191,7 @@ func denied(capability string) (abi.Status, []byte) {
 
 // deniedTarget refuses a send or call to a module or component the
 // module's messaging grants do not name, and logs it within the module's
-// rate of denials, so that a guest that retries cannot flood the log.
+// log rate, so that a guest that retries cannot flood the log.
 func (in *instance) deniedTarget(to abi.Address) (abi.Status, []byte) {
 	v := in.v
 	granted := "capability " + abi.CapMessaging + " is not granted"
@@ -199,15 +199,7 @@ func (in *instance) deniedTarget(to abi.Address) (abi.Status, []byte) {
 		granted = "granted " + strings.Join(v.caps.named, ", ")
 	}
 	reason := fmt.Sprintf("module %q may not message %s/%s: %s", v.name, to.Module, to.Component, granted)
-	ok, dropped := v.budget().denials.allow(v.h.clock(), 1, &v.limits)
-	switch {
-	case ok && dropped > 0:
-		v.log.Warn("message denied", "component", in.component, "reason", reason, "not_logged", dropped)
-	case ok:
-		v.log.Warn("message denied", "component", in.component, "reason", reason)
-	case dropped > 0:
-		v.log.Warn("message denials not logged", "component", in.component, "not_logged", dropped)
-	}
+	v.report(hclog.Warn, "message denied", "component", in.component, "reason", reason)
 	return abi.StatusDenied, []byte(reason)
 }
 
@@ -268,6 +260,11 @@ func (in *instance) decodeOutgoing(what string, req []byte) (*abi.View, abi.Stat
 }
 
 func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
+	if in.emitOver != nil {
+		// The call fails in any case: refuse at once, allocating nothing,
+		// however many more it tries.
+		return abi.StatusTooLarge, in.emitOver
+	}
 	view, st, reason := in.decodeOutgoing(abi.ImportEmit, req)
 	if view == nil {
 		return st, reason
@@ -300,15 +297,29 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 		v.log.Debug("message emitted on an unwired port dropped", "component", c.Name, "port", from.Port)
 		return abi.StatusOK, nil
 	}
-	if in.emitBytes+len(req) > v.limits.MaxMessageSize {
-		return failed(abi.StatusTooLarge, "emitted messages exceed %d bytes in one call", v.limits.MaxMessageSize)
+	cost := len(req) + emitOverhead
+	switch {
+	case len(in.emitted) >= v.limits.MaxEmits:
+		in.emitOver = fmt.Appendf(nil, "emitted more than %d messages in one call (MaxEmits)", v.limits.MaxEmits)
+	case in.emitBytes+cost > v.limits.MaxMessageSize:
+		in.emitOver = fmt.Appendf(nil, "emitted messages exceed %d bytes in one call (MaxMessageSize, counting %d bytes a message besides its encoding)",
+			v.limits.MaxMessageSize, emitOverhead)
+	}
+	if in.emitOver != nil {
+		return abi.StatusTooLarge, in.emitOver
 	}
 	msg := view.Message()
 	msg.Module = v.name
-	in.emitBytes += len(req)
+	in.emitBytes += cost
 	in.emitted = append(in.emitted, msg)
 	return abi.StatusOK, nil
 }
+
+// emitOverhead is what the host holds for a message a call emits, besides
+// its encoding: the abi.Message (96 bytes), its share of the slack of the
+// slice that holds it, and the allocations of its strings and payload,
+// rounded up; on the wire, its message in the reply.
+const emitOverhead = 256
 
 func (in *instance) hostSend(req []byte) (abi.Status, []byte) {
 	return in.forward(abi.ImportSend, req, false)
@@ -387,7 +398,7 @@ func (in *instance) forwardContext(d int64) (context.Context, context.CancelFunc
 // MaxSends: its place is held until the message is delivered.
 func (in *instance) sendAway(msg *Request) (abi.Status, []byte) {
 	v := in.v
-	t := v.budget().takeSend(v.limits.MaxSends)
+	t := v.takeSend(v.limits.MaxSends)
 	if t == nil {
 		return failed(abi.StatusUnavailable, "module %q has %d messages in flight, the most it may have (MaxSends)", v.name, v.limits.MaxSends)
 	}

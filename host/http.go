@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/tinyhost/tinyhost/abi"
 )
 
@@ -470,19 +472,10 @@ func (in *instance) httpFailed(st abi.Status, reason string) (abi.Status, []byte
 	return st, []byte(reason)
 }
 
-// logFailure logs a host call refused or failed, within the module's rate
-// of denials.
+// logFailure logs a host call refused or failed, within the module's log
+// rate (version.report); reason may hold guest text.
 func (in *instance) logFailure(msg, reason string) {
-	v := in.v
-	ok, dropped := v.budget().denials.allow(v.h.clock(), 1, &v.limits)
-	switch {
-	case ok && dropped > 0:
-		v.log.Warn(msg, "component", in.component, "reason", reason, "not_logged", dropped)
-	case ok:
-		v.log.Warn(msg, "component", in.component, "reason", reason)
-	case dropped > 0:
-		v.log.Warn("host call failures not logged", "component", in.component, "not_logged", dropped)
-	}
+	in.v.report(hclog.Warn, msg, "component", in.component, "reason", reason)
 }
 
 // redact returns a URL without its user information, query and fragment,

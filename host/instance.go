@@ -33,6 +33,7 @@ const (
 	interruptTimeout  = -1 // the watchdog interrupted: the deadline passed
 	interruptCanceled = -2 // the watchdog interrupted: the context ended
 	interruptClosed   = -3 // the host is closing
+	interruptUnloaded = -4 // the module was unloaded
 )
 
 // instance is one wasm instance of a version. It runs one call at a time;
@@ -73,7 +74,8 @@ type instance struct {
 	hops      int
 	collect   bool // keep messages emitted on unwired ports
 	emitted   []abi.Message
-	emitBytes int
+	emitBytes int    // their encodings and emitOverhead each
+	emitOver  []byte // the reason of the emits refused, once over a bound
 	pending   []byte
 	pendStat  abi.Status
 	hasPend   bool
@@ -269,6 +271,8 @@ func (in *instance) classify(err error, cause int64) (Kind, error) {
 		return KindCanceled, context.Canceled
 	case cause == interruptClosed:
 		return KindTimeout, ErrClosed
+	case cause == interruptUnloaded:
+		return KindNotFound, notFound(fmt.Sprintf("module %q was unloaded while the call ran", in.v.name))
 	case in.violation != nil:
 		return KindABIViolation, in.violation
 	case in.memory.Hit():
@@ -353,11 +357,11 @@ func (in *instance) settings(cfg *moduleConfig) error {
 			if in.dead {
 				return &CallError{Module: v.name, Component: c.Name, Port: abi.PortSettings, Kind: kind, Err: err}
 			}
-			v.log.Warn("settings not delivered", "component", c.Name, "error", err)
+			v.report(hclog.Warn, "settings not delivered", "component", c.Name, "error", err)
 			continue
 		}
 		if st != abi.StatusOK {
-			v.log.Warn("settings refused", "component", c.Name, "status", st.String(), "reason", string(body))
+			v.report(hclog.Warn, "settings refused", "component", c.Name, "status", st.String(), "reason", body)
 		}
 	}
 	return nil

@@ -172,6 +172,14 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, got *i
 		return Response{}, callError(req, kind, err)
 	}
 	var resp Response
+	if in.emitOver != nil {
+		// The reply cannot hold what the call emitted: fail it rather
+		// than answer with part of it.
+		err = callError(req, KindTooLarge, errors.New(string(in.emitOver)))
+		in.resetCall()
+		v.pool.put(in)
+		return Response{}, err
+	}
 	if st == abi.StatusOK {
 		payload := make([]byte, len(body)) // make+copy: not zeroed first
 		copy(payload, body)
@@ -189,6 +197,7 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, got *i
 func (in *instance) resetCall() {
 	in.emitted = nil
 	in.emitBytes = 0
+	in.emitOver = nil
 	in.component = ""
 }
 

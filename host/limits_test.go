@@ -133,7 +133,11 @@ func (r *logRecorder) longest() int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, l := range r.lines {
-		n = max(n, len(l.msg))
+		for _, v := range l.fields {
+			if s, ok := v.(string); ok {
+				n = max(n, len(s))
+			}
+		}
 	}
 	return n
 }
@@ -189,7 +193,8 @@ func TestGuestOutput(t *testing.T) {
 			lines := rec.where("loud", "stream", stream)
 			require.Len(t, lines, 64, "1 MiB in lines of 16 KiB")
 			for _, l := range lines {
-				require.Equal(t, strings.Repeat("a", abi.MaxLogSize), l.msg)
+				require.Equal(t, guestLine, l.msg)
+				require.Equal(t, strings.Repeat("a", abi.MaxLogSize), l.fields["line"])
 			}
 		}
 	})
@@ -215,7 +220,7 @@ func TestGuestOutput(t *testing.T) {
 		assert.LessOrEqual(t, n, 220)
 	})
 
-	assert.LessOrEqual(t, rec.longest(), abi.MaxLogSize, "no line of the host's log is over 16 KiB")
+	assert.LessOrEqual(t, rec.longest(), abi.MaxLogSize, "no value of the host's log is over 16 KiB")
 }
 
 // TestTimerLimits sets timers past a module's MaxTimers and below its
@@ -291,7 +296,7 @@ func TestSendsInFlight(t *testing.T) {
 	assert.Equal(t, []abi.Status{ok, ok, ok}, st, "another module's sends go through: %s", reason)
 	require.Eventually(t, func() bool {
 		for _, l := range sink.of("stdio") {
-			if l.msg == "a line" {
+			if l.line == "a line" {
 				return true
 			}
 		}
@@ -362,7 +367,7 @@ func TestLimitDefaults(t *testing.T) {
 		MemoryPages: 4096, CallTimeout: 10 * time.Second, MaxMessageSize: 4 << 20,
 		MinInstances: 1, MaxInstances: info.Limits.MaxInstances, QueueTimeout: 5 * time.Second, IdleTimeout: time.Minute,
 		RecyclePages: 2048, LogLinesPerSecond: 200, LogBytesPerSecond: 256 << 10,
-		MinTimerInterval: 10 * time.Millisecond, MaxTimers: 64, MaxSends: 128,
+		MinTimerInterval: 10 * time.Millisecond, MaxTimers: 64, MaxSends: 128, MaxEmits: 1024,
 		HTTPTimeout: 10 * time.Second, MaxHTTPRequestSize: 1 << 20, MaxHTTPResponseSize: 10 << 20,
 		MaxHTTPHeaders: 64, MaxHTTPHeaderBytes: 64 << 10, MaxHTTPRedirects: 5, MaxHTTPRequests: 16,
 	}, info.Limits)
@@ -385,6 +390,7 @@ func TestLimitDefaults(t *testing.T) {
 		{host.Limits{MaxHTTPHeaders: 257}, "MaxHTTPHeaders is 257, at most 256"},
 		{host.Limits{MaxHTTPRedirects: 6}, "MaxHTTPRedirects is 6, at most 5"},
 		{host.Limits{MaxHTTPRequests: -2}, "MaxHTTPRequests is -2"},
+		{host.Limits{MaxEmits: -1}, "MaxEmits is -1"},
 	} {
 		_, err := h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{Name: "bad", Limits: tc.limits})
 		assert.ErrorContains(t, err, tc.want)

@@ -22,6 +22,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/internal/instrument"
 )
@@ -170,9 +171,12 @@ type version struct {
 	digest   string
 	source   string
 	loadedAt time.Time
-	log      hclog.Logger
-	timeout  int64 // CallTimeout in nanoseconds
-	pool     pool
+	// log has the module's name and version once it is described (see
+	// described); read it with logger while it may change.
+	log     hclog.Logger
+	early   earlyLog
+	timeout int64 // CallTimeout in nanoseconds
+	pool    pool
 	// own is the budget of the version until it joins its module, which
 	// is known only once the first instance has described it.
 	own budget
@@ -188,6 +192,10 @@ type version struct {
 	// state is the count of references in its low bits and retiredBit.
 	state  atomic.Int64
 	closed atomic.Bool
+	// gone says the version was unloaded: the watchdog interrupts its
+	// calls (an upgrade retires a version without it, and lets its calls
+	// finish).
+	gone atomic.Bool
 
 	// Timers set while the version is loaded (by _settings) wait in
 	// staged until it is published, so that a load that fails leaves no
@@ -383,7 +391,7 @@ func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOpti
 	if upgraded {
 		typ, what = EventUpgraded, "module upgraded"
 	}
-	h.log.Info(what, "module", v.name, "version", v.desc.Version, "source", source, "digest", v.digest[:12])
+	h.log.Info(what, "module", v.name, "version", api.GuestText(v.desc.Version), "source", source, "digest", v.digest[:12])
 	h.events.publish(Event{Type: typ, Module: v.name, Version: v.desc.Version, Source: source})
 	info := v.info()
 	info.Upgraded = upgraded
@@ -521,15 +529,19 @@ func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string,
 }
 
 // describeFirst makes the version's first instance and has it describe
-// the module; only then is the module's name known.
+// the module; only then is the module's name known. What the guest logged
+// until then (its start function, _initialize) is logged then, with the
+// module's name and version; with its source when it fails first.
 func (v *version) describeFirst() (*instance, error) {
 	first, err := v.newInstance(nil)
 	if err != nil {
+		v.described(v.sourceFields()...)
 		return nil, err
 	}
 	desc, err := first.describe()
 	if err != nil {
 		first.close()
+		v.described(v.sourceFields()...)
 		return nil, err
 	}
 	v.desc = desc
@@ -537,11 +549,20 @@ func (v *version) describeFirst() (*instance, error) {
 	if v.name == "" {
 		v.name = desc.Name
 	}
-	v.log = v.h.log.With("module", v.name)
+	v.described("module", v.name, "version", api.GuestText(desc.Version))
 	if o := v.h.observer; o != nil {
 		o.Compiled(v.name, v.compileTook, v.compileTook < cachedCompile)
 	}
 	return first, nil
+}
+
+// sourceFields are the log fields of a version that failed before it
+// described itself.
+func (v *version) sourceFields() []any {
+	if v.name != "" {
+		return []any{"module", v.name, "source", v.source}
+	}
+	return []any{"source", v.source}
 }
 
 // join makes room for the version under its module, which it creates if
@@ -624,17 +645,6 @@ func (e *compileTimeoutError) Error() string {
 
 func (e *compileTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
 
-// compile rewrites wasm (see "Timeouts" in the package doc), checks its
-// interface and compiles it within the host's bounds: at most MaxCompiles
-// at once (a load waits for a slot as long as ctx allows), each for at most
-// CompileTimeout, and none past Close.
-//
-// wazero checks the context between functions when it compiles with
-// several workers, so a compile cut off stops soon; decoding, validating
-// and one function's code cannot be interrupted. The load fails at the
-// deadline all the same, and the compile keeps its slot (and the runtime
-// stays open) until it has really ended, so that the bound on compiles at
-// once holds.
 // compiled is what compile makes of a module.
 type compiled struct {
 	code wazero.CompiledModule
@@ -647,16 +657,37 @@ type compiled struct {
 	tableElements uint64
 }
 
+// compile rewrites wasm (see "Timeouts" in the package doc), checks its
+// interface and compiles it within the host's bounds: its estimated
+// memory (compileCost) admitted against the host's memory budget (a load
+// waits for room as long as ctx allows, and fails at once when the budget
+// could never hold it), at most MaxCompiles at once (a load waits for a
+// slot as long as ctx allows), each for at most CompileTimeout, and none
+// past Close.
+//
+// wazero checks the context between functions when it compiles with
+// several workers, so a compile cut off stops soon; decoding, validating
+// and one function's code cannot be interrupted. The load fails at the
+// deadline all the same, and the compile keeps its slot (and the runtime
+// stays open) until it has really ended, so that the bound on compiles at
+// once holds.
 func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32) (*compiled, error) {
 	ctx, stop := h.loadContext(ctx)
 	defer stop()
+	cost, functions := compileCost(wasm)
+	giveBack, err := h.admitCompile(ctx, cost, functions, len(wasm))
+	if err != nil {
+		return nil, err
+	}
 	select {
 	case h.compiles <- struct{}{}:
 	case <-ctx.Done():
+		giveBack()
 		return nil, fmt.Errorf("waiting for a compile slot (%d at once): %w", cap(h.compiles), context.Cause(ctx))
 	}
 	if !h.holdRuntime() {
 		<-h.compiles
+		giveBack()
 		return nil, ErrClosed
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, h.opts.CompileTimeout, &compileTimeoutError{h.opts.CompileTimeout})
@@ -671,6 +702,7 @@ func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32) (*compile
 	go func() {
 		defer func() {
 			<-h.compiles
+			giveBack()
 			h.releaseRuntime()
 		}()
 		c, err := h.compileNow(cctx, wasm, pages)
@@ -767,7 +799,7 @@ func (h *Host) roomFor(m *module, limits *Limits) error {
 	if c.MaxModules > 0 && m == nil && len(mods) >= c.MaxModules {
 		return fmt.Errorf("%w: the host takes at most %d modules, and %d are loaded", ErrCapacity, c.MaxModules, len(mods))
 	}
-	if c.MemoryBytes == 0 {
+	if c.MemoryBytes == 0 || c.MemoryBytes == NoMemoryBound {
 		return nil
 	}
 	need := limits.reserved()
@@ -780,8 +812,8 @@ func (h *Host) roomFor(m *module, limits *Limits) error {
 		}
 	}
 	if need > c.MemoryBytes {
-		return fmt.Errorf("%w: the pools would reserve %d MiB of memory, the host takes %d MiB (MemoryPages × 64 KiB × MaxInstances of each module)",
-			ErrCapacity, need>>20, c.MemoryBytes>>20)
+		return fmt.Errorf("%w: the pools would reserve %d MiB of memory, the host takes %d MiB (%s; MemoryPages × 64 KiB × MaxInstances of each module)",
+			ErrCapacity, need>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
 	return nil
 }

@@ -78,7 +78,8 @@ type Options struct {
 	Observer Observer
 
 	// Capacity bounds what the host takes; a load past it fails with
-	// ErrCapacity. Default: no bounds.
+	// ErrCapacity. Default: no bound on modules, and a memory budget
+	// derived from the machine (see Capacity.MemoryBytes).
 	Capacity Capacity
 
 	// Maxima bound the limits a load may ask for, and Limits: a load over
@@ -117,15 +118,24 @@ type Options struct {
 	// none.
 	SecretFiles map[string]string
 	SecretsDir  string
+
+	// budgetNote says where Capacity.MemoryBytes comes from, for errors.
+	budgetNote string
 }
 
 // Capacity is how much a host takes, and what it advertises to placement.
-// A zero field is no bound.
 type Capacity struct {
-	// MaxModules is how many modules may be loaded at once.
+	// MaxModules is how many modules may be loaded at once. Default 0: no
+	// bound.
 	MaxModules int
-	// MemoryBytes bounds the memory the loaded modules' pools may grow to:
-	// the sum of MemoryPages × 64 KiB × MaxInstances over the modules.
+	// MemoryBytes is the host's memory budget: it bounds the memory the
+	// loaded modules' pools may grow to, the sum of MemoryPages × 64 KiB ×
+	// MaxInstances over the modules, and with it the compiles running
+	// (see "Compile memory" in the package documentation); a load that
+	// would pass it fails with ErrCapacity, naming the figures. Default:
+	// 3/4 of the memory the host has, its cgroup's memory limit when it
+	// has one, else physical memory (none when it can tell neither);
+	// Host.Capacity says what it is. NoMemoryBound bounds nothing.
 	MemoryBytes uint64
 }
 
@@ -264,6 +274,14 @@ type Limits struct {
 	// at once, over all its instances; a further one waits for a place
 	// within its deadline. Default 16.
 	MaxHTTPRequests int
+	// MaxEmits is how many messages one call may emit on unwired ports,
+	// which the host keeps for the call's reply (Response.Emitted). Each
+	// also counts its encoded size and emitOverhead bytes, what the host
+	// holds for it besides, against MaxMessageSize. An emit past either
+	// bound is refused with abi.StatusTooLarge, and the call then fails
+	// with KindTooLarge: its reply could not hold what it emitted. Default
+	// 1024.
+	MaxEmits int
 }
 
 // LoadOptions configure one Load.
@@ -346,6 +364,7 @@ const (
 	defaultMinTimerInterval  = 10 * time.Millisecond
 	defaultMaxTimers         = 64
 	defaultMaxSends          = 128
+	defaultMaxEmits          = 1024
 
 	defaultHTTPTimeout         = 10 * time.Second
 	defaultMaxHTTPRequestSize  = 1 << 20
@@ -381,6 +400,11 @@ func (o Options) withDefaults() (Options, error) {
 func (o *Options) fill() {
 	if o.Name == "" {
 		o.Name = defaultName
+	}
+	if o.Capacity.MemoryBytes == 0 {
+		o.Capacity.MemoryBytes, o.budgetNote = defaultBudget(machine())
+	} else if o.budgetNote == "" {
+		o.budgetNote = "Capacity.MemoryBytes"
 	}
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
@@ -446,6 +470,7 @@ func (o *Options) fill() {
 		MaxHTTPHeaderBytes:  defaultMaxHTTPHeaderBytes,
 		MaxHTTPRedirects:    abi.MaxHTTPRedirects,
 		MaxHTTPRequests:     defaultMaxHTTPRequests,
+		MaxEmits:            defaultMaxEmits,
 	})
 }
 
@@ -532,6 +557,9 @@ func (l Limits) over(d Limits) Limits {
 	if l.MaxSends == 0 {
 		l.MaxSends = d.MaxSends
 	}
+	if l.MaxEmits == 0 {
+		l.MaxEmits = d.MaxEmits
+	}
 	return l.overHTTP(d)
 }
 
@@ -583,6 +611,9 @@ func (l Limits) validate() error {
 		errs = append(errs, fmt.Errorf("MaxSends is %d, must be positive", l.MaxSends))
 	}
 	errs = append(errs, l.validateHTTP()...)
+	if l.MaxEmits < 0 {
+		errs = append(errs, fmt.Errorf("MaxEmits is %d, must be positive", l.MaxEmits))
+	}
 	return errors.Join(errs...)
 }
 

@@ -2,7 +2,9 @@ package host
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/hashicorp/go-hclog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -206,7 +208,7 @@ func (p *pool) spawnLocked() {
 		defer p.spawns.Done()
 		in, err := p.v.newInstance(p.v.mod.config.Load())
 		if err != nil {
-			p.v.log.Error("cannot create instance", "error", err)
+			p.v.report(hclog.Error, "cannot create instance", "error", err)
 		} else {
 			p.created.Add(1)
 		}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
 )
@@ -317,7 +319,7 @@ func (h *Host) route(ctx context.Context, msg *Request, wait bool, t *sendTicket
 		return h.transport.Call(ctx, to, msg)
 	}
 	// The sender is a guest call or tick, which wg already counts.
-	return nil, h.background(msg, t, func() error { return h.transport.Send(h.ctx, to, msg) })
+	return nil, h.background(msg, t.sender(), t, func() error { return h.transport.Send(h.ctx, to, msg) })
 }
 
 // Deliver delivers a message to a module loaded in this host, never
@@ -348,8 +350,14 @@ func (h *Host) deliver(ctx context.Context, msg *Request, wait bool, t *sendTick
 		return nil, h.notLoadedError(msg)
 	}
 	defer v.release()
-	// The version acquired is counted: wg is positive.
-	return nil, h.background(msg, t, func() error {
+	// The version acquired is counted: wg is positive. A failure is the
+	// sender's to report when it is a module of this host, the target's
+	// when the message came from another host.
+	about := t.sender()
+	if about == nil {
+		about = v
+	}
+	return nil, h.background(msg, about, t, func() error {
 		_, err := h.invoke(h.ctx, msg, false)
 		return err
 	})
@@ -357,9 +365,10 @@ func (h *Host) deliver(ctx context.Context, msg *Request, wait bool, t *sendTick
 
 // background runs send, the delivery of a message that no one waits for,
 // in a goroutine, within the host's bound of maxSends; t, the sending
-// module's place (nil for none), is given back when it ends. Its caller
-// holds something wg counts.
-func (h *Host) background(msg *Request, t *sendTicket, send func() error) error {
+// module's place (nil for none), is given back when it ends. A failure is
+// reported about the module of version about, within its log rate. Its
+// caller holds something wg counts.
+func (h *Host) background(msg *Request, about *version, t *sendTicket, send func() error) error {
 	select {
 	case h.sends <- struct{}{}:
 	default:
@@ -375,7 +384,7 @@ func (h *Host) background(msg *Request, t *sendTicket, send func() error) error 
 		if err := send(); err != nil {
 			tp, _ := msg.Get(abi.MetaTraceparent)
 			to := abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}
-			h.log.Warn("message not delivered", "to", to.String(), "trace_id", api.TraceID(tp), "error", err)
+			about.report(hclog.Warn, "message not delivered", "to", to.String(), "trace_id", api.TraceID(tp), "error", err)
 		}
 	}()
 	return nil
@@ -407,14 +416,11 @@ func newTraceparent() string {
 }
 
 // budget is what a module may hold of the host at once, shared by its
-// versions (see version.budget): its rate of guest log lines and its sends
-// in flight.
+// versions (see version.budget): its rate of log lines (its own and the
+// host's about it, see version.logLine) and its sends in flight.
 type budget struct {
-	log logRate
-	// denials rates the host's log lines about the module's denied
-	// messages, at the module's rate of log lines.
-	denials logRate
-	sends   atomic.Int32
+	log   logRate
+	sends atomic.Int32
 }
 
 // A sendTicket is one of a module's Limits.MaxSends places, taken by a
@@ -422,17 +428,27 @@ type budget struct {
 // delivered (or refused).
 type sendTicket struct {
 	b    *budget
+	v    *version // the sender
 	done atomic.Bool
 }
 
-// takeSend takes a place for a message sent without waiting, or returns
-// nil when the module has most in flight.
-func (b *budget) takeSend(most int) *sendTicket {
+// takeSend takes a place for a message v sends without waiting, or
+// returns nil when its module has most in flight.
+func (v *version) takeSend(most int) *sendTicket {
+	b := v.budget()
 	if b.sends.Add(1) > int32(most) {
 		b.sends.Add(-1)
 		return nil
 	}
-	return &sendTicket{b: b}
+	return &sendTicket{b: b, v: v}
+}
+
+// sender is the version that sent the message; nil for no ticket.
+func (t *sendTicket) sender() *version {
+	if t == nil {
+		return nil
+	}
+	return t.v
 }
 
 // release gives the place back, once; a nil ticket is none.

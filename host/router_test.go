@@ -95,7 +95,7 @@ func twoHosts(t *testing.T, opts host.Options, modsA, modsB map[string]string) (
 func countLogs(sink *logSink, module, contains string) int {
 	n := 0
 	for _, l := range sink.of(module) {
-		if strings.Contains(l.msg, contains) {
+		if strings.Contains(l.msg, contains) || strings.Contains(l.line, contains) {
 			n++
 		}
 	}

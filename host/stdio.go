@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tinyhost/tinyhost/abi"
-	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // Limits of what is kept of a guest's output.
@@ -57,7 +56,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			w.partial = append(w.partial, p[:k]...)
 			p = p[k:]
 			if len(w.partial) == maxLine {
-				w.in.guestLog(w.level, w.partial, "stream", w.stream)
+				w.in.logGuest(w.level, w.partial, w.stream)
 				w.partial = w.partial[:0]
 			}
 			continue
@@ -67,7 +66,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			w.partial = append(w.partial, line...)
 			line = w.partial
 		}
-		w.in.guestLog(w.level, line, "stream", w.stream)
+		w.in.logGuest(w.level, line, w.stream)
 		w.partial = w.partial[:0]
 		p = p[i+1:]
 	}
@@ -103,36 +102,7 @@ func (w *lineWriter) suffix() string {
 	return fmt.Sprintf(" (guest stderr: %q)", s)
 }
 
-// guestLog logs a line of the guest (log import, stdout or stderr) at
-// level, if the module's logger records that level and its log rate allows
-// it. The caller has checked the log capability and the line's length.
-func (in *instance) guestLog(level hclog.Level, line []byte, args ...any) {
-	v := in.v
-	if v.log.GetLevel() > level {
-		return
-	}
-	ok, dropped := v.budget().log.allow(v.h.clock(), len(line), &v.limits)
-	if dropped > 0 {
-		v.logDropped(dropped)
-	}
-	if !ok {
-		return
-	}
-	args = append(args, "component", in.component)
-	call := abi.Message{Metadata: in.meta}
-	if tp, _ := call.Get(abi.MetaTraceparent); api.TraceID(tp) != "" {
-		args = append(args, "trace_id", api.TraceID(tp))
-	}
-	v.log.Log(level, string(line), args...)
-}
-
-// logDropped reports guest log lines dropped for the module's log rate.
-func (v *version) logDropped(n int) {
-	v.log.Warn("guest log lines dropped", "dropped", n,
-		"limit", fmt.Sprintf("%d lines and %d bytes per second", v.limits.LogLinesPerSecond, v.limits.LogBytesPerSecond))
-}
-
-// logRate is a module's budget of guest log lines: two token buckets, one
+// logRate is a module's budget of log lines (see version.logLine): two token buckets, one
 // of lines and one of bytes, each filled at its rate per second up to one
 // second's worth. A line that finds either short is dropped and counted;
 // the count is reported at most once a second while lines are dropped,

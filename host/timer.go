@@ -1,8 +1,11 @@
 package host
 
 import (
+	"context"
 	"fmt"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/tinyhost/tinyhost/abi"
 )
@@ -12,6 +15,11 @@ import (
 type ticker struct {
 	interval time.Duration
 	stop     chan struct{}
+	// ctx is the ticks' context; cancel interrupts a tick that runs, when
+	// the module is unloaded or the host closes (not when the timer is
+	// changed: the tick that changes it is the one running).
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // setTimer starts, changes or (interval 0) cancels a component's timer. It
@@ -40,6 +48,7 @@ func (m *module) setTimer(component string, interval time.Duration, most int) er
 		m.timers = map[string]*ticker{}
 	}
 	t := &ticker{interval: interval, stop: make(chan struct{})}
+	t.ctx, t.cancel = context.WithCancel(m.h.ctx)
 	m.timers[component] = t
 	m.h.wg.Add(1)
 	go m.tick(component, t)
@@ -50,6 +59,7 @@ func (m *module) setTimer(component string, interval time.Duration, most int) er
 // comes while the previous one still runs is skipped.
 func (m *module) tick(component string, t *ticker) {
 	defer m.h.wg.Done()
+	defer t.cancel()
 	tk := time.NewTicker(t.interval)
 	defer tk.Stop()
 	for {
@@ -60,8 +70,10 @@ func (m *module) tick(component string, t *ticker) {
 			return
 		case now := <-tk.C:
 			req := Request{Module: m.name, Component: component, Port: abi.PortTick, Payload: now.UTC().AppendFormat(nil, time.RFC3339Nano)}
-			if _, err := m.h.invoke(m.h.ctx, &req, false); err != nil {
-				m.h.log.Warn("tick failed", "module", m.name, "component", component, "error", err)
+			if _, err := m.h.invoke(t.ctx, &req, false); err != nil && t.ctx.Err() == nil {
+				if v := m.current.Load(); v != nil {
+					v.report(hclog.Warn, "tick failed", "component", component, "error", err)
+				}
 			}
 			select {
 			case <-tk.C: // came while this tick ran: skipped
@@ -71,13 +83,15 @@ func (m *module) tick(component string, t *ticker) {
 	}
 }
 
-// stopTimers stops every timer of the module and refuses new ones (unload).
+// stopTimers stops every timer of the module, interrupts the ticks that
+// run, and refuses new timers (unload, Close).
 func (m *module) stopTimers() {
 	m.timersMu.Lock()
 	defer m.timersMu.Unlock()
 	m.timersOff = true
 	for c, t := range m.timers {
 		close(t.stop)
+		t.cancel()
 		delete(m.timers, c)
 	}
 }

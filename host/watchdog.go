@@ -114,8 +114,9 @@ func (h *Host) runWatchdog(reap time.Duration) {
 	}
 }
 
-// sweep interrupts every call past its deadline at now or whose context
-// ended; it reports whether any call was armed.
+// sweep interrupts every call past its deadline at now, whose context
+// ended or whose module was unloaded; it reports whether any call was
+// armed.
 func (h *Host) sweep(now int64) bool {
 	armed := false
 	h.liveMu.Lock()
@@ -131,6 +132,8 @@ func (h *Host) sweep(now int64) bool {
 			in.stop(d, interruptTimeout)
 		case in.canceled():
 			in.stop(d, interruptCanceled)
+		case in.v.gone.Load():
+			in.stop(d, interruptUnloaded)
 		}
 	}
 	return armed

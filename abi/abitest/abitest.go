@@ -70,7 +70,8 @@ type Result struct {
 type Log struct {
 	Level abi.LogLevel
 	// Message is the line as the guest wrote it, after the host truncated
-	// it to abi.MaxLogSize bytes, without decoration.
+	// it to abi.MaxLogSize bytes, without decoration (a host that escapes
+	// control characters in guest text gives it escaped).
 	Message string
 	// Stream is "stdout" or "stderr" for a line the guest wrote to that
 	// stream, "" for a line of the log import.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"maps"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -110,21 +112,35 @@ func ToStatus(err error) *status.Status {
 		return NewStatus(codes.InvalidArgument, ReasonABIVersion, meta, err.Error())
 	case errors.Is(err, context.Canceled):
 		// A load cut short by its caller is not a bad module.
-		return status.New(codes.Canceled, err.Error())
+		return status.New(codes.Canceled, WireText(err.Error()))
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.New(codes.DeadlineExceeded, err.Error())
+		return status.New(codes.DeadlineExceeded, WireText(err.Error()))
 	case isLoad:
 		return NewStatus(codes.InvalidArgument, ReasonBadModule, meta, err.Error())
 	}
-	return status.New(codes.Internal, err.Error())
+	return status.New(codes.Internal, WireText(err.Error()))
+}
+
+// WireText is s made valid UTF-8, as a protobuf string must be: a guest's
+// reason is any bytes, and one that is not UTF-8 would make the status,
+// its details or the stream message that carries it fail to encode.
+func WireText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // NewStatus is a status with an ErrorInfo detail of reason and metadata;
-// empty metadata values are left out.
+// empty metadata values are left out, and every text is made valid UTF-8
+// (WireText).
 func NewStatus(code codes.Code, reason string, meta map[string]string, msg string) *status.Status {
-	st := status.New(code, msg)
+	st := status.New(code, WireText(msg))
 	meta = maps.Clone(meta)
 	maps.DeleteFunc(meta, func(_, v string) bool { return v == "" })
+	for k, v := range meta {
+		meta[k] = WireText(v)
+	}
 	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: meta}); err == nil {
 		st = d
 	}
@@ -251,10 +267,25 @@ func Retryable(err error) bool {
 }
 
 // TraceID returns the trace id of a W3C traceparent
-// ("00-<trace id>-<parent id>-<flags>"), or "" when it is malformed.
+// ("00-<trace id>-<parent id>-<flags>"), or "" when it is malformed: the
+// trace id must be 32 lower-case hex digits, not all zero. A guest sets
+// the traceparent of the messages it sends, and the id lands in host log
+// lines, so anything else is not taken.
 func TraceID(traceparent string) string {
 	if len(traceparent) < 55 || traceparent[2] != '-' || traceparent[35] != '-' {
 		return ""
 	}
-	return traceparent[3:35]
+	id := traceparent[3:35]
+	zero := true
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return ""
+		}
+		zero = zero && c == '0'
+	}
+	if zero {
+		return ""
+	}
+	return id
 }

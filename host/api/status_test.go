@@ -161,6 +161,14 @@ func TestRetryable(t *testing.T) {
 func TestTraceID(t *testing.T) {
 	assert.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", api.TraceID("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
 	assert.Empty(t, api.TraceID("00-short"))
+	for _, id := range []string{
+		"4BF92F3577B34DA6A3CE929D0E0E4736",  // upper case
+		"4bf92f3577b34da6a3ce929d0e0e473g",  // not hex
+		"4bf92f3577b34da6\n[ERROR] forged!", // a log line
+		"00000000000000000000000000000000",  // invalid per W3C
+	} {
+		assert.Empty(t, api.TraceID("00-"+id+"-00f067aa0ba902b7-01"), id)
+	}
 }
 
 // notLoaded is an error that matches api.ErrNotFound with an Is method, as

@@ -233,7 +233,7 @@ func (t *Transport) deliver(ctx context.Context, to api.Replicas, msg *abi.Messa
 			}
 			if t.log.IsDebug() {
 				tp, _ := msg.Get(abi.MetaTraceparent)
-				t.log.Debug("replica did not take the message: trying the next", "to", address(msg).String(), "peer", addr, "trace_id", api.TraceID(tp), "error", err)
+				t.log.Debug("replica did not take the message: trying the next", "to", api.GuestText(address(msg).String()), "peer", addr, "trace_id", api.TraceID(tp), "error", api.GuestText(err.Error()))
 			}
 			lastErr = peerError(err, address(msg), addr)
 		}

@@ -1,6 +1,10 @@
 package server
 
-import "github.com/tinyhost/tinyhost/host/api"
+import (
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+)
 
 // Methods are the full names of every method s serves, of every service.
 func (s *Server) Methods() []string {
@@ -15,3 +19,7 @@ func (s *Server) Methods() []string {
 
 // MethodRoles is the table of the role each method needs; "" is open.
 func MethodRoles() map[string]api.Role { return methodRoles }
+
+// ModuleProto is the conversion of a module for the wire, and the fields
+// it had to change.
+func ModuleProto(m *host.ModuleInfo) (*hostv1.Module, []string) { return moduleProto(m) }

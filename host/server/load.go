@@ -79,7 +79,7 @@ func (s *Server) LoadModule(stream hostv1.HostService_LoadModuleServer) error {
 	if err != nil {
 		return toStatus(err)
 	}
-	return stream.SendAndClose(&hostv1.LoadModuleResponse{Module: moduleProto(&info), Upgraded: info.Upgraded})
+	return stream.SendAndClose(&hostv1.LoadModuleResponse{Module: s.module(&info), Upgraded: info.Upgraded})
 }
 
 // loadSource loads the module that hdr.source names: the request carries
@@ -107,7 +107,7 @@ func (s *Server) loadSource(stream hostv1.HostService_LoadModuleServer, hdr *hos
 	if err != nil {
 		return toStatus(err)
 	}
-	return stream.SendAndClose(&hostv1.LoadModuleResponse{Module: moduleProto(&info), Upgraded: info.Upgraded})
+	return stream.SendAndClose(&hostv1.LoadModuleResponse{Module: s.module(&info), Upgraded: info.Upgraded})
 }
 
 func loadOptions(hdr *hostv1.LoadHeader) host.LoadOptions {

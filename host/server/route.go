@@ -42,7 +42,8 @@ func (s *Server) deliver(ctx context.Context, m *hostv1.Message, wait bool) ([]b
 	if err != nil {
 		if s.log.IsDebug() {
 			tp, _ := msg.Get(abi.MetaTraceparent)
-			s.log.Debug("delivery failed", "to", abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}.String(), "trace_id", api.TraceID(tp), "error", err)
+			to := abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}.String()
+			s.log.Debug("delivery failed", "to", api.GuestText(to), "trace_id", api.TraceID(tp), "error", api.GuestText(err.Error()))
 		}
 		return nil, toStatus(err)
 	}

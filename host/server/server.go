@@ -93,6 +93,10 @@ type Server struct {
 	// end by themselves (Watch, InvokeStream) wind down.
 	stopping chan struct{}
 	stopOnce sync.Once
+
+	// fixed holds name@digest of the module versions whose entries
+	// moduleProto had to change, to log each once.
+	fixed sync.Map
 }
 
 // New creates a server for h; Serve starts serving. h stays the caller's:
@@ -204,6 +208,9 @@ func (s *Server) Stop() {
 func (s *Server) Info(ctx context.Context, req *hostv1.InfoRequest) (*hostv1.InfoResponse, error) {
 	mods := s.h.Modules()
 	c := s.h.Capacity()
+	if c.MemoryBytes == host.NoMemoryBound {
+		c.MemoryBytes = 0 // no bound, on the wire
+	}
 	resp := &hostv1.InfoResponse{
 		Name:        s.opts.Name,
 		Version:     s.opts.Version,
@@ -219,7 +226,7 @@ func (s *Server) Info(ctx context.Context, req *hostv1.InfoRequest) (*hostv1.Inf
 	}
 	for i := range mods {
 		resp.Capacity.MemoryReservedBytes += uint64(mods[i].Limits.MemoryPages) * 65536 * uint64(mods[i].Limits.MaxInstances)
-		m := moduleProto(&mods[i])
+		m := s.module(&mods[i])
 		if req.GetSummary() {
 			m.Components, m.Capabilities, m.Pool = nil, nil, nil
 		}
@@ -233,7 +240,7 @@ func (s *Server) ListModules(ctx context.Context, _ *hostv1.ListModulesRequest) 
 	mods := s.h.Modules()
 	resp := &hostv1.ListModulesResponse{Modules: make([]*hostv1.Module, 0, len(mods))}
 	for i := range mods {
-		resp.Modules = append(resp.Modules, moduleProto(&mods[i]))
+		resp.Modules = append(resp.Modules, s.module(&mods[i]))
 	}
 	return resp, nil
 }

@@ -5,6 +5,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
 
@@ -19,7 +20,7 @@ func (s *Server) Watch(_ *hostv1.WatchRequest, stream hostv1.HostService_WatchSe
 		ev := &hostv1.WatchEvent{
 			Type:         hostv1.WatchEvent_TYPE_LOADED,
 			Module:       m.Name,
-			Info:         moduleProto(&m),
+			Info:         s.module(&m),
 			TimeUnixNano: m.LoadedAt.UnixNano(),
 		}
 		if err := stream.Send(ev); err != nil {
@@ -60,12 +61,12 @@ func (s *Server) eventProto(ev *host.Event) *hostv1.WatchEvent {
 		TimeUnixNano: ev.Time.UnixNano(),
 	}
 	if ev.Err != nil {
-		out.Error = ev.Err.Error()
+		out.Error = api.WireText(ev.Err.Error())
 	}
 	if ev.Type == host.EventLoaded || ev.Type == host.EventUpgraded {
 		// The module as it is now; a later event tells if it changed since.
 		if m, ok := s.h.Module(ev.Module); ok {
-			out.Info = moduleProto(&m)
+			out.Info = s.module(&m)
 		}
 	}
 	return out

@@ -71,6 +71,7 @@ type Config struct {
 	MaxInstances    int           `koanf:"max-instances"`
 	QueueTimeout    time.Duration `koanf:"queue-timeout"`
 	IdleTimeout     time.Duration `koanf:"idle-timeout"`
+	MaxEmits        int           `koanf:"max-emits"`
 
 	// Maxima of what a load may ask for (host.Maxima); zero means the
 	// host library's default.
@@ -175,7 +176,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.StringSlice("capabilities", nil, `capabilities granted to modules whose load names none: log, config, timer, messaging (every target), messaging:<module>[/<component>]; "none" grants none (default log,config: timer, messaging and http must be granted by the load)`)
 	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
 	fs.Int("max-modules", 0, "how many modules the host takes; advertised to placement (default 0: no limit)")
-	fs.Uint64("max-memory-bytes", 0, "memory the modules' pools may reserve (memory-pages x 64 KiB x max-instances each); advertised to placement (default 0: no limit)")
+	fs.Uint64("max-memory-bytes", 0, "memory budget: what the modules' pools may reserve (memory-pages x 64 KiB x max-instances each) and compiles take; advertised to placement (default 0: 3/4 of the cgroup memory limit, else of physical memory)")
 	fs.String("peer-tls-ca", "", "PEM CA of the peers' certificates; with --tls-cert, peers are called over TLS, presenting --tls-cert (default: system roots)")
 	fs.Uint32("memory-pages", 0, "module default: linear memory per instance in 64 KiB pages (default 4096)")
 	fs.Duration("call-timeout", 0, "module default: how long one call may run (default 10s)")
@@ -184,6 +185,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Int("max-instances", 0, "module default: most instances at once (default 2 x GOMAXPROCS)")
 	fs.Duration("queue-timeout", 0, "module default: how long a call waits for a free instance (default 5s)")
 	fs.Duration("idle-timeout", 0, "module default: how long an instance beyond min-instances stays idle before it is closed (default 1m)")
+	fs.Int("max-emits", 0, "module default: most messages one call may emit on unwired ports, each also counting its size and 256 bytes against max-message-bytes; past either the call fails (default 1024)")
 	fs.Uint32("maximum-memory-pages", 0, "most memory-pages a load may ask for; more is refused (default 16384, 1 GiB)")
 	fs.Duration("maximum-call-timeout", 0, "longest call-timeout a load may ask for; more is refused (default 5m)")
 	fs.Int("maximum-message-bytes", 0, "largest max-message-bytes a load may ask for; more is refused (default 16 MiB)")

@@ -286,6 +286,7 @@ func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport
 			MaxHTTPHeaderBytes:  cfg.HTTPMaxHeaderBytes,
 			MaxHTTPRedirects:    cfg.HTTPMaxRedirects,
 			MaxHTTPRequests:     cfg.HTTPMaxRequests,
+			MaxEmits:            cfg.MaxEmits,
 		},
 	}
 }

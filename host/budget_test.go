@@ -1,0 +1,46 @@
+package host_test
+
+import (
+	"encoding/binary"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/abi/abitest"
+	"github.com/tinyhost/tinyhost/host"
+)
+
+// TestMemoryBudget: two modules that grow every instance to its memory
+// limit, loaded at the host's default limits (here 32 MiB × 2 instances,
+// 64 MiB each), cannot pass a budget of 100 MiB: the second load is
+// refused, naming what the pools would reserve and what the host takes,
+// and the first, grown to its limit on every instance, stays within it.
+func TestMemoryBudget(t *testing.T) {
+	const budget = 100 << 20
+	h, _ := newHost(t, host.Options{
+		Capacity: host.Capacity{MemoryBytes: budget},
+		Limits:   host.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: 2, RecyclePages: 512},
+	})
+	wasm := abitest.Guest(t, "memgrow")
+	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{})
+	require.NoError(t, err)
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "second"})
+	require.ErrorIs(t, err, host.ErrCapacity)
+	assert.ErrorContains(t, err, "the pools would reserve 128 MiB of memory, the host takes 100 MiB (Capacity.MemoryBytes; MemoryPages × 64 KiB × MaxInstances of each module)")
+
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			resp, err := invoke(t, h, "memgrow", "m", "grow", nil)
+			if assert.NoError(t, err) && assert.Len(t, resp.Payload, 4) {
+				assert.LessOrEqual(t, binary.LittleEndian.Uint32(resp.Payload), uint32(512))
+			}
+		})
+	}
+	wg.Wait()
+	info, _ := h.Module("memgrow")
+	t.Logf("grown: %d MiB in %d instances, budget %d MiB", info.Pool.MemoryBytes>>20, info.Pool.Instances, budget>>20)
+	assert.LessOrEqual(t, info.Pool.MemoryBytes, uint64(budget))
+}
