@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -55,6 +56,17 @@ type Config struct {
 	MaxMemoryBytes uint64        `koanf:"max-memory-bytes"`
 	CompileTimeout time.Duration `koanf:"compile-timeout"`
 	MaxCompiles    int           `koanf:"max-compiles"`
+
+	// What callers may make the server hold (server.Options); zero means
+	// the server's default.
+	MaxConnections          int           `koanf:"max-connections"`
+	MaxStreamsPerConnection int           `koanf:"max-streams-per-connection"`
+	MaxStreamsPerCredential int           `koanf:"max-streams-per-credential"`
+	MaxHeaderBytes          int           `koanf:"max-header-bytes"`
+	HandshakeTimeout        time.Duration `koanf:"handshake-timeout"`
+	ConnectionIdleTimeout   time.Duration `koanf:"connection-idle-timeout"`
+	KeepaliveTime           time.Duration `koanf:"keepalive-time"`
+	KeepaliveTimeout        time.Duration `koanf:"keepalive-timeout"`
 
 	// Routes (module → "host:port" of the hosts where it is ready) and
 	// wiring ("module/component/outport" → "module/component/inport") of a
@@ -157,6 +169,14 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish; the daemon exits at most 5s after it")
 	fs.Duration("compile-timeout", 0, "how long compiling one module may take (default 5m)")
 	fs.Int("max-compiles", 0, "how many modules may compile at once; more loads wait (default GOMAXPROCS)")
+	fs.Int("max-connections", 0, "gRPC connections open at once; the next waits until one closes (default 1024, or half the descriptor limit if less)")
+	fs.Int("max-streams-per-connection", 0, "calls one gRPC connection runs at once (default 256)")
+	fs.Int("max-streams-per-credential", 0, "streams (InvokeStream, DeliverStream, Watch) one credential holds open at once over all its connections; not applied without credentials (default 256)")
+	fs.Int("max-header-bytes", 0, "largest header list of a call, in bytes (default 542720: 64 metadata entries of 8 KiB and room)")
+	fs.Duration("handshake-timeout", 0, "how long a new connection has for its TLS handshake and HTTP/2 preface (default 10s)")
+	fs.Duration("connection-idle-timeout", 0, "a connection that runs no call for this long is closed (default 5m)")
+	fs.Duration("keepalive-time", 0, "a connection silent this long is pinged (default 1m)")
+	fs.Duration("keepalive-timeout", 0, "a pinged connection that does not answer within this is closed (default 20s)")
 	fs.StringSlice("capabilities", nil, `capabilities granted to modules whose load names none: log, config, timer, messaging (every target), messaging:<module>[/<component>]; "none" grants none (default log,config: timer and messaging must be granted by the load)`)
 	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
 	fs.Int("max-modules", 0, "how many modules the host takes; advertised to placement (default 0: no limit)")
@@ -398,6 +418,24 @@ func (c *Config) validate() error {
 	}
 	if c.CompileTimeout < 0 {
 		errs = append(errs, fmt.Sprintf("compile-timeout is %v, must not be negative", c.CompileTimeout))
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{{"max-connections", c.MaxConnections}, {"max-streams-per-connection", c.MaxStreamsPerConnection},
+		{"max-streams-per-credential", c.MaxStreamsPerCredential}, {"max-header-bytes", c.MaxHeaderBytes}} {
+		if n.v < 0 || n.v > math.MaxUint32 {
+			errs = append(errs, fmt.Sprintf("%s is %d, must be between 0 (the default) and 2^32-1", n.key, n.v))
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"handshake-timeout", c.HandshakeTimeout}, {"connection-idle-timeout", c.ConnectionIdleTimeout},
+		{"keepalive-time", c.KeepaliveTime}, {"keepalive-timeout", c.KeepaliveTimeout}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Sprintf("%s is %v, must not be negative", d.key, d.v))
+		}
 	}
 	if c.MaxCompiles < 0 {
 		errs = append(errs, fmt.Sprintf("max-compiles is %d, must not be negative", c.MaxCompiles))

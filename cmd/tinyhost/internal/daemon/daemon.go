@@ -185,6 +185,15 @@ func serverOptions(cfg Config, log hclog.Logger, tokens tokens, sopts []grpc.Ser
 		MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10,
 		ServerOptions:   sopts,
 		Routing:         h,
+
+		MaxConnections:          cfg.MaxConnections,
+		MaxStreamsPerConnection: cfg.MaxStreamsPerConnection,
+		MaxStreamsPerCredential: cfg.MaxStreamsPerCredential,
+		MaxHeaderBytes:          cfg.MaxHeaderBytes,
+		HandshakeTimeout:        cfg.HandshakeTimeout,
+		IdleTimeout:             cfg.ConnectionIdleTimeout,
+		KeepaliveTime:           cfg.KeepaliveTime,
+		KeepaliveTimeout:        cfg.KeepaliveTimeout,
 	}
 }
 
