@@ -5,12 +5,16 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,8 +55,9 @@ type attackDaemon struct {
 	h      *e2e.Host
 	mon    *monitor
 	admin  *grpc.ClientConn
-	invoke *grpc.ClientConn
-	dir    string
+	invoke  *grpc.ClientConn
+	dir     string
+	metrics string // the address of its /metrics
 }
 
 // TestAttackers attacks one daemon with tokens set, as a caller on its port
@@ -71,6 +76,7 @@ func TestAttackers(t *testing.T) {
 		{"large-headers", attackHeaders},
 		{"silent-connections", attackSilent},
 		{"unread-streams", attackUnreadStreams},
+		{"stalled-loads", attackStalledLoads},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d.mon.resetPeak()
@@ -110,11 +116,15 @@ func startAttacked(t *testing.T) *attackDaemon {
 			"--connection-idle-timeout", "3s",
 			"--keepalive-time", "2s",
 			"--keepalive-timeout", "2s",
+			"--max-loads", "4",
+			"--load-stall-timeout", "2s",
+			"--metrics", "127.0.0.1:0",
 		},
 		Env: []string{"TINYHOST_INSECURE=false"},
 	})
 	d := &attackDaemon{h: h, dir: dir, admin: tokenConn(t, h.Addr, "admin-s3cret"), invoke: tokenConn(t, h.Addr, "invoke-s3cret")}
 	d.mon = watch(t, h)
+	d.metrics = metricsAddr(t, h)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	loadBytes(ctx, t, hostv1.NewHostServiceClient(d.admin), "echo", e2e.Guest(t, "echo"))
@@ -470,4 +480,110 @@ func writeHeaders(fr *http2.Framer, id uint32, block []byte) (int, error) {
 		n += m
 	}
 	return n, nil
+}
+
+// metricsAddr is the address the daemon logged it serves /metrics on.
+func metricsAddr(t *testing.T, h *e2e.Host) string {
+	var addr string
+	require.Eventually(t, func() bool {
+		for _, line := range strings.Split(h.Log(), "\n") {
+			var rec struct {
+				Message string `json:"@message"`
+				Addr    string `json:"addr"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Message == "serving metrics" {
+				addr = rec.Addr
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond, "the metrics address in the log")
+	return addr
+}
+
+// heapInUse is the daemon's go_memstats_heap_inuse_bytes; 0 when it cannot
+// be read.
+func heapInUse(addr string) uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return uint64(f)
+		}
+	}
+	return 0
+}
+
+// attackStalledLoads: 300 LoadModule calls with the admin token, on 4
+// connections, each declaring a module of 64 MiB (--max-load-bytes),
+// sending its first 64 KiB and then nothing. The daemon holds
+// --max-streams-per-credential of them (the rest are RESOURCE_EXHAUSTED),
+// gathers --max-loads at once in buffers of the bytes that arrived, and
+// fails each at --load-stall-timeout (DEADLINE_EXCEEDED). Its Go heap in
+// use, which counts a buffer allocated at the declared size whether or not
+// its pages were touched, stays under 128 MiB.
+func attackStalledLoads(t *testing.T, d *attackDaemon) {
+	const loads, conns = 300, 4
+	const heapBound = 128 << 20
+	chunk := append([]byte("\x00asm\x01\x00\x00\x00"), bytes.Repeat([]byte{0}, 64<<10-8)...)
+	stop := make(chan struct{})
+	sampled := make(chan uint64)
+	go func() {
+		var peak uint64
+		for {
+			peak = max(peak, heapInUse(d.metrics))
+			select {
+			case <-stop:
+				sampled <- peak
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	var (
+		wg    sync.WaitGroup
+		codes sync.Map
+	)
+	for c := range conns {
+		conn := tokenConn(t, d.h.Addr, "admin-s3cret")
+		client := hostv1.NewHostServiceClient(conn)
+		for i := range loads / conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+				defer cancel()
+				st, err := client.LoadModule(ctx)
+				if err == nil {
+					err = st.Send(&hostv1.LoadModuleRequest{Header: &hostv1.LoadHeader{Name: fmt.Sprintf("stalled-%d-%d", c, i), Size: 64 << 20}, Chunk: chunk})
+				}
+				if err == nil || errors.Is(err, io.EOF) {
+					// No CloseSend: the load stalls; the daemon ends it.
+					err = st.RecvMsg(new(hostv1.LoadModuleResponse))
+				}
+				n, _ := codes.LoadOrStore(status.Code(err).String(), new(atomic.Int32))
+				n.(*atomic.Int32).Add(1)
+			}()
+		}
+	}
+	wg.Wait()
+	close(stop)
+	peakHeap := <-sampled
+	got := map[string]int32{}
+	codes.Range(func(k, v any) bool { got[k.(string)] = v.(*atomic.Int32).Load(); return true })
+	t.Logf("the loads' codes: %v; peak Go heap in use %d MiB", got, peakHeap>>20)
+	assert.Equal(t, map[string]int32{"DeadlineExceeded": attackStreams, "ResourceExhausted": loads - attackStreams}, got)
+	assert.NotZero(t, peakHeap, "the heap was read")
+	assert.Less(t, peakHeap, uint64(heapBound), "peak Go heap in use")
 }

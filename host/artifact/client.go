@@ -24,6 +24,8 @@ const (
 	DefaultMaxBackoff   = 8 * time.Second
 	DefaultRetryTimeout = time.Minute
 	DefaultFetchTimeout = 2 * time.Minute
+	DefaultMaxFetches   = 4
+	DefaultStallTimeout = 30 * time.Second
 )
 
 // Options configures a Client. The zero value is usable: no cache, registry
@@ -82,6 +84,17 @@ type Options struct {
 	// answers one byte at a time fails the fetch when it passes (the error
 	// matches context.DeadlineExceeded). 0: DefaultFetchTimeout.
 	FetchTimeout time.Duration
+
+	// MaxFetches bounds the requests in flight at once, each from its
+	// start until its body is read: the bytes of a download are held until
+	// it is done, so the downloads that fill memory are bounded by number,
+	// each by MaxSize. Further requests wait. 0: DefaultMaxFetches.
+	MaxFetches int
+
+	// StallTimeout fails a download whose body sends nothing for that long
+	// (ErrStalled, retried like other transient errors within
+	// FetchTimeout). 0: DefaultStallTimeout.
+	StallTimeout time.Duration
 }
 
 // Client fetches, pushes and inspects module artifacts. It is safe for
@@ -98,8 +111,15 @@ type Client struct {
 // New validates opts, fills in the defaults and creates the cache
 // directory.
 func New(opts Options) (*Client, error) {
-	if opts.MaxSize < 0 || opts.Attempts < 0 || opts.Backoff < 0 || opts.MaxBackoff < 0 || opts.RetryTimeout < 0 || opts.FetchTimeout < 0 {
-		return nil, fmt.Errorf("artifact: negative MaxSize, Attempts, Backoff, MaxBackoff, RetryTimeout or FetchTimeout")
+	if opts.MaxSize < 0 || opts.Attempts < 0 || opts.Backoff < 0 || opts.MaxBackoff < 0 || opts.RetryTimeout < 0 || opts.FetchTimeout < 0 ||
+		opts.MaxFetches < 0 || opts.StallTimeout < 0 {
+		return nil, fmt.Errorf("artifact: negative MaxSize, Attempts, Backoff, MaxBackoff, RetryTimeout, FetchTimeout, MaxFetches or StallTimeout")
+	}
+	if opts.MaxFetches == 0 {
+		opts.MaxFetches = DefaultMaxFetches
+	}
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = DefaultStallTimeout
 	}
 	if opts.MaxSize == 0 {
 		opts.MaxSize = DefaultMaxSize
@@ -143,7 +163,7 @@ func New(opts Options) (*Client, error) {
 	c := &Client{
 		opts:      opts,
 		log:       opts.Logger,
-		transport: &guard{next: base, plain: plain},
+		transport: &guard{next: base, plain: plain, slots: make(chan struct{}, opts.MaxFetches), stall: opts.StallTimeout},
 		plain:     plain,
 		keychain:  kc,
 	}

@@ -53,6 +53,13 @@ type Options struct {
 
 	// MaxLoadBytes is the largest module LoadModule accepts. Default 64 MiB.
 	MaxLoadBytes int64
+	// MaxLoads is how many LoadModule calls gather their bytes or fetch
+	// their source at once; the others wait for a slot, within their
+	// deadline. Default 4.
+	MaxLoads int
+	// LoadStallTimeout fails a LoadModule (DEADLINE_EXCEEDED) whose
+	// client sends no message for that long. Default 30s.
+	LoadStallTimeout time.Duration
 	// MaxMessageBytes is the largest gRPC message the server receives (an
 	// Invoke request, a LoadModule chunk). Default 4 MiB + 64 KiB: the
 	// host's default MaxMessageSize and room for metadata.
@@ -112,6 +119,8 @@ const (
 	defaultStreamWindow    = 64
 	streamWorkers          = 64
 
+	defaultMaxLoads                = 4
+	defaultLoadStallTimeout        = 30 * time.Second
 	defaultMaxConnections          = 1024
 	defaultMaxStreamsPerConnection = 256
 	defaultMaxStreamsPerCredential = 256
@@ -139,6 +148,8 @@ type Server struct {
 	// end by themselves (Watch, InvokeStream) wind down.
 	stopping chan struct{}
 	stopOnce sync.Once
+
+	loads chan struct{} // a slot per load gathering its bytes, MaxLoads
 }
 
 // New creates a server for h; Serve starts serving. h stays the caller's:
@@ -165,6 +176,8 @@ func New(h *host.Host, opts Options) (*Server, error) {
 	if opts.StreamWindow == 0 {
 		opts.StreamWindow = defaultStreamWindow
 	}
+	setDefault(&opts.MaxLoads, defaultMaxLoads)
+	setDefault(&opts.LoadStallTimeout, defaultLoadStallTimeout)
 	setDefault(&opts.MaxConnections, defaultConnections())
 	setDefault(&opts.MaxStreamsPerConnection, defaultMaxStreamsPerConnection)
 	setDefault(&opts.MaxStreamsPerCredential, defaultMaxStreamsPerCredential)
@@ -174,6 +187,8 @@ func New(h *host.Host, opts Options) (*Server, error) {
 	setDefault(&opts.KeepaliveTime, defaultKeepaliveTime)
 	setDefault(&opts.KeepaliveTimeout, defaultKeepaliveTimeout)
 	switch {
+	case opts.MaxLoads < 0 || opts.LoadStallTimeout < 0:
+		return nil, fmt.Errorf("server: MaxLoads %d and LoadStallTimeout %v must be positive", opts.MaxLoads, opts.LoadStallTimeout)
 	case opts.MaxConnections < 0, opts.MaxStreamsPerConnection < 0, opts.MaxStreamsPerCredential < 0, opts.MaxHeaderBytes < 0:
 		return nil, fmt.Errorf("server: MaxConnections %d, MaxStreamsPerConnection %d, MaxStreamsPerCredential %d and MaxHeaderBytes %d must be positive",
 			opts.MaxConnections, opts.MaxStreamsPerConnection, opts.MaxStreamsPerCredential, opts.MaxHeaderBytes)
@@ -193,6 +208,7 @@ func New(h *host.Host, opts Options) (*Server, error) {
 		opts:     opts,
 		log:      opts.Logger,
 		stopping: make(chan struct{}),
+		loads:    make(chan struct{}, opts.MaxLoads),
 	}
 	s.health = newHealthServer(h, s.stopping)
 

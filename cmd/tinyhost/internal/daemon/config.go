@@ -59,6 +59,8 @@ type Config struct {
 
 	// What callers may make the server hold (server.Options); zero means
 	// the server's default.
+	MaxLoads                int           `koanf:"max-loads"`
+	LoadStallTimeout        time.Duration `koanf:"load-stall-timeout"`
 	MaxConnections          int           `koanf:"max-connections"`
 	MaxStreamsPerConnection int           `koanf:"max-streams-per-connection"`
 	MaxStreamsPerCredential int           `koanf:"max-streams-per-credential"`
@@ -114,6 +116,8 @@ type ArtifactsConfig struct {
 	MaxSize      int64         `koanf:"max-size"`
 	Attempts     int           `koanf:"attempts"`
 	FetchTimeout time.Duration `koanf:"fetch-timeout"`
+	MaxFetches   int           `koanf:"max-fetches"`
+	StallTimeout time.Duration `koanf:"stall-timeout"`
 }
 
 // artifactsKey maps a flag or variable name to its key in the artifacts
@@ -169,6 +173,8 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish; the daemon exits at most 5s after it")
 	fs.Duration("compile-timeout", 0, "how long compiling one module may take (default 5m)")
 	fs.Int("max-compiles", 0, "how many modules may compile at once; more loads wait (default GOMAXPROCS)")
+	fs.Int("max-loads", 0, "LoadModule calls that gather their bytes or fetch their source at once; more wait (default 4)")
+	fs.Duration("load-stall-timeout", 0, "a LoadModule whose client sends nothing for this long fails (default 30s)")
 	fs.Int("max-connections", 0, "gRPC connections open at once; the next waits until one closes (default 1024, or half the descriptor limit if less)")
 	fs.Int("max-streams-per-connection", 0, "calls one gRPC connection runs at once (default 256)")
 	fs.Int("max-streams-per-credential", 0, "streams (InvokeStream, DeliverStream, Watch) one credential holds open at once over all its connections; not applied without credentials (default 256)")
@@ -199,6 +205,8 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Int64("artifacts-max-size", 0, "largest module fetched, in bytes (default: max-load-bytes)")
 	fs.Int("artifacts-attempts", 0, "tries of one registry or URL request before giving up (default 5)")
 	fs.Duration("artifacts-fetch-timeout", 0, "how long one fetch may take, retries and download included (default 2m)")
+	fs.Int("artifacts-max-fetches", 0, "registry and URL requests in flight at once, each until its body is read; more wait (default 4)")
+	fs.Duration("artifacts-stall-timeout", 0, "a download that sends nothing for this long fails, and is retried (default 30s)")
 	fs.Bool("register", false, "register in a Kubernetes cluster: keep a TinyHost and a Lease named --name, publish the modules the host loads on its own as TinyModules")
 	fs.String("kubeconfig", "", "with --register: kubeconfig file (default: the pod's in-cluster configuration)")
 	fs.String("advertise-address", "", "with --register: host:port the operator and other hosts reach this host at (default: the listen address)")
@@ -413,8 +421,8 @@ func (c *Config) validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Sprintf("shutdown-timeout is %v, must be positive", c.ShutdownTimeout))
 	}
-	if c.Artifacts.MaxSize < 0 || c.Artifacts.Attempts < 0 || c.Artifacts.FetchTimeout < 0 {
-		errs = append(errs, "artifacts max-size, attempts and fetch-timeout must not be negative")
+	if c.Artifacts.MaxSize < 0 || c.Artifacts.Attempts < 0 || c.Artifacts.FetchTimeout < 0 || c.Artifacts.MaxFetches < 0 || c.Artifacts.StallTimeout < 0 {
+		errs = append(errs, "artifacts max-size, attempts, fetch-timeout, max-fetches and stall-timeout must not be negative")
 	}
 	if c.CompileTimeout < 0 {
 		errs = append(errs, fmt.Sprintf("compile-timeout is %v, must not be negative", c.CompileTimeout))
@@ -422,7 +430,7 @@ func (c *Config) validate() error {
 	for _, n := range []struct {
 		key string
 		v   int
-	}{{"max-connections", c.MaxConnections}, {"max-streams-per-connection", c.MaxStreamsPerConnection},
+	}{{"max-loads", c.MaxLoads}, {"max-connections", c.MaxConnections}, {"max-streams-per-connection", c.MaxStreamsPerConnection},
 		{"max-streams-per-credential", c.MaxStreamsPerCredential}, {"max-header-bytes", c.MaxHeaderBytes}} {
 		if n.v < 0 || n.v > math.MaxUint32 {
 			errs = append(errs, fmt.Sprintf("%s is %d, must be between 0 (the default) and 2^32-1", n.key, n.v))
@@ -431,7 +439,7 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-	}{{"handshake-timeout", c.HandshakeTimeout}, {"connection-idle-timeout", c.ConnectionIdleTimeout},
+	}{{"load-stall-timeout", c.LoadStallTimeout}, {"handshake-timeout", c.HandshakeTimeout}, {"connection-idle-timeout", c.ConnectionIdleTimeout},
 		{"keepalive-time", c.KeepaliveTime}, {"keepalive-timeout", c.KeepaliveTimeout}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Sprintf("%s is %v, must not be negative", d.key, d.v))

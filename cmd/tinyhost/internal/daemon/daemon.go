@@ -186,6 +186,8 @@ func serverOptions(cfg Config, log hclog.Logger, tokens tokens, sopts []grpc.Ser
 		ServerOptions:   sopts,
 		Routing:         h,
 
+		MaxLoads:                cfg.MaxLoads,
+		LoadStallTimeout:        cfg.LoadStallTimeout,
 		MaxConnections:          cfg.MaxConnections,
 		MaxStreamsPerConnection: cfg.MaxStreamsPerConnection,
 		MaxStreamsPerCredential: cfg.MaxStreamsPerCredential,
@@ -260,6 +262,8 @@ func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport
 			MaxSize:      cfg.Artifacts.MaxSize,
 			Attempts:     cfg.Artifacts.Attempts,
 			FetchTimeout: cfg.Artifacts.FetchTimeout,
+			MaxFetches:   cfg.Artifacts.MaxFetches,
+			StallTimeout: cfg.Artifacts.StallTimeout,
 		},
 		MaxModuleSize:  cfg.MaxLoadBytes,
 		CompileTimeout: cfg.CompileTimeout,
