@@ -168,8 +168,11 @@ func New(opts Options) (*Client, error) {
 		keychain:  kc,
 	}
 	if opts.CacheDir != "" {
+		// A cache that cannot be written (a read-only or full disk) is a
+		// fault to report, not a reason to fetch nothing.
 		if c.cache, err = openCache(opts.CacheDir, opts.Logger); err != nil {
-			return nil, err
+			opts.Logger.Warn("artifact cache unusable: fetching without it", "dir", opts.CacheDir, "error", err)
+			c.cache = nil
 		}
 	}
 	return c, nil
