@@ -52,9 +52,9 @@ const (
 // attackDaemon is a daemon with an admin and an invoke token, serving echo,
 // and what the test watches of it.
 type attackDaemon struct {
-	h      *e2e.Host
-	mon    *monitor
-	admin  *grpc.ClientConn
+	h       *e2e.Host
+	mon     *monitor
+	admin   *grpc.ClientConn
 	invoke  *grpc.ClientConn
 	dir     string
 	metrics string // the address of its /metrics
