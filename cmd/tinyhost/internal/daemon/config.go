@@ -255,7 +255,9 @@ func ParseConfig(args, environ []string) (Config, error) {
 	if err != nil || host == "" {
 		host = "tinyhost"
 	}
-	fs := flagSet(host)
+	// The name defaults to the machine's, which Kubernetes would take only
+	// in lower case.
+	fs := flagSet(strings.ToLower(host))
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -307,10 +309,13 @@ func ParseConfig(args, environ []string) (Config, error) {
 		}
 	}
 
-	var envErr error
+	var (
+		envErr     error
+		unknownEnv []string
+	)
 	if err := k.Load(env.Provider(".", env.Opt{
 		Prefix:      "TINYHOST_",
-		EnvironFunc: func() []string { return environ },
+		EnvironFunc: func() []string { return ownEnv(environ) },
 		TransformFunc: func(key, v string) (string, any) {
 			key = strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(key, "TINYHOST_")), "_", "-")
 			switch {
@@ -322,10 +327,16 @@ func ParseConfig(args, environ []string) (Config, error) {
 				return key, m
 			case key == "capabilities", key == "artifacts-plain-http":
 				return artifactsKey(key), splitList(v)
+			case key == "config":
+				return "", nil // read above
 			case key == "routes", key == "wiring":
-				return "", nil // maps: in the config file only
+				if envErr == nil {
+					envErr = usageErr("%s: %s is set in the config file only", "TINYHOST_"+strings.ToUpper(strings.ReplaceAll(key, "-", "_")), key)
+				}
+				return "", nil
 			case !known[artifactsKey(key)]:
-				return "", nil // not ours, e.g. a variable of the deployment
+				unknownEnv = append(unknownEnv, key)
+				return "", nil
 			}
 			return artifactsKey(key), v
 		},
@@ -334,6 +345,9 @@ func ParseConfig(args, environ []string) (Config, error) {
 	}
 	if envErr != nil {
 		return Config{}, envErr
+	}
+	if len(unknownEnv) > 0 {
+		return Config{}, unknownVariables(unknownEnv, known)
 	}
 
 	labels, err := fs.GetStringArray("label")
@@ -449,11 +463,8 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Sprintf("max-compiles is %d, must not be negative", c.MaxCompiles))
 	}
 	errs = append(errs, c.validateRegister()...)
-	for k := range c.Labels {
-		if k == "" {
-			errs = append(errs, "a label has an empty key")
-		}
-	}
+	errs = append(errs, checkName(c.Name)...)
+	errs = append(errs, checkLabels(c.Labels)...)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return usageErr("invalid configuration: %s", strings.Join(errs, "; "))
