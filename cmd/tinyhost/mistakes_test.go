@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	hostclient "github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/internal/e2e"
@@ -107,4 +109,30 @@ func TestTLSRenewalRefused(t *testing.T) {
 	assert.Equal(t, "good", presented())
 	assert.Equal(t, 1, strings.Count(h.Log(), "renewed certificate refused: serving the previous one"), "warnings")
 	assert.Contains(t, h.Log(), "expired at")
+}
+
+// TestFetchInternalAddress: the daemon fetches for whoever may load, so a
+// LoadModule source or a .ref file naming an internal address (link-local:
+// a cloud's metadata service; private; loopback by name) is refused
+// FAILED_PRECONDITION before anything is sent, unless
+// --artifacts-allow-networks holds it.
+func TestFetchInternalAddress(t *testing.T) {
+	h := e2e.StartHost(t, e2e.HostOptions{})
+	sha := "#sha256=" + strings.Repeat("0", 64)
+	for _, tc := range []struct{ source, want string }{
+		{"https://169.254.169.254/latest/meta-data" + sha, "169.254.169.254, a link-local address"},
+		{"https://10.0.0.1/m.wasm" + sha, "10.0.0.1, a private address"},
+		{"https://localhost:1/m.wasm" + sha, "a loopback address"},
+	} {
+		_, err := loadSource(t, h.Addr, tc.source)
+		require.Error(t, err, tc.source)
+		st := status.Convert(err)
+		assert.Equal(t, codes.FailedPrecondition, st.Code(), "%s: %s", tc.source, st.Message())
+		assert.Contains(t, st.Message(), tc.want)
+		assert.Contains(t, st.Message(), "artifacts-allow-networks")
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(h.ModulesDir, "meta.ref"),
+		[]byte("url: https://169.254.169.254/m.wasm\nsha256: "+strings.Repeat("0", 64)+"\n"), 0o644))
+	require.Eventually(t, func() bool { return strings.Contains(h.Log(), "169.254.169.254, a link-local address") },
+		time.Minute, 20*time.Millisecond, "the .ref file refused in the log")
 }

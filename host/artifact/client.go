@@ -85,6 +85,22 @@ type Options struct {
 	// matches context.DeadlineExceeded). 0: DefaultFetchTimeout.
 	FetchTimeout time.Duration
 
+	// RestrictNetworks refuses to connect to an internal address:
+	// loopback, private (RFC 1918, fc00::/7), link-local (169.254.0.0/16,
+	// fe80::/10: cloud metadata services), shared (100.64.0.0/10),
+	// unspecified or multicast, unless AllowNetworks holds it. It is
+	// checked on the address a connection is made to, after DNS, for
+	// every request and redirect, before connecting, so that whoever may
+	// name a URL cannot probe the services beside the host. The hosts of
+	// PlainHTTP and the environment's proxy are reached by name, unchecked.
+	// A Transport other than an *http.Transport is not checked. Default
+	// false: a client that acts for its own user (tinyctl) reaches what
+	// the user can; a host sets it (host.Options).
+	RestrictNetworks bool
+	// AllowNetworks are CIDR prefixes ("10.20.0.0/16", "127.0.0.1/32")
+	// that RestrictNetworks lets fetches reach.
+	AllowNetworks []string
+
 	// MaxFetches bounds the requests in flight at once, each from its
 	// start until its body is read: the bytes of a download are held until
 	// it is done, so the downloads that fill memory are bounded by number,
@@ -143,7 +159,8 @@ func New(opts Options) (*Client, error) {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	base := opts.Transport
-	if base == nil {
+	own := base == nil
+	if own {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.ResponseHeaderTimeout = 30 * time.Second
 		base = t
@@ -155,6 +172,13 @@ func New(opts Options) (*Client, error) {
 			return nil, fmt.Errorf("artifact: PlainHTTP entry %q: want host or host:port", h)
 		}
 		plain[h] = true
+	}
+	if opts.RestrictNetworks {
+		policy, err := newNetPolicy(opts)
+		if err != nil {
+			return nil, err
+		}
+		base = policy.guardTransport(base, own)
 	}
 	kc, err := newDockerKeychain(opts.DockerConfig)
 	if err != nil {

@@ -68,6 +68,8 @@ func transient(err error) bool {
 		hne  x509.HostnameError
 	)
 	switch {
+	case errors.Is(err, ErrForbiddenAddress):
+		return false
 	case errors.As(err, &cve), errors.As(err, &uae), errors.As(err, &hne):
 		return false
 	case errors.As(err, &te):

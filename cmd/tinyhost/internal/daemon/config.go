@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"sort"
@@ -110,14 +111,15 @@ type Config struct {
 
 // ArtifactsConfig configures fetching modules from registries and URLs.
 type ArtifactsConfig struct {
-	CacheDir     string        `koanf:"cache-dir"`
-	DockerConfig string        `koanf:"docker-config"`
-	PlainHTTP    []string      `koanf:"plain-http"`
-	MaxSize      int64         `koanf:"max-size"`
-	Attempts     int           `koanf:"attempts"`
-	FetchTimeout time.Duration `koanf:"fetch-timeout"`
-	MaxFetches   int           `koanf:"max-fetches"`
-	StallTimeout time.Duration `koanf:"stall-timeout"`
+	CacheDir      string        `koanf:"cache-dir"`
+	DockerConfig  string        `koanf:"docker-config"`
+	PlainHTTP     []string      `koanf:"plain-http"`
+	MaxSize       int64         `koanf:"max-size"`
+	Attempts      int           `koanf:"attempts"`
+	FetchTimeout  time.Duration `koanf:"fetch-timeout"`
+	MaxFetches    int           `koanf:"max-fetches"`
+	AllowNetworks []string      `koanf:"allow-networks"`
+	StallTimeout  time.Duration `koanf:"stall-timeout"`
 }
 
 // artifactsKey maps a flag or variable name to its key in the artifacts
@@ -205,6 +207,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Int64("artifacts-max-size", 0, "largest module fetched, in bytes (default: max-load-bytes)")
 	fs.Int("artifacts-attempts", 0, "tries of one registry or URL request before giving up (default 5)")
 	fs.Duration("artifacts-fetch-timeout", 0, "how long one fetch may take, retries and download included (default 2m)")
+	fs.StringSlice("artifacts-allow-networks", nil, "CIDR prefixes of internal addresses (loopback, private, link-local) that fetches may reach; hosts of --artifacts-plain-http are reached by name (default: none)")
 	fs.Int("artifacts-max-fetches", 0, "registry and URL requests in flight at once, each until its body is read; more wait (default 4)")
 	fs.Duration("artifacts-stall-timeout", 0, "a download that sends nothing for this long fails, and is retried (default 30s)")
 	fs.Bool("register", false, "register in a Kubernetes cluster: keep a TinyHost and a Lease named --name, publish the modules the host loads on its own as TinyModules")
@@ -325,7 +328,7 @@ func ParseConfig(args, environ []string) (Config, error) {
 					envErr = usageErr("TINYHOST_LABELS: %v", err)
 				}
 				return key, m
-			case key == "capabilities", key == "artifacts-plain-http":
+			case key == "capabilities", key == "artifacts-plain-http", key == "artifacts-allow-networks":
 				return artifactsKey(key), splitList(v)
 			case key == "config":
 				return "", nil // read above
@@ -384,6 +387,9 @@ func ParseConfig(args, environ []string) (Config, error) {
 		return Config{}, usageErr("configuration: %v", err)
 	}
 	c.Capabilities = capabilities(k.Exists("capabilities"), c.Capabilities)
+	if len(c.Artifacts.AllowNetworks) == 0 {
+		c.Artifacts.AllowNetworks = nil
+	}
 	if err := c.validate(); err != nil {
 		return Config{}, err
 	}
@@ -437,6 +443,11 @@ func (c *Config) validate() error {
 	}
 	if c.Artifacts.MaxSize < 0 || c.Artifacts.Attempts < 0 || c.Artifacts.FetchTimeout < 0 || c.Artifacts.MaxFetches < 0 || c.Artifacts.StallTimeout < 0 {
 		errs = append(errs, "artifacts max-size, attempts, fetch-timeout, max-fetches and stall-timeout must not be negative")
+	}
+	for _, n := range c.Artifacts.AllowNetworks {
+		if _, err := netip.ParsePrefix(n); err != nil {
+			errs = append(errs, fmt.Sprintf("artifacts allow-networks %q is not a CIDR prefix such as 10.0.0.0/8", n))
+		}
 	}
 	if c.CompileTimeout < 0 {
 		errs = append(errs, fmt.Sprintf("compile-timeout is %v, must not be negative", c.CompileTimeout))

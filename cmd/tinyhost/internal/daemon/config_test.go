@@ -128,6 +128,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "label key", args: []string{"--label", "-zone=a"}, want: `label key "-zone" is not [prefix/]name`},
 		{name: "label prefix", args: []string{"--label", "Example.com/zone=a"}, want: `label key "Example.com/zone": the prefix is not a DNS subdomain`},
 		{name: "empty label key", env: []string{"TINYHOST_LABELS==a"}, want: "TINYHOST_LABELS"},
+		{name: "allowed network", args: []string{"--artifacts-allow-networks", "10.0.0.0"}, want: `allow-networks "10.0.0.0" is not a CIDR prefix`},
 		{name: "negative connections", args: []string{"--max-connections", "-1"}, want: "max-connections is -1"},
 		{name: "negative stall", args: []string{"--load-stall-timeout", "-1s"}, want: "load-stall-timeout is -1s"},
 		{name: "register: renew too slow", env: []string{"TINYHOST_REGISTER=true", "TINYHOST_LEASE_RENEW_INTERVAL=3s"}, want: "lease-renew-interval is 3s"},
