@@ -1,8 +1,12 @@
+//go:build linux
+
 package main_test
 
 import (
 	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,4 +139,34 @@ func TestFetchInternalAddress(t *testing.T) {
 		[]byte("url: https://169.254.169.254/m.wasm\nsha256: "+strings.Repeat("0", 64)+"\n"), 0o644))
 	require.Eventually(t, func() bool { return strings.Contains(h.Log(), "169.254.169.254, a link-local address") },
 		time.Minute, 20*time.Millisecond, "the .ref file refused in the log")
+}
+
+// TestGoMemoryLimit: the daemon makes --max-memory-bytes the Go runtime's
+// memory limit, which its metrics show; GOMEMLIMIT, when set, wins.
+func TestGoMemoryLimit(t *testing.T) {
+	limit := func(t *testing.T, o e2e.HostOptions) string {
+		o.Args = append(o.Args, "--metrics", "127.0.0.1:0")
+		h := e2e.StartHost(t, o)
+		body := metricsText(t, metricsAddr(t, h))
+		for _, line := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(line, "go_gc_gomemlimit_bytes "); ok {
+				return v
+			}
+		}
+		t.Fatalf("no go_gc_gomemlimit_bytes in the metrics")
+		return ""
+	}
+	assert.Equal(t, "1.073741824e+09", limit(t, e2e.HostOptions{Args: []string{"--max-memory-bytes", "1073741824"}}))
+	assert.Equal(t, "5.36870912e+08", limit(t, e2e.HostOptions{Args: []string{"--max-memory-bytes", "1073741824"}, Env: []string{"GOMEMLIMIT=512MiB"}}))
+	assert.Equal(t, "9.223372036854776e+18", limit(t, e2e.HostOptions{}), "no budget: no limit")
+}
+
+// metricsText is the text of the /metrics at addr.
+func metricsText(t *testing.T, addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
 }

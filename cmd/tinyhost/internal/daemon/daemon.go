@@ -54,6 +54,7 @@ func Main(cfg Config, logOut io.Writer) int {
 	go func() { done <- Run(ctx, cfg, logOut) }()
 
 	log := newLogger(cfg, logOut)
+	setGoMemoryLimit(memoryBudget(cfg), os.Getenv("GOMEMLIMIT") != "", log)
 	var late <-chan time.Time
 	for {
 		select {
