@@ -133,7 +133,7 @@ func startAttacked(t *testing.T) *attackDaemon {
 }
 
 // tokenConn is a plaintext connection to addr whose calls carry token.
-func tokenConn(t *testing.T, addr, token string) *grpc.ClientConn {
+func tokenConn(t testing.TB, addr, token string) *grpc.ClientConn {
 	t.Helper()
 	auth := func(ctx context.Context) context.Context {
 		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
@@ -153,7 +153,7 @@ func tokenConn(t *testing.T, addr, token string) *grpc.ClientConn {
 }
 
 // loadBytes loads wasm as module name over c, in 1 MiB chunks.
-func loadBytes(ctx context.Context, t *testing.T, c hostv1.HostServiceClient, name string, wasm []byte) {
+func loadBytes(ctx context.Context, t testing.TB, c hostv1.HostServiceClient, name string, wasm []byte) {
 	t.Helper()
 	stream, err := c.LoadModule(ctx)
 	require.NoError(t, err)
