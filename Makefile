@@ -72,7 +72,7 @@ test: fuzz
 .PHONY: bench
 bench: plugins ## Run the benchmarks and print ratios against their baselines.
 	@mkdir -p $(BIN)
-	$(GO) test -p 1 -run '^$$' -bench . -benchmem ./host/... | tee $(BIN)/bench.txt
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem ./host/... ./cmd/tinyhost | tee $(BIN)/bench.txt
 	@awk -f internal/bench-ratios.awk $(BIN)/bench.txt
 
 # ---------------------------------------------------------------------------

@@ -140,3 +140,11 @@ func defaultBudget(memory uint64, what string) (uint64, string) {
 	}
 	return memory / budgetDen * budgetNum, fmt.Sprintf("the default, %d/%d of its %s of %d MiB", budgetNum, budgetDen, what, memory>>20)
 }
+
+// DefaultMemoryBudget is the Capacity.MemoryBytes a host takes when its
+// Options leave it 0: 3/4 of the memory the process has, 0 when that cannot
+// be read.
+func DefaultMemoryBudget() uint64 {
+	b, _ := defaultBudget(machine())
+	return b
+}

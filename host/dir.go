@@ -176,7 +176,10 @@ func (d *dirLoader) enqueue(path string, scan *sync.WaitGroup) {
 func (d *dirLoader) worker(path string, w *dirWork) {
 	defer d.h.wg.Done()
 	ctx := d.h.loadCtx
-	var waiters []*sync.WaitGroup
+	var (
+		waiters []*sync.WaitGroup
+		backoff time.Duration
+	)
 	for retries := 0; ; {
 		d.mu.Lock()
 		waiters = append(waiters, w.waiters...)
@@ -194,15 +197,28 @@ func (d *dirLoader) worker(path string, w *dirWork) {
 
 		// A file that changed while read is read again once it is quiet,
 		// whether or not the watcher saw the writes. The scan of New waits
-		// for a file being written, but not for ever.
-		retry := d.sync(ctx, path)
+		// for a file being written, but not for ever. A transient error
+		// (no descriptor left, a full disk) is tried again after a backoff
+		// that doubles up to dirRetryMax; the scan of New does not wait
+		// for it.
+		res := d.sync(ctx, path, backoff)
+		retry := res == syncChanged
 		if retry {
 			retries++
+		} else {
+			retries = 0
+		}
+		wait := dirQuiet
+		if res == syncTransient {
+			backoff = min(max(2*backoff, dirRetryMin), dirRetryMax)
+			wait = backoff
+		} else {
+			backoff = 0
+		}
+		if res != synced {
 			d.mu.Lock()
 			w.again = true
 			d.mu.Unlock()
-		} else {
-			retries = 0
 		}
 		if !retry || retries >= dirScanRetries {
 			for _, s := range waiters {
@@ -210,8 +226,8 @@ func (d *dirLoader) worker(path string, w *dirWork) {
 			}
 			waiters = nil
 		}
-		if retry {
-			t := time.NewTimer(dirQuiet)
+		if res != synced {
+			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
 			case <-ctx.Done():
@@ -221,10 +237,26 @@ func (d *dirLoader) worker(path string, w *dirWork) {
 	}
 }
 
+// The backoff of a file that failed on a transient error.
+var (
+	dirRetryMin = 250 * time.Millisecond
+	dirRetryMax = 30 * time.Second
+)
+
+// syncResult is what became of a sync.
+type syncResult int
+
+const (
+	synced        syncResult = iota // loaded, unloaded, or failed for good
+	syncChanged                     // the file changed while read: again once quiet
+	syncTransient                   // a transient error: again after a backoff
+)
+
 // sync brings the module of one file in step with the file: load it when it
-// is new or changed, unload its module when it is gone. It returns true
-// when the file changed while it was read, to be read again.
-func (d *dirLoader) sync(ctx context.Context, path string) (retry bool) {
+// is new or changed, unload its module when it is gone. backoff is how
+// long the last try, which failed on a transient error, was waited for (0
+// for none), to log.
+func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration) syncResult {
 	h := d.h
 	d.mu.Lock()
 	prev, known := d.files[path]
@@ -244,18 +276,21 @@ func (d *dirLoader) sync(ctx context.Context, path string) (retry bool) {
 				h.log.Info("module file removed", "file", api.GuestText(path), "module", prev.module)
 			}
 		}
-		return false
+		return synced
 	case errors.Is(err, errChanged):
 		h.log.Debug("module file changed while read; reading it again once quiet", "file", api.GuestText(path))
-		return true
+		return syncChanged
+	case transientFileError(err):
+		d.retrying(path, backoff, err)
+		return syncTransient
 	case err != nil:
 		d.failed(path, known, &LoadError{File: path, Kind: kindOf(err), Err: err})
-		return false
+		return synced
 	}
 	sum := sha256.Sum256(b)
 	digest := hex.EncodeToString(sum[:])
 	if known && prev.digest == digest {
-		return false
+		return synced
 	}
 	source := path
 	if strings.HasSuffix(path, artifact.RefFileExt) {
@@ -268,13 +303,17 @@ func (d *dirLoader) sync(ctx context.Context, path string) (retry bool) {
 		}
 		if err != nil {
 			d.failed(path, known, &LoadError{File: path, Err: err})
-			return false
+			return synced
 		}
 	}
 	info, err := h.load(ctx, b, source, LoadOptions{})
+	if err != nil && transientFileError(err) && ctx.Err() == nil {
+		d.retrying(path, backoff, err)
+		return syncTransient
+	}
 	if err != nil {
 		d.logFailed(path, known, err) // load published the event
-		return false
+		return synced
 	}
 	d.mu.Lock()
 	d.files[path] = dirFile{module: info.Name, digest: digest, source: source}
@@ -283,7 +322,21 @@ func (d *dirLoader) sync(ctx context.Context, path string) (retry bool) {
 		// The file now holds another module: the old one goes.
 		_ = h.unload(prev.module, prev.source)
 	}
-	return false
+	if backoff > 0 {
+		h.log.Info("module file loaded after a transient error", "file", path, "module", info.Name)
+	}
+	return synced
+}
+
+// retrying logs a file that failed on a transient error and is tried
+// again: at warn the first time, at debug while it keeps failing.
+func (d *dirLoader) retrying(path string, backoff time.Duration, err error) {
+	next := min(max(2*backoff, dirRetryMin), dirRetryMax)
+	if backoff == 0 {
+		d.h.log.Warn("module file not loaded: a transient error, trying again", "file", path, "error", err, "in", next)
+		return
+	}
+	d.h.log.Debug("module file still not loaded: trying again", "file", path, "error", err, "in", next)
 }
 
 // failed reports a file that could not be read or fetched, as a bad .wasm

@@ -127,11 +127,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 
 	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(false)
 	if opts.CacheDir != "" {
-		h.cache, err = wazero.NewCompilationCacheWithDir(opts.CacheDir)
-		if err != nil {
-			h.cancel()
-			return nil, fmt.Errorf("host: compilation cache %s: %w", opts.CacheDir, err)
-		}
+		h.cache = openCompilationCache(opts.CacheDir, h.log)
 	} else {
 		h.cache = wazero.NewCompilationCache()
 	}

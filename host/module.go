@@ -772,7 +772,7 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32) (c *co
 	// the functions of a compile with several.
 	workers := max(2, runtime.GOMAXPROCS(0))
 	start := time.Now()
-	code, err := h.rt.CompileModule(experimental.WithCompilationWorkers(ctx, workers), res.Wasm)
+	code, err := h.compileModule(experimental.WithCompilationWorkers(ctx, workers), res.Wasm)
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}

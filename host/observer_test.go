@@ -110,7 +110,7 @@ func TestRefFile(t *testing.T) {
 	src := artifact.Source{URL: url, SHA256: hex.EncodeToString(sum[:])}
 
 	dir := t.TempDir()
-	h, _ := newHost(t, host.Options{ModulesDir: dir, Artifacts: artifact.Options{Transport: web.Client().Transport}})
+	h, _ := newHost(t, host.Options{ModulesDir: dir, Artifacts: artifact.Options{Transport: web.Client().Transport, AllowNetworks: []string{"127.0.0.0/8"}}})
 	t.Cleanup(func() { // before the host's check for leaked goroutines
 		web.Client().Transport.(*http.Transport).CloseIdleConnections()
 		web.Close()

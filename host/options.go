@@ -71,6 +71,8 @@ type Options struct {
 	// <CacheDir>/artifacts when CacheDir is set, MaxSize is
 	// MaxModuleSize, Logger is Logger.Named("artifact"); see
 	// artifact.Options for the rest (FetchTimeout bounds a whole fetch).
+	// RestrictNetworks is always set: internal addresses are reached only
+	// within AllowNetworks (or by the PlainHTTP hosts' names).
 	Artifacts artifact.Options
 
 	// Observer is told about every guest call, compilation and discarded
@@ -412,6 +414,9 @@ func (o *Options) fill() {
 	if o.Artifacts.CacheDir == "" && o.CacheDir != "" {
 		o.Artifacts.CacheDir = filepath.Join(o.CacheDir, "artifacts")
 	}
+	// A host fetches for whoever may load: never from the services beside
+	// it, unless their networks are allowed (Artifacts.AllowNetworks).
+	o.Artifacts.RestrictNetworks = true
 	if o.MaxModuleSize == 0 {
 		o.MaxModuleSize = defaultMaxModuleSize
 	}

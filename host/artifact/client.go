@@ -24,6 +24,8 @@ const (
 	DefaultMaxBackoff   = 8 * time.Second
 	DefaultRetryTimeout = time.Minute
 	DefaultFetchTimeout = 2 * time.Minute
+	DefaultMaxFetches   = 4
+	DefaultStallTimeout = 30 * time.Second
 )
 
 // Options configures a Client. The zero value is usable: no cache, registry
@@ -82,6 +84,33 @@ type Options struct {
 	// answers one byte at a time fails the fetch when it passes (the error
 	// matches context.DeadlineExceeded). 0: DefaultFetchTimeout.
 	FetchTimeout time.Duration
+
+	// RestrictNetworks refuses to connect to an internal address:
+	// loopback, private (RFC 1918, fc00::/7), link-local (169.254.0.0/16,
+	// fe80::/10: cloud metadata services), shared (100.64.0.0/10),
+	// unspecified or multicast, unless AllowNetworks holds it. It is
+	// checked on the address a connection is made to, after DNS, for
+	// every request and redirect, before connecting, so that whoever may
+	// name a URL cannot probe the services beside the host. The hosts of
+	// PlainHTTP and the environment's proxy are reached by name, unchecked.
+	// A Transport other than an *http.Transport is not checked. Default
+	// false: a client that acts for its own user (tinyctl) reaches what
+	// the user can; a host sets it (host.Options).
+	RestrictNetworks bool
+	// AllowNetworks are CIDR prefixes ("10.20.0.0/16", "127.0.0.1/32")
+	// that RestrictNetworks lets fetches reach.
+	AllowNetworks []string
+
+	// MaxFetches bounds the requests in flight at once, each from its
+	// start until its body is read: the bytes of a download are held until
+	// it is done, so the downloads that fill memory are bounded by number,
+	// each by MaxSize. Further requests wait. 0: DefaultMaxFetches.
+	MaxFetches int
+
+	// StallTimeout fails a download whose body sends nothing for that long
+	// (ErrStalled, retried like other transient errors within
+	// FetchTimeout). 0: DefaultStallTimeout.
+	StallTimeout time.Duration
 }
 
 // Client fetches, pushes and inspects module artifacts. It is safe for
@@ -98,8 +127,15 @@ type Client struct {
 // New validates opts, fills in the defaults and creates the cache
 // directory.
 func New(opts Options) (*Client, error) {
-	if opts.MaxSize < 0 || opts.Attempts < 0 || opts.Backoff < 0 || opts.MaxBackoff < 0 || opts.RetryTimeout < 0 || opts.FetchTimeout < 0 {
-		return nil, fmt.Errorf("artifact: negative MaxSize, Attempts, Backoff, MaxBackoff, RetryTimeout or FetchTimeout")
+	if opts.MaxSize < 0 || opts.Attempts < 0 || opts.Backoff < 0 || opts.MaxBackoff < 0 || opts.RetryTimeout < 0 || opts.FetchTimeout < 0 ||
+		opts.MaxFetches < 0 || opts.StallTimeout < 0 {
+		return nil, fmt.Errorf("artifact: negative MaxSize, Attempts, Backoff, MaxBackoff, RetryTimeout, FetchTimeout, MaxFetches or StallTimeout")
+	}
+	if opts.MaxFetches == 0 {
+		opts.MaxFetches = DefaultMaxFetches
+	}
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = DefaultStallTimeout
 	}
 	if opts.MaxSize == 0 {
 		opts.MaxSize = DefaultMaxSize
@@ -123,7 +159,8 @@ func New(opts Options) (*Client, error) {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	base := opts.Transport
-	if base == nil {
+	own := base == nil
+	if own {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.ResponseHeaderTimeout = 30 * time.Second
 		base = t
@@ -136,6 +173,13 @@ func New(opts Options) (*Client, error) {
 		}
 		plain[h] = true
 	}
+	if opts.RestrictNetworks {
+		policy, err := newNetPolicy(opts)
+		if err != nil {
+			return nil, err
+		}
+		base = policy.guardTransport(base, own)
+	}
 	kc, err := newDockerKeychain(opts.DockerConfig)
 	if err != nil {
 		return nil, err
@@ -143,13 +187,16 @@ func New(opts Options) (*Client, error) {
 	c := &Client{
 		opts:      opts,
 		log:       opts.Logger,
-		transport: &guard{next: base, plain: plain},
+		transport: &guard{next: base, plain: plain, slots: make(chan struct{}, opts.MaxFetches), stall: opts.StallTimeout},
 		plain:     plain,
 		keychain:  kc,
 	}
 	if opts.CacheDir != "" {
+		// A cache that cannot be written (a read-only or full disk) is a
+		// fault to report, not a reason to fetch nothing.
 		if c.cache, err = openCache(opts.CacheDir, opts.Logger); err != nil {
-			return nil, err
+			opts.Logger.Warn("artifact cache unusable: fetching without it", "dir", opts.CacheDir, "error", err)
+			c.cache = nil
 		}
 	}
 	return c, nil

@@ -43,6 +43,14 @@ var (
 
 	// ErrPlainHTTP: plain HTTP to a host that is not in Options.PlainHTTP.
 	ErrPlainHTTP = api.NewSentinel(codes.FailedPrecondition, api.ReasonPlainHTTP, "plain HTTP not allowed")
+
+	// ErrForbiddenAddress: the address a fetch would connect to is
+	// loopback, private, link-local or otherwise internal, and
+	// Options.RestrictNetworks refuses it.
+	ErrForbiddenAddress = api.NewSentinel(codes.FailedPrecondition, api.ReasonDenied, "address not allowed")
+
+	// ErrStalled: a download sent nothing for Options.StallTimeout.
+	ErrStalled = api.NewSentinel(codes.DeadlineExceeded, api.ReasonTimeout, "download stalled")
 )
 
 // NotWasmError says what a reference names instead of a wasm artifact.

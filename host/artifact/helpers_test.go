@@ -111,12 +111,15 @@ func startRegistry(t *testing.T, useTLS bool, mw middleware) *testRegistry {
 		r.mu.Unlock()
 		h.ServeHTTP(w, req)
 	})
-	if useTLS {
-		r.srv = httptest.NewTLSServer(rec)
-	} else {
-		r.srv = httptest.NewServer(rec)
-	}
+	// The error log is set before the server starts: it logs from its
+	// connections' goroutines.
+	r.srv = httptest.NewUnstartedServer(rec)
 	r.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	if useTLS {
+		r.srv.StartTLS()
+	} else {
+		r.srv.Start()
+	}
 	t.Cleanup(r.srv.Close)
 	r.Host = strings.TrimPrefix(strings.TrimPrefix(r.srv.URL, "https://"), "http://")
 	return r

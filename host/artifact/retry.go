@@ -68,6 +68,8 @@ func transient(err error) bool {
 		hne  x509.HostnameError
 	)
 	switch {
+	case errors.Is(err, ErrForbiddenAddress):
+		return false
 	case errors.As(err, &cve), errors.As(err, &uae), errors.As(err, &hne):
 		return false
 	case errors.As(err, &te):
@@ -77,7 +79,7 @@ func transient(err error) bool {
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNABORTED),
 		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
-		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, ErrStalled):
 		return true
 	case errors.As(err, &dnse), errors.As(err, &ope):
 		return true

@@ -2,6 +2,7 @@ package client
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"sync"
@@ -21,6 +22,18 @@ type KeyPair struct {
 	cert    *tls.Certificate
 	certMod fileStamp
 	keyMod  fileStamp
+	// The stamps of the last renewal that was refused, not read again.
+	badCert, badKey fileStamp
+	onRefused       func(error)
+}
+
+// OnRefused sets f to be told of a renewed pair that is refused (it does
+// not parse, or the certificate is outside its validity); the last good
+// pair is served meanwhile. f is called once for each renewal refused.
+func (k *KeyPair) OnRefused(f func(error)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.onRefused = f
 }
 
 // fileStamp tells one version of a file from the next.
@@ -56,14 +69,40 @@ func (k *KeyPair) reload() error {
 	if err != nil {
 		return fmt.Errorf("certificate key: %w", err)
 	}
-	if k.cert != nil && cm == k.certMod && km == k.keyMod {
+	if k.cert != nil && (cm == k.certMod && km == k.keyMod || cm == k.badCert && km == k.badKey) {
 		return nil
 	}
 	cert, err := tls.LoadX509KeyPair(k.certFile, k.keyFile)
 	if err != nil {
-		return fmt.Errorf("certificate %s, key %s: %w", k.certFile, k.keyFile, err)
+		err = fmt.Errorf("certificate %s, key %s: %w", k.certFile, k.keyFile, err)
+	} else {
+		err = checkValidity(k.certFile, cert.Leaf, time.Now())
+	}
+	if err != nil {
+		if k.cert != nil {
+			k.badCert, k.badKey = cm, km
+			if k.onRefused != nil {
+				k.onRefused(err)
+			}
+		}
+		return err
 	}
 	k.cert, k.certMod, k.keyMod = &cert, cm, km
+	return nil
+}
+
+// checkValidity refuses a certificate outside its validity at now: a peer
+// would refuse it, and the failure would show as a handshake error far
+// from its cause.
+func checkValidity(file string, leaf *x509.Certificate, now time.Time) error {
+	switch {
+	case leaf == nil:
+		return nil
+	case now.Before(leaf.NotBefore):
+		return fmt.Errorf("certificate %s is not valid before %s (now %s)", file, leaf.NotBefore.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	case now.After(leaf.NotAfter):
+		return fmt.Errorf("certificate %s expired at %s (now %s)", file, leaf.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -17,6 +18,7 @@ import (
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
@@ -105,17 +107,24 @@ func (rs roles) String() string {
 type auth struct {
 	tokens    []tokenRole
 	certRoles bool
+
+	// maxStreams bounds the streams open at once per credential; streams
+	// counts them by the credential's key.
+	maxStreams int
+	mu         sync.Mutex
+	streams    map[string]int
 }
 
 type tokenRole struct {
 	sum  [sha256.Size]byte
 	role api.Role
+	id   string // the credential's key: "token:<role>"
 }
 
 // newAuth is the check of opts' credentials. Two roles may not share a
 // token: a peer's token that loads modules would defeat the roles.
 func newAuth(opts Options) (*auth, error) {
-	a := &auth{certRoles: opts.ClientCertRoles}
+	a := &auth{certRoles: opts.ClientCertRoles, maxStreams: opts.MaxStreamsPerCredential, streams: map[string]int{}}
 	for _, t := range []struct {
 		token string
 		role  api.Role
@@ -129,7 +138,7 @@ func newAuth(opts Options) (*auth, error) {
 				return nil, fmt.Errorf("server: the %s and %s roles have the same token: give each role its own", o.role, t.role)
 			}
 		}
-		a.tokens = append(a.tokens, tokenRole{sum: sum, role: t.role})
+		a.tokens = append(a.tokens, tokenRole{sum: sum, role: t.role, id: "token:" + string(t.role)})
 	}
 	return a, nil
 }
@@ -137,29 +146,12 @@ func newAuth(opts Options) (*auth, error) {
 // open reports whether every caller has every role.
 func (a *auth) open() bool { return len(a.tokens) == 0 && !a.certRoles }
 
-func (a *auth) check(ctx context.Context, method string) error {
-	need, ok := methodRoles[method]
-	if !ok {
-		return status.Errorf(codes.PermissionDenied, "%s is in no role's list of methods: nobody may call it", rpcName(method))
-	}
-	if need == roleOpen || a.open() {
-		return nil
-	}
-	have, err := a.roles(ctx, method)
-	if err != nil {
-		return err
-	}
-	if !have.has(need) {
-		return status.Errorf(codes.PermissionDenied, "%s needs the %s role; this credential has %s", rpcName(method), need, have)
-	}
-	return nil
-}
-
-// roles are the caller's roles. A bearer token, when the host accepts
-// tokens, decides alone: a call that carries one asks for its role, and a
-// wrong one is a mistake to report, not to cover with the connection's
-// certificate. Without a token, a verified client certificate decides.
-func (a *auth) roles(ctx context.Context, method string) (roles, error) {
+// identify finds the caller's roles and the key of its credential. A
+// bearer token, when the host accepts tokens, decides alone: a call that
+// carries one asks for its role, and a wrong one is a mistake to report,
+// not to cover with the connection's certificate. Without a token, a
+// verified client certificate decides.
+func (a *auth) identify(ctx context.Context, method string) (roles, string, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	if vals := md.Get("authorization"); len(vals) > 0 && len(a.tokens) > 0 {
 		return a.tokenRoles(vals[0])
@@ -173,36 +165,41 @@ func (a *auth) roles(ctx context.Context, method string) (roles, error) {
 				}
 			}
 			if rs == 0 {
-				return 0, status.Errorf(codes.PermissionDenied, "%s: the client certificate %q names no role: its Subject Organization must include %s",
+				return 0, "", status.Errorf(codes.PermissionDenied, "%s: the client certificate %q names no role: its Subject Organization must include %s",
 					rpcName(method), cert.Subject.CommonName, organizations())
 			}
-			return rs, nil
+			// Its CA signed the certificate: the signature names it.
+			return rs, "cert:" + string(cert.Signature), nil
 		}
 	}
 	if len(a.tokens) == 0 {
-		return 0, status.Error(codes.Unauthenticated, "no verified client certificate: this host requires mTLS")
+		return 0, "", status.Error(codes.Unauthenticated, "no verified client certificate: this host requires mTLS")
 	}
-	return 0, status.Error(codes.Unauthenticated, `missing bearer token: send the metadata "authorization: Bearer <token>"`)
+	return 0, "", status.Error(codes.Unauthenticated, `missing bearer token: send the metadata "authorization: Bearer <token>"`)
 }
 
-func (a *auth) tokenRoles(val string) (roles, error) {
+func (a *auth) tokenRoles(val string) (roles, string, error) {
 	scheme, token, ok := strings.Cut(val, " ")
 	if !ok || !strings.EqualFold(scheme, "bearer") {
-		return 0, status.Error(codes.Unauthenticated, `malformed authorization: want "Bearer <token>"`)
+		return 0, "", status.Error(codes.Unauthenticated, `malformed authorization: want "Bearer <token>"`)
 	}
 	// Comparing digests keeps the comparison constant-time in the token's
 	// length too; every configured token is compared.
 	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	var rs roles
+	var (
+		rs roles
+		id string
+	)
 	for _, t := range a.tokens {
 		if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
 			rs |= roleBit(t.role)
+			id = t.id
 		}
 	}
 	if rs == 0 {
-		return 0, status.Error(codes.Unauthenticated, "invalid bearer token")
+		return 0, "", status.Error(codes.Unauthenticated, "invalid bearer token")
 	}
-	return rs, nil
+	return rs, id, nil
 }
 
 // verifiedCert is the client certificate the TLS handshake verified
@@ -239,16 +236,93 @@ func rpcName(method string) string {
 	return method
 }
 
+// tap checks a call's credential when its headers arrive, before grpc-go
+// reads a byte of its body: a caller without a valid credential is
+// refused at the cost of its headers (grpc.InTapHandle). What it lets
+// through it marks in the context, which the interceptors read instead of
+// checking again. A method no service serves passes: grpc-go answers it
+// UNIMPLEMENTED without reading its body either.
+func (a *auth) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if _, ok := methodRoles[info.FullMethodName]; !ok || a.open() {
+		return ctx, nil
+	}
+	// grpc-go put the headers in ctx as incoming metadata before the tap.
+	c, err := a.caller(ctx, info.FullMethodName)
+	if err != nil {
+		return nil, err
+	}
+	return context.WithValue(ctx, callerKey{}, c), nil
+}
+
+// callerKey keys the caller the tap found in a call's context.
+type callerKey struct{}
+
+// caller is who calls: the key of its credential, for the bounds per
+// credential ("" where none is needed), once its role was checked.
+type caller struct{ id string }
+
+// caller checks a call's credential against the role its method needs.
+func (a *auth) caller(ctx context.Context, method string) (caller, error) {
+	if c, ok := ctx.Value(callerKey{}).(caller); ok {
+		return c, nil
+	}
+	need, ok := methodRoles[method]
+	if !ok {
+		return caller{}, status.Errorf(codes.PermissionDenied, "%s is in no role's list of methods: nobody may call it", rpcName(method))
+	}
+	if need == roleOpen || a.open() {
+		return caller{}, nil
+	}
+	have, id, err := a.identify(ctx, method)
+	if err != nil {
+		return caller{}, err
+	}
+	if !have.has(need) {
+		return caller{}, status.Errorf(codes.PermissionDenied, "%s needs the %s role; this credential has %s", rpcName(method), need, have)
+	}
+	return caller{id: id}, nil
+}
+
 func (a *auth) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := a.check(ctx, info.FullMethod); err != nil {
+	if _, err := a.caller(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
 }
 
+// stream checks a stream's caller and holds one of its credential's
+// MaxStreamsPerCredential while the stream lasts: a stream holds workers
+// and buffers for as long as its client keeps it open.
 func (a *auth) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := a.check(ss.Context(), info.FullMethod); err != nil {
+	c, err := a.caller(ss.Context(), info.FullMethod)
+	if err != nil {
 		return err
 	}
+	if c.id != "" && a.maxStreams > 0 {
+		if !a.acquire(c.id) {
+			return api.NewStatus(codes.ResourceExhausted, api.ReasonBusy, nil, fmt.Sprintf(
+				"%s: this credential has %d streams open, this host's limit per credential: end one first", rpcName(info.FullMethod), a.maxStreams)).Err()
+		}
+		defer a.release(c.id)
+	}
 	return handler(srv, ss)
+}
+
+// acquire takes one of id's streams, if it has one left.
+func (a *auth) acquire(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.streams[id] >= a.maxStreams {
+		return false
+	}
+	a.streams[id]++
+	return true
+}
+
+func (a *auth) release(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.streams[id]--; a.streams[id] <= 0 {
+		delete(a.streams, id)
+	}
 }

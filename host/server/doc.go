@@ -56,8 +56,12 @@
 //
 // # Roles
 //
-// Every method needs a role, from one table (auth.go) checked by one pair
-// of interceptors; a method missing from it is refused to everyone.
+// Every method needs a role, from one table (auth.go), checked on a call's
+// headers before its body is read (grpc.InTapHandle), and by the
+// interceptors where that tap was replaced; a method missing from the
+// table is refused to everyone. The streams a credential holds open are
+// bounded (Options.MaxStreamsPerCredential), and so are the connections,
+// the calls of each, the header list and a connection's silence.
 //
 //	role     may call
 //	invoke   Invoke, InvokeStream, Info, ListModules, Watch, health List

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -22,7 +23,7 @@ import (
 // refusing a module past MaxLoadBytes as soon as that is known, checks the
 // digest, and loads.
 func (s *Server) LoadModule(stream hostv1.HostService_LoadModuleServer) error {
-	first, err := stream.Recv()
+	first, err := s.recv(stream)
 	if errors.Is(err, io.EOF) {
 		return status.Error(codes.InvalidArgument, "no header: the first message must carry one")
 	}
@@ -32,6 +33,14 @@ func (s *Server) LoadModule(stream hostv1.HostService_LoadModuleServer) error {
 	hdr := first.GetHeader()
 	if hdr == nil {
 		return status.Error(codes.InvalidArgument, "no header: the first message must carry one")
+	}
+	// A load holds its buffer, or its fetch, until it is done: at most
+	// MaxLoads at once; the others wait here, before their bytes are read.
+	select {
+	case s.loads <- struct{}{}:
+		defer func() { <-s.loads }()
+	case <-stream.Context().Done():
+		return status.FromContextError(stream.Context().Err()).Err()
 	}
 	if hdr.GetSource() != "" {
 		return s.loadSource(stream, hdr, len(first.GetChunk()) > 0)
@@ -48,13 +57,15 @@ func (s *Server) LoadModule(stream hostv1.HostService_LoadModuleServer) error {
 		}
 	}
 
-	wasm := make([]byte, 0, hdr.GetSize())
-	wasm = append(wasm, first.GetChunk()...)
+	// The buffer grows with the bytes that arrived, never with the size
+	// the header declares: a caller that declares the limit and sends
+	// nothing holds nothing.
+	wasm := grow(nil, first.GetChunk(), hdr.GetSize())
 	for {
 		if int64(len(wasm)) > limit {
 			return s.tooLarge(hdr, int64(len(wasm)))
 		}
-		msg, err := stream.Recv()
+		msg, err := s.recv(stream)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -64,7 +75,7 @@ func (s *Server) LoadModule(stream hostv1.HostService_LoadModuleServer) error {
 		if msg.GetHeader() != nil {
 			return status.Error(codes.InvalidArgument, "a header in a message other than the first")
 		}
-		wasm = append(wasm, msg.GetChunk()...)
+		wasm = grow(wasm, msg.GetChunk(), hdr.GetSize())
 	}
 	if hdr.GetSize() != 0 && uint64(len(wasm)) != hdr.GetSize() {
 		return status.Errorf(codes.InvalidArgument, "got %d bytes, the header announced %d", len(wasm), hdr.GetSize())
@@ -90,7 +101,7 @@ func (s *Server) loadSource(stream hostv1.HostService_LoadModuleServer, hdr *hos
 		return toStatus(err)
 	}
 	for !chunk {
-		msg, err := stream.Recv()
+		msg, err := s.recv(stream)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -133,4 +144,45 @@ func (s *Server) tooLarge(hdr *hostv1.LoadHeader, n int64) error {
 	}
 	return api.NewStatus(codes.ResourceExhausted, api.ReasonTooLarge, map[string]string{api.MetaModule: hdr.GetName()},
 		fmt.Sprintf("%s is %d bytes or more, over this host's load limit of %d bytes", what, n, s.opts.MaxLoadBytes)).Err()
+}
+
+// grow appends chunk to buf. The capacity at least doubles, as append's,
+// but not past the declared size once the bytes reach it, so that a load
+// that sends what it declared ends in a buffer of its size.
+func grow(buf, chunk []byte, declared uint64) []byte {
+	n := len(buf) + len(chunk)
+	if n <= cap(buf) {
+		return append(buf, chunk...)
+	}
+	c := max(2*cap(buf), n, 64<<10)
+	if uint64(n) <= declared && uint64(c) > declared {
+		c = int(declared)
+	}
+	out := make([]byte, len(buf), c)
+	copy(out, buf)
+	return append(out, chunk...)
+}
+
+// recv receives the next message of a load, or fails it with
+// DEADLINE_EXCEEDED when none arrives within LoadStallTimeout: a load that
+// stops sending frees its slot and its buffer. Recv cannot be selected on,
+// so it runs on a goroutine, which ends with the stream.
+func (s *Server) recv(stream hostv1.HostService_LoadModuleServer) (*hostv1.LoadModuleRequest, error) {
+	type received struct {
+		msg *hostv1.LoadModuleRequest
+		err error
+	}
+	ch := make(chan received, 1)
+	go func() {
+		msg, err := stream.Recv()
+		ch <- received{msg, err}
+	}()
+	t := time.NewTimer(s.opts.LoadStallTimeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.msg, r.err
+	case <-t.C:
+		return nil, status.Errorf(codes.DeadlineExceeded, "the load sent nothing for %v, this host's load stall timeout", s.opts.LoadStallTimeout)
+	}
 }

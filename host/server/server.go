@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 	"time"
@@ -52,6 +53,13 @@ type Options struct {
 
 	// MaxLoadBytes is the largest module LoadModule accepts. Default 64 MiB.
 	MaxLoadBytes int64
+	// MaxLoads is how many LoadModule calls gather their bytes or fetch
+	// their source at once; the others wait for a slot, within their
+	// deadline. Default 4.
+	MaxLoads int
+	// LoadStallTimeout fails a LoadModule (DEADLINE_EXCEEDED) whose
+	// client sends no message for that long. Default 30s.
+	LoadStallTimeout time.Duration
 	// MaxMessageBytes is the largest gRPC message the server receives (an
 	// Invoke request, a LoadModule chunk). Default 4 MiB + 64 KiB: the
 	// host's default MaxMessageSize and room for metadata.
@@ -59,6 +67,40 @@ type Options struct {
 	// StreamWindow is how many invocations of one InvokeStream run at once.
 	// Default 64.
 	StreamWindow int
+
+	// What a caller may make the server hold. A caller without a valid
+	// credential is refused when its headers arrive, before its body is
+	// read; these bound what is held before that, and what a caller with
+	// a credential holds.
+	//
+	// MaxConnections is how many connections are open at once; Serve
+	// accepts the next one when one closes. Default 1024, or half the
+	// process's descriptor limit if that is less.
+	MaxConnections int
+	// MaxStreamsPerConnection is how many calls one connection runs at
+	// once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). Default 256.
+	MaxStreamsPerConnection int
+	// MaxStreamsPerCredential is how many streams (InvokeStream,
+	// DeliverStream, Watch, ...) the callers of one credential (a role's
+	// token, a client certificate) hold open at once, over all their
+	// connections; one more is refused with RESOURCE_EXHAUSTED. Not
+	// applied where no caller needs a credential. Default 256.
+	MaxStreamsPerCredential int
+	// MaxHeaderBytes is the largest header list a call may send. Default
+	// 530 KiB: the 64 metadata entries of 8 KiB a message may carry, and
+	// room for gRPC's own headers.
+	MaxHeaderBytes int
+	// HandshakeTimeout is how long a new connection has to finish its TLS
+	// handshake and send its HTTP/2 preface. Default 10s.
+	HandshakeTimeout time.Duration
+	// IdleTimeout closes a connection (GOAWAY) that has run no call for
+	// that long. Default 5m.
+	IdleTimeout time.Duration
+	// KeepaliveTime and KeepaliveTimeout: a connection silent for
+	// KeepaliveTime is pinged, and closed unless the ping is answered
+	// within KeepaliveTimeout. Defaults 1m and 20s.
+	KeepaliveTime    time.Duration
+	KeepaliveTimeout time.Duration
 
 	// Routing is the route table and wiring that SetRoutes, GetRoutes,
 	// SetWiring and GetWiring act on (a *host.Host). Default nil:
@@ -76,6 +118,19 @@ const (
 	defaultMaxMessageBytes = 4<<20 + 64<<10
 	defaultStreamWindow    = 64
 	streamWorkers          = 64
+
+	defaultMaxLoads                = 4
+	defaultLoadStallTimeout        = 30 * time.Second
+	defaultMaxConnections          = 1024
+	defaultMaxStreamsPerConnection = 256
+	defaultMaxStreamsPerCredential = 256
+	// Every metadata entry a message may carry, with HPACK's 32 bytes of
+	// overhead each, and 16 KiB for gRPC's own headers and a token.
+	defaultMaxHeaderBytes   = abi.MaxMetadataEntries*(abi.MaxMetadataLen+32) + 16<<10
+	defaultHandshakeTimeout = 10 * time.Second
+	defaultIdleTimeout      = 5 * time.Minute
+	defaultKeepaliveTime    = time.Minute
+	defaultKeepaliveTimeout = 20 * time.Second
 )
 
 // Server serves one host over gRPC: tinyhost.host.v1.HostService, the
@@ -97,6 +152,7 @@ type Server struct {
 	// fixed holds name@digest of the module versions whose entries
 	// moduleProto had to change, to log each once.
 	fixed sync.Map
+	loads chan struct{} // a slot per load gathering its bytes, MaxLoads
 }
 
 // New creates a server for h; Serve starts serving. h stays the caller's:
@@ -123,7 +179,26 @@ func New(h *host.Host, opts Options) (*Server, error) {
 	if opts.StreamWindow == 0 {
 		opts.StreamWindow = defaultStreamWindow
 	}
+	setDefault(&opts.MaxLoads, defaultMaxLoads)
+	setDefault(&opts.LoadStallTimeout, defaultLoadStallTimeout)
+	setDefault(&opts.MaxConnections, defaultConnections())
+	setDefault(&opts.MaxStreamsPerConnection, defaultMaxStreamsPerConnection)
+	setDefault(&opts.MaxStreamsPerCredential, defaultMaxStreamsPerCredential)
+	setDefault(&opts.MaxHeaderBytes, defaultMaxHeaderBytes)
+	setDefault(&opts.HandshakeTimeout, defaultHandshakeTimeout)
+	setDefault(&opts.IdleTimeout, defaultIdleTimeout)
+	setDefault(&opts.KeepaliveTime, defaultKeepaliveTime)
+	setDefault(&opts.KeepaliveTimeout, defaultKeepaliveTimeout)
 	switch {
+	case opts.MaxLoads < 0 || opts.LoadStallTimeout < 0:
+		return nil, fmt.Errorf("server: MaxLoads %d and LoadStallTimeout %v must be positive", opts.MaxLoads, opts.LoadStallTimeout)
+	case opts.MaxConnections < 0, opts.MaxStreamsPerConnection < 0, opts.MaxStreamsPerCredential < 0, opts.MaxHeaderBytes < 0:
+		return nil, fmt.Errorf("server: MaxConnections %d, MaxStreamsPerConnection %d, MaxStreamsPerCredential %d and MaxHeaderBytes %d must be positive",
+			opts.MaxConnections, opts.MaxStreamsPerConnection, opts.MaxStreamsPerCredential, opts.MaxHeaderBytes)
+	case opts.MaxHeaderBytes > math.MaxUint32 || opts.MaxStreamsPerConnection > math.MaxUint32:
+		return nil, fmt.Errorf("server: MaxHeaderBytes %d or MaxStreamsPerConnection %d is over 2^32-1", opts.MaxHeaderBytes, opts.MaxStreamsPerConnection)
+	case opts.HandshakeTimeout < 0, opts.IdleTimeout < 0, opts.KeepaliveTime < 0, opts.KeepaliveTimeout < 0:
+		return nil, fmt.Errorf("server: HandshakeTimeout, IdleTimeout, KeepaliveTime and KeepaliveTimeout must be positive")
 	case opts.MaxLoadBytes < 0:
 		return nil, fmt.Errorf("server: MaxLoadBytes is %d, must be positive", opts.MaxLoadBytes)
 	case opts.MaxMessageBytes < 0:
@@ -136,6 +211,7 @@ func New(h *host.Host, opts Options) (*Server, error) {
 		opts:     opts,
 		log:      opts.Logger,
 		stopping: make(chan struct{}),
+		loads:    make(chan struct{}, opts.MaxLoads),
 	}
 	s.health = newHealthServer(h, s.stopping)
 
@@ -144,6 +220,19 @@ func New(h *host.Host, opts Options) (*Server, error) {
 		return nil, err
 	}
 	sopts := []grpc.ServerOption{
+		// The credential is checked on the headers, before the body.
+		grpc.InTapHandle(auth.tap),
+		grpc.MaxHeaderListSize(uint32(opts.MaxHeaderBytes)),
+		grpc.MaxConcurrentStreams(uint32(opts.MaxStreamsPerConnection)),
+		// A connection that never finishes its handshake and preface,
+		// runs no call, or answers no ping is closed: silence holds a
+		// descriptor, and MaxConnections of them would lock out callers.
+		grpc.ConnectionTimeout(opts.HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: opts.IdleTimeout,
+			Time:              opts.KeepaliveTime,
+			Timeout:           opts.KeepaliveTimeout,
+		}),
 		grpc.ChainUnaryInterceptor(s.logUnary, auth.unary),
 		grpc.ChainStreamInterceptor(s.logStream, auth.stream),
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
@@ -168,6 +257,7 @@ func New(h *host.Host, opts Options) (*Server, error) {
 // Serve serves gRPC on lis until Stop or GracefulStop; it returns nil after
 // either.
 func (s *Server) Serve(lis net.Listener) error {
+	lis = limitListener(lis, s.opts.MaxConnections)
 	go s.health.run()
 	s.log.Info("serving gRPC", "addr", lis.Addr().String())
 	err := s.grpc.Serve(lis)

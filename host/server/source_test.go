@@ -36,9 +36,10 @@ func TestLoadSource(t *testing.T) {
 	}))
 	t.Cleanup(web.Close)
 	e := newEnv(t, envOptions{host: host.Options{Artifacts: artifact.Options{
-		Transport: web.Client().Transport,
-		Attempts:  1,
-		CacheDir:  t.TempDir(),
+		Transport:     web.Client().Transport,
+		Attempts:      1,
+		CacheDir:      t.TempDir(),
+		AllowNetworks: []string{"127.0.0.0/8"}, // the test's server
 	}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -39,6 +39,9 @@ type Leaf struct {
 	// clientAuth; a host has both, since it presents its certificate to
 	// its peers.
 	Server, Client bool
+	// NotBefore and NotAfter, when set, replace the validity of an hour
+	// ago to a day from now.
+	NotBefore, NotAfter time.Time
 }
 
 // NewCA makes a CA in a temporary directory.
@@ -62,6 +65,12 @@ func (ca *CA) Issue(t testing.TB, l Leaf) (certFile, keyFile string) {
 	tmpl.Subject = pkix.Name{CommonName: l.Name, Organization: l.Organizations}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.DNSNames = l.DNSNames
+	if !l.NotBefore.IsZero() {
+		tmpl.NotBefore = l.NotBefore
+	}
+	if !l.NotAfter.IsZero() {
+		tmpl.NotAfter = l.NotAfter
+	}
 	for _, s := range l.IPs {
 		ip := net.ParseIP(s)
 		if ip == nil {

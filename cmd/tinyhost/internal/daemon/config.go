@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"sort"
@@ -55,6 +57,19 @@ type Config struct {
 	MaxMemoryBytes uint64        `koanf:"max-memory-bytes"`
 	CompileTimeout time.Duration `koanf:"compile-timeout"`
 	MaxCompiles    int           `koanf:"max-compiles"`
+
+	// What callers may make the server hold (server.Options); zero means
+	// the server's default.
+	MaxLoads                int           `koanf:"max-loads"`
+	LoadStallTimeout        time.Duration `koanf:"load-stall-timeout"`
+	MaxConnections          int           `koanf:"max-connections"`
+	MaxStreamsPerConnection int           `koanf:"max-streams-per-connection"`
+	MaxStreamsPerCredential int           `koanf:"max-streams-per-credential"`
+	MaxHeaderBytes          int           `koanf:"max-header-bytes"`
+	HandshakeTimeout        time.Duration `koanf:"handshake-timeout"`
+	ConnectionIdleTimeout   time.Duration `koanf:"connection-idle-timeout"`
+	KeepaliveTime           time.Duration `koanf:"keepalive-time"`
+	KeepaliveTimeout        time.Duration `koanf:"keepalive-timeout"`
 
 	// Routes (module → "host:port" of the hosts where it is ready) and
 	// wiring ("module/component/outport" → "module/component/inport") of a
@@ -112,12 +127,15 @@ type Config struct {
 
 // ArtifactsConfig configures fetching modules from registries and URLs.
 type ArtifactsConfig struct {
-	CacheDir     string        `koanf:"cache-dir"`
-	DockerConfig string        `koanf:"docker-config"`
-	PlainHTTP    []string      `koanf:"plain-http"`
-	MaxSize      int64         `koanf:"max-size"`
-	Attempts     int           `koanf:"attempts"`
-	FetchTimeout time.Duration `koanf:"fetch-timeout"`
+	CacheDir      string        `koanf:"cache-dir"`
+	DockerConfig  string        `koanf:"docker-config"`
+	PlainHTTP     []string      `koanf:"plain-http"`
+	MaxSize       int64         `koanf:"max-size"`
+	Attempts      int           `koanf:"attempts"`
+	FetchTimeout  time.Duration `koanf:"fetch-timeout"`
+	MaxFetches    int           `koanf:"max-fetches"`
+	AllowNetworks []string      `koanf:"allow-networks"`
+	StallTimeout  time.Duration `koanf:"stall-timeout"`
 }
 
 // artifactsKey maps a flag or variable name to its key in the artifacts
@@ -173,6 +191,16 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish; the daemon exits at most 5s after it")
 	fs.Duration("compile-timeout", 0, "how long compiling one module may take (default 5m)")
 	fs.Int("max-compiles", 0, "how many modules may compile at once; more loads wait (default GOMAXPROCS)")
+	fs.Int("max-loads", 0, "LoadModule calls that gather their bytes or fetch their source at once; more wait (default 4)")
+	fs.Duration("load-stall-timeout", 0, "a LoadModule whose client sends nothing for this long fails (default 30s)")
+	fs.Int("max-connections", 0, "gRPC connections open at once; the next waits until one closes (default 1024, or half the descriptor limit if less)")
+	fs.Int("max-streams-per-connection", 0, "calls one gRPC connection runs at once (default 256)")
+	fs.Int("max-streams-per-credential", 0, "streams (InvokeStream, DeliverStream, Watch) one credential holds open at once over all its connections; not applied without credentials (default 256)")
+	fs.Int("max-header-bytes", 0, "largest header list of a call, in bytes (default 542720: 64 metadata entries of 8 KiB and room)")
+	fs.Duration("handshake-timeout", 0, "how long a new connection has for its TLS handshake and HTTP/2 preface (default 10s)")
+	fs.Duration("connection-idle-timeout", 0, "a connection that runs no call for this long is closed (default 5m)")
+	fs.Duration("keepalive-time", 0, "a connection silent this long is pinged (default 1m)")
+	fs.Duration("keepalive-timeout", 0, "a pinged connection that does not answer within this is closed (default 20s)")
 	fs.StringSlice("capabilities", nil, `capabilities granted to modules whose load names none: log, config, timer, messaging (every target), messaging:<module>[/<component>]; "none" grants none (default log,config: timer, messaging and http must be granted by the load)`)
 	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
 	fs.Int("max-modules", 0, "how many modules the host takes; advertised to placement (default 0: no limit)")
@@ -205,6 +233,9 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Int("http-max-requests", 0, "module default: outbound HTTP requests a module may have in flight at once (default 16)")
 	fs.StringSlice("secret", nil, "a secret modules may be granted (secret:<name>), as name=file; the file is read at every request, so a rotated file takes effect at once (repeatable)")
 	fs.String("secrets-dir", "", "directory whose files are secrets modules may be granted, each named after its file (a Kubernetes Secret volume)")
+	fs.StringSlice("artifacts-allow-networks", nil, "CIDR prefixes of internal addresses (loopback, private, link-local) that fetches may reach; hosts of --artifacts-plain-http are reached by name (default: none)")
+	fs.Int("artifacts-max-fetches", 0, "registry and URL requests in flight at once, each until its body is read; more wait (default 4)")
+	fs.Duration("artifacts-stall-timeout", 0, "a download that sends nothing for this long fails, and is retried (default 30s)")
 	fs.Bool("register", false, "register in a Kubernetes cluster: keep a TinyHost and a Lease named --name, publish the modules the host loads on its own as TinyModules")
 	fs.String("kubeconfig", "", "with --register: kubeconfig file (default: the pod's in-cluster configuration)")
 	fs.String("advertise-address", "", "with --register: host:port the operator and other hosts reach this host at (default: the listen address)")
@@ -253,7 +284,9 @@ func ParseConfig(args, environ []string) (Config, error) {
 	if err != nil || host == "" {
 		host = "tinyhost"
 	}
-	fs := flagSet(host)
+	// The name defaults to the machine's, which Kubernetes would take only
+	// in lower case.
+	fs := flagSet(strings.ToLower(host))
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -305,10 +338,13 @@ func ParseConfig(args, environ []string) (Config, error) {
 		}
 	}
 
-	var envErr error
+	var (
+		envErr     error
+		unknownEnv []string
+	)
 	if err := k.Load(env.Provider(".", env.Opt{
 		Prefix:      "TINYHOST_",
-		EnvironFunc: func() []string { return environ },
+		EnvironFunc: func() []string { return ownEnv(environ) },
 		TransformFunc: func(key, v string) (string, any) {
 			key = strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(key, "TINYHOST_")), "_", "-")
 			switch {
@@ -318,12 +354,18 @@ func ParseConfig(args, environ []string) (Config, error) {
 					envErr = usageErr("TINYHOST_LABELS: %v", err)
 				}
 				return key, m
-			case key == "capabilities", key == "artifacts-plain-http":
+			case key == "capabilities", key == "artifacts-plain-http", key == "artifacts-allow-networks":
 				return artifactsKey(key), splitList(v)
+			case key == "config":
+				return "", nil // read above
 			case key == "routes", key == "wiring":
-				return "", nil // maps: in the config file only
+				if envErr == nil {
+					envErr = usageErr("%s: %s is set in the config file only", "TINYHOST_"+strings.ToUpper(strings.ReplaceAll(key, "-", "_")), key)
+				}
+				return "", nil
 			case !known[artifactsKey(key)]:
-				return "", nil // not ours, e.g. a variable of the deployment
+				unknownEnv = append(unknownEnv, key)
+				return "", nil
 			}
 			return artifactsKey(key), v
 		},
@@ -332,6 +374,9 @@ func ParseConfig(args, environ []string) (Config, error) {
 	}
 	if envErr != nil {
 		return Config{}, envErr
+	}
+	if len(unknownEnv) > 0 {
+		return Config{}, unknownVariables(unknownEnv, known)
 	}
 
 	labels, err := fs.GetStringArray("label")
@@ -368,6 +413,9 @@ func ParseConfig(args, environ []string) (Config, error) {
 		return Config{}, usageErr("configuration: %v", err)
 	}
 	c.Capabilities = capabilities(k.Exists("capabilities"), c.Capabilities)
+	if len(c.Artifacts.AllowNetworks) == 0 {
+		c.Artifacts.AllowNetworks = nil
+	}
 	if err := c.validate(); err != nil {
 		return Config{}, err
 	}
@@ -419,11 +467,34 @@ func (c *Config) validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Sprintf("shutdown-timeout is %v, must be positive", c.ShutdownTimeout))
 	}
-	if c.Artifacts.MaxSize < 0 || c.Artifacts.Attempts < 0 || c.Artifacts.FetchTimeout < 0 {
-		errs = append(errs, "artifacts max-size, attempts and fetch-timeout must not be negative")
+	if c.Artifacts.MaxSize < 0 || c.Artifacts.Attempts < 0 || c.Artifacts.FetchTimeout < 0 || c.Artifacts.MaxFetches < 0 || c.Artifacts.StallTimeout < 0 {
+		errs = append(errs, "artifacts max-size, attempts, fetch-timeout, max-fetches and stall-timeout must not be negative")
+	}
+	for _, n := range c.Artifacts.AllowNetworks {
+		if _, err := netip.ParsePrefix(n); err != nil {
+			errs = append(errs, fmt.Sprintf("artifacts allow-networks %q is not a CIDR prefix such as 10.0.0.0/8", n))
+		}
 	}
 	if c.CompileTimeout < 0 {
 		errs = append(errs, fmt.Sprintf("compile-timeout is %v, must not be negative", c.CompileTimeout))
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{{"max-loads", c.MaxLoads}, {"max-connections", c.MaxConnections}, {"max-streams-per-connection", c.MaxStreamsPerConnection},
+		{"max-streams-per-credential", c.MaxStreamsPerCredential}, {"max-header-bytes", c.MaxHeaderBytes}} {
+		if n.v < 0 || n.v > math.MaxUint32 {
+			errs = append(errs, fmt.Sprintf("%s is %d, must be between 0 (the default) and 2^32-1", n.key, n.v))
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"load-stall-timeout", c.LoadStallTimeout}, {"handshake-timeout", c.HandshakeTimeout}, {"connection-idle-timeout", c.ConnectionIdleTimeout},
+		{"keepalive-time", c.KeepaliveTime}, {"keepalive-timeout", c.KeepaliveTimeout}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Sprintf("%s is %v, must not be negative", d.key, d.v))
+		}
 	}
 	if c.MaxCompiles < 0 {
 		errs = append(errs, fmt.Sprintf("max-compiles is %d, must not be negative", c.MaxCompiles))
@@ -432,11 +503,8 @@ func (c *Config) validate() error {
 	if _, err := secretFiles(c.Secrets); err != nil {
 		errs = append(errs, err.Error())
 	}
-	for k := range c.Labels {
-		if k == "" {
-			errs = append(errs, "a label has an empty key")
-		}
-	}
+	errs = append(errs, checkName(c.Name)...)
+	errs = append(errs, checkLabels(c.Labels)...)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return usageErr("invalid configuration: %s", strings.Join(errs, "; "))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,7 +58,8 @@ labels:
 		"TINYHOST_LABELS=zone=env,rack=r1",
 		"TINYHOST_PEER_TOKEN_FILE=/tokens/peer",
 		"TINYHOST_TLS_CERT=c.pem", "TINYHOST_TLS_KEY=k.pem",
-		"TINYHOST_SOMETHING_ELSE=ignored",
+		"TINYHOST_OPERATOR_PROBE_TIMEOUT=9s",                                      // the operator's
+		"TINYHOST_SERVICE_HOST=10.0.0.1", "TINYHOST_PORT_50051_TCP_ADDR=10.0.0.1", // Kubernetes' Service links
 		"PATH=/usr/bin",
 	}
 	args := []string{"--config", file, "--name", "flag-name", "--label", "zone=flag", "--max-instances", "5", "--token-file", "/tokens/admin"}
@@ -117,6 +119,18 @@ func TestParseConfigErrors(t *testing.T) {
 			want: "peer-token-file needs tls-cert and tls-key: the host sends its peer token to peers only over TLS that verifies them"},
 		{name: "no host, plaintext, no token", env: []string{"TINYHOST_LISTEN=:50051"}, want: "set one, or --insecure"},
 		{name: "none and more", args: []string{"--capabilities", "none,log"}, want: `"none" goes alone`},
+		{name: "unknown variable", env: []string{"TINYHOST_TOKENFILE=/t", "TINYHOST_SOMETHING_ELSE=x"},
+			want: "unknown environment variables TINYHOST_SOMETHING_ELSE, TINYHOST_TOKENFILE (did you mean TINYHOST_TOKEN_FILE?)"},
+		{name: "routes variable", env: []string{"TINYHOST_ROUTES=a"}, want: "TINYHOST_ROUTES: routes is set in the config file only"},
+		{name: "name not a DNS subdomain", args: []string{"--name", "Edge_1"}, want: `name "Edge_1" is not a DNS subdomain (RFC 1123)`},
+		{name: "name too long", args: []string{"--name", strings.Repeat("a", 254)}, want: "is not a DNS subdomain (RFC 1123): 1 to 253 characters"},
+		{name: "label value too long", args: []string{"--label", "zone=" + strings.Repeat("a", 64)}, want: "label zone: value"},
+		{name: "label key", args: []string{"--label", "-zone=a"}, want: `label key "-zone" is not [prefix/]name`},
+		{name: "label prefix", args: []string{"--label", "Example.com/zone=a"}, want: `label key "Example.com/zone": the prefix is not a DNS subdomain`},
+		{name: "empty label key", env: []string{"TINYHOST_LABELS==a"}, want: "TINYHOST_LABELS"},
+		{name: "allowed network", args: []string{"--artifacts-allow-networks", "10.0.0.0"}, want: `allow-networks "10.0.0.0" is not a CIDR prefix`},
+		{name: "negative connections", args: []string{"--max-connections", "-1"}, want: "max-connections is -1"},
+		{name: "negative stall", args: []string{"--load-stall-timeout", "-1s"}, want: "load-stall-timeout is -1s"},
 		{name: "register: renew too slow", env: []string{"TINYHOST_REGISTER=true", "TINYHOST_LEASE_RENEW_INTERVAL=3s"}, want: "lease-renew-interval is 3s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

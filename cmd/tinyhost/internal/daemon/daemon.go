@@ -54,11 +54,17 @@ func Main(cfg Config, logOut io.Writer) int {
 	go func() { done <- Run(ctx, cfg, logOut) }()
 
 	log := newLogger(cfg, logOut)
+	setGoMemoryLimit(memoryBudget(cfg), os.Getenv("GOMEMLIMIT") != "", log)
 	var late <-chan time.Time
 	for {
 		select {
 		case err := <-done:
-			if err != nil {
+			var usage *UsageError
+			switch {
+			case errors.As(err, &usage):
+				fmt.Fprintf(logOut, "tinyhost: %v\n", err)
+				return 2
+			case err != nil:
 				fmt.Fprintf(logOut, "tinyhost: %v\n", err)
 				return 1
 			}
@@ -93,17 +99,22 @@ func newLogger(cfg Config, out io.Writer) hclog.Logger {
 func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 	log := newLogger(cfg, logOut)
 
+	// What the configuration names is checked before anything starts: a
+	// mistake in it is a usage error (exit 2), like one in a flag.
+	if err := hostOptions(cfg, log, nil, nil).Validate(); err != nil {
+		return &UsageError{err}
+	}
 	tokens, err := readTokens(cfg)
 	if err != nil {
-		return err
+		return &UsageError{err}
 	}
-	sopts, err := serverCreds(cfg)
+	sopts, err := serverCreds(cfg, log)
 	if err != nil {
-		return err
+		return &UsageError{err}
 	}
 	transport, err := newTransport(cfg, tokens.peer, log.Named("transport"))
 	if err != nil {
-		return err
+		return &UsageError{err}
 	}
 	// Closed after the host (deferred first), which sends through it
 	// until it has closed.
@@ -138,7 +149,7 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 
 	srv, err := server.New(h, serverOptions(cfg, log, tokens, sopts, h))
 	if err != nil {
-		return err
+		return &UsageError{err}
 	}
 
 	errc := make(chan error, 2)
@@ -185,15 +196,26 @@ func serverOptions(cfg Config, log hclog.Logger, tokens tokens, sopts []grpc.Ser
 		MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10,
 		ServerOptions:   sopts,
 		Routing:         h,
+
+		MaxLoads:                cfg.MaxLoads,
+		LoadStallTimeout:        cfg.LoadStallTimeout,
+		MaxConnections:          cfg.MaxConnections,
+		MaxStreamsPerConnection: cfg.MaxStreamsPerConnection,
+		MaxStreamsPerCredential: cfg.MaxStreamsPerCredential,
+		MaxHeaderBytes:          cfg.MaxHeaderBytes,
+		HandshakeTimeout:        cfg.HandshakeTimeout,
+		IdleTimeout:             cfg.ConnectionIdleTimeout,
+		KeepaliveTime:           cfg.KeepaliveTime,
+		KeepaliveTimeout:        cfg.KeepaliveTimeout,
 	}
 }
 
 // serverCreds are the gRPC server's TLS credentials, when it serves TLS.
-func serverCreds(cfg Config) ([]grpc.ServerOption, error) {
+func serverCreds(cfg Config, log hclog.Logger) ([]grpc.ServerOption, error) {
 	if cfg.TLSCert == "" {
 		return nil, nil
 	}
-	tc, err := serverTLS(cfg)
+	tc, err := serverTLS(cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -245,12 +267,15 @@ func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport
 		Logger:   log.Named("host"),
 		Observer: observer,
 		Artifacts: artifact.Options{
-			CacheDir:     cfg.Artifacts.CacheDir,
-			DockerConfig: cfg.Artifacts.DockerConfig,
-			PlainHTTP:    cfg.Artifacts.PlainHTTP,
-			MaxSize:      cfg.Artifacts.MaxSize,
-			Attempts:     cfg.Artifacts.Attempts,
-			FetchTimeout: cfg.Artifacts.FetchTimeout,
+			CacheDir:      cfg.Artifacts.CacheDir,
+			DockerConfig:  cfg.Artifacts.DockerConfig,
+			PlainHTTP:     cfg.Artifacts.PlainHTTP,
+			MaxSize:       cfg.Artifacts.MaxSize,
+			Attempts:      cfg.Artifacts.Attempts,
+			FetchTimeout:  cfg.Artifacts.FetchTimeout,
+			MaxFetches:    cfg.Artifacts.MaxFetches,
+			AllowNetworks: cfg.Artifacts.AllowNetworks,
+			StallTimeout:  cfg.Artifacts.StallTimeout,
 		},
 		SecretFiles:    must(secretFiles(cfg.Secrets)), // checked with the configuration
 		SecretsDir:     cfg.SecretsDir,
@@ -332,17 +357,27 @@ func readTokens(cfg Config) (tokens, error) {
 			return t, fmt.Errorf("%s %s is empty", f.key, f.path)
 		}
 	}
+	// A peer's token that loads modules would defeat the roles.
+	for _, p := range [][2]string{{"token-file", "invoke-token-file"}, {"token-file", "peer-token-file"}, {"invoke-token-file", "peer-token-file"}} {
+		of := map[string]string{"token-file": t.admin, "invoke-token-file": t.invoke, "peer-token-file": t.peer}
+		if a, b := of[p[0]], of[p[1]]; a != "" && a == b {
+			return t, fmt.Errorf("%s and %s hold the same token: give each role its own", p[0], p[1])
+		}
+	}
 	return t, nil
 }
 
 // serverTLS is the TLS configuration of the gRPC listener; with a client CA
 // every client must present a certificate it signed (mTLS). A renewed
 // certificate is served from the next handshake (client.KeyPair).
-func serverTLS(cfg Config) (*tls.Config, error) {
+func serverTLS(cfg Config, log hclog.Logger) (*tls.Config, error) {
 	pair, err := client.LoadKeyPair(cfg.TLSCert, cfg.TLSKey)
 	if err != nil {
 		return nil, fmt.Errorf("tls-cert/tls-key: %w", err)
 	}
+	pair.OnRefused(func(err error) {
+		log.Warn("renewed certificate refused: serving the previous one", "error", err)
+	})
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.GetCertificate}
 	if cfg.TLSClientCA != "" {
 		pool, err := client.CertPool(cfg.TLSClientCA)
