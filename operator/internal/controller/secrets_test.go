@@ -29,14 +29,14 @@ import (
 // loopback server, which answers what it got); the Secret updated, the
 // module sends the new value without a reload (same digest and load
 // time); a TinyModule naming a Secret that does not exist is not Ready,
-// its condition naming the Secret; one naming a secret it is not granted
+// its condition naming the Secret, until the Secret is created; one naming a secret it is not granted
 // is refused by the schema. No value appears in the operator's or the
 // host's log, the TinyModules' status, the namespace's events, or the
 // host's ListModules and Info.
 func TestModuleSecrets(t *testing.T) {
-	b := newBed(t, hostSpec{name: "h1"})
+	b := newBed(t, hostSpec{name: "h1", args: []string{"--metrics", "127.0.0.1:0"}})
 	ctx := t.Context()
-	first, second := "first-"+rand.Text(), "second-"+rand.Text()
+	first, second, third := "first-"+rand.Text(), "second-"+rand.Text(), "third-"+rand.Text()
 
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, r.Header.Get("Authorization"))
@@ -123,6 +123,9 @@ func TestModuleSecrets(t *testing.T) {
 	})
 	assert.Equal(t, metav1.ConditionFalse, cond.Status)
 	t.Logf("Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
+	// Created, the Secret lets the module load.
+	require.NoError(t, b.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "absent"}, Data: map[string][]byte{"token": []byte(third)}}))
+	b.ready(t, "default", "lacking", time.Minute)
 
 	// A secret not granted: the schema refuses it.
 	err = b.c.Create(ctx, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ungranted"}, Spec: v1alpha1.TinyModuleSpec{
@@ -143,6 +146,7 @@ func TestModuleSecrets(t *testing.T) {
 	var hosts v1alpha1.TinyHostList
 	require.NoError(t, b.c.List(ctx, &hosts))
 	places := map[string]string{
+		"the host's metrics": scrapeMetrics(t, b.hosts["h1"].Log()),
 		"the operator's log": b.mgr.Logs(),
 		"the host's log":     b.hosts["h1"].Log(),
 		"ListModules":        list.String(),
@@ -155,9 +159,34 @@ func TestModuleSecrets(t *testing.T) {
 	}
 	for what, text := range places {
 		require.NotEmpty(t, text, what)
-		for _, v := range []string{first, second} {
+		for _, v := range []string{first, second, third} {
 			assert.NotContains(t, text, v, what)
 		}
 	}
-	t.Logf("searched %d places (%d bytes of operator log, %d of host log, %d events) for the two values", len(places), len(places["the operator's log"]), len(places["the host's log"]), len(events.Items))
+	t.Logf("searched %d places (%d bytes of operator log, %d of host log, %d events) for the three values", len(places), len(places["the operator's log"]), len(places["the host's log"]), len(events.Items))
+}
+
+// scrapeMetrics reads the host's /metrics, at the address its log names.
+func scrapeMetrics(t *testing.T, log string) string {
+	t.Helper()
+	var addr string
+	for _, line := range strings.Split(log, "\n") {
+		var rec struct {
+			Message string `json:"@message"`
+			Addr    string `json:"addr"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Message == "serving metrics" {
+			addr = rec.Addr
+		}
+	}
+	require.NotEmpty(t, addr, "the metrics address in the host's log")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/metrics", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `module="caller"`, "the module's metrics")
+	return string(b)
 }
