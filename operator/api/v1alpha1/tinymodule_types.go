@@ -364,6 +364,49 @@ type Limits struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=4096
 	MaxInstances *int32 `json:"maxInstances,omitempty"`
+
+	// HTTPTimeout bounds one outbound HTTP request (capability
+	// http:<host>), within the call's deadline.
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(h|m|s|ms)){1,4}$`
+	HTTPTimeout *metav1.Duration `json:"httpTimeout,omitempty"`
+
+	// HTTPMaxRequestBytes and HTTPMaxResponseBytes bound the body of an
+	// outbound HTTP request and of its response.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	HTTPMaxRequestBytes *int32 `json:"httpMaxRequestBytes,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	HTTPMaxResponseBytes *int32 `json:"httpMaxResponseBytes,omitempty"`
+
+	// HTTPMaxHeaders and HTTPMaxHeaderBytes bound the headers of an
+	// outbound HTTP request or response: their number and their bytes.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	HTTPMaxHeaders *int32 `json:"httpMaxHeaders,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	HTTPMaxHeaderBytes *int32 `json:"httpMaxHeaderBytes,omitempty"`
+
+	// HTTPMaxRedirects is how many redirects one outbound HTTP request
+	// follows, at most 5; -1 follows none.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=-1
+	// +kubebuilder:validation:Maximum=5
+	HTTPMaxRedirects *int32 `json:"httpMaxRedirects,omitempty"`
+
+	// HTTPMaxRequests is how many outbound HTTP requests the module may
+	// have in flight at once on one host.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	HTTPMaxRequests *int32 `json:"httpMaxRequests,omitempty"`
 }
 
 // Capability names a host capability granted to a module: log, config,

@@ -26,13 +26,14 @@ import (
 
 // TestModuleSecrets: a TinyModule's spec.secrets reach its component (the
 // common module's http component sends the secret as a bearer token to a
-// loopback server, which answers what it got); the Secret updated, the
-// module sends the new value without a reload (same digest and load
-// time); a TinyModule naming a Secret that does not exist is not Ready,
-// its condition naming the Secret, until the Secret is created; one naming a secret it is not granted
-// is refused by the schema. No value appears in the operator's or the
-// host's log, the TinyModules' status, the namespace's events, or the
-// host's ListModules and Info.
+// loopback server, which answers what it got), and its spec.limits' HTTP
+// limits reach the host; the Secret updated, the module sends the new
+// value without a reload (same digest and load time); a TinyModule naming
+// a Secret that does not exist is not Ready, its condition naming the
+// Secret, until the Secret is created; one naming a secret it is not
+// granted is refused by the schema. No value appears in the operator's or
+// the host's log, the host's metrics, the TinyModules' and TinyHosts'
+// status, the namespace's events, or the host's ListModules and Info.
 func TestModuleSecrets(t *testing.T) {
 	b := newBed(t, hostSpec{name: "h1", args: []string{"--metrics", "127.0.0.1:0"}})
 	ctx := t.Context()
@@ -51,6 +52,8 @@ func TestModuleSecrets(t *testing.T) {
 		Capabilities: []v1alpha1.Capability{"log", "config", v1alpha1.Capability("http:" + api.Listener.Addr().String()), "secret:token"},
 		Config:       &runtime.RawExtension{Raw: []byte(`{"http":{"url":"` + api.URL + `/","secret":"token"}}`)},
 		Secrets:      secrets,
+		Limits: &v1alpha1.Limits{HTTPTimeout: &metav1.Duration{Duration: 4 * time.Second}, HTTPMaxResponseBytes: ptr(int32(4096)),
+			HTTPMaxRedirects: ptr(int32(-1)), HTTPMaxRequests: ptr(int32(3))},
 	}})
 	tm := b.ready(t, "default", "caller", 2*time.Minute)
 	addr := readyAddr(tm)
@@ -83,6 +86,12 @@ func TestModuleSecrets(t *testing.T) {
 		return nil
 	}
 	before := loaded()
+	// The module's own HTTP limits, from spec.limits.
+	l := before.GetLimits()
+	assert.Equal(t, uint32(4000), l.GetHttpTimeoutMs())
+	assert.Equal(t, uint32(4096), l.GetMaxHttpResponseBytes())
+	assert.Equal(t, int32(-1), l.GetMaxHttpRedirects())
+	assert.Equal(t, uint32(3), l.GetMaxHttpRequests())
 
 	eventually(t, 10*time.Second, "an update of the Secret", func() error {
 		var s corev1.Secret

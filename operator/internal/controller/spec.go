@@ -99,11 +99,19 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 		MaxMessageSize: deref(l.MaxMessageBytes),
 		MinInstances:   deref(l.MinInstances),
 		MaxInstances:   deref(l.MaxInstances),
+
+		MaxHTTPRequestSize:  deref(l.HTTPMaxRequestBytes),
+		MaxHTTPResponseSize: deref(l.HTTPMaxResponseBytes),
+		MaxHTTPHeaders:      deref(l.HTTPMaxHeaders),
+		MaxHTTPHeaderBytes:  deref(l.HTTPMaxHeaderBytes),
+		MaxHTTPRedirects:    deref(l.HTTPMaxRedirects),
+		MaxHTTPRequests:     deref(l.HTTPMaxRequests),
 	}
 	for _, d := range []struct {
 		from *metav1.Duration
 		to   *time.Duration
-	}{{l.CallTimeout, &out.Limits.CallTimeout}, {l.QueueTimeout, &out.Limits.QueueTimeout}, {l.IdleTimeout, &out.Limits.IdleTimeout}} {
+	}{{l.CallTimeout, &out.Limits.CallTimeout}, {l.QueueTimeout, &out.Limits.QueueTimeout}, {l.IdleTimeout, &out.Limits.IdleTimeout},
+		{l.HTTPTimeout, &out.Limits.HTTPTimeout}} {
 		if d.from != nil {
 			*d.to = d.from.Duration
 		}
