@@ -217,9 +217,10 @@
 // (http.go) reaches only the hosts that http:<host> grants name, checked
 // on every request and redirect and again on the address connected to,
 // over one http.Transport per module version, within the module's HTTP
-// limits. The secret import (secret.go) reads a granted secret's file
-// (Options.SecretFiles, Options.SecretsDir) at every call, and no value
-// reaches a log, an error or a listing. The host routes
+// limits. The secret import (secret.go) serves a granted secret from the
+// values the load gave (LoadOptions.Secrets, replaced by SetSecrets), else
+// reads its file (Options.SecretFiles, Options.SecretsDir) at every call,
+// and no value reaches a log, an error or a listing. The host routes
 // what guests send, call
 // and emit on wired ports: it holds the wiring of output ports (SetWiring)
 // and the routes to modules on other hosts (SetRoutes: module → the

@@ -188,6 +188,9 @@ type version struct {
 	compileTook time.Duration
 	// http is its outbound HTTP client, made at its first request.
 	http outbound
+	// secrets are the values the load gave it (LoadOptions.Secrets), or
+	// SetSecrets since; never nil once published.
+	secrets atomic.Pointer[map[string][]byte]
 
 	// state is the count of references in its low bits and retiredBit.
 	state  atomic.Int64
@@ -447,6 +450,7 @@ type loadSpec struct {
 	caps     grants
 	cfg      *moduleConfig // nil: the module's, or none
 	labels   map[string]string
+	secrets  map[string][]byte
 }
 
 // loadSpec checks a load's options, for a module of size bytes, against
@@ -469,7 +473,10 @@ func (h *Host) loadSpec(size int64, opts LoadOptions) (loadSpec, error) {
 	if spec.caps, err = capabilities(spec.capNames); err != nil {
 		return loadSpec{}, err
 	}
-	if err := h.checkSecrets(&spec.caps); err != nil {
+	if spec.secrets, err = checkSecretValues(opts.Secrets); err != nil {
+		return loadSpec{}, err
+	}
+	if err := h.checkSecrets(&spec.caps, spec.secrets); err != nil {
 		return loadSpec{}, err
 	}
 	if opts.Config != nil {
@@ -524,6 +531,7 @@ func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string,
 		tableElements: c.tableElements,
 		compileTook:   c.took,
 	}
+	v.secrets.Store(&spec.secrets)
 	v.pool.init(v)
 	return v, nil
 }

@@ -323,6 +323,14 @@ type LoadOptions struct {
 	// the version it upgrades. At most maxLabels; a key is 1 to
 	// maxLabelKey bytes, a value at most maxLabelValue, both UTF-8.
 	Labels map[string]string
+
+	// Secrets are values for the module's secret:<name> grants, by name
+	// (the operator's, from Kubernetes Secrets): the host keeps them in
+	// memory with this version and serves them in place of its own files
+	// of those names (SecretFiles, SecretsDir). SetSecrets replaces them.
+	// At most maxSecrets names, each valid (abi.ValidName); a value at most
+	// abi.MaxSecretSize bytes. No value is logged, listed or returned.
+	Secrets map[string][]byte
 }
 
 // Bounds of a load's labels.

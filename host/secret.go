@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +13,58 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 )
 
-// Secrets (abi.ImportSecret). The host holds no secret value: it reads the
-// file of a secret at every request, so that a rotated file (a Kubernetes
-// Secret volume swaps a symlink) reaches the module at its next call, and
-// the value lives only in the result the guest receives. No value enters a
-// log line, an error, a status or a listing: those name the secret.
+// Secrets (abi.ImportSecret). A secret's value comes from the load
+// (LoadOptions.Secrets, the operator's, from Kubernetes Secrets), kept in
+// memory with the version and replaced whole by SetSecrets, or else from
+// the host's file of that name, read at every request, so that a rotated
+// file (a Kubernetes Secret volume swaps a symlink) reaches the module at
+// its next call. No value enters a log line, an error, a status or a
+// listing: those name the secret.
+
+// maxSecrets bounds the values one load or SetSecrets gives a module.
+const maxSecrets = 64
+
+// checkSecretValues checks the values a load or SetSecrets gives, and
+// copies them: the caller's map may change after. Errors name a secret,
+// never a value.
+func checkSecretValues(in map[string][]byte) (map[string][]byte, error) {
+	if len(in) > maxSecrets {
+		return nil, fmt.Errorf("secrets: %d values, at most %d", len(in), maxSecrets)
+	}
+	out := make(map[string][]byte, len(in))
+	for name, b := range in {
+		if err := abi.ValidName(name); err != nil {
+			return nil, fmt.Errorf("secret %q: %w", name, err)
+		}
+		if len(b) > abi.MaxSecretSize {
+			return nil, fmt.Errorf("secret %q exceeds %d bytes", name, abi.MaxSecretSize)
+		}
+		out[name] = slices.Clone(b)
+	}
+	return out, nil
+}
+
+// SetSecrets replaces, whole, the secret values the load of the module
+// gave it (LoadOptions.Secrets): its instances read the new values at
+// their next request, without a reload. A name absent from secrets falls
+// back to the host's file of that name. The values are checked as a
+// load's; the error wraps ErrNotFound when the module is not loaded.
+func (h *Host) SetSecrets(ctx context.Context, module string, secrets map[string][]byte) error {
+	vals, err := checkSecretValues(secrets)
+	if err != nil {
+		return fmt.Errorf("host: set secrets of %q: %w", module, err)
+	}
+	m := (*h.modules.Load())[module]
+	if m == nil {
+		return fmt.Errorf("host: set secrets: %w", notLoaded(module))
+	}
+	v := m.current.Load()
+	if v == nil {
+		return fmt.Errorf("host: set secrets: %w", notLoaded(module))
+	}
+	v.secrets.Store(&vals)
+	return nil
+}
 
 // addSecret adds the grant n, "secret:" followed by name.
 func (g *grants) addSecret(n, name string, targeted bool) error {
@@ -44,10 +92,14 @@ func (o *Options) secretFile(name string) string {
 	return ""
 }
 
-// checkSecrets fails a load granted a secret the host has no file for.
-func (h *Host) checkSecrets(g *grants) error {
+// checkSecrets fails a load granted a secret that neither the load's
+// values (given) nor the host's files have.
+func (h *Host) checkSecrets(g *grants, given map[string][]byte) error {
 	var errs []error
 	for _, name := range g.secrets {
+		if _, ok := given[name]; ok {
+			continue
+		}
 		f := h.opts.secretFile(name)
 		if f == "" {
 			errs = append(errs, fmt.Errorf("secret %q: this host has no such secret (SecretFiles, SecretsDir)", name))
@@ -110,6 +162,9 @@ func (in *instance) hostSecret(req []byte) (abi.Status, []byte) {
 		reason := fmt.Sprintf("module %q may not read secret %q: capability %s:%s is not granted", v.name, name, abi.CapSecret, name)
 		in.logFailure("secret denied", reason)
 		return abi.StatusDenied, []byte(reason)
+	}
+	if b, ok := (*v.secrets.Load())[name]; ok {
+		return abi.StatusOK, b
 	}
 	b, st, err := v.h.readSecret(name)
 	if err != nil {

@@ -105,3 +105,55 @@ func TestSecrets(t *testing.T) {
 	}
 	t.Logf("searched %d log lines, %d reasons and errors and the listing for %d values", len(lines), len(said), len(values))
 }
+
+// TestSecretsGiven: values a load gives (LoadOptions.Secrets, the
+// operator's) are served in place of the host's file of that name, and
+// SetSecrets replaces them without a reload; a name SetSecrets leaves out
+// falls back to the file. A load granted a secret only given by the load
+// needs no file. No value appears in an error or the listing.
+func TestSecretsGiven(t *testing.T) {
+	files := t.TempDir()
+	token := filepath.Join(files, "token")
+	fromFile, given, rotated, tooBig := "file-"+rand.Text(), "given-"+rand.Text(), "rotated-"+rand.Text(), "big-"+rand.Text()
+	require.NoError(t, os.WriteFile(token, []byte(fromFile), 0o600))
+	h, _ := newHost(t, host.Options{SecretFiles: map[string]string{"api-token": token}})
+	get := func(name string) (abi.Status, string) {
+		t.Helper()
+		resp, err := h.Invoke(t.Context(), host.Request{Module: "secrets", Component: "s", Port: "get", Payload: []byte(name)})
+		require.NoError(t, err)
+		return abi.Status(resp.Payload[0]), string(resp.Payload[1:])
+	}
+	_, err := h.Load(loadCtx(t), fixture(t, "secrets"), host.LoadOptions{
+		Capabilities: []string{"secret:api-token", "secret:db-password"},
+		Secrets:      map[string][]byte{"api-token": []byte(given), "db-password": []byte(given + "-db")},
+	})
+	require.NoError(t, err, "db-password has no file: the load's value is enough")
+	st, got := get("api-token")
+	require.Equal(t, abi.StatusOK, st, got)
+	assert.Equal(t, given, got, "the load's value, not the file's")
+	st, got = get("db-password")
+	require.Equal(t, abi.StatusOK, st, got)
+	assert.Equal(t, given+"-db", got)
+
+	require.NoError(t, h.SetSecrets(t.Context(), "secrets", map[string][]byte{"db-password": []byte(rotated)}))
+	st, got = get("db-password")
+	require.Equal(t, abi.StatusOK, st, got)
+	assert.Equal(t, rotated, got, "the new value, without a reload")
+	st, got = get("api-token")
+	require.Equal(t, abi.StatusOK, st, got)
+	assert.Equal(t, fromFile, got, "left out of SetSecrets: the host's file")
+
+	err = h.SetSecrets(t.Context(), "nope", map[string][]byte{"x": []byte(rotated)})
+	require.ErrorIs(t, err, host.ErrNotFound)
+	err = h.SetSecrets(t.Context(), "secrets", map[string][]byte{"db-password": []byte(tooBig + strings.Repeat("x", abi.MaxSecretSize))})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `secret "db-password" exceeds`)
+	assert.NotContains(t, err.Error(), tooBig)
+	st, got = get("db-password")
+	require.Equal(t, abi.StatusOK, st, got)
+	assert.Equal(t, rotated, got, "a refused SetSecrets changes nothing")
+	listing := fmt.Sprintf("%+v", h.Modules())
+	for _, v := range []string{given, rotated, tooBig} {
+		assert.NotContains(t, listing, v)
+	}
+}

@@ -51,6 +51,11 @@ import (
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch,namespace=tinyhost-system
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create;update;patch;delete,namespace=tinyhost-system
+//
+// Secrets: list and watch for a watch of their metadata only, get for the
+// values of the Secrets that TinyModules name (spec.secrets).
+//
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
 // DefaultHostLeaseNamespace is where hosts renew their Leases unless told
 // otherwise, the namespace of config/host and config/default.

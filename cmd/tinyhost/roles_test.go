@@ -83,6 +83,9 @@ func roleCalls(t *testing.T) []roleCall {
 			_, err := c.RPC().GetWiring(ctx, &hostv1.GetWiringRequest{})
 			return err
 		}},
+		{"SetSecrets", api.RoleAdmin, func(ctx context.Context, c *hostclient.Client, _ string) error {
+			return c.SetSecrets(ctx, "hello", map[string][]byte{"token": []byte("v")})
+		}},
 		{"Deliver", api.RolePeer, func(ctx context.Context, c *hostclient.Client, _ string) error {
 			msg := &hostv1.Message{Module: "hello", Component: "greeter", Port: "in", Payload: greetPayload}
 			_, err := c.RPC().Deliver(ctx, &hostv1.DeliverRequest{Message: msg, Wait: true})

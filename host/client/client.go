@@ -146,6 +146,14 @@ func (c *Client) SetWiring(ctx context.Context, gen uint64, wires []*hostv1.Wire
 	return resp, api.Error(err)
 }
 
+// SetSecrets replaces the secret values of a loaded module (see
+// Module.Secrets): the module reads the new values from its next call on,
+// without a reload.
+func (c *Client) SetSecrets(ctx context.Context, module string, secrets map[string][]byte) error {
+	_, err := c.rpc.SetSecrets(ctx, &hostv1.SetSecretsRequest{Module: module, Secrets: secrets})
+	return api.Error(err)
+}
+
 // Wiring returns the host's wiring and its generation.
 func (c *Client) Wiring(ctx context.Context) (*hostv1.GetWiringResponse, error) {
 	resp, err := c.rpc.GetWiring(ctx, &hostv1.GetWiringRequest{})
@@ -176,6 +184,10 @@ type Module struct {
 	// Labels are notes on the module the host keeps with it and returns
 	// in its Module (who loaded it, for what); see LoadHeader.labels.
 	Labels map[string]string
+	// Secrets are values for the module's secret:<name> grants, by name,
+	// which the host keeps in memory with this version (see
+	// LoadHeader.secrets); SetSecrets replaces them.
+	Secrets map[string][]byte
 
 	// Progress, when set, is called with the number of bytes of Wasm sent
 	// so far, after each chunk.
@@ -191,6 +203,15 @@ type Limits struct {
 	MaxInstances   int
 	QueueTimeout   time.Duration
 	IdleTimeout    time.Duration
+
+	// Outbound HTTP: see host.Limits.
+	HTTPTimeout         time.Duration
+	MaxHTTPRequestSize  int
+	MaxHTTPResponseSize int
+	MaxHTTPHeaders      int
+	MaxHTTPHeaderBytes  int
+	MaxHTTPRedirects    int // negative: none
+	MaxHTTPRequests     int
 }
 
 func (l Limits) proto() *hostv1.Limits {
@@ -205,6 +226,14 @@ func (l Limits) proto() *hostv1.Limits {
 		MaxInstances:    uint32(l.MaxInstances),
 		QueueTimeoutMs:  uint32(l.QueueTimeout.Milliseconds()),
 		IdleTimeoutMs:   uint32(l.IdleTimeout.Milliseconds()),
+
+		HttpTimeoutMs:        uint32(l.HTTPTimeout.Milliseconds()),
+		MaxHttpRequestBytes:  uint32(l.MaxHTTPRequestSize),
+		MaxHttpResponseBytes: uint32(l.MaxHTTPResponseSize),
+		MaxHttpHeaders:       uint32(l.MaxHTTPHeaders),
+		MaxHttpHeaderBytes:   uint32(l.MaxHTTPHeaderBytes),
+		MaxHttpRedirects:     int32(l.MaxHTTPRedirects),
+		MaxHttpRequests:      uint32(l.MaxHTTPRequests),
 	}
 }
 
@@ -220,6 +249,7 @@ func (c *Client) Load(ctx context.Context, m Module) (*hostv1.LoadModuleResponse
 	hdr := &hostv1.LoadHeader{
 		Name: m.Name, Limits: m.Limits.proto(), Capabilities: m.Capabilities, Config: m.Config,
 		Source: m.Source, Digest: m.Digest, CapabilitiesSet: m.Capabilities != nil, Labels: m.Labels,
+		Secrets: m.Secrets,
 	}
 	if m.Source == "" {
 		sum := sha256.Sum256(m.Wasm)

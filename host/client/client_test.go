@@ -173,3 +173,40 @@ func TestOptions(t *testing.T) {
 	assert.True(t, o.TLS)
 	assert.True(t, o.TLSConfig.InsecureSkipVerify)
 }
+
+// TestClientHTTPLimits: a load's outbound HTTP limits reach the host and
+// come back in its listing; SetSecrets answers NOT_FOUND for a module not
+// loaded and INVALID_ARGUMENT for a bad name.
+func TestClientHTTPLimits(t *testing.T) {
+	addr, certs := serve(t)
+	token := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
+	c, err := client.New(addr, client.Options{CAFile: certs.CA, CertFile: certs.ClientCert, KeyFile: certs.ClientKey, TokenFile: token})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+
+	want := client.Limits{HTTPTimeout: 1500 * time.Millisecond, MaxHTTPRequestSize: 1000, MaxHTTPResponseSize: 2000,
+		MaxHTTPHeaders: 7, MaxHTTPHeaderBytes: 3000, MaxHTTPRedirects: -1, MaxHTTPRequests: 3}
+	resp, err := c.Load(ctx, client.Module{Name: "echo", Wasm: e2e.Guest(t, "echo"), Limits: want})
+	require.NoError(t, err)
+	mods, err := c.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, mods, 1)
+	for _, l := range []*hostv1.Limits{resp.GetModule().GetLimits(), mods[0].GetLimits()} {
+		assert.Equal(t, uint32(1500), l.GetHttpTimeoutMs())
+		assert.Equal(t, uint32(1000), l.GetMaxHttpRequestBytes())
+		assert.Equal(t, uint32(2000), l.GetMaxHttpResponseBytes())
+		assert.Equal(t, uint32(7), l.GetMaxHttpHeaders())
+		assert.Equal(t, uint32(3000), l.GetMaxHttpHeaderBytes())
+		assert.Equal(t, int32(-1), l.GetMaxHttpRedirects())
+		assert.Equal(t, uint32(3), l.GetMaxHttpRequests())
+	}
+
+	err = c.SetSecrets(ctx, "nope", map[string][]byte{"token": []byte("v")})
+	assert.ErrorIs(t, err, api.ErrNotFound)
+	err = c.SetSecrets(ctx, "echo", map[string][]byte{"Bad Name": []byte("v")})
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	require.NoError(t, c.SetSecrets(ctx, "echo", map[string][]byte{"token": []byte("v")}))
+}

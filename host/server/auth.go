@@ -46,6 +46,7 @@ var methodRoles = map[string]api.Role{
 	hostv1.HostService_GetRoutes_FullMethodName:     api.RoleAdmin,
 	hostv1.HostService_SetWiring_FullMethodName:     api.RoleAdmin,
 	hostv1.HostService_GetWiring_FullMethodName:     api.RoleAdmin,
+	hostv1.HostService_SetSecrets_FullMethodName:    api.RoleAdmin,
 	hostv1.HostService_Deliver_FullMethodName:       api.RolePeer,
 	hostv1.HostService_DeliverStream_FullMethodName: api.RolePeer,
 

@@ -109,6 +109,14 @@ func limitsProto(l host.Limits) *hostv1.Limits {
 		MaxInstances:    uint32(l.MaxInstances),
 		QueueTimeoutMs:  uint32(l.QueueTimeout / time.Millisecond),
 		IdleTimeoutMs:   uint32(l.IdleTimeout / time.Millisecond),
+
+		HttpTimeoutMs:        uint32(l.HTTPTimeout / time.Millisecond),
+		MaxHttpRequestBytes:  uint32(l.MaxHTTPRequestSize),
+		MaxHttpResponseBytes: uint32(l.MaxHTTPResponseSize),
+		MaxHttpHeaders:       uint32(l.MaxHTTPHeaders),
+		MaxHttpHeaderBytes:   uint32(l.MaxHTTPHeaderBytes),
+		MaxHttpRedirects:     int32(l.MaxHTTPRedirects),
+		MaxHttpRequests:      uint32(l.MaxHTTPRequests),
 	}
 }
 
@@ -126,6 +134,14 @@ func limitsHost(l *hostv1.Limits) host.Limits {
 		MaxInstances:   int(l.GetMaxInstances()),
 		QueueTimeout:   time.Duration(l.GetQueueTimeoutMs()) * time.Millisecond,
 		IdleTimeout:    time.Duration(l.GetIdleTimeoutMs()) * time.Millisecond,
+
+		HTTPTimeout:         time.Duration(l.GetHttpTimeoutMs()) * time.Millisecond,
+		MaxHTTPRequestSize:  int(l.GetMaxHttpRequestBytes()),
+		MaxHTTPResponseSize: int(l.GetMaxHttpResponseBytes()),
+		MaxHTTPHeaders:      int(l.GetMaxHttpHeaders()),
+		MaxHTTPHeaderBytes:  int(l.GetMaxHttpHeaderBytes()),
+		MaxHTTPRedirects:    int(l.GetMaxHttpRedirects()),
+		MaxHTTPRequests:     int(l.GetMaxHttpRequests()),
 	}
 }
 

@@ -134,6 +134,9 @@ func loadOptions(hdr *hostv1.LoadHeader) host.LoadOptions {
 	if l := hdr.GetLabels(); len(l) > 0 {
 		opts.Labels = l
 	}
+	if sec := hdr.GetSecrets(); len(sec) > 0 {
+		opts.Secrets = sec
+	}
 	return opts
 }
 

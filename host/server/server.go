@@ -346,6 +346,21 @@ func (s *Server) UnloadModule(ctx context.Context, req *hostv1.UnloadModuleReque
 	return &hostv1.UnloadModuleResponse{}, nil
 }
 
+// SetSecrets implements HostService.SetSecrets. Its errors name the
+// module and the secrets, never a value.
+func (s *Server) SetSecrets(ctx context.Context, req *hostv1.SetSecretsRequest) (*hostv1.SetSecretsResponse, error) {
+	if req.GetModule() == "" {
+		return nil, status.Error(codes.InvalidArgument, "module is empty")
+	}
+	switch err := s.h.SetSecrets(ctx, req.GetModule(), req.GetSecrets()); {
+	case errors.Is(err, host.ErrNotFound):
+		return nil, toStatus(err)
+	case err != nil:
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return &hostv1.SetSecretsResponse{}, nil
+}
+
 // Invoke implements HostService.Invoke.
 func (s *Server) Invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1.InvokeResponse, error) {
 	return s.invoke(ctx, req)

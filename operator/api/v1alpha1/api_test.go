@@ -127,7 +127,7 @@ func TestAPI(t *testing.T) {
 		}
 	})
 
-	t.Run("the operator's RBAC covers Services, EndpointSlices, Events and the hosts' Leases", func(t *testing.T) {
+	t.Run("the operator's RBAC covers Services, EndpointSlices, Events, the hosts' Leases and reading Secrets", func(t *testing.T) {
 		as := "--as=system:serviceaccount:tinyhost-system:tinyhost-operator"
 		for _, tt := range []struct {
 			verb, resource, ns, want string
@@ -141,6 +141,12 @@ func TestAPI(t *testing.T) {
 			{"watch", "leases.coordination.k8s.io", "tinyhost-system", "yes"},
 			{"watch", "leases.coordination.k8s.io", "kube-system", "no"},
 			{"update", "leases.coordination.k8s.io", "tinyhost-system", "yes"}, // its own leader election Lease
+			// The Secrets modules name: read, watched by metadata; never written.
+			{"get", "secrets", "apps", "yes"},
+			{"watch", "secrets", "apps", "yes"},
+			{"update", "secrets", "apps", "no"},
+			{"create", "secrets", "apps", "no"},
+			{"delete", "secrets", "apps", "no"},
 		} {
 			out, _ := env.Kubectl(ctx, "auth", "can-i", tt.verb, tt.resource, as, "-n", tt.ns)
 			lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -264,6 +270,13 @@ spec: {image: r/m:v1}`, "be at most 63 characters"},
 			{"a provided module with a placement", `spec: {providedBy: h1, placement: {mode: EveryHost}}`, "spec.placement must be empty with spec.providedBy"},
 			{"a negative maxSurge", `spec: {image: r/m:v1, strategy: {maxSurge: -1}}`, "maxSurge must be a number >= 0 or a percentage"},
 			{"a maxUnavailable that is neither", `spec: {image: r/m:v1, strategy: {maxUnavailable: "half"}}`, "maxUnavailable must be a number >= 0 or a percentage"},
+			{"a secret not granted", `spec: {image: r/m:v1, capabilities: [log], secrets: [{name: token, secretKeyRef: {name: api, key: token}}]}`, "every spec.secrets name must be granted in spec.capabilities as secret:<name>"},
+			{"secrets without capabilities", `spec: {image: r/m:v1, secrets: [{name: token, secretKeyRef: {name: api, key: token}}]}`, "every spec.secrets name must be granted"},
+			{"a secret name the host refuses", `spec: {image: r/m:v1, capabilities: ["secret:token"], secrets: [{name: "../token", secretKeyRef: {name: api, key: token}}]}`, "secrets.name is a secret name of a host"},
+			{"a Secret name that is not one", `spec: {image: r/m:v1, capabilities: ["secret:token"], secrets: [{name: token, secretKeyRef: {name: "Api/x", key: token}}]}`, "secretKeyRef.name must be a Secret's name"},
+			{"a key that is not one", `spec: {image: r/m:v1, capabilities: ["secret:token"], secrets: [{name: token, secretKeyRef: {name: api, key: "a/b"}}]}`, "secretKeyRef.key must be a Secret's key"},
+			{"a secret named twice", `spec: {image: r/m:v1, capabilities: ["secret:token"], secrets: [{name: token, secretKeyRef: {name: a, key: k}}, {name: token, secretKeyRef: {name: b, key: k}}]}`, `spec.secrets[1]: Duplicate value`},
+			{"a provided module with secrets", `spec: {providedBy: h1, capabilities: ["secret:token"], secrets: [{name: token, secretKeyRef: {name: api, key: token}}]}`, "spec.secrets must be empty with spec.providedBy"},
 			{"a host address without a port", `spec: {address: host.example}`, "address must be host:port"},
 			{"a host with negative capacity", `spec: {address: "h:1", capacity: {modules: -1}}`, "spec.capacity.modules in body should be greater than or equal to 0"},
 		}
@@ -301,6 +314,7 @@ spec: {replicas: -1}
 			`spec: {image: r/m:v1, capabilities: ["messaging:a", "messaging:b.c-d_e/x_1", "messaging:` + strings.Repeat("m", 63) + "/" + strings.Repeat("c", 63) + `"]}`,
 			`spec: {image: r/m:v1, capabilities: [none]}`,
 			`spec: {image: r/m:v1, capabilities: [log, "http:api.example.com", "http:*.example.org:8443", "http:10.0.0.7:8080", "secret:api-token"]}`,
+			`spec: {image: r/m:v1, capabilities: ["secret:api-token", "secret:db"], secrets: [{name: api-token, secretKeyRef: {name: api, key: token}}, {name: db, secretKeyRef: {name: db.creds, key: PASS_word-1}}]}`,
 			`spec: {image: r/m:v1, placement: {mode: EveryHost}, hostSelector: {matchLabels: {tier: edge}}}`,
 			`spec: {image: r/m:v1, replicas: 3, placement: {mode: Replicas}, strategy: {maxSurge: 25%, maxUnavailable: 1}}`,
 			`metadata: {name: "abbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}
@@ -310,6 +324,21 @@ spec: {image: r/m:v1}`,
 		} {
 			assert.NoError(t, create(ctx, env, y), y)
 		}
+	})
+
+	t.Run("examples/k8s/quote.yaml applies: a Secret and a TinyModule that names it", func(t *testing.T) {
+		_, err := env.Kubectl(ctx, "create", "namespace", "tinysystems")
+		if err != nil {
+			// Made by the samples already.
+			_, err = env.Kubectl(ctx, "get", "namespace", "tinysystems")
+		}
+		require.NoError(t, err)
+		out, err := env.Kubectl(ctx, "apply", "-f", "examples/k8s/quote.yaml")
+		require.NoError(t, err, out)
+		var m v1alpha1.TinyModule
+		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: "tinysystems", Name: "quote"}, &m))
+		require.Len(t, m.Spec.Secrets, 1)
+		assert.Equal(t, v1alpha1.SecretKeySelector{Name: "quotes-api", Key: "key"}, m.Spec.Secrets[0].SecretKeyRef)
 	})
 
 	t.Run("no capabilities is [none], and omitted stays omitted", func(t *testing.T) { capabilitiesKept(ctx, t, env) })

@@ -65,6 +65,8 @@ type TinyModuleList struct {
 // +kubebuilder:validation:XValidation:rule="!(has(self.placement) && self.placement.mode == 'EveryHost' && has(self.replicas))",message="spec.replicas and spec.placement.mode EveryHost conflict: an every-host module runs once on each selected host; remove one"
 // +kubebuilder:validation:XValidation:rule="!has(self.providedBy) || !has(self.placement)",message="a module provided by a host runs on that host only: spec.placement must be empty with spec.providedBy"
 // +kubebuilder:validation:XValidation:rule="has(self.providedBy) == has(oldSelf.providedBy) && (!has(self.providedBy) || self.providedBy == oldSelf.providedBy)",message="spec.providedBy is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(self.secrets) || self.secrets.all(s, has(self.capabilities) && ('secret:' + s.name) in self.capabilities)",message="every spec.secrets name must be granted in spec.capabilities as secret:<name>"
+// +kubebuilder:validation:XValidation:rule="!has(self.providedBy) || !has(self.secrets)",message="a module provided by a host takes its secrets from the host: spec.secrets must be empty with spec.providedBy"
 type TinyModuleSpec struct {
 	// ProvidedBy is the name of the TinyHost that loaded the module on its
 	// own (from its modules directory, or a load not made by the operator)
@@ -166,6 +168,21 @@ type TinyModuleSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Type=object
 	Config *runtime.RawExtension `json:"config,omitempty"`
+
+	// Secrets give values to the module's secret:<name> grants from
+	// Kubernetes Secrets of the TinyModule's own namespace (a TinyModule
+	// cannot name another namespace's Secret). The operator reads only
+	// these Secrets and delivers the values with the load over its TLS
+	// connection to the host, which keeps them in memory; a changed Secret
+	// reaches the module without a reload. Each name must be granted in
+	// capabilities as secret:<name>. A Secret or key that does not exist
+	// holds the module Loading, its Ready condition naming it.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Secrets []SecretRef `json:"secrets,omitempty"`
 
 	// Wiring connects the module's output ports to input ports of any
 	// module, so that what a component emits flows on without the component
@@ -347,6 +364,49 @@ type Limits struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=4096
 	MaxInstances *int32 `json:"maxInstances,omitempty"`
+
+	// HTTPTimeout bounds one outbound HTTP request (capability
+	// http:<host>), within the call's deadline.
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(h|m|s|ms)){1,4}$`
+	HTTPTimeout *metav1.Duration `json:"httpTimeout,omitempty"`
+
+	// HTTPMaxRequestBytes and HTTPMaxResponseBytes bound the body of an
+	// outbound HTTP request and of its response.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	HTTPMaxRequestBytes *int32 `json:"httpMaxRequestBytes,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	HTTPMaxResponseBytes *int32 `json:"httpMaxResponseBytes,omitempty"`
+
+	// HTTPMaxHeaders and HTTPMaxHeaderBytes bound the headers of an
+	// outbound HTTP request or response: their number and their bytes.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	HTTPMaxHeaders *int32 `json:"httpMaxHeaders,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	HTTPMaxHeaderBytes *int32 `json:"httpMaxHeaderBytes,omitempty"`
+
+	// HTTPMaxRedirects is how many redirects one outbound HTTP request
+	// follows, at most 5; -1 follows none.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=-1
+	// +kubebuilder:validation:Maximum=5
+	HTTPMaxRedirects *int32 `json:"httpMaxRedirects,omitempty"`
+
+	// HTTPMaxRequests is how many outbound HTTP requests the module may
+	// have in flight at once on one host.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	HTTPMaxRequests *int32 `json:"httpMaxRequests,omitempty"`
 }
 
 // Capability names a host capability granted to a module: log, config,
@@ -364,6 +424,44 @@ type Capability string
 // CapabilityNone, the list's only item, grants no capability: a TinyModule
 // that omits capabilities gets the host's defaults instead.
 const CapabilityNone Capability = "none"
+
+// SecretRef gives the module's secret of Name the value of a key of a
+// Secret in the TinyModule's namespace.
+type SecretRef struct {
+	// Name is the secret's name as the module reads it, and as
+	// capabilities grants it (secret:<name>).
+	//
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z][a-z0-9._-]{0,62}$')",message="secrets.name is a secret name of a host: a lower-case letter, then a-z, 0-9, '-', '_', '.', at most 63 bytes"
+	Name string `json:"name"`
+
+	// SecretKeyRef names the Secret, in the TinyModule's namespace, and
+	// the key whose value the module gets.
+	//
+	// +required
+	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
+}
+
+// SecretKeySelector is a key of a Secret of the TinyModule's namespace;
+// there is no namespace field on purpose.
+type SecretKeySelector struct {
+	// Name of the Secret.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="secretKeyRef.name must be a Secret's name: lower-case letters, digits, '-' and '.'"
+	Name string `json:"name"`
+
+	// Key in the Secret's data.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="secretKeyRef.key must be a Secret's key: letters, digits, '-', '_' and '.'"
+	Key string `json:"key"`
+}
 
 // Wire connects an output port of the module to an input port of a module.
 // Each name is a host name: a lower-case letter first, then lower-case

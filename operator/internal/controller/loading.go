@@ -89,7 +89,14 @@ func (r *hostSync) startLoads(c *conn, plan *hostPlan) []*inflight {
 // when it is over.
 func (r *hostSync) load(c *conn, l *inflight, j job) {
 	ctx, cancel := context.WithTimeout(c.ctx, loadTimeout)
-	mod, err := r.loader.Load(ctx, c.client, j.req)
+	// The values are read now, not when planned: a plan's module may be
+	// older than the Secret (secrets.go).
+	vals, err := secretValues(ctx, r.api, j.mod)
+	var mod *hostv1.Module
+	if err == nil {
+		j.req.Module.Secrets = vals
+		mod, err = r.loader.Load(ctx, c.client, j.req)
+	}
 	cancel()
 	if err == nil {
 		r.descs.add(mod)

@@ -114,6 +114,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := setupHostSync(mgr, o, hs, descs, sh); err != nil {
 		return err
 	}
+	if err := setupSecrets(mgr, o, hs); err != nil {
+		return err
+	}
 	svcs := &services{Client: mgr.GetClient(), events: mgr.GetEventRecorder("tinyhost-services")}
 	return sh.complete(ctrl.NewControllerManagedBy(mgr).
 		Named("tinymodule-service").

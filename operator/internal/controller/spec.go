@@ -45,7 +45,9 @@ func artifactNamed(m *v1alpha1.TinyModule, s string) (placement.Artifact, bool) 
 }
 
 // specHash identifies what a host loads for the module: its name, the
-// artifact chosen for the host, limits, capabilities and configuration.
+// artifact chosen for the host, limits, capabilities, configuration and
+// which Secrets give its secrets (not their values: a rotated Secret is
+// pushed to the hosts, secrets.go, not reloaded).
 // Replicas, selectors and wiring are not in it: changing them reloads
 // nothing.
 func specHash(m *v1alpha1.TinyModule, a placement.Artifact) string {
@@ -60,12 +62,13 @@ func specHash(m *v1alpha1.TinyModule, a placement.Artifact) string {
 	}
 	slices.Sort(caps)
 	b, _ := json.Marshal(struct {
-		Name         string             `json:"name"`
-		Artifact     placement.Artifact `json:"artifact"`
-		Limits       *v1alpha1.Limits   `json:"limits,omitempty"`
-		Capabilities []string           `json:"capabilities,omitempty"`
-		Config       any                `json:"config,omitempty"`
-	}{m.Name, a, m.Spec.Limits, caps, cfg})
+		Name         string               `json:"name"`
+		Artifact     placement.Artifact   `json:"artifact"`
+		Limits       *v1alpha1.Limits     `json:"limits,omitempty"`
+		Capabilities []string             `json:"capabilities,omitempty"`
+		Config       any                  `json:"config,omitempty"`
+		Secrets      []v1alpha1.SecretRef `json:"secrets,omitempty"`
+	}{m.Name, a, m.Spec.Limits, caps, cfg, m.Spec.Secrets})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -96,11 +99,19 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 		MaxMessageSize: deref(l.MaxMessageBytes),
 		MinInstances:   deref(l.MinInstances),
 		MaxInstances:   deref(l.MaxInstances),
+
+		MaxHTTPRequestSize:  deref(l.HTTPMaxRequestBytes),
+		MaxHTTPResponseSize: deref(l.HTTPMaxResponseBytes),
+		MaxHTTPHeaders:      deref(l.HTTPMaxHeaders),
+		MaxHTTPHeaderBytes:  deref(l.HTTPMaxHeaderBytes),
+		MaxHTTPRedirects:    deref(l.HTTPMaxRedirects),
+		MaxHTTPRequests:     deref(l.HTTPMaxRequests),
 	}
 	for _, d := range []struct {
 		from *metav1.Duration
 		to   *time.Duration
-	}{{l.CallTimeout, &out.Limits.CallTimeout}, {l.QueueTimeout, &out.Limits.QueueTimeout}, {l.IdleTimeout, &out.Limits.IdleTimeout}} {
+	}{{l.CallTimeout, &out.Limits.CallTimeout}, {l.QueueTimeout, &out.Limits.QueueTimeout}, {l.IdleTimeout, &out.Limits.IdleTimeout},
+		{l.HTTPTimeout, &out.Limits.HTTPTimeout}} {
 		if d.from != nil {
 			*d.to = d.from.Duration
 		}

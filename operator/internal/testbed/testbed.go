@@ -225,3 +225,6 @@ func (m *Manager) Stop(t testing.TB) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Logs is what the manager has logged so far.
+func (m *Manager) Logs() string { return m.logs.String() }

@@ -98,6 +98,14 @@ type limitFlags struct {
 	maxInstances uint32
 	queueTimeout time.Duration
 	idleTimeout  time.Duration
+
+	httpTimeout     time.Duration
+	maxHTTPRequest  uint32
+	maxHTTPResponse uint32
+	maxHTTPHeaders  uint32
+	maxHTTPHeaderB  uint32
+	maxHTTPRedirect int
+	maxHTTPRequests uint32
 }
 
 // ctl is what a running command works with.

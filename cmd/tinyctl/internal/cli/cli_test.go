@@ -169,11 +169,16 @@ func TestLoadUnloadWatch(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Count(wout.String(), "LOADED") == 2 }, 10*time.Second, 5*time.Millisecond,
 		"watch lists the loaded modules: %s", wout.String())
 
-	res := run(t, env, "", "load", hello, "--max-instances", "2", "--call-timeout", "3s", "--idle-timeout", "90s")
+	res := run(t, env, "", "load", hello, "--max-instances", "2", "--call-timeout", "3s", "--idle-timeout", "90s",
+		"--http-timeout", "4s", "--http-max-response-bytes", "4096", "--http-max-redirects", "-1", "--http-max-requests", "3")
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
 	assert.Contains(t, res.stdout, "upgraded hello 0.1.0 (sha256:")
 	info, _ := h.Module("hello")
 	assert.Equal(t, 90*time.Second, info.Limits.IdleTimeout)
+	assert.Equal(t, 4*time.Second, info.Limits.HTTPTimeout)
+	assert.Equal(t, 4096, info.Limits.MaxHTTPResponseSize)
+	assert.Equal(t, -1, info.Limits.MaxHTTPRedirects)
+	assert.Equal(t, 3, info.Limits.MaxHTTPRequests)
 	res = run(t, env, "", "call", "hello/greeter", `{"name":"Ada"}`)
 	assert.Equal(t, cli.ExitOK, res.code, res.stderr)
 	res = run(t, env, "", "list")

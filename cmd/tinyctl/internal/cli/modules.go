@@ -114,6 +114,7 @@ Examples:
   tinyctl load ticker.wasm --config '{"ticker":{"interval":"1s"}}' --cap log --cap timer
   tinyctl load pure.wasm --cap none
   tinyctl load hello.wasm --label team=payments
+  tinyctl load common.wasm --cap http:api.example.com --http-timeout 5s --http-max-response-bytes 1048576
   tinyctl load registry.example.com/acme/hello:0.1.0
   tinyctl load registry.example.com/acme/hello@sha256:4f1c...
   tinyctl load https://downloads.example.com/hello.wasm --sha256 9f86d0...
@@ -132,6 +133,13 @@ Examples:
 		fs.Uint32Var(&o.limits.maxInstances, "max-instances", 0, "most instances at once")
 		fs.DurationVar(&o.limits.queueTimeout, "queue-timeout", 0, "how long a call waits for a free instance")
 		fs.DurationVar(&o.limits.idleTimeout, "idle-timeout", 0, "how long an instance beyond --min-instances stays idle before it is closed")
+		fs.DurationVar(&o.limits.httpTimeout, "http-timeout", 0, "how long one outbound HTTP request may take")
+		fs.Uint32Var(&o.limits.maxHTTPRequest, "http-max-request-bytes", 0, "largest outbound HTTP request body, in bytes")
+		fs.Uint32Var(&o.limits.maxHTTPResponse, "http-max-response-bytes", 0, "largest outbound HTTP response body, in bytes")
+		fs.Uint32Var(&o.limits.maxHTTPHeaders, "http-max-headers", 0, "most headers of an outbound HTTP request or response")
+		fs.Uint32Var(&o.limits.maxHTTPHeaderB, "http-max-header-bytes", 0, "largest headers of an outbound HTTP request or response, in bytes")
+		fs.IntVar(&o.limits.maxHTTPRedirect, "http-max-redirects", 0, "redirects one outbound HTTP request follows (negative: none)")
+		fs.Uint32Var(&o.limits.maxHTTPRequests, "http-max-requests", 0, "outbound HTTP requests in flight at once")
 	},
 	run: runLoad,
 }
@@ -165,6 +173,14 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 		MaxInstances:   int(c.o.limits.maxInstances),
 		QueueTimeout:   c.o.limits.queueTimeout,
 		IdleTimeout:    c.o.limits.idleTimeout,
+
+		HTTPTimeout:         c.o.limits.httpTimeout,
+		MaxHTTPRequestSize:  int(c.o.limits.maxHTTPRequest),
+		MaxHTTPResponseSize: int(c.o.limits.maxHTTPResponse),
+		MaxHTTPHeaders:      int(c.o.limits.maxHTTPHeaders),
+		MaxHTTPHeaderBytes:  int(c.o.limits.maxHTTPHeaderB),
+		MaxHTTPRedirects:    c.o.limits.maxHTTPRedirect,
+		MaxHTTPRequests:     int(c.o.limits.maxHTTPRequests),
 	}}
 	if ok, err := isSource(path, c.o.sha256); err != nil {
 		return err

@@ -754,8 +754,19 @@ type Limits struct {
 	// How long an instance beyond min_instances may stay idle before it is
 	// closed.
 	IdleTimeoutMs uint32 `protobuf:"varint,7,opt,name=idle_timeout_ms,json=idleTimeoutMs,proto3" json:"idle_timeout_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Outbound HTTP (capability http:<host>): one request's timeout, the
+	// body sizes of a request and a response, the headers' count and bytes,
+	// the redirects one request follows (negative: none) and the requests
+	// in flight at once.
+	HttpTimeoutMs        uint32 `protobuf:"varint,8,opt,name=http_timeout_ms,json=httpTimeoutMs,proto3" json:"http_timeout_ms,omitempty"`
+	MaxHttpRequestBytes  uint32 `protobuf:"varint,9,opt,name=max_http_request_bytes,json=maxHttpRequestBytes,proto3" json:"max_http_request_bytes,omitempty"`
+	MaxHttpResponseBytes uint32 `protobuf:"varint,10,opt,name=max_http_response_bytes,json=maxHttpResponseBytes,proto3" json:"max_http_response_bytes,omitempty"`
+	MaxHttpHeaders       uint32 `protobuf:"varint,11,opt,name=max_http_headers,json=maxHttpHeaders,proto3" json:"max_http_headers,omitempty"`
+	MaxHttpHeaderBytes   uint32 `protobuf:"varint,12,opt,name=max_http_header_bytes,json=maxHttpHeaderBytes,proto3" json:"max_http_header_bytes,omitempty"`
+	MaxHttpRedirects     int32  `protobuf:"varint,13,opt,name=max_http_redirects,json=maxHttpRedirects,proto3" json:"max_http_redirects,omitempty"`
+	MaxHttpRequests      uint32 `protobuf:"varint,14,opt,name=max_http_requests,json=maxHttpRequests,proto3" json:"max_http_requests,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -833,6 +844,55 @@ func (x *Limits) GetQueueTimeoutMs() uint32 {
 func (x *Limits) GetIdleTimeoutMs() uint32 {
 	if x != nil {
 		return x.IdleTimeoutMs
+	}
+	return 0
+}
+
+func (x *Limits) GetHttpTimeoutMs() uint32 {
+	if x != nil {
+		return x.HttpTimeoutMs
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxHttpRequestBytes() uint32 {
+	if x != nil {
+		return x.MaxHttpRequestBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxHttpResponseBytes() uint32 {
+	if x != nil {
+		return x.MaxHttpResponseBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxHttpHeaders() uint32 {
+	if x != nil {
+		return x.MaxHttpHeaders
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxHttpHeaderBytes() uint32 {
+	if x != nil {
+		return x.MaxHttpHeaderBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxHttpRedirects() int32 {
+	if x != nil {
+		return x.MaxHttpRedirects
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxHttpRequests() uint32 {
+	if x != nil {
+		return x.MaxHttpRequests
 	}
 	return 0
 }
@@ -1027,7 +1087,12 @@ type LoadHeader struct {
 	// The loader's notes on the module (who loaded it, for what), which the
 	// host keeps with this version and returns with it, and does not read.
 	// At most 32; a key is 1 to 128 bytes, a value at most 256.
-	Labels        map[string]string `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Secret values for the module's secret:<name> grants, by name: the
+	// host keeps them in memory with this version and serves them in place
+	// of its own secret files of those names. Never returned, logged or
+	// listed. At most 64 names; a value at most 64 KiB.
+	Secrets       map[string][]byte `protobuf:"bytes,10,rep,name=secrets,proto3" json:"secrets,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1121,6 +1186,13 @@ func (x *LoadHeader) GetCapabilitiesSet() bool {
 func (x *LoadHeader) GetLabels() map[string]string {
 	if x != nil {
 		return x.Labels
+	}
+	return nil
+}
+
+func (x *LoadHeader) GetSecrets() map[string][]byte {
+	if x != nil {
+		return x.Secrets
 	}
 	return nil
 }
@@ -2561,6 +2633,97 @@ func (x *GetWiringResponse) GetWires() []*Wire {
 	return nil
 }
 
+type SetSecretsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The loaded module.
+	Module string `protobuf:"bytes,1,opt,name=module,proto3" json:"module,omitempty"`
+	// The module's secret values, whole: a name absent here falls back to
+	// the host's own secret files.
+	Secrets       map[string][]byte `protobuf:"bytes,2,rep,name=secrets,proto3" json:"secrets,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSecretsRequest) Reset() {
+	*x = SetSecretsRequest{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSecretsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSecretsRequest) ProtoMessage() {}
+
+func (x *SetSecretsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSecretsRequest.ProtoReflect.Descriptor instead.
+func (*SetSecretsRequest) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *SetSecretsRequest) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *SetSecretsRequest) GetSecrets() map[string][]byte {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
+}
+
+type SetSecretsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSecretsResponse) Reset() {
+	*x = SetSecretsResponse{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSecretsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSecretsResponse) ProtoMessage() {}
+
+func (x *SetSecretsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSecretsResponse.ProtoReflect.Descriptor instead.
+func (*SetSecretsResponse) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{40}
+}
+
 var File_tinyhost_host_v1_host_proto protoreflect.FileDescriptor
 
 const file_tinyhost_host_v1_host_proto_rawDesc = "" +
@@ -2617,7 +2780,7 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x04Port\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tdirection\x18\x02 \x01(\tR\tdirection\x12\x16\n" +
-	"\x06schema\x18\x03 \x01(\tR\x06schema\"\x9b\x02\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\"\xe6\x04\n" +
 	"\x06Limits\x12!\n" +
 	"\fmemory_pages\x18\x01 \x01(\rR\vmemoryPages\x12&\n" +
 	"\x0fcall_timeout_ms\x18\x02 \x01(\rR\rcallTimeoutMs\x12*\n" +
@@ -2625,7 +2788,15 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\rmin_instances\x18\x04 \x01(\rR\fminInstances\x12#\n" +
 	"\rmax_instances\x18\x05 \x01(\rR\fmaxInstances\x12(\n" +
 	"\x10queue_timeout_ms\x18\x06 \x01(\rR\x0equeueTimeoutMs\x12&\n" +
-	"\x0fidle_timeout_ms\x18\a \x01(\rR\ridleTimeoutMs\"\xd6\x01\n" +
+	"\x0fidle_timeout_ms\x18\a \x01(\rR\ridleTimeoutMs\x12&\n" +
+	"\x0fhttp_timeout_ms\x18\b \x01(\rR\rhttpTimeoutMs\x123\n" +
+	"\x16max_http_request_bytes\x18\t \x01(\rR\x13maxHttpRequestBytes\x125\n" +
+	"\x17max_http_response_bytes\x18\n" +
+	" \x01(\rR\x14maxHttpResponseBytes\x12(\n" +
+	"\x10max_http_headers\x18\v \x01(\rR\x0emaxHttpHeaders\x121\n" +
+	"\x15max_http_header_bytes\x18\f \x01(\rR\x12maxHttpHeaderBytes\x12,\n" +
+	"\x12max_http_redirects\x18\r \x01(\x05R\x10maxHttpRedirects\x12*\n" +
+	"\x11max_http_requests\x18\x0e \x01(\rR\x0fmaxHttpRequests\"\xd6\x01\n" +
 	"\x04Pool\x12\x1c\n" +
 	"\tinstances\x18\x01 \x01(\rR\tinstances\x12\x15\n" +
 	"\x06in_use\x18\x02 \x01(\rR\x05inUse\x12\x10\n" +
@@ -2637,7 +2808,7 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\b \x01(\x04R\vmemoryBytes\"_\n" +
 	"\x11LoadModuleRequest\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.tinyhost.host.v1.LoadHeaderR\x06header\x12\x14\n" +
-	"\x05chunk\x18\x02 \x01(\fR\x05chunk\"\xfa\x02\n" +
+	"\x05chunk\x18\x02 \x01(\fR\x05chunk\"\xfb\x03\n" +
 	"\n" +
 	"LoadHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
@@ -2648,10 +2819,15 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x06digest\x18\x06 \x01(\tR\x06digest\x12\x16\n" +
 	"\x06source\x18\a \x01(\tR\x06source\x12)\n" +
 	"\x10capabilities_set\x18\b \x01(\bR\x0fcapabilitiesSet\x12@\n" +
-	"\x06labels\x18\t \x03(\v2(.tinyhost.host.v1.LoadHeader.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\t \x03(\v2(.tinyhost.host.v1.LoadHeader.LabelsEntryR\x06labels\x12C\n" +
+	"\asecrets\x18\n" +
+	" \x03(\v2).tinyhost.host.v1.LoadHeader.SecretsEntryR\asecrets\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
+	"\fSecretsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"b\n" +
 	"\x12LoadModuleResponse\x120\n" +
 	"\x06module\x18\x01 \x01(\v2\x18.tinyhost.host.v1.ModuleR\x06module\x12\x1a\n" +
 	"\bupgraded\x18\x02 \x01(\bR\bupgraded\")\n" +
@@ -2754,7 +2930,14 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12,\n" +
-	"\x05wires\x18\x02 \x03(\v2\x16.tinyhost.host.v1.WireR\x05wires2\xf1\b\n" +
+	"\x05wires\x18\x02 \x03(\v2\x16.tinyhost.host.v1.WireR\x05wires\"\xb3\x01\n" +
+	"\x11SetSecretsRequest\x12\x16\n" +
+	"\x06module\x18\x01 \x01(\tR\x06module\x12J\n" +
+	"\asecrets\x18\x02 \x03(\v20.tinyhost.host.v1.SetSecretsRequest.SecretsEntryR\asecrets\x1a:\n" +
+	"\fSecretsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x14\n" +
+	"\x12SetSecretsResponse2\xca\t\n" +
 	"\vHostService\x12E\n" +
 	"\x04Info\x12\x1d.tinyhost.host.v1.InfoRequest\x1a\x1e.tinyhost.host.v1.InfoResponse\x12Z\n" +
 	"\vListModules\x12$.tinyhost.host.v1.ListModulesRequest\x1a%.tinyhost.host.v1.ListModulesResponse\x12Y\n" +
@@ -2769,7 +2952,9 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\tSetRoutes\x12\".tinyhost.host.v1.SetRoutesRequest\x1a#.tinyhost.host.v1.SetRoutesResponse\x12T\n" +
 	"\tGetRoutes\x12\".tinyhost.host.v1.GetRoutesRequest\x1a#.tinyhost.host.v1.GetRoutesResponse\x12T\n" +
 	"\tSetWiring\x12\".tinyhost.host.v1.SetWiringRequest\x1a#.tinyhost.host.v1.SetWiringResponse\x12T\n" +
-	"\tGetWiring\x12\".tinyhost.host.v1.GetWiringRequest\x1a#.tinyhost.host.v1.GetWiringResponseBAZ?github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1;hostv1b\x06proto3"
+	"\tGetWiring\x12\".tinyhost.host.v1.GetWiringRequest\x1a#.tinyhost.host.v1.GetWiringResponse\x12W\n" +
+	"\n" +
+	"SetSecrets\x12#.tinyhost.host.v1.SetSecretsRequest\x1a$.tinyhost.host.v1.SetSecretsResponseBAZ?github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1;hostv1b\x06proto3"
 
 var (
 	file_tinyhost_host_v1_host_proto_rawDescOnce sync.Once
@@ -2784,7 +2969,7 @@ func file_tinyhost_host_v1_host_proto_rawDescGZIP() []byte {
 }
 
 var file_tinyhost_host_v1_host_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_tinyhost_host_v1_host_proto_goTypes = []any{
 	(WatchEvent_Type)(0),          // 0: tinyhost.host.v1.WatchEvent.Type
 	(*InfoRequest)(nil),           // 1: tinyhost.host.v1.InfoRequest
@@ -2826,73 +3011,81 @@ var file_tinyhost_host_v1_host_proto_goTypes = []any{
 	(*RefusedWire)(nil),           // 37: tinyhost.host.v1.RefusedWire
 	(*GetWiringRequest)(nil),      // 38: tinyhost.host.v1.GetWiringRequest
 	(*GetWiringResponse)(nil),     // 39: tinyhost.host.v1.GetWiringResponse
-	nil,                           // 40: tinyhost.host.v1.InfoResponse.LabelsEntry
-	nil,                           // 41: tinyhost.host.v1.Module.LabelsEntry
-	nil,                           // 42: tinyhost.host.v1.LoadHeader.LabelsEntry
-	(*status.Status)(nil),         // 43: google.rpc.Status
+	(*SetSecretsRequest)(nil),     // 40: tinyhost.host.v1.SetSecretsRequest
+	(*SetSecretsResponse)(nil),    // 41: tinyhost.host.v1.SetSecretsResponse
+	nil,                           // 42: tinyhost.host.v1.InfoResponse.LabelsEntry
+	nil,                           // 43: tinyhost.host.v1.Module.LabelsEntry
+	nil,                           // 44: tinyhost.host.v1.LoadHeader.LabelsEntry
+	nil,                           // 45: tinyhost.host.v1.LoadHeader.SecretsEntry
+	nil,                           // 46: tinyhost.host.v1.SetSecretsRequest.SecretsEntry
+	(*status.Status)(nil),         // 47: google.rpc.Status
 }
 var file_tinyhost_host_v1_host_proto_depIdxs = []int32{
-	40, // 0: tinyhost.host.v1.InfoResponse.labels:type_name -> tinyhost.host.v1.InfoResponse.LabelsEntry
+	42, // 0: tinyhost.host.v1.InfoResponse.labels:type_name -> tinyhost.host.v1.InfoResponse.LabelsEntry
 	3,  // 1: tinyhost.host.v1.InfoResponse.capacity:type_name -> tinyhost.host.v1.Capacity
 	6,  // 2: tinyhost.host.v1.InfoResponse.modules:type_name -> tinyhost.host.v1.Module
 	6,  // 3: tinyhost.host.v1.ListModulesResponse.modules:type_name -> tinyhost.host.v1.Module
 	7,  // 4: tinyhost.host.v1.Module.components:type_name -> tinyhost.host.v1.Component
 	10, // 5: tinyhost.host.v1.Module.limits:type_name -> tinyhost.host.v1.Limits
 	11, // 6: tinyhost.host.v1.Module.pool:type_name -> tinyhost.host.v1.Pool
-	41, // 7: tinyhost.host.v1.Module.labels:type_name -> tinyhost.host.v1.Module.LabelsEntry
+	43, // 7: tinyhost.host.v1.Module.labels:type_name -> tinyhost.host.v1.Module.LabelsEntry
 	8,  // 8: tinyhost.host.v1.Component.info:type_name -> tinyhost.host.v1.ComponentInfo
 	9,  // 9: tinyhost.host.v1.Component.ports:type_name -> tinyhost.host.v1.Port
 	13, // 10: tinyhost.host.v1.LoadModuleRequest.header:type_name -> tinyhost.host.v1.LoadHeader
 	10, // 11: tinyhost.host.v1.LoadHeader.limits:type_name -> tinyhost.host.v1.Limits
-	42, // 12: tinyhost.host.v1.LoadHeader.labels:type_name -> tinyhost.host.v1.LoadHeader.LabelsEntry
-	6,  // 13: tinyhost.host.v1.LoadModuleResponse.module:type_name -> tinyhost.host.v1.Module
-	17, // 14: tinyhost.host.v1.InvokeRequest.metadata:type_name -> tinyhost.host.v1.KeyValue
-	20, // 15: tinyhost.host.v1.InvokeResponse.emitted:type_name -> tinyhost.host.v1.Message
-	17, // 16: tinyhost.host.v1.Message.metadata:type_name -> tinyhost.host.v1.KeyValue
-	18, // 17: tinyhost.host.v1.InvokeStreamRequest.request:type_name -> tinyhost.host.v1.InvokeRequest
-	19, // 18: tinyhost.host.v1.InvokeStreamResponse.response:type_name -> tinyhost.host.v1.InvokeResponse
-	43, // 19: tinyhost.host.v1.InvokeStreamResponse.error:type_name -> google.rpc.Status
-	0,  // 20: tinyhost.host.v1.WatchEvent.type:type_name -> tinyhost.host.v1.WatchEvent.Type
-	6,  // 21: tinyhost.host.v1.WatchEvent.info:type_name -> tinyhost.host.v1.Module
-	20, // 22: tinyhost.host.v1.DeliverRequest.message:type_name -> tinyhost.host.v1.Message
-	20, // 23: tinyhost.host.v1.DeliverStreamRequest.message:type_name -> tinyhost.host.v1.Message
-	43, // 24: tinyhost.host.v1.DeliverStreamResponse.error:type_name -> google.rpc.Status
-	29, // 25: tinyhost.host.v1.SetRoutesRequest.routes:type_name -> tinyhost.host.v1.Route
-	29, // 26: tinyhost.host.v1.GetRoutesResponse.routes:type_name -> tinyhost.host.v1.Route
-	34, // 27: tinyhost.host.v1.SetWiringRequest.wires:type_name -> tinyhost.host.v1.Wire
-	37, // 28: tinyhost.host.v1.SetWiringResponse.refused:type_name -> tinyhost.host.v1.RefusedWire
-	34, // 29: tinyhost.host.v1.GetWiringResponse.wires:type_name -> tinyhost.host.v1.Wire
-	1,  // 30: tinyhost.host.v1.HostService.Info:input_type -> tinyhost.host.v1.InfoRequest
-	4,  // 31: tinyhost.host.v1.HostService.ListModules:input_type -> tinyhost.host.v1.ListModulesRequest
-	12, // 32: tinyhost.host.v1.HostService.LoadModule:input_type -> tinyhost.host.v1.LoadModuleRequest
-	15, // 33: tinyhost.host.v1.HostService.UnloadModule:input_type -> tinyhost.host.v1.UnloadModuleRequest
-	18, // 34: tinyhost.host.v1.HostService.Invoke:input_type -> tinyhost.host.v1.InvokeRequest
-	21, // 35: tinyhost.host.v1.HostService.InvokeStream:input_type -> tinyhost.host.v1.InvokeStreamRequest
-	23, // 36: tinyhost.host.v1.HostService.Watch:input_type -> tinyhost.host.v1.WatchRequest
-	25, // 37: tinyhost.host.v1.HostService.Deliver:input_type -> tinyhost.host.v1.DeliverRequest
-	27, // 38: tinyhost.host.v1.HostService.DeliverStream:input_type -> tinyhost.host.v1.DeliverStreamRequest
-	30, // 39: tinyhost.host.v1.HostService.SetRoutes:input_type -> tinyhost.host.v1.SetRoutesRequest
-	32, // 40: tinyhost.host.v1.HostService.GetRoutes:input_type -> tinyhost.host.v1.GetRoutesRequest
-	35, // 41: tinyhost.host.v1.HostService.SetWiring:input_type -> tinyhost.host.v1.SetWiringRequest
-	38, // 42: tinyhost.host.v1.HostService.GetWiring:input_type -> tinyhost.host.v1.GetWiringRequest
-	2,  // 43: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
-	5,  // 44: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
-	14, // 45: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
-	16, // 46: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
-	19, // 47: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
-	22, // 48: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
-	24, // 49: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
-	26, // 50: tinyhost.host.v1.HostService.Deliver:output_type -> tinyhost.host.v1.DeliverResponse
-	28, // 51: tinyhost.host.v1.HostService.DeliverStream:output_type -> tinyhost.host.v1.DeliverStreamResponse
-	31, // 52: tinyhost.host.v1.HostService.SetRoutes:output_type -> tinyhost.host.v1.SetRoutesResponse
-	33, // 53: tinyhost.host.v1.HostService.GetRoutes:output_type -> tinyhost.host.v1.GetRoutesResponse
-	36, // 54: tinyhost.host.v1.HostService.SetWiring:output_type -> tinyhost.host.v1.SetWiringResponse
-	39, // 55: tinyhost.host.v1.HostService.GetWiring:output_type -> tinyhost.host.v1.GetWiringResponse
-	43, // [43:56] is the sub-list for method output_type
-	30, // [30:43] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	44, // 12: tinyhost.host.v1.LoadHeader.labels:type_name -> tinyhost.host.v1.LoadHeader.LabelsEntry
+	45, // 13: tinyhost.host.v1.LoadHeader.secrets:type_name -> tinyhost.host.v1.LoadHeader.SecretsEntry
+	6,  // 14: tinyhost.host.v1.LoadModuleResponse.module:type_name -> tinyhost.host.v1.Module
+	17, // 15: tinyhost.host.v1.InvokeRequest.metadata:type_name -> tinyhost.host.v1.KeyValue
+	20, // 16: tinyhost.host.v1.InvokeResponse.emitted:type_name -> tinyhost.host.v1.Message
+	17, // 17: tinyhost.host.v1.Message.metadata:type_name -> tinyhost.host.v1.KeyValue
+	18, // 18: tinyhost.host.v1.InvokeStreamRequest.request:type_name -> tinyhost.host.v1.InvokeRequest
+	19, // 19: tinyhost.host.v1.InvokeStreamResponse.response:type_name -> tinyhost.host.v1.InvokeResponse
+	47, // 20: tinyhost.host.v1.InvokeStreamResponse.error:type_name -> google.rpc.Status
+	0,  // 21: tinyhost.host.v1.WatchEvent.type:type_name -> tinyhost.host.v1.WatchEvent.Type
+	6,  // 22: tinyhost.host.v1.WatchEvent.info:type_name -> tinyhost.host.v1.Module
+	20, // 23: tinyhost.host.v1.DeliverRequest.message:type_name -> tinyhost.host.v1.Message
+	20, // 24: tinyhost.host.v1.DeliverStreamRequest.message:type_name -> tinyhost.host.v1.Message
+	47, // 25: tinyhost.host.v1.DeliverStreamResponse.error:type_name -> google.rpc.Status
+	29, // 26: tinyhost.host.v1.SetRoutesRequest.routes:type_name -> tinyhost.host.v1.Route
+	29, // 27: tinyhost.host.v1.GetRoutesResponse.routes:type_name -> tinyhost.host.v1.Route
+	34, // 28: tinyhost.host.v1.SetWiringRequest.wires:type_name -> tinyhost.host.v1.Wire
+	37, // 29: tinyhost.host.v1.SetWiringResponse.refused:type_name -> tinyhost.host.v1.RefusedWire
+	34, // 30: tinyhost.host.v1.GetWiringResponse.wires:type_name -> tinyhost.host.v1.Wire
+	46, // 31: tinyhost.host.v1.SetSecretsRequest.secrets:type_name -> tinyhost.host.v1.SetSecretsRequest.SecretsEntry
+	1,  // 32: tinyhost.host.v1.HostService.Info:input_type -> tinyhost.host.v1.InfoRequest
+	4,  // 33: tinyhost.host.v1.HostService.ListModules:input_type -> tinyhost.host.v1.ListModulesRequest
+	12, // 34: tinyhost.host.v1.HostService.LoadModule:input_type -> tinyhost.host.v1.LoadModuleRequest
+	15, // 35: tinyhost.host.v1.HostService.UnloadModule:input_type -> tinyhost.host.v1.UnloadModuleRequest
+	18, // 36: tinyhost.host.v1.HostService.Invoke:input_type -> tinyhost.host.v1.InvokeRequest
+	21, // 37: tinyhost.host.v1.HostService.InvokeStream:input_type -> tinyhost.host.v1.InvokeStreamRequest
+	23, // 38: tinyhost.host.v1.HostService.Watch:input_type -> tinyhost.host.v1.WatchRequest
+	25, // 39: tinyhost.host.v1.HostService.Deliver:input_type -> tinyhost.host.v1.DeliverRequest
+	27, // 40: tinyhost.host.v1.HostService.DeliverStream:input_type -> tinyhost.host.v1.DeliverStreamRequest
+	30, // 41: tinyhost.host.v1.HostService.SetRoutes:input_type -> tinyhost.host.v1.SetRoutesRequest
+	32, // 42: tinyhost.host.v1.HostService.GetRoutes:input_type -> tinyhost.host.v1.GetRoutesRequest
+	35, // 43: tinyhost.host.v1.HostService.SetWiring:input_type -> tinyhost.host.v1.SetWiringRequest
+	38, // 44: tinyhost.host.v1.HostService.GetWiring:input_type -> tinyhost.host.v1.GetWiringRequest
+	40, // 45: tinyhost.host.v1.HostService.SetSecrets:input_type -> tinyhost.host.v1.SetSecretsRequest
+	2,  // 46: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
+	5,  // 47: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
+	14, // 48: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
+	16, // 49: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
+	19, // 50: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
+	22, // 51: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
+	24, // 52: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
+	26, // 53: tinyhost.host.v1.HostService.Deliver:output_type -> tinyhost.host.v1.DeliverResponse
+	28, // 54: tinyhost.host.v1.HostService.DeliverStream:output_type -> tinyhost.host.v1.DeliverStreamResponse
+	31, // 55: tinyhost.host.v1.HostService.SetRoutes:output_type -> tinyhost.host.v1.SetRoutesResponse
+	33, // 56: tinyhost.host.v1.HostService.GetRoutes:output_type -> tinyhost.host.v1.GetRoutesResponse
+	36, // 57: tinyhost.host.v1.HostService.SetWiring:output_type -> tinyhost.host.v1.SetWiringResponse
+	39, // 58: tinyhost.host.v1.HostService.GetWiring:output_type -> tinyhost.host.v1.GetWiringResponse
+	41, // 59: tinyhost.host.v1.HostService.SetSecrets:output_type -> tinyhost.host.v1.SetSecretsResponse
+	46, // [46:60] is the sub-list for method output_type
+	32, // [32:46] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_tinyhost_host_v1_host_proto_init() }
@@ -2906,7 +3099,7 @@ func file_tinyhost_host_v1_host_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tinyhost_host_v1_host_proto_rawDesc), len(file_tinyhost_host_v1_host_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -94,6 +94,7 @@ const (
 	HostService_GetRoutes_FullMethodName     = "/tinyhost.host.v1.HostService/GetRoutes"
 	HostService_SetWiring_FullMethodName     = "/tinyhost.host.v1.HostService/SetWiring"
 	HostService_GetWiring_FullMethodName     = "/tinyhost.host.v1.HostService/GetWiring"
+	HostService_SetSecrets_FullMethodName    = "/tinyhost.host.v1.HostService/SetSecrets"
 )
 
 // HostServiceClient is the client API for HostService service.
@@ -164,6 +165,11 @@ type HostServiceClient interface {
 	SetWiring(ctx context.Context, in *SetWiringRequest, opts ...grpc.CallOption) (*SetWiringResponse, error)
 	// GetWiring returns the wiring.
 	GetWiring(ctx context.Context, in *GetWiringRequest, opts ...grpc.CallOption) (*GetWiringResponse, error)
+	// SetSecrets replaces the secret values a loaded module was given with
+	// its load (LoadHeader.secrets), so that a rotated secret reaches the
+	// module at its next read without a reload. NOT_FOUND when the module is
+	// not loaded. No value is ever returned, logged or listed.
+	SetSecrets(ctx context.Context, in *SetSecretsRequest, opts ...grpc.CallOption) (*SetSecretsResponse, error)
 }
 
 type hostServiceClient struct {
@@ -322,6 +328,16 @@ func (c *hostServiceClient) GetWiring(ctx context.Context, in *GetWiringRequest,
 	return out, nil
 }
 
+func (c *hostServiceClient) SetSecrets(ctx context.Context, in *SetSecretsRequest, opts ...grpc.CallOption) (*SetSecretsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetSecretsResponse)
+	err := c.cc.Invoke(ctx, HostService_SetSecrets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServiceServer is the server API for HostService service.
 // All implementations must embed UnimplementedHostServiceServer
 // for forward compatibility.
@@ -390,6 +406,11 @@ type HostServiceServer interface {
 	SetWiring(context.Context, *SetWiringRequest) (*SetWiringResponse, error)
 	// GetWiring returns the wiring.
 	GetWiring(context.Context, *GetWiringRequest) (*GetWiringResponse, error)
+	// SetSecrets replaces the secret values a loaded module was given with
+	// its load (LoadHeader.secrets), so that a rotated secret reaches the
+	// module at its next read without a reload. NOT_FOUND when the module is
+	// not loaded. No value is ever returned, logged or listed.
+	SetSecrets(context.Context, *SetSecretsRequest) (*SetSecretsResponse, error)
 	mustEmbedUnimplementedHostServiceServer()
 }
 
@@ -438,6 +459,9 @@ func (UnimplementedHostServiceServer) SetWiring(context.Context, *SetWiringReque
 }
 func (UnimplementedHostServiceServer) GetWiring(context.Context, *GetWiringRequest) (*GetWiringResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetWiring not implemented")
+}
+func (UnimplementedHostServiceServer) SetSecrets(context.Context, *SetSecretsRequest) (*SetSecretsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetSecrets not implemented")
 }
 func (UnimplementedHostServiceServer) mustEmbedUnimplementedHostServiceServer() {}
 func (UnimplementedHostServiceServer) testEmbeddedByValue()                     {}
@@ -654,6 +678,24 @@ func _HostService_GetWiring_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HostService_SetSecrets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetSecretsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).SetSecrets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_SetSecrets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).SetSecrets(ctx, req.(*SetSecretsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HostService_ServiceDesc is the grpc.ServiceDesc for HostService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -696,6 +738,10 @@ var HostService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetWiring",
 			Handler:    _HostService_GetWiring_Handler,
+		},
+		{
+			MethodName: "SetSecrets",
+			Handler:    _HostService_SetSecrets_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
