@@ -137,12 +137,14 @@ func TestOversizedWiring(t *testing.T) {
 	assert.Contains(t, c.Message, "over the 512 KiB each namespace may have")
 
 	common, tm := b.teamA(t, tally.Ref)
-	for _, name := range []string{"common"} {
-		m := b.module(t, "team-a", name)
-		c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionWired)
-		require.NotNil(t, c, "%s", brief(m))
-		assert.Equal(t, metav1.ConditionTrue, c.Status, "%s", brief(m))
-	}
+	// Wired once the host that runs it took the wiring with its wire.
+	eventually(t, 30*time.Second, "team-a/common Wired=True", func() error {
+		m := b.module(t, "team-a", "common")
+		if c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionWired); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("%s", brief(m))
+		}
+		return nil
+	})
 	wantWires := []*hostv1.Wire{{From: "common/split/out", To: []string{"tally/counter/in"}}}
 	eventually(t, 30*time.Second, "team-a's wire, and no other, on the host", func() error {
 		return b.routedAndWired(ctx, nil, wantWires)

@@ -108,7 +108,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		}
 	}
 	descs := newDescriptors()
-	if err := setupModules(mgr, o, descs, sh); err != nil {
+	if err := setupModules(mgr, o, descs, sh, hs); err != nil {
 		return err
 	}
 	if err := setupHostSync(mgr, o, hs, descs, sh); err != nil {
@@ -139,9 +139,10 @@ func indexModules(mgr ctrl.Manager) error {
 }
 
 // setupModules adds the module controller: placement.
-func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, sh *shards) error {
+func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, sh *shards, hs *hosts) error {
 	mods := &modules{Client: mgr.GetClient(), opts: o, events: mgr.GetEventRecorder("tinyhost-placement"), ledger: newLedger(), descs: descs,
-		rewire: make(chan event.GenericEvent, 1024)}
+		rewire: make(chan event.GenericEvent, 1024), hosts: hs, sharded: sh != nil}
+	hs.wired = mods.wiringChanged
 	inf, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.TinyModule{})
 	if err != nil {
 		return err
