@@ -39,18 +39,24 @@ func (l *inflight) over() bool {
 	}
 }
 
-// loadsPerNamespace bounds the loads to one host under way at once for
-// the modules of one namespace, so that one tenant's slow or hung
-// artifacts cannot take every load of a host.
-const loadsPerNamespace = 4
+// DefaultMaxLoadsPerNamespace is Options.MaxLoadsPerNamespace's default:
+// the loads to one host under way at once for the modules of one
+// namespace, so that one tenant's slow or hung artifacts cannot take
+// every load of a host.
+const DefaultMaxLoadsPerNamespace = 4
 
 // startLoads begins each of the plan's loads that has none under way on
 // the host, and returns those it began. A load under way for another spec
 // of the module, or for a module of that name in another namespace (one
 // deleted meanwhile), is let finish first; one over for another is
-// dropped: a load is its namespace's, since it labels the module with it. A load whose namespace has loadsPerNamespace under way waits
-// for one of them to end (which enqueues the host).
+// dropped: a load is its namespace's, since it labels the module with it.
+// A load whose namespace has MaxLoadsPerNamespace under way waits for one
+// of them to end (which enqueues the host).
 func (r *hostSync) startLoads(c *conn, plan *hostPlan) []*inflight {
+	most := r.opts.MaxLoadsPerNamespace
+	if most <= 0 {
+		most = DefaultMaxLoadsPerNamespace
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	busy := map[string]int{}
@@ -73,7 +79,7 @@ func (r *hostSync) startLoads(c *conn, plan *hostPlan) []*inflight {
 			}
 			delete(c.loads, name)
 		}
-		if busy[j.entry.Namespace] >= loadsPerNamespace {
+		if busy[j.entry.Namespace] >= most {
 			j.entry.Message = fmt.Sprintf("waiting: %d loads of namespace %s are under way on this host", busy[j.entry.Namespace], j.entry.Namespace)
 			continue
 		}

@@ -62,6 +62,10 @@ type Options struct {
 	// MaxWiringBytesPerNamespace each namespace's share of it (wiring.go);
 	// 0 for DefaultMaxTableBytes and DefaultMaxWiringBytesPerNamespace.
 	MaxTableBytes, MaxWiringBytesPerNamespace int
+	// MaxLoadsPerNamespace bounds the loads to one host under way at once
+	// for the modules of one namespace (loading.go); 0 for
+	// DefaultMaxLoadsPerNamespace.
+	MaxLoadsPerNamespace int
 	// Shards, when set, shares the hosts and modules among replicas
 	// through Leases (shard.go): each acts only on what it owns. Nil:
 	// this operator acts on everything (the manager's leader election
