@@ -515,8 +515,13 @@ func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
+		n := len(missing)
+		if n > 8 {
+			// An every-host module on many hosts: a few say why.
+			missing = append(missing[:8], fmt.Sprintf("and %d more", n-8))
+		}
 		set(v1alpha1.ConditionWired, false, reasonNotDelivered,
-			fmt.Sprintf("%d of the %d hosts that run it do not have its wires: %s", len(missing), len(seen), strings.Join(missing, "; ")))
+			fmt.Sprintf("%d of the %d hosts that run it do not have its wires: %s", n, len(seen), strings.Join(missing, "; ")))
 		return
 	}
 	set(v1alpha1.ConditionWired, true, reasonWired, "")

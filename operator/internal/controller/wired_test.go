@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -147,3 +148,29 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 	return nil
 }
 func (rawCodec) Name() string { return "proto" }
+
+// TestWiredMessageBounded: a module on many hosts that lack its wires
+// names a few of them, and no condition message is longer than the
+// schema takes (which would refuse the whole status write).
+func TestWiredMessageBounded(t *testing.T) {
+	m := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "common"},
+		Spec: v1alpha1.TinyModuleSpec{Wiring: []v1alpha1.Wire{{From: "split/out", To: "tally/counter/in"}}}}
+	st := v1alpha1.TinyModuleStatus{}
+	for i := range 300 {
+		st.Placements = append(st.Placements, v1alpha1.Placement{Host: fmt.Sprintf("host-%03d", i), Phase: v1alpha1.PhaseReady})
+	}
+	refusing := func(string, [][2]string) string {
+		return "the host did not take the wiring: " + strings.Repeat("é", 300)
+	}
+	setWired(&m, &st, metav1.Now(), "", refusing)
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired)
+	require.NotNil(t, c)
+	assert.Equal(t, reasonNotDelivered, c.Reason)
+	assert.True(t, strings.HasPrefix(c.Message, "300 of the 300 hosts that run it do not have its wires: host host-000: "), "%.200s", c.Message)
+	assert.True(t, strings.HasSuffix(c.Message, "; and 292 more"), "%s", c.Message[len(c.Message)-100:])
+
+	var conds []metav1.Condition
+	conditionsOf(&conds, 1, metav1.Now())(v1alpha1.ConditionReady, false, "LoadFailed", strings.Repeat("é", 40000))
+	assert.LessOrEqual(t, len(conds[0].Message), maxConditionMessage)
+	assert.True(t, utf8.ValidString(conds[0].Message))
+}
