@@ -137,10 +137,10 @@ func (r *hostSync) landed(ctx context.Context, c *conn, plan *hostPlan, j *job) 
 		fillActual(e, l.mod)
 		log.V(1).Info("module loaded", "module", e.Name, "digest", l.mod.GetDigest())
 	case permanent(err):
-		e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseFailed, err.Error(), j.hash
+		e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseFailed, hostMessage(err.Error()), j.hash
 		log.Info("module refused", "module", e.Name, "error", err.Error())
 	default:
-		e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseLoading, "retrying: "+err.Error(), j.hash
+		e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseLoading, hostMessage("retrying: "+err.Error()), j.hash
 		return fmt.Errorf("host %s: load %s: %w", c.name, e.Name, err)
 	}
 	return nil
