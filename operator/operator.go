@@ -95,6 +95,11 @@ type Options struct {
 	// --max-message-bytes). Defaults controller.DefaultMaxTableBytes (3
 	// MiB) and controller.DefaultMaxWiringBytesPerNamespace (512 KiB).
 	MaxTableBytes, MaxWiringBytesPerNamespace int
+	// MaxLoadsPerNamespace bounds the loads to one host under way at once
+	// for the TinyModules of one namespace, so that one tenant's slow or
+	// hung artifacts cannot take every load of a host. Default
+	// controller.DefaultMaxLoadsPerNamespace (4).
+	MaxLoadsPerNamespace int
 
 	// FetchArtifacts makes the operator fetch module artifacts itself and
 	// stream the bytes to the hosts, for hosts that cannot reach the
@@ -195,8 +200,11 @@ func (s *ShardOptions) withDefaults() *controller.ShardOptions {
 
 func (o Options) withDefaults() (Options, error) {
 	if o.ProbeInterval < 0 || o.ProbeTimeout < 0 || o.FailureThreshold < 0 || o.ResyncPeriod < 0 || o.MaxConcurrentReconciles < 0 ||
-		o.MaxTableBytes < 0 || o.MaxWiringBytesPerNamespace < 0 {
-		return o, errors.New("operator: ProbeInterval, ProbeTimeout, FailureThreshold, ResyncPeriod, MaxConcurrentReconciles and the wiring bounds must not be negative")
+		o.MaxTableBytes < 0 || o.MaxWiringBytesPerNamespace < 0 || o.MaxLoadsPerNamespace < 0 {
+		return o, errors.New("operator: ProbeInterval, ProbeTimeout, FailureThreshold, ResyncPeriod, MaxConcurrentReconciles, MaxLoadsPerNamespace and the wiring bounds must not be negative")
+	}
+	if o.MaxLoadsPerNamespace == 0 {
+		o.MaxLoadsPerNamespace = controller.DefaultMaxLoadsPerNamespace
 	}
 	if o.MaxTableBytes == 0 {
 		o.MaxTableBytes = controller.DefaultMaxTableBytes
@@ -283,6 +291,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		MaxConcurrentReconciles:    o.MaxConcurrentReconciles,
 		MaxTableBytes:              o.MaxTableBytes,
 		MaxWiringBytesPerNamespace: o.MaxWiringBytesPerNamespace,
+		MaxLoadsPerNamespace:       o.MaxLoadsPerNamespace,
 		Host:                       o.Host,
 		LeaseNamespace:             o.HostLeaseNamespace,
 		Shards:                     o.Shards.withDefaults(),

@@ -92,6 +92,7 @@ func parseConfig(args, environ []string) (config, error) {
 	fs.IntVar(&c.Operator.MaxConcurrentReconciles, "max-concurrent-reconciles", 0, "how many modules, and how many hosts, are reconciled at once (default 8)")
 	fs.IntVar(&c.Operator.MaxTableBytes, "max-table-bytes", 0, "bound of each table message a host is given, in bytes: the wiring table, and each part of the route table, which goes in parts past it; keep it below the hosts' --max-message-bytes (default 3 MiB)")
 	fs.IntVar(&c.Operator.MaxWiringBytesPerNamespace, "max-wiring-bytes-per-namespace", 0, "bound of each namespace's share of the wiring table, in bytes: a namespace over it, or that does not fit beside the namespaces with less, has none of its wires sent, and its TinyModules say so (Wired=False, WiringOverBudget) (default 512 KiB)")
+	fs.IntVar(&c.Operator.MaxLoadsPerNamespace, "max-loads-per-namespace", 0, "how many loads to one host may be under way at once for the TinyModules of one namespace; the rest wait, so that one tenant's slow or hung artifacts cannot take every load of a host (default 4)")
 	fs.BoolVar(&c.Operator.FetchArtifacts, "fetch-artifacts", false, "fetch module artifacts in the operator and stream them to hosts (default: hosts fetch them)")
 	fs.StringVar(&c.Operator.ArtifactCacheDir, "artifact-cache-dir", "", "with --fetch-artifacts: cache of fetched artifacts (default $TMPDIR/tinyhost-operator-artifacts)")
 	fs.StringSliceVar(&c.Operator.PlainHTTP, "plain-http", nil, "with --fetch-artifacts: registries (host or host:port) reached over plain HTTP, comma-separated")

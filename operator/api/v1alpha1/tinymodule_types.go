@@ -724,8 +724,10 @@ const (
 	ConditionDegraded = "Degraded"
 	// ConditionWired is False (reason InvalidWire) when hosts would refuse
 	// some of spec.wiring, which is then left out of every host's wiring
-	// and named in the message; True when every wire is sent to the
-	// hosts. Absent without wiring.
+	// and named in the message; True when every host that runs the
+	// module accepted a wiring with each of its wires (else False,
+	// NotDelivered, naming the host and its answer). Absent without
+	// wiring.
 	ConditionWired = "Wired"
 )
 

@@ -25,11 +25,20 @@ type setCondition func(typ string, ok bool, reason, msg string) bool
 
 // conditionsOf sets the conditions in list, each observed at gen and, when
 // it changes, at now.
+// maxConditionMessage is the longest message of a condition the schema
+// takes (metav1.Condition's).
+const maxConditionMessage = 32768
+
 func conditionsOf(list *[]metav1.Condition, gen int64, now metav1.Time) setCondition {
 	return func(typ string, ok bool, reason, msg string) bool {
 		s := metav1.ConditionFalse
 		if ok {
 			s = metav1.ConditionTrue
+		}
+		if len(msg) > maxConditionMessage {
+			// The schema refuses a longer one, and with it the whole
+			// status write.
+			msg = truncate(msg, maxConditionMessage-len("…"))
 		}
 		return meta.SetStatusCondition(list, metav1.Condition{
 			Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen, LastTransitionTime: now,

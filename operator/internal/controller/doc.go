@@ -39,7 +39,10 @@
 //     answers with another host's name is NotReady (probe.Other).
 //   - The module status and the tables share the wiring bounds
 //     (wiring.go): a namespace over its share of the hosts' wiring has
-//     none of its wires sent and its modules Wired=False.
+//     none of its wires sent and its modules Wired=False. Wired=True
+//     waits for each host that runs the module to have accepted its
+//     wires (conn.pushed, conn.wiresAccepted): a push's answer that
+//     changes what a host has brings back the modules placed on it.
 //   - services (service.go) writes each TinyModule's Service and
 //     EndpointSlices, from its Ready placements.
 //

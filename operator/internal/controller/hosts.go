@@ -69,6 +69,11 @@ type conn struct {
 	// route and wiring tables, at tablesAt; version 0 for unknown.
 	tables   hostTables
 	tablesAt time.Time
+	// pushErr is why the last push of the tables failed, nil after one
+	// that did not; wired is told when what the host accepted of the
+	// wiring, or why not, changes (hosts.wired).
+	pushErr error
+	wired   func(host string)
 }
 
 // hostTables is what a host has of the tables: a version of ours, its
@@ -78,6 +83,9 @@ type hostTables struct {
 	routes              []*hostv1.Route
 	wires               []*hostv1.Wire
 	routesGen, wiresGen uint64
+	// refused is the wires of wires the host refused (SetWiring's
+	// answer), by from and to, with its reason.
+	refused map[[2]string]string
 }
 
 // tablesCurrent: the host got this version of the tables less than
@@ -109,6 +117,42 @@ func (c *conn) tablesPushed(t hostTables) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.tables, c.tablesAt = t, time.Now()
+}
+
+// pushed records the outcome of a push of the tables: what the host has
+// (the zero hostTables for unknown) and the push's error. When what the
+// host accepted of the wiring, or why not, changed, the modules placed on
+// the host are told (wired), since their Wired condition says it.
+func (c *conn) pushed(t hostTables, err error) {
+	c.mu.Lock()
+	changed := (err == nil) != (c.pushErr == nil) || c.tables.wiresGen != t.wiresGen ||
+		!sameList(c.tables.wires, t.wires) || len(c.tables.refused) != len(t.refused)
+	c.tables, c.tablesAt, c.pushErr = t, time.Now(), err
+	wired := c.wired
+	c.mu.Unlock()
+	if changed && wired != nil {
+		wired(c.name)
+	}
+}
+
+// wiresAccepted says why the host does not have each of wires, each
+// wire's from and to, in its wiring: "" when it does. A host's wiring is
+// known from our last push to it or read from it.
+func (c *conn) wiresAccepted(wires [][2]string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range wires {
+		if why, ok := c.tables.refused[w]; ok {
+			return fmt.Sprintf("the host refused the wire %q to %q: %s", w[0], w[1], truncate(why, 512))
+		}
+		if !slices.ContainsFunc(c.tables.wires, func(h *hostv1.Wire) bool { return h.GetFrom() == w[0] && slices.Contains(h.GetTo(), w[1]) }) {
+			if c.pushErr != nil {
+				return "the host did not take the wiring: " + truncate(c.pushErr.Error(), 512)
+			}
+			return fmt.Sprintf("the host does not have the wire %q to %q yet", w[0], w[1])
+		}
+	}
+	return ""
 }
 
 // poke says that a module's placement on the host changed.
@@ -143,8 +187,11 @@ type hosts struct {
 	// whose readiness changed, which goes first.
 	events, urgent chan event.GenericEvent
 
-	mu     sync.Mutex
-	conns  map[string]*conn
+	mu    sync.Mutex
+	conns map[string]*conn
+	// wired is told the name of a host whose accepted wiring changed
+	// (conn.pushed); set before the manager starts.
+	wired  func(host string)
 	ctx    context.Context // parent of the probes; cancelled by Start's return
 	cancel context.CancelFunc
 }
@@ -216,7 +263,7 @@ func (hs *hosts) ensure(name, address string) (*conn, error) {
 		return nil, fmt.Errorf("host %s: address %q: %w", name, address, err)
 	}
 	ctx, stop := context.WithCancel(hs.ctx)
-	c := &conn{name: name, address: address, client: cl, ctx: ctx, stop: stop, done: make(chan struct{}), loads: map[string]*inflight{}, poked: make(chan struct{}, 1)}
+	c := &conn{name: name, address: address, client: cl, ctx: ctx, stop: stop, done: make(chan struct{}), loads: map[string]*inflight{}, poked: make(chan struct{}, 1), wired: hs.wired}
 	hs.conns[name] = c
 	go hs.probeLoop(ctx, c)
 	return c, nil

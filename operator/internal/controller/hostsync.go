@@ -40,6 +40,10 @@ const (
 	// it lists those still running Loading and gives its worker back
 	// (loading.go); those done sooner are written once, when done.
 	progressAfter = 2 * time.Second
+	// maxHostMessage bounds what a host's answer puts in the message of
+	// a TinyHost entry: a guest shapes some of it (its descriptor's
+	// names), and the TinyHost status holds every tenant's entries.
+	maxHostMessage = 4 << 10
 )
 
 // hostSync converges each host to the modules placed on it and is the only
@@ -395,11 +399,15 @@ func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 			log.V(1).Info("module unloaded", "module", name)
 			continue
 		}
-		plan.entries[name].Message = "retrying: " + err.Error()
+		plan.entries[name].Message = hostMessage("retrying: " + err.Error())
 		errs = append(errs, fmt.Errorf("host %s: unload %s: %w", c.name, name, err))
 	}
 	return errs
 }
+
+// hostMessage is a host's answer cut to maxHostMessage bytes, for a
+// TinyHost entry's message.
+func hostMessage(s string) string { return truncate(s, maxHostMessage-len("…")) }
 
 // planHost compares what is placed on the host with what it has loaded.
 func planHost(h *v1alpha1.TinyHost, mods []v1alpha1.TinyModule, actual []*hostv1.Module) hostPlan {

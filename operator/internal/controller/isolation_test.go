@@ -83,12 +83,18 @@ func TestHungArtifact(t *testing.T) {
 	t.Logf("team-a/common Ready %v after its creation, beside team-b/stuck's hung load", time.Since(start).Round(10*time.Millisecond))
 	assert.Equal(t, []string{"host-a"}, readyOn(m))
 
-	stuck := b.module(t, "team-b", "stuck")
-	c := meta.FindStatusCondition(stuck.Status.Conditions, v1alpha1.ConditionReady)
-	require.NotNil(t, c, "%s", brief(stuck))
-	assert.Equal(t, metav1.ConditionFalse, c.Status, "%s", brief(stuck))
-	assert.Equal(t, reasonLoading, c.Reason, "%s", brief(stuck))
-	assert.True(t, strings.Contains(c.Message, "host-a: the host has been loading it since"), "%s", c.Message)
+	// Its placement says since when once it has been loading a while
+	// (progressAfter), which common, Ready in less, may not wait for.
+	var c *metav1.Condition
+	eventually(t, time.Minute, "team-b/stuck Loading, since when", func() error {
+		stuck := b.module(t, "team-b", "stuck")
+		c = meta.FindStatusCondition(stuck.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reasonLoading ||
+			!strings.Contains(c.Message, "host-a: the host has been loading it since") {
+			return fmt.Errorf("%s", brief(stuck))
+		}
+		return nil
+	})
 	t.Logf("team-b/stuck: %s", c.Message)
 }
 
@@ -137,12 +143,14 @@ func TestOversizedWiring(t *testing.T) {
 	assert.Contains(t, c.Message, "over the 512 KiB each namespace may have")
 
 	common, tm := b.teamA(t, tally.Ref)
-	for _, name := range []string{"common"} {
-		m := b.module(t, "team-a", name)
-		c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionWired)
-		require.NotNil(t, c, "%s", brief(m))
-		assert.Equal(t, metav1.ConditionTrue, c.Status, "%s", brief(m))
-	}
+	// Wired once the host that runs it took the wiring with its wire.
+	eventually(t, 30*time.Second, "team-a/common Wired=True", func() error {
+		m := b.module(t, "team-a", "common")
+		if c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionWired); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("%s", brief(m))
+		}
+		return nil
+	})
 	wantWires := []*hostv1.Wire{{From: "common/split/out", To: []string{"tally/counter/in"}}}
 	eventually(t, 30*time.Second, "team-a's wire, and no other, on the host", func() error {
 		return b.routedAndWired(ctx, nil, wantWires)

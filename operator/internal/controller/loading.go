@@ -39,17 +39,24 @@ func (l *inflight) over() bool {
 	}
 }
 
-// loadsPerNamespace bounds the loads to one host under way at once for
-// the modules of one namespace, so that one tenant's slow or hung
-// artifacts cannot take every load of a host.
-const loadsPerNamespace = 4
+// DefaultMaxLoadsPerNamespace is Options.MaxLoadsPerNamespace's default:
+// the loads to one host under way at once for the modules of one
+// namespace, so that one tenant's slow or hung artifacts cannot take
+// every load of a host.
+const DefaultMaxLoadsPerNamespace = 4
 
 // startLoads begins each of the plan's loads that has none under way on
 // the host, and returns those it began. A load under way for another spec
-// of the module is let finish first; one over for another spec is
-// dropped. A load whose namespace has loadsPerNamespace under way waits
-// for one of them to end (which enqueues the host).
+// of the module, or for a module of that name in another namespace (one
+// deleted meanwhile), is let finish first; one over for another is
+// dropped: a load is its namespace's, since it labels the module with it.
+// A load whose namespace has MaxLoadsPerNamespace under way waits for one
+// of them to end (which enqueues the host).
 func (r *hostSync) startLoads(c *conn, plan *hostPlan) []*inflight {
+	most := r.opts.MaxLoadsPerNamespace
+	if most <= 0 {
+		most = DefaultMaxLoadsPerNamespace
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	busy := map[string]int{}
@@ -64,7 +71,7 @@ func (r *hostSync) startLoads(c *conn, plan *hostPlan) []*inflight {
 		name := j.entry.Name
 		if l := c.loads[name]; l != nil {
 			switch {
-			case l.hash == j.hash:
+			case l.hash == j.hash && l.ns == j.entry.Namespace:
 				continue // under way, or over and recorded by apply
 			case !l.over():
 				j.entry.Message = "waiting for the load of its previous spec to end"
@@ -72,7 +79,7 @@ func (r *hostSync) startLoads(c *conn, plan *hostPlan) []*inflight {
 			}
 			delete(c.loads, name)
 		}
-		if busy[j.entry.Namespace] >= loadsPerNamespace {
+		if busy[j.entry.Namespace] >= most {
 			j.entry.Message = fmt.Sprintf("waiting: %d loads of namespace %s are under way on this host", busy[j.entry.Namespace], j.entry.Namespace)
 			continue
 		}
@@ -112,7 +119,7 @@ func (r *hostSync) load(c *conn, l *inflight, j job) {
 func (r *hostSync) landed(ctx context.Context, c *conn, plan *hostPlan, j *job) error {
 	c.mu.Lock()
 	l := c.loads[j.entry.Name]
-	if l == nil || l.hash != j.hash {
+	if l == nil || l.hash != j.hash || l.ns != j.entry.Namespace {
 		c.mu.Unlock()
 		return nil
 	}
@@ -137,27 +144,27 @@ func (r *hostSync) landed(ctx context.Context, c *conn, plan *hostPlan, j *job) 
 		fillActual(e, l.mod)
 		log.V(1).Info("module loaded", "module", e.Name, "digest", l.mod.GetDigest())
 	case permanent(err):
-		e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseFailed, err.Error(), j.hash
+		e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseFailed, hostMessage(err.Error()), j.hash
 		log.Info("module refused", "module", e.Name, "error", err.Error())
 	default:
-		e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseLoading, "retrying: "+err.Error(), j.hash
+		e.Phase, e.Message, e.SpecHash = v1alpha1.PhaseLoading, hostMessage("retrying: "+err.Error()), j.hash
 		return fmt.Errorf("host %s: load %s: %w", c.name, e.Name, err)
 	}
 	return nil
 }
 
 // forgetLoads drops the loads over whose outcome no load of plan wants:
-// the host lists what they loaded, or the module left the host or
-// changed its spec.
+// the host lists what they loaded, or the module left the host, changed
+// its spec, or is another namespace's now.
 func (c *conn) forgetLoads(plan *hostPlan) {
-	want := map[string]string{}
+	want := map[string][2]string{}
 	for _, j := range plan.loads {
-		want[j.entry.Name] = j.hash
+		want[j.entry.Name] = [2]string{j.entry.Namespace, j.hash}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, l := range c.loads {
-		if h, ok := want[name]; l.over() && (!ok || h != l.hash) {
+		if w, ok := want[name]; l.over() && (!ok || w != [2]string{l.ns, l.hash}) {
 			delete(c.loads, name)
 		}
 	}

@@ -76,6 +76,11 @@ type modules struct {
 	// the modules of a namespace whose verdict changed.
 	leftOut map[string]string
 	rewire  chan event.GenericEvent
+	// hosts are the connections to the hosts, whose pushes say which
+	// wiring each host accepted (setWired); sharded: those of another
+	// replica are not among them.
+	hosts   *hosts
+	sharded bool
 }
 
 // note is an Event to emit once the status that explains it is written.
@@ -231,9 +236,42 @@ func (r *modules) decideLocked(ctx context.Context, m *v1alpha1.TinyModule) (hos
 // TinyModule (m among them).
 func (r *modules) decide(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all []*v1alpha1.TinyModule, now metav1.Time) decision {
 	d := r.decidePlacement(m, hosts, all, now)
-	setWired(m, &d.status, now, r.wiringOf(m, all))
+	setWired(m, &d.status, now, r.wiringOf(m, all), r.wiresAccepted)
 	d.status.Selector = scaleSelector(m)
 	return d
+}
+
+// wiresAccepted says why the host does not have each of wires, "" when
+// it does (conn.wiresAccepted). Sharded, a host of another replica's,
+// which pushes to it, is taken at that replica's word: this one does not
+// hear its answers.
+func (r *modules) wiresAccepted(host string, wires [][2]string) string {
+	c := r.hosts.get(host)
+	switch {
+	case c != nil:
+		return c.wiresAccepted(wires)
+	case r.sharded:
+		return ""
+	default:
+		return "the operator has no connection to it"
+	}
+}
+
+// wiringChanged brings back the modules with wiring placed on the host,
+// whose accepted wiring changed (conn.pushed): their Wired condition
+// says whether it has their wires.
+func (r *modules) wiringChanged(host string) {
+	go func() {
+		var mods v1alpha1.TinyModuleList
+		if err := r.List(context.Background(), &mods, client.MatchingFields{indexHost: host}); err != nil {
+			return
+		}
+		for _, m := range mods.Items {
+			if len(m.Spec.Wiring) > 0 {
+				r.rewire <- event.GenericEvent{Object: &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name}}}
+			}
+		}
+	}()
 }
 
 // wiringOf is why the hosts' wiring leaves out m's namespace, "" when it

@@ -119,7 +119,7 @@ func pushTables(ctx context.Context, c *conn, t table, resync time.Duration, boo
 	defer cancel()
 	if has, known := c.knownTables(resync); resync > 0 && known {
 		if has, err := pushOver(ctx, c, t, has, book); err == nil {
-			c.tablesPushed(has)
+			c.pushed(has, nil)
 			return nil
 		}
 	}
@@ -128,10 +128,10 @@ func pushTables(ctx context.Context, c *conn, t table, resync time.Duration, boo
 		has, err = pushOver(ctx, c, t, has, book)
 	}
 	if err != nil {
-		c.tablesPushed(hostTables{}) // unknown: asked again next time
+		c.pushed(hostTables{}, err) // unknown: asked again next time
 		return err
 	}
-	c.tablesPushed(has)
+	c.pushed(has, nil)
 	return nil
 }
 
@@ -156,11 +156,16 @@ func pushOver(ctx context.Context, c *conn, t table, has hostTables, book *route
 		if err != nil {
 			return has, fmt.Errorf("host %s: set wiring: %w", c.name, err)
 		}
-		has.wiresGen = gen
+		has.wiresGen, has.refused = gen, nil
 		// wiringTable leaves out what api.CheckWire refuses, so a refusal
-		// here is a host that checks more than this operator knows of.
+		// here is a host that checks more than this operator knows of;
+		// its module's Wired condition says so (setWired).
 		for _, w := range resp.GetRefused() {
 			logf.FromContext(ctx).Info("host refused a wire", "host", c.name, "from", w.GetFrom(), "to", w.GetTo(), "reason", w.GetReason())
+			if has.refused == nil {
+				has.refused = map[[2]string]string{}
+			}
+			has.refused[[2]string{w.GetFrom(), w.GetTo()}] = w.GetReason()
 		}
 	}
 	has.version, has.routes, has.wires = t.version, t.routes, t.wires
@@ -451,43 +456,72 @@ const (
 	reasonInvalidWire = "InvalidWire"
 	reasonOverBudget  = "WiringOverBudget"
 	reasonNotPlaced   = "NotPlaced"
+	// reasonNotDelivered: a host that runs the module has not accepted
+	// a wiring with its wires.
+	reasonNotDelivered = "NotDelivered"
 )
 
 // setWired sets st's Wired condition from m's wiring: False, naming each
 // wire a host would refuse, which wiringTable leaves out; True when every
-// wire is sent to the hosts; absent without wiring. The schema refuses
-// such wires; this catches the ones stored before it did, or that a host
-// of another version refuses. leftOut says why the module's namespace is
-// left out of the hosts' wiring (wiringLeftOut): False, WiringOverBudget.
-// A module without placements (not placed yet, a name taken, a refused
-// claim) is False, NotPlaced: wiringTable sends no wire of it.
-func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.Time, leftOut string) {
+// host of its placements (st's) accepted a wiring with each of its wires
+// (accepted, conn.wiresAccepted: why a host has not, "" when it has);
+// absent without wiring. The schema refuses such wires; this catches the
+// ones stored before it did, or that a host of another version refuses.
+// leftOut says why the module's namespace is left out of the hosts'
+// wiring (wiringLeftOut): False, WiringOverBudget. A module without
+// placements (not placed yet, a name taken, a refused claim) is False,
+// NotPlaced: wiringTable sends no wire of it.
+func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.Time, leftOut string, accepted func(host string, wires [][2]string) string) {
 	if len(m.Spec.Wiring) == 0 {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionWired)
 		return
 	}
+	set := conditionsOf(&st.Conditions, m.Generation, now)
 	if leftOut != "" {
-		conditionsOf(&st.Conditions, m.Generation, now)(v1alpha1.ConditionWired, false, reasonOverBudget,
-			leftOut+": none of its wires is sent to the hosts until it has less")
+		set(v1alpha1.ConditionWired, false, reasonOverBudget, leftOut+": none of its wires is sent to the hosts until it has less")
 		return
 	}
 	if len(st.Placements) == 0 {
 		// wiringTable sends the wires of placed modules only.
-		conditionsOf(&st.Conditions, m.Generation, now)(v1alpha1.ConditionWired, false, reasonNotPlaced,
-			"its wires are sent to the hosts once it is placed")
+		set(v1alpha1.ConditionWired, false, reasonNotPlaced, "its wires are sent to the hosts once it is placed")
 		return
 	}
 	var bad []string
+	var wires [][2]string
 	for i, w := range m.Spec.Wiring {
 		if err := api.CheckWire(m.Name+"/"+w.From, w.To); err != nil {
 			bad = append(bad, fmt.Sprintf("spec.wiring[%d]: %v", i, err))
+			continue
 		}
+		wires = append(wires, [2]string{m.Name + "/" + w.From, w.To})
 	}
-	set := conditionsOf(&st.Conditions, m.Generation, now)
 	if len(bad) > 0 {
 		set(v1alpha1.ConditionWired, false, reasonInvalidWire,
 			fmt.Sprintf("%d of %d wires left out of every host's wiring, which hosts would refuse: %s",
 				len(bad), len(m.Spec.Wiring), strings.Join(bad, "; ")))
+		return
+	}
+	// The hosts that run it deliver its outputs along its wires.
+	var missing []string
+	seen := map[string]bool{}
+	for _, p := range st.Placements {
+		if p.Phase == v1alpha1.PhaseUnloading || seen[p.Host] {
+			continue
+		}
+		seen[p.Host] = true
+		if why := accepted(p.Host, wires); why != "" {
+			missing = append(missing, "host "+p.Host+": "+why)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		n := len(missing)
+		if n > 8 {
+			// An every-host module on many hosts: a few say why.
+			missing = append(missing[:8], fmt.Sprintf("and %d more", n-8))
+		}
+		set(v1alpha1.ConditionWired, false, reasonNotDelivered,
+			fmt.Sprintf("%d of the %d hosts that run it do not have its wires: %s", n, len(seen), strings.Join(missing, "; ")))
 		return
 	}
 	set(v1alpha1.ConditionWired, true, reasonWired, "")

@@ -280,7 +280,7 @@ func TestWiringTableDropsBadWires(t *testing.T) {
 	} {
 		t.Run(tt.m.Name, func(t *testing.T) {
 			st := v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h"}}}
-			setWired(&tt.m, &st, now, "")
+			setWired(&tt.m, &st, now, "", func(string, [][2]string) string { return "" })
 			c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired)
 			require.NotNil(t, c)
 			assert.Equal(t, tt.status, c.Status)
@@ -290,7 +290,7 @@ func TestWiringTableDropsBadWires(t *testing.T) {
 				assert.Contains(t, c.Message, want)
 			}
 			tt.m.Spec.Wiring = nil
-			setWired(&tt.m, &st, now, "")
+			setWired(&tt.m, &st, now, "", func(string, [][2]string) string { return "" })
 			assert.Nil(t, meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired), "no wiring, no condition")
 		})
 	}

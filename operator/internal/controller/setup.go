@@ -62,6 +62,10 @@ type Options struct {
 	// MaxWiringBytesPerNamespace each namespace's share of it (wiring.go);
 	// 0 for DefaultMaxTableBytes and DefaultMaxWiringBytesPerNamespace.
 	MaxTableBytes, MaxWiringBytesPerNamespace int
+	// MaxLoadsPerNamespace bounds the loads to one host under way at once
+	// for the modules of one namespace (loading.go); 0 for
+	// DefaultMaxLoadsPerNamespace.
+	MaxLoadsPerNamespace int
 	// Shards, when set, shares the hosts and modules among replicas
 	// through Leases (shard.go): each acts only on what it owns. Nil:
 	// this operator acts on everything (the manager's leader election
@@ -108,7 +112,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		}
 	}
 	descs := newDescriptors()
-	if err := setupModules(mgr, o, descs, sh); err != nil {
+	if err := setupModules(mgr, o, descs, sh, hs); err != nil {
 		return err
 	}
 	if err := setupHostSync(mgr, o, hs, descs, sh); err != nil {
@@ -142,9 +146,10 @@ func indexModules(mgr ctrl.Manager) error {
 }
 
 // setupModules adds the module controller: placement.
-func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, sh *shards) error {
+func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, sh *shards, hs *hosts) error {
 	mods := &modules{Client: mgr.GetClient(), opts: o, events: mgr.GetEventRecorder("tinyhost-placement"), ledger: newLedger(), descs: descs,
-		rewire: make(chan event.GenericEvent, 1024)}
+		rewire: make(chan event.GenericEvent, 1024), hosts: hs, sharded: sh != nil}
+	hs.wired = mods.wiringChanged
 	inf, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.TinyModule{})
 	if err != nil {
 		return err

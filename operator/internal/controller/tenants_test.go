@@ -85,10 +85,14 @@ func TestTenants(t *testing.T) {
 				{Module: "tally", Addresses: []string{readyAddr(tm)}},
 			}, []*hostv1.Wire{wantWire, {From: "rogue/greeter/out", To: []string{"tally/counter/in"}}})
 		})
-		m := b.module(t, "team-b", "rogue")
-		c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionWired)
-		require.NotNil(t, c, "%s", brief(m))
-		assert.Equal(t, metav1.ConditionTrue, c.Status)
+		// Wired once the hosts that run it answered the push.
+		eventually(t, 30*time.Second, "team-b/rogue Wired=True", func() error {
+			m := b.module(t, "team-b", "rogue")
+			if c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionWired); c == nil || c.Status != metav1.ConditionTrue {
+				return fmt.Errorf("%s", brief(m))
+			}
+			return nil
+		})
 
 		out, err := invoke(ctx, t, readyAddr(common), "common", "split", `[1, 2, 3]`)
 		require.NoError(t, err)
