@@ -428,7 +428,7 @@ func TestSetConfig(t *testing.T) {
 // configuration stays, and events report it.
 func TestUpgrade(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	events := h.Subscribe(ctxT(t, time.Minute))
+	events := h.Subscribe(ctxT(t, 4*loadTimeout)) // for two loads, and more
 	_, err := h.Load(loadCtx(t), versioned(t, "1.0.0"), host.LoadOptions{})
 	require.NoError(t, err)
 	resp, err := invoke(t, h, "versioned", "v", "in", []byte("x"))
