@@ -157,9 +157,14 @@ func TestCycle(t *testing.T) {
 
 		// One trace across both hosts: created at the first hop on host 1,
 		// carried to host 2 and back, in the log lines about the message.
-		m := regexp.MustCompile(`"trace_id":"([0-9a-f]{32})"`).FindStringSubmatch(h2.Log())
-		require.NotNil(t, m, "host 2 logs the trace id")
-		assert.Contains(t, h1.Log(), m[1], "host 1 logs the same trace id")
+		// Host 2 logs a failed delivery after it has answered it: wait for the line.
+		var m []string
+		require.Eventually(t, func() bool {
+			m = regexp.MustCompile(`"trace_id":"([0-9a-f]{32})"`).FindStringSubmatch(h2.Log())
+			return m != nil
+		}, time.Minute, 20*time.Millisecond, "host 2 logs the trace id")
+		assert.Eventually(t, func() bool { return strings.Contains(h1.Log(), m[1]) },
+			time.Minute, 20*time.Millisecond, "host 1 logs the same trace id")
 	})
 	t.Run("unknown module", func(t *testing.T) {
 		start := time.Now()
