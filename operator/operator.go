@@ -90,6 +90,11 @@ type Options struct {
 	// --max-message-bytes). Defaults controller.DefaultMaxTableBytes (3
 	// MiB) and controller.DefaultMaxWiringBytesPerNamespace (512 KiB).
 	MaxTableBytes, MaxWiringBytesPerNamespace int
+	// MaxStatusSchemaBytes bounds the port schemas a TinyModule's status
+	// (components[].ports[].schema) carries together; schemas past it are
+	// left out and their ports say schemaOmitted. Default
+	// controller.DefaultMaxStatusSchemaBytes (256 KiB).
+	MaxStatusSchemaBytes int
 
 	// FetchArtifacts makes the operator fetch module artifacts itself and
 	// stream the bytes to the hosts, for hosts that cannot reach the
@@ -190,8 +195,8 @@ func (s *ShardOptions) withDefaults() *controller.ShardOptions {
 
 func (o Options) withDefaults() (Options, error) {
 	if o.ProbeInterval < 0 || o.ProbeTimeout < 0 || o.FailureThreshold < 0 || o.ResyncPeriod < 0 || o.MaxConcurrentReconciles < 0 ||
-		o.MaxTableBytes < 0 || o.MaxWiringBytesPerNamespace < 0 {
-		return o, errors.New("operator: ProbeInterval, ProbeTimeout, FailureThreshold, ResyncPeriod, MaxConcurrentReconciles and the wiring bounds must not be negative")
+		o.MaxTableBytes < 0 || o.MaxWiringBytesPerNamespace < 0 || o.MaxStatusSchemaBytes < 0 {
+		return o, errors.New("operator: ProbeInterval, ProbeTimeout, FailureThreshold, ResyncPeriod, MaxConcurrentReconciles, the wiring bounds and MaxStatusSchemaBytes must not be negative")
 	}
 	if o.MaxTableBytes == 0 {
 		o.MaxTableBytes = controller.DefaultMaxTableBytes
@@ -278,6 +283,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		MaxConcurrentReconciles:    o.MaxConcurrentReconciles,
 		MaxTableBytes:              o.MaxTableBytes,
 		MaxWiringBytesPerNamespace: o.MaxWiringBytesPerNamespace,
+		MaxStatusSchemaBytes:       o.MaxStatusSchemaBytes,
 		Host:                       o.Host,
 		LeaseNamespace:             o.HostLeaseNamespace,
 		Shards:                     o.Shards.withDefaults(),

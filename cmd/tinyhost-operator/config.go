@@ -91,6 +91,7 @@ func parseConfig(args, environ []string) (config, error) {
 	fs.DurationVar(&c.Operator.ResyncPeriod, "resync-period", 0, "how often a ready host is converged without an event (default 30s)")
 	fs.IntVar(&c.Operator.MaxConcurrentReconciles, "max-concurrent-reconciles", 0, "how many modules, and how many hosts, are reconciled at once (default 8)")
 	fs.IntVar(&c.Operator.MaxTableBytes, "max-table-bytes", 0, "bound of each table message a host is given, in bytes: the wiring table, and each part of the route table, which goes in parts past it; keep it below the hosts' --max-message-bytes (default 3 MiB)")
+	fs.IntVar(&c.Operator.MaxStatusSchemaBytes, "max-status-schema-bytes", 0, "bound of the port schemas a TinyModule's status carries together, in bytes; schemas past it are left out and their ports say schemaOmitted (default 256 KiB)")
 	fs.IntVar(&c.Operator.MaxWiringBytesPerNamespace, "max-wiring-bytes-per-namespace", 0, "bound of each namespace's share of the wiring table, in bytes: a namespace over it, or that does not fit beside the namespaces with less, has none of its wires sent, and its TinyModules say so (Wired=False, WiringOverBudget) (default 512 KiB)")
 	fs.BoolVar(&c.Operator.FetchArtifacts, "fetch-artifacts", false, "fetch module artifacts in the operator and stream them to hosts (default: hosts fetch them)")
 	fs.StringVar(&c.Operator.ArtifactCacheDir, "artifact-cache-dir", "", "with --fetch-artifacts: cache of fetched artifacts (default $TMPDIR/tinyhost-operator-artifacts)")
