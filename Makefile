@@ -202,10 +202,11 @@ generate: $(CONTROLLER_GEN) ## Regenerate the operator's deepcopy code.
 	$(CONTROLLER_GEN) object paths=./operator/api/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Regenerate the CRD and RBAC manifests under operator/config.
+manifests: $(CONTROLLER_GEN) ## Regenerate the CRD and RBAC manifests under operator/config, and the chart's CRDs.
 	$(CONTROLLER_GEN) crd rbac:roleName=tinyhost-operator paths=./operator/... \
 	  output:crd:artifacts:config=operator/config/crd/bases \
 	  output:rbac:artifacts:config=operator/config/rbac
+	cp operator/config/crd/bases/*.yaml charts/tinyhost/crds/
 
 # The operator's tests run against the binaries above and check that the
 # generated code is what the pinned controller-gen makes of the types.

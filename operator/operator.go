@@ -101,6 +101,12 @@ type Options struct {
 	// controller.DefaultMaxLoadsPerNamespace (4).
 	MaxLoadsPerNamespace int
 
+	// MaxStatusSchemaBytes bounds the port schemas a TinyModule's status
+	// (components[].ports[].schema) carries together; schemas past it are
+	// left out and their ports say schemaOmitted. Default
+	// controller.DefaultMaxStatusSchemaBytes (256 KiB).
+	MaxStatusSchemaBytes int
+
 	// FetchArtifacts makes the operator fetch module artifacts itself and
 	// stream the bytes to the hosts, for hosts that cannot reach the
 	// registry. By default a host is told the artifact's reference
@@ -200,8 +206,9 @@ func (s *ShardOptions) withDefaults() *controller.ShardOptions {
 
 func (o Options) withDefaults() (Options, error) {
 	if o.ProbeInterval < 0 || o.ProbeTimeout < 0 || o.FailureThreshold < 0 || o.ResyncPeriod < 0 || o.MaxConcurrentReconciles < 0 ||
-		o.MaxTableBytes < 0 || o.MaxWiringBytesPerNamespace < 0 || o.MaxLoadsPerNamespace < 0 {
-		return o, errors.New("operator: ProbeInterval, ProbeTimeout, FailureThreshold, ResyncPeriod, MaxConcurrentReconciles, MaxLoadsPerNamespace and the wiring bounds must not be negative")
+		o.MaxTableBytes < 0 || o.MaxWiringBytesPerNamespace < 0 || o.MaxLoadsPerNamespace < 0 ||
+		o.MaxStatusSchemaBytes < 0 {
+		return o, errors.New("operator: ProbeInterval, ProbeTimeout, FailureThreshold, ResyncPeriod, MaxConcurrentReconciles, MaxLoadsPerNamespace, MaxStatusSchemaBytes and the wiring bounds must not be negative")
 	}
 	if o.MaxLoadsPerNamespace == 0 {
 		o.MaxLoadsPerNamespace = controller.DefaultMaxLoadsPerNamespace
@@ -292,6 +299,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		MaxTableBytes:              o.MaxTableBytes,
 		MaxWiringBytesPerNamespace: o.MaxWiringBytesPerNamespace,
 		MaxLoadsPerNamespace:       o.MaxLoadsPerNamespace,
+		MaxStatusSchemaBytes:       o.MaxStatusSchemaBytes,
 		Host:                       o.Host,
 		LeaseNamespace:             o.HostLeaseNamespace,
 		Shards:                     o.Shards.withDefaults(),

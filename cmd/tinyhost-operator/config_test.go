@@ -40,7 +40,7 @@ func TestParseConfig(t *testing.T) {
 		},
 		{
 			name: "flags, and the environment for flags not given",
-			args: []string{"--leader-elect=false", "--probe-timeout=3s", "--max-table-bytes=2097152", "--max-loads-per-namespace=2"},
+			args: []string{"--leader-elect=false", "--probe-timeout=3s", "--max-table-bytes=2097152", "--max-loads-per-namespace=2", "--max-status-schema-bytes=4096"},
 			environ: []string{"TINYHOST_OPERATOR_PROBE_TIMEOUT=9s", "TINYHOST_OPERATOR_METRICS_BIND_ADDRESS=:8443",
 				"TINYHOST_OPERATOR_PLAIN_HTTP=127.0.0.1:5000,registry.local", "TINYHOST_OPERATOR_FAILURE_THRESHOLD=5", "OTHER=x",
 				"TINYHOST_OPERATOR_HOST_LEASE_NAMESPACE=hosts", "TINYHOST_OPERATOR_MAX_WIRING_BYTES_PER_NAMESPACE=65536"},
@@ -54,6 +54,7 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, 2<<20, c.Operator.MaxTableBytes)
 				assert.Equal(t, 64<<10, c.Operator.MaxWiringBytesPerNamespace)
 				assert.Equal(t, 2, c.Operator.MaxLoadsPerNamespace)
+				assert.Equal(t, 4096, c.Operator.MaxStatusSchemaBytes)
 			},
 		},
 		{

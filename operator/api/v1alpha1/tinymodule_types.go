@@ -609,6 +609,34 @@ type InventoryItem struct {
 type ComponentStatus struct {
 	Name string        `json:"name"`
 	Info ComponentInfo `json:"info"`
+	// Ports are the component's ports as its descriptor declares them,
+	// with their JSON schemas, so that tools can wire modules without
+	// loading them.
+	//
+	// +optional
+	// +listType=atomic
+	Ports []PortStatus `json:"ports,omitempty"`
+}
+
+// PortStatus is one port of a component.
+type PortStatus struct {
+	Name string `json:"name"`
+	// Direction is input or output.
+	Direction string `json:"direction"`
+	// Schema is the JSON schema of the port's payload, the JSON text the
+	// descriptor holds; absent when the port declares none, or when it
+	// did not fit (SchemaOmitted).
+	//
+	// +optional
+	Schema string `json:"schema,omitempty"`
+	// SchemaOmitted says the port has a schema that the status leaves out:
+	// the module's schemas together are larger than the operator's bound
+	// (tinyhost-operator --max-status-schema-bytes), which keeps the
+	// TinyModule well below the apiserver's object size. Its descriptor
+	// (ListModules of a host that loaded it) has them all.
+	//
+	// +optional
+	SchemaOmitted bool `json:"schemaOmitted,omitempty"`
 }
 
 // ComponentInfo describes a component for people and tools.

@@ -87,7 +87,10 @@ func lifecycleStatus(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
 	assert.Equal(t, b.hello.Digest, p.Digest)
 	assert.Equal(t, "0.1.0", m.Status.Version)
 	assert.Equal(t, []v1alpha1.ComponentStatus{{Name: "greeter", Info: v1alpha1.ComponentInfo{
-		Description: "Greets whoever is named", Tags: []string{"example"}}}}, m.Status.Components)
+		Description: "Greets whoever is named", Tags: []string{"example"}},
+		Ports: []v1alpha1.PortStatus{{Name: "in", Direction: "input",
+			Schema: `{"type":"object","properties":{"name":{"type":"string","minLength":1}},"required":["name"]}`}}}},
+		m.Status.Components, "the port and its schema as examples/hello declares them")
 	assert.Equal(t, v1alpha1.StateReady, m.Status.State)
 	assert.EqualValues(t, 1, m.Status.ReadyReplicas)
 	assert.EqualValues(t, 1, m.Status.Replicas)

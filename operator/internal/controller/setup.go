@@ -66,6 +66,9 @@ type Options struct {
 	// for the modules of one namespace (loading.go); 0 for
 	// DefaultMaxLoadsPerNamespace.
 	MaxLoadsPerNamespace int
+	// MaxStatusSchemaBytes bounds the port schemas a TinyModule's status
+	// carries together; 0 for DefaultMaxStatusSchemaBytes.
+	MaxStatusSchemaBytes int
 	// Shards, when set, shares the hosts and modules among replicas
 	// through Leases (shard.go): each acts only on what it owns. Nil:
 	// this operator acts on everything (the manager's leader election
@@ -77,6 +80,12 @@ type Options struct {
 // apiserver and on hosts, so a few per core keep both busy; more only
 // queue up at the apiserver.
 const DefaultMaxConcurrentReconciles = 8
+
+// DefaultMaxStatusSchemaBytes: port schemas are usually a few hundred
+// bytes; 256 KiB of them keeps a TinyModule (with its placements and
+// conditions) far below the apiserver's 1.5 MiB object limit in etcd,
+// where a descriptor alone may hold 1 MiB.
+const DefaultMaxStatusSchemaBytes = 256 << 10
 
 // Field indexes of TinyModules: by name, across namespaces, and by the
 // hosts of their placements.
@@ -111,7 +120,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			return err
 		}
 	}
-	descs := newDescriptors()
+	if o.MaxStatusSchemaBytes <= 0 {
+		o.MaxStatusSchemaBytes = DefaultMaxStatusSchemaBytes
+	}
+	descs := newDescriptors(o.MaxStatusSchemaBytes)
 	if err := setupModules(mgr, o, descs, sh, hs); err != nil {
 		return err
 	}

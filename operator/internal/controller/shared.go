@@ -26,6 +26,9 @@ import (
 type descriptors struct {
 	mu sync.RWMutex
 	m  map[string]described
+	// maxSchemaBytes bounds the ports' schemas a module's status carries
+	// together (Options.MaxStatusSchemaBytes).
+	maxSchemaBytes int
 }
 
 type described struct {
@@ -33,7 +36,9 @@ type described struct {
 	Components []v1alpha1.ComponentStatus
 }
 
-func newDescriptors() *descriptors { return &descriptors{m: map[string]described{}} }
+func newDescriptors(maxSchemaBytes int) *descriptors {
+	return &descriptors{m: map[string]described{}, maxSchemaBytes: maxSchemaBytes}
+}
 
 func (d *descriptors) add(mods ...*hostv1.Module) {
 	d.mu.Lock()
@@ -46,10 +51,28 @@ func (d *descriptors) add(mods ...*hostv1.Module) {
 			continue
 		}
 		var cs []v1alpha1.ComponentStatus
+		// A descriptor may hold up to abi.MaxDescriptorSize (1 MiB) of
+		// schemas; the status takes them in order while they fit, and
+		// marks the rest omitted rather than fail the status write.
+		budget := d.maxSchemaBytes
 		for _, c := range m.GetComponents() {
+			var ps []v1alpha1.PortStatus
+			for _, p := range c.GetPorts() {
+				ps1 := v1alpha1.PortStatus{Name: p.GetName(), Direction: p.GetDirection()}
+				if s := p.GetSchema(); s != "" {
+					if len(s) <= budget {
+						ps1.Schema = s
+						budget -= len(s)
+					} else {
+						ps1.SchemaOmitted = true
+					}
+				}
+				ps = append(ps, ps1)
+			}
 			cs = append(cs, v1alpha1.ComponentStatus{
-				Name: c.GetName(),
-				Info: v1alpha1.ComponentInfo{Description: c.GetInfo().GetDescription(), Tags: c.GetInfo().GetTags()},
+				Name:  c.GetName(),
+				Info:  v1alpha1.ComponentInfo{Description: c.GetInfo().GetDescription(), Tags: c.GetInfo().GetTags()},
+				Ports: ps,
 			})
 		}
 		d.m[m.GetDigest()] = described{Version: m.GetVersion(), Components: cs}
