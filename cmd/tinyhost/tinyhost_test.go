@@ -480,7 +480,7 @@ func TestBadConfiguration(t *testing.T) {
 		{"unknown flag", []string{"--nope"}, 2, "unknown flag: --nope"},
 		{"bad level", []string{"--log-level", "loud"}, 2, `log-level "loud"`},
 		{"key without cert", []string{"--tls-key", "k.pem"}, 2, "tls-cert and tls-key go together"},
-		{"missing token file", []string{"--token-file", "/nonexistent/token", "--listen", "127.0.0.1:0"}, 1, "token-file"},
+		{"missing token file", []string{"--token-file", "/nonexistent/token", "--listen", "127.0.0.1:0"}, 2, "token-file"},
 		{"taken port", nil, 1, "listen"},
 		{"every interface, plaintext, no token", []string{"--listen", "0.0.0.0:0"}, 2,
 			"listen 0.0.0.0:0 is not a loopback address and no caller needs a credential " +

@@ -16,17 +16,19 @@ import (
 
 	"github.com/tinyhost/tinyhost/cmd/tinyctl/internal/cli"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
 func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
 
-// startHost serves a host with hello and hostcalls on 127.0.0.1:0.
+// startHost serves a host with hello and hostcalls on 127.0.0.1:0. Its
+// fetches may reach loopback, where the tests' registries are.
 func startHost(t *testing.T) (*host.Host, string) {
 	t.Helper()
 	ctx := context.Background()
-	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t)})
+	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t), Artifacts: artifact.Options{AllowNetworks: []string{"127.0.0.0/8"}}})
 	require.NoError(t, err)
 	// Minutes: the loads compile, on a machine that may be busy.
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Minute)

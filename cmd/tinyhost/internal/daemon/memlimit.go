@@ -27,12 +27,12 @@ func memoryBudget(cfg Config) uint64 {
 func setGoMemoryLimit(budget uint64, fromEnv bool, log hclog.Logger) {
 	switch {
 	case fromEnv:
-		log.Info("Go memory limit from GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
+		log.Debug("Go memory limit from GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
 	case budget == 0 || budget == host.NoMemoryBound:
 		return
 	default:
 		limit := int64(min(budget, 1<<62))
 		debug.SetMemoryLimit(limit)
-		log.Info("Go memory limit set from the memory budget", "bytes", limit)
+		log.Debug("Go memory limit set from the memory budget", "bytes", limit)
 	}
 }
