@@ -71,6 +71,8 @@ type instance struct {
 	component string
 	meta      []abi.KV
 	hops      int
+	trace     callTrace // of a traced call
+	used      bool      // has run a call
 	collect   bool // keep messages emitted on unwired ports
 	emitted   []abi.Message
 	emitBytes int
