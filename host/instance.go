@@ -73,7 +73,7 @@ type instance struct {
 	hops      int
 	trace     callTrace // of a traced call
 	used      bool      // has run a call
-	collect   bool // keep messages emitted on unwired ports
+	collect   bool      // keep messages emitted on unwired ports
 	emitted   []abi.Message
 	emitBytes int
 	pending   []byte
