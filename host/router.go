@@ -317,7 +317,7 @@ func (h *Host) route(ctx context.Context, msg *Request, wait bool, t *sendTicket
 		if h.tracer == nil {
 			return h.transport.Call(ctx, to, msg)
 		}
-		ctx, sp := h.routeSpan(ctx, msg, to)
+		ctx, msg, sp := h.routeSpan(ctx, msg, to)
 		reply, err := h.transport.Call(ctx, to, msg)
 		endSpan(sp, err)
 		return reply, err
@@ -329,7 +329,7 @@ func (h *Host) route(ctx context.Context, msg *Request, wait bool, t *sendTicket
 		}
 		// The span's parent is the sender's, from the message's
 		// traceparent: the sender may have returned already.
-		ctx, sp := h.routeSpan(h.ctx, msg, to)
+		ctx, msg, sp := h.routeSpan(h.ctx, msg, to)
 		err := h.transport.Send(ctx, to, msg)
 		endSpan(sp, err)
 		return err

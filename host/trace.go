@@ -87,10 +87,25 @@ type callTrace struct {
 	traceparent string          // of the call's span
 }
 
-// routeSpan starts the span of a message routed to peers, when tracing.
-func (h *Host) routeSpan(ctx context.Context, msg *Request, peers Replicas) (context.Context, Span) {
+// routeSpan starts the span of a message routed to peers, when tracing,
+// and returns a copy of msg that carries the span's traceparent: a peer
+// reads the trace context of a delivery from the message, as deliveries
+// share one gRPC stream.
+func (h *Host) routeSpan(ctx context.Context, msg *Request, peers Replicas) (context.Context, *Request, Span) {
 	tp, _ := msg.Get(abi.MetaTraceparent)
-	return h.tracer.Start(ctx, SpanStart{Kind: SpanRoute, To: abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}, Peers: peers.Addrs}, tp)
+	ctx, sp := h.tracer.Start(ctx, SpanStart{Kind: SpanRoute, To: abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}, Peers: peers.Addrs}, tp)
+	if tp = h.tracer.Traceparent(ctx); tp != "" {
+		out := *msg
+		out.Metadata = make([]abi.KV, 0, len(msg.Metadata)+1)
+		for _, kv := range msg.Metadata {
+			if kv.Key != abi.MetaTraceparent {
+				out.Metadata = append(out.Metadata, kv)
+			}
+		}
+		out.Metadata = append(out.Metadata, abi.KV{Key: abi.MetaTraceparent, Value: tp})
+		msg = &out
+	}
+	return ctx, msg, sp
 }
 
 // endSpan ends sp with err.

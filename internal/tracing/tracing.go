@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/stats"
 
 	"github.com/tinyhost/tinyhost/host"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
 
 // Tracing is the tracing of one process; the zero value, and nil, are off.
@@ -109,14 +110,17 @@ func (t *Tracing) handlerOptions() []otelgrpc.Option {
 		otelgrpc.WithTracerProvider(t.provider),
 		otelgrpc.WithPropagators(t.Propagator()),
 		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()),
-		otelgrpc.WithFilter(notHealth),
+		otelgrpc.WithFilter(traced),
 	}
 }
 
-// notHealth leaves health checks, which probes make every few seconds,
-// out of the traces.
-func notHealth(info *stats.RPCTagInfo) bool {
-	return !strings.HasPrefix(info.FullMethodName, "/grpc.health.v1.Health/")
+// traced leaves out of the traces health checks, which probes make every
+// few seconds, and the peers' delivery streams, which last as long as the
+// connection and carry many messages, each with its own traceparent (the
+// host's route span is the delivery's).
+func traced(info *stats.RPCTagInfo) bool {
+	return !strings.HasPrefix(info.FullMethodName, "/grpc.health.v1.Health/") &&
+		info.FullMethodName != hostv1.HostService_DeliverStream_FullMethodName
 }
 
 // ServerOptions are the gRPC server options that trace every call: none
