@@ -102,7 +102,7 @@ func (v *version) observe(ctx context.Context, req *Request, collect bool) (Resp
 	if tr := v.h.tracer; tr != nil {
 		tp, _ := req.Get(abi.MetaTraceparent)
 		ctx, sp = tr.Start(ctx, SpanStart{Kind: SpanCall, Module: v.name, Version: v.desc.Version, Digest: v.digest, Component: req.Component, Port: req.Port}, tp)
-		st.trace = callTrace{ctx: ctx, traceparent: tr.Traceparent(ctx)}
+		st.trace = callTrace{ctx: ctx}
 	}
 	start := v.h.clock()
 	st.got = start
@@ -286,7 +286,7 @@ func (in *instance) forwardMetadata(own []abi.KV, hops int) []abi.KV {
 		}
 		out = append(out, kv)
 	}
-	if tp := in.trace.traceparent; tp != "" {
+	if tp := in.traceparent(); tp != "" {
 		// Traced: the message is a child of this call's span, unless the
 		// guest set a trace of its own (it passes its caller's on).
 		for i, kv := range out {

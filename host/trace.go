@@ -84,7 +84,19 @@ type SpanEnd struct {
 // callTrace is the trace state of a traced guest call.
 type callTrace struct {
 	ctx         context.Context // carries the call's span
-	traceparent string          // of the call's span
+	traceparent string          // of the call's span, once asked for
+}
+
+// traceparent is the traceparent of the call's span, "" when the call is
+// not traced; it is made when a message is first forwarded, not per call.
+func (in *instance) traceparent() string {
+	if in.trace.ctx == nil {
+		return ""
+	}
+	if in.trace.traceparent == "" {
+		in.trace.traceparent = in.v.h.tracer.Traceparent(in.trace.ctx)
+	}
+	return in.trace.traceparent
 }
 
 // routeSpan starts the span of a message routed to peers, when tracing,

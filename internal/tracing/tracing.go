@@ -64,17 +64,26 @@ func Enabled(getenv func(string) string) (bool, error) {
 	}
 }
 
-// New starts the tracing the environment asks for (see Enabled); nil when
-// it asks for none. The exporter reads the rest of OTEL_EXPORTER_OTLP_*
-// (headers, TLS, timeout), the provider OTEL_TRACES_SAMPLER and OTEL_BSP_*,
-// the resource OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; service
-// and version name the process otherwise.
+// New starts the tracing that getenv (os.Getenv, say) asks for (see
+// Enabled), exporting to its endpoint; nil when it asks for none. From the
+// process's environment, the exporter reads the rest of
+// OTEL_EXPORTER_OTLP_* (headers, TLS, timeout), the provider
+// OTEL_TRACES_SAMPLER and OTEL_BSP_*, the resource OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES; service and version name the process
+// otherwise.
 func New(ctx context.Context, getenv func(string) string, service, version string) (*Tracing, error) {
 	on, err := Enabled(getenv)
 	if err != nil || !on {
 		return nil, err
 	}
-	exp, err := otlptracegrpc.New(ctx)
+	var eopts []otlptracegrpc.Option
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if u := getenv(k); u != "" {
+			eopts = append(eopts, otlptracegrpc.WithEndpointURL(u))
+			break
+		}
+	}
+	exp, err := otlptracegrpc.New(ctx, eopts...)
 	if err != nil {
 		return nil, fmt.Errorf("otlp exporter: %w", err)
 	}
