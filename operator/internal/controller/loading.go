@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
@@ -48,8 +49,11 @@ const loadsPerNamespace = 4
 // the host, and returns those it began. A load under way for another spec
 // of the module is let finish first; one over for another spec is
 // dropped. A load whose namespace has loadsPerNamespace under way waits
-// for one of them to end (which enqueues the host).
-func (r *hostSync) startLoads(c *conn, plan *hostPlan) []*inflight {
+// for one of them to end (which enqueues the host). A load runs under the
+// host's connection, not ctx, the reconcile's, which it may outlive; it
+// takes only ctx's trace span as its parent.
+func (r *hostSync) startLoads(ctx context.Context, c *conn, plan *hostPlan) []*inflight {
+	span := trace.SpanContextFromContext(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	busy := map[string]int{}
@@ -80,15 +84,15 @@ func (r *hostSync) startLoads(c *conn, plan *hostPlan) []*inflight {
 		l := &inflight{ns: j.entry.Namespace, hash: j.hash, since: time.Now(), done: make(chan struct{})}
 		c.loads[name] = l
 		started = append(started, l)
-		go r.load(c, l, *j)
+		go r.load(c, l, *j, span)
 	}
 	return started
 }
 
 // load runs one load under the host's connection and enqueues the host
 // when it is over.
-func (r *hostSync) load(c *conn, l *inflight, j job) {
-	ctx, cancel := context.WithTimeout(c.ctx, loadTimeout)
+func (r *hostSync) load(c *conn, l *inflight, j job, span trace.SpanContext) {
+	ctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(c.ctx, span), loadTimeout)
 	mod, err := r.loader.Load(ctx, c.client, j.req)
 	cancel()
 	if err == nil {
