@@ -94,8 +94,8 @@ func New(ctx context.Context, getenv func(string) string, service, version strin
 	return &Tracing{provider: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))}, nil
 }
 
-// FromProvider is the tracing of a provider the caller made (and shuts
-// down): an embedder's, or a test's.
+// FromProvider is the tracing of a provider the caller made: an
+// embedder's, or a test's. Its Shutdown shuts p down.
 func FromProvider(p *sdktrace.TracerProvider) *Tracing { return &Tracing{provider: p} }
 
 // Shutdown exports what is buffered, within ctx, and stops.
