@@ -16,7 +16,9 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/cluster"
+	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/internal/tracing"
@@ -125,4 +127,34 @@ func TestHostSpans(t *testing.T) {
 	}
 	assert.Equal(t, callers, hello)
 	assert.Equal(t, 2*callers, tally)
+
+	// A caller that sets traceparent in the message gets the call in its
+	// trace: in the process, and over gRPC from a traced client, whose
+	// span (of another trace) the call links to.
+	const tid, sid = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	meta := []abi.KV{{Key: abi.MetaTraceparent, Value: "00-" + tid + "-" + sid + "-01"}}
+	_, err = h2.Invoke(ctx, host.Request{Module: "hello", Component: "greeter", Port: "in", Metadata: meta, Payload: []byte(`{"name":"Ada"}`)})
+	require.NoError(t, err)
+	c, err := client.New(addr, client.Options{DialOptions: tr.DialOptions()})
+	require.NoError(t, err)
+	defer c.Close()
+	cctx, root := tp.Tracer("test").Start(ctx, "client")
+	_, err = c.Invoke(cctx, &hostv1.InvokeRequest{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`),
+		Metadata: []*hostv1.KeyValue{{Key: abi.MetaTraceparent, Value: meta[0].Value}}})
+	root.End()
+	require.NoError(t, err)
+	var inTrace, linked int
+	for _, s := range rec.Ended() {
+		if s.Name() != "call hello/greeter/in" || s.Parent().TraceID().String() != tid {
+			continue
+		}
+		inTrace++
+		assert.Equal(t, sid, s.Parent().SpanID().String())
+		if links := s.Links(); len(links) > 0 {
+			linked++
+			assert.Equal(t, root.SpanContext().TraceID(), links[0].SpanContext.TraceID(), "linked to the gRPC server's span, in the client's trace")
+		}
+	}
+	assert.Equal(t, 2, inTrace, "both calls are in the message's trace")
+	assert.Equal(t, 1, linked, "the call over gRPC links to the server's span")
 }
