@@ -79,6 +79,7 @@ type Host struct {
 	events       broker
 	artifacts    *artifact.Client
 	observer     Observer      // nil: none
+	tracer       Tracer        // nil: none
 	sends        chan struct{} // bounds the sends in flight
 	dir          *dirLoader
 	watchdog     chan struct{} // closed to stop the watchdog
@@ -115,6 +116,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	h.events.log = h.log
 	h.httpNet = defaultHTTPNet()
 	h.observer = opts.Observer
+	h.tracer = opts.Tracer
 	if h.artifacts, err = artifact.New(opts.Artifacts); err != nil {
 		return nil, fmt.Errorf("host: artifacts: %w", err)
 	}

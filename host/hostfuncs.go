@@ -287,7 +287,19 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 		meta := in.forwardMetadata(msg.Metadata, next)
 		for _, t := range targets {
 			out := &Request{Module: t.Module, Component: t.Component, Port: t.Port, Metadata: meta, Payload: msg.Payload}
-			if st, reason := in.sendAway(out); st != abi.StatusOK {
+			var sp Span
+			if in.trace.ctx != nil {
+				out.Metadata, sp = in.emitSpan(from, t, meta)
+			}
+			st, reason := in.sendAway(out)
+			if sp != nil {
+				var err error
+				if st != abi.StatusOK {
+					err = callError(out, statusKind(st), statusError(st, reason))
+				}
+				endSpan(sp, err)
+			}
+			if st != abi.StatusOK {
 				return failed(st, "emit %s to %s: %s", from, t, reason)
 			}
 		}
@@ -420,4 +432,22 @@ func cause(err error, to abi.Address) string {
 		return ce.Err.Error()
 	}
 	return err.Error()
+}
+
+// emitSpan starts the span of a wired emit from from to to, a child of the
+// call's, and returns meta with the span's traceparent, which the message
+// carries on.
+func (in *instance) emitSpan(from, to abi.Address, meta []abi.KV) ([]abi.KV, Span) {
+	v := in.v
+	tr := v.h.tracer
+	ctx, sp := tr.Start(in.trace.ctx, SpanStart{Kind: SpanEmit, Module: from.Module, Version: v.desc.Version, Digest: v.digest, Component: from.Component, Port: from.Port, To: to}, "")
+	tp := tr.Traceparent(ctx)
+	out := make([]abi.KV, len(meta))
+	for i, kv := range meta {
+		if kv.Key == abi.MetaTraceparent {
+			kv.Value = tp
+		}
+		out[i] = kv
+	}
+	return out, sp
 }

@@ -72,7 +72,9 @@ type instance struct {
 	component string
 	meta      []abi.KV
 	hops      int
-	collect   bool // keep messages emitted on unwired ports
+	trace     callTrace // of a traced call
+	used      bool      // has run a call
+	collect   bool      // keep messages emitted on unwired ports
 	emitted   []abi.Message
 	emitBytes int    // their encodings and emitOverhead each
 	emitOver  []byte // the reason of the emits refused, once over a bound

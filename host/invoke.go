@@ -69,7 +69,7 @@ func (h *Host) invoke(ctx context.Context, req *Request, collect bool) (Response
 		resp Response
 		err  error
 	)
-	if h.observer == nil {
+	if h.observer == nil && h.tracer == nil {
 		resp, err = v.invoke(ctx, req, collect, nil)
 	} else {
 		resp, err = v.observe(ctx, req, collect)
@@ -92,19 +92,42 @@ func callError(req *Request, kind Kind, err error) *CallError {
 	return &CallError{Module: req.Module, Component: req.Component, Port: req.Port, Kind: kind, Err: err}
 }
 
-// observe is invoke, timed on the coarse clock and told to the Observer.
+// observe is invoke, timed on the coarse clock and told to the Observer,
+// in a span of the Tracer.
 func (v *version) observe(ctx context.Context, req *Request, collect bool) (Response, error) {
+	var (
+		st callStats
+		sp Span
+	)
+	if tr := v.h.tracer; tr != nil {
+		tp, _ := req.Get(abi.MetaTraceparent)
+		ctx, sp = tr.Start(ctx, SpanStart{Kind: SpanCall, Module: v.name, Version: v.desc.Version, Digest: v.digest, Component: req.Component, Port: req.Port}, tp)
+		st.trace = callTrace{ctx: ctx}
+	}
 	start := v.h.clock()
-	got := start
-	resp, err := v.invoke(ctx, req, collect, &got)
+	st.got = start
+	resp, err := v.invoke(ctx, req, collect, &st)
 	end := v.h.clock()
-	v.h.observer.CallDone(v.name, req.Component, req.Port, kindOf(err), time.Duration(got-start), time.Duration(end-got))
+	kind := kindOf(err)
+	if o := v.h.observer; o != nil {
+		o.CallDone(v.name, req.Component, req.Port, kind, time.Duration(st.got-start), time.Duration(end-st.got))
+	}
+	if sp != nil {
+		sp.End(SpanEnd{Wait: time.Duration(st.got - start), Started: st.started, Err: err, Kind: kind})
+	}
 	return resp, err
 }
 
-// invoke runs the request on an instance of v; when got is not nil, it is
-// set to the coarse clock when the call got its instance.
-func (v *version) invoke(ctx context.Context, req *Request, collect bool, got *int64) (Response, error) {
+// callStats is what observe learns of a call.
+type callStats struct {
+	got     int64 // the coarse clock when the call got its instance
+	started bool  // the instance is new
+	trace   callTrace
+}
+
+// invoke runs the request on an instance of v; when cs is not nil, it is
+// told when the call got its instance, and which.
+func (v *version) invoke(ctx context.Context, req *Request, collect bool, cs *callStats) (Response, error) {
 	if err := v.comps.check(v.name, req.Component, req.Port); err != nil {
 		return Response{}, callError(req, KindNotFound, err)
 	}
@@ -143,9 +166,10 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, got *i
 	}
 
 	now := v.h.clock()
-	if got != nil {
-		*got = now
+	if cs != nil {
+		cs.got, cs.started = now, !in.used
 	}
+	in.used = true
 	deadline := now + v.timeout
 	in.byCaller = false
 	if d, ok := ctx.Deadline(); ok {
@@ -164,6 +188,9 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, got *i
 	if deadline <= now {
 		v.pool.put(in)
 		return Response{}, callError(req, KindTimeout, context.DeadlineExceeded)
+	}
+	if cs != nil {
+		in.trace = cs.trace
 	}
 	st, body, kind, err := in.handle(ctx, &msg, n, deadline, collect)
 	if err != nil {
@@ -199,6 +226,7 @@ func (in *instance) resetCall() {
 	in.emitBytes = 0
 	in.emitOver = nil
 	in.component = ""
+	in.trace = callTrace{}
 }
 
 // checkMetadata checks the limits of ABI.md section 7, which the guest's
@@ -266,6 +294,19 @@ func (in *instance) forwardMetadata(own []abi.KV, hops int) []abi.KV {
 			trace = true
 		}
 		out = append(out, kv)
+	}
+	if tp := in.traceparent(); tp != "" {
+		// Traced: the message is a child of this call's span, unless the
+		// guest set a trace of its own (it passes its caller's on).
+		for i, kv := range out {
+			if kv.Key == abi.MetaTraceparent && sameTrace(kv.Value, tp) {
+				out[i].Value = tp
+			}
+		}
+		if !trace {
+			out = append(out, abi.KV{Key: abi.MetaTraceparent, Value: tp})
+			trace = true
+		}
 	}
 	if !trace {
 		for _, kv := range in.meta {

@@ -79,6 +79,11 @@ type Options struct {
 	// instance, e.g. to count them in metrics. Default nil: none, at no cost.
 	Observer Observer
 
+	// Tracer records spans of guest calls, routed messages and wired
+	// emits, linked through the messages' traceparent. Default nil: none,
+	// at no cost.
+	Tracer Tracer
+
 	// Capacity bounds what the host takes; a load past it fails with
 	// ErrCapacity. Default: no bound on modules, and a memory budget
 	// derived from the machine (see Capacity.MemoryBytes).

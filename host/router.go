@@ -316,10 +316,26 @@ func (h *Host) route(ctx context.Context, msg *Request, wait bool, t *sendTicket
 	}
 	to := rt.replicas()
 	if wait {
-		return h.transport.Call(ctx, to, msg)
+		if h.tracer == nil {
+			return h.transport.Call(ctx, to, msg)
+		}
+		ctx, msg, sp := h.routeSpan(ctx, msg, to)
+		reply, err := h.transport.Call(ctx, to, msg)
+		endSpan(sp, err)
+		return reply, err
 	}
 	// The sender is a guest call or tick, which wg already counts.
-	return nil, h.background(msg, t.sender(), t, func() error { return h.transport.Send(h.ctx, to, msg) })
+	return nil, h.background(msg, t.sender(), t, func() error {
+		if h.tracer == nil {
+			return h.transport.Send(h.ctx, to, msg)
+		}
+		// The span's parent is the sender's, from the message's
+		// traceparent: the sender may have returned already.
+		ctx, msg, sp := h.routeSpan(h.ctx, msg, to)
+		err := h.transport.Send(ctx, to, msg)
+		endSpan(sp, err)
+		return err
+	})
 }
 
 // Deliver delivers a message to a module loaded in this host, never

@@ -57,4 +57,8 @@ END {
 	ratio("component on host 1 -> host 2 / gRPC Invoke", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-invoke")
 	ratio("component on host 1 -> host 2 / stream echo", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-stream-echo")
 	ratio("in-process cross-module call / direct Invoke", "BenchmarkLocalCall/router", "BenchmarkLocalCall/invoke")
+	# Tracing on (exported by OTLP to a receiver that discards) / off.
+	split("unary-1 unary-64 stream", tmodes, " ")
+	for (i = 1; i <= 3; i++)
+		ratio("gRPC Invoke " tmodes[i] ", tracing on / off", "BenchmarkInvoke/" tmodes[i] "/tinyhost-traced", "BenchmarkInvoke/" tmodes[i] "/tinyhost")
 }

@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -138,6 +139,11 @@ type Options struct {
 	// share the hosts and modules through Leases; the manager must not
 	// elect a leader then. Nil: this operator acts on everything.
 	Shards *ShardOptions
+
+	// TracerProvider, when set, records a span per reconcile; give Host
+	// a stats handler of the same provider (grpc.WithStatsHandler) and
+	// the calls to hosts are the reconciles' children. Nil: none.
+	TracerProvider trace.TracerProvider
 }
 
 // ShardOptions configure an operator replica that shares the work with
@@ -303,5 +309,6 @@ func Setup(mgr manager.Manager, o Options) error {
 		Host:                       o.Host,
 		LeaseNamespace:             o.HostLeaseNamespace,
 		Shards:                     o.Shards.withDefaults(),
+		TracerProvider:             o.TracerProvider,
 	})
 }

@@ -6,9 +6,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/tinyhost/tinyhost/internal/buildinfo"
+	"github.com/tinyhost/tinyhost/internal/tracing"
 	"github.com/tinyhost/tinyhost/operator"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
@@ -94,8 +97,21 @@ func run(cfg config) error {
 	if cfg.Operator.Host, err = hostOptions(cfg); err != nil {
 		return err
 	}
+	ctx := ctrl.SetupSignalHandler()
+	// Off (nil) unless the OTEL_* environment asks for traces.
+	tr, err := tracing.New(ctx, os.Getenv, "tinyhost-operator", buildinfo.Version())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tr.Shutdown(sctx)
+	}()
+	cfg.Operator.TracerProvider = tr.Provider()
+	cfg.Operator.Host.DialOptions = append(cfg.Operator.Host.DialOptions, tr.DialOptions()...)
 	if err := operator.Setup(mgr, cfg.Operator); err != nil {
 		return err
 	}
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }

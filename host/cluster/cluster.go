@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/keepalive"
 
@@ -44,6 +45,11 @@ type Options struct {
 	// MaxMessageBytes is the largest reply accepted from a peer. Default
 	// 4 MiB + 64 KiB.
 	MaxMessageBytes int
+
+	// DialOptions are passed to every peer's client after the transport's
+	// own (client.Options.DialOptions), e.g. a stats handler that traces
+	// deliveries. Default none.
+	DialOptions []grpc.DialOption
 }
 
 // Transport is the api.Transport of a host among others: it delivers
@@ -104,6 +110,7 @@ func New(opts Options) *Transport {
 		TLSConfig: opts.TLS, Token: opts.Token, TokenNeedsTLS: true,
 		Keepalive:       keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true},
 		MaxMessageBytes: opts.MaxMessageBytes,
+		DialOptions:     opts.DialOptions,
 	}
 	t.peers.Store(&map[string]*peerConn{})
 	t.ctx, t.cancel = context.WithCancel(context.Background())

@@ -15,6 +15,8 @@ import (
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
+	"github.com/tinyhost/tinyhost/internal/tracing"
+	"github.com/tinyhost/tinyhost/internal/tracing/otlptest"
 )
 
 // baseline holds the echo's ns/op of each mode, for the ratio the tinyhost
@@ -23,12 +25,13 @@ var baseline sync.Map
 
 // BenchmarkInvoke measures gRPC Invoke of hello/greeter against a bare
 // grpc-go echo, side by side in one run, unary with 1 and 64 concurrent
-// callers and through InvokeStream (64 in flight). Each tinyhost result
+// callers and through InvokeStream (64 in flight); tinyhost-traced is
+// tinyhost with tracing on. Each tinyhost result
 // reports "%echo": its throughput as a percentage of the bare echo's in the
 // same mode.
 func BenchmarkInvoke(b *testing.B) {
 	ctx := context.Background()
-	echoAddr, hostAddr := benchServers(b)
+	echoAddr, hostAddr, tracedAddr := benchServers(b)
 	hello := &hostv1.InvokeRequest{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)}
 	// The same payload to abitest's echo guest, which costs ~2 µs a call
 	// in-process against hello's tens: the difference between the two
@@ -38,6 +41,10 @@ func BenchmarkInvoke(b *testing.B) {
 		{"echo", echoAddr, hello},
 		{"tinyhost", hostAddr, hello},
 		{"tinyhost-echo-guest", hostAddr, echoGuest},
+		// The same host with tracing on: otelgrpc's server span and the
+		// guest call's span per Invoke, exported by OTLP to a receiver
+		// that discards them.
+		{"tinyhost-traced", tracedAddr, hello},
 	}
 
 	modes := []struct {
@@ -67,10 +74,10 @@ func BenchmarkInvoke(b *testing.B) {
 	}
 }
 
-// benchServers starts a bare grpc-go echo and a host serving hello and
-// abitest's echo guest, and returns their addresses.
-func benchServers(b *testing.B) (echoAddr, hostAddr string) {
-	ctx := context.Background()
+// benchServers starts a bare grpc-go echo, a host serving hello and
+// abitest's echo guest, and the same host with tracing on, exporting to a
+// receiver that discards the spans; it returns their addresses.
+func benchServers(b *testing.B) (echoAddr, hostAddr, tracedAddr string) {
 	echoLis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -80,7 +87,27 @@ func benchServers(b *testing.B) (echoAddr, hostAddr string) {
 	go echo.Serve(echoLis)
 	b.Cleanup(echo.Stop)
 
-	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(b)})
+	rcv := otlptest.Start(b, true)
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + rcv.Addr}
+	tr, err := tracing.New(context.Background(), func(k string) string { return env[k] }, "bench", "")
+	if err != nil || tr == nil {
+		b.Fatal("tracing:", err)
+	}
+	b.Cleanup(func() {
+		if err := tr.Shutdown(context.Background()); err != nil {
+			b.Error(err)
+		}
+		b.Logf("tracing on: %d spans exported", rcv.Count())
+	})
+	return echoLis.Addr().String(), benchHost(b, host.Options{CacheDir: e2e.CacheDir(b)}, server.Options{}),
+		benchHost(b, host.Options{CacheDir: e2e.CacheDir(b), Tracer: tr.Host("bench")}, server.Options{ServerOptions: tr.ServerOptions()})
+}
+
+// benchHost starts a host serving hello and abitest's echo guest, and
+// returns its address.
+func benchHost(b *testing.B, hopts host.Options, sopts server.Options) string {
+	ctx := context.Background()
+	h, err := host.New(ctx, hopts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,7 +117,7 @@ func benchServers(b *testing.B) (echoAddr, hostAddr string) {
 			b.Fatal(err)
 		}
 	}
-	srv, err := server.New(h, server.Options{})
+	srv, err := server.New(h, sopts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,7 +127,7 @@ func benchServers(b *testing.B) (echoAddr, hostAddr string) {
 	}
 	go srv.Serve(hostLis)
 	b.Cleanup(srv.Stop)
-	return echoLis.Addr().String(), hostLis.Addr().String()
+	return hostLis.Addr().String()
 }
 
 // benchTarget is a server and the request the benchmark sends it.

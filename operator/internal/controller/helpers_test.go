@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,6 +60,8 @@ type bedOptions struct {
 	// noAdmission: a control plane without the policy that sets the
 	// TinyModule finalizer at creation.
 	noAdmission bool
+	// tracerProvider, when set, records the reconciles' spans.
+	tracerProvider trace.TracerProvider
 }
 
 // hostSpec is a host to start: its name, labels and more daemon flags.
@@ -110,6 +113,7 @@ func (b *bed) start(t testing.TB) {
 	b.opts = Options{
 		ProbeInterval: time.Second, ProbeTimeout: time.Second, FailureThreshold: 3,
 		Resync: 30 * time.Second, Loader: loader, Host: b.hostOptions, LeaseNamespace: "default",
+		TracerProvider: b.tracerProvider,
 	}
 	if b.failureThreshold != 0 {
 		b.opts.FailureThreshold = b.failureThreshold

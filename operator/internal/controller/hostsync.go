@@ -356,7 +356,7 @@ func (r *hostSync) drain(ctx context.Context, h *v1alpha1.TinyHost) (ctrl.Result
 func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 	log := logf.FromContext(ctx)
 	var errs []error
-	if started := r.startLoads(c, plan); len(started) > 0 {
+	if started := r.startLoads(ctx, c, plan); len(started) > 0 {
 		wait := time.NewTimer(progressAfter)
 	waiting:
 		for _, l := range started {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
@@ -51,8 +52,11 @@ const DefaultMaxLoadsPerNamespace = 4
 // deleted meanwhile), is let finish first; one over for another is
 // dropped: a load is its namespace's, since it labels the module with it.
 // A load whose namespace has MaxLoadsPerNamespace under way waits for one
-// of them to end (which enqueues the host).
-func (r *hostSync) startLoads(c *conn, plan *hostPlan) []*inflight {
+// of them to end (which enqueues the host). A load runs under the host's
+// connection, not ctx, the reconcile's, which it may outlive; it takes
+// only ctx's trace span as its parent.
+func (r *hostSync) startLoads(ctx context.Context, c *conn, plan *hostPlan) []*inflight {
+	span := trace.SpanContextFromContext(ctx)
 	most := r.opts.MaxLoadsPerNamespace
 	if most <= 0 {
 		most = DefaultMaxLoadsPerNamespace
@@ -87,15 +91,15 @@ func (r *hostSync) startLoads(c *conn, plan *hostPlan) []*inflight {
 		l := &inflight{ns: j.entry.Namespace, hash: j.hash, since: time.Now(), done: make(chan struct{})}
 		c.loads[name] = l
 		started = append(started, l)
-		go r.load(c, l, *j)
+		go r.load(c, l, *j, span)
 	}
 	return started
 }
 
 // load runs one load under the host's connection and enqueues the host
 // when it is over.
-func (r *hostSync) load(c *conn, l *inflight, j job) {
-	ctx, cancel := context.WithTimeout(c.ctx, loadTimeout)
+func (r *hostSync) load(c *conn, l *inflight, j job, span trace.SpanContext) {
+	ctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(c.ctx, span), loadTimeout)
 	// The values are read now, not when planned: a plan's module may be
 	// older than the Secret (secrets.go).
 	vals, err := secretValues(ctx, r.api, j.mod)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -74,6 +75,9 @@ type Options struct {
 	// this operator acts on everything (the manager's leader election
 	// makes sure one does at a time).
 	Shards *ShardOptions
+	// TracerProvider, when set, records a span per reconcile (trace.go).
+	// Nil: none, at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultMaxConcurrentReconciles: the reconciles mostly wait on the
@@ -139,7 +143,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		For(&v1alpha1.TinyModule{}).
 		Owns(&corev1.Service{}).
 		Owns(&discoveryv1.EndpointSlice{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), gateServices, svcs)
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), gateServices, traced(o, "tinymodule-service", svcs))
 }
 
 // indexModules indexes TinyModules by name and by the hosts they are
@@ -184,7 +188,7 @@ func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, sh *shards, h
 		Watches(&v1alpha1.TinyHost{}, mods.hostHandler()).
 		// Decisions are taken one at a time (modules.placing), the rest of
 		// a reconcile, mostly writes, concurrently.
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), gateModules, mods)
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), gateModules, traced(o, "tinymodule", mods))
 }
 
 // setupHostSync adds the host sync (each host's modules, status and
@@ -228,7 +232,7 @@ func setupHostSync(mgr ctrl.Manager, o Options, hs *hosts, descs *descriptors, s
 			},
 		})).
 		WatchesRawSource(source.Kind[client.Object](lc, &coordinationv1.Lease{}, leases.handler())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), gateHosts, sync)
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), gateHosts, traced(o, "tinyhost", sync))
 }
 
 // sameName brings back the TinyModules of other namespaces that have the

@@ -32,7 +32,11 @@ import (
 	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/server"
+	"github.com/tinyhost/tinyhost/internal/tracing"
 )
+
+// traceFlushTimeout bounds the export of the last spans at exit.
+const traceFlushTimeout = 5 * time.Second
 
 // ShutdownSlack is how long after Config.ShutdownTimeout Main waits for
 // the shutdown to finish before it exits anyway.
@@ -112,7 +116,20 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 	if err != nil {
 		return &UsageError{err}
 	}
-	transport, err := newTransport(cfg, tokens.peer, log.Named("transport"))
+	// Off (nil) unless the OTEL_* environment asks for traces.
+	tr, err := tracing.New(ctx, os.Getenv, "tinyhost", Version())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), traceFlushTimeout)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("exporting the last spans", "error", err)
+		}
+	}()
+	sopts = append(sopts, tr.ServerOptions()...)
+	transport, err := newTransport(cfg, tokens.peer, log.Named("transport"), tr.DialOptions())
 	if err != nil {
 		return &UsageError{err}
 	}
@@ -134,7 +151,11 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 		return err
 	}
 
-	h, m, err := startHost(ctx, cfg, log, transport)
+	name := cfg.Name
+	if name == "" {
+		name = lis.Addr().String()
+	}
+	h, m, err := startHost(ctx, cfg, log, transport, tr.Host(name))
 	if err != nil || h == nil {
 		return err
 	}
@@ -240,11 +261,13 @@ func listen(cfg Config) (lis, metricsLis net.Listener, err error) {
 // from its start, and sets the routes and wiring of the config file. It
 // returns no host and no error when ctx ended while New loaded the modules
 // directory.
-func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport host.Transport) (*host.Host, *metrics.Metrics, error) {
+func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport host.Transport, tracer host.Tracer) (*host.Host, *metrics.Metrics, error) {
 	// The metrics read the host's modules at scrape time.
 	src := &hostSource{}
 	m := metrics.New(src)
-	h, err := host.New(ctx, hostOptions(cfg, log, m, transport))
+	opts := hostOptions(cfg, log, m, transport)
+	opts.Tracer = tracer
+	h, err := host.New(ctx, opts)
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("stopped before serving", "reason", err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
 
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
@@ -20,8 +21,8 @@ import (
 // goes only to a peer whose certificate was verified. Without TLS peers
 // are called in plaintext with no credential (the configuration refuses a
 // peer token without tls-cert).
-func newTransport(cfg Config, peerToken string, log hclog.Logger) (*cluster.Transport, error) {
-	opts := cluster.Options{Logger: log, MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10}
+func newTransport(cfg Config, peerToken string, log hclog.Logger, dopts []grpc.DialOption) (*cluster.Transport, error) {
+	opts := cluster.Options{Logger: log, MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10, DialOptions: dopts}
 	if cfg.TLSCert != "" {
 		tc, err := client.TLSConfig(cfg.PeerTLSCA, cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
