@@ -141,3 +141,39 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// TestEmittedMetadataNotUTF8: a message a module emits with a metadata
+// value that is not UTF-8 reaches the caller made valid, in Invoke's
+// answer and in an InvokeStream's, and the stream, which other calls
+// share, goes on answering them.
+func TestEmittedMetadataNotUTF8(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	wasm, err := os.ReadFile(filepath.Join("testdata", "badmeta.wasm"))
+	require.NoError(t, err)
+	e.load(t, wasm, "", host.Limits{})
+	e.load(t, guest(t, "echo"), "", host.Limits{})
+
+	resp, err := e.invoke(t, "badmeta", "e", "in", nil)
+	require.NoError(t, err)
+	require.Len(t, resp.GetEmitted(), 1)
+	md := resp.GetEmitted()[0].GetMetadata()
+	require.Len(t, md, 1)
+	assert.Equal(t, "k", md[0].GetKey())
+	assert.Equal(t, "\uFFFD", md[0].GetValue())
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	stream, err := e.client.InvokeStream(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(&hostv1.InvokeStreamRequest{Id: 1, Request: &hostv1.InvokeRequest{Module: "badmeta", Component: "e", Port: "in"}}))
+	got, err := stream.Recv()
+	require.NoError(t, err, "the stream survives the module's message")
+	assert.Equal(t, uint64(1), got.GetId())
+	assert.Nil(t, got.GetError())
+	require.NoError(t, stream.Send(&hostv1.InvokeStreamRequest{Id: 2, Request: &hostv1.InvokeRequest{Module: "echo", Component: "echo", Port: "in", Payload: []byte("hi")}}))
+	got, err = stream.Recv()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), got.GetId())
+	assert.Equal(t, "hi", string(got.GetResponse().GetPayload()))
+	require.NoError(t, stream.CloseSend())
+}
