@@ -116,6 +116,10 @@ type module struct {
 	current atomic.Pointer[version]
 	config  atomic.Pointer[moduleConfig]
 	loading int // loads in progress under this name; guarded by h.mu
+	// building is the memory the versions being built under this name
+	// reserve (Limits.reserved), counted against the budget from the
+	// moment they join until they are published or fail; guarded by h.mu.
+	building uint64
 
 	timersMu  sync.Mutex
 	timers    map[string]*ticker // by component
@@ -587,6 +591,7 @@ func (h *Host) join(v *version) (*module, error) {
 		h.setModule(v.name, m)
 	}
 	m.loading++
+	m.building += v.limits.reserved()
 	v.mod = m
 	return m, nil
 }
@@ -616,6 +621,7 @@ func (h *Host) publish(v *version, m *module, cfg *moduleConfig, err error) (*ve
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m.loading--
+	m.building -= v.limits.reserved()
 	if err == nil && h.closed {
 		err = ErrClosed
 	}
@@ -815,9 +821,14 @@ func (h *Host) roomFor(m *module, limits *Limits) error {
 		if other == m {
 			continue
 		}
+		// A module whose version is being built counts too, or two
+		// loads at once would each find room for itself alone; an
+		// upgrade's counts once, by the larger of its versions.
+		var have uint64
 		if v := other.current.Load(); v != nil {
-			need += v.limits.reserved()
+			have = v.limits.reserved()
 		}
+		need += max(have, other.building)
 	}
 	if need > c.MemoryBytes {
 		return fmt.Errorf("%w: the pools would reserve %d MiB of memory, the host takes %d MiB (%s; MemoryPages × 64 KiB × MaxInstances of each module)",
