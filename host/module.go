@@ -398,7 +398,8 @@ func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOpti
 	if upgraded {
 		typ, what = EventUpgraded, "module upgraded"
 	}
-	h.log.Info(what, "module", v.name, "version", api.GuestText(v.desc.Version), "source", source, "digest", v.digest[:12])
+	// The source may be a file's name, which is any bytes.
+	h.log.Info(what, "module", v.name, "version", api.GuestText(v.desc.Version), "source", api.GuestText(source), "digest", v.digest[:12])
 	h.events.publish(Event{Type: typ, Module: v.name, Version: v.desc.Version, Source: source})
 	info := v.info()
 	info.Upgraded = upgraded
@@ -529,7 +530,7 @@ func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string,
 		digest:   hex.EncodeToString(sum[:]),
 		source:   source,
 		timeout:  int64(spec.limits.CallTimeout),
-		log:      h.log.With("source", source),
+		log:      h.log.With("source", api.GuestText(source)), // a file's name is any bytes
 
 		start:         c.start,
 		tableElements: c.tableElements,
@@ -571,10 +572,11 @@ func (v *version) describeFirst() (*instance, error) {
 // sourceFields are the log fields of a version that failed before it
 // described itself.
 func (v *version) sourceFields() []any {
+	src := api.GuestText(v.source) // a file's name is any bytes
 	if v.name != "" {
-		return []any{"module", v.name, "source", v.source}
+		return []any{"module", v.name, "source", src}
 	}
-	return []any{"source", v.source}
+	return []any{"source", src}
 }
 
 // join makes room for the version under its module, which it creates if
