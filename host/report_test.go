@@ -181,3 +181,17 @@ func TestModuleFileNameLogged(t *testing.T) {
 	checkLog(t, log)
 	assert.Contains(t, log, `module loaded: module=echo version=1.0.0 source="`+dir+`/echo\n2026-01-01T00:00:00.000Z [ERROR] tinyhost: forged\x1b[2K\r.wasm"`)
 }
+
+// TestRefusedWireLogged: a wire end is text from whoever wrote the wiring
+// (a tenant's spec, through the router); a refused one is logged as a
+// quoted value: a newline and a forged host line in it write no line of
+// their own.
+func TestRefusedWireLogged(t *testing.T) {
+	h, out := writtenHost(t, host.Options{})
+	bad := "a/b\n2026-01-01T00:00:00.000Z [ERROR] tinyhost: forged\x1b[2K\r"
+	err := h.SetWiring(1, map[string][]string{bad: {"c/d/in"}, "a/b/out": {bad}})
+	require.Error(t, err)
+	log := out.String()
+	checkLog(t, log)
+	assert.Equal(t, 2, strings.Count(log, "wire refused"), log)
+}
