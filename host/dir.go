@@ -323,7 +323,7 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 		_ = h.unload(prev.module, prev.source)
 	}
 	if backoff > 0 {
-		h.log.Info("module file loaded after a transient error", "file", path, "module", info.Name)
+		h.log.Info("module file loaded after a transient error", "file", api.GuestText(path), "module", info.Name)
 	}
 	return synced
 }
@@ -332,11 +332,13 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 // again: at warn the first time, at debug while it keeps failing.
 func (d *dirLoader) retrying(path string, backoff time.Duration, err error) {
 	next := min(max(2*backoff, dirRetryMin), dirRetryMax)
+	// The file's name, in the error too, is any bytes.
+	file, msg := api.GuestText(path), api.GuestText(err.Error())
 	if backoff == 0 {
-		d.h.log.Warn("module file not loaded: a transient error, trying again", "file", path, "error", err, "in", next)
+		d.h.log.Warn("module file not loaded: a transient error, trying again", "file", file, "error", msg, "in", next)
 		return
 	}
-	d.h.log.Debug("module file still not loaded: trying again", "file", path, "error", err, "in", next)
+	d.h.log.Debug("module file still not loaded: trying again", "file", file, "error", msg, "in", next)
 }
 
 // failed reports a file that could not be read or fetched, as a bad .wasm

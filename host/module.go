@@ -116,6 +116,10 @@ type module struct {
 	current atomic.Pointer[version]
 	config  atomic.Pointer[moduleConfig]
 	loading int // loads in progress under this name; guarded by h.mu
+	// building is the memory the versions being built under this name
+	// reserve (Limits.reserved), counted against the budget from the
+	// moment they join until they are published or fail; guarded by h.mu.
+	building uint64
 
 	timersMu  sync.Mutex
 	timers    map[string]*ticker // by component
@@ -394,7 +398,8 @@ func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOpti
 	if upgraded {
 		typ, what = EventUpgraded, "module upgraded"
 	}
-	h.log.Info(what, "module", v.name, "version", api.GuestText(v.desc.Version), "source", source, "digest", v.digest[:12])
+	// The source may be a file's name, which is any bytes.
+	h.log.Info(what, "module", v.name, "version", api.GuestText(v.desc.Version), "source", api.GuestText(source), "digest", v.digest[:12])
 	h.events.publish(Event{Type: typ, Module: v.name, Version: v.desc.Version, Source: source})
 	info := v.info()
 	info.Upgraded = upgraded
@@ -525,7 +530,7 @@ func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string,
 		digest:   hex.EncodeToString(sum[:]),
 		source:   source,
 		timeout:  int64(spec.limits.CallTimeout),
-		log:      h.log.With("source", source),
+		log:      h.log.With("source", api.GuestText(source)), // a file's name is any bytes
 
 		start:         c.start,
 		tableElements: c.tableElements,
@@ -567,10 +572,11 @@ func (v *version) describeFirst() (*instance, error) {
 // sourceFields are the log fields of a version that failed before it
 // described itself.
 func (v *version) sourceFields() []any {
+	src := api.GuestText(v.source) // a file's name is any bytes
 	if v.name != "" {
-		return []any{"module", v.name, "source", v.source}
+		return []any{"module", v.name, "source", src}
 	}
-	return []any{"source", v.source}
+	return []any{"source", src}
 }
 
 // join makes room for the version under its module, which it creates if
@@ -587,6 +593,7 @@ func (h *Host) join(v *version) (*module, error) {
 		h.setModule(v.name, m)
 	}
 	m.loading++
+	m.building += v.limits.reserved()
 	v.mod = m
 	return m, nil
 }
@@ -616,6 +623,7 @@ func (h *Host) publish(v *version, m *module, cfg *moduleConfig, err error) (*ve
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m.loading--
+	m.building -= v.limits.reserved()
 	if err == nil && h.closed {
 		err = ErrClosed
 	}
@@ -815,9 +823,14 @@ func (h *Host) roomFor(m *module, limits *Limits) error {
 		if other == m {
 			continue
 		}
+		// A module whose version is being built counts too, or two
+		// loads at once would each find room for itself alone; an
+		// upgrade's counts once, by the larger of its versions.
+		var have uint64
 		if v := other.current.Load(); v != nil {
-			need += v.limits.reserved()
+			have = v.limits.reserved()
 		}
+		need += max(have, other.building)
 	}
 	if need > c.MemoryBytes {
 		return fmt.Errorf("%w: the pools would reserve %d MiB of memory, the host takes %d MiB (%s; MemoryPages × 64 KiB × MaxInstances of each module)",

@@ -2,6 +2,8 @@ package host_test
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 )
 
@@ -162,4 +165,33 @@ func TestFailureLogRate(t *testing.T) {
 	log := out.String()
 	checkLog(t, log)
 	assert.Contains(t, log, "guest log lines dropped: module=forger")
+}
+
+// TestModuleFileNameLogged: a module file's name is any bytes; the lines
+// the host writes about it (its load, here) quote it as guest text: a name
+// with a newline, a forged host line, ESC and CR writes no line of its own
+// and no raw control byte.
+func TestModuleFileNameLogged(t *testing.T) {
+	dir := t.TempDir()
+	name := "echo\n2026-01-01T00:00:00.000Z [ERROR] tinyhost: forged\x1b[2K\r.wasm"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), abitest.Guest(t, "echo"), 0o644))
+	h, out := writtenHost(t, host.Options{ModulesDir: dir})
+	mustEcho(t, h)
+	log := out.String()
+	checkLog(t, log)
+	assert.Contains(t, log, `module loaded: module=echo version=1.0.0 source="`+dir+`/echo\n2026-01-01T00:00:00.000Z [ERROR] tinyhost: forged\x1b[2K\r.wasm"`)
+}
+
+// TestRefusedWireLogged: a wire end is text from whoever wrote the wiring
+// (a tenant's spec, through the router); a refused one is logged as a
+// quoted value: a newline and a forged host line in it write no line of
+// their own.
+func TestRefusedWireLogged(t *testing.T) {
+	h, out := writtenHost(t, host.Options{})
+	bad := "a/b\n2026-01-01T00:00:00.000Z [ERROR] tinyhost: forged\x1b[2K\r"
+	err := h.SetWiring(1, map[string][]string{bad: {"c/d/in"}, "a/b/out": {bad}})
+	require.Error(t, err)
+	log := out.String()
+	checkLog(t, log)
+	assert.Equal(t, 2, strings.Count(log, "wire refused"), log)
 }

@@ -235,7 +235,9 @@ func (h *Host) SetWiring(gen uint64, wires map[string][]string) error {
 	errs := make([]error, len(refused))
 	for i, r := range refused {
 		errs[i] = r.err
-		h.log.Warn("wire refused", "from", r.From, "to", r.To, "reason", r.Reason)
+		// A wire's ends are text of whoever wrote the wiring (a tenant's
+		// spec, through the router), quoted in the reason too.
+		h.log.Warn("wire refused", "from", api.GuestText(r.From), "to", api.GuestText(r.To), "reason", api.GuestText(r.Reason))
 	}
 	out := &api.WiresRefused{Generation: gen, Err: errors.Join(errs...)}
 	for _, r := range refused {

@@ -6,13 +6,16 @@ import (
 )
 
 // MessageProto is m on the wire: what a peer's Deliver carries and an
-// Invoke response lists as emitted.
+// Invoke response lists as emitted. A guest's metadata is any bytes, and
+// one string that is not UTF-8 would fail the whole RPC or stream that
+// carries it (other calls' answers and deliveries included): its texts
+// are made valid (WireText).
 func MessageProto(m *abi.Message) *hostv1.Message {
-	out := &hostv1.Message{Module: m.Module, Component: m.Component, Port: m.Port, Payload: m.Payload}
+	out := &hostv1.Message{Module: WireText(m.Module), Component: WireText(m.Component), Port: WireText(m.Port), Payload: m.Payload}
 	if len(m.Metadata) > 0 {
 		out.Metadata = make([]*hostv1.KeyValue, len(m.Metadata))
 		for i, kv := range m.Metadata {
-			out.Metadata[i] = &hostv1.KeyValue{Key: kv.Key, Value: kv.Value}
+			out.Metadata[i] = &hostv1.KeyValue{Key: WireText(kv.Key), Value: WireText(kv.Value)}
 		}
 	}
 	return out

@@ -441,7 +441,8 @@ func (s *Server) logCall(method string, start time.Time, err error) {
 		return
 	}
 	if s.log.IsDebug() {
+		// The message may quote a guest's reason or name: any bytes.
 		st := status.Convert(err)
-		s.log.Debug("call failed", "method", method, "code", st.Code().String(), "error", st.Message(), "duration", time.Since(start))
+		s.log.Debug("call failed", "method", method, "code", st.Code().String(), "error", api.GuestText(st.Message()), "duration", time.Since(start))
 	}
 }

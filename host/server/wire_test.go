@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
@@ -86,4 +89,91 @@ func (c *lineCounter) count(msg string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lines[msg]
+}
+
+// TestCallFailedLogIsOneLine: a call that fails with a reason the guest
+// wrote (a newline, a forged host line, ESC, CR, NUL, bytes not UTF-8) is
+// logged by the server at debug level as one line of the server's, with no
+// raw control byte.
+func TestCallFailedLogIsOneLine(t *testing.T) {
+	var out lockedBuffer
+	logger := hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Debug})
+	e := newEnv(t, envOptions{server: server.Options{Logger: logger}})
+	wasm, err := os.ReadFile(filepath.Join("testdata", "failer.wasm"))
+	require.NoError(t, err)
+	e.load(t, wasm, "", host.Limits{})
+
+	_, err = e.invoke(t, "failer", "c", "in", nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "forged", "the caller gets the reason")
+
+	text := out.String()
+	var failed int
+	for line := range strings.Lines(text) {
+		line = strings.TrimSuffix(line, "\n")
+		for _, c := range []byte(line) {
+			assert.False(t, c < 0x20 || c == 0x7f, "raw control byte %#x in the log line %q", c, line)
+		}
+		assert.True(t, utf8.ValidString(line), "log line not UTF-8: %q", line)
+		assert.False(t, strings.HasPrefix(line, "2026-01-01T00:00:00.000Z") || strings.HasPrefix(line, "  |"),
+			"a log line the guest authored: %q", line)
+		if strings.Contains(line, "call failed") {
+			failed++
+		}
+	}
+	assert.Equal(t, 1, failed, "one call-failed line:\n%s", text)
+}
+
+// lockedBuffer is a bytes.Buffer that loggers on many goroutines may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestEmittedMetadataNotUTF8: a message a module emits with a metadata
+// value that is not UTF-8 reaches the caller made valid, in Invoke's
+// answer and in an InvokeStream's, and the stream, which other calls
+// share, goes on answering them.
+func TestEmittedMetadataNotUTF8(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	wasm, err := os.ReadFile(filepath.Join("testdata", "badmeta.wasm"))
+	require.NoError(t, err)
+	e.load(t, wasm, "", host.Limits{})
+	e.load(t, guest(t, "echo"), "", host.Limits{})
+
+	resp, err := e.invoke(t, "badmeta", "e", "in", nil)
+	require.NoError(t, err)
+	require.Len(t, resp.GetEmitted(), 1)
+	md := resp.GetEmitted()[0].GetMetadata()
+	require.Len(t, md, 1)
+	assert.Equal(t, "k", md[0].GetKey())
+	assert.Equal(t, "\uFFFD", md[0].GetValue())
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	stream, err := e.client.InvokeStream(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(&hostv1.InvokeStreamRequest{Id: 1, Request: &hostv1.InvokeRequest{Module: "badmeta", Component: "e", Port: "in"}}))
+	got, err := stream.Recv()
+	require.NoError(t, err, "the stream survives the module's message")
+	assert.Equal(t, uint64(1), got.GetId())
+	assert.Nil(t, got.GetError())
+	require.NoError(t, stream.Send(&hostv1.InvokeStreamRequest{Id: 2, Request: &hostv1.InvokeRequest{Module: "echo", Component: "echo", Port: "in", Payload: []byte("hi")}}))
+	got, err = stream.Recv()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), got.GetId())
+	assert.Equal(t, "hi", string(got.GetResponse().GetPayload()))
+	require.NoError(t, stream.CloseSend())
 }
