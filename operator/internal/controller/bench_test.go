@@ -33,7 +33,7 @@ func BenchmarkApplyToReady(b *testing.B) {
 	bd := newBed(b, hostSpec{name: "host-a"}, hostSpec{name: "host-b"}, hostSpec{name: "host-c"})
 	// Warm the hosts' artifact and compilation caches, as a running
 	// cluster's are: the first load of a module on a host is the fetch
-	// and compile DESIGN.md puts at ~0.5 s.
+	// and compile of ~0.5 s.
 	warm := bd.applyAll(b, "warm", 3, 3)
 	bd.deleteAll(b, warm)
 	for _, n := range []int{1, 100} {
