@@ -1,12 +1,10 @@
 package host_test
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,37 +17,14 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/internal/e2e"
 )
-
-// logBuffer is a host's log as written, shared by the goroutines that log.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *logBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *logBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
-func (w *logBuffer) Len() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Len()
-}
 
 // writtenHost starts a host whose log, in hclog's text format, goes to the
 // returned buffer.
-func writtenHost(t *testing.T, opts host.Options) (*host.Host, *logBuffer) {
+func writtenHost(t *testing.T, opts host.Options) (*host.Host, *e2e.LogBuffer) {
 	t.Helper()
-	out := &logBuffer{}
+	out := &e2e.LogBuffer{}
 	opts.Logger = hclog.New(&hclog.LoggerOptions{Name: "tinyhost", Level: hclog.Info, Output: out})
 	h, _ := newHost(t, opts)
 	return h, out

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
+	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
 // TestListingSurvivesBadText: a module whose port schema is valid JSON but
@@ -96,7 +96,7 @@ func (c *lineCounter) count(msg string) int {
 // logged by the server at debug level as one line of the server's, with no
 // raw control byte.
 func TestCallFailedLogIsOneLine(t *testing.T) {
-	var out lockedBuffer
+	var out e2e.LogBuffer
 	logger := hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Debug})
 	e := newEnv(t, envOptions{server: server.Options{Logger: logger}})
 	wasm, err := os.ReadFile(filepath.Join("testdata", "failer.wasm"))
@@ -122,24 +122,6 @@ func TestCallFailedLogIsOneLine(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, failed, "one call-failed line:\n%s", text)
-}
-
-// lockedBuffer is a bytes.Buffer that loggers on many goroutines may share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestEmittedMetadataNotUTF8: a message a module emits with a metadata

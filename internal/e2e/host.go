@@ -298,3 +298,10 @@ func (l *LogBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// Len is how many bytes were written.
+func (l *LogBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
+}
