@@ -497,7 +497,7 @@ func metricsAddr(t *testing.T, h *e2e.Host) string {
 			}
 		}
 		return false
-	}, 10*time.Second, 5*time.Millisecond, "the metrics address in the log")
+	}, time.Minute, 5*time.Millisecond, "the metrics address in the log")
 	return addr
 }
 

@@ -3,7 +3,6 @@
 package main_test
 
 import (
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -100,12 +99,7 @@ func TestTLSRenewalRefused(t *testing.T) {
 	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--tls-cert", certPath, "--tls-key", keyPath}})
 	roots, err := hostclient.CertPool(ca.File)
 	require.NoError(t, err)
-	presented := func() string {
-		conn, err := tls.Dial("tcp", h.Addr, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}})
-		require.NoError(t, err)
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
-	}
+	presented := func() string { return presentedName(t, h.Addr, roots) }
 	assert.Equal(t, "good", presented())
 
 	cert, key = ca.Issue(t, e2e.Leaf{Name: "expired", IPs: []string{"127.0.0.1"}, Server: true,

@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -387,12 +388,7 @@ func TestTLSRenewal(t *testing.T) {
 	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--tls-cert", certPath, "--tls-key", keyPath}})
 	roots, err := hostclient.CertPool(ca.File)
 	require.NoError(t, err)
-	presented := func() string {
-		conn, err := tls.Dial("tcp", h.Addr, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}})
-		require.NoError(t, err)
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
-	}
+	presented := func() string { return presentedName(t, h.Addr, roots) }
 	assert.Equal(t, "before", presented())
 	renew("after", start.Add(time.Minute))
 	assert.Equal(t, "after", presented())
@@ -514,20 +510,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		Modules: []string{e2e.Wasm(t, e2e.Hello)},
 		Args:    []string{"--metrics", "127.0.0.1:0"},
 	})
-	var metricsAddr string
-	require.Eventually(t, func() bool {
-		for _, line := range strings.Split(h.Log(), "\n") {
-			var rec struct {
-				Message string `json:"@message"`
-				Addr    string `json:"addr"`
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Message == "serving metrics" {
-				metricsAddr = rec.Addr
-				return true
-			}
-		}
-		return false
-	}, 10*time.Second, 5*time.Millisecond, "the metrics address in the log")
+	metricsAddr := metricsAddr(t, h)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -560,4 +543,13 @@ func TestMetricsEndpoint(t *testing.T) {
 	} {
 		assert.Contains(t, string(body), want)
 	}
+}
+
+// presentedName is the common name of the certificate the daemon at addr
+// presents to a TLS client that trusts roots.
+func presentedName(t *testing.T, addr string, roots *x509.CertPool) string {
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}})
+	require.NoError(t, err)
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
 }
