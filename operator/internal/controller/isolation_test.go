@@ -155,19 +155,7 @@ func TestOversizedWiring(t *testing.T) {
 	eventually(t, 30*time.Second, "team-a's wire, and no other, on the host", func() error {
 		return b.routedAndWired(ctx, nil, wantWires)
 	})
-	out, err := invoke(ctx, t, readyAddr(common), "common", "split", `[1, 2, 3]`)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"count":3}`, out)
-	eventually(t, 10*time.Second, "the items counted by team-a's tally", func() error {
-		resp, err := testbed.Dial(t, readyAddr(tm)).Invoke(ctx, &hostv1.InvokeRequest{Module: "tally", Component: "counter", Port: "total", Payload: []byte(`{}`)})
-		if err != nil {
-			return err
-		}
-		if got := string(resp.GetPayload()); got != `{"count":3,"sum":6}` {
-			return fmt.Errorf("total %s", got)
-		}
-		return nil
-	})
+	splitCounted(ctx, t, common, tm)
 }
 
 // TestProvidedByClaim: a tenant's TinyModule that says a host provides it

@@ -94,19 +94,7 @@ func TestTenants(t *testing.T) {
 			return nil
 		})
 
-		out, err := invoke(ctx, t, readyAddr(common), "common", "split", `[1, 2, 3]`)
-		require.NoError(t, err)
-		assert.JSONEq(t, `{"count":3}`, out)
-		eventually(t, 10*time.Second, "the items counted by team-a's tally", func() error {
-			resp, err := testbed.Dial(t, readyAddr(tm)).Invoke(ctx, &hostv1.InvokeRequest{Module: "tally", Component: "counter", Port: "total", Payload: []byte(`{}`)})
-			if err != nil {
-				return err
-			}
-			if got := string(resp.GetPayload()); got != `{"count":3,"sum":6}` {
-				return fmt.Errorf("total %s", got)
-			}
-			return nil
-		})
+		splitCounted(ctx, t, common, tm)
 	})
 }
 
@@ -174,4 +162,23 @@ func (b *bed) teamB(t *testing.T) {
 		Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref, Wiring: []v1alpha1.Wire{{From: "greeter/out", To: "tally/counter/in"}}}})
 	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "tally"}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
 	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "hello"}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
+}
+
+// splitCounted sends [1, 2, 3] to team-a's split and waits until team-a's
+// tally, which the split's output is wired to, has counted them.
+func splitCounted(ctx context.Context, t *testing.T, common, tm *v1alpha1.TinyModule) {
+	t.Helper()
+	out, err := invoke(ctx, t, readyAddr(common), "common", "split", `[1, 2, 3]`)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"count":3}`, out)
+	eventually(t, 10*time.Second, "the items counted by team-a's tally", func() error {
+		resp, err := testbed.Dial(t, readyAddr(tm)).Invoke(ctx, &hostv1.InvokeRequest{Module: "tally", Component: "counter", Port: "total", Payload: []byte(`{}`)})
+		if err != nil {
+			return err
+		}
+		if got := string(resp.GetPayload()); got != `{"count":3,"sum":6}` {
+			return fmt.Errorf("total %s", got)
+		}
+		return nil
+	})
 }
