@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/internal/netaddr"
 )
 
 // Outbound HTTP (abi.ImportHTTP). A module reaches only the hosts its
@@ -110,28 +111,6 @@ func (g *grants) namesAddr(ip netip.Addr) bool {
 		}
 	}
 	return false
-}
-
-// cgnat is the shared address space of carrier-grade NAT (RFC 6598), as
-// internal as the private ranges.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
-// internalAddr names the kind of an address a module reaches only when a
-// grant names it: "" for a public one.
-func internalAddr(ip netip.Addr) string {
-	switch {
-	case ip.IsLoopback():
-		return "loopback"
-	case ip.IsPrivate(), cgnat.Contains(ip):
-		return "private"
-	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
-		return "link-local"
-	case ip.IsUnspecified():
-		return "unspecified"
-	case ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
-		return "multicast"
-	}
-	return ""
 }
 
 // httpNet is how the host resolves and connects for outbound HTTP. Tests
@@ -273,7 +252,7 @@ func (v *version) dialHTTP(ctx context.Context, network, addr string) (net.Conn,
 	var errs []error
 	for _, ip := range ips {
 		ip = ip.Unmap()
-		if kind := internalAddr(ip); kind != "" && !v.caps.namesAddr(ip) {
+		if kind := netaddr.Internal(ip); kind != "" && !v.caps.namesAddr(ip) {
 			errs = append(errs, &httpDenied{fmt.Sprintf("%s resolves to %s, a %s address that no grant names", host, ip, kind)})
 			continue
 		}

@@ -206,7 +206,7 @@ func TestHTTPInternalAddresses(t *testing.T) {
 		{"::1", "loopback"},
 		{"fd00::1", "private"},
 		{"::ffff:10.1.2.3", "private"},
-		{"100.64.0.1", "private"},
+		{"100.64.0.1", "shared (carrier-grade NAT)"},
 	} {
 		t.Run(tc.addr, func(t *testing.T) {
 			h, _ := newHost(t, host.Options{})

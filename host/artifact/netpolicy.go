@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpproxy"
+
+	"github.com/tinyhost/tinyhost/host/internal/netaddr"
 )
 
 // netPolicy is Options.RestrictNetworks: which addresses a fetch may dial.
@@ -65,35 +67,9 @@ func (p *netPolicy) trust(hostport string) {
 	p.trusted[strings.Trim(h, "[]")] = true
 }
 
-// Networks a fetch refuses unless allowed: shared address space (RFC 6598)
-// and "this network" (0.0.0.0/8), besides what netip's predicates name.
-var (
-	sharedNet = netip.MustParsePrefix("100.64.0.0/10")
-	thisNet   = netip.MustParsePrefix("0.0.0.0/8")
-)
-
-// internalKind names why ip is internal; "" for a public address.
-func internalKind(ip netip.Addr) string {
-	switch ip = ip.Unmap(); {
-	case ip.IsLoopback():
-		return "loopback"
-	case ip.IsPrivate():
-		return "private"
-	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
-		return "link-local"
-	case ip.IsUnspecified(), thisNet.Contains(ip):
-		return "unspecified"
-	case ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
-		return "multicast"
-	case sharedNet.Contains(ip):
-		return "shared (carrier-grade NAT)"
-	}
-	return ""
-}
-
 // check refuses ip, dialed for name, unless it is public or allowed.
 func (p *netPolicy) check(name string, ip netip.Addr) error {
-	kind := internalKind(ip)
+	kind := netaddr.Internal(ip)
 	if kind == "" {
 		return nil
 	}
