@@ -67,8 +67,10 @@ const (
 
 	// ImportEmit: request is a Message with Component (the emitting
 	// component) and Port (its output port). The host delivers it to the
-	// ports wired to that output, or returns it with the reply when the
-	// port is unwired. No result bytes.
+	// ports wired to that output. On an unwired port it is returned with
+	// the reply of a client's call, and dropped (logged at debug level) in
+	// any other invocation: a routed message, a tick, settings. No result
+	// bytes.
 	ImportEmit = "emit"
 
 	// ImportSend: request is a Message addressed by Module, Component and

@@ -126,7 +126,9 @@ func (c *Context) send(fn hostFunc, op, address string, payload []byte) ([]byte,
 }
 
 // SetTimer makes the host deliver a message on PortTick to this component
-// every interval, at least a millisecond and at most a day; 0 cancels it.
+// every interval; 0 cancels it. The ABI carries 1ms to 24h, and SetTimer
+// refuses anything else itself; the host refuses an interval below its
+// limit MinTimerInterval, 10ms by default, with an error naming the bound.
 // Settings usually decide the interval, so a component calls SetTimer from
 // its PortSettings handler, which every new instance receives.
 func (c *Context) SetTimer(interval time.Duration) error {

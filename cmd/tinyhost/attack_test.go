@@ -38,8 +38,7 @@ import (
 const (
 	// attackRSS is the most resident memory the daemon may have at any
 	// moment of an attack: TestHostile's bound. Unbounded, every attack
-	// below takes it past 1 GiB (the issue that asked for these bounds
-	// measured 4.2, 1 and 2.1 GiB).
+	// below takes it past 1 GiB.
 	attackRSS = hostileRSS
 	// attackConns is the daemon's --max-connections; its descriptors stay
 	// under attackConns + attackFDSlack.

@@ -161,8 +161,10 @@ type TinyModuleSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.exists(c, c == 'none') || size(self) == 1",message="capabilities: none goes alone"
 	Capabilities []Capability `json:"capabilities,omitempty"`
 
-	// Config is the module's configuration, a JSON object delivered to its
-	// components on the _settings port when it loads and when it changes.
+	// Config is the module's configuration, a JSON object. Each component
+	// receives the member named after it ({} when there is none) on its
+	// _settings port, in every new instance and whenever the configuration
+	// changes; a module granted the config capability reads the whole object.
 	//
 	// +optional
 	// +kubebuilder:pruning:PreserveUnknownFields
