@@ -1,6 +1,7 @@
 // Package doclinks checks that the repository's markdown files name only
 // files and folders the repository has: a relative link, or a path in
-// backticks that starts at the repository's root or at the file's folder.
+// backticks that starts at the repository's root or at the file's folder;
+// and that a section of RATIONALE.md they name by its heading exists.
 package doclinks
 
 import (
@@ -53,6 +54,75 @@ func TestMarkdownNamesExist(t *testing.T) {
 		for _, bad := range missing(t, root, f) {
 			t.Errorf("%s:%d: %s names %q, which does not exist", rel, bad.line, bad.how, bad.name)
 		}
+	}
+}
+
+var (
+	// heading is a heading of RATIONALE.md.
+	heading = regexp.MustCompile(`(?m)^#{2,3} (.+)$`)
+	// sectionRef is a section of RATIONALE.md named in another file:
+	// RATIONALE.md ("Heading") or RATIONALE.md, "Heading".
+	sectionRef = regexp.MustCompile("RATIONALE\\.md`?,? *\\(?(?:see )?\"([^\"]+)\"")
+	// whyRef is a section named inside RATIONALE.md: "Why …?".
+	whyRef = regexp.MustCompile(`"(Why [^"]+)"`)
+)
+
+func TestRationaleSectionsNamedExist(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "RATIONALE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var headings []string
+	for _, m := range heading.FindAllStringSubmatch(string(b), -1) {
+		headings = append(headings, m[1])
+	}
+	if len(headings) == 0 {
+		t.Fatal("RATIONALE.md has no headings")
+	}
+	has := func(ref string) bool {
+		// "Why X…" names the section whose heading starts with "Why X".
+		prefix, cut := strings.CutSuffix(ref, "…")
+		for _, h := range headings {
+			if h == ref || cut && strings.HasPrefix(h, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	flat := func(b []byte) string { return strings.Join(strings.Fields(string(b)), " ") }
+	// Other markdown files, then RATIONALE.md's references to itself.
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && skip[d.Name()] {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".md") {
+			return nil
+		}
+		text, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		refs := sectionRef
+		if rel == "RATIONALE.md" {
+			refs = whyRef
+		}
+		for _, m := range refs.FindAllStringSubmatch(flat(text), -1) {
+			if !has(m[1]) {
+				t.Errorf("%s names the section %q of RATIONALE.md, which has no such heading", rel, m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
