@@ -61,7 +61,7 @@ const hostNamespace = "tinyhost-system"
 // host-3 as processes. kubectl get tinyhosts lists them; kubectl apply the
 // manifests, kubectl wait for Ready, call a component and across modules;
 // a module placed on the container host by its selector serves there; the
-// seed's TinyModule gets a Service and an EndpointSlice; a .wasm dropped
+// Tiny Systems TinyModule gets a Service and an EndpointSlice; a .wasm dropped
 // into the container host's directory is a TinyModule that a process
 // host's component calls by name, gone with its file; a host SIGSTOPped is
 // NotReady within 3 s; the container host stopped (podman stop: SIGTERM)
@@ -77,8 +77,8 @@ func TestKubernetes(t *testing.T) {
 	tinyctl := e2e.Binary(t, "cmd/tinyctl")
 	operator := e2e.Binary(t, "cmd/tinyhost-operator")
 
-	// Publish the modules, as a component author does; the seed's module
-	// under the seed's name.
+	// Publish the modules, as a component author does; the Tiny Systems module
+	// under its name there.
 	for _, m := range modules {
 		res := e2e.Run(t, nil, tinyctl, "push", e2e.Wasm(t, m.pkg), reg+"/tinyhost/"+m.name+":0.1.0", "--plain-http", reg)
 		require.Zero(t, res.Code, "%s%s", res.Stdout, res.Stderr)
@@ -315,10 +315,10 @@ spec:
 		})
 	})
 
-	t.Run("the seed's TinyModule: a Service and an EndpointSlice once Ready", func(t *testing.T) {
-		out := cp.kubectl(t, "apply", "-f", filepath.Join(dir, "tinymodule_seed.yaml"))
+	t.Run("the Tiny Systems TinyModule: a Service and an EndpointSlice once Ready", func(t *testing.T) {
+		out := cp.kubectl(t, "apply", "-f", filepath.Join(dir, "tinymodule_tinysystems.yaml"))
 		out += cp.kubectl(t, "wait", "--for=condition=Ready", "-n", "tinysystems", "--timeout=2m", "tinymodule/common-module-v1")
-		t.Logf("kubectl apply -f operator/config/samples/tinymodule_seed.yaml (ghcr.io is this test's registry):\n%s", out)
+		t.Logf("kubectl apply -f operator/config/samples/tinymodule_tinysystems.yaml (ghcr.io is this test's registry):\n%s", out)
 		m := cp.module(t, "tinysystems", "common-module-v1")
 		assert.Equal(t, "common-module-v1.tinysystems.svc:50051", m.Status.Address)
 		host := readyHosts(m)
@@ -543,7 +543,7 @@ func crossModule(t *testing.T, cp *controlPlane, tinyctl string, creds []string)
 	t.Logf("tinyctl --addr %s call common/split/in '[1, 2, 3]' -> %s; tally on %s counted them: %v", common, strings.TrimSpace(res.Stdout), tally, total())
 }
 
-// manifests copies the manifests of this directory, and the seed's
+// manifests copies the manifests of this directory, and the Tiny Systems
 // TinyModule, into a temporary directory, with the registry of the test
 // in place of the manifests' own.
 func manifests(t *testing.T, reg string) string {
@@ -551,7 +551,7 @@ func manifests(t *testing.T, reg string) string {
 	dir := t.TempDir()
 	files, err := filepath.Glob("*.yaml")
 	require.NoError(t, err)
-	files = append(files, filepath.Join(e2e.Root(t), "operator", "config", "samples", "tinymodule_seed.yaml"))
+	files = append(files, filepath.Join(e2e.Root(t), "operator", "config", "samples", "tinymodule_tinysystems.yaml"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
