@@ -15,6 +15,9 @@
 //     each has loaded over gRPC and writes TinyHost status; the services
 //     controller gives each TinyModule a Service and EndpointSlices.
 //   - internal/placement: which hosts run a module, as pure functions.
+//   - hostreg: the host's side of tinyhost --register (its TinyHost, its
+//     Lease, the TinyModules of its own modules), the one package of the
+//     operator the host daemon imports.
 //   - internal/kubetest: a real kube-apiserver and etcd for tests.
 //   - config: the manifests, for `kubectl apply -k config/default`.
 //   - tools: the modules that build the envtest binaries.
