@@ -18,7 +18,8 @@
 //   - hostreg: the host's side of tinyhost --register (its TinyHost, its
 //     Lease, the TinyModules of its own modules), the one package of the
 //     operator the host daemon imports.
-//   - internal/kubetest: a real kube-apiserver and etcd for tests.
+//   - kubetest: a real kube-apiserver and etcd with the CRDs, for the
+//     tests of the operator and of the binaries and examples that use it.
 //   - config: the manifests, for `kubectl apply -k config/default`.
 //   - tools: the modules that build the envtest binaries.
 package operator

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/kubetest"
 )
 
 // TestModuleEventsRequeue: a TinyModule event brings back only the hosts it
