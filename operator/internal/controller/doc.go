@@ -47,7 +47,7 @@
 //     EndpointSlices, from its Ready placements.
 //
 // Without Options.Shards, the manager's leader election lets one operator
-// run them. With it (shard.go, shardlease.go, shardgate.go), every
+// run them. With it (package internal/shard, seen here as a gate), every
 // replica runs them, and each reconcile is gated on a shard Lease this
 // replica holds: a host's for the host sync (probes, loads, unloads,
 // table pushes and TinyHost status of that host), a bucket's (of 16,
