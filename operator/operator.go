@@ -15,7 +15,13 @@
 //     each has loaded over gRPC and writes TinyHost status; the services
 //     controller gives each TinyModule a Service and EndpointSlices.
 //   - internal/placement: which hosts run a module, as pure functions.
-//   - internal/kubetest: a real kube-apiserver and etcd for tests.
+//   - internal/shard: with Options.Shards, the Leases through which
+//     replicas share hosts and modules; the reconcilers see it as a gate.
+//   - hostreg: the host's side of tinyhost --register (its TinyHost, its
+//     Lease, the TinyModules of its own modules), the one package of the
+//     operator the host daemon imports.
+//   - kubetest: a real kube-apiserver and etcd with the CRDs, for the
+//     tests of the operator and of the binaries and examples that use it.
 //   - config: the manifests, for `kubectl apply -k config/default`.
 //   - tools: the modules that build the envtest binaries.
 package operator
@@ -39,6 +45,7 @@ import (
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 	"github.com/tinyhost/tinyhost/operator/internal/controller"
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
+	"github.com/tinyhost/tinyhost/operator/internal/shard"
 )
 
 // The operator's permissions; `make manifests` writes them into
@@ -174,26 +181,26 @@ type ShardOptions struct {
 }
 
 // ShardBuckets is the number of buckets TinyModules are hashed into.
-const ShardBuckets = controller.ShardBuckets
+const ShardBuckets = shard.Buckets
 
 // ShardLabel labels the shard Leases with their kind: host, bucket or
 // member.
-const ShardLabel = controller.ShardLabel
+const ShardLabel = shard.Label
 
 // HostShardLease is the name of the shard Lease that governs a host.
-func HostShardLease(host string) string { return controller.HostShardLease(host) }
+func HostShardLease(host string) string { return shard.HostLease(host) }
 
 // ModuleShardLease is the name of the shard Lease that governs the
 // TinyModule namespace/name (its bucket's).
 func ModuleShardLease(namespace, name string) string {
-	return controller.BucketShardLease(controller.ModuleBucket(namespace, name))
+	return shard.BucketLease(shard.ModuleBucket(namespace, name))
 }
 
-func (s *ShardOptions) withDefaults() *controller.ShardOptions {
+func (s *ShardOptions) withDefaults() *shard.Options {
 	if s == nil {
 		return nil
 	}
-	o := controller.ShardOptions{Identity: s.Identity, Namespace: s.Namespace,
+	o := shard.Options{Identity: s.Identity, Namespace: s.Namespace,
 		LeaseDuration: s.LeaseDuration, RenewDeadline: s.RenewDeadline, RetryPeriod: s.RetryPeriod}
 	if o.Namespace == "" {
 		o.Namespace = DefaultHostLeaseNamespace

@@ -31,7 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/tinyhost/tinyhost/internal/kubetest"
+	"github.com/tinyhost/tinyhost/operator/kubetest"
 )
 
 // kubeVersion is the envtest apiserver's, which the dry-run runs against.

@@ -26,7 +26,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/internal/image"
-	"github.com/tinyhost/tinyhost/internal/kubetest"
+	"github.com/tinyhost/tinyhost/operator/kubetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tinyhost/tinyhost/internal/kubetest"
+	"github.com/tinyhost/tinyhost/operator/kubetest"
 )
 
 // TestGenerated runs the pinned controller-gen into a temporary directory

@@ -22,9 +22,10 @@ import (
 	"github.com/tinyhost/tinyhost/host/artifact"
 	hostclient "github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
-	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/shard"
 	"github.com/tinyhost/tinyhost/operator/internal/testbed"
+	"github.com/tinyhost/tinyhost/operator/kubetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(testbed.Main(m)) }
@@ -124,7 +125,7 @@ func (b *bed) start(t testing.TB) {
 	}
 	for _, id := range b.shards {
 		o := b.opts
-		o.Shards = &ShardOptions{Identity: id, Namespace: "default",
+		o.Shards = &shard.Options{Identity: id, Namespace: "default",
 			LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 500 * time.Millisecond}
 		mgr := testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, o) })
 		if b.mgr == nil {

@@ -65,7 +65,9 @@ type hostSync struct {
 	leases *hostLeases
 	tables *tables
 	pusher *pusher
-	shards *shards // nil without sharding
+	// peers reads the route tables of other replicas' hosts; nil without
+	// sharding.
+	peers *peers
 	// book is every host's route table, for the unloads that wait on it.
 	book routeBook
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/shard"
 )
 
 // reasonLeaseExpired: the host's Lease was not renewed in time.
@@ -54,31 +55,18 @@ type leaseState struct {
 // Expired reports whether the Lease is tracked and expired at now.
 func (s leaseState) Expired(now time.Time) bool { return s.Tracked && !now.Before(s.Expires) }
 
-// leaseExpiry is when the Lease expires: its renewTime (or acquireTime)
-// plus its duration. A Lease without them has expired.
-func leaseExpiry(l *coordinationv1.Lease) time.Time {
-	t := l.Spec.RenewTime
-	if t == nil {
-		t = l.Spec.AcquireTime
-	}
-	if t == nil || l.Spec.LeaseDurationSeconds == nil {
-		return time.Time{}
-	}
-	return t.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
-}
-
 // state reads the host's Lease from the cache.
 func (hl *hostLeases) state(ctx context.Context, namespace, host string) (leaseState, error) {
 	var l coordinationv1.Lease
 	err := hl.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: host}, &l)
 	switch {
-	case apierrors.IsNotFound(err), err == nil && l.Labels[ShardLabel] != "":
+	case apierrors.IsNotFound(err), err == nil && l.Labels[shard.Label] != "":
 		// No Lease, or an operator's shard Lease of the host's name.
 		return leaseState{}, nil
 	case err != nil:
 		return leaseState{}, fmt.Errorf("host %s: Lease: %w", host, err)
 	}
-	return leaseState{Tracked: true, Expires: leaseExpiry(&l)}, nil
+	return leaseState{Tracked: true, Expires: shard.Expiry(&l)}, nil
 }
 
 // expiredMessage says when the Lease expired, for a condition.
@@ -93,7 +81,7 @@ func (s leaseState) expiredMessage(namespace, host string) string {
 // (or at once, when it has expired).
 func (hl *hostLeases) arm(l *coordinationv1.Lease, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	name := l.Name
-	d := time.Until(leaseExpiry(l))
+	d := time.Until(shard.Expiry(l))
 	hl.mu.Lock()
 	defer hl.mu.Unlock()
 	if t := hl.timers[name]; t != nil {
@@ -122,7 +110,7 @@ func (hl *hostLeases) handler() handler.TypedEventHandler[client.Object, reconci
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			old, l := e.ObjectOld.(*coordinationv1.Lease), e.ObjectNew.(*coordinationv1.Lease)
 			hl.arm(l, q)
-			if !time.Now().Before(leaseExpiry(old)) || holder(old) != holder(l) {
+			if !time.Now().Before(shard.Expiry(old)) || shard.Holder(old) != shard.Holder(l) {
 				q.Add(hostKey(l.Name)) // back after it expired, or another holder
 			}
 		},
@@ -131,13 +119,6 @@ func (hl *hostLeases) handler() handler.TypedEventHandler[client.Object, reconci
 			q.Add(hostKey(e.Object.GetName()))
 		},
 	}
-}
-
-func holder(l *coordinationv1.Lease) string {
-	if l.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *l.Spec.HolderIdentity
 }
 
 func hostKey(name string) reconcile.Request {

@@ -30,12 +30,12 @@ type pusher struct {
 	reader client.Reader
 	resync time.Duration
 	book   *routeBook // the host sync's
-	shards *shards    // nil without sharding
+	gate   gate       // the hosts this replica pushes to
 	kick   chan struct{}
 }
 
-func newPusher(hs *hosts, t *tables, r client.Reader, resync time.Duration, book *routeBook) *pusher {
-	return &pusher{hosts: hs, tables: t, reader: r, resync: resync, book: book, kick: make(chan struct{}, 1)}
+func newPusher(hs *hosts, t *tables, r client.Reader, resync time.Duration, book *routeBook, g gate) *pusher {
+	return &pusher{hosts: hs, tables: t, reader: r, resync: resync, book: book, gate: g, kick: make(chan struct{}, 1)}
 }
 
 // changed says the tables changed: they are built again and pushed,
@@ -77,7 +77,7 @@ func (p *pusher) push(ctx context.Context, t table) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, pushesAtOnce)
 	for _, c := range p.hosts.ready() {
-		hctx, done, ok := p.shards.holdHost(ctx, c.name)
+		hctx, done, ok := p.gate.HoldHost(ctx, c.name)
 		if !ok {
 			continue // another replica's now
 		}
@@ -95,5 +95,5 @@ func (p *pusher) push(ctx context.Context, t table) {
 
 // NeedLeaderElection: only the leader pushes; sharded replicas elect
 // none, and each pushes to the hosts it owns (those it has a conn to),
-// under the shard's context (holdHost), as the host sync does.
+// under the shard's context (gate.HoldHost), as the host sync does.
 func (p *pusher) NeedLeaderElection() bool { return true }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/shard"
 )
 
 // TestEndpointSlices: the Ready placements, grouped by address type and
@@ -66,7 +67,7 @@ func TestLeaseState(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := leaseState{Tracked: true, Expires: leaseExpiry(&coordinationv1.Lease{Spec: tt.spec})}
+			s := leaseState{Tracked: true, Expires: shard.Expiry(&coordinationv1.Lease{Spec: tt.spec})}
 			assert.Equal(t, tt.expired, s.Expired(t0.Add(tt.now)))
 		})
 	}

@@ -29,6 +29,7 @@ import (
 
 	hostclient "github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/shard"
 )
 
 // Options of the controllers; operator.Setup fills in every default.
@@ -71,10 +72,10 @@ type Options struct {
 	// carries together; 0 for DefaultMaxStatusSchemaBytes.
 	MaxStatusSchemaBytes int
 	// Shards, when set, shares the hosts and modules among replicas
-	// through Leases (shard.go): each acts only on what it owns. Nil:
-	// this operator acts on everything (the manager's leader election
-	// makes sure one does at a time).
-	Shards *ShardOptions
+	// through Leases (package shard): each acts only on what it owns.
+	// Nil: this operator acts on everything (the manager's leader
+	// election makes sure one does at a time).
+	Shards *shard.Options
 	// TracerProvider, when set, records a span per reconcile (trace.go).
 	// Nil: none, at no cost.
 	TracerProvider trace.TracerProvider
@@ -117,33 +118,34 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := mgr.Add(hs); err != nil {
 		return err
 	}
-	var sh *shards
+	var g gate = unsharded{}
 	if o.Shards != nil {
-		var err error
-		if sh, err = setupShards(mgr, o); err != nil {
-			return err
+		sh, err := shard.Setup(mgr, *o.Shards)
+		if err != nil {
+			return fmt.Errorf("controller: %w", err)
 		}
+		g = sh
 	}
 	if o.MaxStatusSchemaBytes <= 0 {
 		o.MaxStatusSchemaBytes = DefaultMaxStatusSchemaBytes
 	}
 	descs := newDescriptors(o.MaxStatusSchemaBytes)
-	if err := setupModules(mgr, o, descs, sh, hs); err != nil {
+	if err := setupModules(mgr, o, descs, g, hs); err != nil {
 		return err
 	}
-	if err := setupHostSync(mgr, o, hs, descs, sh); err != nil {
+	if err := setupHostSync(mgr, o, hs, descs, g); err != nil {
 		return err
 	}
 	if err := setupSecrets(mgr, o, hs); err != nil {
 		return err
 	}
 	svcs := &services{Client: mgr.GetClient(), events: mgr.GetEventRecorder("tinyhost-services")}
-	return sh.complete(ctrl.NewControllerManagedBy(mgr).
+	return g.Complete(ctrl.NewControllerManagedBy(mgr).
 		Named("tinymodule-service").
 		For(&v1alpha1.TinyModule{}).
 		Owns(&corev1.Service{}).
 		Owns(&discoveryv1.EndpointSlice{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), gateServices, traced(o, "tinymodule-service", svcs))
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), shard.Services, traced(o, "tinymodule-service", svcs))
 }
 
 // indexModules indexes TinyModules by name and by the hosts they are
@@ -162,9 +164,9 @@ func indexModules(mgr ctrl.Manager) error {
 }
 
 // setupModules adds the module controller: placement.
-func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, sh *shards, hs *hosts) error {
+func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, g gate, hs *hosts) error {
 	mods := &modules{Client: mgr.GetClient(), opts: o, events: mgr.GetEventRecorder("tinyhost-placement"), ledger: newLedger(), descs: descs,
-		rewire: make(chan event.GenericEvent, 1024), hosts: hs, sharded: sh != nil}
+		rewire: make(chan event.GenericEvent, 1024), hosts: hs, sharded: o.Shards != nil}
 	hs.wired = mods.wiringChanged
 	inf, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.TinyModule{})
 	if err != nil {
@@ -175,7 +177,7 @@ func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, sh *shards, h
 		return fmt.Errorf("controller: the TinyModule informer is a %T, not a SharedIndexInformer", inf)
 	}
 	mods.store = si.GetStore()
-	return sh.complete(ctrl.NewControllerManagedBy(mgr).
+	return g.Complete(ctrl.NewControllerManagedBy(mgr).
 		Named("tinymodule").
 		// Its own status writes do not bring a module back; spec changes
 		// and deletion do.
@@ -188,13 +190,13 @@ func setupModules(mgr ctrl.Manager, o Options, descs *descriptors, sh *shards, h
 		Watches(&v1alpha1.TinyHost{}, mods.hostHandler()).
 		// Decisions are taken one at a time (modules.placing), the rest of
 		// a reconcile, mostly writes, concurrently.
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), gateModules, traced(o, "tinymodule", mods))
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), shard.Modules, traced(o, "tinymodule", mods))
 }
 
 // setupHostSync adds the host sync (each host's modules, status and
 // tables), the route pusher and the cache of the hosts' Leases, of their
 // namespace only.
-func setupHostSync(mgr ctrl.Manager, o Options, hs *hosts, descs *descriptors, sh *shards) error {
+func setupHostSync(mgr ctrl.Manager, o Options, hs *hosts, descs *descriptors, g gate) error {
 	lc, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultNamespaces: map[string]cache.Config{o.LeaseNamespace: {}},
@@ -208,17 +210,20 @@ func setupHostSync(mgr ctrl.Manager, o Options, hs *hosts, descs *descriptors, s
 	leases := newHostLeases(lc)
 	c := mgr.GetClient()
 	sync := &hostSync{Client: c, api: mgr.GetAPIReader(), opts: o, hosts: hs, descs: descs, loader: o.Loader,
-		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases, tables: &tables{bounds: o.wiringBounds()}, shards: sh}
-	if sh != nil {
-		// A host another replica took is no longer probed or pushed to.
-		sh.hostLost = func(name string) { hs.remove(name); sync.book.forget(name) }
+		events: mgr.GetEventRecorder("tinyhost-sync"), leases: leases, tables: &tables{bounds: o.wiringBounds()}}
+	if o.Shards != nil {
+		sync.peers = newPeers(o.Host)
+		if err := mgr.Add(sync.peers); err != nil {
+			return err
+		}
 	}
-	sync.pusher = newPusher(hs, sync.tables, c, o.Resync, &sync.book)
-	sync.pusher.shards = sh
+	// A host another replica took is no longer probed or pushed to.
+	g.OnHostLost(func(name string) { hs.remove(name); sync.book.forget(name) })
+	sync.pusher = newPusher(hs, sync.tables, c, o.Resync, &sync.book, g)
 	if err := mgr.Add(sync.pusher); err != nil {
 		return err
 	}
-	return sh.complete(ctrl.NewControllerManagedBy(mgr).
+	return g.Complete(ctrl.NewControllerManagedBy(mgr).
 		Named("tinyhost").
 		For(&v1alpha1.TinyHost{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged()))).
 		Watches(&v1alpha1.TinyModule{}, sync.moduleHandler()).
@@ -232,7 +237,7 @@ func setupHostSync(mgr ctrl.Manager, o Options, hs *hosts, descs *descriptors, s
 			},
 		})).
 		WatchesRawSource(source.Kind[client.Object](lc, &coordinationv1.Lease{}, leases.handler())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), gateHosts, traced(o, "tinyhost", sync))
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles}), shard.Hosts, traced(o, "tinyhost", sync))
 }
 
 // sameName brings back the TinyModules of other namespaces that have the

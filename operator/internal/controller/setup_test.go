@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/kubetest"
 )
 
 // TestModuleEventsRequeue: a TinyModule event brings back only the hosts it
@@ -31,7 +31,7 @@ func TestModuleEventsRequeue(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TinyHostSpec{Address: "127.0.0.1:1"}}))
 	}
 	tabs := &tables{}
-	sync := &hostSync{Client: env.Client, hosts: newHosts(Options{}), tables: tabs, pusher: newPusher(nil, tabs, env.Client, time.Minute, nil)}
+	sync := &hostSync{Client: env.Client, hosts: newHosts(Options{}), tables: tabs, pusher: newPusher(nil, tabs, env.Client, time.Minute, nil, unsharded{})}
 	h := sync.moduleHandler()
 
 	module, on := eventModule, eventPlacement

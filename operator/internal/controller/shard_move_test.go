@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/internal/shard"
 )
 
 // TestShardedMove: make-before-break across shard replicas. Two sharded
@@ -71,8 +72,8 @@ func hostOwners(t *testing.T, b *bed, hosts []string) map[string]string {
 	out := map[string]string{}
 	for _, h := range hosts {
 		var l coordinationv1.Lease
-		if err := b.c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: HostShardLease(h)}, &l); err == nil && holder(&l) != "" {
-			out[h] = holder(&l)
+		if err := b.c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: shard.HostLease(h)}, &l); err == nil && shard.Holder(&l) != "" {
+			out[h] = shard.Holder(&l)
 		}
 	}
 	return out

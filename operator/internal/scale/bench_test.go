@@ -29,9 +29,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tinyhost/tinyhost/internal/e2e"
-	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 	"github.com/tinyhost/tinyhost/operator/internal/testbed"
+	"github.com/tinyhost/tinyhost/operator/kubetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(testbed.Main(m)) }

@@ -20,8 +20,8 @@ import (
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
-	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/register"
 	"github.com/tinyhost/tinyhost/internal/buildinfo"
+	"github.com/tinyhost/tinyhost/operator/hostreg"
 )
 
 // Config is the daemon's configuration. Every field is a flag, a key of the
@@ -95,7 +95,7 @@ type Config struct {
 	MaximumMessageBytes int           `koanf:"maximum-message-bytes"`
 	MaximumInstances    int           `koanf:"maximum-instances"`
 
-	// Registration in a Kubernetes cluster (package register): the
+	// Registration in a Kubernetes cluster (package operator/hostreg): the
 	// TinyHost, its Lease and the TinyModules of the modules the host
 	// loads on its own.
 	Register           bool          `koanf:"register"`
@@ -239,9 +239,9 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Bool("register", false, "register in a Kubernetes cluster: keep a TinyHost and a Lease named --name, publish the modules the host loads on its own as TinyModules")
 	fs.String("kubeconfig", "", "with --register: kubeconfig file (default: the pod's in-cluster configuration)")
 	fs.String("advertise-address", "", "with --register: host:port the operator and other hosts reach this host at (default: the listen address)")
-	fs.String("namespace", "", "with --register: namespace of the host's Lease and TinyModules (default: the pod's, else "+register.DefaultNamespace+")")
-	fs.Duration("lease-duration", register.DefaultLeaseDuration, "with --register: how long the Lease holds without renewal, whole seconds")
-	fs.Duration("lease-renew-interval", register.DefaultRenewInterval, "with --register: how often the Lease is renewed")
+	fs.String("namespace", "", "with --register: namespace of the host's Lease and TinyModules (default: the pod's, else "+hostreg.DefaultNamespace+")")
+	fs.Duration("lease-duration", hostreg.DefaultLeaseDuration, "with --register: how long the Lease holds without renewal, whole seconds")
+	fs.Duration("lease-renew-interval", hostreg.DefaultRenewInterval, "with --register: how often the Lease is renewed")
 	fs.BoolP("help", "h", false, "show this help")
 	fs.Bool("version", false, "print the version")
 	return fs

@@ -6,8 +6,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/register"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/operator/hostreg"
 )
 
 // deregisterTimeout bounds the deletes of a stopping host's registration;
@@ -15,9 +15,9 @@ import (
 const deregisterTimeout = 3 * time.Second
 
 // registration is the host's membership of a cluster (--register); nil
-// when the host does not register.
+// when the host does not hostreg.
 type registration struct {
-	r   *register.Registrar
+	r   *hostreg.Registrar
 	log hclog.Logger
 }
 
@@ -29,7 +29,7 @@ func newRegistration(cfg Config, listening string, log hclog.Logger) (*registrat
 	if !cfg.Register {
 		return nil, nil
 	}
-	rc, err := register.RESTConfig(cfg.Kubeconfig)
+	rc, err := hostreg.RESTConfig(cfg.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func newRegistration(cfg Config, listening string, log hclog.Logger) (*registrat
 	if addr == "" {
 		addr = listening
 	}
-	r, err := register.New(register.Options{
+	r, err := hostreg.New(hostreg.Options{
 		Config:        rc,
 		Name:          cfg.Name,
 		Address:       addr,
@@ -60,7 +60,37 @@ func (g *registration) start(h *host.Host) {
 	if g == nil {
 		return
 	}
-	g.r.Start(h)
+	g.r.Start(registered{h})
+}
+
+// registered is the host as registration reads it: names and labels of
+// its modules, and a signal per change.
+type registered struct{ h *host.Host }
+
+func (r registered) Modules() []hostreg.Module {
+	mods := r.h.Modules()
+	out := make([]hostreg.Module, len(mods))
+	for i, m := range mods {
+		out[i] = hostreg.Module{Name: m.Name, Labels: m.Labels}
+	}
+	return out
+}
+
+// Changes turns the host's events into signals; one pending signal stands
+// for any number of events, as a burst needs one pass.
+func (r registered) Changes(ctx context.Context) <-chan struct{} {
+	events := r.h.Subscribe(ctx)
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for range events {
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return out
 }
 
 // stop deletes the host's registration, once it has drained.

@@ -1,4 +1,4 @@
-package controller
+package shard
 
 import (
 	"context"
@@ -21,19 +21,19 @@ const releaseTimeout = 5 * time.Second
 // acquire writes this replica into the Lease name (cur as the cache has
 // it, nil for none) and, when it did, owns the shard and brings back its
 // objects. A conflict is another replica that was faster.
-func (s *shards) acquire(ctx context.Context, kind, target, name string, cur *coordinationv1.Lease, member bool) bool {
+func (s *Set) acquire(ctx context.Context, kind, target, name string, cur *coordinationv1.Lease, member bool) bool {
 	start := time.Now()
 	now := metav1.NewMicroTime(start)
 	l := &coordinationv1.Lease{}
 	if cur != nil {
 		l = cur.DeepCopy()
-		if holder(l) != s.o.Identity {
+		if Holder(l) != s.o.Identity {
 			l.Spec.LeaseTransitions = ptr(ptrValue(l.Spec.LeaseTransitions) + 1)
 		}
 	} else {
 		l.Namespace, l.Name = s.o.Namespace, name
-		l.Labels = map[string]string{ShardLabel: kind}
-		l.Annotations = map[string]string{ShardLabel: target}
+		l.Labels = map[string]string{Label: kind}
+		l.Annotations = map[string]string{Label: target}
 	}
 	l.Spec.HolderIdentity = ptr(s.o.Identity)
 	l.Spec.LeaseDurationSeconds = ptr(int32(s.o.LeaseDuration / time.Second))
@@ -75,7 +75,7 @@ func ptrValue[T any](p *T) T {
 // renew deadline ago or more: the other two thirds leave room to retry,
 // every retry period, before the deadline ends the shard. A Lease another replica
 // changed (a conflict) or deleted is lost at once.
-func (s *shards) renew(ctx context.Context) {
+func (s *Set) renew(ctx context.Context) {
 	s.mu.Lock()
 	var due []string
 	for name, sh := range s.held {
@@ -113,7 +113,7 @@ func (s *shards) renew(ctx context.Context) {
 // dropLost forgets the shards whose context ended (lost, or not renewed
 // by the deadline), once their last reconcile returned. Their Leases are
 // another replica's, or expire.
-func (s *shards) dropLost() {
+func (s *Set) dropLost() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, sh := range s.held {
@@ -134,7 +134,7 @@ func (s *shards) dropLost() {
 // releaseLocked releases a shard (s.mu held): no reconcile of it starts
 // any more; once those under way returned, its Lease is given up (deleted
 // when del), for another replica to take at once.
-func (s *shards) releaseLocked(name string, sh *shard, del bool) {
+func (s *Set) releaseLocked(name string, sh *shard, del bool) {
 	sh.releasing = true
 	go func() {
 		sh.inflight.Wait()
@@ -143,7 +143,7 @@ func (s *shards) releaseLocked(name string, sh *shard, del bool) {
 }
 
 // giveUp ends the shard and clears or deletes its Lease.
-func (s *shards) giveUp(name string, sh *shard, del bool) {
+func (s *Set) giveUp(name string, sh *shard, del bool) {
 	sh.deadline.Stop()
 	live := sh.ctx.Err() == nil
 	sh.cancel()
@@ -171,14 +171,14 @@ func (s *shards) giveUp(name string, sh *shard, del bool) {
 }
 
 // gone tells the host sync that a host's shard ended.
-func (s *shards) gone(sh *shard) {
+func (s *Set) gone(sh *shard) {
 	if sh.kind == kindHost && s.hostLost != nil {
 		s.hostLost(sh.target)
 	}
 }
 
 // releaseAll releases every Lease held, as the manager stops.
-func (s *shards) releaseAll() {
+func (s *Set) releaseAll() {
 	s.mu.Lock()
 	type held struct {
 		name string
@@ -211,7 +211,7 @@ func (s *shards) releaseAll() {
 
 // bringBack enqueues the objects of a shard just acquired: its host, or
 // the modules of its bucket.
-func (s *shards) bringBack(ctx context.Context, kind, target string) {
+func (s *Set) bringBack(ctx context.Context, kind, target string) {
 	send := func(ch chan event.GenericEvent, obj client.Object) {
 		select {
 		case ch <- event.GenericEvent{Object: obj}:
@@ -240,7 +240,7 @@ func (s *shards) bringBack(ctx context.Context, kind, target string) {
 // ok is false when this replica does not own it (or is releasing it);
 // else ctx ends with the shard, and done must be called when the
 // reconcile returns.
-func (s *shards) hold(ctx context.Context, name string) (context.Context, func(), bool) {
+func (s *Set) hold(ctx context.Context, name string) (context.Context, func(), bool) {
 	s.mu.Lock()
 	sh := s.held[name]
 	if sh == nil || sh.releasing || sh.ctx.Err() != nil {
@@ -254,19 +254,40 @@ func (s *shards) hold(ctx context.Context, name string) (context.Context, func()
 	return rctx, func() { stop(); cancel(); sh.inflight.Done() }, true
 }
 
-// holdHost is hold for the host's shard; without shards (s nil), every
-// host is this operator's.
-func (s *shards) holdHost(ctx context.Context, host string) (context.Context, func(), bool) {
-	if s == nil {
-		return ctx, func() {}, true
-	}
-	return s.hold(ctx, HostShardLease(host))
+// HoldHost is hold for the host's shard, for work on the host that is not
+// a reconcile.
+func (s *Set) HoldHost(ctx context.Context, host string) (context.Context, func(), bool) {
+	return s.hold(ctx, HostLease(host))
 }
 
 // owns reports whether this replica owns the shard of the Lease name now.
-func (s *shards) owns(name string) bool {
+func (s *Set) owns(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sh := s.held[name]
 	return sh != nil && !sh.releasing && sh.ctx.Err() == nil
 }
+
+// Holder is the Lease's holderIdentity, "" for none.
+func Holder(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// Expiry is when the Lease expires: its renewTime (or acquireTime) plus
+// its duration. A Lease without them has expired. The operator reads the
+// hosts' own Leases by the same rule.
+func Expiry(l *coordinationv1.Lease) time.Time {
+	t := l.Spec.RenewTime
+	if t == nil {
+		t = l.Spec.AcquireTime
+	}
+	if t == nil || l.Spec.LeaseDurationSeconds == nil {
+		return time.Time{}
+	}
+	return t.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,4 +1,36 @@
-package controller
+// Package shard lets several operator replicas share the work, each
+// acting only on what it owns through a Lease in its namespace
+// (coordination.k8s.io):
+//
+//   - a host's Lease (HostLease): its holder probes the host, loads and
+//     unloads on it, pushes it the tables and writes its TinyHost status;
+//   - a bucket's Lease (BucketLease): TinyModules are hashed into Buckets
+//     buckets; the holder of a module's bucket places it and writes its
+//     status, Service and EndpointSlices;
+//   - a replica's membership Lease, so that a replica that holds nothing
+//     counts when the others compute their share.
+//
+// Every replica watches everything and builds the route table from every
+// module. Every retry period each replica renews what it holds, takes free
+// or expired Leases while it holds fewer than its share (ceil(total / live
+// replicas)) of hosts, and of buckets, and releases what it holds above it.
+// A timer at the expiry of every Lease another replica holds brings the
+// pass forward, so that a dead replica's Leases go within the lease
+// duration plus a retry period.
+//
+// One writer at a time: the reconciles of a shard run under a context that
+// ends when its Lease is lost, or at the instant its last renewal plus the
+// renew deadline (shorter than the lease duration) passes, whichever comes
+// first: by the time another replica may take the Lease (the last renewal
+// plus the duration), none of this replica's writes for it is under way. A
+// replica that releases a Lease first stops starting reconciles of it and
+// waits for those under way.
+//
+// The controllers see a Set only as a gate: Complete wraps a reconciler so
+// that it runs only on what this replica owns, HoldHost does the same for
+// work that is not a reconcile (a host's route push), and OnHostLost tells
+// the host sync when a host's shard went.
+package shard
 
 import (
 	"context"
@@ -21,51 +53,23 @@ import (
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
 
-// Sharding: several operator replicas share the work, each acting only on
-// what it owns through a Lease in its namespace (coordination.k8s.io):
-//
-//   - a host's Lease (hostShardLease): its holder probes the host, loads
-//     and unloads on it, pushes it the tables and writes its TinyHost
-//     status;
-//   - a bucket's Lease (bucketLease): TinyModules are hashed into
-//     ShardBuckets buckets; the holder of a module's bucket places it and
-//     writes its status, Service and EndpointSlices;
-//   - a replica's membership Lease (memberLease), so that a replica that
-//     holds nothing counts when the others compute their share.
-//
-// Every replica watches everything and builds the route table from every
-// module. Every retry period each replica renews what it holds, takes free
-// or expired Leases while it holds fewer than its share (ceil(total / live
-// replicas)) of hosts, and of buckets, and releases what it holds above it.
-// A timer at the expiry of every Lease another replica holds brings the
-// pass forward, so that a dead replica's Leases go within the lease
-// duration plus a retry period.
-//
-// One writer at a time: the reconciles of a shard run under a context that
-// ends when its Lease is lost, or at the instant its last renewal plus the
-// renew deadline (shorter than the lease duration) passes, whichever comes
-// first: by the time another replica may take the Lease (the last renewal
-// plus the duration), none of this replica's writes for it is under way. A
-// replica that releases a Lease first stops starting reconciles of it and
-// waits for those under way.
-
-// ShardBuckets is the number of buckets TinyModules are hashed into. Every
+// Buckets is the number of buckets TinyModules are hashed into. Every
 // replica must agree on it, so it is not an option.
-const ShardBuckets = 16
+const Buckets = 16
 
 // The label of the operator's shard Leases, with their kind, and the
 // prefix of their names.
 const (
-	ShardLabel  = "operator.tinysystems.io/shard"
-	shardPrefix = "tinyhost-operator.shard."
+	Label  = "operator.tinysystems.io/shard"
+	prefix = "tinyhost-operator.shard."
 
 	kindHost   = "host"
 	kindBucket = "bucket"
 	kindMember = "member"
 )
 
-// ShardOptions configure sharding (Options.Shards).
-type ShardOptions struct {
+// Options configure sharding.
+type Options struct {
 	// Identity names this replica in the Leases it holds.
 	Identity string
 	// Namespace holds the shard Leases.
@@ -77,48 +81,48 @@ type ShardOptions struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
-func (o ShardOptions) check() error {
+func (o Options) check() error {
 	switch {
 	case len(validation.IsDNS1123Subdomain(memberLease(o.Identity))) > 0:
-		return fmt.Errorf("controller: shard identity %q: %v", o.Identity, validation.IsDNS1123Subdomain(memberLease(o.Identity)))
+		return fmt.Errorf("shard identity %q: %v", o.Identity, validation.IsDNS1123Subdomain(memberLease(o.Identity)))
 	case o.Namespace == "":
-		return errors.New("controller: shards: no namespace")
+		return errors.New("shards: no namespace")
 	case o.LeaseDuration < time.Second || o.LeaseDuration%time.Second != 0:
-		return fmt.Errorf("controller: shard lease duration %v: a whole number of seconds, at least 1s", o.LeaseDuration)
+		return fmt.Errorf("shard lease duration %v: a whole number of seconds, at least 1s", o.LeaseDuration)
 	case o.RenewDeadline <= 0 || o.RenewDeadline >= o.LeaseDuration:
-		return fmt.Errorf("controller: shard renew deadline %v: above zero and below the lease duration %v", o.RenewDeadline, o.LeaseDuration)
+		return fmt.Errorf("shard renew deadline %v: above zero and below the lease duration %v", o.RenewDeadline, o.LeaseDuration)
 	case o.RetryPeriod <= 0 || o.RetryPeriod >= o.RenewDeadline:
-		return fmt.Errorf("controller: shard retry period %v: above zero and below the renew deadline %v", o.RetryPeriod, o.RenewDeadline)
+		return fmt.Errorf("shard retry period %v: above zero and below the renew deadline %v", o.RetryPeriod, o.RenewDeadline)
 	}
 	return nil
 }
 
-// HostShardLease is the name of the shard Lease of a host. The hosts'
-// own Leases (tinyhost --register) are named after the host, and the host
-// sync ignores a Lease with ShardLabel, so that a host named like a shard
-// Lease is judged by its probes alone.
-func HostShardLease(host string) string {
-	n := shardPrefix + kindHost + "." + host
+// HostLease is the name of the shard Lease of a host. The hosts' own
+// Leases (tinyhost --register) are named after the host, and the host sync
+// ignores a Lease with Label, so that a host named like a shard Lease is
+// judged by its probes alone.
+func HostLease(host string) string {
+	n := prefix + kindHost + "." + host
 	if len(n) <= validation.DNS1123SubdomainMaxLength {
 		return n
 	}
 	sum := sha256.Sum256([]byte(host))
-	return shardPrefix + kindHost + "." + hex.EncodeToString(sum[:16])
+	return prefix + kindHost + "." + hex.EncodeToString(sum[:16])
 }
 
 // ModuleBucket is the bucket of a TinyModule.
 func ModuleBucket(namespace, name string) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(namespace + "/" + name))
-	return int(h.Sum32() % ShardBuckets)
+	return int(h.Sum32() % Buckets)
 }
 
-// BucketShardLease is the name of a bucket's shard Lease.
-func BucketShardLease(bucket int) string {
-	return shardPrefix + kindBucket + "." + strconv.Itoa(bucket)
+// BucketLease is the name of a bucket's shard Lease.
+func BucketLease(bucket int) string {
+	return prefix + kindBucket + "." + strconv.Itoa(bucket)
 }
 
-func memberLease(identity string) string { return shardPrefix + kindMember + "." + identity }
+func memberLease(identity string) string { return prefix + kindMember + "." + identity }
 
 // shard is a Lease this replica holds.
 type shard struct {
@@ -132,10 +136,10 @@ type shard struct {
 	inflight     sync.WaitGroup
 }
 
-// shards acquires, renews and releases this replica's Leases, and tells
-// the controllers what it owns. A manager Runnable.
-type shards struct {
-	o       ShardOptions
+// Set acquires, renews and releases this replica's Leases, and tells the
+// controllers what it owns. A manager Runnable.
+type Set struct {
+	o       Options
 	c       client.Client // writes go to the apiserver
 	leases  client.Reader // the cache of the shard Leases
 	objects client.Reader // the manager's cache
@@ -145,7 +149,6 @@ type shards struct {
 	// hostLost is called when a host's shard is gone, after its last
 	// reconcile.
 	hostLost func(host string)
-	peers    *peers
 
 	mu     sync.Mutex
 	held   map[string]*shard // by Lease name
@@ -153,21 +156,26 @@ type shards struct {
 	kick   chan struct{}
 }
 
-func newShards(o ShardOptions, c client.Client, leases, objects client.Reader) *shards {
-	return &shards{o: o, c: c, leases: leases, objects: objects,
+// New is a Set that writes Leases with c and reads them from leases, and
+// the TinyHosts and TinyModules from objects. Setup makes one for a
+// manager.
+func New(o Options, c client.Client, leases, objects client.Reader) (*Set, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	return &Set{o: o, c: c, leases: leases, objects: objects,
 		hostEvents: make(chan event.GenericEvent, 1024), moduleEvents: make(chan event.GenericEvent, 1024),
 		serviceEvents: make(chan event.GenericEvent, 1024),
-		held:          map[string]*shard{}, timers: map[string]*time.Timer{}, kick: make(chan struct{}, 1)}
+		held:          map[string]*shard{}, timers: map[string]*time.Timer{}, kick: make(chan struct{}, 1)}, nil
 }
 
 // Start implements manager.Runnable: a balancing pass every retry period,
 // or sooner when another replica's Lease expires; on return, every Lease
 // held is released so that the others take it at once.
-func (s *shards) Start(ctx context.Context) error {
+func (s *Set) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("shards")
 	tick := time.NewTicker(s.o.RetryPeriod)
 	defer tick.Stop()
-	defer s.peers.close()
 	for {
 		if err := s.pass(ctx); err != nil && ctx.Err() == nil {
 			log.Info("shard pass failed; retrying", "error", err.Error())
@@ -184,13 +192,13 @@ func (s *shards) Start(ctx context.Context) error {
 
 // NeedLeaderElection: every replica runs it (sharding replaces leader
 // election).
-func (s *shards) NeedLeaderElection() bool { return false }
+func (s *Set) NeedLeaderElection() bool { return false }
 
 // pass renews, drops what was lost, and balances.
-func (s *shards) pass(ctx context.Context) error {
+func (s *Set) pass(ctx context.Context) error {
 	s.dropLost()
 	var list coordinationv1.LeaseList
-	if err := s.leases.List(ctx, &list, client.InNamespace(s.o.Namespace), client.HasLabels{ShardLabel}); err != nil {
+	if err := s.leases.List(ctx, &list, client.InNamespace(s.o.Namespace), client.HasLabels{Label}); err != nil {
 		return err
 	}
 	now := time.Now()
@@ -199,7 +207,7 @@ func (s *shards) pass(ctx context.Context) error {
 	for i := range list.Items {
 		l := &list.Items[i]
 		byName[l.Name] = l
-		if l.Labels[ShardLabel] == kindMember && holder(l) != "" && now.Before(leaseExpiry(l)) && l.Name != memberLease(s.o.Identity) {
+		if l.Labels[Label] == kindMember && Holder(l) != "" && now.Before(Expiry(l)) && l.Name != memberLease(s.o.Identity) {
 			members++
 		}
 	}
@@ -214,13 +222,13 @@ func (s *shards) pass(ctx context.Context) error {
 	}
 	want := map[string]string{}
 	for _, h := range hosts.Items {
-		want[HostShardLease(h.Name)] = h.Name
+		want[HostLease(h.Name)] = h.Name
 	}
 	s.balance(ctx, kindHost, want, byName, members)
 	s.sweep(ctx, want, byName)
 	want = map[string]string{}
-	for b := range ShardBuckets {
-		want[BucketShardLease(b)] = strconv.Itoa(b)
+	for b := range Buckets {
+		want[BucketLease(b)] = strconv.Itoa(b)
 	}
 	s.balance(ctx, kindBucket, want, byName, members)
 	s.arm(byName)
@@ -229,7 +237,7 @@ func (s *shards) pass(ctx context.Context) error {
 
 // ensureMember takes this replica's membership Lease when it does not
 // hold it (it renews like the others).
-func (s *shards) ensureMember(ctx context.Context, byName map[string]*coordinationv1.Lease) error {
+func (s *Set) ensureMember(ctx context.Context, byName map[string]*coordinationv1.Lease) error {
 	name := memberLease(s.o.Identity)
 	s.mu.Lock()
 	_, ok := s.held[name]
@@ -246,7 +254,7 @@ func (s *shards) ensureMember(ctx context.Context, byName map[string]*coordinati
 // balance takes free or expired Leases of kind among want (Lease name →
 // target) while this replica holds fewer than its share, and releases
 // what it holds above it, and what is no longer wanted.
-func (s *shards) balance(ctx context.Context, kind string, want map[string]string, byName map[string]*coordinationv1.Lease, members int) {
+func (s *Set) balance(ctx context.Context, kind string, want map[string]string, byName map[string]*coordinationv1.Lease, members int) {
 	share := (len(want) + members - 1) / members
 	var mine []string
 	s.mu.Lock()
@@ -277,7 +285,7 @@ func (s *shards) balance(ctx context.Context, kind string, want map[string]strin
 	free := make([]string, 0, len(want))
 	for name := range want {
 		l := byName[name]
-		if !slices.Contains(mine, name) && (l == nil || holder(l) == "" || !now.Before(leaseExpiry(l))) {
+		if !slices.Contains(mine, name) && (l == nil || Holder(l) == "" || !now.Before(Expiry(l))) {
 			free = append(free, name)
 		}
 	}
@@ -306,13 +314,13 @@ func fnvString(s string) uint32 {
 
 // sweep deletes the expired or free host Leases of hosts that are gone,
 // and the expired membership Leases of replicas that are gone.
-func (s *shards) sweep(ctx context.Context, want map[string]string, byName map[string]*coordinationv1.Lease) {
+func (s *Set) sweep(ctx context.Context, want map[string]string, byName map[string]*coordinationv1.Lease) {
 	now := time.Now()
 	for name, l := range byName {
-		if holder(l) != "" && now.Before(leaseExpiry(l)) {
+		if Holder(l) != "" && now.Before(Expiry(l)) {
 			continue
 		}
-		if kind := l.Labels[ShardLabel]; (kind != kindHost || want[name] != "") && (kind != kindMember || name == memberLease(s.o.Identity)) {
+		if kind := l.Labels[Label]; (kind != kindHost || want[name] != "") && (kind != kindMember || name == memberLease(s.o.Identity)) {
 			continue
 		}
 		_ = s.c.Delete(ctx, l, client.Preconditions{ResourceVersion: &l.ResourceVersion})
@@ -321,7 +329,7 @@ func (s *shards) sweep(ctx context.Context, want map[string]string, byName map[s
 
 // arm sets a timer at the expiry of every Lease another replica holds,
 // which brings the next pass forward.
-func (s *shards) arm(byName map[string]*coordinationv1.Lease) {
+func (s *Set) arm(byName map[string]*coordinationv1.Lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, t := range s.timers {
@@ -329,10 +337,10 @@ func (s *shards) arm(byName map[string]*coordinationv1.Lease) {
 		delete(s.timers, name)
 	}
 	for name, l := range byName {
-		if h := holder(l); h == "" || h == s.o.Identity {
+		if h := Holder(l); h == "" || h == s.o.Identity {
 			continue
 		}
-		d := time.Until(leaseExpiry(l))
+		d := time.Until(Expiry(l))
 		if d <= 0 {
 			continue // the pass took it, or tried to
 		}

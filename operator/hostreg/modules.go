@@ -1,4 +1,4 @@
-package register
+package hostreg
 
 import (
 	"context"
@@ -14,15 +14,26 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
 
 // Host is what the registrar reads of the host: the modules it has loaded,
-// and word of each change.
+// and word of each change. The daemon adapts its host to it.
 type Host interface {
-	Modules() []host.ModuleInfo
-	Subscribe(ctx context.Context) <-chan host.Event
+	// Modules are the modules the host runs now.
+	Modules() []Module
+	// Changes receives a value after the host's modules change, until ctx
+	// ends; it is closed when ctx ends or the host closes. Changes that
+	// come while one is pending may be merged into it.
+	Changes(ctx context.Context) <-chan struct{}
+}
+
+// Module is a module the host runs, as far as registration cares.
+type Module struct {
+	Name string
+	// Labels are those the module was loaded with; the operator's loads
+	// carry v1alpha1.LabelModuleNamespace.
+	Labels map[string]string
 }
 
 // retryDelay is how soon a failed publication of the modules is tried
@@ -30,11 +41,11 @@ type Host interface {
 const retryDelay = 2 * time.Second
 
 // publish keeps one TinyModule, spec.providedBy this host, for each module
-// the host loaded on its own, until ctx ends: at once, on every module
-// event of the host, and every Resync. The seed's modules create their own
+// the host loaded on its own, until ctx ends: at once, on every change of
+// the host's modules, and every Resync. The seed's modules create their own
 // TinyModule on startup; here the host does it for the modules it runs.
 func (r *Registrar) publish(ctx context.Context, h Host) {
-	events := h.Subscribe(ctx)
+	changes := h.Changes(ctx)
 	resync := time.NewTicker(r.o.Resync)
 	defer resync.Stop()
 	p := &publisher{r: r, h: h, said: map[string]string{}}
@@ -49,13 +60,13 @@ func (r *Registrar) publish(ctx context.Context, h Host) {
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-events:
+		case _, ok := <-changes:
 			if !ok {
-				events = nil // the host closed
+				changes = nil // the host closed
 			}
-			// One pass for a burst of events (a directory of modules).
-			for len(events) > 0 {
-				<-events
+			// One pass for a burst of changes (a directory of modules).
+			for len(changes) > 0 {
+				<-changes
 			}
 		case <-resync.C:
 			full = true
@@ -90,7 +101,7 @@ func (p *publisher) say(module, msg string, args ...any) {
 // operator loads its modules.
 //
 // Unless full, a pass whose own modules are those of the last pass that
-// succeeded lists nothing: the loads the operator makes are events too,
+// succeeded lists nothing: the loads the operator makes are changes too,
 // and a list of every TinyModule of the namespace per load, per host, is
 // what would load the apiserver most in a large cluster. Full passes (the
 // first, each Resync, after a failure) list anyway, so that a TinyModule

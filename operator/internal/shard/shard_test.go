@@ -1,4 +1,4 @@
-package controller
+package shard
 
 import (
 	"context"
@@ -12,28 +12,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
+	"github.com/tinyhost/tinyhost/operator/kubetest"
 )
 
-// shardsUnderTest is a shards runnable started against the apiserver.
-type shardsUnderTest struct {
-	*shards
+// setUnderTest is a Set started against the apiserver.
+type setUnderTest struct {
+	*Set
 	stop context.CancelFunc
 	done chan struct{}
 }
 
-func startShards(t *testing.T, c client.Client, o ShardOptions) *shardsUnderTest {
+func startSet(t *testing.T, c client.Client, o Options) *setUnderTest {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &shardsUnderTest{shards: newShards(o, c, c, c), stop: cancel, done: make(chan struct{})}
+	set, err := New(o, c, c, c)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	s := &setUnderTest{Set: set, stop: cancel, done: make(chan struct{})}
 	go func() { _ = s.Start(ctx); close(s.done) }()
 	t.Cleanup(func() { cancel(); <-s.done })
 	return s
 }
 
 // owned counts the shards of kind s owns.
-func (s *shards) owned(kind string) int {
+func (s *Set) owned(kind string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -53,27 +55,28 @@ func (s *shards) owned(kind string) int {
 // to the one left.
 func TestShardsBalance(t *testing.T) {
 	env := kubetest.Start(t)
-	ctx := ctxT(t, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	hosts := []string{"a", "b", "c", "d"}
 	for _, h := range hosts {
 		require.NoError(t, env.Client.Create(ctx, &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: h},
 			Spec: v1alpha1.TinyHostSpec{Address: "127.0.0.1:1"}}))
 	}
 	// Long Leases: here they change hands by release, except the stolen one.
-	o := ShardOptions{Namespace: "default", LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	o := Options{Namespace: "default", LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 100 * time.Millisecond}
 	o.Identity = "one"
-	one := startShards(t, env.Client, o)
-	require.Eventually(t, func() bool { return one.owned(kindHost) == 4 && one.owned(kindBucket) == ShardBuckets },
+	one := startSet(t, env.Client, o)
+	require.Eventually(t, func() bool { return one.owned(kindHost) == 4 && one.owned(kindBucket) == Buckets },
 		30*time.Second, 50*time.Millisecond, "one replica alone owns everything")
 
 	o.Identity = "two"
-	two := startShards(t, env.Client, o)
+	two := startSet(t, env.Client, o)
 	require.Eventually(t, func() bool {
 		for _, h := range hosts {
-			require.False(t, one.owns(HostShardLease(h)) && two.owns(HostShardLease(h)), "host %s owned by both", h)
+			require.False(t, one.owns(HostLease(h)) && two.owns(HostLease(h)), "host %s owned by both", h)
 		}
 		return one.owned(kindHost) == 2 && two.owned(kindHost) == 2 &&
-			one.owned(kindBucket) == ShardBuckets/2 && two.owned(kindBucket) == ShardBuckets/2
+			one.owned(kindBucket) == Buckets/2 && two.owned(kindBucket) == Buckets/2
 	}, 30*time.Second, 20*time.Millisecond, "two replicas share hosts and buckets")
 
 	stolen, inflight := shardOf(t, two, hosts, 0), shardOf(t, two, hosts, 1)
@@ -93,17 +96,17 @@ func TestShardsBalance(t *testing.T) {
 	assert.False(t, ok, "no reconcile starts on a shard being released")
 	done()
 	<-two.done
-	require.Eventually(t, func() bool { return one.owned(kindHost) == 4 && one.owned(kindBucket) == ShardBuckets },
+	require.Eventually(t, func() bool { return one.owned(kindHost) == 4 && one.owned(kindBucket) == Buckets },
 		30*time.Second, 50*time.Millisecond, "the replica left takes everything back")
 }
 
 // shardOf is the Lease name of the i-th host s owns.
-func shardOf(t *testing.T, s *shardsUnderTest, hosts []string, i int) string {
+func shardOf(t *testing.T, s *setUnderTest, hosts []string, i int) string {
 	t.Helper()
 	for _, h := range hosts {
-		if s.owns(HostShardLease(h)) {
+		if s.owns(HostLease(h)) {
 			if i == 0 {
-				return HostShardLease(h)
+				return HostLease(h)
 			}
 			i--
 		}
@@ -131,5 +134,5 @@ func leaseHolder(ctx context.Context, c client.Client, name string) string {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &l); err != nil {
 		return "(" + err.Error() + ")"
 	}
-	return holder(&l)
+	return Holder(&l)
 }

@@ -1,4 +1,4 @@
-// Package register makes a tinyhost process known to a Kubernetes cluster
+// Package hostreg makes a tinyhost process known to a Kubernetes cluster
 // (tinyhost --register): it keeps the host's TinyHost (spec.address and the
 // labels the host owns, never status) and renews a coordination.k8s.io
 // Lease named after the host, the heartbeat the operator trusts beside its
@@ -6,7 +6,12 @@
 //
 // Registration never stops the host from serving: every call to the
 // apiserver is retried with backoff, and each failure is logged.
-package register
+//
+// It lives beside the operator's API, whose objects it writes, and is the
+// only package through which the host daemon links Kubernetes. It reads
+// the host through plain values (Host), so that it links nothing of the
+// host and the host nothing of it.
+package hostreg
 
 import (
 	"context"

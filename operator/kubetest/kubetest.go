@@ -5,6 +5,10 @@
 // when it is unset; `make envtest` builds them there from the Go module
 // proxy. A test never skips because they are missing: it fails and says how
 // to build them.
+//
+// It lives with the operator, whose CRDs and admission policy it installs,
+// and outside internal/ because the tests of the binaries, the examples and
+// the Helm chart start their control planes with it too.
 package kubetest
 
 import (
