@@ -42,7 +42,7 @@ const retryDelay = 2 * time.Second
 
 // publish keeps one TinyModule, spec.providedBy this host, for each module
 // the host loaded on its own, until ctx ends: at once, on every change of
-// the host's modules, and every Resync. The seed's modules create their own
+// the host's modules, and every Resync. A Tiny Systems module creates its own
 // TinyModule on startup; here the host does it for the modules it runs.
 func (r *Registrar) publish(ctx context.Context, h Host) {
 	changes := h.Changes(ctx)
