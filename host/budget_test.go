@@ -22,7 +22,7 @@ func TestMemoryBudget(t *testing.T) {
 	const budget = 100 << 20
 	h, _ := newHost(t, host.Options{
 		Capacity: host.Capacity{MemoryBytes: budget},
-		Limits:   host.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: 2, RecyclePages: 512},
+		Limits:   host.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: new(2), RecyclePages: 512},
 	})
 	wasm := abitest.Guest(t, "memgrow")
 	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{})
@@ -53,7 +53,7 @@ func TestMemoryBudgetConcurrentLoads(t *testing.T) {
 	const budget = 100 << 20
 	h, _ := newHost(t, host.Options{
 		Capacity: host.Capacity{MemoryBytes: budget},
-		Limits:   host.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: 2, RecyclePages: 512},
+		Limits:   host.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: new(2), RecyclePages: 512},
 	})
 	wasm := abitest.Guest(t, "memgrow")
 

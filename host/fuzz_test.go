@@ -44,7 +44,7 @@ const (
 var fuzzLimits = host.Limits{
 	MemoryPages:  128,
 	CallTimeout:  50 * time.Millisecond,
-	MinInstances: 1,
+	MinInstances: new(1),
 	MaxInstances: 1,
 	QueueTimeout: 100 * time.Millisecond,
 }

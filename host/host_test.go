@@ -54,7 +54,8 @@ func TestOptions(t *testing.T) {
 	}{
 		{"hop limit", host.Options{HopLimit: -1}, []string{"HopLimit"}},
 		{"memory", host.Options{Limits: host.Limits{MemoryPages: 70000}}, []string{"MemoryPages is 70000"}},
-		{"instances", host.Options{Limits: host.Limits{MinInstances: 4, MaxInstances: 2}}, []string{"MaxInstances is 2"}},
+		{"instances", host.Options{Limits: host.Limits{MinInstances: new(4), MaxInstances: 2}}, []string{"MaxInstances is 2"}},
+		{"negative warm", host.Options{Limits: host.Limits{MinInstances: new(-1)}}, []string{"MinInstances is -1, must not be negative"}},
 		{"capability", host.Options{DefaultCapabilities: []string{"files"}}, []string{`unknown capability "files"`}},
 		{"several", host.Options{HopLimit: -1, Limits: host.Limits{CallTimeout: -time.Second}}, []string{"HopLimit", "CallTimeout"}},
 	} {
@@ -78,7 +79,8 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, uint32(4096), info.Limits.MemoryPages)
 	assert.Equal(t, 10*time.Second, info.Limits.CallTimeout)
 	assert.Equal(t, 4<<20, info.Limits.MaxMessageSize)
-	assert.Equal(t, 1, info.Limits.MinInstances)
+	require.NotNil(t, info.Limits.MinInstances)
+	assert.Equal(t, 1, *info.Limits.MinInstances, "one instance is kept warm")
 	assert.Equal(t, 5*time.Second, info.Limits.QueueTimeout)
 	assert.ElementsMatch(t, []string{abi.CapLog, abi.CapConfig}, info.Capabilities, "only what stays inside the module")
 	assert.Equal(t, 1, info.Pool.Instances)
@@ -291,7 +293,7 @@ func TestIdleWatchdog(t *testing.T) {
 // cancellation, like one that spins, and the module answers afterwards.
 func TestSleepingGuest(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: 4, MaxInstances: 4, CallTimeout: 2 * time.Second}})
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: new(4), MaxInstances: 4, CallTimeout: 2 * time.Second}})
 	require.NoError(t, err)
 	// Four instances, one for each call: a stopped instance is replaced,
 	// which the next call must not have to wait for. 20 s of sleep: only an
@@ -328,12 +330,39 @@ func TestSleepingGuest(t *testing.T) {
 	assert.Equal(t, `{"slept":1}`, string(resp.Payload))
 }
 
+// TestMinInstancesZero: a module loaded with MinInstances 0 keeps no
+// instance once idle, not even the one made to load it; its next call
+// starts one and answers, and that one closes again once idle.
+func TestMinInstancesZero(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	limits := host.Limits{MinInstances: new(0), IdleTimeout: 50 * time.Millisecond}
+	info := load(t, h, "echo", host.LoadOptions{Limits: limits})
+	require.NotNil(t, info.Limits.MinInstances)
+	assert.Equal(t, 0, *info.Limits.MinInstances, "0 is a value, not the default")
+	*limits.MinInstances = 3 // the host keeps its own copy
+
+	idle := func() bool {
+		info, ok := h.Module("echo")
+		return ok && info.Pool.Instances == 0
+	}
+	require.Eventually(t, idle, time.Minute, 10*time.Millisecond, "the instance made to load the module is closed once idle")
+	info, _ = h.Module("echo")
+	assert.Equal(t, 0, *info.Limits.MinInstances)
+	assert.Equal(t, host.PoolStats{Created: 1}, info.Pool, "no instance and no memory is left, and none failed")
+
+	mustEcho(t, h)
+	info, _ = h.Module("echo")
+	assert.Equal(t, uint64(2), info.Pool.Created, "the call started an instance")
+	require.Eventually(t, idle, time.Minute, 10*time.Millisecond, "the instance the call started is closed once idle")
+	mustEcho(t, h)
+}
+
 // TestIdleTimeout: after a burst, the instances beyond MinInstances are
 // closed once idle for IdleTimeout, and the module goes on answering.
 func TestIdleTimeout(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{
-		MinInstances: 1, MaxInstances: 4, IdleTimeout: 300 * time.Millisecond,
+		MinInstances: new(1), MaxInstances: 4, IdleTimeout: 300 * time.Millisecond,
 	}})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -395,7 +424,7 @@ func TestSetConfig(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
 	load(t, h, "hostcalls", host.LoadOptions{
-		Limits: host.Limits{MinInstances: 3},
+		Limits: host.Limits{MinInstances: new(3)},
 		Config: []byte(`{"caller":{"greeting":"hi"}}`),
 	})
 	settings := func() string {
@@ -593,7 +622,7 @@ func TestMemoryFlat(t *testing.T) {
 // -race). Calls may fail only with ErrNotFound (the module is unloaded at
 // that moment); nothing panics or leaks.
 func TestHammer(t *testing.T) {
-	h, _ := newHost(t, host.Options{Limits: host.Limits{MaxInstances: 4, MinInstances: 1}})
+	h, _ := newHost(t, host.Options{Limits: host.Limits{MaxInstances: 4, MinInstances: new(1)}})
 	load(t, h, "echo", host.LoadOptions{})
 	wasm := []([]byte){versioned(t, "1.0.0"), versioned(t, "2.0.0")}
 	ctx := ctxT(t, 2*loadTimeout) // eight loads, two of them cold
@@ -622,7 +651,7 @@ func TestHammer(t *testing.T) {
 				_ = h.Unload(ctx, "versioned")
 				continue
 			}
-			_, err := h.Load(ctx, wasm[i%2], host.LoadOptions{Limits: host.Limits{MinInstances: 2}})
+			_, err := h.Load(ctx, wasm[i%2], host.LoadOptions{Limits: host.Limits{MinInstances: new(2)}})
 			require.NoError(t, err)
 			for range 3 {
 				_ = h.Modules()

@@ -365,7 +365,7 @@ func TestLimitDefaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, host.Limits{
 		MemoryPages: 4096, CallTimeout: 10 * time.Second, MaxMessageSize: 4 << 20,
-		MinInstances: 1, MaxInstances: info.Limits.MaxInstances, QueueTimeout: 5 * time.Second, IdleTimeout: time.Minute,
+		MinInstances: new(1), MaxInstances: info.Limits.MaxInstances, QueueTimeout: 5 * time.Second, IdleTimeout: time.Minute,
 		RecyclePages: 2048, LogLinesPerSecond: 200, LogBytesPerSecond: 256 << 10,
 		MinTimerInterval: 10 * time.Millisecond, MaxTimers: 64, MaxSends: 128, MaxEmits: 1024,
 		HTTPTimeout: 10 * time.Second, MaxHTTPRequestSize: 1 << 20, MaxHTTPResponseSize: 10 << 20,

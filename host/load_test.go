@@ -150,7 +150,7 @@ func TestFailedLoadLeavesNothing(t *testing.T) {
 	h, _ := newHost(t, host.Options{Logger: log, Observer: rec, Capacity: host.Capacity{MaxModules: 1}, DefaultCapabilities: allCaps})
 	leftBehind := hammer.Since(t)
 
-	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Limits: host.Limits{MinInstances: 2}})
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Limits: host.Limits{MinInstances: new(2)}})
 	var lerr *host.LoadError
 	require.ErrorAs(t, err, &lerr)
 	assert.Equal(t, "timerfail", lerr.Module)

@@ -294,6 +294,8 @@ func (v *version) close() {
 }
 
 func (v *version) info() ModuleInfo {
+	limits := v.limits
+	limits.MinInstances = new(minInstances(limits)) // the caller's to change
 	return ModuleInfo{
 		Name:         v.name,
 		Version:      v.desc.Version,
@@ -301,7 +303,7 @@ func (v *version) info() ModuleInfo {
 		Digest:       v.digest,
 		Source:       v.source,
 		LoadedAt:     v.loadedAt,
-		Limits:       v.limits,
+		Limits:       limits,
 		Capabilities: slices.Clone(v.capNames),
 		Labels:       maps.Clone(v.labels),
 		Pool:         v.pool.stats(),
@@ -606,7 +608,7 @@ func (v *version) warm(first *instance, cfg *moduleConfig) error {
 		return err
 	}
 	v.pool.add(first)
-	for i := 1; i < v.limits.MinInstances; i++ {
+	for i := 1; i < minInstances(v.limits); i++ {
 		in, err := v.newInstance(cfg)
 		if err != nil {
 			return err

@@ -200,8 +200,13 @@ type Limits struct {
 	// 4 MiB.
 	MaxMessageSize int
 
-	// MinInstances are kept warm. Default 1.
-	MinInstances int
+	// MinInstances is how many instances are kept warm: nil is the
+	// default, 1. A warm instance answers a call at once, and holds its
+	// linear memory (a Go guest's few MiB and up) while idle. 0 keeps
+	// none: the instance made to load the module, and every later one,
+	// closes after IdleTimeout idle, and the next call first starts one,
+	// which costs an instantiation (and _initialize) on that call.
+	MinInstances *int
 
 	// MaxInstances bound the instances of one module version, and so the
 	// number of concurrent calls into it. Default 2 × GOMAXPROCS.
@@ -470,7 +475,7 @@ func (o *Options) fill() {
 		MemoryPages:    min(defaultMemoryPages, o.Maxima.MemoryPages),
 		CallTimeout:    min(defaultCallTimeout, o.Maxima.CallTimeout),
 		MaxMessageSize: min(defaultMaxMessageSize, o.Maxima.MaxMessageSize),
-		MinInstances:   defaultMinInstances,
+		MinInstances:   new(defaultMinInstances),
 		MaxInstances:   min(2*runtime.GOMAXPROCS(0), o.Maxima.MaxInstances),
 		QueueTimeout:   defaultQueueTimeout,
 		IdleTimeout:    defaultIdleTimeout,
@@ -545,11 +550,15 @@ func (l Limits) over(d Limits) Limits {
 	if l.MaxMessageSize == 0 {
 		l.MaxMessageSize = d.MaxMessageSize
 	}
-	if l.MinInstances == 0 {
+	if l.MinInstances == nil {
 		l.MinInstances = d.MinInstances
 	}
+	if l.MinInstances != nil {
+		// A copy: the caller's variable must not change the pool later.
+		l.MinInstances = new(*l.MinInstances)
+	}
 	if l.MaxInstances == 0 {
-		l.MaxInstances = max(d.MaxInstances, l.MinInstances)
+		l.MaxInstances = max(d.MaxInstances, minInstances(l))
 	}
 	if l.QueueTimeout == 0 {
 		l.QueueTimeout = d.QueueTimeout
@@ -581,6 +590,14 @@ func (l Limits) over(d Limits) Limits {
 	return l.overHTTP(d)
 }
 
+// minInstances is l.MinInstances, or its default when nil.
+func minInstances(l Limits) int {
+	if l.MinInstances == nil {
+		return defaultMinInstances
+	}
+	return *l.MinInstances
+}
+
 // forModule fills what depends on the module's other limits: the default
 // RecyclePages.
 func (l Limits) forModule() Limits {
@@ -601,11 +618,11 @@ func (l Limits) validate() error {
 	if l.MaxMessageSize < 0 || l.MaxMessageSize > abi.MaxMessageSize {
 		errs = append(errs, fmt.Errorf("MaxMessageSize is %d, must be 1 to %d", l.MaxMessageSize, abi.MaxMessageSize))
 	}
-	if l.MinInstances < 0 {
-		errs = append(errs, fmt.Errorf("MinInstances is %d, must be positive", l.MinInstances))
+	if minInstances(l) < 0 {
+		errs = append(errs, fmt.Errorf("MinInstances is %d, must not be negative", minInstances(l)))
 	}
-	if l.MaxInstances < 0 || l.MaxInstances < l.MinInstances {
-		errs = append(errs, fmt.Errorf("MaxInstances is %d, must be at least MinInstances (%d)", l.MaxInstances, l.MinInstances))
+	if l.MaxInstances < 0 || l.MaxInstances < minInstances(l) {
+		errs = append(errs, fmt.Errorf("MaxInstances is %d, must be at least MinInstances (%d)", l.MaxInstances, minInstances(l)))
 	}
 	if l.QueueTimeout < 0 {
 		errs = append(errs, fmt.Errorf("QueueTimeout is %v, must be positive", l.QueueTimeout))

@@ -67,7 +67,7 @@ func TestWasmRuntimePanic(t *testing.T) {
 	}
 
 	t.Run("invoke", func(t *testing.T) {
-		_, err := h.Load(loadCtx(t), wat(t, "echo"), host.LoadOptions{Name: "panicky", Limits: host.Limits{MinInstances: 1, MaxInstances: 1}})
+		_, err := h.Load(loadCtx(t), wat(t, "echo"), host.LoadOptions{Name: "panicky", Limits: host.Limits{MinInstances: new(1), MaxInstances: 1}})
 		require.NoError(t, err)
 		arm("call")
 		_, err = invoke(t, h, "panicky", "c", "in", []byte("x"))

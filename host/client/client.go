@@ -194,12 +194,13 @@ type Module struct {
 	Progress func(sent int)
 }
 
-// Limits of a module to load; a zero field is the host's default.
+// Limits of a module to load; a zero field is the host's default, and so
+// is a nil MinInstances (0 keeps no instance warm; see host.Limits).
 type Limits struct {
 	MemoryPages    uint32
 	CallTimeout    time.Duration
 	MaxMessageSize int
-	MinInstances   int
+	MinInstances   *int
 	MaxInstances   int
 	QueueTimeout   time.Duration
 	IdleTimeout    time.Duration
@@ -212,17 +213,22 @@ type Limits struct {
 	MaxHTTPHeaderBytes  int
 	MaxHTTPRedirects    int // negative: none
 	MaxHTTPRequests     int
+	MaxEmits            int
 }
 
 func (l Limits) proto() *hostv1.Limits {
 	if l == (Limits{}) {
 		return nil
 	}
+	var minInstances *uint32
+	if l.MinInstances != nil {
+		minInstances = new(uint32(*l.MinInstances))
+	}
 	return &hostv1.Limits{
 		MemoryPages:     l.MemoryPages,
 		CallTimeoutMs:   uint32(l.CallTimeout.Milliseconds()),
 		MaxMessageBytes: uint32(l.MaxMessageSize),
-		MinInstances:    uint32(l.MinInstances),
+		MinInstances:    minInstances,
 		MaxInstances:    uint32(l.MaxInstances),
 		QueueTimeoutMs:  uint32(l.QueueTimeout.Milliseconds()),
 		IdleTimeoutMs:   uint32(l.IdleTimeout.Milliseconds()),
@@ -234,6 +240,7 @@ func (l Limits) proto() *hostv1.Limits {
 		MaxHttpHeaderBytes:   uint32(l.MaxHTTPHeaderBytes),
 		MaxHttpRedirects:     int32(l.MaxHTTPRedirects),
 		MaxHttpRequests:      uint32(l.MaxHTTPRequests),
+		MaxEmits:             uint32(l.MaxEmits),
 	}
 }
 

@@ -119,7 +119,7 @@ func TestUnknownPeer(t *testing.T) {
 // stream, and the callee's instance is interrupted.
 func TestCallerCancel(t *testing.T) {
 	const deadline = time.Minute // every timeout of both hosts
-	limits := host.Limits{CallTimeout: deadline, QueueTimeout: deadline, MinInstances: 1, MaxInstances: 1}
+	limits := host.Limits{CallTimeout: deadline, QueueTimeout: deadline, MinInstances: new(1), MaxInstances: 1}
 	relay, sleeper := e2e.WasmBytes(t, e2e.Relay), e2e.WasmBytes(t, e2e.Sleeper)
 	for _, tc := range []struct {
 		name string

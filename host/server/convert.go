@@ -105,7 +105,7 @@ func limitsProto(l host.Limits) *hostv1.Limits {
 		MemoryPages:     l.MemoryPages,
 		CallTimeoutMs:   uint32(l.CallTimeout / time.Millisecond),
 		MaxMessageBytes: uint32(l.MaxMessageSize),
-		MinInstances:    uint32(l.MinInstances),
+		MinInstances:    optionalUint32(l.MinInstances),
 		MaxInstances:    uint32(l.MaxInstances),
 		QueueTimeoutMs:  uint32(l.QueueTimeout / time.Millisecond),
 		IdleTimeoutMs:   uint32(l.IdleTimeout / time.Millisecond),
@@ -117,20 +117,32 @@ func limitsProto(l host.Limits) *hostv1.Limits {
 		MaxHttpHeaderBytes:   uint32(l.MaxHTTPHeaderBytes),
 		MaxHttpRedirects:     int32(l.MaxHTTPRedirects),
 		MaxHttpRequests:      uint32(l.MaxHTTPRequests),
+		MaxEmits:             uint32(l.MaxEmits),
 	}
 }
 
-// limitsHost converts requested limits; zero fields stay zero, which the
-// host reads as "the default".
+func optionalUint32(n *int) *uint32 {
+	if n == nil {
+		return nil
+	}
+	return new(uint32(*n))
+}
+
+// limitsHost converts requested limits; zero fields stay zero, and an
+// absent min_instances nil, which the host reads as "the default".
 func limitsHost(l *hostv1.Limits) host.Limits {
 	if l == nil {
 		return host.Limits{}
+	}
+	var minInstances *int
+	if l.MinInstances != nil {
+		minInstances = new(int(l.GetMinInstances()))
 	}
 	return host.Limits{
 		MemoryPages:    l.GetMemoryPages(),
 		CallTimeout:    time.Duration(l.GetCallTimeoutMs()) * time.Millisecond,
 		MaxMessageSize: int(l.GetMaxMessageBytes()),
-		MinInstances:   int(l.GetMinInstances()),
+		MinInstances:   minInstances,
 		MaxInstances:   int(l.GetMaxInstances()),
 		QueueTimeout:   time.Duration(l.GetQueueTimeoutMs()) * time.Millisecond,
 		IdleTimeout:    time.Duration(l.GetIdleTimeoutMs()) * time.Millisecond,
@@ -142,6 +154,7 @@ func limitsHost(l *hostv1.Limits) host.Limits {
 		MaxHTTPHeaderBytes:  int(l.GetMaxHttpHeaderBytes()),
 		MaxHTTPRedirects:    int(l.GetMaxHttpRedirects()),
 		MaxHTTPRequests:     int(l.GetMaxHttpRequests()),
+		MaxEmits:            int(l.GetMaxEmits()),
 	}
 }
 

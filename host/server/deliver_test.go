@@ -162,7 +162,7 @@ func TestDeliverStreamStop(t *testing.T) {
 	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t)})
 	require.NoError(t, err)
 	defer within(t, time.Minute, "closing the host", func() { h.Close(ctx) })
-	_, err = h.Load(ctx, e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: 1, MaxInstances: 1}})
+	_, err = h.Load(ctx, e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: new(1), MaxInstances: 1}})
 	require.NoError(t, err)
 	srv, err := server.New(h, server.Options{StreamWindow: 1})
 	require.NoError(t, err)

@@ -76,7 +76,7 @@ func TestInvokeStatusCodes(t *testing.T) {
 func TestInvokeSaturatedPool(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.load(t, e2e.WasmBytes(t, e2e.Sleeper), "", host.Limits{
-		MinInstances: 1, MaxInstances: 1, QueueTimeout: 50 * time.Millisecond,
+		MinInstances: new(1), MaxInstances: 1, QueueTimeout: 50 * time.Millisecond,
 	})
 
 	first := make(chan error, 1)
@@ -499,7 +499,7 @@ func TestInvokeStreamWindow(t *testing.T) {
 	// With a window of 2 and a pool of 4, at most 2 calls of one stream run
 	// at once however many the client sends.
 	e := newEnv(t, envOptions{server: server.Options{StreamWindow: 2}})
-	e.load(t, e2e.WasmBytes(t, e2e.Sleeper), "", host.Limits{MinInstances: 4, MaxInstances: 4})
+	e.load(t, e2e.WasmBytes(t, e2e.Sleeper), "", host.Limits{MinInstances: new(4), MaxInstances: 4})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	stream, err := e.client.InvokeStream(ctx)
@@ -548,7 +548,7 @@ func TestGracefulStop(t *testing.T) {
 	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t)})
 	require.NoError(t, err)
 	defer within(t, time.Minute, "closing the host", func() { h.Close(ctx) })
-	_, err = h.Load(ctx, e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: 4, MaxInstances: 4}})
+	_, err = h.Load(ctx, e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: new(4), MaxInstances: 4}})
 	require.NoError(t, err)
 	srv, err := server.New(h, server.Options{})
 	require.NoError(t, err)

@@ -78,11 +78,12 @@ type Config struct {
 	Wiring    map[string][]string `koanf:"wiring"`
 	PeerTLSCA string              `koanf:"peer-tls-ca"`
 
-	// Default limits of every module; zero means the host library's default.
+	// Default limits of every module; zero means the host library's
+	// default, and so does a nil MinInstances.
 	MemoryPages     uint32        `koanf:"memory-pages"`
 	CallTimeout     time.Duration `koanf:"call-timeout"`
 	MaxMessageBytes int           `koanf:"max-message-bytes"`
-	MinInstances    int           `koanf:"min-instances"`
+	MinInstances    *int          `koanf:"min-instances"` // nil unless set: 0 keeps none warm
 	MaxInstances    int           `koanf:"max-instances"`
 	QueueTimeout    time.Duration `koanf:"queue-timeout"`
 	IdleTimeout     time.Duration `koanf:"idle-timeout"`
@@ -209,7 +210,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Uint32("memory-pages", 0, "module default: linear memory per instance in 64 KiB pages (default 4096)")
 	fs.Duration("call-timeout", 0, "module default: how long one call may run (default 10s)")
 	fs.Int("max-message-bytes", 0, "module default: largest message or reply (default 4 MiB)")
-	fs.Int("min-instances", 0, "module default: instances kept warm (default 1)")
+	fs.Int("min-instances", 1, "module default: instances kept warm; 0 keeps none, so that an idle module holds no instance's memory and its next call starts one")
 	fs.Int("max-instances", 0, "module default: most instances at once (default 2 x GOMAXPROCS)")
 	fs.Duration("queue-timeout", 0, "module default: how long a call waits for a free instance (default 5s)")
 	fs.Duration("idle-timeout", 0, "module default: how long an instance beyond min-instances stays idle before it is closed (default 1m)")
@@ -391,9 +392,9 @@ func ParseConfig(args, environ []string) (Config, error) {
 		switch f.Name {
 		case "config", "help", "version":
 			return "", nil
-		case "capabilities":
+		case "capabilities", "min-instances":
 			// Unset, it must stay absent: absent is the host's default,
-			// an empty list is none.
+			// an empty list or 0 is none.
 			if !f.Changed {
 				return "", nil
 			}

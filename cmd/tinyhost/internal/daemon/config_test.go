@@ -308,3 +308,31 @@ func TestParseConfigInsecure(t *testing.T) {
 		})
 	}
 }
+
+// TestParseConfigMinInstances: min-instances set to 0, by any source, is
+// 0 (no instance warm); unset it stays absent, the host's default.
+func TestParseConfigMinInstances(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		file string
+		want *int
+	}{
+		{name: "absent", want: nil},
+		{name: "zero flag", args: []string{"--min-instances", "0"}, want: new(0)},
+		{name: "zero variable", env: []string{"TINYHOST_MIN_INSTANCES=0"}, want: new(0)},
+		{name: "zero in the file", file: "min-instances: 0\n", want: new(0)},
+		{name: "flag over file", file: "min-instances: 0\n", args: []string{"--min-instances", "2"}, want: new(2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append(args, "--config", writeConfig(t, tc.file))
+			}
+			c, err := daemon.ParseConfig(args, tc.env)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, c.MinInstances)
+		})
+	}
+}
