@@ -23,6 +23,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/internal/hammer"
 )
@@ -53,11 +54,11 @@ func TestOptions(t *testing.T) {
 		want []string
 	}{
 		{"hop limit", host.Options{HopLimit: -1}, []string{"HopLimit"}},
-		{"memory", host.Options{Limits: host.Limits{MemoryPages: 70000}}, []string{"MemoryPages is 70000"}},
-		{"instances", host.Options{Limits: host.Limits{MinInstances: new(4), MaxInstances: 2}}, []string{"MaxInstances is 2"}},
-		{"negative warm", host.Options{Limits: host.Limits{MinInstances: new(-1)}}, []string{"MinInstances is -1, must not be negative"}},
+		{"memory", host.Options{Limits: api.Limits{MemoryPages: 70000}}, []string{"MemoryPages is 70000"}},
+		{"instances", host.Options{Limits: api.Limits{MinInstances: new(4), MaxInstances: 2}}, []string{"MaxInstances is 2"}},
+		{"negative warm", host.Options{Limits: api.Limits{MinInstances: new(-1)}}, []string{"MinInstances is -1, must not be negative"}},
 		{"capability", host.Options{DefaultCapabilities: []string{"files"}}, []string{`unknown capability "files"`}},
-		{"several", host.Options{HopLimit: -1, Limits: host.Limits{CallTimeout: -time.Second}}, []string{"HopLimit", "CallTimeout"}},
+		{"several", host.Options{HopLimit: -1, Limits: api.Limits{CallTimeout: -time.Second}}, []string{"HopLimit", "CallTimeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := host.New(context.Background(), tc.opts)
@@ -126,7 +127,7 @@ func TestErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), `module "nosuch" is not loaded`)
 	})
 	t.Run("too large", func(t *testing.T) {
-		load(t, h, "echo", host.LoadOptions{Name: "small", Limits: host.Limits{MaxMessageSize: 1024}})
+		load(t, h, "echo", host.LoadOptions{Name: "small", Limits: api.Limits{MaxMessageSize: 1024}})
 		_, err := invoke(t, h, "small", "echo", "in", make([]byte, 2048))
 		var ce *host.CallError
 		require.ErrorAs(t, err, &ce)
@@ -146,21 +147,21 @@ func TestErrors(t *testing.T) {
 // answers afterwards.
 var hostileCalls = []struct {
 	guest           string
-	limits          host.Limits
+	limits          api.Limits
 	component, port string
 	kind            host.Kind
 	words           []string
 	then            string
 }{
-	{"loop", host.Limits{CallTimeout: 100 * time.Millisecond}, "spinner", "spin",
+	{"loop", api.Limits{CallTimeout: 100 * time.Millisecond}, "spinner", "spin",
 		host.KindTimeout, []string{"loop/spinner/spin: timeout: deadline exceeded after 100ms"}, "in"},
-	{"membomb", host.Limits{MemoryPages: 1024}, "hog", "grow",
+	{"membomb", api.Limits{MemoryPages: 1024}, "hog", "grow",
 		host.KindMemory, []string{"membomb/hog/grow: memory limit: exceeded the memory limit of 1024 pages (64 MiB)", "out of memory"}, "in"},
-	{"badptr", host.Limits{}, "liar", "in",
+	{"badptr", api.Limits{}, "liar", "in",
 		host.KindABIViolation, []string{"badptr/liar/in: ABI violation:", "outside memory"}, "ok"},
-	{"gopanic", host.Limits{}, "panicker", "in",
+	{"gopanic", api.Limits{}, "panicker", "in",
 		host.KindTrap, []string{"gopanic/panicker/in: trap:", `(guest stderr: "panic:`}, "ok"},
-	{"blocker", host.Limits{CallTimeout: 2 * time.Second}, "waiter", "in",
+	{"blocker", api.Limits{CallTimeout: 2 * time.Second}, "waiter", "in",
 		host.KindTrap, []string{"blocker/waiter/in: trap:", "all goroutines are asleep"}, "ok"},
 }
 
@@ -262,7 +263,7 @@ func TestIdleWatchdog(t *testing.T) {
 	t.Cleanup(host.SetReapInterval(time.Hour)) // restored after Close
 	h, _ := newHost(t, host.Options{})
 	const timeout = 200 * time.Millisecond
-	load(t, h, "loop", host.LoadOptions{Limits: host.Limits{CallTimeout: timeout}})
+	load(t, h, "loop", host.LoadOptions{Limits: api.Limits{CallTimeout: timeout}})
 	for range 2 {
 		require.Eventually(t, func() bool { return host.WatchdogParked(h) }, 10*time.Second, time.Millisecond)
 		wakes := host.WatchdogWakes(h)
@@ -293,7 +294,7 @@ func TestIdleWatchdog(t *testing.T) {
 // cancellation, like one that spins, and the module answers afterwards.
 func TestSleepingGuest(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: new(4), MaxInstances: 4, CallTimeout: 2 * time.Second}})
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: api.Limits{MinInstances: new(4), MaxInstances: 4, CallTimeout: 2 * time.Second}})
 	require.NoError(t, err)
 	// Four instances, one for each call: a stopped instance is replaced,
 	// which the next call must not have to wait for. 20 s of sleep: only an
@@ -335,7 +336,7 @@ func TestSleepingGuest(t *testing.T) {
 // starts one and answers, and that one closes again once idle.
 func TestMinInstancesZero(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	limits := host.Limits{MinInstances: new(0), IdleTimeout: 50 * time.Millisecond}
+	limits := api.Limits{MinInstances: new(0), IdleTimeout: 50 * time.Millisecond}
 	info := load(t, h, "echo", host.LoadOptions{Limits: limits})
 	require.NotNil(t, info.Limits.MinInstances)
 	assert.Equal(t, 0, *info.Limits.MinInstances, "0 is a value, not the default")
@@ -361,7 +362,7 @@ func TestMinInstancesZero(t *testing.T) {
 // closed once idle for IdleTimeout, and the module goes on answering.
 func TestIdleTimeout(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: api.Limits{
 		MinInstances: new(1), MaxInstances: 4, IdleTimeout: 300 * time.Millisecond,
 	}})
 	require.NoError(t, err)
@@ -393,7 +394,7 @@ func TestIdleTimeout(t *testing.T) {
 // waits QueueTimeout and fails with ErrBusy.
 func TestBusy(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	load(t, h, "loop", host.LoadOptions{Limits: host.Limits{MaxInstances: 1, QueueTimeout: 50 * time.Millisecond, CallTimeout: time.Second}})
+	load(t, h, "loop", host.LoadOptions{Limits: api.Limits{MaxInstances: 1, QueueTimeout: 50 * time.Millisecond, CallTimeout: time.Second}})
 	spinning := make(chan error, 1)
 	go func() {
 		_, err := h.Invoke(context.Background(), host.Request{Module: "loop", Component: "spinner", Port: "spin"})
@@ -424,7 +425,7 @@ func TestSetConfig(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
 	load(t, h, "hostcalls", host.LoadOptions{
-		Limits: host.Limits{MinInstances: new(3)},
+		Limits: api.Limits{MinInstances: new(3)},
 		Config: []byte(`{"caller":{"greeting":"hi"}}`),
 	})
 	settings := func() string {
@@ -594,7 +595,7 @@ func TestMemoryFlat(t *testing.T) {
 		calls = 10_000
 	}
 	h, _ := newHost(t, host.Options{})
-	load(t, h, "echo", host.LoadOptions{Limits: host.Limits{MaxInstances: 1}})
+	load(t, h, "echo", host.LoadOptions{Limits: api.Limits{MaxInstances: 1}})
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 4096)
 	req := host.Request{Module: "echo", Component: "echo", Port: "in", Payload: payload}
 	ctx := context.Background()
@@ -622,7 +623,7 @@ func TestMemoryFlat(t *testing.T) {
 // -race). Calls may fail only with ErrNotFound (the module is unloaded at
 // that moment); nothing panics or leaks.
 func TestHammer(t *testing.T) {
-	h, _ := newHost(t, host.Options{Limits: host.Limits{MaxInstances: 4, MinInstances: new(1)}})
+	h, _ := newHost(t, host.Options{Limits: api.Limits{MaxInstances: 4, MinInstances: new(1)}})
 	load(t, h, "echo", host.LoadOptions{})
 	wasm := []([]byte){versioned(t, "1.0.0"), versioned(t, "2.0.0")}
 	ctx := ctxT(t, 2*loadTimeout) // eight loads, two of them cold
@@ -651,7 +652,7 @@ func TestHammer(t *testing.T) {
 				_ = h.Unload(ctx, "versioned")
 				continue
 			}
-			_, err := h.Load(ctx, wasm[i%2], host.LoadOptions{Limits: host.Limits{MinInstances: new(2)}})
+			_, err := h.Load(ctx, wasm[i%2], host.LoadOptions{Limits: api.Limits{MinInstances: new(2)}})
 			require.NoError(t, err)
 			for range 3 {
 				_ = h.Modules()
@@ -669,7 +670,7 @@ func TestHammer(t *testing.T) {
 func TestSpinDoesNotStopTheWorld(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	h, _ := newHost(t, host.Options{})
-	load(t, h, "loop", host.LoadOptions{Limits: host.Limits{CallTimeout: 5 * time.Minute}})
+	load(t, h, "loop", host.LoadOptions{Limits: api.Limits{CallTimeout: 5 * time.Minute}})
 	collectDuringCall(t, h, host.Request{Module: "loop", Component: "spinner", Port: "spin"}, nil)
 }
 

@@ -75,7 +75,7 @@ func TestClient(t *testing.T) {
 	wasm := e2e.Guest(t, "echo")
 	require.Greater(t, len(wasm), 2*client.ChunkSize, "the module goes in several chunks")
 	var sent int
-	resp, err := c.Load(ctx, client.Module{Name: "echo", Wasm: wasm, Limits: client.Limits{MaxInstances: 2, CallTimeout: 5 * time.Second},
+	resp, err := c.Load(ctx, client.Module{Name: "echo", Wasm: wasm, Limits: api.Limits{MaxInstances: 2, CallTimeout: 5 * time.Second},
 		Progress: func(n int) { sent = n }})
 	require.NoError(t, err)
 	assert.Equal(t, len(wasm), sent)
@@ -187,7 +187,7 @@ func TestClientHTTPLimits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 
-	want := client.Limits{HTTPTimeout: 1500 * time.Millisecond, MaxHTTPRequestSize: 1000, MaxHTTPResponseSize: 2000,
+	want := api.Limits{HTTPTimeout: 1500 * time.Millisecond, MaxHTTPRequestSize: 1000, MaxHTTPResponseSize: 2000,
 		MaxHTTPHeaders: 7, MaxHTTPHeaderBytes: 3000, MaxHTTPRedirects: -1, MaxHTTPRequests: 3}
 	resp, err := c.Load(ctx, client.Module{Name: "echo", Wasm: e2e.Guest(t, "echo"), Limits: want})
 	require.NoError(t, err)
@@ -227,7 +227,7 @@ func TestClientMinInstancesZero(t *testing.T) {
 
 	wasm := e2e.Guest(t, "echo")
 	resp, err := c.Load(ctx, client.Module{Name: "cold", Wasm: wasm,
-		Limits: client.Limits{MinInstances: new(0), IdleTimeout: 50 * time.Millisecond, MaxEmits: 9}})
+		Limits: api.Limits{MinInstances: new(0), IdleTimeout: 50 * time.Millisecond, MaxEmits: 9}})
 	require.NoError(t, err)
 	l := resp.GetModule().GetLimits()
 	require.NotNil(t, l.MinInstances, "the host says how many it keeps warm")

@@ -100,12 +100,16 @@ func moduleProto(m *host.ModuleInfo) (*hostv1.Module, []string) {
 	return out, slices.Compact(fix)
 }
 
-func limitsProto(l host.Limits) *hostv1.Limits {
+func limitsProto(l api.Limits) *hostv1.Limits {
+	var minInstances *uint32
+	if l.MinInstances != nil {
+		minInstances = new(uint32(*l.MinInstances))
+	}
 	return &hostv1.Limits{
 		MemoryPages:     l.MemoryPages,
 		CallTimeoutMs:   uint32(l.CallTimeout / time.Millisecond),
 		MaxMessageBytes: uint32(l.MaxMessageSize),
-		MinInstances:    optionalUint32(l.MinInstances),
+		MinInstances:    minInstances,
 		MaxInstances:    uint32(l.MaxInstances),
 		QueueTimeoutMs:  uint32(l.QueueTimeout / time.Millisecond),
 		IdleTimeoutMs:   uint32(l.IdleTimeout / time.Millisecond),
@@ -118,36 +122,37 @@ func limitsProto(l host.Limits) *hostv1.Limits {
 		MaxHttpRedirects:     int32(l.MaxHTTPRedirects),
 		MaxHttpRequests:      uint32(l.MaxHTTPRequests),
 		MaxEmits:             uint32(l.MaxEmits),
-	}
-}
 
-func optionalUint32(n *int) *uint32 {
-	if n == nil {
-		return nil
+		RecyclePages:       l.RecyclePages,
+		LogLinesPerSecond:  uint32(l.LogLinesPerSecond),
+		LogBytesPerSecond:  uint32(l.LogBytesPerSecond),
+		MinTimerIntervalMs: uint32(l.MinTimerInterval / time.Millisecond),
+		MaxTimers:          uint32(l.MaxTimers),
+		MaxSends:           uint32(l.MaxSends),
 	}
-	return new(uint32(*n))
 }
 
 // limitsHost converts requested limits; zero fields stay zero, and an
 // absent min_instances nil, which the host reads as "the default".
-func limitsHost(l *hostv1.Limits) host.Limits {
+func limitsHost(l *hostv1.Limits) api.Limits {
 	if l == nil {
-		return host.Limits{}
+		return api.Limits{}
 	}
 	var minInstances *int
 	if l.MinInstances != nil {
 		minInstances = new(int(l.GetMinInstances()))
 	}
-	return host.Limits{
+	ms := func(n uint32) time.Duration { return time.Duration(n) * time.Millisecond }
+	return api.Limits{
 		MemoryPages:    l.GetMemoryPages(),
-		CallTimeout:    time.Duration(l.GetCallTimeoutMs()) * time.Millisecond,
+		CallTimeout:    ms(l.GetCallTimeoutMs()),
 		MaxMessageSize: int(l.GetMaxMessageBytes()),
 		MinInstances:   minInstances,
 		MaxInstances:   int(l.GetMaxInstances()),
-		QueueTimeout:   time.Duration(l.GetQueueTimeoutMs()) * time.Millisecond,
-		IdleTimeout:    time.Duration(l.GetIdleTimeoutMs()) * time.Millisecond,
+		QueueTimeout:   ms(l.GetQueueTimeoutMs()),
+		IdleTimeout:    ms(l.GetIdleTimeoutMs()),
 
-		HTTPTimeout:         time.Duration(l.GetHttpTimeoutMs()) * time.Millisecond,
+		HTTPTimeout:         ms(l.GetHttpTimeoutMs()),
 		MaxHTTPRequestSize:  int(l.GetMaxHttpRequestBytes()),
 		MaxHTTPResponseSize: int(l.GetMaxHttpResponseBytes()),
 		MaxHTTPHeaders:      int(l.GetMaxHttpHeaders()),
@@ -155,6 +160,13 @@ func limitsHost(l *hostv1.Limits) host.Limits {
 		MaxHTTPRedirects:    int(l.GetMaxHttpRedirects()),
 		MaxHTTPRequests:     int(l.GetMaxHttpRequests()),
 		MaxEmits:            int(l.GetMaxEmits()),
+
+		RecyclePages:      l.GetRecyclePages(),
+		LogLinesPerSecond: int(l.GetLogLinesPerSecond()),
+		LogBytesPerSecond: int(l.GetLogBytesPerSecond()),
+		MinTimerInterval:  ms(l.GetMinTimerIntervalMs()),
+		MaxTimers:         int(l.GetMaxTimers()),
+		MaxSends:          int(l.GetMaxSends()),
 	}
 }
 

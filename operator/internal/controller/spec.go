@@ -94,7 +94,7 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 		}
 		return int(*p)
 	}
-	out.Limits = hostclient.Limits{
+	out.Limits = api.Limits{
 		MemoryPages:    uint32(deref(l.MemoryPages)),
 		MaxMessageSize: deref(l.MaxMessageBytes),
 		// Absent is the host's default; 0 is none warm, so it is sent.

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
@@ -166,7 +167,7 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 	if err != nil {
 		return err
 	}
-	m := client.Module{Name: c.o.name, Capabilities: caps, Labels: c.o.labels, Limits: client.Limits{
+	m := client.Module{Name: c.o.name, Capabilities: caps, Labels: c.o.labels, Limits: api.Limits{
 		MemoryPages:    c.o.limits.memoryPages,
 		CallTimeout:    c.o.limits.callTimeout,
 		MaxMessageSize: int(c.o.limits.maxMessage),

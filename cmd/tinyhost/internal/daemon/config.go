@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/register"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/internal/buildinfo"
 )
 
@@ -78,16 +79,10 @@ type Config struct {
 	Wiring    map[string][]string `koanf:"wiring"`
 	PeerTLSCA string              `koanf:"peer-tls-ca"`
 
-	// Default limits of every module; zero means the host library's
-	// default, and so does a nil MinInstances.
-	MemoryPages     uint32        `koanf:"memory-pages"`
-	CallTimeout     time.Duration `koanf:"call-timeout"`
-	MaxMessageBytes int           `koanf:"max-message-bytes"`
-	MinInstances    *int          `koanf:"min-instances"` // nil unless set: 0 keeps none warm
-	MaxInstances    int           `koanf:"max-instances"`
-	QueueTimeout    time.Duration `koanf:"queue-timeout"`
-	IdleTimeout     time.Duration `koanf:"idle-timeout"`
-	MaxEmits        int           `koanf:"max-emits"`
+	// Limits are the default limits of every module, their keys flat
+	// (memory-pages, http-timeout); zero means the host library's default,
+	// and so does a nil MinInstances.
+	Limits api.Limits `koanf:",squash"`
 
 	// Maxima of what a load may ask for (host.Maxima); zero means the
 	// host library's default.
@@ -105,16 +100,6 @@ type Config struct {
 	Namespace          string        `koanf:"namespace"`
 	LeaseDuration      time.Duration `koanf:"lease-duration"`
 	LeaseRenewInterval time.Duration `koanf:"lease-renew-interval"`
-
-	// Module defaults of outbound HTTP (host.Limits, HTTP fields); zero
-	// means the host library's default.
-	HTTPTimeout          time.Duration `koanf:"http-timeout"`
-	HTTPMaxRequestBytes  int           `koanf:"http-max-request-bytes"`
-	HTTPMaxResponseBytes int           `koanf:"http-max-response-bytes"`
-	HTTPMaxHeaders       int           `koanf:"http-max-headers"`
-	HTTPMaxHeaderBytes   int           `koanf:"http-max-header-bytes"`
-	HTTPMaxRedirects     int           `koanf:"http-max-redirects"`
-	HTTPMaxRequests      int           `koanf:"http-max-requests"`
 
 	// Secrets a module may be granted (secret:<name>): name=file pairs,
 	// and a directory whose files are secrets named after them.
@@ -215,6 +200,12 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Duration("queue-timeout", 0, "module default: how long a call waits for a free instance (default 5s)")
 	fs.Duration("idle-timeout", 0, "module default: how long an instance beyond min-instances stays idle before it is closed (default 1m)")
 	fs.Int("max-emits", 0, "module default: most messages one call may emit on unwired ports, each also counting its size and 256 bytes against max-message-bytes; past either the call fails (default 1024)")
+	fs.Uint32("recycle-pages", 0, "module default: linear memory, in 64 KiB pages, past which an instance is closed after its call and replaced (default memory-pages / 2)")
+	fs.Int("log-lines-per-second", 0, "module default: guest log lines per second (log import, stdout and stderr), over all its instances; more are dropped and counted (default 200)")
+	fs.Int("log-bytes-per-second", 0, "module default: bytes of those lines per second, at least one line's worth (default 256 KiB)")
+	fs.Duration("min-timer-interval", 0, "module default: shortest interval the timer import accepts (default 10ms)")
+	fs.Int("max-timers", 0, "module default: timers a module may have running (default 64)")
+	fs.Int("max-sends", 0, "module default: messages a module may have in flight that no one waits for, sends and wired emits (default 128)")
 	fs.Uint32("maximum-memory-pages", 0, "most memory-pages a load may ask for; more is refused (default 16384, 1 GiB)")
 	fs.Duration("maximum-call-timeout", 0, "longest call-timeout a load may ask for; more is refused (default 5m)")
 	fs.Int("maximum-message-bytes", 0, "largest max-message-bytes a load may ask for; more is refused (default 16 MiB)")

@@ -769,7 +769,19 @@ type Limits struct {
 	MaxHttpRedirects     int32  `protobuf:"varint,13,opt,name=max_http_redirects,json=maxHttpRedirects,proto3" json:"max_http_redirects,omitempty"`
 	MaxHttpRequests      uint32 `protobuf:"varint,14,opt,name=max_http_requests,json=maxHttpRequests,proto3" json:"max_http_requests,omitempty"`
 	// Messages one call may emit on unwired ports.
-	MaxEmits      uint32 `protobuf:"varint,15,opt,name=max_emits,json=maxEmits,proto3" json:"max_emits,omitempty"`
+	MaxEmits uint32 `protobuf:"varint,15,opt,name=max_emits,json=maxEmits,proto3" json:"max_emits,omitempty"`
+	// Linear memory, in 64 KiB pages, past which an instance is closed after
+	// its call and replaced.
+	RecyclePages uint32 `protobuf:"varint,16,opt,name=recycle_pages,json=recyclePages,proto3" json:"recycle_pages,omitempty"`
+	// The module's guest log lines per second, and their bytes.
+	LogLinesPerSecond uint32 `protobuf:"varint,17,opt,name=log_lines_per_second,json=logLinesPerSecond,proto3" json:"log_lines_per_second,omitempty"`
+	LogBytesPerSecond uint32 `protobuf:"varint,18,opt,name=log_bytes_per_second,json=logBytesPerSecond,proto3" json:"log_bytes_per_second,omitempty"`
+	// The shortest interval the timer import accepts.
+	MinTimerIntervalMs uint32 `protobuf:"varint,19,opt,name=min_timer_interval_ms,json=minTimerIntervalMs,proto3" json:"min_timer_interval_ms,omitempty"`
+	// Timers running at once.
+	MaxTimers uint32 `protobuf:"varint,20,opt,name=max_timers,json=maxTimers,proto3" json:"max_timers,omitempty"`
+	// Messages in flight that no one waits for (send, wired emits).
+	MaxSends      uint32 `protobuf:"varint,21,opt,name=max_sends,json=maxSends,proto3" json:"max_sends,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -905,6 +917,48 @@ func (x *Limits) GetMaxHttpRequests() uint32 {
 func (x *Limits) GetMaxEmits() uint32 {
 	if x != nil {
 		return x.MaxEmits
+	}
+	return 0
+}
+
+func (x *Limits) GetRecyclePages() uint32 {
+	if x != nil {
+		return x.RecyclePages
+	}
+	return 0
+}
+
+func (x *Limits) GetLogLinesPerSecond() uint32 {
+	if x != nil {
+		return x.LogLinesPerSecond
+	}
+	return 0
+}
+
+func (x *Limits) GetLogBytesPerSecond() uint32 {
+	if x != nil {
+		return x.LogBytesPerSecond
+	}
+	return 0
+}
+
+func (x *Limits) GetMinTimerIntervalMs() uint32 {
+	if x != nil {
+		return x.MinTimerIntervalMs
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxTimers() uint32 {
+	if x != nil {
+		return x.MaxTimers
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxSends() uint32 {
+	if x != nil {
+		return x.MaxSends
 	}
 	return 0
 }
@@ -2792,7 +2846,7 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x04Port\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tdirection\x18\x02 \x01(\tR\tdirection\x12\x16\n" +
-	"\x06schema\x18\x03 \x01(\tR\x06schema\"\x9a\x05\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\"\x90\a\n" +
 	"\x06Limits\x12!\n" +
 	"\fmemory_pages\x18\x01 \x01(\rR\vmemoryPages\x12&\n" +
 	"\x0fcall_timeout_ms\x18\x02 \x01(\rR\rcallTimeoutMs\x12*\n" +
@@ -2809,7 +2863,14 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x15max_http_header_bytes\x18\f \x01(\rR\x12maxHttpHeaderBytes\x12,\n" +
 	"\x12max_http_redirects\x18\r \x01(\x05R\x10maxHttpRedirects\x12*\n" +
 	"\x11max_http_requests\x18\x0e \x01(\rR\x0fmaxHttpRequests\x12\x1b\n" +
-	"\tmax_emits\x18\x0f \x01(\rR\bmaxEmitsB\x10\n" +
+	"\tmax_emits\x18\x0f \x01(\rR\bmaxEmits\x12#\n" +
+	"\rrecycle_pages\x18\x10 \x01(\rR\frecyclePages\x12/\n" +
+	"\x14log_lines_per_second\x18\x11 \x01(\rR\x11logLinesPerSecond\x12/\n" +
+	"\x14log_bytes_per_second\x18\x12 \x01(\rR\x11logBytesPerSecond\x121\n" +
+	"\x15min_timer_interval_ms\x18\x13 \x01(\rR\x12minTimerIntervalMs\x12\x1d\n" +
+	"\n" +
+	"max_timers\x18\x14 \x01(\rR\tmaxTimers\x12\x1b\n" +
+	"\tmax_sends\x18\x15 \x01(\rR\bmaxSendsB\x10\n" +
 	"\x0e_min_instances\"\xd6\x01\n" +
 	"\x04Pool\x12\x1c\n" +
 	"\tinstances\x18\x01 \x01(\rR\tinstances\x12\x15\n" +
