@@ -21,6 +21,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	hostapi "github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/internal/instrument"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
@@ -41,7 +42,7 @@ func BenchmarkInvoke(b *testing.B) {
 	load(b, h, "echo", host.LoadOptions{})
 	_, err := h.Load(context.Background(), e2e.WasmBytes(b, "internal/e2e/testdata/sdkecho"), host.LoadOptions{})
 	require.NoError(b, err)
-	load(b, h, "loop", host.LoadOptions{Limits: host.Limits{CallTimeout: 20 * time.Millisecond}})
+	load(b, h, "loop", host.LoadOptions{Limits: hostapi.Limits{CallTimeout: 20 * time.Millisecond}})
 	ctx := context.Background()
 	guests := []struct{ name, module string }{{"raw", "echo"}, {"sdk", "sdkecho"}}
 	for _, g := range guests {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // TestMemoryBudget: two modules that grow every instance to its memory
@@ -22,7 +23,7 @@ func TestMemoryBudget(t *testing.T) {
 	const budget = 100 << 20
 	h, _ := newHost(t, host.Options{
 		Capacity: host.Capacity{MemoryBytes: budget},
-		Limits:   host.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: 2, RecyclePages: 512},
+		Limits:   api.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: new(2), RecyclePages: 512},
 	})
 	wasm := abitest.Guest(t, "memgrow")
 	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{})
@@ -53,7 +54,7 @@ func TestMemoryBudgetConcurrentLoads(t *testing.T) {
 	const budget = 100 << 20
 	h, _ := newHost(t, host.Options{
 		Capacity: host.Capacity{MemoryBytes: budget},
-		Limits:   host.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: 2, RecyclePages: 512},
+		Limits:   api.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: new(2), RecyclePages: 512},
 	})
 	wasm := abitest.Guest(t, "memgrow")
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // TestCompileMemoryRefused loads a generated module of a million empty
@@ -39,7 +40,7 @@ func TestCompileMemoryShared(t *testing.T) {
 	wasm := manyFunctions(20_000)
 	cost := host.CompileCost(wasm)
 	budget := 3 * cost
-	h, _ := newHost(t, host.Options{Capacity: host.Capacity{MemoryBytes: budget}, Limits: host.Limits{MemoryPages: 1, MaxInstances: 1}})
+	h, _ := newHost(t, host.Options{Capacity: host.Capacity{MemoryBytes: budget}, Limits: api.Limits{MemoryPages: 1, MaxInstances: 1}})
 	release := host.HoldCompileMemory(h, 2*cost+1)
 
 	loaded := make(chan error, 1)

@@ -10,6 +10,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // TestConformance runs the ABI v1 conformance kit against the host.
@@ -24,9 +25,9 @@ type kitHost struct {
 	logs *logSink
 }
 
-func (k *kitHost) Load(ctx context.Context, wasm []byte, l abitest.Limits) (abitest.Module, error) {
+func (k *kitHost) Load(ctx context.Context, wasm []byte, l abitest.LoadSpec) (abitest.Module, error) {
 	info, err := k.h.Load(ctx, wasm, host.LoadOptions{
-		Limits:       host.Limits{MemoryPages: l.MemoryPages, CallTimeout: l.CallTimeout, MaxMessageSize: l.MaxMessageSize},
+		Limits:       api.Limits{MemoryPages: l.MemoryPages, CallTimeout: l.CallTimeout, MaxMessageSize: l.MaxMessageSize},
 		Config:       l.Config,
 		Capabilities: l.Capabilities,
 	})

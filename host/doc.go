@@ -30,7 +30,8 @@
 // wazero checks for cancellation between the functions it compiles, so a
 // compile cut off stops soon; what it cannot interrupt (decoding,
 // validating, one function) keeps its slot until it ends, while the load
-// has already failed. The module is then instantiated MinInstances times.
+// has already failed. The module is then instantiated MinInstances times,
+// and at least once: the first instance describes it.
 // Each instance runs the module's start function, if it has one, then
 // _initialize; the first one describes the module, whose
 // descriptor gives the module its name (LoadOptions.Name overrides it); each
@@ -86,6 +87,14 @@
 // waits at most QueueTimeout, then fails with ErrBusy. Once a second the
 // watchdog closes the instances beyond MinInstances that have been idle for
 // IdleTimeout, least recently used first.
+//
+// MinInstances is what a module costs at rest. The default, one, answers
+// the first call after an idle spell at once and holds that instance's
+// linear memory (a Go guest's few MiB and up) all along. 0 keeps none:
+// the instance made to load the module closes after IdleTimeout like any
+// other, PoolStats shows none, and the next call waits for one to be
+// instantiated (its start function and _initialize run again,
+// milliseconds for a Go guest) before it runs.
 //
 // The request is encoded straight into the guest's own request buffer (the
 // guest hands it out once through tinyhost_buffer; the host asks again only

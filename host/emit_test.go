@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // TestEmitBound calls a guest that emits a million messages of 6 bytes in
@@ -32,7 +33,7 @@ func TestEmitBound(t *testing.T) {
 	assert.LessOrEqual(t, allocated, uint64(emitBound))
 
 	// A module allowed more messages is bounded by their real size.
-	_, err = h.Load(loadCtx(t), fixture(t, "emitter"), host.LoadOptions{Name: "roomy", Limits: host.Limits{MaxEmits: 2_000_000, MaxMessageSize: 16 << 20}})
+	_, err = h.Load(loadCtx(t), fixture(t, "emitter"), host.LoadOptions{Name: "roomy", Limits: api.Limits{MaxEmits: 2_000_000, MaxMessageSize: 16 << 20}})
 	require.NoError(t, err)
 	resp, err := invoke(t, h, "roomy", "e", "many", nil)
 	// 16 MiB holds 16 MiB / (14 + 256) messages: the bytes bound the call.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // The fuzz targets feed one host, under small limits, module after module:
@@ -41,10 +42,10 @@ const (
 
 // fuzzLimits are the limits of a fuzzed module: a Go guest still fits in
 // its memory.
-var fuzzLimits = host.Limits{
+var fuzzLimits = api.Limits{
 	MemoryPages:  128,
 	CallTimeout:  50 * time.Millisecond,
-	MinInstances: 1,
+	MinInstances: new(1),
 	MaxInstances: 1,
 	QueueTimeout: 100 * time.Millisecond,
 }

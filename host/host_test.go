@@ -23,6 +23,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/internal/hammer"
 )
@@ -53,10 +54,11 @@ func TestOptions(t *testing.T) {
 		want []string
 	}{
 		{"hop limit", host.Options{HopLimit: -1}, []string{"HopLimit"}},
-		{"memory", host.Options{Limits: host.Limits{MemoryPages: 70000}}, []string{"MemoryPages is 70000"}},
-		{"instances", host.Options{Limits: host.Limits{MinInstances: 4, MaxInstances: 2}}, []string{"MaxInstances is 2"}},
+		{"memory", host.Options{Limits: api.Limits{MemoryPages: 70000}}, []string{"MemoryPages is 70000"}},
+		{"instances", host.Options{Limits: api.Limits{MinInstances: new(4), MaxInstances: 2}}, []string{"MaxInstances is 2"}},
+		{"negative warm", host.Options{Limits: api.Limits{MinInstances: new(-1)}}, []string{"MinInstances is -1, must not be negative"}},
 		{"capability", host.Options{DefaultCapabilities: []string{"files"}}, []string{`unknown capability "files"`}},
-		{"several", host.Options{HopLimit: -1, Limits: host.Limits{CallTimeout: -time.Second}}, []string{"HopLimit", "CallTimeout"}},
+		{"several", host.Options{HopLimit: -1, Limits: api.Limits{CallTimeout: -time.Second}}, []string{"HopLimit", "CallTimeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := host.New(context.Background(), tc.opts)
@@ -78,7 +80,8 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, uint32(4096), info.Limits.MemoryPages)
 	assert.Equal(t, 10*time.Second, info.Limits.CallTimeout)
 	assert.Equal(t, 4<<20, info.Limits.MaxMessageSize)
-	assert.Equal(t, 1, info.Limits.MinInstances)
+	require.NotNil(t, info.Limits.MinInstances)
+	assert.Equal(t, 1, *info.Limits.MinInstances, "one instance is kept warm")
 	assert.Equal(t, 5*time.Second, info.Limits.QueueTimeout)
 	assert.ElementsMatch(t, []string{abi.CapLog, abi.CapConfig}, info.Capabilities, "only what stays inside the module")
 	assert.Equal(t, 1, info.Pool.Instances)
@@ -124,7 +127,7 @@ func TestErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), `module "nosuch" is not loaded`)
 	})
 	t.Run("too large", func(t *testing.T) {
-		load(t, h, "echo", host.LoadOptions{Name: "small", Limits: host.Limits{MaxMessageSize: 1024}})
+		load(t, h, "echo", host.LoadOptions{Name: "small", Limits: api.Limits{MaxMessageSize: 1024}})
 		_, err := invoke(t, h, "small", "echo", "in", make([]byte, 2048))
 		var ce *host.CallError
 		require.ErrorAs(t, err, &ce)
@@ -144,21 +147,21 @@ func TestErrors(t *testing.T) {
 // answers afterwards.
 var hostileCalls = []struct {
 	guest           string
-	limits          host.Limits
+	limits          api.Limits
 	component, port string
 	kind            host.Kind
 	words           []string
 	then            string
 }{
-	{"loop", host.Limits{CallTimeout: 100 * time.Millisecond}, "spinner", "spin",
+	{"loop", api.Limits{CallTimeout: 100 * time.Millisecond}, "spinner", "spin",
 		host.KindTimeout, []string{"loop/spinner/spin: timeout: deadline exceeded after 100ms"}, "in"},
-	{"membomb", host.Limits{MemoryPages: 1024}, "hog", "grow",
+	{"membomb", api.Limits{MemoryPages: 1024}, "hog", "grow",
 		host.KindMemory, []string{"membomb/hog/grow: memory limit: exceeded the memory limit of 1024 pages (64 MiB)", "out of memory"}, "in"},
-	{"badptr", host.Limits{}, "liar", "in",
+	{"badptr", api.Limits{}, "liar", "in",
 		host.KindABIViolation, []string{"badptr/liar/in: ABI violation:", "outside memory"}, "ok"},
-	{"gopanic", host.Limits{}, "panicker", "in",
+	{"gopanic", api.Limits{}, "panicker", "in",
 		host.KindTrap, []string{"gopanic/panicker/in: trap:", `(guest stderr: "panic:`}, "ok"},
-	{"blocker", host.Limits{CallTimeout: 2 * time.Second}, "waiter", "in",
+	{"blocker", api.Limits{CallTimeout: 2 * time.Second}, "waiter", "in",
 		host.KindTrap, []string{"blocker/waiter/in: trap:", "all goroutines are asleep"}, "ok"},
 }
 
@@ -260,7 +263,7 @@ func TestIdleWatchdog(t *testing.T) {
 	t.Cleanup(host.SetReapInterval(time.Hour)) // restored after Close
 	h, _ := newHost(t, host.Options{})
 	const timeout = 200 * time.Millisecond
-	load(t, h, "loop", host.LoadOptions{Limits: host.Limits{CallTimeout: timeout}})
+	load(t, h, "loop", host.LoadOptions{Limits: api.Limits{CallTimeout: timeout}})
 	for range 2 {
 		require.Eventually(t, func() bool { return host.WatchdogParked(h) }, 10*time.Second, time.Millisecond)
 		wakes := host.WatchdogWakes(h)
@@ -291,7 +294,7 @@ func TestIdleWatchdog(t *testing.T) {
 // cancellation, like one that spins, and the module answers afterwards.
 func TestSleepingGuest(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: 4, MaxInstances: 4, CallTimeout: 2 * time.Second}})
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: api.Limits{MinInstances: new(4), MaxInstances: 4, CallTimeout: 2 * time.Second}})
 	require.NoError(t, err)
 	// Four instances, one for each call: a stopped instance is replaced,
 	// which the next call must not have to wait for. 20 s of sleep: only an
@@ -328,12 +331,39 @@ func TestSleepingGuest(t *testing.T) {
 	assert.Equal(t, `{"slept":1}`, string(resp.Payload))
 }
 
+// TestMinInstancesZero: a module loaded with MinInstances 0 keeps no
+// instance once idle, not even the one made to load it; its next call
+// starts one and answers, and that one closes again once idle.
+func TestMinInstancesZero(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	limits := api.Limits{MinInstances: new(0), IdleTimeout: 50 * time.Millisecond}
+	info := load(t, h, "echo", host.LoadOptions{Limits: limits})
+	require.NotNil(t, info.Limits.MinInstances)
+	assert.Equal(t, 0, *info.Limits.MinInstances, "0 is a value, not the default")
+	*limits.MinInstances = 3 // the host keeps its own copy
+
+	idle := func() bool {
+		info, ok := h.Module("echo")
+		return ok && info.Pool.Instances == 0
+	}
+	require.Eventually(t, idle, time.Minute, 10*time.Millisecond, "the instance made to load the module is closed once idle")
+	info, _ = h.Module("echo")
+	assert.Equal(t, 0, *info.Limits.MinInstances)
+	assert.Equal(t, host.PoolStats{Created: 1}, info.Pool, "no instance and no memory is left, and none failed")
+
+	mustEcho(t, h)
+	info, _ = h.Module("echo")
+	assert.Equal(t, uint64(2), info.Pool.Created, "the call started an instance")
+	require.Eventually(t, idle, time.Minute, 10*time.Millisecond, "the instance the call started is closed once idle")
+	mustEcho(t, h)
+}
+
 // TestIdleTimeout: after a burst, the instances beyond MinInstances are
 // closed once idle for IdleTimeout, and the module goes on answering.
 func TestIdleTimeout(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{
-		MinInstances: 1, MaxInstances: 4, IdleTimeout: 300 * time.Millisecond,
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: api.Limits{
+		MinInstances: new(1), MaxInstances: 4, IdleTimeout: 300 * time.Millisecond,
 	}})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -364,7 +394,7 @@ func TestIdleTimeout(t *testing.T) {
 // waits QueueTimeout and fails with ErrBusy.
 func TestBusy(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
-	load(t, h, "loop", host.LoadOptions{Limits: host.Limits{MaxInstances: 1, QueueTimeout: 50 * time.Millisecond, CallTimeout: time.Second}})
+	load(t, h, "loop", host.LoadOptions{Limits: api.Limits{MaxInstances: 1, QueueTimeout: 50 * time.Millisecond, CallTimeout: time.Second}})
 	spinning := make(chan error, 1)
 	go func() {
 		_, err := h.Invoke(context.Background(), host.Request{Module: "loop", Component: "spinner", Port: "spin"})
@@ -395,7 +425,7 @@ func TestSetConfig(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
 	load(t, h, "hostcalls", host.LoadOptions{
-		Limits: host.Limits{MinInstances: 3},
+		Limits: api.Limits{MinInstances: new(3)},
 		Config: []byte(`{"caller":{"greeting":"hi"}}`),
 	})
 	settings := func() string {
@@ -565,7 +595,7 @@ func TestMemoryFlat(t *testing.T) {
 		calls = 10_000
 	}
 	h, _ := newHost(t, host.Options{})
-	load(t, h, "echo", host.LoadOptions{Limits: host.Limits{MaxInstances: 1}})
+	load(t, h, "echo", host.LoadOptions{Limits: api.Limits{MaxInstances: 1}})
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 4096)
 	req := host.Request{Module: "echo", Component: "echo", Port: "in", Payload: payload}
 	ctx := context.Background()
@@ -593,7 +623,7 @@ func TestMemoryFlat(t *testing.T) {
 // -race). Calls may fail only with ErrNotFound (the module is unloaded at
 // that moment); nothing panics or leaks.
 func TestHammer(t *testing.T) {
-	h, _ := newHost(t, host.Options{Limits: host.Limits{MaxInstances: 4, MinInstances: 1}})
+	h, _ := newHost(t, host.Options{Limits: api.Limits{MaxInstances: 4, MinInstances: new(1)}})
 	load(t, h, "echo", host.LoadOptions{})
 	wasm := []([]byte){versioned(t, "1.0.0"), versioned(t, "2.0.0")}
 	ctx := ctxT(t, 2*loadTimeout) // eight loads, two of them cold
@@ -622,7 +652,7 @@ func TestHammer(t *testing.T) {
 				_ = h.Unload(ctx, "versioned")
 				continue
 			}
-			_, err := h.Load(ctx, wasm[i%2], host.LoadOptions{Limits: host.Limits{MinInstances: 2}})
+			_, err := h.Load(ctx, wasm[i%2], host.LoadOptions{Limits: api.Limits{MinInstances: new(2)}})
 			require.NoError(t, err)
 			for range 3 {
 				_ = h.Modules()
@@ -640,7 +670,7 @@ func TestHammer(t *testing.T) {
 func TestSpinDoesNotStopTheWorld(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	h, _ := newHost(t, host.Options{})
-	load(t, h, "loop", host.LoadOptions{Limits: host.Limits{CallTimeout: 5 * time.Minute}})
+	load(t, h, "loop", host.LoadOptions{Limits: api.Limits{CallTimeout: 5 * time.Minute}})
 	collectDuringCall(t, h, host.Request{Module: "loop", Component: "spinner", Port: "spin"}, nil)
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/internal/netaddr"
 )
 
@@ -380,7 +381,7 @@ func readAtMost(dst []byte, r io.Reader, most int) ([]byte, error) {
 
 // checkHeaders checks headers against the module's limits of count and
 // bytes.
-func checkHeaders(what string, h []abi.KV, l *Limits) (abi.Status, string) {
+func checkHeaders(what string, h []abi.KV, l *api.Limits) (abi.Status, string) {
 	if len(h) > l.MaxHTTPHeaders {
 		return abi.StatusTooLarge, fmt.Sprintf("http: %s has %d headers, limit %d (MaxHTTPHeaders)", what, len(h), l.MaxHTTPHeaders)
 	}
@@ -491,7 +492,7 @@ func (g *grants) addHTTP(n, tgt string, targeted bool) error {
 }
 
 // overHTTP returns l with its zero HTTP limits taken from d.
-func (l Limits) overHTTP(d Limits) Limits {
+func overHTTP(l, d api.Limits) api.Limits {
 	for _, f := range []struct {
 		p *int
 		d int
@@ -513,7 +514,7 @@ func (l Limits) overHTTP(d Limits) Limits {
 	return l
 }
 
-func (l Limits) validateHTTP() []error {
+func checkHTTPLimits(l api.Limits) []error {
 	var errs []error
 	for _, f := range []struct {
 		name string

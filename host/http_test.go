@@ -20,6 +20,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/internal/hammer"
 )
 
@@ -30,7 +31,7 @@ type fetcher struct {
 	name string
 }
 
-func loadFetcher(t *testing.T, h *host.Host, name string, limits host.Limits, caps ...string) fetcher {
+func loadFetcher(t *testing.T, h *host.Host, name string, limits api.Limits, caps ...string) fetcher {
 	t.Helper()
 	_, err := h.Load(loadCtx(t), abitest.Guest(t, "fetch"), host.LoadOptions{Name: name, Limits: limits, Capabilities: append([]string{abi.CapLog}, caps...)})
 	require.NoError(t, err)
@@ -111,12 +112,12 @@ func TestHTTPGrants(t *testing.T) {
 		return nil, fmt.Errorf("test: no dialling %s", addr)
 	}, nil)
 
-	none := loadFetcher(t, h, "none", host.Limits{})
+	none := loadFetcher(t, h, "none", api.Limits{})
 	st, _, reason := none.do(t, "GET", srv.URL, nil)
 	assert.Equal(t, abi.StatusDenied, st, reason)
 	assert.Contains(t, reason, "capability http is not granted")
 
-	f := loadFetcher(t, h, "granted", host.Limits{}, grantOf(srv), "http:api.example.com", "http:*.example.org")
+	f := loadFetcher(t, h, "granted", api.Limits{}, grantOf(srv), "http:api.example.com", "http:*.example.org")
 	for _, tc := range []struct {
 		url  string
 		want abi.Status
@@ -177,7 +178,7 @@ func TestHTTPRedirect(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	f := loadFetcher(t, h, "redirects", host.Limits{}, grantOf(srv))
+	f := loadFetcher(t, h, "redirects", api.Limits{}, grantOf(srv))
 
 	st, _, reason := f.do(t, "GET", srv.URL+"/away", nil)
 	assert.Equal(t, abi.StatusDenied, st, reason)
@@ -212,7 +213,7 @@ func TestHTTPInternalAddresses(t *testing.T) {
 			h, _ := newHost(t, host.Options{})
 			var lookups atomic.Int32
 			host.SetHTTPNet(h, resolver(&lookups, tc.addr), noDial(t), nil)
-			f := loadFetcher(t, h, "internal", host.Limits{}, "http:metadata.example.com")
+			f := loadFetcher(t, h, "internal", api.Limits{}, "http:metadata.example.com")
 			st, _, reason := f.do(t, "GET", "http://metadata.example.com/latest/meta-data/", nil)
 			assert.Equal(t, abi.StatusDenied, st, reason)
 			assert.Contains(t, reason, tc.kind+" address that no grant names")
@@ -237,7 +238,7 @@ func TestHTTPInternalAddresses(t *testing.T) {
 			var d net.Dialer
 			return d.DialContext(ctx, network, srv.Listener.Addr().String())
 		}, nil)
-		f := loadFetcher(t, h, "mixed", host.Limits{}, "http:api.example.com")
+		f := loadFetcher(t, h, "mixed", api.Limits{}, "http:api.example.com")
 		st, resp, reason := f.do(t, "GET", "http://api.example.com/m", nil)
 		require.Equal(t, abi.StatusOK, st, reason)
 		assert.Equal(t, "hello GET /m", string(resp.Body))
@@ -261,7 +262,7 @@ func TestHTTPInternalAddresses(t *testing.T) {
 			var d net.Dialer
 			return d.DialContext(ctx, network, srv.Listener.Addr().String())
 		}, nil)
-		f := loadFetcher(t, h, "literal", host.Limits{}, "http:10.0.0.1")
+		f := loadFetcher(t, h, "literal", api.Limits{}, "http:10.0.0.1")
 		st, resp, reason := f.do(t, "GET", "http://10.0.0.1/x", nil)
 		require.Equal(t, abi.StatusOK, st, reason)
 		assert.Equal(t, "hello GET /x", string(resp.Body))
@@ -302,7 +303,7 @@ func TestHTTPBounds(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	f := loadFetcher(t, h, "bounded", host.Limits{MaxHTTPResponseSize: 1024, MaxHTTPRequestSize: 100, HTTPTimeout: 300 * time.Millisecond}, grantOf(srv))
+	f := loadFetcher(t, h, "bounded", api.Limits{MaxHTTPResponseSize: 1024, MaxHTTPRequestSize: 100, HTTPTimeout: 300 * time.Millisecond}, grantOf(srv))
 
 	st, resp, reason := f.do(t, "GET", srv.URL+"/exact", nil)
 	require.Equal(t, abi.StatusOK, st, reason)
@@ -323,7 +324,7 @@ func TestHTTPBounds(t *testing.T) {
 	// The call's deadline, sooner than HTTPTimeout, ends the request too:
 	// the guest gets a timeout, unless the host interrupts it first for
 	// being out of time itself.
-	g := loadFetcher(t, h, "call-bounded", host.Limits{CallTimeout: 500 * time.Millisecond, HTTPTimeout: time.Hour}, grantOf(srv))
+	g := loadFetcher(t, h, "call-bounded", api.Limits{CallTimeout: 500 * time.Millisecond, HTTPTimeout: time.Hour}, grantOf(srv))
 	resp2, err := g.try(t.Context(), "GET", srv.URL+"/stall", nil)
 	if err != nil {
 		assert.Equal(t, host.KindTimeout, kindOf(err), "%v", err)
@@ -340,7 +341,7 @@ func TestHTTPS(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
 	host.SetHTTPNet(h, nil, nil, roots)
-	f := loadFetcher(t, h, "tls", host.Limits{}, grantOf(srv))
+	f := loadFetcher(t, h, "tls", api.Limits{}, grantOf(srv))
 	st, resp, reason := f.do(t, "GET", srv.URL+"/s", nil)
 	require.Equal(t, abi.StatusOK, st, reason)
 	assert.Equal(t, "hello GET /s", string(resp.Body))
@@ -370,7 +371,7 @@ func TestHTTPConcurrency(t *testing.T) {
 		hello(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	f := loadFetcher(t, h, "many", host.Limits{MaxInstances: 16, MaxHTTPRequests: most, QueueTimeout: 5 * time.Minute, CallTimeout: 5 * time.Minute}, grantOf(srv))
+	f := loadFetcher(t, h, "many", api.Limits{MaxInstances: 16, MaxHTTPRequests: most, QueueTimeout: 5 * time.Minute, CallTimeout: 5 * time.Minute}, grantOf(srv))
 	var failed atomic.Int32
 	hammer.Run(t, 1000, 1, func(int, int) {
 		resp, err := f.try(t.Context(), "GET", srv.URL, nil)
@@ -399,14 +400,14 @@ func TestHTTPHeaderBounds(t *testing.T) {
 		_, _ = fmt.Fprintf(w, "host %s", r.Host)
 	}))
 	t.Cleanup(srv.Close)
-	f := loadFetcher(t, h, "headers", host.Limits{MaxHTTPHeaders: 8}, grantOf(srv))
+	f := loadFetcher(t, h, "headers", api.Limits{MaxHTTPHeaders: 8}, grantOf(srv))
 	resp, err := f.h.Invoke(t.Context(), host.Request{Module: "headers", Component: "f", Port: "do",
 		Payload: abi.AppendHTTPRequest(nil, &abi.HTTPRequest{URL: srv.URL})})
 	require.NoError(t, err)
 	assert.Equal(t, abi.StatusTooLarge, abi.Status(resp.Payload[0]), "%s", resp.Payload[1:])
 	assert.Contains(t, string(resp.Payload[1:]), "MaxHTTPHeaders")
 
-	g := loadFetcher(t, h, "headerbytes", host.Limits{MaxHTTPHeaderBytes: 500}, grantOf(srv))
+	g := loadFetcher(t, h, "headerbytes", api.Limits{MaxHTTPHeaderBytes: 500}, grantOf(srv))
 	st, _, reason := g.do(t, "GET", srv.URL, nil)
 	assert.Equal(t, abi.StatusTooLarge, st, reason)
 	assert.Contains(t, reason, "response headers are")
@@ -420,7 +421,7 @@ func TestHTTPHeaderBounds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, abi.StatusTooLarge, abi.Status(resp.Payload[0]), "%s", resp.Payload[1:])
 
-	ok := loadFetcher(t, h, "framing", host.Limits{}, grantOf(srv))
+	ok := loadFetcher(t, h, "framing", api.Limits{}, grantOf(srv))
 	resp, err = ok.h.Invoke(t.Context(), host.Request{Module: "framing", Component: "f", Port: "do",
 		Payload: abi.AppendHTTPRequest(nil, &abi.HTTPRequest{URL: srv.URL, Headers: []abi.KV{{Key: "Host", Value: "evil.example"}}})})
 	require.NoError(t, err)

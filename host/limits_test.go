@@ -48,7 +48,7 @@ func TestInitialMemoryAboveLimit(t *testing.T) {
 			return err
 		}, []string{"load " + file, "5000 pages", "4096 pages"}},
 		{"lower limit", func() error {
-			_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "big", Limits: host.Limits{MemoryPages: 4999}})
+			_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "big", Limits: api.Limits{MemoryPages: 4999}})
 			return err
 		}, []string{`load module "big"`, "5000 pages", "4999 pages"}},
 		{"modules directory", func() error {
@@ -165,7 +165,7 @@ func TestGuestOutput(t *testing.T) {
 	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "mute", Capabilities: []string{abi.CapConfig}})
 	require.NoError(t, err)
 	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "loud", Capabilities: []string{abi.CapLog},
-		Limits: host.Limits{LogLinesPerSecond: 1000, LogBytesPerSecond: 4 << 20}})
+		Limits: api.Limits{LogLinesPerSecond: 1000, LogBytesPerSecond: 4 << 20}})
 	require.NoError(t, err)
 	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "flood", Capabilities: []string{abi.CapLog}})
 	require.NoError(t, err)
@@ -229,7 +229,7 @@ func TestGuestOutput(t *testing.T) {
 func TestTimerLimits(t *testing.T) {
 	h, _ := newHost(t, host.Options{DefaultCapabilities: allCaps})
 	wasm := fixture(t, "timers")
-	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Limits: host.Limits{MaxTimers: 2}})
+	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Limits: api.Limits{MaxTimers: 2}})
 	require.NoError(t, err)
 	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "other"})
 	require.NoError(t, err)
@@ -262,8 +262,8 @@ func TestSendsInFlight(t *testing.T) {
 		opts    host.LoadOptions
 	}{
 		// One instance that sleeps 1 s per message: the messages queue.
-		{"sleeper", host.LoadOptions{Limits: host.Limits{MaxInstances: 1, QueueTimeout: time.Minute, CallTimeout: time.Minute}}},
-		{"sender", host.LoadOptions{Name: "a", Limits: host.Limits{MaxSends: 3}}},
+		{"sleeper", host.LoadOptions{Limits: api.Limits{MaxInstances: 1, QueueTimeout: time.Minute, CallTimeout: time.Minute}}},
+		{"sender", host.LoadOptions{Name: "a", Limits: api.Limits{MaxSends: 3}}},
 		{"sender", host.LoadOptions{Name: "b"}},
 		{"stdio", host.LoadOptions{Capabilities: []string{abi.CapLog}}},
 	} {
@@ -318,7 +318,7 @@ func TestSendsInFlight(t *testing.T) {
 func TestRecycle(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	const budget = 512 // pages: 32 MiB
-	info := load(t, h, "garbage", host.LoadOptions{Limits: host.Limits{MaxInstances: 3, RecyclePages: budget}})
+	info := load(t, h, "garbage", host.LoadOptions{Limits: api.Limits{MaxInstances: 3, RecyclePages: budget}})
 	require.Less(t, info.Pool.MemoryBytes, uint64(budget*65536), "a new instance is under the budget")
 
 	var (
@@ -363,34 +363,34 @@ func TestLimitDefaults(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	info, err := h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, host.Limits{
+	assert.Equal(t, api.Limits{
 		MemoryPages: 4096, CallTimeout: 10 * time.Second, MaxMessageSize: 4 << 20,
-		MinInstances: 1, MaxInstances: info.Limits.MaxInstances, QueueTimeout: 5 * time.Second, IdleTimeout: time.Minute,
+		MinInstances: new(1), MaxInstances: info.Limits.MaxInstances, QueueTimeout: 5 * time.Second, IdleTimeout: time.Minute,
 		RecyclePages: 2048, LogLinesPerSecond: 200, LogBytesPerSecond: 256 << 10,
 		MinTimerInterval: 10 * time.Millisecond, MaxTimers: 64, MaxSends: 128, MaxEmits: 1024,
 		HTTPTimeout: 10 * time.Second, MaxHTTPRequestSize: 1 << 20, MaxHTTPResponseSize: 10 << 20,
 		MaxHTTPHeaders: 64, MaxHTTPHeaderBytes: 64 << 10, MaxHTTPRedirects: 5, MaxHTTPRequests: 16,
 	}, info.Limits)
 
-	info, err = h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{Name: "small", Limits: host.Limits{MemoryPages: 100}})
+	info, err = h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{Name: "small", Limits: api.Limits{MemoryPages: 100}})
 	require.NoError(t, err)
 	assert.Equal(t, uint32(50), info.Limits.RecyclePages, "half of the module's own MemoryPages")
 
 	for _, tc := range []struct {
-		limits host.Limits
+		limits api.Limits
 		want   string
 	}{
-		{host.Limits{LogBytesPerSecond: 1000}, "LogBytesPerSecond is 1000, must be at least 16384 (one line)"},
-		{host.Limits{LogLinesPerSecond: -1}, "LogLinesPerSecond is -1"},
-		{host.Limits{MinTimerInterval: -time.Second}, "MinTimerInterval is -1s"},
-		{host.Limits{MaxTimers: -1}, "MaxTimers is -1"},
-		{host.Limits{MaxSends: -1}, "MaxSends is -1"},
-		{host.Limits{HTTPTimeout: -time.Second}, "HTTPTimeout is -1s"},
-		{host.Limits{MaxHTTPResponseSize: -1}, "MaxHTTPResponseSize is -1"},
-		{host.Limits{MaxHTTPHeaders: 257}, "MaxHTTPHeaders is 257, at most 256"},
-		{host.Limits{MaxHTTPRedirects: 6}, "MaxHTTPRedirects is 6, at most 5"},
-		{host.Limits{MaxHTTPRequests: -2}, "MaxHTTPRequests is -2"},
-		{host.Limits{MaxEmits: -1}, "MaxEmits is -1"},
+		{api.Limits{LogBytesPerSecond: 1000}, "LogBytesPerSecond is 1000, must be at least 16384 (one line)"},
+		{api.Limits{LogLinesPerSecond: -1}, "LogLinesPerSecond is -1"},
+		{api.Limits{MinTimerInterval: -time.Second}, "MinTimerInterval is -1s"},
+		{api.Limits{MaxTimers: -1}, "MaxTimers is -1"},
+		{api.Limits{MaxSends: -1}, "MaxSends is -1"},
+		{api.Limits{HTTPTimeout: -time.Second}, "HTTPTimeout is -1s"},
+		{api.Limits{MaxHTTPResponseSize: -1}, "MaxHTTPResponseSize is -1"},
+		{api.Limits{MaxHTTPHeaders: 257}, "MaxHTTPHeaders is 257, at most 256"},
+		{api.Limits{MaxHTTPRedirects: 6}, "MaxHTTPRedirects is 6, at most 5"},
+		{api.Limits{MaxHTTPRequests: -2}, "MaxHTTPRequests is -2"},
+		{api.Limits{MaxEmits: -1}, "MaxEmits is -1"},
 	} {
 		_, err := h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{Name: "bad", Limits: tc.limits})
 		assert.ErrorContains(t, err, tc.want)
@@ -407,14 +407,14 @@ func TestMaxima(t *testing.T) {
 	wasm := abitest.Guest(t, "echo")
 	tests := []struct {
 		name   string
-		limits host.Limits
+		limits api.Limits
 		want   string // "" loads
 	}{
-		{"at every maximum", host.Limits{MemoryPages: 2048, CallTimeout: time.Minute, MaxMessageSize: 1 << 20, MaxInstances: 8}, ""},
-		{"memory", host.Limits{MemoryPages: 2049}, "MemoryPages is 2049, this host's maximum is 2048 (Maxima.MemoryPages)"},
-		{"call timeout", host.Limits{CallTimeout: 49 * 24 * time.Hour}, "CallTimeout is 1176h0m0s, this host's maximum is 1m0s (Maxima.CallTimeout)"},
-		{"message size", host.Limits{MaxMessageSize: 1<<20 + 1}, "MaxMessageSize is 1048577, this host's maximum is 1048576 (Maxima.MaxMessageSize)"},
-		{"instances", host.Limits{MaxInstances: 1 << 31}, "MaxInstances is 2147483648, this host's maximum is 8 (Maxima.MaxInstances)"},
+		{"at every maximum", api.Limits{MemoryPages: 2048, CallTimeout: time.Minute, MaxMessageSize: 1 << 20, MaxInstances: 8}, ""},
+		{"memory", api.Limits{MemoryPages: 2049}, "MemoryPages is 2049, this host's maximum is 2048 (Maxima.MemoryPages)"},
+		{"call timeout", api.Limits{CallTimeout: 49 * 24 * time.Hour}, "CallTimeout is 1176h0m0s, this host's maximum is 1m0s (Maxima.CallTimeout)"},
+		{"message size", api.Limits{MaxMessageSize: 1<<20 + 1}, "MaxMessageSize is 1048577, this host's maximum is 1048576 (Maxima.MaxMessageSize)"},
+		{"instances", api.Limits{MaxInstances: 1 << 31}, "MaxInstances is 2147483648, this host's maximum is 8 (Maxima.MaxInstances)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -439,7 +439,7 @@ func TestMaxima(t *testing.T) {
 // maxima does not start.
 func TestMaximaBoundTheDefaults(t *testing.T) {
 	_, err := host.New(context.Background(), host.Options{
-		Limits: host.Limits{CallTimeout: time.Hour}, Maxima: host.Maxima{CallTimeout: time.Minute},
+		Limits: api.Limits{CallTimeout: time.Hour}, Maxima: host.Maxima{CallTimeout: time.Minute},
 	})
 	require.ErrorIs(t, err, host.ErrOverMaximum)
 	assert.Contains(t, err.Error(), "CallTimeout is 1h0m0s, this host's maximum is 1m0s (Maxima.CallTimeout)")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/internal/hammer"
 )
@@ -150,7 +151,7 @@ func TestFailedLoadLeavesNothing(t *testing.T) {
 	h, _ := newHost(t, host.Options{Logger: log, Observer: rec, Capacity: host.Capacity{MaxModules: 1}, DefaultCapabilities: allCaps})
 	leftBehind := hammer.Since(t)
 
-	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Limits: host.Limits{MinInstances: 2}})
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Limits: api.Limits{MinInstances: new(2)}})
 	var lerr *host.LoadError
 	require.ErrorAs(t, err, &lerr)
 	assert.Equal(t, "timerfail", lerr.Module)

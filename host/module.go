@@ -83,7 +83,7 @@ type ModuleInfo struct {
 	// Source is the file the module was loaded from, or "bytes".
 	Source       string
 	LoadedAt     time.Time
-	Limits       Limits // in force, defaults applied
+	Limits       api.Limits // in force, defaults applied
 	Capabilities []string
 	// Labels are the load's (LoadOptions.Labels); nil without.
 	Labels map[string]string
@@ -117,7 +117,7 @@ type module struct {
 	config  atomic.Pointer[moduleConfig]
 	loading int // loads in progress under this name; guarded by h.mu
 	// building is the memory the versions being built under this name
-	// reserve (Limits.reserved), counted against the budget from the
+	// reserve (reserved), counted against the budget from the
 	// moment they join until they are published or fail; guarded by h.mu.
 	building uint64
 
@@ -168,7 +168,7 @@ type version struct {
 	desc     *abi.Descriptor
 	comps    componentIndex
 	compiled wazero.CompiledModule
-	limits   Limits
+	limits   api.Limits
 	caps     grants
 	capNames []string
 	labels   map[string]string // the load's, LoadOptions.Labels
@@ -294,6 +294,8 @@ func (v *version) close() {
 }
 
 func (v *version) info() ModuleInfo {
+	limits := v.limits
+	limits.MinInstances = new(minInstances(limits)) // the caller's to change
 	return ModuleInfo{
 		Name:         v.name,
 		Version:      v.desc.Version,
@@ -301,7 +303,7 @@ func (v *version) info() ModuleInfo {
 		Digest:       v.digest,
 		Source:       v.source,
 		LoadedAt:     v.loadedAt,
-		Limits:       v.limits,
+		Limits:       limits,
 		Capabilities: slices.Clone(v.capNames),
 		Labels:       maps.Clone(v.labels),
 		Pool:         v.pool.stats(),
@@ -450,7 +452,7 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 
 // loadSpec is what a load asks for, checked.
 type loadSpec struct {
-	limits   Limits
+	limits   api.Limits
 	capNames []string
 	caps     grants
 	cfg      *moduleConfig // nil: the module's, or none
@@ -464,8 +466,8 @@ func (h *Host) loadSpec(size int64, opts LoadOptions) (loadSpec, error) {
 	if size > h.opts.MaxModuleSize {
 		return loadSpec{}, tooLarge(size, h.opts.MaxModuleSize)
 	}
-	spec := loadSpec{limits: opts.Limits.over(h.opts.Limits).forModule(), capNames: opts.Capabilities}
-	if err := spec.limits.validate(); err != nil {
+	spec := loadSpec{limits: limitsForModule(limitsOver(opts.Limits, h.opts.Limits)), capNames: opts.Capabilities}
+	if err := checkLimits(spec.limits); err != nil {
 		return loadSpec{}, fmt.Errorf("limits: %w", err)
 	}
 	if err := h.opts.Maxima.check(spec.limits); err != nil {
@@ -593,7 +595,7 @@ func (h *Host) join(v *version) (*module, error) {
 		h.setModule(v.name, m)
 	}
 	m.loading++
-	m.building += v.limits.reserved()
+	m.building += reserved(&v.limits)
 	v.mod = m
 	return m, nil
 }
@@ -606,7 +608,7 @@ func (v *version) warm(first *instance, cfg *moduleConfig) error {
 		return err
 	}
 	v.pool.add(first)
-	for i := 1; i < v.limits.MinInstances; i++ {
+	for i := 1; i < minInstances(v.limits); i++ {
 		in, err := v.newInstance(cfg)
 		if err != nil {
 			return err
@@ -623,7 +625,7 @@ func (h *Host) publish(v *version, m *module, cfg *moduleConfig, err error) (*ve
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m.loading--
-	m.building -= v.limits.reserved()
+	m.building -= reserved(&v.limits)
 	if err == nil && h.closed {
 		err = ErrClosed
 	}
@@ -809,7 +811,7 @@ func (h *Host) loadContext(ctx context.Context) (context.Context, context.Cancel
 // roomFor checks that a version with limits fits Options.Capacity, in
 // place of m's current one (m is nil for a new module). The caller holds
 // h.mu; a module counts from the moment its first version is being built.
-func (h *Host) roomFor(m *module, limits *Limits) error {
+func (h *Host) roomFor(m *module, limits *api.Limits) error {
 	c := h.opts.Capacity
 	mods := *h.modules.Load()
 	if c.MaxModules > 0 && m == nil && len(mods) >= c.MaxModules {
@@ -818,7 +820,7 @@ func (h *Host) roomFor(m *module, limits *Limits) error {
 	if c.MemoryBytes == 0 || c.MemoryBytes == NoMemoryBound {
 		return nil
 	}
-	need := limits.reserved()
+	need := reserved(limits)
 	for _, other := range mods {
 		if other == m {
 			continue
@@ -828,7 +830,7 @@ func (h *Host) roomFor(m *module, limits *Limits) error {
 		// upgrade's counts once, by the larger of its versions.
 		var have uint64
 		if v := other.current.Load(); v != nil {
-			have = v.limits.reserved()
+			have = reserved(&v.limits)
 		}
 		need += max(have, other.building)
 	}
@@ -840,7 +842,7 @@ func (h *Host) roomFor(m *module, limits *Limits) error {
 }
 
 // reserved is the memory a pool with these limits may grow to.
-func (l *Limits) reserved() uint64 {
+func reserved(l *api.Limits) uint64 {
 	return uint64(l.MemoryPages) * 65536 * uint64(l.MaxInstances)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
@@ -50,9 +51,9 @@ type Options struct {
 	Transport Transport
 
 	// Limits are the default limits of every module; LoadOptions.Limits
-	// overrides them field by field. Zero fields take the defaults
-	// documented on Limits.
-	Limits Limits
+	// overrides them field by field. Zero fields (and a nil MinInstances)
+	// take the defaults documented on api.Limits.
+	Limits api.Limits
 
 	// DefaultCapabilities are granted to a module whose LoadOptions name
 	// none (nil Capabilities), in the form of LoadOptions.Capabilities.
@@ -161,7 +162,7 @@ type Maxima struct {
 }
 
 // check returns the error of limits l over a maximum, naming each bound.
-func (m Maxima) check(l Limits) error {
+func (m Maxima) check(l api.Limits) error {
 	var errs []error
 	over := func(field string, got, most any) {
 		errs = append(errs, fmt.Errorf("%w: %s is %v, this host's maximum is %v (Maxima.%s)", ErrOverMaximum, field, got, most, field))
@@ -181,123 +182,13 @@ func (m Maxima) check(l Limits) error {
 	return errors.Join(errs...)
 }
 
-// Limits bound what one module may use. A zero field means "the default":
-// the host's Options.Limits for a module, the values below for the host.
-type Limits struct {
-	// MemoryPages is the most memory one instance may have, in 64 KiB
-	// pages (at most 65536): its linear memory and its tables, which may
-	// take up to 1/16 of it (see "Failures and limits" in the package
-	// documentation). A module that declares a larger initial memory
-	// fails to load; growing past it fails the guest's memory.grow.
-	// Default 4096 (256 MiB).
-	MemoryPages uint32
-
-	// CallTimeout is how long one call into the guest may run. Default 10s.
-	CallTimeout time.Duration
-
-	// MaxMessageSize is the largest encoded request, response or message
-	// sent by the guest, in bytes (at most abi.MaxMessageSize). Default
-	// 4 MiB.
-	MaxMessageSize int
-
-	// MinInstances are kept warm. Default 1.
-	MinInstances int
-
-	// MaxInstances bound the instances of one module version, and so the
-	// number of concurrent calls into it. Default 2 × GOMAXPROCS.
-	MaxInstances int
-
-	// QueueTimeout is how long a call waits for a free instance before it
-	// fails with ErrBusy. Default 5s.
-	QueueTimeout time.Duration
-
-	// IdleTimeout is how long an instance beyond MinInstances may stay
-	// idle before it is closed, so that a burst of calls does not hold its
-	// instances' memory for ever. Default 1m.
-	IdleTimeout time.Duration
-
-	// RecyclePages bounds the linear memory an instance may keep between
-	// calls, in 64 KiB pages. Linear memory never shrinks (a Go guest's
-	// heap grows to its peak and stays there), so an instance whose memory
-	// has grown past RecyclePages after a call is closed once that call
-	// has returned its reply, and replaced in the background when the pool
-	// needs one; no call fails. An instance already past it when created
-	// is recycled only once it grows further. PoolStats.Recycled counts
-	// them. At or above MemoryPages, nothing is recycled; below what the
-	// module's instances need in steady state, nearly every call costs an
-	// instantiation. Default MemoryPages / 2.
-	RecyclePages uint32
-
-	// LogLinesPerSecond and LogBytesPerSecond bound the module's guest log
-	// lines: those of the log import and of stdout and stderr together,
-	// over all its instances. Bursts of one second's worth pass; past
-	// that, lines are dropped, and the host logs how many once a second.
-	// Defaults 200 lines and 256 KiB; LogBytesPerSecond is at least
-	// abi.MaxLogSize, one full line.
-	LogLinesPerSecond int
-	LogBytesPerSecond int
-
-	// MinTimerInterval is the shortest interval the timer import accepts;
-	// a shorter one is refused with abi.StatusBadRequest. Default 10ms.
-	MinTimerInterval time.Duration
-
-	// MaxTimers is how many timers (one per component at most) the module
-	// may have running; a further one is refused with
-	// abi.StatusUnavailable. Default 64.
-	MaxTimers int
-
-	// MaxSends is how many messages the module may have in flight that no
-	// one waits for (send, and emits on wired ports), from the moment they
-	// are accepted until the target has handled them (or, for a module on
-	// another host, until that host has accepted them). A further send
-	// fails at once with abi.StatusUnavailable, so that one module cannot
-	// take every slot of the host's own bound (1024) from the others.
-	// Default 128.
-	MaxSends int
-
-	// Outbound HTTP (abi.ImportHTTP), for a module granted "http:" hosts.
-	//
-	// HTTPTimeout bounds one request, redirects and the reading of the
-	// body included, within what is left of the call's deadline; past it
-	// the guest gets abi.StatusTimeout. Default 10s.
-	HTTPTimeout time.Duration
-	// MaxHTTPRequestSize and MaxHTTPResponseSize bound the body of a
-	// request and of a response, in bytes; past them the guest gets
-	// abi.StatusTooLarge (a response is refused as soon as it is known to
-	// be larger, before the rest of it is read). Defaults 1 MiB and
-	// 10 MiB.
-	MaxHTTPRequestSize  int
-	MaxHTTPResponseSize int
-	// MaxHTTPHeaders and MaxHTTPHeaderBytes bound the headers of a
-	// request and of a response: their number (at most
-	// abi.MaxHTTPHeaders) and their bytes. Defaults 64 and 64 KiB.
-	MaxHTTPHeaders     int
-	MaxHTTPHeaderBytes int
-	// MaxHTTPRedirects is how many redirects one request follows, each
-	// checked against the grants, at most abi.MaxHTTPRedirects; a
-	// negative value follows none. Default 5.
-	MaxHTTPRedirects int
-	// MaxHTTPRequests is how many requests the module may have in flight
-	// at once, over all its instances; a further one waits for a place
-	// within its deadline. Default 16.
-	MaxHTTPRequests int
-	// MaxEmits is how many messages one call may emit on unwired ports,
-	// which the host keeps for the call's reply (Response.Emitted). Each
-	// also counts its encoded size and emitOverhead bytes, what the host
-	// holds for it besides, against MaxMessageSize. An emit past either
-	// bound is refused with abi.StatusTooLarge, and the call then fails
-	// with KindTooLarge: its reply could not hold what it emitted. Default
-	// 1024.
-	MaxEmits int
-}
-
 // LoadOptions configure one Load.
 type LoadOptions struct {
 	// Name overrides the module name of the descriptor.
 	Name string
 
 	// Limits override the host's default limits, field by field.
-	Limits Limits
+	Limits api.Limits
 
 	// Capabilities granted to the module; nil grants the host's
 	// DefaultCapabilities, an empty non-nil slice grants none. Each is
@@ -466,11 +357,11 @@ func (o *Options) fill() {
 	}
 	// A default above a maximum the embedder set gives way to it; a limit
 	// the embedder set above one is refused by check.
-	o.Limits = o.Limits.over(Limits{
+	o.Limits = limitsOver(o.Limits, api.Limits{
 		MemoryPages:    min(defaultMemoryPages, o.Maxima.MemoryPages),
 		CallTimeout:    min(defaultCallTimeout, o.Maxima.CallTimeout),
 		MaxMessageSize: min(defaultMaxMessageSize, o.Maxima.MaxMessageSize),
-		MinInstances:   defaultMinInstances,
+		MinInstances:   new(defaultMinInstances),
 		MaxInstances:   min(2*runtime.GOMAXPROCS(0), o.Maxima.MaxInstances),
 		QueueTimeout:   defaultQueueTimeout,
 		IdleTimeout:    defaultIdleTimeout,
@@ -510,11 +401,11 @@ func (o *Options) check() error {
 			errs = append(errs, fmt.Errorf("%s is %v, must be positive", f.name, f.v))
 		}
 	}
-	if err := o.Limits.validate(); err != nil {
+	if err := checkLimits(o.Limits); err != nil {
 		errs = append(errs, fmt.Errorf("Limits: %w", err))
 	}
-	if err := (Limits{MemoryPages: o.Maxima.MemoryPages, CallTimeout: o.Maxima.CallTimeout,
-		MaxMessageSize: o.Maxima.MaxMessageSize, MaxInstances: o.Maxima.MaxInstances}).validate(); err != nil {
+	if err := checkLimits(api.Limits{MemoryPages: o.Maxima.MemoryPages, CallTimeout: o.Maxima.CallTimeout,
+		MaxMessageSize: o.Maxima.MaxMessageSize, MaxInstances: o.Maxima.MaxInstances}); err != nil {
 		errs = append(errs, fmt.Errorf("Maxima: %w", err))
 	}
 	if err := o.Maxima.check(o.Limits); err != nil {
@@ -534,8 +425,9 @@ func (o *Options) check() error {
 	return errors.Join(errs...)
 }
 
-// over returns l with its zero fields taken from d.
-func (l Limits) over(d Limits) Limits {
+// limitsOver returns l with its zero fields (and a nil MinInstances)
+// taken from d.
+func limitsOver(l, d api.Limits) api.Limits {
 	if l.MemoryPages == 0 {
 		l.MemoryPages = d.MemoryPages
 	}
@@ -545,11 +437,15 @@ func (l Limits) over(d Limits) Limits {
 	if l.MaxMessageSize == 0 {
 		l.MaxMessageSize = d.MaxMessageSize
 	}
-	if l.MinInstances == 0 {
+	if l.MinInstances == nil {
 		l.MinInstances = d.MinInstances
 	}
+	if l.MinInstances != nil {
+		// A copy: the caller's variable must not change the pool later.
+		l.MinInstances = new(*l.MinInstances)
+	}
 	if l.MaxInstances == 0 {
-		l.MaxInstances = max(d.MaxInstances, l.MinInstances)
+		l.MaxInstances = max(d.MaxInstances, minInstances(l))
 	}
 	if l.QueueTimeout == 0 {
 		l.QueueTimeout = d.QueueTimeout
@@ -578,19 +474,28 @@ func (l Limits) over(d Limits) Limits {
 	if l.MaxEmits == 0 {
 		l.MaxEmits = d.MaxEmits
 	}
-	return l.overHTTP(d)
+	return overHTTP(l, d)
 }
 
-// forModule fills what depends on the module's other limits: the default
-// RecyclePages.
-func (l Limits) forModule() Limits {
+// minInstances is l.MinInstances, or its default when nil.
+func minInstances(l api.Limits) int {
+	if l.MinInstances == nil {
+		return defaultMinInstances
+	}
+	return *l.MinInstances
+}
+
+// limitsForModule fills what depends on the module's other limits: the
+// default RecyclePages.
+func limitsForModule(l api.Limits) api.Limits {
 	if l.RecyclePages == 0 {
 		l.RecyclePages = l.MemoryPages / 2
 	}
 	return l
 }
 
-func (l Limits) validate() error {
+// checkLimits checks limits that may have zero fields.
+func checkLimits(l api.Limits) error {
 	var errs []error
 	if l.MemoryPages > maxMemoryPages {
 		errs = append(errs, fmt.Errorf("MemoryPages is %d, at most %d", l.MemoryPages, maxMemoryPages))
@@ -601,11 +506,11 @@ func (l Limits) validate() error {
 	if l.MaxMessageSize < 0 || l.MaxMessageSize > abi.MaxMessageSize {
 		errs = append(errs, fmt.Errorf("MaxMessageSize is %d, must be 1 to %d", l.MaxMessageSize, abi.MaxMessageSize))
 	}
-	if l.MinInstances < 0 {
-		errs = append(errs, fmt.Errorf("MinInstances is %d, must be positive", l.MinInstances))
+	if minInstances(l) < 0 {
+		errs = append(errs, fmt.Errorf("MinInstances is %d, must not be negative", minInstances(l)))
 	}
-	if l.MaxInstances < 0 || l.MaxInstances < l.MinInstances {
-		errs = append(errs, fmt.Errorf("MaxInstances is %d, must be at least MinInstances (%d)", l.MaxInstances, l.MinInstances))
+	if l.MaxInstances < 0 || l.MaxInstances < minInstances(l) {
+		errs = append(errs, fmt.Errorf("MaxInstances is %d, must be at least MinInstances (%d)", l.MaxInstances, minInstances(l)))
 	}
 	if l.QueueTimeout < 0 {
 		errs = append(errs, fmt.Errorf("QueueTimeout is %v, must be positive", l.QueueTimeout))
@@ -628,7 +533,7 @@ func (l Limits) validate() error {
 	if l.MaxSends < 0 {
 		errs = append(errs, fmt.Errorf("MaxSends is %d, must be positive", l.MaxSends))
 	}
-	errs = append(errs, l.validateHTTP()...)
+	errs = append(errs, checkHTTPLimits(l)...)
 	if l.MaxEmits < 0 {
 		errs = append(errs, fmt.Errorf("MaxEmits is %d, must be positive", l.MaxEmits))
 	}

@@ -146,7 +146,7 @@ func (p *pool) reap(now int64) int {
 	}
 	// The idle stack is ordered by idleSince, oldest at the bottom.
 	n := 0
-	for n < len(p.idle) && p.live-n > p.v.limits.MinInstances && now-p.idle[n].idleSince >= int64(p.v.limits.IdleTimeout) {
+	for n < len(p.idle) && p.live-n > minInstances(p.v.limits) && now-p.idle[n].idleSince >= int64(p.v.limits.IdleTimeout) {
 		n++
 	}
 	old := append([]*instance(nil), p.idle[:n]...)
@@ -192,7 +192,7 @@ func (p *pool) replace() {
 	p.mu.Lock()
 	p.live--
 	p.inUse--
-	if !p.closed && (p.live < p.v.limits.MinInstances || len(p.waiters) > 0 && p.live < p.v.limits.MaxInstances) {
+	if !p.closed && (p.live < minInstances(p.v.limits) || len(p.waiters) > 0 && p.live < p.v.limits.MaxInstances) {
 		p.spawnLocked()
 	}
 	p.mu.Unlock()

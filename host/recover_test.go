@@ -10,6 +10,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // wat returns a hand-written fixture of testdata/wat, built from the .wat
@@ -67,7 +68,7 @@ func TestWasmRuntimePanic(t *testing.T) {
 	}
 
 	t.Run("invoke", func(t *testing.T) {
-		_, err := h.Load(loadCtx(t), wat(t, "echo"), host.LoadOptions{Name: "panicky", Limits: host.Limits{MinInstances: 1, MaxInstances: 1}})
+		_, err := h.Load(loadCtx(t), wat(t, "echo"), host.LoadOptions{Name: "panicky", Limits: api.Limits{MinInstances: new(1), MaxInstances: 1}})
 		require.NoError(t, err)
 		arm("call")
 		_, err = invoke(t, h, "panicky", "c", "in", []byte("x"))

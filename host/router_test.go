@@ -352,7 +352,7 @@ func TestTimers(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return ticks() >= 2 }, 30*time.Second, time.Millisecond)
 
-	load(t, h, "hostcalls", host.LoadOptions{Limits: host.Limits{MinInstances: 2}})
+	load(t, h, "hostcalls", host.LoadOptions{Limits: api.Limits{MinInstances: new(2)}})
 	before := ticks()
 	require.Eventually(t, func() bool { return ticks() >= before+2 }, 30*time.Second, time.Millisecond, "ticks go on after the upgrade")
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // collecting runs garbage collections one after another until stop is
@@ -73,7 +74,7 @@ func TestStartSection(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
 
-	err, gcs := loadWhileCollecting(t, h, abitest.Guest(t, "startloop"), host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
+	err, gcs := loadWhileCollecting(t, h, abitest.Guest(t, "startloop"), host.LoadOptions{Limits: api.Limits{CallTimeout: 300 * time.Millisecond}})
 	var le *host.LoadError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, host.KindTimeout, le.Kind)
@@ -90,7 +91,7 @@ func TestStartSection(t *testing.T) {
 func TestRecursionWithoutLoops(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
-	_, err := h.Load(loadCtx(t), abitest.Guest(t, "recurse"), host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
+	_, err := h.Load(loadCtx(t), abitest.Guest(t, "recurse"), host.LoadOptions{Limits: api.Limits{CallTimeout: 300 * time.Millisecond}})
 	require.NoError(t, err)
 
 	t.Run("handler", func(t *testing.T) {
@@ -104,7 +105,7 @@ func TestRecursionWithoutLoops(t *testing.T) {
 	})
 
 	t.Run("handler while the world stops", func(t *testing.T) {
-		_, err := h.Load(loadCtx(t), abitest.Guest(t, "recurse"), host.LoadOptions{Name: "patient", Limits: host.Limits{CallTimeout: 5 * time.Minute}})
+		_, err := h.Load(loadCtx(t), abitest.Guest(t, "recurse"), host.LoadOptions{Name: "patient", Limits: api.Limits{CallTimeout: 5 * time.Minute}})
 		require.NoError(t, err)
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 		collectDuringCall(t, h, host.Request{Module: "patient", Component: "r", Port: "in"}, func() { mustEcho(t, h) })
@@ -113,7 +114,7 @@ func TestRecursionWithoutLoops(t *testing.T) {
 	t.Run("_settings", func(t *testing.T) {
 		err, gcs := loadWhileCollecting(t, h, abitest.Guest(t, "settingsrecurse"), host.LoadOptions{
 			Name:   "settings",
-			Limits: host.Limits{CallTimeout: 300 * time.Millisecond},
+			Limits: api.Limits{CallTimeout: 300 * time.Millisecond},
 		})
 		var le *host.LoadError
 		require.ErrorAs(t, err, &le)

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // Limits of what is kept of a guest's output.
@@ -120,7 +121,7 @@ type logRate struct {
 // allow takes a line of n bytes from the budget at the host clock now. It
 // reports whether the line may be logged, and a count of dropped lines to
 // report first (0 for none).
-func (r *logRate) allow(now int64, n int, l *Limits) (ok bool, dropped int) {
+func (r *logRate) allow(now int64, n int, l *api.Limits) (ok bool, dropped int) {
 	lineRate, byteRate := float64(l.LogLinesPerSecond), float64(l.LogBytesPerSecond)
 	r.mu.Lock()
 	defer r.mu.Unlock()

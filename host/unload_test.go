@@ -11,11 +11,12 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // spinLimits keep a spinning call alive for minutes, so that only the
 // unload or the shutdown can be what stops it.
-var spinLimits = host.Limits{CallTimeout: 5 * time.Minute, MinInstances: 1, MaxInstances: 2}
+var spinLimits = api.Limits{CallTimeout: 5 * time.Minute, MinInstances: new(1), MaxInstances: 2}
 
 // tickKinds records how the ticks of a module ended, as told to the
 // Observer.

@@ -11,9 +11,10 @@ import (
 // tests, to be run by Run. Every module the suite loads is loaded into the
 // same Host, because the hostcalls guest sends to and calls the echo guest.
 type Host interface {
-	// Load loads a module from wasm bytes with the given limits. It returns
-	// an error, never a panic, for a module the host refuses.
-	Load(ctx context.Context, wasm []byte, limits Limits) (Module, error)
+	// Load loads a module from wasm bytes as spec says: its limits,
+	// configuration and capabilities. It returns an error, never a panic,
+	// for a module the host refuses.
+	Load(ctx context.Context, wasm []byte, spec LoadSpec) (Module, error)
 	// Kind classifies an error that Load or Module.Invoke returned.
 	Kind(err error) ErrorKind
 	// Logs returns every line the modules named module have logged so far:
@@ -24,9 +25,10 @@ type Host interface {
 	Logs(module string) []Log
 }
 
-// Limits are the per-module limits the suite asks for. A zero field means the
-// host's default.
-type Limits struct {
+// LoadSpec is how the suite asks a module to be loaded: its limits, its
+// configuration and its capabilities. A zero field means the host's
+// default.
+type LoadSpec struct {
 	// MemoryPages caps the guest's linear memory, in 64 KiB pages.
 	MemoryPages uint32
 	// CallTimeout caps the time of one call into the guest.

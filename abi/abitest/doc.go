@@ -36,7 +36,8 @@
 //   - One host for every Load: the hostcalls guest sends to and calls the
 //     echo guest by address, and the suite loads a module name again after
 //     closing it.
-//   - Limits applied per module; a zero field means the host's default, and
+//   - LoadSpec applied per module: limits, configuration and
+//     capabilities; a zero field means the host's default, and
 //     nil Capabilities the default capabilities of ABI.md 5.
 //   - Kind, mapping the host's errors onto ErrorKind. Errors of Invoke for a
 //     trap, a timeout, running out of memory or an ABI violation must name

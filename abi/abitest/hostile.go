@@ -79,7 +79,7 @@ func (s *suite) testHostile(t *testing.T) {
 }
 
 func (s *suite) hostileLoop(t *testing.T) {
-	m := s.mustLoad(t, "loop", Limits{CallTimeout: hostileTimeout})
+	m := s.mustLoad(t, "loop", LoadSpec{CallTimeout: hostileTimeout})
 	start := time.Now()
 	err := s.mustFail(t, m, "spinner", "spin", nil, KindTimeout)
 	wantMention(t, err, "loop", "spinner")
@@ -90,65 +90,65 @@ func (s *suite) hostileLoop(t *testing.T) {
 }
 
 func (s *suite) hostileMembomb(t *testing.T) {
-	m := s.mustLoad(t, "membomb", Limits{MemoryPages: 1024, CallTimeout: 20 * time.Second})
+	m := s.mustLoad(t, "membomb", LoadSpec{MemoryPages: 1024, CallTimeout: 20 * time.Second})
 	err := s.mustFail(t, m, "hog", "grow", nil, KindMemory)
 	wantMention(t, err, "membomb", "hog")
 	s.serves(t, m, "hog", "in")
 }
 
 func (s *suite) hostileInittrap(t *testing.T) {
-	err := s.mustFailLoad(t, "inittrap", Limits{})
+	err := s.mustFailLoad(t, "inittrap", LoadSpec{})
 	s.wantKind(t, err, KindTrap)
 	wantMention(t, err, "initializ")
 }
 
 func (s *suite) hostileBadptr(t *testing.T) {
-	m := s.mustLoad(t, "badptr", Limits{})
+	m := s.mustLoad(t, "badptr", LoadSpec{})
 	err := s.mustFail(t, m, "liar", "in", nil, KindABI)
 	wantMention(t, err, "badptr", "liar")
 	s.serves(t, m, "liar", "ok")
 }
 
 func (s *suite) hostileBaddescribe(t *testing.T) {
-	err := s.mustFailLoad(t, "baddescribe", Limits{})
+	err := s.mustFailLoad(t, "baddescribe", LoadSpec{})
 	s.wantKind(t, err, KindABI)
 	wantMention(t, err, "descri")
 }
 
 func (s *suite) hostileBadjson(t *testing.T) {
-	err := s.mustFailLoad(t, "badjson", Limits{})
+	err := s.mustFailLoad(t, "badjson", LoadSpec{})
 	s.wantKind(t, err, KindABI)
 	wantMention(t, err, "descriptor", "json")
 }
 
 func (s *suite) hostileBadrules(t *testing.T) {
-	err := s.mustFailLoad(t, "badrules", Limits{})
+	err := s.mustFailLoad(t, "badrules", LoadSpec{})
 	s.wantKind(t, err, KindABI)
 	// Every broken rule is listed.
 	wantMention(t, err, "descriptor", `"Echo"`, "twice", "sideways")
 }
 
 func (s *suite) hostileAbiv2(t *testing.T) {
-	err := s.mustFailLoad(t, "abiv2", Limits{})
+	err := s.mustFailLoad(t, "abiv2", LoadSpec{})
 	s.wantKind(t, err, KindVersion)
 	wantMention(t, err, "v2", "v1")
 }
 
 func (s *suite) hostileNoversion(t *testing.T) {
-	err := s.mustFailLoad(t, "noversion", Limits{})
+	err := s.mustFailLoad(t, "noversion", LoadSpec{})
 	s.wantKind(t, err, KindVersion, KindABI)
 	wantMention(t, err, "not a tinyhost module")
 }
 
 func (s *suite) hostileGopanic(t *testing.T) {
-	m := s.mustLoad(t, "gopanic", Limits{})
+	m := s.mustLoad(t, "gopanic", LoadSpec{})
 	err := s.mustFail(t, m, "panicker", "in", nil, KindTrap)
 	wantMention(t, err, "gopanic", "panicker")
 	s.serves(t, m, "panicker", "ok")
 }
 
 func (s *suite) hostileBlocker(t *testing.T) {
-	m := s.mustLoad(t, "blocker", Limits{CallTimeout: 2 * time.Second})
+	m := s.mustLoad(t, "blocker", LoadSpec{CallTimeout: 2 * time.Second})
 	err := s.mustFail(t, m, "waiter", "in", nil, KindTrap, KindTimeout)
 	wantMention(t, err, "blocker", "waiter")
 	s.serves(t, m, "waiter", "ok")
@@ -163,12 +163,12 @@ var (
 )
 
 func (s *suite) hostileNotwasm(t *testing.T) {
-	err := s.mustRefuse(t, "notwasm", notWasm, Limits{}, loadDeadline)
+	err := s.mustRefuse(t, "notwasm", notWasm, LoadSpec{}, loadDeadline)
 	s.wantKind(t, err, KindNone, KindABI)
 }
 
 func (s *suite) hostileTruncated(t *testing.T) {
-	err := s.mustRefuse(t, "truncated", truncated, Limits{}, loadDeadline)
+	err := s.mustRefuse(t, "truncated", truncated, LoadSpec{}, loadDeadline)
 	s.wantKind(t, err, KindNone, KindABI)
 }
 
@@ -176,13 +176,13 @@ func (s *suite) hostileTruncated(t *testing.T) {
 // global or a function they do not have, the one a host's rewrite would
 // add: a host must validate a module before it changes it.
 func (s *suite) hostileGlobalset(t *testing.T) {
-	err := s.mustFailLoad(t, "globalset", Limits{CallTimeout: hostileTimeout})
+	err := s.mustFailLoad(t, "globalset", LoadSpec{CallTimeout: hostileTimeout})
 	s.wantKind(t, err, KindNone, KindABI)
 	wantMention(t, err, "global")
 }
 
 func (s *suite) hostilePollcall(t *testing.T) {
-	err := s.mustFailLoad(t, "pollcall", Limits{CallTimeout: hostileTimeout})
+	err := s.mustFailLoad(t, "pollcall", LoadSpec{CallTimeout: hostileTimeout})
 	s.wantKind(t, err, KindNone, KindABI)
 	wantMention(t, err, "function")
 }
@@ -192,7 +192,7 @@ func (s *suite) hostilePollcall(t *testing.T) {
 func (s *suite) refusedWithin(t *testing.T, name string, words ...string) {
 	t.Helper()
 	start := time.Now()
-	err := s.mustRefuse(t, name, Guest(t, name), Limits{CallTimeout: hostileTimeout}, hostileLoadDeadline)
+	err := s.mustRefuse(t, name, Guest(t, name), LoadSpec{CallTimeout: hostileTimeout}, hostileLoadDeadline)
 	t.Logf("refused after %v", time.Since(start).Round(time.Millisecond))
 	s.wantKind(t, err, KindTimeout)
 	wantMention(t, err, words...)
@@ -208,7 +208,7 @@ func (s *suite) hostileSettingsrecurse(t *testing.T) {
 }
 
 func (s *suite) hostileRecurse(t *testing.T) {
-	m := s.mustLoad(t, "recurse", Limits{CallTimeout: hostileTimeout})
+	m := s.mustLoad(t, "recurse", LoadSpec{CallTimeout: hostileTimeout})
 	err := s.mustFail(t, m, "r", "in", nil, KindTimeout)
 	wantMention(t, err, "recurse")
 	s.answersOK(t, m, "r")
@@ -250,27 +250,27 @@ func (s *suite) grown(t *testing.T, m Module, component, port string, unit uint6
 }
 
 func (s *suite) hostileMemgrow(t *testing.T) {
-	m := s.mustLoad(t, "memgrow", Limits{MemoryPages: hostilePages})
+	m := s.mustLoad(t, "memgrow", LoadSpec{MemoryPages: hostilePages})
 	s.grown(t, m, "m", "grow", 65536)
 	s.answersOK(t, m, "m")
 }
 
 func (s *suite) hostileBigmemory(t *testing.T) {
 	// The guest declares 5000 pages.
-	err := s.mustFailLoad(t, "bigmemory", Limits{MemoryPages: 4096})
+	err := s.mustFailLoad(t, "bigmemory", LoadSpec{MemoryPages: 4096})
 	s.wantKind(t, err, KindMemory)
 	wantMention(t, err, "memory")
 }
 
 func (s *suite) hostileTablegrow(t *testing.T) {
-	m := s.mustLoad(t, "tablegrow", Limits{MemoryPages: hostilePages})
+	m := s.mustLoad(t, "tablegrow", LoadSpec{MemoryPages: hostilePages})
 	s.grown(t, m, "t", "grow", funcrefSize)
 	s.grown(t, m, "t", "creep", funcrefSize)
 	s.answersOK(t, m, "t")
 }
 
 func (s *suite) hostileBigtable(t *testing.T) {
-	err := s.mustFailLoad(t, "bigtable", Limits{MemoryPages: hostilePages})
+	err := s.mustFailLoad(t, "bigtable", LoadSpec{MemoryPages: hostilePages})
 	s.wantKind(t, err, KindMemory)
 }
 
@@ -285,7 +285,7 @@ func (s *suite) flood(t *testing.T, m Module) {
 }
 
 func (s *suite) hostileStdoutNolog(t *testing.T) {
-	m := s.mustLoad(t, "stdout", Limits{Capabilities: []string{abi.CapConfig}})
+	m := s.mustLoad(t, "stdout", LoadSpec{Capabilities: []string{abi.CapConfig}})
 	s.flood(t, m)
 	s.answersOK(t, m, "w")
 	// Without the log capability nothing the guest writes is logged.
@@ -299,7 +299,7 @@ func (s *suite) hostileStdoutNolog(t *testing.T) {
 }
 
 func (s *suite) hostileStdoutLog(t *testing.T) {
-	m := s.mustLoad(t, "stdout", Limits{})
+	m := s.mustLoad(t, "stdout", LoadSpec{})
 	s.flood(t, m)
 	s.answersOK(t, m, "w")
 	// The guest wrote 2 MiB in two lines. A host logs them in pieces of at
@@ -327,7 +327,7 @@ func (s *suite) ticks(module string) int {
 }
 
 func (s *suite) hostileTimers(t *testing.T) {
-	m := s.mustLoad(t, "timers", Limits{Capabilities: allCaps})
+	m := s.mustLoad(t, "timers", LoadSpec{Capabilities: allCaps})
 	status := uint32Reply(t, s.mustInvoke(t, m, "t", "fast", nil))
 	t.Logf("a 1 ms timer: status %d", status)
 	if status == uint32(abi.StatusOK) {
@@ -352,12 +352,12 @@ func (s *suite) hostileTimers(t *testing.T) {
 
 func (s *suite) hostileTimerfail(t *testing.T) {
 	// The settings make _settings set a timer every 10 ms and trap.
-	err := s.mustFailLoad(t, "timerfail", Limits{Config: []byte(`{"t":"fail"}`), Capabilities: allCaps})
+	err := s.mustFailLoad(t, "timerfail", LoadSpec{Config: []byte(`{"t":"fail"}`), Capabilities: allCaps})
 	s.wantKind(t, err, KindTrap)
 	wantMention(t, err, abi.PortSettings)
 	// The module loaded again sets no timer: no timer of the failed load
 	// may tick into it.
-	m := s.mustLoad(t, "timerfail", Limits{Capabilities: allCaps})
+	m := s.mustLoad(t, "timerfail", LoadSpec{Capabilities: allCaps})
 	never(t, "a tick of the timer set by a load that failed", func() bool { return s.ticks("timerfail") > 0 })
 	s.answersOK(t, m, "t")
 }
@@ -369,9 +369,9 @@ type floodCounts struct {
 }
 
 func (s *suite) hostileFlood(t *testing.T) {
-	s.mustLoad(t, "slow", Limits{CallTimeout: 5 * time.Second})
-	flood := s.mustLoad(t, "flood", Limits{Capabilities: allCaps})
-	caller := s.mustLoad(t, "hostcalls", Limits{Capabilities: allCaps})
+	s.mustLoad(t, "slow", LoadSpec{CallTimeout: 5 * time.Second})
+	flood := s.mustLoad(t, "flood", LoadSpec{Capabilities: allCaps})
+	caller := s.mustLoad(t, "hostcalls", LoadSpec{Capabilities: allCaps})
 	// Each accepted send holds its place until the slow module's
 	// CallTimeout (or, queued, its QueueTimeout) ends it, seconds after the
 	// flood: long enough for another module to send while none has left.
@@ -397,7 +397,7 @@ func (s *suite) hostileFlood(t *testing.T) {
 }
 
 func (s *suite) hostileSysports(t *testing.T) {
-	m := s.mustLoad(t, "hostcalls", Limits{Config: []byte(hostcallsConfig), Capabilities: allCaps})
+	m := s.mustLoad(t, "hostcalls", LoadSpec{Config: []byte(hostcallsConfig), Capabilities: allCaps})
 	for _, port := range []string{abi.PortSettings, abi.PortTick} {
 		t.Run("invoke-"+port, func(t *testing.T) {
 			s.mustFail(t, s.echo, "echo", port, []byte(`{}`), KindDenied)
@@ -418,7 +418,7 @@ func (s *suite) hostileSysports(t *testing.T) {
 }
 
 func (s *suite) hostileGarbage(t *testing.T) {
-	m := s.mustLoad(t, "garbage", Limits{MemoryPages: hostilePages})
+	m := s.mustLoad(t, "garbage", LoadSpec{MemoryPages: hostilePages})
 	const calls = 1000 // 62.5 MiB of garbage through a 16 MiB memory
 	payload := []byte("garbage")
 	for i := range calls {

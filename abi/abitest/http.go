@@ -43,11 +43,11 @@ func (s *suite) testHTTP(t *testing.T) {
 	}
 
 	t.Run("denied-by-default", func(t *testing.T) {
-		m := s.mustLoad(t, "fetch", Limits{})
+		m := s.mustLoad(t, "fetch", LoadSpec{})
 		st, reason := fetch(t, m, abi.HTTPRequest{URL: srv.URL})
 		wantStatus(t, st, reason, abi.StatusDenied)
 	})
-	m := s.mustLoad(t, "fetch", Limits{Capabilities: []string{abi.CapHTTP + ":127.0.0.1:" + port}})
+	m := s.mustLoad(t, "fetch", LoadSpec{Capabilities: []string{abi.CapHTTP + ":127.0.0.1:" + port}})
 	t.Run("granted", func(t *testing.T) {
 		st, res := fetch(t, m, abi.HTTPRequest{Method: "POST", URL: srv.URL + "/x", Headers: []abi.KV{{Key: "X-Ask", Value: "a"}}, Body: []byte("hi")})
 		wantStatus(t, st, res, abi.StatusOK)

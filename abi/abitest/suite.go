@@ -19,7 +19,7 @@ import (
 
 // Deadlines of the suite. They are safety nets that keep a broken host from
 // hanging the test binary, far above what a working host needs; the limits
-// under test are set through Limits.
+// under test are set through LoadSpec.
 const (
 	loadDeadline = 2 * time.Minute
 	// hostileLoadDeadline bounds the load of a guest that never returns from
@@ -39,7 +39,7 @@ const (
 // guest that echo still answers. See the package documentation.
 func Run(t *testing.T, h Host) {
 	s := &suite{h: h}
-	s.echo = s.mustLoad(t, "echo", Limits{MaxMessageSize: 4 << 20})
+	s.echo = s.mustLoad(t, "echo", LoadSpec{MaxMessageSize: 4 << 20})
 	t.Run("descriptor", s.testDescriptor)
 	t.Run("echo", s.testEcho)
 	t.Run("metadata", s.testMetadata)
@@ -85,23 +85,23 @@ func bounded[T any](parent context.Context, d time.Duration, f func(context.Cont
 	}
 }
 
-func (s *suite) load(t *testing.T, name string, limits Limits) (Module, error) {
+func (s *suite) load(t *testing.T, name string, spec LoadSpec) (Module, error) {
 	t.Helper()
-	return s.loadBytes(t, Guest(t, name), limits, loadDeadline)
+	return s.loadBytes(t, Guest(t, name), spec, loadDeadline)
 }
 
 // loadBytes loads a module from wasm, giving the host d to return.
-func (s *suite) loadBytes(t *testing.T, wasm []byte, limits Limits, d time.Duration) (Module, error) {
+func (s *suite) loadBytes(t *testing.T, wasm []byte, spec LoadSpec, d time.Duration) (Module, error) {
 	t.Helper()
 	return bounded(t.Context(), d, func(ctx context.Context) (Module, error) {
-		return s.h.Load(ctx, wasm, limits)
+		return s.h.Load(ctx, wasm, spec)
 	})
 }
 
 // mustLoad loads a guest and closes it when the test ends.
-func (s *suite) mustLoad(t *testing.T, name string, limits Limits) Module {
+func (s *suite) mustLoad(t *testing.T, name string, spec LoadSpec) Module {
 	t.Helper()
-	m, err := s.load(t, name, limits)
+	m, err := s.load(t, name, spec)
 	if err != nil {
 		t.Fatalf("load %s: %v (kind %q)", name, err, s.h.Kind(err))
 	}
@@ -116,16 +116,16 @@ func (s *suite) mustLoad(t *testing.T, name string, limits Limits) Module {
 }
 
 // mustFailLoad loads a guest the host must refuse and returns the error.
-func (s *suite) mustFailLoad(t *testing.T, name string, limits Limits) error {
+func (s *suite) mustFailLoad(t *testing.T, name string, spec LoadSpec) error {
 	t.Helper()
-	return s.mustRefuse(t, name, Guest(t, name), limits, loadDeadline)
+	return s.mustRefuse(t, name, Guest(t, name), spec, loadDeadline)
 }
 
 // mustRefuse loads wasm, which the host must refuse within d, and returns the
 // error.
-func (s *suite) mustRefuse(t *testing.T, name string, wasm []byte, limits Limits, d time.Duration) error {
+func (s *suite) mustRefuse(t *testing.T, name string, wasm []byte, spec LoadSpec, d time.Duration) error {
 	t.Helper()
-	m, err := s.loadBytes(t, wasm, limits, d)
+	m, err := s.loadBytes(t, wasm, spec, d)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
 		defer cancel()
@@ -344,7 +344,7 @@ func (s *suite) testHostcalls(t *testing.T) {
 	t.Run("denied", s.testDenied)
 	t.Run("denied-by-default", s.testDeniedByDefault)
 	t.Run("denied-target", s.testDeniedTarget)
-	c := &hostcalls{suite: s, m: s.mustLoad(t, "hostcalls", Limits{Config: []byte(hostcallsConfig), Capabilities: allCaps})}
+	c := &hostcalls{suite: s, m: s.mustLoad(t, "hostcalls", LoadSpec{Config: []byte(hostcallsConfig), Capabilities: allCaps})}
 	c.testConfig(t)
 	c.testLog(t)
 	c.testEmit(t)
@@ -356,7 +356,7 @@ func (s *suite) testHostcalls(t *testing.T) {
 }
 
 func (s *suite) testConfigDefault(t *testing.T) {
-	m := s.mustLoad(t, "hostcalls", Limits{})
+	m := s.mustLoad(t, "hostcalls", LoadSpec{})
 	wantJSON(t, "config", s.mustInvoke(t, m, "caller", "config", nil).Payload, `{}`)
 	wantJSON(t, "settings", s.mustInvoke(t, m, "caller", "settings", nil).Payload, `{}`)
 }
@@ -365,7 +365,7 @@ func (s *suite) testConfigDefault(t *testing.T) {
 var allCaps = []string{abi.CapLog, abi.CapConfig, abi.CapTimer, abi.CapMessaging}
 
 func (s *suite) testDenied(t *testing.T) {
-	m := s.mustLoad(t, "hostcalls", Limits{Capabilities: []string{abi.CapLog}})
+	m := s.mustLoad(t, "hostcalls", LoadSpec{Capabilities: []string{abi.CapLog}})
 	for _, tc := range []struct{ port, payload string }{
 		{"config", ""}, {"timer", "1000"}, {"call", "echo/echo/in x"}, {"send", "echo/echo/in x"},
 	} {
@@ -378,7 +378,7 @@ func (s *suite) testDenied(t *testing.T) {
 // testDeniedByDefault: the default grant is the module's own log and
 // configuration; whatever reaches outside it must be granted.
 func (s *suite) testDeniedByDefault(t *testing.T) {
-	def := s.mustLoad(t, "hostcalls", Limits{})
+	def := s.mustLoad(t, "hostcalls", LoadSpec{})
 	for _, tc := range []struct{ port, payload string }{
 		{"timer", "1000"}, {"call", "echo/echo/in x"}, {"send", "echo/echo/in x"},
 	} {
@@ -392,7 +392,7 @@ func (s *suite) testDeniedByDefault(t *testing.T) {
 // testDeniedTarget: a messaging grant that names a module reaches its
 // components and no other target, the module's own included (ABI.md 5.1).
 func (s *suite) testDeniedTarget(t *testing.T) {
-	m := s.mustLoad(t, "hostcalls", Limits{Capabilities: []string{abi.CapLog, abi.CapMessaging + ":echo"}})
+	m := s.mustLoad(t, "hostcalls", LoadSpec{Capabilities: []string{abi.CapLog, abi.CapMessaging + ":echo"}})
 	if r := s.mustInvoke(t, m, "caller", "call", []byte("echo/echo/in granted")); string(r.Payload) != "granted" {
 		t.Errorf("call echo/echo/in answered %q, want %q", r.Payload, "granted")
 	}

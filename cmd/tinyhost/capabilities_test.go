@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	hostclient "github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
@@ -136,14 +137,14 @@ func TestMaximaFlags(t *testing.T) {
 	wasm := e2e.Guest(t, "echo")
 	for _, tc := range []struct {
 		name   string
-		limits hostclient.Limits
+		limits api.Limits
 		want   string
 	}{
-		{"at the maxima", hostclient.Limits{MaxInstances: 4, CallTimeout: 30 * time.Second, MemoryPages: 2048, MaxMessageSize: 1 << 20}, ""},
-		{"instances", hostclient.Limits{MaxInstances: 5}, "MaxInstances is 5, this host's maximum is 4 (Maxima.MaxInstances)"},
-		{"call timeout", hostclient.Limits{CallTimeout: time.Hour}, "CallTimeout is 1h0m0s, this host's maximum is 30s (Maxima.CallTimeout)"},
-		{"memory", hostclient.Limits{MemoryPages: 4096}, "MemoryPages is 4096, this host's maximum is 2048 (Maxima.MemoryPages)"},
-		{"message size", hostclient.Limits{MaxMessageSize: 2 << 20}, "MaxMessageSize is 2097152, this host's maximum is 1048576 (Maxima.MaxMessageSize)"},
+		{"at the maxima", api.Limits{MaxInstances: 4, CallTimeout: 30 * time.Second, MemoryPages: 2048, MaxMessageSize: 1 << 20}, ""},
+		{"instances", api.Limits{MaxInstances: 5}, "MaxInstances is 5, this host's maximum is 4 (Maxima.MaxInstances)"},
+		{"call timeout", api.Limits{CallTimeout: time.Hour}, "CallTimeout is 1h0m0s, this host's maximum is 30s (Maxima.CallTimeout)"},
+		{"memory", api.Limits{MemoryPages: 4096}, "MemoryPages is 4096, this host's maximum is 2048 (Maxima.MemoryPages)"},
+		{"message size", api.Limits{MaxMessageSize: 2 << 20}, "MaxMessageSize is 2097152, this host's maximum is 1048576 (Maxima.MaxMessageSize)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

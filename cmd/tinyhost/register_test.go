@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	hostclient "github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
@@ -88,7 +89,7 @@ func TestRegister(t *testing.T) {
 	t.Run("the modules a host loads on its own are TinyModules provided by it", func(t *testing.T) {
 		hello := e2e.Wasm(t, "examples/hello")
 		e2e.CopyFile(t, hello, filepath.Join(h1.ModulesDir, "hello.wasm"))
-		e2e.LoadModule(t, e2e.Client(t, h1.Addr), "loaded", hello, hostclient.Limits{})
+		e2e.LoadModule(t, e2e.Client(t, h1.Addr), "loaded", hello, api.Limits{})
 		// What the operator loads is the operator's: the labels it loads
 		// with say so.
 		wasm, err := os.ReadFile(hello)
@@ -99,7 +100,7 @@ func TestRegister(t *testing.T) {
 		// A TinyModule of the name that is not the host's is left alone.
 		require.NoError(t, c.Create(ctx, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "hosts", Name: "taken"},
 			Spec: v1alpha1.TinyModuleSpec{Image: "r/taken:v1"}}))
-		e2e.LoadModule(t, e2e.Client(t, h1.Addr), "taken", hello, hostclient.Limits{})
+		e2e.LoadModule(t, e2e.Client(t, h1.Addr), "taken", hello, api.Limits{})
 
 		require.EventuallyWithT(t, func(ct *assert.CollectT) {
 			assert.Equal(ct, map[string]string{"hello": "h1", "loaded": "h1", "taken": ""}, provided(ctx, ct, c))

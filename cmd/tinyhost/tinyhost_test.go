@@ -553,3 +553,36 @@ func presentedName(t *testing.T, addr string, roots *x509.CertPool) string {
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
 }
+
+// TestMinInstancesZero: a host started with --min-instances 0 keeps no
+// instance of an idle module from its modules directory, and its next call
+// starts one and answers.
+func TestMinInstancesZero(t *testing.T) {
+	h := e2e.StartHost(t, e2e.HostOptions{
+		Modules: []string{e2e.Wasm(t, e2e.Hello)},
+		Args:    []string{"--min-instances", "0", "--idle-timeout", "50ms"},
+	})
+	c := client(t, h.Addr)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	pool := func() *hostv1.Pool {
+		resp, err := c.ListModules(ctx, &hostv1.ListModulesRequest{})
+		require.NoError(t, err)
+		for _, m := range resp.GetModules() {
+			if m.GetName() == "hello" {
+				return m.GetPool()
+			}
+		}
+		return nil
+	}
+	require.Eventually(t, func() bool {
+		p := pool()
+		return p != nil && p.GetCreated() == 1 && p.GetInstances() == 0
+	}, time.Minute, 10*time.Millisecond, "the module loaded from the directory keeps no instance once idle")
+	assert.Zero(t, pool().GetMemoryBytes())
+
+	reply, err := greet(ctx, c, "Ada")
+	require.NoError(t, err)
+	assert.Contains(t, reply, "Hello, Ada")
+	assert.Equal(t, uint64(2), pool().GetCreated(), "the call started an instance")
+}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -174,7 +173,9 @@ type Module struct {
 	// Digest is "sha256:<hex>": what Source must have (required for a URL).
 	Digest string
 
-	Limits Limits
+	// Limits are the module's; a zero field is the host's default, and so
+	// is a nil MinInstances (0 keeps no instance warm).
+	Limits api.Limits
 	// Capabilities granted to the module: nil is the host's defaults, an
 	// empty non-nil slice none at all.
 	Capabilities []string
@@ -194,35 +195,20 @@ type Module struct {
 	Progress func(sent int)
 }
 
-// Limits of a module to load; a zero field is the host's default.
-type Limits struct {
-	MemoryPages    uint32
-	CallTimeout    time.Duration
-	MaxMessageSize int
-	MinInstances   int
-	MaxInstances   int
-	QueueTimeout   time.Duration
-	IdleTimeout    time.Duration
-
-	// Outbound HTTP: see host.Limits.
-	HTTPTimeout         time.Duration
-	MaxHTTPRequestSize  int
-	MaxHTTPResponseSize int
-	MaxHTTPHeaders      int
-	MaxHTTPHeaderBytes  int
-	MaxHTTPRedirects    int // negative: none
-	MaxHTTPRequests     int
-}
-
-func (l Limits) proto() *hostv1.Limits {
-	if l == (Limits{}) {
+// limitsProto is l on the wire: nil when every field is the host's default.
+func limitsProto(l api.Limits) *hostv1.Limits {
+	if l == (api.Limits{}) {
 		return nil
+	}
+	var minInstances *uint32
+	if l.MinInstances != nil {
+		minInstances = new(uint32(*l.MinInstances))
 	}
 	return &hostv1.Limits{
 		MemoryPages:     l.MemoryPages,
 		CallTimeoutMs:   uint32(l.CallTimeout.Milliseconds()),
 		MaxMessageBytes: uint32(l.MaxMessageSize),
-		MinInstances:    uint32(l.MinInstances),
+		MinInstances:    minInstances,
 		MaxInstances:    uint32(l.MaxInstances),
 		QueueTimeoutMs:  uint32(l.QueueTimeout.Milliseconds()),
 		IdleTimeoutMs:   uint32(l.IdleTimeout.Milliseconds()),
@@ -234,6 +220,14 @@ func (l Limits) proto() *hostv1.Limits {
 		MaxHttpHeaderBytes:   uint32(l.MaxHTTPHeaderBytes),
 		MaxHttpRedirects:     int32(l.MaxHTTPRedirects),
 		MaxHttpRequests:      uint32(l.MaxHTTPRequests),
+		MaxEmits:             uint32(l.MaxEmits),
+
+		RecyclePages:       l.RecyclePages,
+		LogLinesPerSecond:  uint32(l.LogLinesPerSecond),
+		LogBytesPerSecond:  uint32(l.LogBytesPerSecond),
+		MinTimerIntervalMs: uint32(l.MinTimerInterval.Milliseconds()),
+		MaxTimers:          uint32(l.MaxTimers),
+		MaxSends:           uint32(l.MaxSends),
 	}
 }
 
@@ -247,7 +241,7 @@ const ChunkSize = 256 << 10
 // a transport's status.
 func (c *Client) Load(ctx context.Context, m Module) (*hostv1.LoadModuleResponse, error) {
 	hdr := &hostv1.LoadHeader{
-		Name: m.Name, Limits: m.Limits.proto(), Capabilities: m.Capabilities, Config: m.Config,
+		Name: m.Name, Limits: limitsProto(m.Limits), Capabilities: m.Capabilities, Config: m.Config,
 		Source: m.Source, Digest: m.Digest, CapabilitiesSet: m.Capabilities != nil, Labels: m.Labels,
 		Secrets: m.Secrets,
 	}

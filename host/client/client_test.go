@@ -75,7 +75,7 @@ func TestClient(t *testing.T) {
 	wasm := e2e.Guest(t, "echo")
 	require.Greater(t, len(wasm), 2*client.ChunkSize, "the module goes in several chunks")
 	var sent int
-	resp, err := c.Load(ctx, client.Module{Name: "echo", Wasm: wasm, Limits: client.Limits{MaxInstances: 2, CallTimeout: 5 * time.Second},
+	resp, err := c.Load(ctx, client.Module{Name: "echo", Wasm: wasm, Limits: api.Limits{MaxInstances: 2, CallTimeout: 5 * time.Second},
 		Progress: func(n int) { sent = n }})
 	require.NoError(t, err)
 	assert.Equal(t, len(wasm), sent)
@@ -187,7 +187,7 @@ func TestClientHTTPLimits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 
-	want := client.Limits{HTTPTimeout: 1500 * time.Millisecond, MaxHTTPRequestSize: 1000, MaxHTTPResponseSize: 2000,
+	want := api.Limits{HTTPTimeout: 1500 * time.Millisecond, MaxHTTPRequestSize: 1000, MaxHTTPResponseSize: 2000,
 		MaxHTTPHeaders: 7, MaxHTTPHeaderBytes: 3000, MaxHTTPRedirects: -1, MaxHTTPRequests: 3}
 	resp, err := c.Load(ctx, client.Module{Name: "echo", Wasm: e2e.Guest(t, "echo"), Limits: want})
 	require.NoError(t, err)
@@ -209,4 +209,52 @@ func TestClientHTTPLimits(t *testing.T) {
 	err = c.SetSecrets(ctx, "echo", map[string][]byte{"Bad Name": []byte("v")})
 	assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
 	require.NoError(t, c.SetSecrets(ctx, "echo", map[string][]byte{"token": []byte("v")}))
+}
+
+// TestClientMinInstancesZero: MinInstances 0 crosses the wire as a value,
+// not as "the default": the module's instances close once idle, the pool
+// shows none, and the next call starts one and answers. A load that names
+// no MinInstances keeps the host's default, one warm. MaxEmits crosses too.
+func TestClientMinInstancesZero(t *testing.T) {
+	addr, certs := serve(t)
+	token := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
+	c, err := client.New(addr, client.Options{CAFile: certs.CA, CertFile: certs.ClientCert, KeyFile: certs.ClientKey, TokenFile: token})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+
+	wasm := e2e.Guest(t, "echo")
+	resp, err := c.Load(ctx, client.Module{Name: "cold", Wasm: wasm,
+		Limits: api.Limits{MinInstances: new(0), IdleTimeout: 50 * time.Millisecond, MaxEmits: 9}})
+	require.NoError(t, err)
+	l := resp.GetModule().GetLimits()
+	require.NotNil(t, l.MinInstances, "the host says how many it keeps warm")
+	assert.Equal(t, uint32(0), l.GetMinInstances())
+	assert.Equal(t, uint32(9), l.GetMaxEmits())
+	resp, err = c.Load(ctx, client.Module{Name: "warm", Wasm: wasm})
+	require.NoError(t, err)
+	assert.Equal(t, uint32(1), resp.GetModule().GetLimits().GetMinInstances(), "no MinInstances is the host's default")
+
+	pool := func(name string) *hostv1.Pool {
+		mods, err := c.List(ctx)
+		require.NoError(t, err)
+		for _, m := range mods {
+			if m.GetName() == name {
+				return m.GetPool()
+			}
+		}
+		require.FailNow(t, "module not listed", name)
+		return nil
+	}
+	require.Eventually(t, func() bool { return pool("cold").GetInstances() == 0 }, time.Minute, 10*time.Millisecond,
+		"the idle module keeps no instance")
+	assert.Zero(t, pool("cold").GetMemoryBytes())
+	assert.Equal(t, uint32(1), pool("warm").GetInstances(), "the default keeps one")
+
+	out, err := c.Invoke(ctx, &hostv1.InvokeRequest{Module: "cold", Component: "echo", Port: "in", Payload: []byte("hi")})
+	require.NoError(t, err)
+	assert.Equal(t, "hi", string(out.GetPayload()))
+	assert.Equal(t, uint64(2), pool("cold").GetCreated(), "the call started an instance")
 }

@@ -4,7 +4,7 @@
 //	c, err := client.New("10.0.0.7:50051", client.Options{CAFile: "ca.pem", TokenFile: "token"})
 //	...
 //	defer c.Close()
-//	_, err = c.Load(ctx, client.Module{Wasm: wasm, Limits: client.Limits{MaxInstances: 8}})
+//	_, err = c.Load(ctx, client.Module{Wasm: wasm, Limits: api.Limits{MaxInstances: 8}})
 //	resp, err := c.Invoke(ctx, &hostv1.InvokeRequest{Module: "hello", Component: "greeter", Port: "in"})
 //
 // Options name the TLS files (CA, client certificate and key), the bearer

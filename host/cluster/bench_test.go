@@ -11,6 +11,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/cluster"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/host/server"
@@ -79,11 +80,11 @@ func BenchmarkRemoteCall(b *testing.B) {
 	hello, relay := e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay)
 	echoAddr := serve(b, func(s *grpc.Server) { hostv1.RegisterHostServiceServer(s, e2e.EchoServer{}) })
 
-	h2 := newHost(b, nil, host.Limits{}, hello)
+	h2 := newHost(b, nil, api.Limits{}, hello)
 	_, addr2 := serveHost(b, h2, server.Options{})
 
 	t1 := cluster.New(cluster.Options{})
-	h1 := newHost(b, t1, host.Limits{}, relay)
+	h1 := newHost(b, t1, api.Limits{}, relay)
 	if err := h1.SetRoutes(1, map[string][]string{"hello": {addr2}}); err != nil {
 		b.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func BenchmarkRemoteCall(b *testing.B) {
 // with a cluster transport.
 func BenchmarkLocalCall(b *testing.B) {
 	ctx := context.Background()
-	h := newHost(b, cluster.New(cluster.Options{}), host.Limits{}, e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay))
+	h := newHost(b, cluster.New(cluster.Options{}), api.Limits{}, e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay))
 	req := host.Request{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
 	b.Run("invoke", func(b *testing.B) {
 		measure(b, "invoke", nil, func() error { _, err := h.Invoke(ctx, req); return err })

@@ -38,7 +38,7 @@ func serveHost(t testing.TB, h *host.Host, opts server.Options) (*server.Server,
 
 // newHost starts a host, with a cluster transport when tr is not nil, and
 // loads the modules, granted messaging: they send and call.
-func newHost(t testing.TB, tr *cluster.Transport, limits host.Limits, mods ...[]byte) *host.Host {
+func newHost(t testing.TB, tr *cluster.Transport, limits api.Limits, mods ...[]byte) *host.Host {
 	t.Helper()
 	ctx := context.Background()
 	opts := host.Options{CacheDir: e2e.CacheDir(t), Limits: limits,
@@ -66,9 +66,9 @@ func newHost(t testing.TB, tr *cluster.Transport, limits host.Limits, mods ...[]
 // (denied) naming the port, as it would locally.
 func TestSystemPortRemote(t *testing.T) {
 	ctx := context.Background()
-	h2 := newHost(t, nil, host.Limits{}, e2e.Guest(t, "echo"))
+	h2 := newHost(t, nil, api.Limits{}, e2e.Guest(t, "echo"))
 	_, addr := serveHost(t, h2, server.Options{})
-	h1 := newHost(t, cluster.New(cluster.Options{}), host.Limits{}, e2e.Guest(t, "hostcalls"))
+	h1 := newHost(t, cluster.New(cluster.Options{}), api.Limits{}, e2e.Guest(t, "hostcalls"))
 	require.NoError(t, h1.SetRoutes(1, map[string][]string{"echo": {addr}}))
 
 	for _, tc := range []struct{ port, payload, want string }{
@@ -119,7 +119,7 @@ func TestUnknownPeer(t *testing.T) {
 // stream, and the callee's instance is interrupted.
 func TestCallerCancel(t *testing.T) {
 	const deadline = time.Minute // every timeout of both hosts
-	limits := host.Limits{CallTimeout: deadline, QueueTimeout: deadline, MinInstances: 1, MaxInstances: 1}
+	limits := api.Limits{CallTimeout: deadline, QueueTimeout: deadline, MinInstances: new(1), MaxInstances: 1}
 	relay, sleeper := e2e.WasmBytes(t, e2e.Relay), e2e.WasmBytes(t, e2e.Sleeper)
 	for _, tc := range []struct {
 		name string
@@ -189,9 +189,9 @@ func inUse(h *host.Host) int {
 func TestHammer(t *testing.T) {
 	hammer.NoLeaks(t)
 	ctx := context.Background()
-	h2 := newHost(t, nil, host.Limits{}, e2e.WasmBytes(t, e2e.Hello))
+	h2 := newHost(t, nil, api.Limits{}, e2e.WasmBytes(t, e2e.Hello))
 	_, addr := serveHost(t, h2, server.Options{})
-	h1 := newHost(t, cluster.New(cluster.Options{}), host.Limits{}, e2e.Guest(t, "hostcalls"))
+	h1 := newHost(t, cluster.New(cluster.Options{}), api.Limits{}, e2e.Guest(t, "hostcalls"))
 
 	var (
 		mu     sync.Mutex

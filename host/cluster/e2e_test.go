@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/host/api"
-	"github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
@@ -137,7 +136,7 @@ func TestCycle(t *testing.T) {
 	h2 := e2e.StartHost(t, e2e.HostOptions{Args: []string{messaging}})
 	c1, c2 := e2e.Client(t, h1.Addr), e2e.Client(t, h2.Addr)
 	// Every hop holds an instance until the end: 16 hops, 8 on each side.
-	limits := client.Limits{MaxInstances: 16}
+	limits := api.Limits{MaxInstances: 16}
 	e2e.LoadModule(t, c1, "a", relay, limits)
 	e2e.LoadModule(t, c2, "b", relay, limits)
 	e2e.SetRoutes(t, c1, 1, map[string][]string{"b": {h2.Addr}})

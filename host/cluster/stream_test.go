@@ -33,7 +33,7 @@ type peerHost struct {
 	addr string
 }
 
-func startPeer(t *testing.T, window int, limits host.Limits) *peerHost {
+func startPeer(t *testing.T, window int, limits api.Limits) *peerHost {
 	t.Helper()
 	h := newHost(t, nil, limits, e2e.WasmBytes(t, e2e.Sleeper))
 	srv, addr := serveHost(t, h, server.Options{StreamWindow: window})
@@ -75,7 +75,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestRemoteDeadline: the caller's deadline and its cancellation reach the
 // remote host, which stops the guest rather than running it on for nobody.
 func TestRemoteDeadline(t *testing.T) {
-	p := startPeer(t, 0, host.Limits{MinInstances: 1, MaxInstances: 1, CallTimeout: time.Minute})
+	p := startPeer(t, 0, api.Limits{MinInstances: new(1), MaxInstances: 1, CallTimeout: time.Minute})
 	r := newPeers(t, cluster.Options{}, p.addr)
 	// One call first, so that the 200 ms below are not spent connecting.
 	_, err := r.call(context.Background(), sleepMsg(1))
@@ -114,8 +114,8 @@ func TestRemoteDeadline(t *testing.T) {
 // the deliveries it did not take go to the other replica: none is lost.
 func TestPeerStops(t *testing.T) {
 	// a takes one delivery at a time, so that others wait on its stream.
-	a := startPeer(t, 1, host.Limits{MinInstances: 1, MaxInstances: 1})
-	b := startPeer(t, 0, host.Limits{MaxInstances: 8})
+	a := startPeer(t, 1, api.Limits{MinInstances: new(1), MaxInstances: 1})
+	b := startPeer(t, 0, api.Limits{MaxInstances: 8})
 	r := newPeers(t, cluster.Options{}, a.addr, b.addr)
 
 	const n = 8
@@ -211,7 +211,7 @@ func TestPeerCredentials(t *testing.T) {
 	creds := credentials.NewTLS(&tls.Config{
 		Certificates: []tls.Certificate{serverCert}, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12,
 	})
-	_, addr := serveHost(t, newHost(t, nil, host.Limits{}, e2e.WasmBytes(t, e2e.Sleeper)), server.Options{
+	_, addr := serveHost(t, newHost(t, nil, api.Limits{}, e2e.WasmBytes(t, e2e.Sleeper)), server.Options{
 		Token: "admin", PeerToken: "peer", ClientCertRoles: true, ServerOptions: []grpc.ServerOption{grpc.Creds(creds)},
 	})
 	verified := func(certFile, keyFile string) *tls.Config {
@@ -268,7 +268,7 @@ func TestPeerCredentials(t *testing.T) {
 // routes still gets its reply (the connection lingers for it), while a
 // new one to that peer is refused at once.
 func TestPeerLeavesRoutes(t *testing.T) {
-	p := startPeer(t, 0, host.Limits{MinInstances: 1, MaxInstances: 2, CallTimeout: time.Minute})
+	p := startPeer(t, 0, api.Limits{MinInstances: new(1), MaxInstances: 2, CallTimeout: time.Minute})
 	r := newPeers(t, cluster.Options{}, p.addr)
 	_, err := r.call(context.Background(), sleepMsg(1)) // connected
 	require.NoError(t, err)

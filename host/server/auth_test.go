@@ -97,7 +97,7 @@ func TestRoles(t *testing.T) {
 		ServerOptions: []grpc.ServerOption{grpc.Creds(creds)},
 	}})
 	// Watch answers with the modules loaded, so that it answers at once.
-	e.load(t, guest(t, "echo"), "", host.Limits{})
+	e.load(t, guest(t, "echo"), "", api.Limits{})
 
 	roles := func(rs ...api.Role) []api.Role { return rs }
 	for _, tc := range []struct {
@@ -186,7 +186,7 @@ func callAny(t *testing.T, conn *grpc.ClientConn, method string) error {
 // caller call every method, as a loopback development host does.
 func TestOpen(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.load(t, guest(t, "echo"), "", host.Limits{})
+	e.load(t, guest(t, "echo"), "", api.Limits{})
 	for _, m := range e.srv.Methods() {
 		err := callAny(t, e.conn, m)
 		assert.NotContains(t, []codes.Code{codes.PermissionDenied, codes.Unauthenticated}, status.Code(err), "%s: %v", m, err)

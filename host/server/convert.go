@@ -100,12 +100,16 @@ func moduleProto(m *host.ModuleInfo) (*hostv1.Module, []string) {
 	return out, slices.Compact(fix)
 }
 
-func limitsProto(l host.Limits) *hostv1.Limits {
+func limitsProto(l api.Limits) *hostv1.Limits {
+	var minInstances *uint32
+	if l.MinInstances != nil {
+		minInstances = new(uint32(*l.MinInstances))
+	}
 	return &hostv1.Limits{
 		MemoryPages:     l.MemoryPages,
 		CallTimeoutMs:   uint32(l.CallTimeout / time.Millisecond),
 		MaxMessageBytes: uint32(l.MaxMessageSize),
-		MinInstances:    uint32(l.MinInstances),
+		MinInstances:    minInstances,
 		MaxInstances:    uint32(l.MaxInstances),
 		QueueTimeoutMs:  uint32(l.QueueTimeout / time.Millisecond),
 		IdleTimeoutMs:   uint32(l.IdleTimeout / time.Millisecond),
@@ -117,31 +121,52 @@ func limitsProto(l host.Limits) *hostv1.Limits {
 		MaxHttpHeaderBytes:   uint32(l.MaxHTTPHeaderBytes),
 		MaxHttpRedirects:     int32(l.MaxHTTPRedirects),
 		MaxHttpRequests:      uint32(l.MaxHTTPRequests),
+		MaxEmits:             uint32(l.MaxEmits),
+
+		RecyclePages:       l.RecyclePages,
+		LogLinesPerSecond:  uint32(l.LogLinesPerSecond),
+		LogBytesPerSecond:  uint32(l.LogBytesPerSecond),
+		MinTimerIntervalMs: uint32(l.MinTimerInterval / time.Millisecond),
+		MaxTimers:          uint32(l.MaxTimers),
+		MaxSends:           uint32(l.MaxSends),
 	}
 }
 
-// limitsHost converts requested limits; zero fields stay zero, which the
-// host reads as "the default".
-func limitsHost(l *hostv1.Limits) host.Limits {
+// limitsHost converts requested limits; zero fields stay zero, and an
+// absent min_instances nil, which the host reads as "the default".
+func limitsHost(l *hostv1.Limits) api.Limits {
 	if l == nil {
-		return host.Limits{}
+		return api.Limits{}
 	}
-	return host.Limits{
+	var minInstances *int
+	if l.MinInstances != nil {
+		minInstances = new(int(l.GetMinInstances()))
+	}
+	ms := func(n uint32) time.Duration { return time.Duration(n) * time.Millisecond }
+	return api.Limits{
 		MemoryPages:    l.GetMemoryPages(),
-		CallTimeout:    time.Duration(l.GetCallTimeoutMs()) * time.Millisecond,
+		CallTimeout:    ms(l.GetCallTimeoutMs()),
 		MaxMessageSize: int(l.GetMaxMessageBytes()),
-		MinInstances:   int(l.GetMinInstances()),
+		MinInstances:   minInstances,
 		MaxInstances:   int(l.GetMaxInstances()),
-		QueueTimeout:   time.Duration(l.GetQueueTimeoutMs()) * time.Millisecond,
-		IdleTimeout:    time.Duration(l.GetIdleTimeoutMs()) * time.Millisecond,
+		QueueTimeout:   ms(l.GetQueueTimeoutMs()),
+		IdleTimeout:    ms(l.GetIdleTimeoutMs()),
 
-		HTTPTimeout:         time.Duration(l.GetHttpTimeoutMs()) * time.Millisecond,
+		HTTPTimeout:         ms(l.GetHttpTimeoutMs()),
 		MaxHTTPRequestSize:  int(l.GetMaxHttpRequestBytes()),
 		MaxHTTPResponseSize: int(l.GetMaxHttpResponseBytes()),
 		MaxHTTPHeaders:      int(l.GetMaxHttpHeaders()),
 		MaxHTTPHeaderBytes:  int(l.GetMaxHttpHeaderBytes()),
 		MaxHTTPRedirects:    int(l.GetMaxHttpRedirects()),
 		MaxHTTPRequests:     int(l.GetMaxHttpRequests()),
+		MaxEmits:            int(l.GetMaxEmits()),
+
+		RecyclePages:      l.GetRecyclePages(),
+		LogLinesPerSecond: int(l.GetLogLinesPerSecond()),
+		LogBytesPerSecond: int(l.GetLogBytesPerSecond()),
+		MinTimerInterval:  ms(l.GetMinTimerIntervalMs()),
+		MaxTimers:         int(l.GetMaxTimers()),
+		MaxSends:          int(l.GetMaxSends()),
 	}
 }
 

@@ -43,7 +43,7 @@ func sleep(id uint64, ms int, timeout time.Duration) *hostv1.DeliverStreamReques
 // Deliver would answer; a bad request fails alone and the stream goes on.
 func TestDeliverStream(t *testing.T) {
 	e := newEnv(t, envOptions{server: server.Options{StreamWindow: 8}})
-	e.load(t, guest(t, "echo"), "", host.Limits{MaxInstances: 4})
+	e.load(t, guest(t, "echo"), "", api.Limits{MaxInstances: 4})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	stream, window := deliveryStream(t, ctx, e.client)
@@ -121,7 +121,7 @@ func TestDeliverStream(t *testing.T) {
 // cannot be reused while it is in flight.
 func TestDeliverStreamDeadlineAndCancel(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.load(t, e2e.WasmBytes(t, e2e.Sleeper), "", host.Limits{MaxInstances: 4})
+	e.load(t, e2e.WasmBytes(t, e2e.Sleeper), "", api.Limits{MaxInstances: 4})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	stream, _ := deliveryStream(t, ctx, e.client)
@@ -162,7 +162,7 @@ func TestDeliverStreamStop(t *testing.T) {
 	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t)})
 	require.NoError(t, err)
 	defer within(t, time.Minute, "closing the host", func() { h.Close(ctx) })
-	_, err = h.Load(ctx, e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: 1, MaxInstances: 1}})
+	_, err = h.Load(ctx, e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: api.Limits{MinInstances: new(1), MaxInstances: 1}})
 	require.NoError(t, err)
 	srv, err := server.New(h, server.Options{StreamWindow: 1})
 	require.NoError(t, err)

@@ -94,7 +94,7 @@ func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 }
 
 // load loads wasm into the host directly, under name, with limits.
-func (e *env) load(t testing.TB, wasm []byte, name string, limits host.Limits) host.ModuleInfo {
+func (e *env) load(t testing.TB, wasm []byte, name string, limits api.Limits) host.ModuleInfo {
 	t.Helper()
 	// Minutes: a load compiles, on a machine that may be busy.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

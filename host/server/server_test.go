@@ -30,10 +30,10 @@ import (
 
 func TestInvokeStatusCodes(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.load(t, guest(t, "echo"), "", host.Limits{})
-	e.load(t, guest(t, "echo"), "small", host.Limits{MaxMessageSize: 1024})
-	e.load(t, guest(t, "gopanic"), "", host.Limits{})
-	e.load(t, guest(t, "loop"), "", host.Limits{CallTimeout: 200 * time.Millisecond})
+	e.load(t, guest(t, "echo"), "", api.Limits{})
+	e.load(t, guest(t, "echo"), "small", api.Limits{MaxMessageSize: 1024})
+	e.load(t, guest(t, "gopanic"), "", api.Limits{})
+	e.load(t, guest(t, "loop"), "", api.Limits{CallTimeout: 200 * time.Millisecond})
 
 	big := make([]byte, 4096)
 	for _, tc := range []struct {
@@ -75,8 +75,8 @@ func TestInvokeStatusCodes(t *testing.T) {
 
 func TestInvokeSaturatedPool(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.load(t, e2e.WasmBytes(t, e2e.Sleeper), "", host.Limits{
-		MinInstances: 1, MaxInstances: 1, QueueTimeout: 50 * time.Millisecond,
+	e.load(t, e2e.WasmBytes(t, e2e.Sleeper), "", api.Limits{
+		MinInstances: new(1), MaxInstances: 1, QueueTimeout: 50 * time.Millisecond,
 	})
 
 	first := make(chan error, 1)
@@ -246,7 +246,7 @@ func TestInfo(t *testing.T) {
 		server: server.Options{Name: "host-a", Version: "v9.9.9", Labels: map[string]string{"zone": "a"}},
 		host:   host.Options{Capacity: host.Capacity{MaxModules: 10, MemoryBytes: 1 << 30}},
 	})
-	e.load(t, guest(t, "echo"), "", host.Limits{MaxInstances: 2, MemoryPages: 100})
+	e.load(t, guest(t, "echo"), "", api.Limits{MaxInstances: 2, MemoryPages: 100})
 	info, err := e.client.Info(context.Background(), &hostv1.InfoRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, "host-a", info.GetName())
@@ -289,7 +289,7 @@ func TestCapacity(t *testing.T) {
 	// takes 16 MiB, and compiling it (3 MB of Go) about 100 MiB for a
 	// moment.
 	e := newEnv(t, envOptions{host: host.Options{Capacity: host.Capacity{MaxModules: 2, MemoryBytes: 128 << 20}}})
-	small := host.Limits{MemoryPages: 64, MaxInstances: 4}
+	small := api.Limits{MemoryPages: 64, MaxInstances: 4}
 	e.load(t, guest(t, "echo"), "", small)
 
 	load := func(name string, limits *hostv1.Limits) error {
@@ -315,7 +315,7 @@ func TestCapacity(t *testing.T) {
 func TestToken(t *testing.T) {
 	const token = "s3cret-token"
 	e := newEnv(t, envOptions{server: server.Options{Token: token}})
-	e.load(t, guest(t, "echo"), "", host.Limits{})
+	e.load(t, guest(t, "echo"), "", api.Limits{})
 	with := func(v string) context.Context {
 		return metadata.AppendToOutgoingContext(context.Background(), "authorization", v)
 	}
@@ -367,7 +367,7 @@ func TestToken(t *testing.T) {
 
 func TestHealth(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.load(t, guest(t, "echo"), "", host.Limits{})
+	e.load(t, guest(t, "echo"), "", api.Limits{})
 	hc := grpc_health_v1.NewHealthClient(e.conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -393,7 +393,7 @@ func TestHealth(t *testing.T) {
 	got, err = w.Recv()
 	require.NoError(t, err)
 	assert.Equal(t, grpc_health_v1.HealthCheckResponse_SERVICE_UNKNOWN, got.GetStatus())
-	e.load(t, guest(t, "echo"), "", host.Limits{})
+	e.load(t, guest(t, "echo"), "", api.Limits{})
 	got, err = w.Recv()
 	require.NoError(t, err)
 	assert.Equal(t, grpc_health_v1.HealthCheckResponse_SERVING, got.GetStatus())
@@ -401,7 +401,7 @@ func TestHealth(t *testing.T) {
 
 func TestWatch(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.load(t, guest(t, "echo"), "", host.Limits{})
+	e.load(t, guest(t, "echo"), "", api.Limits{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w, err := e.client.Watch(ctx, &hostv1.WatchRequest{})
@@ -418,7 +418,7 @@ func TestWatch(t *testing.T) {
 	assert.Equal(t, "echo", ev.GetModule())
 	assert.Equal(t, "1.0.0", ev.GetInfo().GetVersion())
 
-	e.load(t, guest(t, "echo"), "", host.Limits{})
+	e.load(t, guest(t, "echo"), "", api.Limits{})
 	ev = next()
 	assert.Equal(t, hostv1.WatchEvent_TYPE_UPGRADED, ev.GetType())
 	assert.Equal(t, "echo", ev.GetModule())
@@ -439,7 +439,7 @@ func TestWatch(t *testing.T) {
 
 func TestInvokeStream(t *testing.T) {
 	e := newEnv(t, envOptions{server: server.Options{StreamWindow: 8}})
-	e.load(t, guest(t, "echo"), "", host.Limits{MaxInstances: 4})
+	e.load(t, guest(t, "echo"), "", api.Limits{MaxInstances: 4})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	stream, err := e.client.InvokeStream(ctx)
@@ -499,7 +499,7 @@ func TestInvokeStreamWindow(t *testing.T) {
 	// With a window of 2 and a pool of 4, at most 2 calls of one stream run
 	// at once however many the client sends.
 	e := newEnv(t, envOptions{server: server.Options{StreamWindow: 2}})
-	e.load(t, e2e.WasmBytes(t, e2e.Sleeper), "", host.Limits{MinInstances: 4, MaxInstances: 4})
+	e.load(t, e2e.WasmBytes(t, e2e.Sleeper), "", api.Limits{MinInstances: new(4), MaxInstances: 4})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	stream, err := e.client.InvokeStream(ctx)
@@ -548,7 +548,7 @@ func TestGracefulStop(t *testing.T) {
 	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t)})
 	require.NoError(t, err)
 	defer within(t, time.Minute, "closing the host", func() { h.Close(ctx) })
-	_, err = h.Load(ctx, e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: host.Limits{MinInstances: 4, MaxInstances: 4}})
+	_, err = h.Load(ctx, e2e.WasmBytes(t, e2e.Sleeper), host.LoadOptions{Limits: api.Limits{MinInstances: new(4), MaxInstances: 4}})
 	require.NoError(t, err)
 	srv, err := server.New(h, server.Options{})
 	require.NoError(t, err)

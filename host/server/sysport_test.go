@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/abi"
-	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
@@ -21,7 +20,7 @@ import (
 // DENIED) with a message naming the port; only the host delivers there.
 func TestSystemPorts(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.load(t, guest(t, "echo"), "", host.Limits{})
+	e.load(t, guest(t, "echo"), "", api.Limits{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const why = "only the host delivers to system ports"

@@ -101,7 +101,7 @@ func TestCallFailedLogIsOneLine(t *testing.T) {
 	e := newEnv(t, envOptions{server: server.Options{Logger: logger}})
 	wasm, err := os.ReadFile(filepath.Join("testdata", "failer.wasm"))
 	require.NoError(t, err)
-	e.load(t, wasm, "", host.Limits{})
+	e.load(t, wasm, "", api.Limits{})
 
 	_, err = e.invoke(t, "failer", "c", "in", nil)
 	require.Error(t, err)
@@ -132,8 +132,8 @@ func TestEmittedMetadataNotUTF8(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	wasm, err := os.ReadFile(filepath.Join("testdata", "badmeta.wasm"))
 	require.NoError(t, err)
-	e.load(t, wasm, "", host.Limits{})
-	e.load(t, guest(t, "echo"), "", host.Limits{})
+	e.load(t, wasm, "", api.Limits{})
+	e.load(t, guest(t, "echo"), "", api.Limits{})
 
 	resp, err := e.invoke(t, "badmeta", "e", "in", nil)
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
@@ -27,7 +28,7 @@ func Client(t testing.TB, addr string) *client.Client {
 
 // LoadModule loads the .wasm file into the host under name, granted every
 // capability: the modules of the cluster tests call and send to each other.
-func LoadModule(t testing.TB, c *client.Client, name, wasm string, limits client.Limits) {
+func LoadModule(t testing.TB, c *client.Client, name, wasm string, limits api.Limits) {
 	t.Helper()
 	b, err := os.ReadFile(wasm)
 	if err != nil {

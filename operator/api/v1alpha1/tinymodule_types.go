@@ -353,7 +353,11 @@ type Limits struct {
 	// +kubebuilder:validation:Minimum=1
 	MaxMessageBytes *int32 `json:"maxMessageBytes,omitempty"`
 
-	// MinInstances is how many instances the host keeps warm.
+	// MinInstances is how many instances the host keeps warm; absent is
+	// the host's default (1). A warm instance answers at once and holds its
+	// memory while idle. 0 keeps none: the module's instances close after
+	// idleTimeout, and its next call first starts one, paying an
+	// instantiation.
 	//
 	// +optional
 	// +kubebuilder:validation:Minimum=0

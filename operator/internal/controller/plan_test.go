@@ -257,6 +257,32 @@ func TestLoadCapabilities(t *testing.T) {
 	assert.NotEqual(t, specHash(omitted, art), specHash(none, art), "[none] reloads a module loaded with the defaults")
 }
 
+// TestLoadMinInstances: limits.minInstances absent is sent absent (the
+// host's default, one warm), 0 as 0 (none warm), and the two load
+// differently.
+func TestLoadMinInstances(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limits *v1alpha1.Limits
+		want   *int
+	}{
+		{"no limits", nil, nil},
+		{"omitted", &v1alpha1.Limits{MaxInstances: replicas(2)}, nil},
+		{"zero", &v1alpha1.Limits{MinInstances: replicas(0)}, new(0)},
+		{"three", &v1alpha1.Limits{MinInstances: replicas(3)}, new(3)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Spec: v1alpha1.TinyModuleSpec{Image: "r/m:v1", Limits: tc.limits}}
+			assert.Equal(t, tc.want, loadModule(m).Limits.MinInstances)
+		})
+	}
+	art := placement.Artifact{Image: "r/m:v1"}
+	omitted := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Spec: v1alpha1.TinyModuleSpec{Image: "r/m:v1", Limits: &v1alpha1.Limits{}}}
+	zero := omitted.DeepCopy()
+	zero.Spec.Limits.MinInstances = replicas(0)
+	assert.NotEqual(t, specHash(omitted, art), specHash(zero, art), "minInstances 0 reloads a module loaded with the default")
+}
+
 func TestPermanent(t *testing.T) {
 	withReason := func(c codes.Code, reason string) error {
 		return fmt.Errorf("load: %w", api.NewStatus(c, reason, nil, "x").Err())

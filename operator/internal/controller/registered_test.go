@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	hostclient "github.com/tinyhost/tinyhost/host/client"
+	"github.com/tinyhost/tinyhost/host/api"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
@@ -89,7 +89,7 @@ func registeredOwnModule(t *testing.T, b *bed, h1, h2 *testbed.Host) {
 
 	// hostcalls on h2 calls hello on h1 by name, through the routes
 	// the operator pushed.
-	e2e.LoadModule(t, e2e.Client(t, h2.Addr), "hostcalls", writeTemp(t, e2e.Guest(t, "hostcalls")), hostclient.Limits{})
+	e2e.LoadModule(t, e2e.Client(t, h2.Addr), "hostcalls", writeTemp(t, e2e.Guest(t, "hostcalls")), api.Limits{})
 	eventually(t, 30*time.Second, "a call from h2 to hello on h1", func() error {
 		resp, err := h2.Client.Invoke(context.Background(), &hostv1.InvokeRequest{Module: "hostcalls", Component: "caller", Port: "call",
 			Payload: []byte(`hello/greeter/in {"name":"Ada"}`)})
@@ -110,7 +110,7 @@ func registeredClash(t *testing.T, b *bed, h1, h2 *testbed.Host) {
 	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "greeter"},
 		Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref, HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "placed"}}}})
 	b.ready(t, "apps", "greeter", time.Minute)
-	e2e.LoadModule(t, e2e.Client(t, h2.Addr), "greeter", writeTemp(t, e2e.WasmBytes(t, testbed.Hello)), hostclient.Limits{})
+	e2e.LoadModule(t, e2e.Client(t, h2.Addr), "greeter", writeTemp(t, e2e.WasmBytes(t, testbed.Hello)), api.Limits{})
 
 	eventually(t, 30*time.Second, "apps/greeter Degraded by the clash", func() error {
 		c := meta.FindStatusCondition(b.module(t, "apps", "greeter").Status.Conditions, v1alpha1.ConditionDegraded)

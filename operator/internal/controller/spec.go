@@ -94,11 +94,12 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 		}
 		return int(*p)
 	}
-	out.Limits = hostclient.Limits{
+	out.Limits = api.Limits{
 		MemoryPages:    uint32(deref(l.MemoryPages)),
 		MaxMessageSize: deref(l.MaxMessageBytes),
-		MinInstances:   deref(l.MinInstances),
-		MaxInstances:   deref(l.MaxInstances),
+		// Absent is the host's default; 0 is none warm, so it is sent.
+		MinInstances: optional(l.MinInstances),
+		MaxInstances: deref(l.MaxInstances),
 
 		MaxHTTPRequestSize:  deref(l.HTTPMaxRequestBytes),
 		MaxHTTPResponseSize: deref(l.HTTPMaxResponseBytes),
@@ -117,6 +118,14 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 		}
 	}
 	return out
+}
+
+// optional is *p as an int, nil when p is.
+func optional(p *int32) *int {
+	if p == nil {
+		return nil
+	}
+	return new(int(*p))
 }
 
 // permanent reports whether a load failed for good: loading the same spec

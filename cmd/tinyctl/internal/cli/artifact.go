@@ -13,6 +13,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
@@ -88,7 +89,7 @@ func describe(ctx context.Context, wasm []byte) (desc abi.Descriptor, err error)
 		return desc, err
 	}
 	defer func() { _ = h.Close(context.WithoutCancel(ctx)) }()
-	info, err := h.Load(ctx, wasm, host.LoadOptions{Limits: host.Limits{MinInstances: 1, MaxInstances: 1}})
+	info, err := h.Load(ctx, wasm, host.LoadOptions{Limits: api.Limits{MinInstances: new(1), MaxInstances: 1}})
 	if err != nil {
 		return desc, err
 	}

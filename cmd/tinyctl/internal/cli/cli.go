@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,7 +96,7 @@ type limitFlags struct {
 	memoryPages  uint32
 	callTimeout  time.Duration
 	maxMessage   uint32
-	minInstances uint32
+	minInstances optionalInt // nil unless given: 0 is a value, keeping none warm
 	maxInstances uint32
 	queueTimeout time.Duration
 	idleTimeout  time.Duration
@@ -106,7 +108,30 @@ type limitFlags struct {
 	maxHTTPHeaderB  uint32
 	maxHTTPRedirect int
 	maxHTTPRequests uint32
+	maxEmits        uint32
 }
+
+// optionalInt is a flag of a count whose absence differs from 0: it stays
+// nil until given.
+type optionalInt struct{ v *int }
+
+func (o *optionalInt) Set(s string) error {
+	n, err := strconv.ParseUint(s, 10, 31)
+	if err != nil {
+		return fmt.Errorf("%q is not a count from 0 to %d", s, math.MaxInt32)
+	}
+	o.v = new(int(n))
+	return nil
+}
+
+func (o *optionalInt) String() string {
+	if o.v == nil {
+		return ""
+	}
+	return strconv.Itoa(*o.v)
+}
+
+func (o *optionalInt) Type() string { return "uint32" }
 
 // ctl is what a running command works with.
 type ctl struct {

@@ -254,3 +254,34 @@ func TestBuild(t *testing.T) {
 		assert.Contains(t, res.stderr, tc.want, "build %s", tc.dir)
 	}
 }
+
+// TestLoadMinInstances: --min-instances 0 keeps no instance warm, and a
+// call still answers; without the flag the host's default, one, holds.
+func TestLoadMinInstances(t *testing.T) {
+	h, addr := startHost(t)
+	env := map[string]string{"TINYCTL_ADDR": addr}
+	hello := e2e.Wasm(t, e2e.Hello)
+
+	res := run(t, env, "", "load", hello, "--name", "cold", "--min-instances", "0", "--idle-timeout", "50ms")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	info, _ := h.Module("cold")
+	require.NotNil(t, info.Limits.MinInstances)
+	assert.Equal(t, 0, *info.Limits.MinInstances, "--min-instances 0 is sent as 0")
+	require.Eventually(t, func() bool {
+		info, _ := h.Module("cold")
+		return info.Pool.Instances == 0
+	}, time.Minute, 10*time.Millisecond, "the idle module keeps no instance")
+	res = run(t, env, "", "call", "cold/greeter", `{"name":"Ada"}`)
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "Ada")
+
+	res = run(t, env, "", "load", hello, "--name", "warm")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	info, _ = h.Module("warm")
+	assert.Equal(t, 1, *info.Limits.MinInstances, "no flag: the host's default")
+	assert.Equal(t, 1, info.Pool.Instances)
+
+	res = run(t, env, "", "load", hello, "--name", "warm", "--min-instances", "-1")
+	assert.Equal(t, cli.ExitUsage, res.code)
+	assert.Contains(t, res.stderr, `"-1" is not a count`)
+}

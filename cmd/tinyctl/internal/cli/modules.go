@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/client"
 	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
 )
@@ -129,7 +130,7 @@ Examples:
 		fs.Uint32Var(&o.limits.memoryPages, "memory-pages", 0, "linear memory per instance, in 64 KiB pages")
 		fs.DurationVar(&o.limits.callTimeout, "call-timeout", 0, "how long one call may run")
 		fs.Uint32Var(&o.limits.maxMessage, "max-message-bytes", 0, "largest message or reply, in bytes")
-		fs.Uint32Var(&o.limits.minInstances, "min-instances", 0, "instances kept warm")
+		fs.Var(&o.limits.minInstances, "min-instances", "instances kept warm; 0 keeps none, so that an idle module holds no instance's memory and its next call starts one (default: the host's, 1)")
 		fs.Uint32Var(&o.limits.maxInstances, "max-instances", 0, "most instances at once")
 		fs.DurationVar(&o.limits.queueTimeout, "queue-timeout", 0, "how long a call waits for a free instance")
 		fs.DurationVar(&o.limits.idleTimeout, "idle-timeout", 0, "how long an instance beyond --min-instances stays idle before it is closed")
@@ -140,6 +141,7 @@ Examples:
 		fs.Uint32Var(&o.limits.maxHTTPHeaderB, "http-max-header-bytes", 0, "largest headers of an outbound HTTP request or response, in bytes")
 		fs.IntVar(&o.limits.maxHTTPRedirect, "http-max-redirects", 0, "redirects one outbound HTTP request follows (negative: none)")
 		fs.Uint32Var(&o.limits.maxHTTPRequests, "http-max-requests", 0, "outbound HTTP requests in flight at once")
+		fs.Uint32Var(&o.limits.maxEmits, "max-emits", 0, "most messages one call may emit on unwired ports")
 	},
 	run: runLoad,
 }
@@ -165,11 +167,11 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 	if err != nil {
 		return err
 	}
-	m := client.Module{Name: c.o.name, Capabilities: caps, Labels: c.o.labels, Limits: client.Limits{
+	m := client.Module{Name: c.o.name, Capabilities: caps, Labels: c.o.labels, Limits: api.Limits{
 		MemoryPages:    c.o.limits.memoryPages,
 		CallTimeout:    c.o.limits.callTimeout,
 		MaxMessageSize: int(c.o.limits.maxMessage),
-		MinInstances:   int(c.o.limits.minInstances),
+		MinInstances:   c.o.limits.minInstances.v,
 		MaxInstances:   int(c.o.limits.maxInstances),
 		QueueTimeout:   c.o.limits.queueTimeout,
 		IdleTimeout:    c.o.limits.idleTimeout,
@@ -181,6 +183,7 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 		MaxHTTPHeaderBytes:  int(c.o.limits.maxHTTPHeaderB),
 		MaxHTTPRedirects:    c.o.limits.maxHTTPRedirect,
 		MaxHTTPRequests:     int(c.o.limits.maxHTTPRequests),
+		MaxEmits:            int(c.o.limits.maxEmits),
 	}}
 	if ok, err := isSource(path, c.o.sha256); err != nil {
 		return err

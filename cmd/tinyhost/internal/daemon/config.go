@@ -20,6 +20,7 @@ import (
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/internal/buildinfo"
 	"github.com/tinyhost/tinyhost/operator/hostreg"
 )
@@ -78,15 +79,10 @@ type Config struct {
 	Wiring    map[string][]string `koanf:"wiring"`
 	PeerTLSCA string              `koanf:"peer-tls-ca"`
 
-	// Default limits of every module; zero means the host library's default.
-	MemoryPages     uint32        `koanf:"memory-pages"`
-	CallTimeout     time.Duration `koanf:"call-timeout"`
-	MaxMessageBytes int           `koanf:"max-message-bytes"`
-	MinInstances    int           `koanf:"min-instances"`
-	MaxInstances    int           `koanf:"max-instances"`
-	QueueTimeout    time.Duration `koanf:"queue-timeout"`
-	IdleTimeout     time.Duration `koanf:"idle-timeout"`
-	MaxEmits        int           `koanf:"max-emits"`
+	// Limits are the default limits of every module, their keys flat
+	// (memory-pages, http-timeout); zero means the host library's default,
+	// and so does a nil MinInstances.
+	Limits api.Limits `koanf:",squash"`
 
 	// Maxima of what a load may ask for (host.Maxima); zero means the
 	// host library's default.
@@ -104,16 +100,6 @@ type Config struct {
 	Namespace          string        `koanf:"namespace"`
 	LeaseDuration      time.Duration `koanf:"lease-duration"`
 	LeaseRenewInterval time.Duration `koanf:"lease-renew-interval"`
-
-	// Module defaults of outbound HTTP (host.Limits, HTTP fields); zero
-	// means the host library's default.
-	HTTPTimeout          time.Duration `koanf:"http-timeout"`
-	HTTPMaxRequestBytes  int           `koanf:"http-max-request-bytes"`
-	HTTPMaxResponseBytes int           `koanf:"http-max-response-bytes"`
-	HTTPMaxHeaders       int           `koanf:"http-max-headers"`
-	HTTPMaxHeaderBytes   int           `koanf:"http-max-header-bytes"`
-	HTTPMaxRedirects     int           `koanf:"http-max-redirects"`
-	HTTPMaxRequests      int           `koanf:"http-max-requests"`
 
 	// Secrets a module may be granted (secret:<name>): name=file pairs,
 	// and a directory whose files are secrets named after them.
@@ -209,11 +195,17 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Uint32("memory-pages", 0, "module default: linear memory per instance in 64 KiB pages (default 4096)")
 	fs.Duration("call-timeout", 0, "module default: how long one call may run (default 10s)")
 	fs.Int("max-message-bytes", 0, "module default: largest message or reply (default 4 MiB)")
-	fs.Int("min-instances", 0, "module default: instances kept warm (default 1)")
+	fs.Int("min-instances", 1, "module default: instances kept warm; 0 keeps none, so that an idle module holds no instance's memory and its next call starts one")
 	fs.Int("max-instances", 0, "module default: most instances at once (default 2 x GOMAXPROCS)")
 	fs.Duration("queue-timeout", 0, "module default: how long a call waits for a free instance (default 5s)")
 	fs.Duration("idle-timeout", 0, "module default: how long an instance beyond min-instances stays idle before it is closed (default 1m)")
 	fs.Int("max-emits", 0, "module default: most messages one call may emit on unwired ports, each also counting its size and 256 bytes against max-message-bytes; past either the call fails (default 1024)")
+	fs.Uint32("recycle-pages", 0, "module default: linear memory, in 64 KiB pages, past which an instance is closed after its call and replaced (default memory-pages / 2)")
+	fs.Int("log-lines-per-second", 0, "module default: guest log lines per second (log import, stdout and stderr), over all its instances; more are dropped and counted (default 200)")
+	fs.Int("log-bytes-per-second", 0, "module default: bytes of those lines per second, at least one line's worth (default 256 KiB)")
+	fs.Duration("min-timer-interval", 0, "module default: shortest interval the timer import accepts (default 10ms)")
+	fs.Int("max-timers", 0, "module default: timers a module may have running (default 64)")
+	fs.Int("max-sends", 0, "module default: messages a module may have in flight that no one waits for, sends and wired emits (default 128)")
 	fs.Uint32("maximum-memory-pages", 0, "most memory-pages a load may ask for; more is refused (default 16384, 1 GiB)")
 	fs.Duration("maximum-call-timeout", 0, "longest call-timeout a load may ask for; more is refused (default 5m)")
 	fs.Int("maximum-message-bytes", 0, "largest max-message-bytes a load may ask for; more is refused (default 16 MiB)")
@@ -391,9 +383,9 @@ func ParseConfig(args, environ []string) (Config, error) {
 		switch f.Name {
 		case "config", "help", "version":
 			return "", nil
-		case "capabilities":
+		case "capabilities", "min-instances":
 			// Unset, it must stay absent: absent is the host's default,
-			// an empty list is none.
+			// an empty list or 0 is none.
 			if !f.Changed {
 				return "", nil
 			}

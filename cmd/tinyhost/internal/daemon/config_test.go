@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/daemon"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 func writeConfig(t *testing.T, yaml string) string {
@@ -70,8 +72,8 @@ labels:
 	assert.Equal(t, "/cache/file", c.CacheDir, "file")
 	assert.Equal(t, "flag-name", c.Name, "flag over env")
 	assert.Equal(t, "warn", c.LogLevel, "file over default")
-	assert.Equal(t, 4*time.Second, c.CallTimeout, "env over file")
-	assert.Equal(t, 5, c.MaxInstances, "flag over file")
+	assert.Equal(t, 4*time.Second, c.Limits.CallTimeout, "env over file")
+	assert.Equal(t, 5, c.Limits.MaxInstances, "flag over file")
 	assert.Equal(t, []string{"log"}, c.Capabilities)
 	assert.Equal(t, map[string]string{"zone": "flag", "tier": "web", "rack": "r1"}, c.Labels)
 	assert.Equal(t, "/tokens/admin", c.TokenFile, "flag")
@@ -306,5 +308,62 @@ func TestParseConfigInsecure(t *testing.T) {
 			_, err := daemon.ParseConfig(tc.args, nil)
 			assert.NoError(t, err)
 		})
+	}
+}
+
+// TestParseConfigMinInstances: min-instances set to 0, by any source, is
+// 0 (no instance warm); unset it stays absent, the host's default.
+func TestParseConfigMinInstances(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		file string
+		want *int
+	}{
+		{name: "absent", want: nil},
+		{name: "zero flag", args: []string{"--min-instances", "0"}, want: new(0)},
+		{name: "zero variable", env: []string{"TINYHOST_MIN_INSTANCES=0"}, want: new(0)},
+		{name: "zero in the file", file: "min-instances: 0\n", want: new(0)},
+		{name: "flag over file", file: "min-instances: 0\n", args: []string{"--min-instances", "2"}, want: new(2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append(args, "--config", writeConfig(t, tc.file))
+			}
+			c, err := daemon.ParseConfig(args, tc.env)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, c.Limits.MinInstances)
+		})
+	}
+}
+
+// TestParseConfigLimits: every module limit is a key of the file, a
+// variable and a flag, spelled by api.Limits' koanf tags, and lands in
+// Config.Limits.
+func TestParseConfigLimits(t *testing.T) {
+	file := writeConfig(t, `
+memory-pages: 512
+max-message-bytes: 65536
+max-emits: 9
+recycle-pages: 100
+log-lines-per-second: 7
+http-max-redirects: -1
+`)
+	env := []string{"TINYHOST_MAX_SENDS=11", "TINYHOST_MIN_TIMER_INTERVAL=50ms"}
+	args := []string{"--config", file, "--max-timers", "3", "--log-bytes-per-second", "300000", "--http-max-requests", "2"}
+	c, err := daemon.ParseConfig(args, env)
+	require.NoError(t, err)
+	assert.Equal(t, api.Limits{
+		MemoryPages: 512, MaxMessageSize: 65536, MaxEmits: 9, RecyclePages: 100, LogLinesPerSecond: 7, MaxHTTPRedirects: -1,
+		MaxSends: 11, MinTimerInterval: 50 * time.Millisecond, MaxTimers: 3, LogBytesPerSecond: 300000, MaxHTTPRequests: 2,
+	}, c.Limits)
+
+	keys := reflect.TypeFor[api.Limits]()
+	for i := range keys.NumField() {
+		key := keys.Field(i).Tag.Get("koanf")
+		_, err := daemon.ParseConfig([]string{"--config", writeConfig(t, key+": 1\n")}, nil)
+		assert.NoError(t, err, "key %s of api.Limits is a key of the file", key)
 	}
 }

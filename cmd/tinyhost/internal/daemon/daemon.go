@@ -214,7 +214,7 @@ func serverOptions(cfg Config, log hclog.Logger, tokens tokens, sopts []grpc.Ser
 		PeerToken:       tokens.peer,
 		ClientCertRoles: cfg.TLSClientCA != "",
 		MaxLoadBytes:    cfg.MaxLoadBytes,
-		MaxMessageBytes: max(cfg.MaxMessageBytes, 4<<20) + 64<<10,
+		MaxMessageBytes: max(cfg.Limits.MaxMessageSize, 4<<20) + 64<<10,
 		ServerOptions:   sopts,
 		Routing:         h,
 
@@ -318,24 +318,7 @@ func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport
 			MaxMessageSize: cfg.MaximumMessageBytes,
 			MaxInstances:   cfg.MaximumInstances,
 		},
-		Limits: host.Limits{
-			MemoryPages:    cfg.MemoryPages,
-			CallTimeout:    cfg.CallTimeout,
-			MaxMessageSize: cfg.MaxMessageBytes,
-			MinInstances:   cfg.MinInstances,
-			MaxInstances:   cfg.MaxInstances,
-			QueueTimeout:   cfg.QueueTimeout,
-			IdleTimeout:    cfg.IdleTimeout,
-
-			HTTPTimeout:         cfg.HTTPTimeout,
-			MaxHTTPRequestSize:  cfg.HTTPMaxRequestBytes,
-			MaxHTTPResponseSize: cfg.HTTPMaxResponseBytes,
-			MaxHTTPHeaders:      cfg.HTTPMaxHeaders,
-			MaxHTTPHeaderBytes:  cfg.HTTPMaxHeaderBytes,
-			MaxHTTPRedirects:    cfg.HTTPMaxRedirects,
-			MaxHTTPRequests:     cfg.HTTPMaxRequests,
-			MaxEmits:            cfg.MaxEmits,
-		},
+		Limits: cfg.Limits,
 	}
 }
 

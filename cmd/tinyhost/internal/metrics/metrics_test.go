@@ -22,7 +22,7 @@ func (m modules) Modules() []host.ModuleInfo { return m }
 func TestMetrics(t *testing.T) {
 	src := modules{{
 		Name: "hello", Version: "0.1.0",
-		Limits: host.Limits{MaxInstances: 4},
+		Limits: api.Limits{MaxInstances: 4},
 		Pool:   host.PoolStats{Instances: 2, Idle: 1, InUse: 1, Waiting: 3, Created: 5, Discarded: 3, MemoryBytes: 1 << 20},
 	}}
 	m := metrics.New(src)

@@ -741,16 +741,19 @@ func (x *Port) GetSchema() string {
 	return ""
 }
 
-// Limits of a module. In a request, a zero field means the host's default.
+// Limits of a module. In a request, a zero field means the host's default,
+// except min_instances, whose absence does.
 type Limits struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Linear memory per instance, in 64 KiB pages.
 	MemoryPages     uint32 `protobuf:"varint,1,opt,name=memory_pages,json=memoryPages,proto3" json:"memory_pages,omitempty"`
 	CallTimeoutMs   uint32 `protobuf:"varint,2,opt,name=call_timeout_ms,json=callTimeoutMs,proto3" json:"call_timeout_ms,omitempty"`
 	MaxMessageBytes uint32 `protobuf:"varint,3,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
-	MinInstances    uint32 `protobuf:"varint,4,opt,name=min_instances,json=minInstances,proto3" json:"min_instances,omitempty"`
-	MaxInstances    uint32 `protobuf:"varint,5,opt,name=max_instances,json=maxInstances,proto3" json:"max_instances,omitempty"`
-	QueueTimeoutMs  uint32 `protobuf:"varint,6,opt,name=queue_timeout_ms,json=queueTimeoutMs,proto3" json:"queue_timeout_ms,omitempty"`
+	// Instances kept warm. Absent is the host's default; 0 keeps none: the
+	// module's instances close after idle_timeout, and a call then starts one.
+	MinInstances   *uint32 `protobuf:"varint,4,opt,name=min_instances,json=minInstances,proto3,oneof" json:"min_instances,omitempty"`
+	MaxInstances   uint32  `protobuf:"varint,5,opt,name=max_instances,json=maxInstances,proto3" json:"max_instances,omitempty"`
+	QueueTimeoutMs uint32  `protobuf:"varint,6,opt,name=queue_timeout_ms,json=queueTimeoutMs,proto3" json:"queue_timeout_ms,omitempty"`
 	// How long an instance beyond min_instances may stay idle before it is
 	// closed.
 	IdleTimeoutMs uint32 `protobuf:"varint,7,opt,name=idle_timeout_ms,json=idleTimeoutMs,proto3" json:"idle_timeout_ms,omitempty"`
@@ -765,8 +768,22 @@ type Limits struct {
 	MaxHttpHeaderBytes   uint32 `protobuf:"varint,12,opt,name=max_http_header_bytes,json=maxHttpHeaderBytes,proto3" json:"max_http_header_bytes,omitempty"`
 	MaxHttpRedirects     int32  `protobuf:"varint,13,opt,name=max_http_redirects,json=maxHttpRedirects,proto3" json:"max_http_redirects,omitempty"`
 	MaxHttpRequests      uint32 `protobuf:"varint,14,opt,name=max_http_requests,json=maxHttpRequests,proto3" json:"max_http_requests,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Messages one call may emit on unwired ports.
+	MaxEmits uint32 `protobuf:"varint,15,opt,name=max_emits,json=maxEmits,proto3" json:"max_emits,omitempty"`
+	// Linear memory, in 64 KiB pages, past which an instance is closed after
+	// its call and replaced.
+	RecyclePages uint32 `protobuf:"varint,16,opt,name=recycle_pages,json=recyclePages,proto3" json:"recycle_pages,omitempty"`
+	// The module's guest log lines per second, and their bytes.
+	LogLinesPerSecond uint32 `protobuf:"varint,17,opt,name=log_lines_per_second,json=logLinesPerSecond,proto3" json:"log_lines_per_second,omitempty"`
+	LogBytesPerSecond uint32 `protobuf:"varint,18,opt,name=log_bytes_per_second,json=logBytesPerSecond,proto3" json:"log_bytes_per_second,omitempty"`
+	// The shortest interval the timer import accepts.
+	MinTimerIntervalMs uint32 `protobuf:"varint,19,opt,name=min_timer_interval_ms,json=minTimerIntervalMs,proto3" json:"min_timer_interval_ms,omitempty"`
+	// Timers running at once.
+	MaxTimers uint32 `protobuf:"varint,20,opt,name=max_timers,json=maxTimers,proto3" json:"max_timers,omitempty"`
+	// Messages in flight that no one waits for (send, wired emits).
+	MaxSends      uint32 `protobuf:"varint,21,opt,name=max_sends,json=maxSends,proto3" json:"max_sends,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -821,8 +838,8 @@ func (x *Limits) GetMaxMessageBytes() uint32 {
 }
 
 func (x *Limits) GetMinInstances() uint32 {
-	if x != nil {
-		return x.MinInstances
+	if x != nil && x.MinInstances != nil {
+		return *x.MinInstances
 	}
 	return 0
 }
@@ -893,6 +910,55 @@ func (x *Limits) GetMaxHttpRedirects() int32 {
 func (x *Limits) GetMaxHttpRequests() uint32 {
 	if x != nil {
 		return x.MaxHttpRequests
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxEmits() uint32 {
+	if x != nil {
+		return x.MaxEmits
+	}
+	return 0
+}
+
+func (x *Limits) GetRecyclePages() uint32 {
+	if x != nil {
+		return x.RecyclePages
+	}
+	return 0
+}
+
+func (x *Limits) GetLogLinesPerSecond() uint32 {
+	if x != nil {
+		return x.LogLinesPerSecond
+	}
+	return 0
+}
+
+func (x *Limits) GetLogBytesPerSecond() uint32 {
+	if x != nil {
+		return x.LogBytesPerSecond
+	}
+	return 0
+}
+
+func (x *Limits) GetMinTimerIntervalMs() uint32 {
+	if x != nil {
+		return x.MinTimerIntervalMs
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxTimers() uint32 {
+	if x != nil {
+		return x.MaxTimers
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxSends() uint32 {
+	if x != nil {
+		return x.MaxSends
 	}
 	return 0
 }
@@ -2780,12 +2846,12 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x04Port\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tdirection\x18\x02 \x01(\tR\tdirection\x12\x16\n" +
-	"\x06schema\x18\x03 \x01(\tR\x06schema\"\xe6\x04\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\"\x90\a\n" +
 	"\x06Limits\x12!\n" +
 	"\fmemory_pages\x18\x01 \x01(\rR\vmemoryPages\x12&\n" +
 	"\x0fcall_timeout_ms\x18\x02 \x01(\rR\rcallTimeoutMs\x12*\n" +
-	"\x11max_message_bytes\x18\x03 \x01(\rR\x0fmaxMessageBytes\x12#\n" +
-	"\rmin_instances\x18\x04 \x01(\rR\fminInstances\x12#\n" +
+	"\x11max_message_bytes\x18\x03 \x01(\rR\x0fmaxMessageBytes\x12(\n" +
+	"\rmin_instances\x18\x04 \x01(\rH\x00R\fminInstances\x88\x01\x01\x12#\n" +
 	"\rmax_instances\x18\x05 \x01(\rR\fmaxInstances\x12(\n" +
 	"\x10queue_timeout_ms\x18\x06 \x01(\rR\x0equeueTimeoutMs\x12&\n" +
 	"\x0fidle_timeout_ms\x18\a \x01(\rR\ridleTimeoutMs\x12&\n" +
@@ -2796,7 +2862,16 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x10max_http_headers\x18\v \x01(\rR\x0emaxHttpHeaders\x121\n" +
 	"\x15max_http_header_bytes\x18\f \x01(\rR\x12maxHttpHeaderBytes\x12,\n" +
 	"\x12max_http_redirects\x18\r \x01(\x05R\x10maxHttpRedirects\x12*\n" +
-	"\x11max_http_requests\x18\x0e \x01(\rR\x0fmaxHttpRequests\"\xd6\x01\n" +
+	"\x11max_http_requests\x18\x0e \x01(\rR\x0fmaxHttpRequests\x12\x1b\n" +
+	"\tmax_emits\x18\x0f \x01(\rR\bmaxEmits\x12#\n" +
+	"\rrecycle_pages\x18\x10 \x01(\rR\frecyclePages\x12/\n" +
+	"\x14log_lines_per_second\x18\x11 \x01(\rR\x11logLinesPerSecond\x12/\n" +
+	"\x14log_bytes_per_second\x18\x12 \x01(\rR\x11logBytesPerSecond\x121\n" +
+	"\x15min_timer_interval_ms\x18\x13 \x01(\rR\x12minTimerIntervalMs\x12\x1d\n" +
+	"\n" +
+	"max_timers\x18\x14 \x01(\rR\tmaxTimers\x12\x1b\n" +
+	"\tmax_sends\x18\x15 \x01(\rR\bmaxSendsB\x10\n" +
+	"\x0e_min_instances\"\xd6\x01\n" +
 	"\x04Pool\x12\x1c\n" +
 	"\tinstances\x18\x01 \x01(\rR\tinstances\x12\x15\n" +
 	"\x06in_use\x18\x02 \x01(\rR\x05inUse\x12\x10\n" +
@@ -3093,6 +3168,7 @@ func file_tinyhost_host_v1_host_proto_init() {
 	if File_tinyhost_host_v1_host_proto != nil {
 		return
 	}
+	file_tinyhost_host_v1_host_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
