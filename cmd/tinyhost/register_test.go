@@ -20,7 +20,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	hostclient "github.com/tinyhost/tinyhost/host/client"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/internal/kubetest"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"

@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	hostclient "github.com/tinyhost/tinyhost/host/client"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 

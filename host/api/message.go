@@ -2,7 +2,7 @@ package api
 
 import (
 	"github.com/tinyhost/tinyhost/abi"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // MessageProto is m on the wire: what a peer's Deliver carries and an

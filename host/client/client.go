@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // Client is a client of one host's HostService. It is safe for concurrent

@@ -12,7 +12,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/cluster"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )

@@ -18,7 +18,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/client"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // Options configure a Transport. The zero value is usable: every field

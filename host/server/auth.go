@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // roleOpen marks a method anyone may call, without a credential.

@@ -1,5 +1,5 @@
 // Package server serves a *host.Host over gRPC: the
-// tinyhost.host.v1.HostService of host/proto, the standard health service
+// tinyhost.host.v1.HostService of host/hostv1, the standard health service
 // (grpc.health.v1.Health) and server reflection.
 //
 //	srv, err := server.New(h, server.Options{Logger: log, Token: adminToken, PeerToken: peerToken})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // Routing is the route table and the wiring that SetRoutes, GetRoutes,

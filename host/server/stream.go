@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 var errShuttingDown = status.Error(codes.Unavailable, "host is shutting down: requests without a response were not run")

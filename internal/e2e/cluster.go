@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tinyhost/tinyhost/host/client"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // Client returns a plaintext client of the host at addr, closed when the

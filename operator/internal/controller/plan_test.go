@@ -16,7 +16,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // DefaultPort is the port `call` delivers to when the address names none.
