@@ -19,7 +19,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
-	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // TestInitialMemoryAboveLimit loads a module that declares 5000 pages of
@@ -427,7 +427,7 @@ func TestMaxima(t *testing.T) {
 			require.ErrorIs(t, err, host.ErrOverMaximum)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Contains(t, err.Error(), `"asks"`)
-			assert.Equal(t, codes.InvalidArgument, api.ToStatus(err).Code())
+			assert.Equal(t, codes.InvalidArgument, hostv1.ToStatus(err).Code())
 			got, ok := h.Module("asks")
 			require.True(t, ok, "the version loaded before stays")
 			assert.Equal(t, 8, got.Limits.MaxInstances, "nothing was clamped or replaced")

@@ -203,7 +203,7 @@ func (t *Transport) Send(ctx context.Context, to api.Replicas, msg *abi.Message)
 // peerError is the error of a delivery to to that failed on peer: the
 // peer's own *CallError when it sent one.
 func peerError(err error, to abi.Address, peer string) *api.CallError {
-	ce := api.CallErrorOf(err, to)
+	ce := hostv1.CallErrorOf(err, to)
 	ce.Err = fmt.Errorf("host %s: %w", peer, ce.Err)
 	return ce
 }
@@ -215,7 +215,7 @@ func address(m *abi.Message) abi.Address {
 // deliver delivers msg to one of the replicas, trying the next one only
 // when a replica certainly did not run it.
 func (t *Transport) deliver(ctx context.Context, to api.Replicas, msg *abi.Message, wait bool) ([]byte, error) {
-	req := &hostv1.DeliverRequest{Message: api.MessageProto(msg), Wait: wait}
+	req := &hostv1.DeliverRequest{Message: hostv1.MessageProto(msg), Wait: wait}
 	n := to.Len()
 	var lastErr error
 	// Pass 0 tries the replicas whose connection is not failing, pass 1

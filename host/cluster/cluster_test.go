@@ -15,7 +15,6 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
-	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/cluster"
 	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/host/server"
@@ -94,7 +93,7 @@ func TestSystemPortRemote(t *testing.T) {
 		Message: &hostv1.Message{Module: "echo", Component: "echo", Port: abi.PortSettings}}))
 	resp, err := stream.Recv()
 	require.NoError(t, err)
-	ce := api.CallErrorOf(status.FromProto(resp.GetError()).Err(), abi.Address{Module: "echo", Component: "echo", Port: abi.PortSettings})
+	ce := hostv1.CallErrorOf(status.FromProto(resp.GetError()).Err(), abi.Address{Module: "echo", Component: "echo", Port: abi.PortSettings})
 	assert.Equal(t, host.KindDenied, ce.Kind, "%v", ce)
 	assert.Contains(t, ce.Error(), `port "_settings"`)
 	require.NoError(t, stream.CloseSend())

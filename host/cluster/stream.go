@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
@@ -125,7 +124,7 @@ func (ds *deliveryStream) open(p *peerConn) error {
 		return err
 	}
 	md, err := st.Header()
-	if err == nil && len(md.Get(api.WindowHeader)) == 0 {
+	if err == nil && len(md.Get(hostv1.WindowHeader)) == 0 {
 		// The stream ended before its header: Recv has the reason.
 		if _, err = st.Recv(); err == nil {
 			err = status.Error(codes.Internal, "the peer answered DeliverStream without its window header")
@@ -134,9 +133,9 @@ func (ds *deliveryStream) open(p *peerConn) error {
 	if err != nil {
 		return err
 	}
-	window, err := strconv.Atoi(md.Get(api.WindowHeader)[0])
+	window, err := strconv.Atoi(md.Get(hostv1.WindowHeader)[0])
 	if err != nil || window < 1 {
-		return status.Errorf(codes.Internal, "the peer announced the window %q", md.Get(api.WindowHeader)[0])
+		return status.Errorf(codes.Internal, "the peer announced the window %q", md.Get(hostv1.WindowHeader)[0])
 	}
 	window = min(window, maxWindow)
 	ds.st = st
@@ -195,7 +194,7 @@ func (ds *deliveryStream) read() error {
 		r := result{reply: resp.GetPayload()}
 		if e := resp.GetError(); e != nil {
 			r.err = status.FromProto(e).Err()
-			r.notRun = api.Retryable(r.err)
+			r.notRun = hostv1.Retryable(r.err)
 		}
 		c.ch <- r
 	}
@@ -209,7 +208,7 @@ func (ds *deliveryStream) end(err error) {
 	if errors.Is(err, io.EOF) {
 		err = status.Error(codes.Unavailable, "the peer ended the delivery stream")
 	}
-	notRun := api.Retryable(err)
+	notRun := hostv1.Retryable(err)
 	ds.mu.Lock()
 	ds.ended = true
 	pending := ds.pending

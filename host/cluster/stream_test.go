@@ -18,7 +18,6 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
-	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/cluster"
 	"github.com/tinyhost/tinyhost/host/hostv1"
@@ -162,7 +161,7 @@ type wedgedPeer struct {
 }
 
 func (wedgedPeer) DeliverStream(stream hostv1.HostService_DeliverStreamServer) error {
-	if err := stream.SendHeader(metadata.Pairs(api.WindowHeader, "64")); err != nil {
+	if err := stream.SendHeader(metadata.Pairs(hostv1.WindowHeader, "64")); err != nil {
 		return err
 	}
 	<-stream.Context().Done()

@@ -377,7 +377,7 @@ func (s *Server) invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1
 		Component: req.GetComponent(),
 		Port:      req.GetPort(),
 		Payload:   req.GetPayload(),
-		Metadata:  api.MetadataFromProto(req.GetMetadata()),
+		Metadata:  hostv1.MetadataFromProto(req.GetMetadata()),
 	}
 	resp, err := s.h.Invoke(ctx, hreq)
 	if err != nil {
@@ -387,15 +387,15 @@ func (s *Server) invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1
 	if len(resp.Emitted) > 0 {
 		out.Emitted = make([]*hostv1.Message, len(resp.Emitted))
 		for i := range resp.Emitted {
-			out.Emitted[i] = api.MessageProto(&resp.Emitted[i])
+			out.Emitted[i] = hostv1.MessageProto(&resp.Emitted[i])
 		}
 	}
 	return out, nil
 }
 
 // toStatus is the status error of an error of the host library (see
-// api.ToStatus).
-func toStatus(err error) error { return api.ToStatus(err).Err() }
+// hostv1.ToStatus).
+func toStatus(err error) error { return hostv1.ToStatus(err).Err() }
 
 func checkInvoke(req *hostv1.InvokeRequest) error {
 	if req == nil {

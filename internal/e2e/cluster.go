@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -43,13 +41,9 @@ func LoadModule(t testing.TB, c *client.Client, name, wasm string, limits client
 // SetRoutes replaces the host's route table.
 func SetRoutes(t testing.TB, c *client.Client, gen uint64, routes map[string][]string) {
 	t.Helper()
-	var table []*hostv1.Route
-	for _, m := range slices.Sorted(maps.Keys(routes)) {
-		table = append(table, &hostv1.Route{Module: m, Addresses: routes[m]})
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.SetRoutes(ctx, gen, table); err != nil {
+	if _, err := c.SetRoutes(ctx, gen, hostv1.RoutesProto(routes)); err != nil {
 		t.Fatal(err)
 	}
 }

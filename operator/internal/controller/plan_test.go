@@ -259,7 +259,7 @@ func TestLoadCapabilities(t *testing.T) {
 
 func TestPermanent(t *testing.T) {
 	withReason := func(c codes.Code, reason string) error {
-		return fmt.Errorf("load: %w", api.NewStatus(c, reason, nil, "x").Err())
+		return fmt.Errorf("load: %w", hostv1.NewStatus(c, reason, nil, "x").Err())
 	}
 	tests := []struct {
 		err  error

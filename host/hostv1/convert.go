@@ -1,9 +1,11 @@
-package api
+package hostv1
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -13,46 +15,19 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 )
+
+// This file is every conversion between the wire and the vocabulary of
+// package host/api: errors and statuses, messages, and the route and
+// wiring tables.
 
 // ErrorDomain is the domain of the google.rpc.ErrorInfo detail that every
 // status made from a host error carries.
 const ErrorDomain = "tinyhost.host.v1"
 
-// Reasons of the ErrorInfo detail: they tell apart failures that share a
-// gRPC code (a saturated pool from an oversized payload, a trap from a
-// memory limit).
-const (
-	ReasonTrap            = "TRAP"
-	ReasonTimeout         = "TIMEOUT"
-	ReasonMemory          = "MEMORY_LIMIT"
-	ReasonABIViolation    = "ABI_VIOLATION"
-	ReasonHandler         = "HANDLER_ERROR"
-	ReasonTooLarge        = "TOO_LARGE"
-	ReasonDenied          = "DENIED"
-	ReasonHopLimit        = "HOP_LIMIT"
-	ReasonBusy            = "BUSY"
-	ReasonNotFound        = "NOT_FOUND"
-	ReasonUnavailable     = "UNAVAILABLE"
-	ReasonCanceled        = "CANCELED"
-	ReasonBadModule       = "BAD_MODULE"
-	ReasonABIVersion      = "ABI_VERSION"
-	ReasonClosed          = "CLOSED"
-	ReasonCapacity        = "CAPACITY"
-	ReasonStaleGeneration = "STALE_GENERATION"
-	ReasonGenerationMoved = "GENERATION_MOVED"
-
-	// Reasons of a module fetched from a source (LoadHeader.source).
-	ReasonBadSource      = "BAD_SOURCE"
-	ReasonNotWasm        = "NOT_WASM"
-	ReasonDigestMismatch = "DIGEST_MISMATCH"
-	ReasonUnreachable    = "UNREACHABLE"
-	ReasonUnauthorized   = "UNAUTHORIZED"
-	ReasonPlainHTTP      = "PLAIN_HTTP"
-)
-
 // Keys of the ErrorInfo metadata. MetaCause is the message of the error a
-// *CallError or *LoadError wraps and MetaKind a CallError's kind (as its
+// *api.CallError or *api.LoadError wraps and MetaKind an api.CallError's kind (as its
 // reason: the status's own reason is a wrapped sentinel's when there is
 // one), so that the other side rebuilds it without taking the status
 // message apart.
@@ -71,10 +46,10 @@ const (
 const WindowHeader = "tinyhost-window"
 
 // ToStatus is the status of an error of the host: the one place where its
-// errors become gRPC codes. A status error is kept as it is; a *CallError
-// has the code and reason of its Kind, a Sentinel its own (a CallError
+// errors become gRPC codes. A status error is kept as it is; a *api.CallError
+// has the code and reason of its Kind, an api.Sentinel its own (an api.CallError
 // that wraps one of another kind, e.g. ErrClosed, has the sentinel's), a
-// *VersionError ABI_VERSION, any other *LoadError BAD_MODULE; a context's
+// *api.VersionError ABI_VERSION, any other *api.LoadError BAD_MODULE; a context's
 // error is CANCELED or DEADLINE_EXCEEDED; anything else INTERNAL. The
 // ErrorInfo metadata names the module, component and port when known. It
 // returns nil for nil.
@@ -86,11 +61,11 @@ func ToStatus(err error) *status.Status {
 		return st
 	}
 	var (
-		ce *CallError
-		le *LoadError
-		ve *VersionError
+		ce *api.CallError
+		le *api.LoadError
+		ve *api.VersionError
 	)
-	s := sentinelOf(err)
+	s := api.SentinelOf(err)
 	isCall := errors.As(err, &ce)
 	isLoad := errors.As(err, &le)
 	meta := map[string]string{}
@@ -103,20 +78,20 @@ func ToStatus(err error) *status.Status {
 		meta[MetaCause] = le.Err.Error()
 	}
 	switch {
-	case s != nil && s.reason != "" && !(isCall && s.kind != 0):
-		return NewStatus(s.code, s.reason, meta, err.Error())
+	case s != nil && s.Reason() != "" && !(isCall && s.Kind() != 0):
+		return NewStatus(codes.Code(s.Code()), s.Reason(), meta, err.Error())
 	case isCall:
-		return NewStatus(ce.Kind.Code(), ce.Kind.Reason(), meta, err.Error())
+		return NewStatus(codes.Code(ce.Kind.Code()), ce.Kind.Reason(), meta, err.Error())
 	case errors.As(err, &ve):
 		meta[metaGot], meta[metaWant] = strconv.Itoa(ve.Got), strconv.Itoa(ve.Want)
-		return NewStatus(codes.InvalidArgument, ReasonABIVersion, meta, err.Error())
+		return NewStatus(codes.InvalidArgument, api.ReasonABIVersion, meta, err.Error())
 	case errors.Is(err, context.Canceled):
 		// A load cut short by its caller is not a bad module.
 		return status.New(codes.Canceled, WireText(err.Error()))
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.New(codes.DeadlineExceeded, WireText(err.Error()))
 	case isLoad:
-		return NewStatus(codes.InvalidArgument, ReasonBadModule, meta, err.Error())
+		return NewStatus(codes.InvalidArgument, api.ReasonBadModule, meta, err.Error())
 	}
 	return status.New(codes.Internal, WireText(err.Error()))
 }
@@ -159,7 +134,7 @@ func ErrorInfo(st *status.Status) *errdetails.ErrorInfo {
 
 // StatusError is an error a host answered with, as a client sees it: its
 // status (GRPCStatus, so that status.Code works on it and on what wraps
-// it), and errors.Is matches every Sentinel of its reason (ErrClosed for
+// it), and errors.Is matches every api.Sentinel of its reason (ErrClosed for
 // CLOSED, artifact.ErrNotWasm for NOT_WASM, ...).
 type StatusError struct {
 	st     *status.Status
@@ -178,16 +153,16 @@ func (e *StatusError) Reason() string { return e.reason }
 
 // Is matches the sentinels of e's reason.
 func (e *StatusError) Is(target error) bool {
-	s, ok := target.(*Sentinel)
-	return ok && s.reason != "" && s.reason == e.reason
+	s, ok := target.(*api.Sentinel)
+	return ok && s.Reason() != "" && s.Reason() == e.reason
 }
 
-// Unwrap returns the *VersionError of an ABI_VERSION status, else nil.
+// Unwrap returns the *api.VersionError of an ABI_VERSION status, else nil.
 func (e *StatusError) Unwrap() error { return e.cause }
 
 // FromStatus is the error a status stands for, the inverse of ToStatus: a
-// *CallError for a failed call (the kind from its reason, the target from
-// its metadata), a *LoadError for a failed load, else a *StatusError. Each
+// *api.CallError for a failed call (the kind from its reason, the target from
+// its metadata), a *api.LoadError for a failed load, else a *StatusError. Each
 // wraps a *StatusError, so that the status stays reachable. It returns nil
 // for OK and for nil.
 func FromStatus(st *status.Status) error {
@@ -201,22 +176,22 @@ func FromStatus(st *status.Status) error {
 	if wrapped {
 		e.msg = cause
 	}
-	if e.reason == ReasonABIVersion {
+	if e.reason == api.ReasonABIVersion {
 		got, _ := strconv.Atoi(meta[metaGot])
 		want, _ := strconv.Atoi(meta[metaWant])
-		e.cause = &VersionError{Got: got, Want: want}
+		e.cause = &api.VersionError{Got: got, Want: want}
 	}
 	switch {
 	case !wrapped:
 		return e
 	case meta[MetaPort] != "":
-		kind := reasonKind(meta[MetaKind])
+		kind := api.ReasonKind(meta[MetaKind])
 		if kind == 0 {
-			kind = codeKind(st.Code())
+			kind = api.CodeKind(api.Code(st.Code()))
 		}
-		return &CallError{Module: meta[MetaModule], Component: meta[MetaComponent], Port: meta[MetaPort], Kind: kind, Err: e}
+		return &api.CallError{Module: meta[MetaModule], Component: meta[MetaComponent], Port: meta[MetaPort], Kind: kind, Err: e}
 	}
-	return &LoadError{Module: meta[MetaModule], Err: e}
+	return &api.LoadError{Module: meta[MetaModule], Err: e}
 }
 
 // Error is FromStatus of the status of err: a gRPC status error made
@@ -233,11 +208,11 @@ func Error(err error) error {
 }
 
 // CallErrorOf is err, an error of a call to target on another host, as a
-// *CallError: the peer's own when it sent one, else one whose kind follows
+// *api.CallError: the peer's own when it sent one, else one whose kind follows
 // from the status code (a failure of the transport or of the peer's
 // checks; a code no kind has is KindUnavailable).
-func CallErrorOf(err error, to abi.Address) *CallError {
-	var ce *CallError
+func CallErrorOf(err error, to abi.Address) *api.CallError {
+	var ce *api.CallError
 	if errors.As(Error(err), &ce) {
 		return ce
 	}
@@ -246,11 +221,11 @@ func CallErrorOf(err error, to abi.Address) *CallError {
 	if info := ErrorInfo(st); info != nil {
 		e.reason = info.GetReason()
 	}
-	kind := reasonKind(e.reason)
+	kind := api.ReasonKind(e.reason)
 	if kind == 0 {
-		kind = codeKind(st.Code())
+		kind = api.CodeKind(api.Code(st.Code()))
 	}
-	return &CallError{Module: to.Module, Component: to.Component, Port: to.Port, Kind: kind, Err: e}
+	return &api.CallError{Module: to.Module, Component: to.Component, Port: to.Port, Kind: kind, Err: e}
 }
 
 // Retryable reports whether a failed delivery certainly did not run, so
@@ -260,32 +235,94 @@ func CallErrorOf(err error, to abi.Address) *CallError {
 func Retryable(err error) bool {
 	info := ErrorInfo(status.Convert(err))
 	switch info.GetReason() {
-	case ReasonClosed, ReasonBusy:
+	case api.ReasonClosed, api.ReasonBusy:
 		return true
 	}
 	return false
 }
 
-// TraceID returns the trace id of a W3C traceparent
-// ("00-<trace id>-<parent id>-<flags>"), or "" when it is malformed: the
-// trace id must be 32 lower-case hex digits, not all zero. A guest sets
-// the traceparent of the messages it sends, and the id lands in host log
-// lines, so anything else is not taken.
-func TraceID(traceparent string) string {
-	if len(traceparent) < 55 || traceparent[2] != '-' || traceparent[35] != '-' {
-		return ""
-	}
-	id := traceparent[3:35]
-	zero := true
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return ""
+// MessageProto is m on the wire: what a peer's Deliver carries and an
+// Invoke response lists as emitted. A guest's metadata is any bytes, and
+// one string that is not UTF-8 would fail the whole RPC or stream that
+// carries it (other calls' answers and deliveries included): its texts
+// are made valid (WireText).
+func MessageProto(m *abi.Message) *Message {
+	out := &Message{Module: WireText(m.Module), Component: WireText(m.Component), Port: WireText(m.Port), Payload: m.Payload}
+	if len(m.Metadata) > 0 {
+		out.Metadata = make([]*KeyValue, len(m.Metadata))
+		for i, kv := range m.Metadata {
+			out.Metadata[i] = &KeyValue{Key: WireText(kv.Key), Value: WireText(kv.Value)}
 		}
-		zero = zero && c == '0'
 	}
-	if zero {
-		return ""
+	return out
+}
+
+// MessageFromProto is the message a peer delivered.
+func MessageFromProto(m *Message) abi.Message {
+	return abi.Message{Module: m.GetModule(), Component: m.GetComponent(), Port: m.GetPort(), Payload: m.GetPayload(), Metadata: MetadataFromProto(m.GetMetadata())}
+}
+
+// MetadataFromProto is the metadata of a message or a request from the
+// wire; nil when there is none.
+func MetadataFromProto(md []*KeyValue) []abi.KV {
+	if len(md) == 0 {
+		return nil
 	}
-	return id
+	out := make([]abi.KV, len(md))
+	for i, kv := range md {
+		out[i] = abi.KV{Key: kv.GetKey(), Value: kv.GetValue()}
+	}
+	return out
+}
+
+// RoutesProto is a route table (api.Routing) on the wire: one Route per
+// module, sorted by module, so that equal tables are equal messages.
+func RoutesProto(routes map[string][]string) []*Route {
+	out := make([]*Route, 0, len(routes))
+	for _, m := range slices.Sorted(maps.Keys(routes)) {
+		out = append(out, &Route{Module: m, Addresses: routes[m]})
+	}
+	return out
+}
+
+// RoutesFromProto is the route table routes on the wire name; a module
+// routed twice is an error, as the table could not say which one holds.
+func RoutesFromProto(routes []*Route) (map[string][]string, error) {
+	out := make(map[string][]string, len(routes))
+	for _, rt := range routes {
+		if _, dup := out[rt.GetModule()]; dup {
+			return nil, fmt.Errorf("module %q is routed twice", rt.GetModule())
+		}
+		out[rt.GetModule()] = rt.GetAddresses()
+	}
+	return out, nil
+}
+
+// WiresProto is a wiring table (api.Routing) on the wire: one Wire per
+// output port, sorted by it.
+func WiresProto(wires map[string][]string) []*Wire {
+	out := make([]*Wire, 0, len(wires))
+	for _, from := range slices.Sorted(maps.Keys(wires)) {
+		out = append(out, &Wire{From: from, To: wires[from]})
+	}
+	return out
+}
+
+// WiresFromProto is the wiring table wires on the wire name; the wires of
+// an output port named twice are joined.
+func WiresFromProto(wires []*Wire) map[string][]string {
+	out := make(map[string][]string, len(wires))
+	for _, w := range wires {
+		out[w.GetFrom()] = append(out[w.GetFrom()], w.GetTo()...)
+	}
+	return out
+}
+
+// SetWiringResponseOf is SetWiring's answer when some wires were refused.
+func SetWiringResponseOf(refused *api.WiresRefused) *SetWiringResponse {
+	resp := &SetWiringResponse{Generation: refused.Generation}
+	for _, w := range refused.Refused {
+		resp.Refused = append(resp.Refused, &RefusedWire{From: w.From, To: w.To, Reason: w.Reason})
+	}
+	return resp
 }

@@ -1,4 +1,4 @@
-package api_test
+package hostv1_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/tinyhost/tinyhost/abi"
-	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // A message crosses the wire and comes back as it was, metadata in order.
@@ -15,7 +15,7 @@ func TestMessageRoundTrip(t *testing.T) {
 		{Module: "a", Component: "b", Port: "in", Payload: []byte("x")},
 		{Module: "a", Component: "b", Port: "in", Metadata: []abi.KV{{Key: "k", Value: "1"}, {Key: "k", Value: "2"}, {Key: "t", Value: ""}}},
 	} {
-		assert.Equal(t, m, api.MessageFromProto(api.MessageProto(&m)))
+		assert.Equal(t, m, hostv1.MessageFromProto(hostv1.MessageProto(&m)))
 	}
-	assert.Nil(t, api.MetadataFromProto(nil), "no metadata is nil, not empty")
+	assert.Nil(t, hostv1.MetadataFromProto(nil), "no metadata is nil, not empty")
 }
