@@ -6,14 +6,15 @@
 //	...
 //	defer h.Close(ctx)
 //	info, err := h.LoadFile(ctx, "hello.wasm", host.LoadOptions{})
-//	resp, err := h.Invoke(ctx, host.Request{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
+//	resp, err := h.Invoke(ctx, api.Request{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
 //
 // The surface is small: New and Options; Load, LoadFile, Unload, Modules
 // and Module; Invoke; SetConfig; SetRoutes, UpdateRoutes and SetWiring, with a
 // Transport to other hosts, and Deliver for what they send; Subscribe for
-// events; Close. Errors are
-// ErrNotFound and ErrBusy to match, *CallError (with a Kind) for a failed
-// call, *LoadError and *VersionError for a refused module. Everything else
+// events; Close. Requests, responses and errors are package host/api's:
+// api.ErrNotFound and api.ErrBusy to match, *api.CallError (with an
+// api.Kind) for a failed call, *api.LoadError and *api.VersionError for a
+// refused module. Everything else
 // lives under host/internal.
 //
 // # Loading

@@ -19,6 +19,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
@@ -62,9 +63,9 @@ func TestInitialMemoryAboveLimit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.load()
 			require.Error(t, err)
-			var lerr *host.LoadError
+			var lerr *api.LoadError
 			require.ErrorAs(t, err, &lerr)
-			assert.Equal(t, host.KindMemory, lerr.Kind)
+			assert.Equal(t, api.KindMemory, lerr.Kind)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
@@ -329,7 +330,7 @@ func TestRecycle(t *testing.T) {
 	for range 2 {
 		wg.Go(func() {
 			for !stop.Load() {
-				resp, err := h.Invoke(context.Background(), host.Request{Module: "garbage", Component: "churn", Port: "in", Payload: []byte("x")})
+				resp, err := h.Invoke(context.Background(), api.Request{Module: "garbage", Component: "churn", Port: "in", Payload: []byte("x")})
 				if !assert.NoError(t, err) || !assert.Equal(t, "x", string(resp.Payload)) {
 					return
 				}

@@ -353,7 +353,7 @@ func (s *Server) SetSecrets(ctx context.Context, req *hostv1.SetSecretsRequest) 
 		return nil, status.Error(codes.InvalidArgument, "module is empty")
 	}
 	switch err := s.h.SetSecrets(ctx, req.GetModule(), req.GetSecrets()); {
-	case errors.Is(err, host.ErrNotFound):
+	case errors.Is(err, api.ErrNotFound):
 		return nil, toStatus(err)
 	case err != nil:
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -372,7 +372,7 @@ func (s *Server) invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1
 	if err := checkInvoke(req); err != nil {
 		return nil, err
 	}
-	hreq := host.Request{
+	hreq := api.Request{
 		Module:    req.GetModule(),
 		Component: req.GetComponent(),
 		Port:      req.GetPort(),
