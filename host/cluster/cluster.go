@@ -215,7 +215,7 @@ func address(m *abi.Message) abi.Address {
 // deliver delivers msg to one of the replicas, trying the next one only
 // when a replica certainly did not run it.
 func (t *Transport) deliver(ctx context.Context, to api.Replicas, msg *abi.Message, wait bool) ([]byte, error) {
-	req := &hostv1.DeliverRequest{Message: hostv1.MessageProto(msg), Wait: wait}
+	m := hostv1.MessageProto(msg)
 	n := to.Len()
 	var lastErr error
 	// Pass 0 tries the replicas whose connection is not failing, pass 1
@@ -231,7 +231,7 @@ func (t *Transport) deliver(ctx context.Context, to api.Replicas, msg *abi.Messa
 			if failing := p.conn.Conn().GetState() == connectivity.TransientFailure; failing != (pass == 1) {
 				continue
 			}
-			reply, notRun, err := p.deliver(ctx, req)
+			reply, notRun, err := p.deliver(ctx, m, wait)
 			if err == nil {
 				return reply, nil
 			}

@@ -18,11 +18,11 @@ import (
 // this host keep an unbounded number of requests in flight to it.
 const maxWindow = 4096
 
-// deliver delivers req to the peer and returns the reply, or an error and
-// whether another replica may take the message: the peer certainly did not
-// run it, for a reason of its own. It uses the peer's
-// delivery stream, opening one when there is none.
-func (p *peerConn) deliver(ctx context.Context, req *hostv1.DeliverRequest) (reply []byte, notRun bool, err error) {
+// deliver delivers m to the peer, waiting for its handler when wait, and
+// returns the reply, or an error and whether another replica may take the
+// message: the peer certainly did not run it, for a reason of its own. It
+// uses the peer's delivery stream, opening one when there is none.
+func (p *peerConn) deliver(ctx context.Context, m *hostv1.Message, wait bool) (reply []byte, notRun bool, err error) {
 	ds, err := p.stream(ctx)
 	if err != nil {
 		// Nothing was sent, but credentials the peer refused would be
@@ -33,7 +33,7 @@ func (p *peerConn) deliver(ctx context.Context, req *hostv1.DeliverRequest) (rep
 		}
 		return nil, true, err
 	}
-	return ds.deliver(ctx, req)
+	return ds.deliver(ctx, m, wait)
 }
 
 // stream returns the peer's open delivery stream, opening one when there
@@ -220,8 +220,8 @@ func (ds *deliveryStream) end(err error) {
 	}
 }
 
-// deliver sends req on the stream and waits for its response within ctx.
-func (ds *deliveryStream) deliver(ctx context.Context, req *hostv1.DeliverRequest) ([]byte, bool, error) {
+// deliver sends m on the stream and waits for its response within ctx.
+func (ds *deliveryStream) deliver(ctx context.Context, m *hostv1.Message, wait bool) ([]byte, bool, error) {
 	select {
 	case ds.slots <- struct{}{}:
 	case <-ds.done:
@@ -247,7 +247,7 @@ func (ds *deliveryStream) deliver(ctx context.Context, req *hostv1.DeliverReques
 	ds.pending[id] = c
 	ds.mu.Unlock()
 	select {
-	case ds.queue <- &hostv1.DeliverStreamRequest{Id: id, Message: req.GetMessage(), Wait: req.GetWait(), TimeoutNanos: int64(timeout)}:
+	case ds.queue <- &hostv1.DeliverStreamRequest{Id: id, Message: m, Wait: wait, TimeoutNanos: int64(timeout)}:
 	case <-ds.done: // end answers it, as not sent
 	case <-ctx.Done():
 		// The queue is full of requests whose callers gave up while the

@@ -21,7 +21,6 @@ import (
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/hostv1"
-	"github.com/tinyhost/tinyhost/internal/buildinfo"
 )
 
 // Options configure a Server. The zero value is usable: every field documents
@@ -32,8 +31,8 @@ type Options struct {
 
 	// Name is the host name reported by Info. Default "tinyhost".
 	Name string
-	// Version is the build version reported by Info. Default: the main
-	// module's version from the build info.
+	// Version is the build version reported by Info; the program that
+	// serves says which it is (the daemon passes its own). Default: none.
 	Version string
 	// Labels are reported by Info, for placement.
 	Labels map[string]string
@@ -166,9 +165,6 @@ func New(h *host.Host, opts Options) (*Server, error) {
 	}
 	if opts.Name == "" {
 		opts.Name = "tinyhost"
-	}
-	if opts.Version == "" {
-		opts.Version = buildinfo.Version()
 	}
 	if opts.MaxLoadBytes == 0 {
 		opts.MaxLoadBytes = defaultMaxLoadBytes

@@ -209,6 +209,7 @@ func serverOptions(cfg Config, log hclog.Logger, tokens tokens, sopts []grpc.Ser
 	return server.Options{
 		Logger:          log.Named("grpc"),
 		Name:            cfg.Name,
+		Version:         Version(),
 		Labels:          cfg.Labels,
 		Token:           tokens.admin,
 		InvokeToken:     tokens.invoke,
