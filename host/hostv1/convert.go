@@ -247,11 +247,35 @@ func Retryable(err error) bool {
 // carries it (other calls' answers and deliveries included): its texts
 // are made valid (WireText).
 func MessageProto(m *abi.Message) *Message {
-	out := &Message{Module: WireText(m.Module), Component: WireText(m.Component), Port: WireText(m.Port), Payload: m.Payload}
-	if len(m.Metadata) > 0 {
-		out.Metadata = make([]*KeyValue, len(m.Metadata))
-		for i, kv := range m.Metadata {
-			out.Metadata[i] = &KeyValue{Key: WireText(kv.Key), Value: WireText(kv.Value)}
+	return &Message{Module: WireText(m.Module), Component: WireText(m.Component), Port: WireText(m.Port), Payload: m.Payload, Metadata: MetadataProto(m.Metadata)}
+}
+
+// MetadataProto is the metadata of a message or a request on the wire, in
+// order, its texts made valid UTF-8; nil when there is none.
+func MetadataProto(md []abi.KV) []*KeyValue {
+	if len(md) == 0 {
+		return nil
+	}
+	out := make([]*KeyValue, len(md))
+	for i, kv := range md {
+		out[i] = &KeyValue{Key: WireText(kv.Key), Value: WireText(kv.Value)}
+	}
+	return out
+}
+
+// RequestFromProto is the request an Invoke carries.
+func RequestFromProto(req *InvokeRequest) api.Request {
+	return api.Request{Module: req.GetModule(), Component: req.GetComponent(), Port: req.GetPort(), Payload: req.GetPayload(), Metadata: MetadataFromProto(req.GetMetadata())}
+}
+
+// ResponseProto is a component's reply as Invoke answers it, with the
+// messages it emitted on unwired ports.
+func ResponseProto(resp *api.Response) *InvokeResponse {
+	out := &InvokeResponse{Payload: resp.Payload}
+	if len(resp.Emitted) > 0 {
+		out.Emitted = make([]*Message, len(resp.Emitted))
+		for i := range resp.Emitted {
+			out.Emitted[i] = MessageProto(&resp.Emitted[i])
 		}
 	}
 	return out

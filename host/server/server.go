@@ -368,25 +368,11 @@ func (s *Server) invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1
 	if err := checkInvoke(req); err != nil {
 		return nil, err
 	}
-	hreq := api.Request{
-		Module:    req.GetModule(),
-		Component: req.GetComponent(),
-		Port:      req.GetPort(),
-		Payload:   req.GetPayload(),
-		Metadata:  hostv1.MetadataFromProto(req.GetMetadata()),
-	}
-	resp, err := s.h.Invoke(ctx, hreq)
+	resp, err := s.h.Invoke(ctx, hostv1.RequestFromProto(req))
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	out := &hostv1.InvokeResponse{Payload: resp.Payload}
-	if len(resp.Emitted) > 0 {
-		out.Emitted = make([]*hostv1.Message, len(resp.Emitted))
-		for i := range resp.Emitted {
-			out.Emitted[i] = hostv1.MessageProto(&resp.Emitted[i])
-		}
-	}
-	return out, nil
+	return hostv1.ResponseProto(&resp), nil
 }
 
 // toStatus is the status error of an error of the host library (see
