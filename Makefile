@@ -117,7 +117,6 @@ test: tools
 # the version the generated files name; `make protoc` installs it as root.
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
-PROTO_FILES := $(shell find host/proto/tinyhost -name '*.proto')
 
 $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION):
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
@@ -134,17 +133,20 @@ protoc: ## Install protoc (Debian's protobuf-compiler) when it is missing.
 	    { apt-get update -q >/dev/null && apt-get install -y -q protobuf-compiler >/dev/null; }; }; } || \
 	  { echo "protoc not found: apt-get install protobuf-compiler" >&2; exit 1; }
 
-# The proto drift test (host/proto/.../generated_test.go) runs protoc.
+# The proto drift test (host/hostv1/generated_test.go) runs protoc.
 test: protoc
 
+# host.proto sits beside its Go package (host/hostv1) but keeps the import
+# path tinyhost/host/v1/host.proto (the -I virtual=disk mapping), the name
+# its descriptor is registered and reflected under.
 .PHONY: proto
 proto: protoc $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) $(BIN)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION) ## Regenerate the gRPC code.
-	cd host/proto && protoc -I . -I third_party \
+	protoc -Itinyhost/host/v1=host/hostv1 -Ihost/hostv1/third_party \
 	  --plugin=protoc-gen-go=$(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) \
 	  --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION) \
-	  --go_out=. --go_opt=paths=source_relative \
-	  --go-grpc_out=. --go-grpc_opt=paths=source_relative \
-	  $(patsubst host/proto/%,%,$(PROTO_FILES))
+	  --go_out=. --go_opt=module=github.com/tinyhost/tinyhost \
+	  --go-grpc_out=. --go-grpc_opt=module=github.com/tinyhost/tinyhost \
+	  tinyhost/host/v1/host.proto
 
 .PHONY: clean
 clean: ## Remove build outputs.

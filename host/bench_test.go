@@ -48,17 +48,17 @@ func BenchmarkInvoke(b *testing.B) {
 	for _, g := range guests {
 		for _, size := range sizes {
 			b.Run(g.name+"-"+size.name, func(b *testing.B) {
-				benchInvoke(b, ctx, h, host.Request{Module: g.module, Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, size.n)})
+				benchInvoke(b, ctx, h, hostapi.Request{Module: g.module, Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, size.n)})
 			})
 		}
 	}
 }
 
-func benchInvoke(b *testing.B, ctx context.Context, h *host.Host, req host.Request) {
+func benchInvoke(b *testing.B, ctx context.Context, h *host.Host, req hostapi.Request) {
 	// Timeouts are enforced while the benchmark runs: the same watchdog that
 	// times out this call watches every call below.
-	_, err := h.Invoke(ctx, host.Request{Module: "loop", Component: "spinner", Port: "spin"})
-	if kindOf(err) != host.KindTimeout {
+	_, err := h.Invoke(ctx, hostapi.Request{Module: "loop", Component: "spinner", Port: "spin"})
+	if kindOf(err) != hostapi.KindTimeout {
 		b.Fatalf("the watchdog did not time out a runaway call: %v", err)
 	}
 	b.SetBytes(int64(len(req.Payload)))
@@ -76,7 +76,7 @@ func benchInvoke(b *testing.B, ctx context.Context, h *host.Host, req host.Reque
 func BenchmarkInvokeParallel(b *testing.B) {
 	h, _ := newHost(b, host.Options{})
 	load(b, h, "echo", host.LoadOptions{})
-	req := host.Request{Module: "echo", Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, 1<<10)}
+	req := hostapi.Request{Module: "echo", Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, 1<<10)}
 	b.SetBytes(1 << 10)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -252,7 +252,7 @@ const soakCalls = 1_000_000
 func BenchmarkSoak(b *testing.B) {
 	h, _ := newHost(b, host.Options{})
 	load(b, h, "garbage", host.LoadOptions{})
-	req := host.Request{Module: "garbage", Component: "churn", Port: "in", Payload: []byte("x")}
+	req := hostapi.Request{Module: "garbage", Component: "churn", Port: "in", Payload: []byte("x")}
 	var rss [3]float64
 	marks := [3]int64{soakCalls / 10, soakCalls / 2, soakCalls}
 	start := time.Now()

@@ -29,7 +29,7 @@ func TestMemoryBudget(t *testing.T) {
 	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{})
 	require.NoError(t, err)
 	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "second"})
-	require.ErrorIs(t, err, host.ErrCapacity)
+	require.ErrorIs(t, err, api.ErrCapacity)
 	assert.ErrorContains(t, err, "the pools would reserve 128 MiB of memory, the host takes 100 MiB (Capacity.MemoryBytes; MemoryPages × 64 KiB × MaxInstances of each module)")
 
 	var wg sync.WaitGroup
@@ -83,6 +83,6 @@ func TestMemoryBudgetConcurrentLoads(t *testing.T) {
 	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "second"})
 	close(release)
 	require.NoError(t, <-first)
-	require.ErrorIs(t, err, host.ErrCapacity, "both loads passed the budget of %d MiB", budget>>20)
+	require.ErrorIs(t, err, api.ErrCapacity, "both loads passed the budget of %d MiB", budget>>20)
 	assert.ErrorContains(t, err, "the pools would reserve 128 MiB of memory, the host takes 100 MiB")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // TestCapabilityNames: a messaging grant names its target as module or
@@ -90,7 +91,7 @@ func TestMessagingGrants(t *testing.T) {
 					switch {
 					case !slices.Contains(tc.allowed, to):
 						want := port + `: status 3: module "caller" may not message ` + to + ": " + tc.denied
-						var ce *host.CallError
+						var ce *api.CallError
 						if assert.ErrorAs(t, err, &ce, "%s %s", port, to) {
 							assert.Equal(t, want, ce.Err.Error())
 						}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // What compiling a module costs in memory, at its peak, as measured on
@@ -85,7 +87,7 @@ func (h *Host) admitCompile(ctx context.Context, cost, functions uint64, size in
 		}
 		if cost > room {
 			return nil, fmt.Errorf("%w: compiling the module would take an estimated %d MiB (%d bytes × %d + %d functions × %d bytes), more than the %d MiB the host's memory budget of %d MiB (%s) leaves beside the %d MiB its instances hold",
-				ErrCapacity, cost>>20, size, compileBytesPerByte, functions, compileBytesPerFunction, room>>20, budget>>20, h.opts.budgetNote, live>>20)
+				api.ErrCapacity, cost>>20, size, compileBytesPerByte, functions, compileBytesPerFunction, room>>20, budget>>20, h.opts.budgetNote, live>>20)
 		}
 		c.mu.Lock()
 		if c.inUse+cost <= room {

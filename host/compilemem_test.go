@@ -26,7 +26,7 @@ func TestCompileMemoryRefused(t *testing.T) {
 	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{})
 	grown := int64(residentMemory(t)) - int64(before)
 	t.Logf("%d bytes: %v; resident memory grew by %d MiB", len(wasm), err, grown>>20)
-	require.ErrorIs(t, err, host.ErrCapacity)
+	require.ErrorIs(t, err, api.ErrCapacity)
 	assert.ErrorContains(t, err, "compiling the module would take an estimated 1098 MiB (4000297 bytes × 32 + 1000004 functions × 1024 bytes), more than the 256 MiB the host's memory budget of 256 MiB (Capacity.MemoryBytes) leaves beside the 0 MiB its instances hold")
 	assert.Less(t, grown, int64(budget))
 	assert.Empty(t, h.Modules())
@@ -52,7 +52,7 @@ func TestCompileMemoryShared(t *testing.T) {
 		"a compile went past the memory budget that others hold")
 
 	_, err := h.Load(loadCtx(t), manyFunctions(80_000), host.LoadOptions{Name: "larger"})
-	require.ErrorIs(t, err, host.ErrCapacity, "a compile larger than the budget waits for nothing")
+	require.ErrorIs(t, err, api.ErrCapacity, "a compile larger than the budget waits for nothing")
 
 	release()
 	select {

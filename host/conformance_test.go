@@ -38,13 +38,13 @@ func (k *kitHost) Load(ctx context.Context, wasm []byte, l abitest.LoadSpec) (ab
 }
 
 func (k *kitHost) Kind(err error) abitest.ErrorKind {
-	var verr *host.VersionError
+	var verr *api.VersionError
 	if errors.As(err, &verr) {
 		return abitest.KindVersion
 	}
-	var kind host.Kind
-	var lerr *host.LoadError
-	var cerr *host.CallError
+	var kind api.Kind
+	var lerr *api.LoadError
+	var cerr *api.CallError
 	switch {
 	case errors.As(err, &lerr):
 		kind = lerr.Kind
@@ -52,19 +52,19 @@ func (k *kitHost) Kind(err error) abitest.ErrorKind {
 		kind = cerr.Kind
 	}
 	switch kind {
-	case host.KindTrap:
+	case api.KindTrap:
 		return abitest.KindTrap
-	case host.KindTimeout:
+	case api.KindTimeout:
 		return abitest.KindTimeout
-	case host.KindMemory:
+	case api.KindMemory:
 		return abitest.KindMemory
-	case host.KindABIViolation:
+	case api.KindABIViolation:
 		return abitest.KindABI
-	case host.KindHandler:
+	case api.KindHandler:
 		return abitest.KindHandler
-	case host.KindNotFound:
+	case api.KindNotFound:
 		return abitest.KindNotFound
-	case host.KindDenied:
+	case api.KindDenied:
 		return abitest.KindDenied
 	}
 	return abitest.KindNone
@@ -94,7 +94,7 @@ func (m *kitModule) Name() string               { return m.info.Name }
 func (m *kitModule) Descriptor() abi.Descriptor { return m.info.Descriptor }
 
 func (m *kitModule) Invoke(ctx context.Context, component, port string, payload []byte, metadata []abi.KV) (abitest.Result, error) {
-	resp, err := m.h.Invoke(ctx, host.Request{Module: m.info.Name, Component: component, Port: port, Payload: payload, Metadata: metadata})
+	resp, err := m.h.Invoke(ctx, api.Request{Module: m.info.Name, Component: component, Port: port, Payload: payload, Metadata: metadata})
 	return abitest.Result{Payload: resp.Payload, Emitted: resp.Emitted}, err
 }
 

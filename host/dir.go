@@ -284,7 +284,7 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 		d.retrying(path, backoff, err)
 		return syncTransient
 	case err != nil:
-		d.failed(path, known, &LoadError{File: path, Kind: kindOf(err), Err: err})
+		d.failed(path, known, &api.LoadError{File: path, Kind: kindOf(err), Err: err})
 		return synced
 	}
 	sum := sha256.Sum256(b)
@@ -302,7 +302,7 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 			source = src.String()
 		}
 		if err != nil {
-			d.failed(path, known, &LoadError{File: path, Err: err})
+			d.failed(path, known, &api.LoadError{File: path, Err: err})
 			return synced
 		}
 	}
@@ -343,7 +343,7 @@ func (d *dirLoader) retrying(path string, backoff time.Duration, err error) {
 
 // failed reports a file that could not be read or fetched, as a bad .wasm
 // is: an EventFailed and a log line.
-func (d *dirLoader) failed(path string, known bool, lerr *LoadError) {
+func (d *dirLoader) failed(path string, known bool, lerr *api.LoadError) {
 	d.h.events.publish(Event{Type: EventFailed, Source: path, Err: lerr})
 	d.logFailed(path, known, lerr)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
@@ -235,7 +236,7 @@ func TestModulesDirDrip(t *testing.T) {
 		require.NoError(t, h.Close(ctx), "Close waited on the fetch until its own deadline")
 		select {
 		case err := <-loadSource:
-			assert.ErrorIs(t, err, host.ErrClosed)
+			assert.ErrorIs(t, err, api.ErrClosed)
 		case <-time.After(time.Minute):
 			t.Fatal("LoadSource still fetching after Close")
 		}

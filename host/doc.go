@@ -6,14 +6,15 @@
 //	...
 //	defer h.Close(ctx)
 //	info, err := h.LoadFile(ctx, "hello.wasm", host.LoadOptions{})
-//	resp, err := h.Invoke(ctx, host.Request{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
+//	resp, err := h.Invoke(ctx, api.Request{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
 //
 // The surface is small: New and Options; Load, LoadFile, Unload, Modules
 // and Module; Invoke; SetConfig; SetRoutes, UpdateRoutes and SetWiring, with a
 // Transport to other hosts, and Deliver for what they send; Subscribe for
-// events; Close. Errors are
-// ErrNotFound and ErrBusy to match, *CallError (with a Kind) for a failed
-// call, *LoadError and *VersionError for a refused module. Everything else
+// events; Close. Requests, responses and errors are package host/api's:
+// api.ErrNotFound and api.ErrBusy to match, *api.CallError (with an
+// api.Kind) for a failed call, *api.LoadError and *api.VersionError for a
+// refused module. Everything else
 // lives under host/internal.
 //
 // # Loading
@@ -273,7 +274,7 @@
 //     its route gives the replicas, starting at the next one, and the
 //     message goes to Options.Transport.Call.
 //  3. host/cluster/cluster.go, Transport.deliver: the message becomes a
-//     hostv1.Message (the wire's, api.MessageProto), tried on the replicas whose connection
+//     hostv1.Message (the wire's, hostv1.MessageProto), tried on the replicas whose connection
 //     is not failing first; host/cluster/stream.go, deliveryStream.deliver,
 //     queues it on the peer's DeliverStream with an id and the time its
 //     caller still waits. Should the caller's context end first, it sends
@@ -281,7 +282,7 @@
 //  4. On B, host/server/stream.go, DeliverStream: the request gets a
 //     context of its own, ended by its timeout, its cancel, or the stream;
 //     host/server/route.go, deliver: the hostv1.Message becomes an
-//     abi.Message again (api.MessageFromProto), its address is checked, and it goes to
+//     abi.Message again (hostv1.MessageFromProto), its address is checked, and it goes to
 //     Host.Deliver, which delivers to B's own modules only.
 //  5. router.go, Host.deliver, then invoke.go, Host.invoke and
 //     version.invoke: the component and port are checked against b's
@@ -293,8 +294,8 @@
 //     cancelled.
 //  6. Back: the reply is copied out of B's guest memory into the
 //     DeliverStreamResponse; a failure is B's *api.CallError, turned into a
-//     google.rpc.Status once (api.ToStatus, in host/server) and back into
-//     an *api.CallError once on A (api.FromStatus, in host/cluster), its
+//     google.rpc.Status once (hostv1.ToStatus, in host/server) and back into
+//     an *api.CallError once on A (hostv1.FromStatus, in host/cluster), its
 //     Kind intact, which forward (step 1) gives A's guest as its ABI status
 //     (Kind.Status) and cause.
 //

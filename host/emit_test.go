@@ -28,7 +28,7 @@ func TestEmitBound(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("a million emits: %d bytes allocated by the process during the call; %v", allocated, err)
-	assert.Equal(t, host.KindTooLarge, kindOf(err))
+	assert.Equal(t, api.KindTooLarge, kindOf(err))
 	assert.ErrorContains(t, err, "emitted more than 1024 messages in one call (MaxEmits)")
 	assert.LessOrEqual(t, allocated, uint64(emitBound))
 
@@ -37,7 +37,7 @@ func TestEmitBound(t *testing.T) {
 	require.NoError(t, err)
 	resp, err := invoke(t, h, "roomy", "e", "many", nil)
 	// 16 MiB holds 16 MiB / (14 + 256) messages: the bytes bound the call.
-	assert.Equal(t, host.KindTooLarge, kindOf(err))
+	assert.Equal(t, api.KindTooLarge, kindOf(err))
 	assert.ErrorContains(t, err, "emitted messages exceed 16777216 bytes in one call (MaxMessageSize, counting 256 bytes a message besides its encoding)")
 	assert.Empty(t, resp.Emitted)
 }

@@ -98,7 +98,7 @@ func (fz *fuzzHost) run(t *testing.T, wasm []byte) {
 	info, err := fz.h.Load(ctx, wasm, host.LoadOptions{Name: name, Limits: fuzzLimits})
 	if err != nil {
 		t.Logf("load: %v", err)
-		var le *host.LoadError
+		var le *api.LoadError
 		require.ErrorAs(t, err, &le, "a failed load is a *LoadError: %v", err)
 		require.Equal(t, name, le.Module, "the error names the module: %v", err)
 	} else {
@@ -110,11 +110,11 @@ func (fz *fuzzHost) run(t *testing.T, wasm []byte) {
 				}
 				calls++
 				cctx, cancel := context.WithTimeout(context.Background(), fuzzCallTimeout)
-				_, err := fz.h.Invoke(cctx, host.Request{Module: name, Component: c.Name, Port: p.Name, Payload: []byte(`{"fuzz":1}`)})
+				_, err := fz.h.Invoke(cctx, api.Request{Module: name, Component: c.Name, Port: p.Name, Payload: []byte(`{"fuzz":1}`)})
 				cancel()
 				t.Logf("invoke %s/%s: %v", c.Name, p.Name, err)
 				if err != nil {
-					var ce *host.CallError
+					var ce *api.CallError
 					require.ErrorAs(t, err, &ce, "a failed call is a *CallError: %v", err)
 					require.Equal(t, name, ce.Module, "the error names the module: %v", err)
 				}
@@ -126,7 +126,7 @@ func (fz *fuzzHost) run(t *testing.T, wasm []byte) {
 
 	ectx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	resp, err := fz.h.Invoke(ectx, host.Request{Module: "echo", Component: "echo", Port: "in", Payload: []byte("still here")})
+	resp, err := fz.h.Invoke(ectx, api.Request{Module: "echo", Component: "echo", Port: "in", Payload: []byte("still here")})
 	require.NoError(t, err, "the echo module does not answer within a second after this input")
 	require.Equal(t, "still here", string(resp.Payload))
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/internal/hammer"
 )
@@ -280,7 +281,7 @@ func fixture(t testing.TB, name string) []byte {
 // hold it, and every goroutine, forever). It runs during, if not nil,
 // while the guest is still busy, then cancels the call, which must end as
 // cancelled (KindCanceled).
-func collectDuringCall(t *testing.T, h *host.Host, req host.Request, during func()) {
+func collectDuringCall(t *testing.T, h *host.Host, req api.Request, during func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -310,6 +311,6 @@ func collectDuringCall(t *testing.T, h *host.Host, req host.Request, during func
 	}
 	cancel()
 	err := <-done
-	assert.Equal(t, host.KindCanceled, kindOf(err), "%v", err)
+	assert.Equal(t, api.KindCanceled, kindOf(err), "%v", err)
 	assert.ErrorIs(t, err, context.Canceled)
 }

@@ -24,8 +24,8 @@ import (
 type Host struct {
 	opts      Options
 	log       hclog.Logger
-	transport Transport // nil: none, every module is local
-	httpNet   httpNet   // how outbound HTTP resolves and connects (http.go)
+	transport api.Transport // nil: none, every module is local
+	httpNet   httpNet       // how outbound HTTP resolves and connects (http.go)
 
 	// routes and wires are replaced whole (under routeMu) by SetRoutes,
 	// UpdateRoutes and SetWiring, so that the call path reads them without
@@ -344,7 +344,7 @@ func (h *Host) unload(name, source string) error {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return ErrClosed
+		return api.ErrClosed
 	}
 	m := (*h.modules.Load())[name]
 	var v *version
@@ -424,4 +424,4 @@ type notFoundError struct{ msg string }
 func notFound(msg string) error { return &notFoundError{msg} }
 
 func (e *notFoundError) Error() string        { return e.msg }
-func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
+func (e *notFoundError) Is(target error) bool { return target == api.ErrNotFound }

@@ -35,9 +35,9 @@ func load(t testing.TB, h *host.Host, guest string, opts host.LoadOptions) host.
 	return info
 }
 
-func invoke(t testing.TB, h *host.Host, module, component, port string, payload []byte) (host.Response, error) {
+func invoke(t testing.TB, h *host.Host, module, component, port string, payload []byte) (api.Response, error) {
 	t.Helper()
-	return h.Invoke(ctxT(t, 30*time.Second), host.Request{Module: module, Component: component, Port: port, Payload: payload})
+	return h.Invoke(ctxT(t, 30*time.Second), api.Request{Module: module, Component: component, Port: port, Payload: payload})
 }
 
 func mustEcho(t testing.TB, h *host.Host) {
@@ -100,18 +100,18 @@ func TestErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name                    string
 		module, component, port string
-		kind                    host.Kind
+		kind                    api.Kind
 		is                      error
 		msg                     string
 	}{
-		{"module", "nosuch", "echo", "in", host.KindNotFound, host.ErrNotFound, `nosuch/echo/in: not found: module "nosuch" is not loaded`},
-		{"component", "echo", "nosuch", "in", host.KindNotFound, host.ErrNotFound, `module "echo" has no component "nosuch"`},
-		{"port", "echo", "echo", "nosuch", host.KindNotFound, host.ErrNotFound, `component "echo" of module "echo" has no port "nosuch"`},
-		{"handler", "echo", "echo", "fail", host.KindHandler, nil, "echo/echo/fail: handler error: boom"},
+		{"module", "nosuch", "echo", "in", api.KindNotFound, api.ErrNotFound, `nosuch/echo/in: not found: module "nosuch" is not loaded`},
+		{"component", "echo", "nosuch", "in", api.KindNotFound, api.ErrNotFound, `module "echo" has no component "nosuch"`},
+		{"port", "echo", "echo", "nosuch", api.KindNotFound, api.ErrNotFound, `component "echo" of module "echo" has no port "nosuch"`},
+		{"handler", "echo", "echo", "fail", api.KindHandler, nil, "echo/echo/fail: handler error: boom"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := invoke(t, h, tc.module, tc.component, tc.port, nil)
-			var ce *host.CallError
+			var ce *api.CallError
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, tc.kind, ce.Kind)
 			assert.Equal(t, tc.module, ce.Module)
@@ -123,22 +123,22 @@ func TestErrors(t *testing.T) {
 	}
 	t.Run("unload", func(t *testing.T) {
 		err := h.Unload(context.Background(), "nosuch")
-		assert.ErrorIs(t, err, host.ErrNotFound)
+		assert.ErrorIs(t, err, api.ErrNotFound)
 		assert.Contains(t, err.Error(), `module "nosuch" is not loaded`)
 	})
 	t.Run("too large", func(t *testing.T) {
 		load(t, h, "echo", host.LoadOptions{Name: "small", Limits: api.Limits{MaxMessageSize: 1024}})
 		_, err := invoke(t, h, "small", "echo", "in", make([]byte, 2048))
-		var ce *host.CallError
+		var ce *api.CallError
 		require.ErrorAs(t, err, &ce)
-		assert.Equal(t, host.KindTooLarge, ce.Kind)
+		assert.Equal(t, api.KindTooLarge, ce.Kind)
 	})
 	t.Run("hop limit", func(t *testing.T) {
-		_, err := h.Invoke(context.Background(), host.Request{Module: "echo", Component: "echo", Port: "in",
+		_, err := h.Invoke(context.Background(), api.Request{Module: "echo", Component: "echo", Port: "in",
 			Metadata: []abi.KV{{Key: abi.MetaHops, Value: "17"}}})
-		var ce *host.CallError
+		var ce *api.CallError
 		require.ErrorAs(t, err, &ce)
-		assert.Equal(t, host.KindHopLimit, ce.Kind)
+		assert.Equal(t, api.KindHopLimit, ce.Kind)
 	})
 }
 
@@ -149,34 +149,34 @@ var hostileCalls = []struct {
 	guest           string
 	limits          api.Limits
 	component, port string
-	kind            host.Kind
+	kind            api.Kind
 	words           []string
 	then            string
 }{
 	{"loop", api.Limits{CallTimeout: 100 * time.Millisecond}, "spinner", "spin",
-		host.KindTimeout, []string{"loop/spinner/spin: timeout: deadline exceeded after 100ms"}, "in"},
+		api.KindTimeout, []string{"loop/spinner/spin: timeout: deadline exceeded after 100ms"}, "in"},
 	{"membomb", api.Limits{MemoryPages: 1024}, "hog", "grow",
-		host.KindMemory, []string{"membomb/hog/grow: memory limit: exceeded the memory limit of 1024 pages (64 MiB)", "out of memory"}, "in"},
+		api.KindMemory, []string{"membomb/hog/grow: memory limit: exceeded the memory limit of 1024 pages (64 MiB)", "out of memory"}, "in"},
 	{"badptr", api.Limits{}, "liar", "in",
-		host.KindABIViolation, []string{"badptr/liar/in: ABI violation:", "outside memory"}, "ok"},
+		api.KindABIViolation, []string{"badptr/liar/in: ABI violation:", "outside memory"}, "ok"},
 	{"gopanic", api.Limits{}, "panicker", "in",
-		host.KindTrap, []string{"gopanic/panicker/in: trap:", `(guest stderr: "panic:`}, "ok"},
+		api.KindTrap, []string{"gopanic/panicker/in: trap:", `(guest stderr: "panic:`}, "ok"},
 	{"blocker", api.Limits{CallTimeout: 2 * time.Second}, "waiter", "in",
-		host.KindTrap, []string{"blocker/waiter/in: trap:", "all goroutines are asleep"}, "ok"},
+		api.KindTrap, []string{"blocker/waiter/in: trap:", "all goroutines are asleep"}, "ok"},
 }
 
 // hostileLoads are the conformance kit's guests that the host refuses to
 // load, and the error it gives.
 var hostileLoads = []struct {
 	guest string
-	kind  host.Kind
+	kind  api.Kind
 	words []string
 }{
-	{"inittrap", host.KindTrap, []string{"_initialize: trap:"}},
+	{"inittrap", api.KindTrap, []string{"_initialize: trap:"}},
 	{"abiv2", 0, []string{"module speaks ABI v2, this host speaks ABI v1"}},
-	{"noversion", host.KindABIViolation, []string{"not a tinyhost module (no tinyhost_abi_v1 export)"}},
-	{"baddescribe", host.KindABIViolation, []string{"tinyhost_describe"}},
-	{"badrules", host.KindABIViolation, []string{"invalid descriptor", "twice"}},
+	{"noversion", api.KindABIViolation, []string{"not a tinyhost module (no tinyhost_abi_v1 export)"}},
+	{"baddescribe", api.KindABIViolation, []string{"tinyhost_describe"}},
+	{"badrules", api.KindABIViolation, []string{"invalid descriptor", "twice"}},
 }
 
 // TestHostile loads each hostile guest of the conformance kit and checks the
@@ -188,13 +188,13 @@ func TestHostile(t *testing.T) {
 		t.Run(tc.guest, func(t *testing.T) {
 			load(t, h, tc.guest, host.LoadOptions{Limits: tc.limits})
 			_, err := invoke(t, h, tc.guest, tc.component, tc.port, nil)
-			var ce *host.CallError
+			var ce *api.CallError
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, tc.kind, ce.Kind, "%v", err)
 			for _, w := range tc.words {
 				assert.Contains(t, err.Error(), w)
 			}
-			if tc.kind == host.KindTimeout {
+			if tc.kind == api.KindTimeout {
 				assert.ErrorIs(t, err, context.DeadlineExceeded)
 			}
 			resp, err := invoke(t, h, ce.Module, tc.component, tc.then, []byte("next"))
@@ -208,7 +208,7 @@ func TestHostile(t *testing.T) {
 	for _, tc := range hostileLoads {
 		t.Run(tc.guest, func(t *testing.T) {
 			_, err := h.Load(loadCtx(t), abitest.Guest(t, tc.guest), host.LoadOptions{})
-			var le *host.LoadError
+			var le *api.LoadError
 			require.ErrorAs(t, err, &le)
 			assert.Equal(t, tc.kind, le.Kind, "%v", err)
 			for _, w := range tc.words {
@@ -221,9 +221,9 @@ func TestHostile(t *testing.T) {
 	}
 	t.Run("version error", func(t *testing.T) {
 		_, err := h.Load(loadCtx(t), abitest.Guest(t, "abiv2"), host.LoadOptions{})
-		var ve *host.VersionError
+		var ve *api.VersionError
 		require.ErrorAs(t, err, &ve)
-		assert.Equal(t, host.VersionError{Got: 2, Want: 1}, *ve)
+		assert.Equal(t, api.VersionError{Got: 2, Want: 1}, *ve)
 	})
 	t.Run("not wasm", func(t *testing.T) {
 		_, err := h.Load(context.Background(), []byte("#!/bin/sh\necho hi\n"), host.LoadOptions{})
@@ -236,14 +236,14 @@ func TestHostile(t *testing.T) {
 func TestCancel(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "loop", host.LoadOptions{})
-	req := host.Request{Module: "loop", Component: "spinner", Port: "spin"}
+	req := api.Request{Module: "loop", Component: "spinner", Port: "spin"}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	_, err := h.Invoke(ctx, req)
-	var ce *host.CallError
+	var ce *api.CallError
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, host.KindCanceled, ce.Kind)
+	assert.Equal(t, api.KindCanceled, ce.Kind)
 	assert.ErrorIs(t, err, context.Canceled)
 
 	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -251,7 +251,7 @@ func TestCancel(t *testing.T) {
 	start := time.Now()
 	_, err = h.Invoke(ctx, req)
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, host.KindTimeout, ce.Kind)
+	assert.Equal(t, api.KindTimeout, ce.Kind)
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
 
@@ -274,12 +274,12 @@ func TestIdleWatchdog(t *testing.T) {
 		start := time.Now()
 		done := make(chan error, 1)
 		go func() {
-			_, err := h.Invoke(context.Background(), host.Request{Module: "loop", Component: "spinner", Port: "spin"})
+			_, err := h.Invoke(context.Background(), api.Request{Module: "loop", Component: "spinner", Port: "spin"})
 			done <- err
 		}()
 		select {
 		case err := <-done:
-			assert.Equal(t, host.KindTimeout, kindOf(err), "%v", err)
+			assert.Equal(t, api.KindTimeout, kindOf(err), "%v", err)
 		case <-time.After(30 * time.Second):
 			t.Fatal("a call begun while the watchdog was parked was not interrupted")
 		}
@@ -299,7 +299,7 @@ func TestSleepingGuest(t *testing.T) {
 	// Four instances, one for each call: a stopped instance is replaced,
 	// which the next call must not have to wait for. 20 s of sleep: only an
 	// interruption ends a call within the test.
-	req := host.Request{Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":20000}`)}
+	req := api.Request{Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":20000}`)}
 	for _, tc := range []struct {
 		name string
 		ctx  func() (context.Context, context.CancelFunc)
@@ -326,7 +326,7 @@ func TestSleepingGuest(t *testing.T) {
 			assert.ErrorIs(t, err, tc.is)
 		})
 	}
-	resp, err := h.Invoke(ctxT(t, time.Minute), host.Request{Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":1}`)})
+	resp, err := h.Invoke(ctxT(t, time.Minute), api.Request{Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":1}`)})
 	require.NoError(t, err, "the module serves again")
 	assert.Equal(t, `{"slept":1}`, string(resp.Payload))
 }
@@ -371,7 +371,7 @@ func TestIdleTimeout(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := h.Invoke(ctxT(t, time.Minute), host.Request{Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":500}`)})
+			_, err := h.Invoke(ctxT(t, time.Minute), api.Request{Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":500}`)})
 			assert.NoError(t, err)
 		}()
 	}
@@ -385,7 +385,7 @@ func TestIdleTimeout(t *testing.T) {
 	info, _ = h.Module("sleeper")
 	assert.Equal(t, 1, info.Pool.Idle)
 	assert.Zero(t, info.Pool.Discarded, "closing an idle instance is not a failure")
-	resp, err := h.Invoke(ctxT(t, time.Minute), host.Request{Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":1}`)})
+	resp, err := h.Invoke(ctxT(t, time.Minute), api.Request{Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":1}`)})
 	require.NoError(t, err)
 	assert.Equal(t, `{"slept":1}`, string(resp.Payload))
 }
@@ -397,7 +397,7 @@ func TestBusy(t *testing.T) {
 	load(t, h, "loop", host.LoadOptions{Limits: api.Limits{MaxInstances: 1, QueueTimeout: 50 * time.Millisecond, CallTimeout: time.Second}})
 	spinning := make(chan error, 1)
 	go func() {
-		_, err := h.Invoke(context.Background(), host.Request{Module: "loop", Component: "spinner", Port: "spin"})
+		_, err := h.Invoke(context.Background(), api.Request{Module: "loop", Component: "spinner", Port: "spin"})
 		spinning <- err
 	}()
 	require.Eventually(t, func() bool {
@@ -405,15 +405,15 @@ func TestBusy(t *testing.T) {
 		return info.Pool.InUse == 1
 	}, 10*time.Second, time.Millisecond)
 	_, err := invoke(t, h, "loop", "spinner", "in", nil)
-	assert.ErrorIs(t, err, host.ErrBusy)
-	var ce *host.CallError
+	assert.ErrorIs(t, err, api.ErrBusy)
+	var ce *api.CallError
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, host.KindBusy, ce.Kind)
-	assert.Equal(t, host.KindTimeout, kindOf(<-spinning))
+	assert.Equal(t, api.KindBusy, ce.Kind)
+	assert.Equal(t, api.KindTimeout, kindOf(<-spinning))
 }
 
-func kindOf(err error) host.Kind {
-	var ce *host.CallError
+func kindOf(err error) api.Kind {
+	var ce *api.CallError
 	if errors.As(err, &ce) {
 		return ce.Kind
 	}
@@ -451,7 +451,7 @@ func TestSetConfig(t *testing.T) {
 	assert.JSONEq(t, `{"caller":{"greeting":"ho"}}`, string(resp.Payload))
 
 	assert.ErrorContains(t, h.SetConfig(context.Background(), "hostcalls", []byte(`[1]`)), "JSON object")
-	assert.ErrorIs(t, h.SetConfig(context.Background(), "nosuch", nil), host.ErrNotFound)
+	assert.ErrorIs(t, h.SetConfig(context.Background(), "nosuch", nil), api.ErrNotFound)
 }
 
 // TestUpgrade checks Load of a loaded name: the new version serves, the
@@ -509,7 +509,7 @@ func TestHotReload(t *testing.T) {
 		sawNew [2]atomic.Bool
 	)
 	call := func(w, _ int) {
-		resp, err := h.Invoke(context.Background(), host.Request{Module: "versioned", Component: "v", Port: "in", Payload: []byte("p")})
+		resp, err := h.Invoke(context.Background(), api.Request{Module: "versioned", Component: "v", Port: "in", Payload: []byte("p")})
 		calls.Add(1)
 		switch {
 		case err != nil:
@@ -562,7 +562,7 @@ func TestHotReload(t *testing.T) {
 	ev = await(t, events)
 	assert.Equal(t, host.EventUnloaded, ev.Type, "%+v", ev)
 	_, err = invoke(t, h, "versioned", "v", "in", nil)
-	assert.ErrorIs(t, err, host.ErrNotFound)
+	assert.ErrorIs(t, err, api.ErrNotFound)
 }
 
 // TestCompileCache loads a module into a host with a CacheDir, then into a
@@ -597,7 +597,7 @@ func TestMemoryFlat(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{Limits: api.Limits{MaxInstances: 1}})
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 4096)
-	req := host.Request{Module: "echo", Component: "echo", Port: "in", Payload: payload}
+	req := api.Request{Module: "echo", Component: "echo", Port: "in", Payload: payload}
 	ctx := context.Background()
 	var after1k uint64
 	for i := 1; i <= calls; i++ {
@@ -633,14 +633,14 @@ func TestHammer(t *testing.T) {
 		if i%2 == 0 {
 			m, c = "echo", "echo"
 		}
-		resp, err := h.Invoke(ctx, host.Request{Module: m, Component: c, Port: "in", Payload: fmt.Appendf(nil, "%d-%d", w, i)})
+		resp, err := h.Invoke(ctx, api.Request{Module: m, Component: c, Port: "in", Payload: fmt.Appendf(nil, "%d-%d", w, i)})
 		switch {
 		case err == nil:
 			if !strings.HasSuffix(string(resp.Payload), fmt.Sprintf("%d-%d", w, i)) {
 				t.Errorf("answer %q to call %d-%d", resp.Payload, w, i)
 			}
 			ok.Add(1)
-		case errors.Is(err, host.ErrNotFound) && m == "versioned":
+		case errors.Is(err, api.ErrNotFound) && m == "versioned":
 			notFound.Add(1)
 		default:
 			t.Errorf("call: %v", err)
@@ -671,7 +671,7 @@ func TestSpinDoesNotStopTheWorld(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "loop", host.LoadOptions{Limits: api.Limits{CallTimeout: 5 * time.Minute}})
-	collectDuringCall(t, h, host.Request{Module: "loop", Component: "spinner", Port: "spin"}, nil)
+	collectDuringCall(t, h, api.Request{Module: "loop", Component: "spinner", Port: "spin"}, nil)
 }
 
 // A module loaded under another name than its descriptor's answers under
@@ -684,12 +684,12 @@ func TestLoadRenamed(t *testing.T) {
 	assert.Equal(t, "hola", info.Name)
 	assert.Equal(t, "hello", info.Descriptor.Name)
 
-	resp, err := h.Invoke(ctx, host.Request{Module: "hola", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
+	resp, err := h.Invoke(ctx, api.Request{Module: "hola", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
 	require.NoError(t, err)
 	assert.Contains(t, string(resp.Payload), "Hello, Ada")
 
-	_, err = h.Invoke(ctx, host.Request{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
-	assert.ErrorIs(t, err, host.ErrNotFound)
+	_, err = h.Invoke(ctx, api.Request{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)})
+	assert.ErrorIs(t, err, api.ErrNotFound)
 }
 
 // TestGuestLogLevel: an instance learns the lowest level the host records
@@ -714,7 +714,7 @@ func TestGuestLogLevel(t *testing.T) {
 			h, _ := newHost(t, host.Options{Logger: hclog.New(&hclog.LoggerOptions{Level: tc.level, Output: io.Discard})})
 			_, err := h.Load(context.Background(), wasm, host.LoadOptions{Capabilities: tc.caps})
 			require.NoError(t, err)
-			resp, err := h.Invoke(context.Background(), host.Request{Module: "sdkecho", Component: "echo", Port: "loglevel"})
+			resp, err := h.Invoke(context.Background(), api.Request{Module: "sdkecho", Component: "echo", Port: "loglevel"})
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, string(resp.Payload))
 		})

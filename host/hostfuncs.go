@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/tinyhost/tinyhost/abi"
+	hostapi "github.com/tinyhost/tinyhost/host/api"
 )
 
 // hostFunctionNames are the functions of module abi.ImportModule.
@@ -286,7 +287,7 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 		msg := view.Message()
 		meta := in.forwardMetadata(msg.Metadata, next)
 		for _, t := range targets {
-			out := &Request{Module: t.Module, Component: t.Component, Port: t.Port, Metadata: meta, Payload: msg.Payload}
+			out := &hostapi.Request{Module: t.Module, Component: t.Component, Port: t.Port, Metadata: meta, Payload: msg.Payload}
 			var sp Span
 			if in.trace.ctx != nil {
 				out.Metadata, sp = in.emitSpan(from, t, meta)
@@ -408,7 +409,7 @@ func (in *instance) forwardContext(d int64) (context.Context, context.CancelFunc
 
 // sendAway routes a message that no one waits for, within the module's
 // MaxSends: its place is held until the message is delivered.
-func (in *instance) sendAway(msg *Request) (abi.Status, []byte) {
+func (in *instance) sendAway(msg *hostapi.Request) (abi.Status, []byte) {
 	v := in.v
 	t := v.takeSend(v.limits.MaxSends)
 	if t == nil {
@@ -427,7 +428,7 @@ func (in *instance) sendAway(msg *Request) (abi.Status, []byte) {
 // operation and the address, so a *CallError about that address gives only
 // its cause.
 func cause(err error, to abi.Address) string {
-	var ce *CallError
+	var ce *hostapi.CallError
 	if errors.As(err, &ce) && ce.Module == to.Module && ce.Component == to.Component && ce.Port == to.Port {
 		return ce.Err.Error()
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkHTTPGet(b *testing.B) {
 		h, _ := newHost(b, host.Options{})
 		_, err := h.Load(loadCtx(b), abitest.Guest(b, "fetch"), host.LoadOptions{Name: "fetch", Capabilities: []string{grantOf(srv)}})
 		require.NoError(b, err)
-		req := host.Request{Module: "fetch", Component: "f", Port: "do",
+		req := api.Request{Module: "fetch", Component: "f", Port: "do",
 			Payload: abi.AppendHTTPRequest(nil, &abi.HTTPRequest{URL: srv.URL})}
 		ctx := b.Context()
 		b.ReportAllocs()
@@ -43,7 +44,7 @@ func BenchmarkHTTPGet(b *testing.B) {
 		h, _ := newHost(b, host.Options{})
 		_, err := h.Load(loadCtx(b), e2e.WasmBytes(b, e2e.Getter), host.LoadOptions{Capabilities: []string{grantOf(srv)}})
 		require.NoError(b, err)
-		req := host.Request{Module: "getter", Component: "get", Port: "in", Payload: []byte(srv.URL)}
+		req := api.Request{Module: "getter", Component: "get", Port: "in", Payload: []byte(srv.URL)}
 		ctx := b.Context()
 		b.ReportAllocs()
 		for b.Loop() {

@@ -53,9 +53,9 @@ func (f fetcher) do(t *testing.T, method, url string, body []byte) (abi.Status, 
 	return st, r, ""
 }
 
-func (f fetcher) try(ctx context.Context, method, url string, body []byte) (host.Response, error) {
+func (f fetcher) try(ctx context.Context, method, url string, body []byte) (api.Response, error) {
 	req := abi.AppendHTTPRequest(nil, &abi.HTTPRequest{Method: method, URL: url, Body: body})
-	return f.h.Invoke(ctx, host.Request{Module: f.name, Component: "f", Port: "do", Payload: req})
+	return f.h.Invoke(ctx, api.Request{Module: f.name, Component: "f", Port: "do", Payload: req})
 }
 
 // grantOf is the grant of the server's address, http:127.0.0.1:port.
@@ -327,7 +327,7 @@ func TestHTTPBounds(t *testing.T) {
 	g := loadFetcher(t, h, "call-bounded", api.Limits{CallTimeout: 500 * time.Millisecond, HTTPTimeout: time.Hour}, grantOf(srv))
 	resp2, err := g.try(t.Context(), "GET", srv.URL+"/stall", nil)
 	if err != nil {
-		assert.Equal(t, host.KindTimeout, kindOf(err), "%v", err)
+		assert.Equal(t, api.KindTimeout, kindOf(err), "%v", err)
 	} else {
 		assert.Equal(t, abi.StatusTimeout, abi.Status(resp2.Payload[0]), "%s", resp2.Payload[1:])
 	}
@@ -401,7 +401,7 @@ func TestHTTPHeaderBounds(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	f := loadFetcher(t, h, "headers", api.Limits{MaxHTTPHeaders: 8}, grantOf(srv))
-	resp, err := f.h.Invoke(t.Context(), host.Request{Module: "headers", Component: "f", Port: "do",
+	resp, err := f.h.Invoke(t.Context(), api.Request{Module: "headers", Component: "f", Port: "do",
 		Payload: abi.AppendHTTPRequest(nil, &abi.HTTPRequest{URL: srv.URL})})
 	require.NoError(t, err)
 	assert.Equal(t, abi.StatusTooLarge, abi.Status(resp.Payload[0]), "%s", resp.Payload[1:])
@@ -416,13 +416,13 @@ func TestHTTPHeaderBounds(t *testing.T) {
 	for i := range many {
 		many[i] = abi.KV{Key: fmt.Sprintf("X-%d", i), Value: "v"}
 	}
-	resp, err = f.h.Invoke(t.Context(), host.Request{Module: "headers", Component: "f", Port: "do",
+	resp, err = f.h.Invoke(t.Context(), api.Request{Module: "headers", Component: "f", Port: "do",
 		Payload: abi.AppendHTTPRequest(nil, &abi.HTTPRequest{URL: srv.URL, Headers: many})})
 	require.NoError(t, err)
 	assert.Equal(t, abi.StatusTooLarge, abi.Status(resp.Payload[0]), "%s", resp.Payload[1:])
 
 	ok := loadFetcher(t, h, "framing", api.Limits{}, grantOf(srv))
-	resp, err = ok.h.Invoke(t.Context(), host.Request{Module: "framing", Component: "f", Port: "do",
+	resp, err = ok.h.Invoke(t.Context(), api.Request{Module: "framing", Component: "f", Port: "do",
 		Payload: abi.AppendHTTPRequest(nil, &abi.HTTPRequest{URL: srv.URL, Headers: []abi.KV{{Key: "Host", Value: "evil.example"}}})})
 	require.NoError(t, err)
 	require.Equal(t, abi.StatusOK, abi.Status(resp.Payload[0]), "%s", resp.Payload[1:])

@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/tinyhost/tinyhost/abi"
+	hostapi "github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/internal/memlimit"
 )
 
@@ -57,7 +58,7 @@ type instance struct {
 	idleSince int64         // the host's clock when it was last put back; guarded by pool.mu
 	baseline  uint64        // memory in bytes once created (see pool.put)
 	dead      bool          // discard instead of reuse
-	deadKind  Kind          // why, when fail knows; else KindABIViolation
+	deadKind  hostapi.Kind  // why, when fail knows; else KindABIViolation
 
 	// deadline is idle, a deadline (nanoseconds since the host's epoch) while
 	// a call runs, or a negative interrupt cause once the watchdog fired.
@@ -105,12 +106,12 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		WithNanosleep(in.sleep).
 		WithEnv(abi.EnvLogLevel, strconv.Itoa(int(v.guestLogLevel())))
 	if err := v.checkMemory(in.memory); err != nil {
-		return nil, withKind(KindMemory, fmt.Errorf("instantiate: %w", err))
+		return nil, withKind(hostapi.KindMemory, fmt.Errorf("instantiate: %w", err))
 	}
 	mod, err := v.instantiate(experimental.WithMemoryAllocator(in.ctx, in.memory.Allocator()), cfgm)
 	if err != nil {
 		if in.memory.Hit() {
-			return nil, withKind(KindMemory, fmt.Errorf("instantiate: memory limit of %d pages%s: %w", v.limits.MemoryPages, v.tableNote(), err))
+			return nil, withKind(hostapi.KindMemory, fmt.Errorf("instantiate: memory limit of %d pages%s: %w", v.limits.MemoryPages, v.tableNote(), err))
 		}
 		return nil, fmt.Errorf("instantiate: %w", err)
 	}
@@ -237,7 +238,7 @@ func (in *instance) end(ctx context.Context, deadline int64) int64 {
 
 // run calls a guest function outside a request (initialize, describe,
 // buffer) under the CallTimeout. Errors are classified by fail.
-func (in *instance) run(fn api.Function, params []uint64) (uint64, Kind, error) {
+func (in *instance) run(fn api.Function, params []uint64) (uint64, hostapi.Kind, error) {
 	deadline := in.v.h.clock() + in.v.timeout
 	stack := in.stack
 	if len(params) > 0 {
@@ -257,33 +258,33 @@ func (in *instance) run(fn api.Function, params []uint64) (uint64, Kind, error) 
 
 // fail classifies a failed or interrupted call, marks the instance dead, and
 // returns the kind and the error.
-func (in *instance) fail(err error, cause int64) (Kind, error) {
+func (in *instance) fail(err error, cause int64) (hostapi.Kind, error) {
 	kind, err := in.classify(err, cause)
 	in.dead, in.deadKind = true, kind
 	return kind, err
 }
 
-func (in *instance) classify(err error, cause int64) (Kind, error) {
+func (in *instance) classify(err error, cause int64) (hostapi.Kind, error) {
 	switch {
 	case cause == interruptTimeout && in.byCaller:
-		return KindTimeout, errors.New("the caller's deadline passed")
+		return hostapi.KindTimeout, errors.New("the caller's deadline passed")
 	case cause == interruptTimeout:
-		return KindTimeout, fmt.Errorf("deadline exceeded after %v", time.Duration(in.v.timeout))
+		return hostapi.KindTimeout, fmt.Errorf("deadline exceeded after %v", time.Duration(in.v.timeout))
 	case cause == interruptCanceled:
-		return KindCanceled, context.Canceled
+		return hostapi.KindCanceled, context.Canceled
 	case cause == interruptClosed:
-		return KindTimeout, ErrClosed
+		return hostapi.KindTimeout, hostapi.ErrClosed
 	case cause == interruptUnloaded:
-		return KindNotFound, notFound(fmt.Sprintf("module %q was unloaded while the call ran", in.v.name))
+		return hostapi.KindNotFound, notFound(fmt.Sprintf("module %q was unloaded while the call ran", in.v.name))
 	case in.violation != nil:
-		return KindABIViolation, in.violation
+		return hostapi.KindABIViolation, in.violation
 	case in.memory.Hit():
-		return KindMemory, fmt.Errorf("exceeded the memory limit of %d pages (%d MiB)%s%s",
+		return hostapi.KindMemory, fmt.Errorf("exceeded the memory limit of %d pages (%d MiB)%s%s",
 			in.v.limits.MemoryPages, in.v.limits.MemoryPages/16, in.v.tableNote(), in.stderr.suffix())
 	case err == nil:
-		return KindTrap, errors.New("interrupted")
+		return hostapi.KindTrap, errors.New("interrupted")
 	case errors.As(err, new(*panicError)):
-		return KindABIViolation, err
+		return hostapi.KindABIViolation, err
 	}
 	msg := err.Error()
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
@@ -293,7 +294,7 @@ func (in *instance) classify(err error, cause int64) (Kind, error) {
 	if errors.As(err, &exit) {
 		msg = fmt.Sprintf("guest exited with code %d", exit.ExitCode())
 	}
-	return KindTrap, &trapError{msg: msg + in.stderr.suffix(), err: err}
+	return hostapi.KindTrap, &trapError{msg: msg + in.stderr.suffix(), err: err}
 }
 
 // trapError is a trap with the guest's stderr of that call; Unwrap gives
@@ -325,15 +326,15 @@ func (in *instance) describe() (*abi.Descriptor, error) {
 	}
 	ptr, n := abi.Unpack(packed)
 	if n > abi.MaxDescriptorSize {
-		return nil, withKind(KindABIViolation, fmt.Errorf("%s: descriptor is %d bytes, limit %d", abi.ExportDescribe, n, abi.MaxDescriptorSize))
+		return nil, withKind(hostapi.KindABIViolation, fmt.Errorf("%s: descriptor is %d bytes, limit %d", abi.ExportDescribe, n, abi.MaxDescriptorSize))
 	}
 	b, ok := in.mem.Read(ptr, n)
 	if !ok {
-		return nil, withKind(KindABIViolation, fmt.Errorf("%s: descriptor at [%d, +%d) is outside memory (%d bytes)", abi.ExportDescribe, ptr, n, in.mem.Size()))
+		return nil, withKind(hostapi.KindABIViolation, fmt.Errorf("%s: descriptor at [%d, +%d) is outside memory (%d bytes)", abi.ExportDescribe, ptr, n, in.mem.Size()))
 	}
 	d, err := abi.ParseDescriptor(b)
 	if err != nil {
-		return nil, withKind(KindABIViolation, fmt.Errorf("%s: %w", abi.ExportDescribe, err))
+		return nil, withKind(hostapi.KindABIViolation, fmt.Errorf("%s: %w", abi.ExportDescribe, err))
 	}
 	return d, nil
 }
@@ -357,7 +358,7 @@ func (in *instance) settings(cfg *moduleConfig) error {
 		}
 		if err != nil {
 			if in.dead {
-				return &CallError{Module: v.name, Component: c.Name, Port: abi.PortSettings, Kind: kind, Err: err}
+				return &hostapi.CallError{Module: v.name, Component: c.Name, Port: abi.PortSettings, Kind: kind, Err: err}
 			}
 			v.report(hclog.Warn, "settings not delivered", "component", c.Name, "error", err)
 			continue
@@ -373,7 +374,7 @@ func (in *instance) settings(cfg *moduleConfig) error {
 // aliases guest memory until the next call into the instance), or a
 // failure; after a failure that killed the instance, in.dead is set.
 // n is the size of m's encoding.
-func (in *instance) handle(ctx context.Context, m *abi.Message, n int, deadline int64, collect bool) (abi.Status, []byte, Kind, error) {
+func (in *instance) handle(ctx context.Context, m *abi.Message, n int, deadline int64, collect bool) (abi.Status, []byte, hostapi.Kind, error) {
 	if uint32(n) > in.bufCap {
 		if kind, err := in.growBuffer(n); err != nil {
 			return 0, nil, kind, err
@@ -382,7 +383,7 @@ func (in *instance) handle(ctx context.Context, m *abi.Message, n int, deadline 
 	view, ok := in.mem.Read(in.bufPtr, uint32(n))
 	if !ok {
 		in.dead = true
-		return 0, nil, KindABIViolation, fmt.Errorf("request buffer [%d, +%d) is outside memory", in.bufPtr, n)
+		return 0, nil, hostapi.KindABIViolation, fmt.Errorf("request buffer [%d, +%d) is outside memory", in.bufPtr, n)
 	}
 	abi.AppendMessage(view[:0], m)
 
@@ -402,27 +403,27 @@ func (in *instance) handle(ctx context.Context, m *abi.Message, n int, deadline 
 	if cause != idle {
 		// Interrupted just as it returned: the answer stands, but the
 		// interrupt flag is set, so the instance cannot be reused.
-		in.dead, in.deadKind = true, KindTimeout
+		in.dead, in.deadKind = true, hostapi.KindTimeout
 	}
 	ptr, rn := abi.Unpack(in.stack[0])
 	if int64(rn) > int64(in.v.limits.MaxMessageSize) {
-		return 0, nil, KindTooLarge, fmt.Errorf("response is %d bytes, limit %d", rn, in.v.limits.MaxMessageSize)
+		return 0, nil, hostapi.KindTooLarge, fmt.Errorf("response is %d bytes, limit %d", rn, in.v.limits.MaxMessageSize)
 	}
 	b, ok := in.mem.Read(ptr, rn)
 	if !ok {
 		in.dead = true
-		return 0, nil, KindABIViolation, fmt.Errorf("response at [%d, +%d) is outside memory (%d bytes)", ptr, rn, in.mem.Size())
+		return 0, nil, hostapi.KindABIViolation, fmt.Errorf("response at [%d, +%d) is outside memory (%d bytes)", ptr, rn, in.mem.Size())
 	}
 	st, body, derr := abi.DecodeResponse(b)
 	if derr != nil {
 		in.dead = true
-		return 0, nil, KindABIViolation, fmt.Errorf("response: %w", derr)
+		return 0, nil, hostapi.KindABIViolation, fmt.Errorf("response: %w", derr)
 	}
 	return st, body, 0, nil
 }
 
 // growBuffer asks the guest for a request buffer of at least n bytes.
-func (in *instance) growBuffer(n int) (Kind, error) {
+func (in *instance) growBuffer(n int) (hostapi.Kind, error) {
 	size := max(uint32(n), 1024)
 	if size < in.bufCap*2 {
 		size = in.bufCap * 2
@@ -435,11 +436,11 @@ func (in *instance) growBuffer(n int) (Kind, error) {
 	}
 	if ptr == 0 {
 		in.dead = true
-		return KindMemory, fmt.Errorf("%s: guest could not allocate %d bytes", abi.ExportBuffer, size)
+		return hostapi.KindMemory, fmt.Errorf("%s: guest could not allocate %d bytes", abi.ExportBuffer, size)
 	}
 	if _, ok := in.mem.Read(uint32(ptr), size); !ok || ptr > uint64(^uint32(0)) {
 		in.dead = true
-		return KindABIViolation, fmt.Errorf("%s: buffer [%d, +%d) is outside memory (%d bytes)", abi.ExportBuffer, ptr, size, in.mem.Size())
+		return hostapi.KindABIViolation, fmt.Errorf("%s: buffer [%d, +%d) is outside memory (%d bytes)", abi.ExportBuffer, ptr, size, in.mem.Size())
 	}
 	in.bufPtr, in.bufCap = uint32(ptr), size
 	return 0, nil

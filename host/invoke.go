@@ -11,23 +11,15 @@ import (
 	"github.com/tinyhost/tinyhost/host/api"
 )
 
-// Request is a message to a component's input port: see api.Request (it is
-// abi.Message, so that a message keeps one representation from the
-// calling guest to the called one).
-type Request = api.Request
-
-// Response is a component's reply: see api.Response.
-type Response = api.Response
-
 // Invoke delivers a request to a component port and returns the reply. The
 // call runs on an idle instance of the module's current version, for at
 // most the module's CallTimeout or until ctx's deadline, whichever is
 // sooner; cancelling ctx interrupts it. A failed call returns a *CallError.
 // A system port (abi.IsSystemPort) is refused with KindDenied and
 // ErrSystemPort: only the host delivers to it.
-func (h *Host) Invoke(ctx context.Context, req Request) (Response, error) {
+func (h *Host) Invoke(ctx context.Context, req api.Request) (api.Response, error) {
 	if abi.IsSystemPort(req.Port) {
-		return Response{}, h.systemPort(&req)
+		return api.Response{}, h.systemPort(&req)
 	}
 	return h.invoke(ctx, &req, true)
 }
@@ -37,16 +29,16 @@ func (h *Host) Invoke(ctx context.Context, req Request) (Response, error) {
 // and wired emits), which every message from outside the host goes
 // through, refuse such messages; the host delivers settings and ticks on
 // paths of its own (instance.settings, module.tick).
-func (h *Host) systemPort(req *Request) error {
+func (h *Host) systemPort(req *api.Request) error {
 	if h.observer != nil {
-		h.observer.CallDone(req.Module, req.Component, req.Port, KindDenied, 0, 0)
+		h.observer.CallDone(req.Module, req.Component, req.Port, api.KindDenied, 0, 0)
 	}
-	return callError(req, KindDenied, fmt.Errorf("port %q: %w", req.Port, ErrSystemPort))
+	return callError(req, api.KindDenied, fmt.Errorf("port %q: %w", req.Port, api.ErrSystemPort))
 }
 
 // invoke is Invoke; collect says whether to keep messages emitted on unwired
 // ports (only the outermost invocation does).
-func (h *Host) invoke(ctx context.Context, req *Request, collect bool) (Response, error) {
+func (h *Host) invoke(ctx context.Context, req *api.Request, collect bool) (api.Response, error) {
 	var v *version
 	for {
 		m := (*h.modules.Load())[req.Module]
@@ -56,9 +48,9 @@ func (h *Host) invoke(ctx context.Context, req *Request, collect bool) (Response
 		if v == nil {
 			err := h.notLoadedError(req)
 			if h.observer != nil {
-				h.observer.CallDone(req.Module, req.Component, req.Port, KindNotFound, 0, 0)
+				h.observer.CallDone(req.Module, req.Component, req.Port, api.KindNotFound, 0, 0)
 			}
-			return Response{}, err
+			return api.Response{}, err
 		}
 		if v.acquire() {
 			break
@@ -66,7 +58,7 @@ func (h *Host) invoke(ctx context.Context, req *Request, collect bool) (Response
 		// Retired between the two loads: read the module again.
 	}
 	var (
-		resp Response
+		resp api.Response
 		err  error
 	)
 	if h.observer == nil && h.tracer == nil {
@@ -78,23 +70,23 @@ func (h *Host) invoke(ctx context.Context, req *Request, collect bool) (Response
 	return resp, err
 }
 
-func (h *Host) notLoadedError(req *Request) error {
+func (h *Host) notLoadedError(req *api.Request) error {
 	err := notLoaded(req.Module)
 	h.mu.Lock()
 	if h.closed {
-		err = ErrClosed
+		err = api.ErrClosed
 	}
 	h.mu.Unlock()
-	return callError(req, KindNotFound, err)
+	return callError(req, api.KindNotFound, err)
 }
 
-func callError(req *Request, kind Kind, err error) *CallError {
-	return &CallError{Module: req.Module, Component: req.Component, Port: req.Port, Kind: kind, Err: err}
+func callError(req *api.Request, kind api.Kind, err error) *api.CallError {
+	return &api.CallError{Module: req.Module, Component: req.Component, Port: req.Port, Kind: kind, Err: err}
 }
 
 // observe is invoke, timed on the coarse clock and told to the Observer,
 // in a span of the Tracer.
-func (v *version) observe(ctx context.Context, req *Request, collect bool) (Response, error) {
+func (v *version) observe(ctx context.Context, req *api.Request, collect bool) (api.Response, error) {
 	var (
 		st callStats
 		sp Span
@@ -127,9 +119,9 @@ type callStats struct {
 
 // invoke runs the request on an instance of v; when cs is not nil, it is
 // told when the call got its instance, and which.
-func (v *version) invoke(ctx context.Context, req *Request, collect bool, cs *callStats) (Response, error) {
+func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs *callStats) (api.Response, error) {
 	if err := v.comps.check(v.name, req.Component, req.Port); err != nil {
-		return Response{}, callError(req, KindNotFound, err)
+		return api.Response{}, callError(req, api.KindNotFound, err)
 	}
 	// The guest knows itself by its descriptor name, whatever name the
 	// host loaded it under.
@@ -137,31 +129,31 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, cs *ca
 	msg.Module = v.desc.Name
 	if len(req.Metadata) > 0 {
 		if n := hops(req.Metadata); n > v.h.opts.HopLimit {
-			return Response{}, callError(req, KindHopLimit, fmt.Errorf("forwarded %d times, limit %d", n, v.h.opts.HopLimit))
+			return api.Response{}, callError(req, api.KindHopLimit, fmt.Errorf("forwarded %d times, limit %d", n, v.h.opts.HopLimit))
 		}
 		if err := checkMetadata(req.Metadata); err != nil {
-			return Response{}, callError(req, KindTooLarge, err)
+			return api.Response{}, callError(req, api.KindTooLarge, err)
 		}
 	}
 	n := abi.MessageHeaderSize(&msg) + len(msg.Payload)
 	if n > v.limits.MaxMessageSize {
-		return Response{}, callError(req, KindTooLarge, fmt.Errorf("request is %d bytes, limit %d", n, v.limits.MaxMessageSize))
+		return api.Response{}, callError(req, api.KindTooLarge, fmt.Errorf("request is %d bytes, limit %d", n, v.limits.MaxMessageSize))
 	}
 
 	in, err := v.pool.get(ctx)
 	if err != nil {
 		switch {
-		case errors.Is(err, ErrBusy):
-			return Response{}, callError(req, KindBusy, err)
+		case errors.Is(err, api.ErrBusy):
+			return api.Response{}, callError(req, api.KindBusy, err)
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-			return Response{}, callError(req, ctxKind(err), fmt.Errorf("waiting for an instance: %w", err))
+			return api.Response{}, callError(req, ctxKind(err), fmt.Errorf("waiting for an instance: %w", err))
 		}
-		return Response{}, callError(req, KindUnavailable, err)
+		return api.Response{}, callError(req, api.KindUnavailable, err)
 	}
 	if cfg := v.mod.config.Load(); in.cfg != cfg {
 		if err := in.settings(cfg); err != nil {
 			v.pool.put(in)
-			return Response{}, err
+			return api.Response{}, err
 		}
 	}
 
@@ -181,13 +173,13 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, cs *ca
 		select {
 		case <-done:
 			v.pool.put(in)
-			return Response{}, callError(req, ctxKind(ctx.Err()), ctx.Err())
+			return api.Response{}, callError(req, ctxKind(ctx.Err()), ctx.Err())
 		default:
 		}
 	}
 	if deadline <= now {
 		v.pool.put(in)
-		return Response{}, callError(req, KindTimeout, context.DeadlineExceeded)
+		return api.Response{}, callError(req, api.KindTimeout, context.DeadlineExceeded)
 	}
 	if cs != nil {
 		in.trace = cs.trace
@@ -196,16 +188,16 @@ func (v *version) invoke(ctx context.Context, req *Request, collect bool, cs *ca
 	if err != nil {
 		in.resetCall()
 		v.pool.put(in)
-		return Response{}, callError(req, kind, err)
+		return api.Response{}, callError(req, kind, err)
 	}
-	var resp Response
+	var resp api.Response
 	if in.emitOver != nil {
 		// The reply cannot hold what the call emitted: fail it rather
 		// than answer with part of it.
-		err = callError(req, KindTooLarge, errors.New(string(in.emitOver)))
+		err = callError(req, api.KindTooLarge, errors.New(string(in.emitOver)))
 		in.resetCall()
 		v.pool.put(in)
-		return Response{}, err
+		return api.Response{}, err
 	}
 	if st == abi.StatusOK {
 		payload := make([]byte, len(body)) // make+copy: not zeroed first
@@ -245,26 +237,26 @@ func checkMetadata(meta []abi.KV) error {
 
 // kindStatus maps an error back to a status for a guest.
 func kindStatus(err error) abi.Status {
-	var ce *CallError
+	var ce *api.CallError
 	switch {
 	case errors.As(err, &ce):
 		return ce.Kind.Status()
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, api.ErrNotFound):
 		return abi.StatusNotFound
 	case errors.Is(err, context.DeadlineExceeded):
 		return abi.StatusTimeout
-	case errors.Is(err, ErrBusy), errors.Is(err, ErrClosed):
+	case errors.Is(err, api.ErrBusy), errors.Is(err, api.ErrClosed):
 		return abi.StatusUnavailable
 	}
 	return abi.StatusError
 }
 
 // ctxKind is the kind of a call cut short by its context's error err.
-func ctxKind(err error) Kind {
+func ctxKind(err error) api.Kind {
 	if errors.Is(err, context.Canceled) {
-		return KindCanceled
+		return api.KindCanceled
 	}
-	return KindTimeout
+	return api.KindTimeout
 }
 
 // statusError is the error of a non-ok status with its reason. The status

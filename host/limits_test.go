@@ -20,6 +20,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // TestInitialMemoryAboveLimit loads a module that declares 5000 pages of
@@ -62,9 +63,9 @@ func TestInitialMemoryAboveLimit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.load()
 			require.Error(t, err)
-			var lerr *host.LoadError
+			var lerr *api.LoadError
 			require.ErrorAs(t, err, &lerr)
-			assert.Equal(t, host.KindMemory, lerr.Kind)
+			assert.Equal(t, api.KindMemory, lerr.Kind)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
@@ -329,7 +330,7 @@ func TestRecycle(t *testing.T) {
 	for range 2 {
 		wg.Go(func() {
 			for !stop.Load() {
-				resp, err := h.Invoke(context.Background(), host.Request{Module: "garbage", Component: "churn", Port: "in", Payload: []byte("x")})
+				resp, err := h.Invoke(context.Background(), api.Request{Module: "garbage", Component: "churn", Port: "in", Payload: []byte("x")})
 				if !assert.NoError(t, err) || !assert.Equal(t, "x", string(resp.Payload)) {
 					return
 				}
@@ -427,7 +428,7 @@ func TestMaxima(t *testing.T) {
 			require.ErrorIs(t, err, host.ErrOverMaximum)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Contains(t, err.Error(), `"asks"`)
-			assert.Equal(t, codes.InvalidArgument, api.ToStatus(err).Code())
+			assert.Equal(t, codes.InvalidArgument, hostv1.ToStatus(err).Code())
 			got, ok := h.Module("asks")
 			require.True(t, ok, "the version loaded before stays")
 			assert.Equal(t, 8, got.Limits.MaxInstances, "nothing was clamped or replaced")

@@ -38,17 +38,17 @@ func TestModuleSize(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		load func() error
-		kind host.Kind
+		kind api.Kind
 		want error
 	}{
 		{"bytes", func() error {
 			_, err := h.Load(loadCtx(t), echo, host.LoadOptions{})
 			return err
-		}, host.KindTooLarge, artifact.ErrTooLarge},
+		}, api.KindTooLarge, artifact.ErrTooLarge},
 		{"sparse file", func() error {
 			_, err := h.LoadFile(loadCtx(t), sparse, host.LoadOptions{})
 			return err
-		}, host.KindTooLarge, artifact.ErrTooLarge},
+		}, api.KindTooLarge, artifact.ErrTooLarge},
 		{"fifo", func() error {
 			_, err := h.LoadFile(loadCtx(t), fifo, host.LoadOptions{})
 			return err
@@ -56,7 +56,7 @@ func TestModuleSize(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.load()
-			var lerr *host.LoadError
+			var lerr *api.LoadError
 			require.ErrorAs(t, err, &lerr)
 			assert.Equal(t, tc.kind, lerr.Kind)
 			assert.ErrorIs(t, err, tc.want)
@@ -76,9 +76,9 @@ func TestCompileBounds(t *testing.T) {
 		// A cache of its own, so that the compile is cold.
 		h, _ := newHost(t, host.Options{CacheDir: t.TempDir(), CompileTimeout: time.Millisecond, MaxCompiles: 1})
 		_, err := h.Load(loadCtx(t), echo, host.LoadOptions{})
-		var lerr *host.LoadError
+		var lerr *api.LoadError
 		require.ErrorAs(t, err, &lerr)
-		assert.Equal(t, host.KindTimeout, lerr.Kind)
+		assert.Equal(t, api.KindTimeout, lerr.Kind)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Contains(t, err.Error(), "compile timeout of 1ms")
 		t.Logf("%v", err)
@@ -117,7 +117,7 @@ func TestCompileBounds(t *testing.T) {
 			loaded <- err
 		}()
 		require.NoError(t, h.Close(ctxT(t, time.Minute)))
-		assert.ErrorIs(t, <-loaded, host.ErrClosed)
+		assert.ErrorIs(t, <-loaded, api.ErrClosed)
 	})
 
 	t.Run("close while compiling", func(t *testing.T) {
@@ -131,7 +131,7 @@ func TestCompileBounds(t *testing.T) {
 			time.Minute, time.Millisecond)
 		require.NoError(t, h.Close(ctxT(t, time.Minute)))
 		if err := <-loaded; err != nil {
-			assert.ErrorIs(t, err, host.ErrClosed)
+			assert.ErrorIs(t, err, api.ErrClosed)
 		}
 	})
 }
@@ -152,10 +152,10 @@ func TestFailedLoadLeavesNothing(t *testing.T) {
 	leftBehind := hammer.Since(t)
 
 	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Limits: api.Limits{MinInstances: new(2)}})
-	var lerr *host.LoadError
+	var lerr *api.LoadError
 	require.ErrorAs(t, err, &lerr)
 	assert.Equal(t, "timerfail", lerr.Module)
-	assert.Equal(t, host.KindTrap, lerr.Kind)
+	assert.Equal(t, api.KindTrap, lerr.Kind)
 	t.Logf("%v", err)
 
 	ticked := func() bool {

@@ -374,7 +374,7 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts LoadOptions) (ModuleI
 func (h *Host) LoadFile(ctx context.Context, path string, opts LoadOptions) (ModuleInfo, error) {
 	b, err := readModuleFile(path, h.opts.MaxModuleSize, 0)
 	if err != nil {
-		lerr := &LoadError{Module: opts.Name, File: path, Kind: kindOf(err), Err: err}
+		lerr := &api.LoadError{Module: opts.Name, File: path, Kind: kindOf(err), Err: err}
 		h.events.publish(Event{Type: EventFailed, Module: opts.Name, Source: path, Err: lerr})
 		return ModuleInfo{}, lerr
 	}
@@ -392,7 +392,7 @@ func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOpti
 		if v != nil && v.name != "" {
 			name = v.name
 		}
-		lerr := &LoadError{Module: name, File: file, Kind: kindOf(err), Err: err}
+		lerr := &api.LoadError{Module: name, File: file, Kind: kindOf(err), Err: err}
 		h.events.publish(Event{Type: EventFailed, Module: name, Source: source, Err: lerr})
 		return ModuleInfo{}, lerr
 	}
@@ -517,7 +517,7 @@ func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string,
 	if h.closed {
 		h.mu.Unlock()
 		_ = c.code.Close(ctx)
-		return nil, ErrClosed
+		return nil, api.ErrClosed
 	}
 	h.wg.Add(1) // released when the version closes
 	h.mu.Unlock()
@@ -627,7 +627,7 @@ func (h *Host) publish(v *version, m *module, cfg *moduleConfig, err error) (*ve
 	m.loading--
 	m.building -= reserved(&v.limits)
 	if err == nil && h.closed {
-		err = ErrClosed
+		err = api.ErrClosed
 	}
 	if err != nil {
 		if m.current.Load() == nil && m.loading == 0 && (*h.modules.Load())[v.name] == m {
@@ -650,7 +650,7 @@ func (h *Host) publish(v *version, m *module, cfg *moduleConfig, err error) (*ve
 
 // tooLarge is the error for a module of n bytes, over the host's limit.
 func tooLarge(n, limit int64) error {
-	return withKind(KindTooLarge, fmt.Errorf("%w: %d bytes, over this host's limit of %d bytes (MaxModuleSize)",
+	return withKind(api.KindTooLarge, fmt.Errorf("%w: %d bytes, over this host's limit of %d bytes (MaxModuleSize)",
 		artifact.ErrTooLarge, n, limit))
 }
 
@@ -706,7 +706,7 @@ func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32) (*compile
 	if !h.holdRuntime() {
 		<-h.compiles
 		giveBack()
-		return nil, ErrClosed
+		return nil, api.ErrClosed
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, h.opts.CompileTimeout, &compileTimeoutError{h.opts.CompileTimeout})
 	defer cancel()
@@ -750,7 +750,7 @@ func cutOff(cctx context.Context) error {
 	err := fmt.Errorf("compile: %w", context.Cause(cctx))
 	var te *compileTimeoutError
 	if errors.As(err, &te) {
-		return withKind(KindTimeout, err)
+		return withKind(api.KindTimeout, err)
 	}
 	return err
 }
@@ -773,17 +773,17 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32) (c *co
 		case errors.Is(err, instrument.ErrNotWasm):
 			return nil, errors.New("not a WebAssembly module")
 		case errors.As(err, &tle):
-			return nil, withKind(KindMemory, fmt.Errorf("tables of %d elements exceed the limit of %d elements (1/%d of the memory limit of %d pages, %d bytes an element)",
+			return nil, withKind(api.KindMemory, fmt.Errorf("tables of %d elements exceed the limit of %d elements (1/%d of the memory limit of %d pages, %d bytes an element)",
 				tle.Initial, tle.Limit, tableShare, pages, tableElementBytes))
 		}
 		return nil, err
 	}
 	if err := checkInterface(res); err != nil {
-		var verr *VersionError
+		var verr *api.VersionError
 		if errors.As(err, &verr) {
 			return nil, err
 		}
-		return nil, withKind(KindABIViolation, err)
+		return nil, withKind(api.KindABIViolation, err)
 	}
 	// A Go guest has thousands of functions: compile them on every core,
 	// and on two workers at least, since wazero checks ctx only between
@@ -801,7 +801,7 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32) (c *co
 // host closes, so that Close never waits on a load, a fetch or a compile.
 func (h *Host) loadContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(h.loadCtx, func() { cancel(ErrClosed) })
+	stop := context.AfterFunc(h.loadCtx, func() { cancel(api.ErrClosed) })
 	return ctx, func() {
 		stop()
 		cancel(nil)
@@ -815,7 +815,7 @@ func (h *Host) roomFor(m *module, limits *api.Limits) error {
 	c := h.opts.Capacity
 	mods := *h.modules.Load()
 	if c.MaxModules > 0 && m == nil && len(mods) >= c.MaxModules {
-		return fmt.Errorf("%w: the host takes at most %d modules, and %d are loaded", ErrCapacity, c.MaxModules, len(mods))
+		return fmt.Errorf("%w: the host takes at most %d modules, and %d are loaded", api.ErrCapacity, c.MaxModules, len(mods))
 	}
 	if c.MemoryBytes == 0 || c.MemoryBytes == NoMemoryBound {
 		return nil
@@ -836,7 +836,7 @@ func (h *Host) roomFor(m *module, limits *api.Limits) error {
 	}
 	if need > c.MemoryBytes {
 		return fmt.Errorf("%w: the pools would reserve %d MiB of memory, the host takes %d MiB (%s; MemoryPages × 64 KiB × MaxInstances of each module)",
-			ErrCapacity, need>>20, c.MemoryBytes>>20, h.opts.budgetNote)
+			api.ErrCapacity, need>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
 	return nil
 }
@@ -869,7 +869,7 @@ func checkInterface(res *instrument.Result) error {
 		return fmt.Errorf("%w: bad version export %q", errNotModule, versions[0])
 	}
 	if n != abi.Version {
-		return &VersionError{Got: n, Want: abi.Version}
+		return &api.VersionError{Got: n, Want: abi.Version}
 	}
 
 	var missing []string

@@ -1,6 +1,10 @@
 package host
 
-import "time"
+import (
+	"time"
+
+	"github.com/tinyhost/tinyhost/host/api"
+)
 
 // Observer is told what the host does, e.g. to count it in metrics. Its
 // methods are called on the call path: they must be quick and safe for
@@ -12,7 +16,7 @@ type Observer interface {
 	// (a handler error is KindHandler). wait is the time spent waiting for
 	// an instance, run the time the guest ran; both are read from the
 	// host's coarse clock (a millisecond or so), so short calls report 0.
-	CallDone(module, component, port string, kind Kind, wait, run time.Duration)
+	CallDone(module, component, port string, kind api.Kind, wait, run time.Duration)
 
 	// Compiled reports the compilation of a module version; cached is a
 	// guess that the compilation cache answered (see cachedCompile).
@@ -20,7 +24,7 @@ type Observer interface {
 
 	// InstanceDiscarded reports an instance discarded for a failure of
 	// the kind (trap, timeout, memory, ABI violation).
-	InstanceDiscarded(module string, kind Kind)
+	InstanceDiscarded(module string, kind api.Kind)
 }
 
 // cachedCompile is the compilation time under which Observer.Compiled

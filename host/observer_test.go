@@ -17,6 +17,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
@@ -32,7 +33,7 @@ func (r *recorder) add(format string, args ...any) {
 	r.lines = append(r.lines, fmt.Sprintf(format, args...))
 }
 
-func (r *recorder) CallDone(module, component, port string, kind host.Kind, wait, run time.Duration) {
+func (r *recorder) CallDone(module, component, port string, kind api.Kind, wait, run time.Duration) {
 	if wait < 0 || run < 0 {
 		r.add("negative durations %v %v", wait, run)
 	}
@@ -46,7 +47,7 @@ func (r *recorder) Compiled(module string, d time.Duration, _ bool) {
 	r.add("compiled %s", module)
 }
 
-func (r *recorder) InstanceDiscarded(module string, kind host.Kind) {
+func (r *recorder) InstanceDiscarded(module string, kind api.Kind) {
 	r.add("discarded %s %d", module, kind)
 }
 
@@ -81,8 +82,8 @@ func TestObserver(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, []string{
 		"call echo/echo/in 0",
-		fmt.Sprintf("call nope/c/in %d", host.KindNotFound),
-		fmt.Sprintf("call echo/nope/in %d", host.KindNotFound),
+		fmt.Sprintf("call nope/c/in %d", api.KindNotFound),
+		fmt.Sprintf("call echo/nope/in %d", api.KindNotFound),
 	}, rec.take())
 
 	load(t, h, "gopanic", host.LoadOptions{})
@@ -90,8 +91,8 @@ func TestObserver(t *testing.T) {
 	_, err = invoke(t, h, "gopanic", "panicker", "in", nil)
 	require.Error(t, err)
 	assert.Equal(t, []string{
-		fmt.Sprintf("discarded gopanic %d", host.KindTrap),
-		fmt.Sprintf("call gopanic/panicker/in %d", host.KindTrap),
+		fmt.Sprintf("discarded gopanic %d", api.KindTrap),
+		fmt.Sprintf("call gopanic/panicker/in %d", api.KindTrap),
 	}, rec.take())
 }
 
@@ -149,6 +150,6 @@ func TestRefFile(t *testing.T) {
 	bad.SHA256 = hex.EncodeToString(make([]byte, 32))
 	_, err = h.LoadSource(loadCtx(t), bad, host.LoadOptions{})
 	assert.ErrorIs(t, err, artifact.ErrDigestMismatch)
-	var lerr *host.LoadError
+	var lerr *api.LoadError
 	assert.ErrorAs(t, err, &lerr)
 }

@@ -48,7 +48,7 @@ type Options struct {
 	// host/cluster is the gRPC one. The host itself delivers to its own
 	// modules, and holds the routes and the wiring. Default nil: only the
 	// modules loaded here are reached, and SetRoutes refuses routes.
-	Transport Transport
+	Transport api.Transport
 
 	// Limits are the default limits of every module; LoadOptions.Limits
 	// overrides them field by field. Zero fields (and a nil MinInstances)

@@ -4,10 +4,12 @@ import (
 	"context"
 
 	"fmt"
-	"github.com/hashicorp/go-hclog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // pool holds the instances of one version. Idle instances are a stack, so
@@ -82,7 +84,7 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 		waiters.Put(w)
 		return r.in, r.err
 	case <-t.C:
-		cause = fmt.Errorf("%w within %v (%d instances, all in use)", ErrBusy, p.v.limits.QueueTimeout, p.v.limits.MaxInstances)
+		cause = fmt.Errorf("%w within %v (%d instances, all in use)", api.ErrBusy, p.v.limits.QueueTimeout, p.v.limits.MaxInstances)
 	case <-ctx.Done():
 		t.Stop()
 		cause = ctx.Err()
@@ -168,7 +170,7 @@ func (p *pool) discard(in *instance) {
 	if o := p.v.h.observer; o != nil {
 		kind := in.deadKind
 		if kind == 0 {
-			kind = KindABIViolation
+			kind = api.KindABIViolation
 		}
 		o.InstanceDiscarded(p.v.name, kind)
 	}

@@ -34,10 +34,10 @@ func TestWasmRuntimePanic(t *testing.T) {
 
 	t.Run("initial memory above the limit", func(t *testing.T) {
 		_, err := h.Load(loadCtx(t), abitest.Guest(t, "bigmemory"), host.LoadOptions{Name: "bigmem"})
-		var le *host.LoadError
+		var le *api.LoadError
 		require.ErrorAs(t, err, &le)
 		assert.Equal(t, "bigmem", le.Module)
-		assert.Equal(t, host.KindMemory, le.Kind, "%v", err)
+		assert.Equal(t, api.KindMemory, le.Kind, "%v", err)
 		assert.Contains(t, err.Error(), "4096 pages")
 		assert.False(t, h.Loaded("bigmem"))
 		mustEcho(t, h)
@@ -56,10 +56,10 @@ func TestWasmRuntimePanic(t *testing.T) {
 		t.Run("load: "+op, func(t *testing.T) {
 			arm(op)
 			_, err := h.Load(loadCtx(t), wat(t, "echo"), host.LoadOptions{Name: "panicky"})
-			var le *host.LoadError
+			var le *api.LoadError
 			require.ErrorAs(t, err, &le)
 			assert.Equal(t, "panicky", le.Module)
-			assert.Equal(t, host.KindABIViolation, le.Kind, "%v", err)
+			assert.Equal(t, api.KindABIViolation, le.Kind, "%v", err)
 			assert.Contains(t, err.Error(), op+": the wasm runtime panicked: wazero stand-in")
 			assert.Nil(t, armed.Load(), "the hook ran")
 			assert.False(t, h.Loaded("panicky"))
@@ -72,9 +72,9 @@ func TestWasmRuntimePanic(t *testing.T) {
 		require.NoError(t, err)
 		arm("call")
 		_, err = invoke(t, h, "panicky", "c", "in", []byte("x"))
-		var ce *host.CallError
+		var ce *api.CallError
 		require.ErrorAs(t, err, &ce)
-		assert.Equal(t, host.CallError{Module: "panicky", Component: "c", Port: "in", Kind: host.KindABIViolation, Err: ce.Err}, *ce)
+		assert.Equal(t, api.CallError{Module: "panicky", Component: "c", Port: "in", Kind: api.KindABIViolation, Err: ce.Err}, *ce)
 		assert.Contains(t, err.Error(), "the wasm runtime panicked: wazero stand-in")
 		info, ok := h.Module("panicky")
 		require.True(t, ok)

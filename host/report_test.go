@@ -17,6 +17,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
@@ -104,13 +105,13 @@ type tickCounter struct {
 	failed atomic.Int64
 }
 
-func (c *tickCounter) CallDone(module, _, port string, kind host.Kind, _, _ time.Duration) {
+func (c *tickCounter) CallDone(module, _, port string, kind api.Kind, _, _ time.Duration) {
 	if module == c.module && port == abi.PortTick && kind != 0 {
 		c.failed.Add(1)
 	}
 }
 func (c *tickCounter) Compiled(string, time.Duration, bool) {}
-func (c *tickCounter) InstanceDiscarded(string, host.Kind)  {}
+func (c *tickCounter) InstanceDiscarded(string, api.Kind)   {}
 
 // TestFailureLogRate loads the forger granted only timer, and sets its
 // timer: every 10 ms a tick fails with a reason of 4 MiB. The host logs

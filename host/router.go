@@ -17,19 +17,6 @@ import (
 	"github.com/tinyhost/tinyhost/host/api"
 )
 
-// Transport carries messages to modules loaded on other hosts: see
-// api.Transport. Package host/cluster is the gRPC one; a host without one
-// delivers to its own modules only.
-type Transport = api.Transport
-
-// Replicas are the addresses of the hosts where a module is ready, in the
-// order a Transport tries them: see api.Replicas.
-type Replicas = api.Replicas
-
-// ErrStaleGeneration is matched by the error of SetRoutes or SetWiring
-// with a generation older than the one set.
-var ErrStaleGeneration = api.ErrStaleGeneration
-
 // The Host is the Routing that its gRPC server acts on.
 var _ api.Routing = (*Host)(nil)
 
@@ -50,8 +37,8 @@ type route struct {
 }
 
 // replicas returns the route's addresses, starting at the next one.
-func (rt *route) replicas() Replicas {
-	return Replicas{Addrs: rt.addrs, First: int(rt.next.Add(1) % uint32(len(rt.addrs)))}
+func (rt *route) replicas() api.Replicas {
+	return api.Replicas{Addrs: rt.addrs, First: int(rt.next.Add(1) % uint32(len(rt.addrs)))}
 }
 
 // wireTable maps an output port to the input ports it is wired to. It is
@@ -154,7 +141,7 @@ func (h *Host) UpdateRoutes(base, gen uint64, changes map[string][]string) error
 		return fmt.Errorf("routes generation is %d, not the base %d: %w", cur.gen, base, api.ErrGenerationMoved)
 	}
 	if gen < cur.gen {
-		return fmt.Errorf("routes generation %d is older than %d: %w", gen, cur.gen, ErrStaleGeneration)
+		return fmt.Errorf("routes generation %d is older than %d: %w", gen, cur.gen, api.ErrStaleGeneration)
 	}
 	next := &routeTable{gen: gen, routes: maps.Clone(cur.routes)}
 	if next.routes == nil {
@@ -197,7 +184,7 @@ func (h *Host) replace(what string, gen uint64, current func() uint64, store fun
 	h.routeMu.Lock()
 	defer h.routeMu.Unlock()
 	if cur := current(); gen != 0 && gen < cur {
-		return fmt.Errorf("%s generation %d is older than %d: %w", what, gen, cur, ErrStaleGeneration)
+		return fmt.Errorf("%s generation %d is older than %d: %w", what, gen, cur, api.ErrStaleGeneration)
 	}
 	store()
 	return nil
@@ -302,7 +289,7 @@ func (h *Host) wired(from abi.Address) []abi.Address {
 // ctx; without, it returns once the message is accepted, and t, the
 // sender's place among its module's MaxSends, is held until the message is
 // delivered.
-func (h *Host) route(ctx context.Context, msg *Request, wait bool, t *sendTicket) ([]byte, error) {
+func (h *Host) route(ctx context.Context, msg *api.Request, wait bool, t *sendTicket) ([]byte, error) {
 	if abi.IsSystemPort(msg.Port) {
 		return nil, h.systemPort(msg)
 	}
@@ -312,9 +299,9 @@ func (h *Host) route(ctx context.Context, msg *Request, wait bool, t *sendTicket
 	rt := h.routes.Load().routes[msg.Module]
 	if rt == nil {
 		if h.isClosed() {
-			return nil, callError(msg, KindNotFound, ErrClosed)
+			return nil, callError(msg, api.KindNotFound, api.ErrClosed)
 		}
-		return nil, callError(msg, KindNotFound, notFound(fmt.Sprintf("module %q is not loaded here and has no route", msg.Module)))
+		return nil, callError(msg, api.KindNotFound, notFound(fmt.Sprintf("module %q is not loaded here and has no route", msg.Module)))
 	}
 	to := rt.replicas()
 	if wait {
@@ -354,7 +341,7 @@ func (h *Host) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byte,
 }
 
 // deliver is Deliver; t is route's.
-func (h *Host) deliver(ctx context.Context, msg *Request, wait bool, t *sendTicket) ([]byte, error) {
+func (h *Host) deliver(ctx context.Context, msg *api.Request, wait bool, t *sendTicket) ([]byte, error) {
 	if wait {
 		resp, err := h.invoke(ctx, msg, false)
 		return resp.Payload, err
@@ -386,11 +373,11 @@ func (h *Host) deliver(ctx context.Context, msg *Request, wait bool, t *sendTick
 // module's place (nil for none), is given back when it ends. A failure is
 // reported about the module of version about, within its log rate. Its
 // caller holds something wg counts.
-func (h *Host) background(msg *Request, about *version, t *sendTicket, send func() error) error {
+func (h *Host) background(msg *api.Request, about *version, t *sendTicket, send func() error) error {
 	select {
 	case h.sends <- struct{}{}:
 	default:
-		return callError(msg, KindUnavailable, fmt.Errorf("%d messages are in flight", maxSends))
+		return callError(msg, api.KindUnavailable, fmt.Errorf("%d messages are in flight", maxSends))
 	}
 	h.wg.Add(1)
 	go func() {

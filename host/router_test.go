@@ -19,7 +19,7 @@ import (
 	"github.com/tinyhost/tinyhost/host/api"
 )
 
-// memTransport is a host.Transport between hosts of one process: an
+// memTransport is a api.Transport between hosts of one process: an
 // address names a host, and a message arrives through its Deliver, as
 // from a peer's server. It records what it carries.
 type memTransport struct {
@@ -29,18 +29,18 @@ type memTransport struct {
 	peers   []string // as the last Peers gave them
 }
 
-func (m *memTransport) to(to host.Replicas, msg *abi.Message) *host.Host {
+func (m *memTransport) to(to api.Replicas, msg *abi.Message) *host.Host {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.carried = append(m.carried, *msg)
 	return m.hosts[to.Addr(0)]
 }
 
-func (m *memTransport) Call(ctx context.Context, to host.Replicas, msg *abi.Message) ([]byte, error) {
+func (m *memTransport) Call(ctx context.Context, to api.Replicas, msg *abi.Message) ([]byte, error) {
 	return m.to(to, msg).Deliver(ctx, *msg, true)
 }
 
-func (m *memTransport) Send(ctx context.Context, to host.Replicas, msg *abi.Message) error {
+func (m *memTransport) Send(ctx context.Context, to api.Replicas, msg *abi.Message) error {
 	_, err := m.to(to, msg).Deliver(ctx, *msg, false)
 	return err
 }
@@ -158,7 +158,7 @@ func TestSetWiring(t *testing.T) {
 			assert.Contains(t, refused.Refused[0].Reason, tc.err)
 			assert.ErrorContains(t, err, tc.err)
 			if strings.Contains(tc.err, "port \"_") {
-				assert.ErrorIs(t, err, host.ErrSystemPort)
+				assert.ErrorIs(t, err, api.ErrSystemPort)
 			}
 			got, wires := h.Wiring()
 			assert.Equal(t, gen, got)
@@ -171,7 +171,7 @@ func TestSetWiring(t *testing.T) {
 
 	t.Run("stale", func(t *testing.T) {
 		before, wires := h.Wiring()
-		require.ErrorIs(t, h.SetWiring(1, map[string][]string{}), host.ErrStaleGeneration)
+		require.ErrorIs(t, h.SetWiring(1, map[string][]string{}), api.ErrStaleGeneration)
 		got, after := h.Wiring()
 		assert.Equal(t, before, got)
 		assert.Equal(t, wires, after, "a stale generation sets nothing")
@@ -205,7 +205,7 @@ func TestSetRoutes(t *testing.T) {
 	gen, routes := h.Routes()
 	assert.Equal(t, uint64(2), gen)
 	assert.Equal(t, map[string][]string{"b": {"127.0.0.1:1", "127.0.0.1:2"}}, routes, "duplicates dropped")
-	assert.ErrorIs(t, h.SetRoutes(1, nil), host.ErrStaleGeneration)
+	assert.ErrorIs(t, h.SetRoutes(1, nil), api.ErrStaleGeneration)
 	assert.NoError(t, h.SetRoutes(0, nil), "generation 0 is always accepted")
 }
 
@@ -246,7 +246,7 @@ func TestUpdateRoutes(t *testing.T) {
 	}{
 		{"wrong base", 10, 12, map[string][]string{"c": nil}, "not the base 10", api.ErrGenerationMoved},
 		{"base ahead", 12, 13, map[string][]string{"c": nil}, "not the base 12", api.ErrGenerationMoved},
-		{"stale", 11, 9, map[string][]string{"c": nil}, "older than 11", host.ErrStaleGeneration},
+		{"stale", 11, 9, map[string][]string{"c": nil}, "older than 11", api.ErrStaleGeneration},
 		{"generation 0", 11, 0, map[string][]string{"c": nil}, "generation above 0", nil},
 		{"bad module beside a good change", 11, 12, map[string][]string{"c": nil, "B/x": {"127.0.0.1:1"}}, `route "B/x"`, nil},
 		{"bad address beside a good one", 11, 12, map[string][]string{"d": {"127.0.0.1:6", "nohost"}}, `address "nohost"`, nil},
@@ -259,7 +259,7 @@ func TestUpdateRoutes(t *testing.T) {
 				assert.ErrorIs(t, err, tc.is)
 			} else {
 				assert.NotErrorIs(t, err, api.ErrGenerationMoved)
-				assert.NotErrorIs(t, err, host.ErrStaleGeneration)
+				assert.NotErrorIs(t, err, api.ErrStaleGeneration)
 			}
 			gen, routes := h.Routes()
 			assert.Equal(t, uint64(11), gen, "nothing set")
@@ -291,7 +291,7 @@ func TestRouter(t *testing.T) {
 	require.NoError(t, a.SetWiring(1, map[string][]string{"hostcalls/caller/out": {"remote/caller/note"}}))
 
 	const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	resp, err := a.Invoke(ctxT(t, 30*time.Second), host.Request{Module: "hostcalls", Component: "caller", Port: "emit",
+	resp, err := a.Invoke(ctxT(t, 30*time.Second), api.Request{Module: "hostcalls", Component: "caller", Port: "emit",
 		Payload: []byte("wired-mark"), Metadata: []abi.KV{{Key: abi.MetaTraceparent, Value: trace}}})
 	require.NoError(t, err)
 	assert.Empty(t, resp.Emitted, "a wired emit is delivered, not returned")
@@ -318,7 +318,7 @@ func TestRouter(t *testing.T) {
 	assert.NotEqual(t, trace, tp)
 
 	_, err = invoke(t, a, "hostcalls", "caller", "call", []byte("nosuch/x/in x"))
-	var ce *host.CallError
+	var ce *api.CallError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, `call: status 2: module "nosuch" is not loaded here and has no route`, ce.Err.Error())
 	assert.Len(t, tr.messages(), 2, "an unknown module is not handed to the transport")
@@ -375,11 +375,11 @@ func TestSystemPorts(t *testing.T) {
 	denied := func(t *testing.T, err error, port string) {
 		t.Helper()
 		require.Error(t, err)
-		var ce *host.CallError
+		var ce *api.CallError
 		require.ErrorAs(t, err, &ce)
-		assert.Equal(t, host.KindDenied, ce.Kind, "%v", err)
+		assert.Equal(t, api.KindDenied, ce.Kind, "%v", err)
 		assert.Equal(t, port, ce.Port)
-		assert.ErrorIs(t, err, host.ErrSystemPort)
+		assert.ErrorIs(t, err, api.ErrSystemPort)
 		assert.Contains(t, err.Error(), strconv.Quote(port))
 	}
 	for _, port := range []string{abi.PortSettings, abi.PortTick, "_other", "_"} {
@@ -411,9 +411,9 @@ func TestSystemPorts(t *testing.T) {
 	} {
 		t.Run("guest "+tc.port+" "+tc.payload, func(t *testing.T) {
 			_, err := invoke(t, h, "hostcalls", "caller", tc.port, []byte(tc.payload))
-			var ce *host.CallError
+			var ce *api.CallError
 			require.ErrorAs(t, err, &ce)
-			assert.Equal(t, host.KindHandler, ce.Kind, "%v", err)
+			assert.Equal(t, api.KindHandler, ce.Kind, "%v", err)
 			assert.Equal(t, tc.want, ce.Err.Error())
 		})
 	}

@@ -75,9 +75,9 @@ func TestStartSection(t *testing.T) {
 	load(t, h, "echo", host.LoadOptions{})
 
 	err, gcs := loadWhileCollecting(t, h, abitest.Guest(t, "startloop"), host.LoadOptions{Limits: api.Limits{CallTimeout: 300 * time.Millisecond}})
-	var le *host.LoadError
+	var le *api.LoadError
 	require.ErrorAs(t, err, &le)
-	assert.Equal(t, host.KindTimeout, le.Kind)
+	assert.Equal(t, api.KindTimeout, le.Kind)
 	assert.EqualError(t, err, "load: start function: timeout: deadline exceeded after 300ms")
 	assert.Positive(t, gcs)
 	assert.Empty(t, h.Modules()[1:], "only echo is loaded")
@@ -96,7 +96,7 @@ func TestRecursionWithoutLoops(t *testing.T) {
 
 	t.Run("handler", func(t *testing.T) {
 		_, err := invoke(t, h, "recurse", "r", "in", nil)
-		assert.Equal(t, host.KindTimeout, kindOf(err), "%v", err)
+		assert.Equal(t, api.KindTimeout, kindOf(err), "%v", err)
 		assert.EqualError(t, err, "recurse/r/in: timeout: deadline exceeded after 300ms")
 		resp, err := invoke(t, h, "recurse", "r", "ok", nil)
 		require.NoError(t, err, "the module serves again")
@@ -108,7 +108,7 @@ func TestRecursionWithoutLoops(t *testing.T) {
 		_, err := h.Load(loadCtx(t), abitest.Guest(t, "recurse"), host.LoadOptions{Name: "patient", Limits: api.Limits{CallTimeout: 5 * time.Minute}})
 		require.NoError(t, err)
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-		collectDuringCall(t, h, host.Request{Module: "patient", Component: "r", Port: "in"}, func() { mustEcho(t, h) })
+		collectDuringCall(t, h, api.Request{Module: "patient", Component: "r", Port: "in"}, func() { mustEcho(t, h) })
 	})
 
 	t.Run("_settings", func(t *testing.T) {
@@ -116,9 +116,9 @@ func TestRecursionWithoutLoops(t *testing.T) {
 			Name:   "settings",
 			Limits: api.Limits{CallTimeout: 300 * time.Millisecond},
 		})
-		var le *host.LoadError
+		var le *api.LoadError
 		require.ErrorAs(t, err, &le)
-		assert.Equal(t, host.KindTimeout, le.Kind)
+		assert.Equal(t, api.KindTimeout, le.Kind)
 		assert.EqualError(t, err, `load module "settings": settings/r/_settings: timeout: deadline exceeded after 300ms`)
 		assert.Positive(t, gcs)
 		_, loaded := h.Module("settings")
@@ -180,9 +180,9 @@ func TestTables(t *testing.T) {
 	})
 	t.Run("a table that starts larger is refused", func(t *testing.T) {
 		_, err := h.Load(loadCtx(t), abitest.Guest(t, "bigtable"), host.LoadOptions{})
-		var le *host.LoadError
+		var le *api.LoadError
 		require.ErrorAs(t, err, &le)
-		assert.Equal(t, host.KindMemory, le.Kind)
+		assert.Equal(t, api.KindMemory, le.Kind)
 		assert.EqualError(t, err, "load: tables of 100000000 elements exceed the limit of 2097152 elements (1/16 of the memory limit of 4096 pages, 8 bytes an element)")
 		mustEcho(t, h)
 	})
@@ -199,7 +199,7 @@ func TestInjectedStateIsUnreachable(t *testing.T) {
 	} {
 		t.Run(tc.guest, func(t *testing.T) {
 			_, err := h.Load(loadCtx(t), abitest.Guest(t, tc.guest), host.LoadOptions{})
-			var le *host.LoadError
+			var le *api.LoadError
 			require.ErrorAs(t, err, &le)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Empty(t, h.Modules())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // TestSecrets: a module reads the secrets it is granted, from SecretFiles
@@ -39,7 +40,7 @@ func TestSecrets(t *testing.T) {
 	var said []string // every reason and error the test saw
 	get := func(name string) (abi.Status, string) {
 		t.Helper()
-		resp, err := h.Invoke(t.Context(), host.Request{Module: "secrets", Component: "s", Port: "get", Payload: []byte(name)})
+		resp, err := h.Invoke(t.Context(), api.Request{Module: "secrets", Component: "s", Port: "get", Payload: []byte(name)})
 		require.NoError(t, err)
 		st, rest := abi.Status(resp.Payload[0]), string(resp.Payload[1:])
 		if st != abi.StatusOK {
@@ -119,7 +120,7 @@ func TestSecretsGiven(t *testing.T) {
 	h, _ := newHost(t, host.Options{SecretFiles: map[string]string{"api-token": token}})
 	get := func(name string) (abi.Status, string) {
 		t.Helper()
-		resp, err := h.Invoke(t.Context(), host.Request{Module: "secrets", Component: "s", Port: "get", Payload: []byte(name)})
+		resp, err := h.Invoke(t.Context(), api.Request{Module: "secrets", Component: "s", Port: "get", Payload: []byte(name)})
 		require.NoError(t, err)
 		return abi.Status(resp.Payload[0]), string(resp.Payload[1:])
 	}
@@ -144,7 +145,7 @@ func TestSecretsGiven(t *testing.T) {
 	assert.Equal(t, fromFile, got, "left out of SetSecrets: the host's file")
 
 	err = h.SetSecrets(t.Context(), "nope", map[string][]byte{"x": []byte(rotated)})
-	require.ErrorIs(t, err, host.ErrNotFound)
+	require.ErrorIs(t, err, api.ErrNotFound)
 	err = h.SetSecrets(t.Context(), "secrets", map[string][]byte{"db-password": []byte(tooBig + strings.Repeat("x", abi.MaxSecretSize))})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `secret "db-password" exceeds`)

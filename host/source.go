@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
@@ -23,7 +24,7 @@ func (h *Host) LoadSource(ctx context.Context, src artifact.Source, opts LoadOpt
 	}
 	stop()
 	if err != nil {
-		lerr := &LoadError{Module: opts.Name, File: src.String(), Err: err}
+		lerr := &api.LoadError{Module: opts.Name, File: src.String(), Err: err}
 		h.events.publish(Event{Type: EventFailed, Module: opts.Name, Source: src.String(), Err: lerr})
 		return ModuleInfo{}, lerr
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // ticker delivers a component's ticks. It belongs to the module, not to a
@@ -69,7 +70,7 @@ func (m *module) tick(component string, t *ticker) {
 		case <-m.h.ctx.Done():
 			return
 		case now := <-tk.C:
-			req := Request{Module: m.name, Component: component, Port: abi.PortTick, Payload: now.UTC().AppendFormat(nil, time.RFC3339Nano)}
+			req := api.Request{Module: m.name, Component: component, Port: abi.PortTick, Payload: now.UTC().AppendFormat(nil, time.RFC3339Nano)}
 			if _, err := m.h.invoke(t.ctx, &req, false); err != nil && t.ctx.Err() == nil {
 				if v := m.current.Load(); v != nil {
 					v.report(hclog.Warn, "tick failed", "component", component, "error", err)

@@ -78,7 +78,7 @@ type SpanEnd struct {
 	// Err is the call's or the delivery's error, nil for success.
 	Err error
 	// Kind is Err's kind (0 for none).
-	Kind Kind
+	Kind api.Kind
 }
 
 // callTrace is the trace state of a traced guest call.
@@ -103,7 +103,7 @@ func (in *instance) traceparent() string {
 // and returns a copy of msg that carries the span's traceparent: a peer
 // reads the trace context of a delivery from the message, as deliveries
 // share one gRPC stream.
-func (h *Host) routeSpan(ctx context.Context, msg *Request, peers Replicas) (context.Context, *Request, Span) {
+func (h *Host) routeSpan(ctx context.Context, msg *api.Request, peers api.Replicas) (context.Context, *api.Request, Span) {
 	tp, _ := msg.Get(abi.MetaTraceparent)
 	ctx, sp := h.tracer.Start(ctx, SpanStart{Kind: SpanRoute, To: abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}, Peers: peers.Addrs}, tp)
 	if tp = h.tracer.Traceparent(ctx); tp != "" {

@@ -22,10 +22,10 @@ var spinLimits = api.Limits{CallTimeout: 5 * time.Minute, MinInstances: new(1), 
 // Observer.
 type tickKinds struct {
 	mu    sync.Mutex
-	kinds []host.Kind
+	kinds []api.Kind
 }
 
-func (r *tickKinds) CallDone(_, _, port string, kind host.Kind, _, _ time.Duration) {
+func (r *tickKinds) CallDone(_, _, port string, kind api.Kind, _, _ time.Duration) {
 	if port == abi.PortTick {
 		r.mu.Lock()
 		r.kinds = append(r.kinds, kind)
@@ -33,12 +33,12 @@ func (r *tickKinds) CallDone(_, _, port string, kind host.Kind, _, _ time.Durati
 	}
 }
 func (r *tickKinds) Compiled(string, time.Duration, bool) {}
-func (r *tickKinds) InstanceDiscarded(string, host.Kind)  {}
+func (r *tickKinds) InstanceDiscarded(string, api.Kind)   {}
 
-func (r *tickKinds) all() []host.Kind {
+func (r *tickKinds) all() []api.Kind {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]host.Kind(nil), r.kinds...)
+	return append([]api.Kind(nil), r.kinds...)
 }
 
 // TestUnloadInterrupts unloads a module while a call of it spins, with a
@@ -58,7 +58,7 @@ func TestUnloadInterrupts(t *testing.T) {
 		require.NoError(t, err)
 		done := make(chan error, 1)
 		go func() {
-			_, err := h.Invoke(context.Background(), host.Request{Module: "spin", Component: "s", Port: "spin"})
+			_, err := h.Invoke(context.Background(), api.Request{Module: "spin", Component: "s", Port: "spin"})
 			done <- err
 		}()
 		require.Eventually(t, inUse(1), time.Minute, time.Millisecond, "the call spins")
@@ -67,8 +67,8 @@ func TestUnloadInterrupts(t *testing.T) {
 		select {
 		case err := <-done:
 			t.Logf("the spinning call ended %v after the unload began: %v", time.Since(start), err)
-			assert.Equal(t, host.KindNotFound, kindOf(err))
-			assert.ErrorIs(t, err, host.ErrNotFound)
+			assert.Equal(t, api.KindNotFound, kindOf(err))
+			assert.ErrorIs(t, err, api.ErrNotFound)
 			assert.ErrorContains(t, err, `module "spin" was unloaded while the call ran`)
 		case <-time.After(time.Minute):
 			t.Fatal("the spinning call still runs a minute after the unload")
@@ -88,7 +88,7 @@ func TestUnloadInterrupts(t *testing.T) {
 		require.Eventually(t, func() bool { return len(ticks.all()) > 0 }, time.Minute, time.Millisecond,
 			"the spinning tick still runs a minute after the unload")
 		t.Logf("the spinning tick ended %v after the unload began", time.Since(start))
-		assert.Contains(t, []host.Kind{host.KindNotFound, host.KindCanceled}, ticks.all()[0])
+		assert.Contains(t, []api.Kind{api.KindNotFound, api.KindCanceled}, ticks.all()[0])
 		require.Eventually(t, func() bool { return host.LiveInstances(h) == 0 }, time.Minute, time.Millisecond,
 			"the unloaded module's instances close")
 	})
@@ -113,5 +113,5 @@ func TestCloseInterruptsTicks(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, h.Close(ctx), "Close waited for the spinning tick until its own deadline")
 	t.Logf("Close took %v", time.Since(start))
-	assert.Equal(t, []host.Kind{host.KindCanceled}, ticks.all())
+	assert.Equal(t, []api.Kind{api.KindCanceled}, ticks.all())
 }

@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	hostclient "github.com/tinyhost/tinyhost/host/client"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
@@ -173,6 +173,9 @@ func TestCapacity(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, info.GetCapacity().GetMaxModules())
 	assert.EqualValues(t, 1<<30, info.GetCapacity().GetMemoryBytes())
+	version := e2e.Run(t, nil, e2e.Binary(t, "cmd/tinyhost"), "--version")
+	require.Equal(t, 0, version.Code, version.Stderr)
+	assert.Equal(t, strings.TrimSpace(version.Stdout), "tinyhost "+info.GetVersion(), "Info reports the daemon's build version")
 
 	tinyctl := e2e.Binary(t, "cmd/tinyctl")
 	env := []string{"TINYCTL_ADDR=" + h.Addr}

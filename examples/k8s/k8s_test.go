@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	hostclient "github.com/tinyhost/tinyhost/host/client"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/internal/image"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"

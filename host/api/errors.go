@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-
-	"google.golang.org/grpc/codes"
 )
 
 // A Sentinel is an error callers match with errors.Is that carries the
@@ -15,7 +13,7 @@ import (
 // (host/artifact) declare them with NewSentinel too.
 type Sentinel struct {
 	msg    string
-	code   codes.Code
+	code   Code
 	reason string
 	// kind is the Kind of the *CallErrors that wrap this sentinel: their
 	// status is the CallError's, with its metadata. 0 for none.
@@ -26,7 +24,7 @@ type Sentinel struct {
 // code and reason. Declare it once, in a package variable: ToStatus knows
 // every sentinel made, so that an error type whose Is method matches it
 // (rather than wrapping it) gets its status too.
-func NewSentinel(code codes.Code, reason, msg string) *Sentinel {
+func NewSentinel(code Code, reason, msg string) *Sentinel {
 	return newSentinel(code, reason, msg, 0)
 }
 
@@ -35,7 +33,7 @@ var (
 	sentinels   []*Sentinel
 )
 
-func newSentinel(code codes.Code, reason, msg string, kind Kind) *Sentinel {
+func newSentinel(code Code, reason, msg string, kind Kind) *Sentinel {
 	s := &Sentinel{msg: msg, code: code, reason: reason, kind: kind}
 	sentinelsMu.Lock()
 	sentinels = append(sentinels, s)
@@ -43,11 +41,11 @@ func newSentinel(code codes.Code, reason, msg string, kind Kind) *Sentinel {
 	return s
 }
 
-// sentinelOf is the outermost sentinel in err's tree: one err wraps, or
+// SentinelOf is the outermost sentinel in err's tree: one err wraps, or
 // one an error on the way claims with an Is method. Outermost, because the
 // error that wraps another says what happened: an UnreachableError whose
 // last attempt was refused plain HTTP is unreachable.
-func sentinelOf(err error) *Sentinel {
+func SentinelOf(err error) *Sentinel {
 	sentinelsMu.Lock()
 	all := sentinels
 	sentinelsMu.Unlock()
@@ -87,45 +85,49 @@ func outermost(err error, all []*Sentinel) *Sentinel {
 func (e *Sentinel) Error() string { return e.msg }
 
 // Code is the gRPC code of e's status.
-func (e *Sentinel) Code() codes.Code { return e.code }
+func (e *Sentinel) Code() Code { return e.code }
 
 // Reason is the ErrorInfo reason of e's status.
 func (e *Sentinel) Reason() string { return e.reason }
+
+// Kind is the Kind of the *CallErrors that wrap e, whose status is then
+// the CallError's; 0 for none.
+func (e *Sentinel) Kind() Kind { return e.kind }
 
 var (
 	// ErrNotFound is matched (errors.Is) by every error about a module,
 	// component or port that does not exist, and by a *CallError of
 	// KindNotFound. The error's message names what is missing.
-	ErrNotFound = newSentinel(codes.NotFound, ReasonNotFound, "not found", KindNotFound)
+	ErrNotFound = newSentinel(CodeNotFound, ReasonNotFound, "not found", KindNotFound)
 
 	// ErrBusy is matched by the error of a call that waited QueueTimeout
 	// for a free instance of its module and got none (KindBusy).
-	ErrBusy = newSentinel(codes.ResourceExhausted, ReasonBusy, "busy: no free instance", KindBusy)
+	ErrBusy = newSentinel(CodeResourceExhausted, ReasonBusy, "busy: no free instance", KindBusy)
 
 	// ErrClosed is returned by every method of a closed host, and matched
 	// by the calls it cut off while closing.
-	ErrClosed = newSentinel(codes.Unavailable, ReasonClosed, "host: closed", 0)
+	ErrClosed = newSentinel(CodeUnavailable, ReasonClosed, "host: closed", 0)
 
 	// ErrCapacity is matched by the error of a load that would take the
 	// host past its capacity.
-	ErrCapacity = newSentinel(codes.ResourceExhausted, ReasonCapacity, "no capacity", 0)
+	ErrCapacity = newSentinel(CodeResourceExhausted, ReasonCapacity, "no capacity", 0)
 
 	// ErrSystemPort is matched by the error (a *CallError of KindDenied)
 	// of a message to a system port, abi.PortSettings, abi.PortTick or any
 	// port whose name starts with '_', from outside the host: a client, a
 	// peer host, a wire, or a guest's send or call. Only the host delivers
 	// to system ports.
-	ErrSystemPort = newSentinel(codes.PermissionDenied, "", "only the host delivers to system ports", KindDenied)
+	ErrSystemPort = newSentinel(CodePermissionDenied, "", "only the host delivers to system ports", KindDenied)
 
 	// ErrStaleGeneration is matched by the error of setting routes or
 	// wiring with a generation older than the current one, so that a late
 	// push cannot undo a newer one.
-	ErrStaleGeneration = newSentinel(codes.FailedPrecondition, ReasonStaleGeneration, "stale generation", 0)
+	ErrStaleGeneration = newSentinel(CodeFailedPrecondition, ReasonStaleGeneration, "stale generation", 0)
 
 	// ErrGenerationMoved is matched by the error of changing routes
 	// (UpdateRoutes) over a base generation that is not the table's: the
 	// changes were made for another table, and the sender sends it whole.
-	ErrGenerationMoved = newSentinel(codes.FailedPrecondition, ReasonGenerationMoved, "the routes are not at the base generation", 0)
+	ErrGenerationMoved = newSentinel(CodeFailedPrecondition, ReasonGenerationMoved, "the routes are not at the base generation", 0)
 )
 
 // CallError is the error of a failed call into a component port.

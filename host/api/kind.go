@@ -3,8 +3,6 @@ package api
 import (
 	"strconv"
 
-	"google.golang.org/grpc/codes"
-
 	"github.com/tinyhost/tinyhost/abi"
 )
 
@@ -53,30 +51,30 @@ const (
 // ABI status a guest gets for it from a host call, and its label in
 // metrics. It is the one table of kinds; each mapping below reads it.
 var kinds = [...]kindRow{
-	KindTrap:         {"trap", ReasonTrap, codes.Aborted, abi.StatusError, "trap"},
-	KindTimeout:      {"timeout", ReasonTimeout, codes.DeadlineExceeded, abi.StatusTimeout, "timeout"},
-	KindMemory:       {"memory limit", ReasonMemory, codes.Aborted, abi.StatusError, "memory_limit"},
-	KindABIViolation: {"ABI violation", ReasonABIViolation, codes.Aborted, abi.StatusError, "abi_violation"},
-	KindHandler:      {"handler error", ReasonHandler, codes.Unknown, abi.StatusError, "handler_error"},
-	KindTooLarge:     {"too large", ReasonTooLarge, codes.ResourceExhausted, abi.StatusTooLarge, "too_large"},
-	KindDenied:       {"denied", ReasonDenied, codes.PermissionDenied, abi.StatusDenied, "denied"},
-	KindHopLimit:     {"hop limit", ReasonHopLimit, codes.FailedPrecondition, abi.StatusHopLimit, "hop_limit"},
-	KindBusy:         {"busy", ReasonBusy, codes.ResourceExhausted, abi.StatusUnavailable, "busy"},
-	KindNotFound:     {"not found", ReasonNotFound, codes.NotFound, abi.StatusNotFound, "not_found"},
-	KindUnavailable:  {"unavailable", ReasonUnavailable, codes.Unavailable, abi.StatusUnavailable, "unavailable"},
-	KindCanceled:     {"canceled", ReasonCanceled, codes.Canceled, abi.StatusTimeout, "canceled"},
+	KindTrap:         {"trap", ReasonTrap, CodeAborted, abi.StatusError, "trap"},
+	KindTimeout:      {"timeout", ReasonTimeout, CodeDeadlineExceeded, abi.StatusTimeout, "timeout"},
+	KindMemory:       {"memory limit", ReasonMemory, CodeAborted, abi.StatusError, "memory_limit"},
+	KindABIViolation: {"ABI violation", ReasonABIViolation, CodeAborted, abi.StatusError, "abi_violation"},
+	KindHandler:      {"handler error", ReasonHandler, CodeUnknown, abi.StatusError, "handler_error"},
+	KindTooLarge:     {"too large", ReasonTooLarge, CodeResourceExhausted, abi.StatusTooLarge, "too_large"},
+	KindDenied:       {"denied", ReasonDenied, CodePermissionDenied, abi.StatusDenied, "denied"},
+	KindHopLimit:     {"hop limit", ReasonHopLimit, CodeFailedPrecondition, abi.StatusHopLimit, "hop_limit"},
+	KindBusy:         {"busy", ReasonBusy, CodeResourceExhausted, abi.StatusUnavailable, "busy"},
+	KindNotFound:     {"not found", ReasonNotFound, CodeNotFound, abi.StatusNotFound, "not_found"},
+	KindUnavailable:  {"unavailable", ReasonUnavailable, CodeUnavailable, abi.StatusUnavailable, "unavailable"},
+	KindCanceled:     {"canceled", ReasonCanceled, CodeCanceled, abi.StatusTimeout, "canceled"},
 }
 
 type kindRow struct {
 	name   string
 	reason string
-	code   codes.Code
+	code   Code
 	status abi.Status
 	label  string
 }
 
 // unknown is the row of a kind the table does not have.
-var unknown = kindRow{code: codes.Internal, status: abi.StatusError, label: "other"}
+var unknown = kindRow{code: CodeInternal, status: abi.StatusError, label: "other"}
 
 func (k Kind) valid() bool { return k > 0 && int(k) < len(kinds) }
 
@@ -100,7 +98,7 @@ func (k Kind) Reason() string { return k.row().reason }
 
 // Code is the gRPC code of the status of a call that failed with k,
 // Internal for an unknown kind.
-func (k Kind) Code() codes.Code { return k.row().code }
+func (k Kind) Code() Code { return k.row().code }
 
 // Status is the ABI status a guest's host call (send, call) gets when the
 // message failed with k: StatusError for the kinds the ABI has no status
@@ -124,8 +122,8 @@ func StatusKind(s abi.Status) Kind {
 	return KindHandler
 }
 
-// reasonKind is the kind whose reason is reason, or 0.
-func reasonKind(reason string) Kind {
+// ReasonKind is the kind whose reason is reason, or 0.
+func ReasonKind(reason string) Kind {
 	for k := KindTrap; k.valid(); k++ {
 		if kinds[k].reason == reason {
 			return k
@@ -134,11 +132,11 @@ func reasonKind(reason string) Kind {
 	return 0
 }
 
-// codeKind is the kind of a status that carries no reason (a failure of the
+// CodeKind is the kind of a status that carries no reason (a failure of the
 // transport or of the server's checks): the first kind with its code;
 // UNAUTHENTICATED is KindDenied and a code no kind has is KindUnavailable.
-func codeKind(c codes.Code) Kind {
-	if c == codes.Unauthenticated {
+func CodeKind(c Code) Kind {
+	if c == CodeUnauthenticated {
 		return KindDenied
 	}
 	for k := KindTrap; k.valid(); k++ {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
@@ -42,7 +43,7 @@ func TestHostLoadsFetchedModule(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "echo", mi.Name)
 		assert.Equal(t, "sha256:"+mi.Digest, pushed.WasmDigest)
-		resp, err := h.Invoke(ctx, host.Request{Module: "echo", Component: "echo", Port: "in", Payload: []byte("hi")})
+		resp, err := h.Invoke(ctx, api.Request{Module: "echo", Component: "echo", Port: "in", Payload: []byte("hi")})
 		require.NoError(t, err)
 		assert.Equal(t, "echo:hi", string(resp.Payload))
 		return meta

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
-
 	"github.com/tinyhost/tinyhost/host/api"
 )
 
@@ -16,41 +14,41 @@ import (
 var (
 	// ErrInvalidSource: a reference, URL, digest or reference file that does
 	// not parse or breaks a rule (e.g. a URL without a sha256).
-	ErrInvalidSource = api.NewSentinel(codes.InvalidArgument, api.ReasonBadSource, "invalid module source")
+	ErrInvalidSource = api.NewSentinel(api.CodeInvalidArgument, api.ReasonBadSource, "invalid module source")
 
 	// ErrNotWasm: the reference names something other than a wasm artifact
 	// (a container image, an index, a manifest without exactly one wasm
 	// layer), or the bytes are not a wasm binary. See NotWasmError.
-	ErrNotWasm = api.NewSentinel(codes.InvalidArgument, api.ReasonNotWasm, "not a wasm artifact")
+	ErrNotWasm = api.NewSentinel(api.CodeInvalidArgument, api.ReasonNotWasm, "not a wasm artifact")
 
 	// ErrDigestMismatch: the bytes do not have the digest they were promised
 	// to have. See DigestMismatchError.
-	ErrDigestMismatch = api.NewSentinel(codes.DataLoss, api.ReasonDigestMismatch, "digest mismatch")
+	ErrDigestMismatch = api.NewSentinel(api.CodeDataLoss, api.ReasonDigestMismatch, "digest mismatch")
 
 	// ErrTooLarge: the module is larger than Options.MaxSize.
-	ErrTooLarge = api.NewSentinel(codes.ResourceExhausted, api.ReasonTooLarge, "module too large")
+	ErrTooLarge = api.NewSentinel(api.CodeResourceExhausted, api.ReasonTooLarge, "module too large")
 
 	// ErrUnreachable: the registry or web server could not be reached, or
 	// kept failing, within the retry budget. See UnreachableError.
-	ErrUnreachable = api.NewSentinel(codes.Unavailable, api.ReasonUnreachable, "unreachable")
+	ErrUnreachable = api.NewSentinel(api.CodeUnavailable, api.ReasonUnreachable, "unreachable")
 
 	// ErrUnauthorized: the registry or web server refused the credentials
 	// (or their absence).
-	ErrUnauthorized = api.NewSentinel(codes.PermissionDenied, api.ReasonUnauthorized, "unauthorized")
+	ErrUnauthorized = api.NewSentinel(api.CodePermissionDenied, api.ReasonUnauthorized, "unauthorized")
 
 	// ErrNotFound: no such repository, tag, manifest or file.
-	ErrNotFound = api.NewSentinel(codes.NotFound, api.ReasonNotFound, "not found")
+	ErrNotFound = api.NewSentinel(api.CodeNotFound, api.ReasonNotFound, "not found")
 
 	// ErrPlainHTTP: plain HTTP to a host that is not in Options.PlainHTTP.
-	ErrPlainHTTP = api.NewSentinel(codes.FailedPrecondition, api.ReasonPlainHTTP, "plain HTTP not allowed")
+	ErrPlainHTTP = api.NewSentinel(api.CodeFailedPrecondition, api.ReasonPlainHTTP, "plain HTTP not allowed")
 
 	// ErrForbiddenAddress: the address a fetch would connect to is
 	// loopback, private, link-local or otherwise internal, and
 	// Options.RestrictNetworks refuses it.
-	ErrForbiddenAddress = api.NewSentinel(codes.FailedPrecondition, api.ReasonDenied, "address not allowed")
+	ErrForbiddenAddress = api.NewSentinel(api.CodeFailedPrecondition, api.ReasonDenied, "address not allowed")
 
 	// ErrStalled: a download sent nothing for Options.StallTimeout.
-	ErrStalled = api.NewSentinel(codes.DeadlineExceeded, api.ReasonTimeout, "download stalled")
+	ErrStalled = api.NewSentinel(api.CodeDeadlineExceeded, api.ReasonTimeout, "download stalled")
 )
 
 // NotWasmError says what a reference names instead of a wasm artifact.

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // Client is a client of one host's HostService. It is safe for concurrent
@@ -50,13 +50,13 @@ func (c *Client) Conn() *grpc.ClientConn { return c.conn }
 
 // RPC is the generated client on the connection, for what this package
 // does not wrap (the bidirectional streams). Its errors are bare statuses:
-// api.Error makes them typed.
+// hostv1.Error makes them typed.
 func (c *Client) RPC() hostv1.HostServiceClient { return c.rpc }
 
 // Info describes the host.
 func (c *Client) Info(ctx context.Context) (*hostv1.InfoResponse, error) {
 	resp, err := c.rpc.Info(ctx, &hostv1.InfoRequest{})
-	return resp, api.Error(err)
+	return resp, hostv1.Error(err)
 }
 
 // Summary is Info with each module in summary (InfoRequest.summary): no
@@ -64,27 +64,27 @@ func (c *Client) Info(ctx context.Context) (*hostv1.InfoResponse, error) {
 // for.
 func (c *Client) Summary(ctx context.Context) (*hostv1.InfoResponse, error) {
 	resp, err := c.rpc.Info(ctx, &hostv1.InfoRequest{Summary: true})
-	return resp, api.Error(err)
+	return resp, hostv1.Error(err)
 }
 
 // List lists the loaded modules.
 func (c *Client) List(ctx context.Context) ([]*hostv1.Module, error) {
 	resp, err := c.rpc.ListModules(ctx, &hostv1.ListModulesRequest{})
-	return resp.GetModules(), api.Error(err)
+	return resp.GetModules(), hostv1.Error(err)
 }
 
 // Unload unloads a module; a module that is not loaded matches
 // api.ErrNotFound.
 func (c *Client) Unload(ctx context.Context, name string) error {
 	_, err := c.rpc.UnloadModule(ctx, &hostv1.UnloadModuleRequest{Name: name})
-	return api.Error(err)
+	return hostv1.Error(err)
 }
 
 // Invoke delivers a message to a component port and returns the reply. A
 // failed call is an *api.CallError.
 func (c *Client) Invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1.InvokeResponse, error) {
 	resp, err := c.rpc.Invoke(ctx, req)
-	return resp, api.Error(err)
+	return resp, hostv1.Error(err)
 }
 
 // Watch calls fn with every module event until ctx ends (nil), the host
@@ -92,7 +92,7 @@ func (c *Client) Invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1
 func (c *Client) Watch(ctx context.Context, fn func(*hostv1.WatchEvent) error) error {
 	stream, err := c.rpc.Watch(ctx, &hostv1.WatchRequest{})
 	if err != nil {
-		return api.Error(err)
+		return hostv1.Error(err)
 	}
 	for {
 		ev, err := stream.Recv()
@@ -102,7 +102,7 @@ func (c *Client) Watch(ctx context.Context, fn func(*hostv1.WatchEvent) error) e
 		case err != nil && ctx.Err() != nil:
 			return nil
 		case err != nil:
-			return api.Error(err)
+			return hostv1.Error(err)
 		}
 		if err := fn(ev); err != nil {
 			return err
@@ -116,7 +116,7 @@ func (c *Client) Watch(ctx context.Context, fn func(*hostv1.WatchEvent) error) e
 // api.ErrStaleGeneration.
 func (c *Client) SetRoutes(ctx context.Context, gen uint64, routes []*hostv1.Route) (uint64, error) {
 	resp, err := c.rpc.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: gen, Routes: routes})
-	return resp.GetGeneration(), api.Error(err)
+	return resp.GetGeneration(), hostv1.Error(err)
 }
 
 // UpdateRoutes changes the routes of some modules of the host's table,
@@ -127,13 +127,13 @@ func (c *Client) SetRoutes(ctx context.Context, gen uint64, routes []*hostv1.Rou
 // whole with SetRoutes. Generation 0 is refused.
 func (c *Client) UpdateRoutes(ctx context.Context, base, gen uint64, changes []*hostv1.Route) (uint64, error) {
 	resp, err := c.rpc.SetRoutes(ctx, &hostv1.SetRoutesRequest{Generation: gen, Routes: changes, BaseGeneration: base, Delta: true})
-	return resp.GetGeneration(), api.Error(err)
+	return resp.GetGeneration(), hostv1.Error(err)
 }
 
 // Routes returns the host's route table and its generation.
 func (c *Client) Routes(ctx context.Context) (*hostv1.GetRoutesResponse, error) {
 	resp, err := c.rpc.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
-	return resp, api.Error(err)
+	return resp, hostv1.Error(err)
 }
 
 // SetWiring replaces the host's wiring (an output port
@@ -142,7 +142,7 @@ func (c *Client) Routes(ctx context.Context) (*hostv1.GetRoutesResponse, error) 
 // the response's Refused; the rest was set.
 func (c *Client) SetWiring(ctx context.Context, gen uint64, wires []*hostv1.Wire) (*hostv1.SetWiringResponse, error) {
 	resp, err := c.rpc.SetWiring(ctx, &hostv1.SetWiringRequest{Generation: gen, Wires: wires})
-	return resp, api.Error(err)
+	return resp, hostv1.Error(err)
 }
 
 // SetSecrets replaces the secret values of a loaded module (see
@@ -150,13 +150,13 @@ func (c *Client) SetWiring(ctx context.Context, gen uint64, wires []*hostv1.Wire
 // without a reload.
 func (c *Client) SetSecrets(ctx context.Context, module string, secrets map[string][]byte) error {
 	_, err := c.rpc.SetSecrets(ctx, &hostv1.SetSecretsRequest{Module: module, Secrets: secrets})
-	return api.Error(err)
+	return hostv1.Error(err)
 }
 
 // Wiring returns the host's wiring and its generation.
 func (c *Client) Wiring(ctx context.Context) (*hostv1.GetWiringResponse, error) {
 	resp, err := c.rpc.GetWiring(ctx, &hostv1.GetWiringRequest{})
-	return resp, api.Error(err)
+	return resp, hostv1.Error(err)
 }
 
 // Module is a module to load.
@@ -279,7 +279,7 @@ func (c *Client) Load(ctx context.Context, m Module) (*hostv1.LoadModuleResponse
 // loadError is the error of a failed load: the host's *api.LoadError, or
 // one that names the module around a status of the transport.
 func (c *Client) loadError(name string, err error) error {
-	err = api.Error(err)
+	err = hostv1.Error(err)
 	var le *api.LoadError
 	if errors.As(err, &le) {
 		return err

@@ -10,10 +10,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tinyhost/tinyhost/abi"
-	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/cluster"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
@@ -115,11 +114,11 @@ func BenchmarkRemoteCall(b *testing.B) {
 		measure(b, "grpc-invoke", []string{"grpc-echo"}, func() error { _, err := c2.Invoke(ctx, invoke); return err })
 	})
 	b.Run("router", func(b *testing.B) {
-		to := host.Replicas{Addrs: []string{addr2}}
+		to := api.Replicas{Addrs: []string{addr2}}
 		measure(b, "remote-router", base, func() error { _, err := t1.Call(ctx, to, &helloMsg); return err })
 	})
 	b.Run("component", func(b *testing.B) {
-		req := host.Request{Module: "relay", Component: "relay", Port: "call", Payload: relayPayload}
+		req := api.Request{Module: "relay", Component: "relay", Port: "call", Payload: relayPayload}
 		measure(b, "remote-component", base, func() error { _, err := h1.Invoke(ctx, req); return err })
 	})
 }
@@ -131,7 +130,7 @@ func BenchmarkRemoteCall(b *testing.B) {
 func BenchmarkLocalCall(b *testing.B) {
 	ctx := context.Background()
 	h := newHost(b, cluster.New(cluster.Options{}), api.Limits{}, e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay))
-	req := host.Request{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
+	req := api.Request{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
 	b.Run("invoke", func(b *testing.B) {
 		measure(b, "invoke", nil, func() error { _, err := h.Invoke(ctx, req); return err })
 	})
@@ -139,7 +138,7 @@ func BenchmarkLocalCall(b *testing.B) {
 		measure(b, "local-router", []string{"invoke"}, func() error { _, err := h.Deliver(ctx, helloMsg, true); return err })
 	})
 	b.Run("component", func(b *testing.B) {
-		req := host.Request{Module: "relay", Component: "relay", Port: "call", Payload: relayPayload}
+		req := api.Request{Module: "relay", Component: "relay", Port: "call", Payload: relayPayload}
 		measure(b, "local-component", []string{"invoke"}, func() error { _, err := h.Invoke(ctx, req); return err })
 	})
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/client"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // Options configure a Transport. The zero value is usable: every field
@@ -203,7 +203,7 @@ func (t *Transport) Send(ctx context.Context, to api.Replicas, msg *abi.Message)
 // peerError is the error of a delivery to to that failed on peer: the
 // peer's own *CallError when it sent one.
 func peerError(err error, to abi.Address, peer string) *api.CallError {
-	ce := api.CallErrorOf(err, to)
+	ce := hostv1.CallErrorOf(err, to)
 	ce.Err = fmt.Errorf("host %s: %w", peer, ce.Err)
 	return ce
 }
@@ -215,7 +215,7 @@ func address(m *abi.Message) abi.Address {
 // deliver delivers msg to one of the replicas, trying the next one only
 // when a replica certainly did not run it.
 func (t *Transport) deliver(ctx context.Context, to api.Replicas, msg *abi.Message, wait bool) ([]byte, error) {
-	req := &hostv1.DeliverRequest{Message: api.MessageProto(msg), Wait: wait}
+	m := hostv1.MessageProto(msg)
 	n := to.Len()
 	var lastErr error
 	// Pass 0 tries the replicas whose connection is not failing, pass 1
@@ -231,7 +231,7 @@ func (t *Transport) deliver(ctx context.Context, to api.Replicas, msg *abi.Messa
 			if failing := p.conn.Conn().GetState() == connectivity.TransientFailure; failing != (pass == 1) {
 				continue
 			}
-			reply, notRun, err := p.deliver(ctx, req)
+			reply, notRun, err := p.deliver(ctx, m, wait)
 			if err == nil {
 				return reply, nil
 			}

@@ -17,7 +17,7 @@ import (
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/cluster"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/internal/hammer"
@@ -78,10 +78,10 @@ func TestSystemPortRemote(t *testing.T) {
 		t.Run(tc.port, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			_, err := h1.Invoke(ctx, host.Request{Module: "hostcalls", Component: "caller", Port: tc.port, Payload: []byte(tc.payload)})
-			var ce *host.CallError
+			_, err := h1.Invoke(ctx, api.Request{Module: "hostcalls", Component: "caller", Port: tc.port, Payload: []byte(tc.payload)})
+			var ce *api.CallError
 			require.ErrorAs(t, err, &ce)
-			assert.Equal(t, host.KindHandler, ce.Kind, "%v", err)
+			assert.Equal(t, api.KindHandler, ce.Kind, "%v", err)
 			assert.Equal(t, tc.want, ce.Err.Error())
 		})
 	}
@@ -94,8 +94,8 @@ func TestSystemPortRemote(t *testing.T) {
 		Message: &hostv1.Message{Module: "echo", Component: "echo", Port: abi.PortSettings}}))
 	resp, err := stream.Recv()
 	require.NoError(t, err)
-	ce := api.CallErrorOf(status.FromProto(resp.GetError()).Err(), abi.Address{Module: "echo", Component: "echo", Port: abi.PortSettings})
-	assert.Equal(t, host.KindDenied, ce.Kind, "%v", ce)
+	ce := hostv1.CallErrorOf(status.FromProto(resp.GetError()).Err(), abi.Address{Module: "echo", Component: "echo", Port: abi.PortSettings})
+	assert.Equal(t, api.KindDenied, ce.Kind, "%v", ce)
 	assert.Contains(t, ce.Error(), `port "_settings"`)
 	require.NoError(t, stream.CloseSend())
 }
@@ -106,10 +106,10 @@ func TestUnknownPeer(t *testing.T) {
 	tr := cluster.New(cluster.Options{})
 	defer tr.Close()
 	msg := abi.Message{Module: "hello", Component: "greeter", Port: "in"}
-	_, err := tr.Call(context.Background(), host.Replicas{Addrs: []string{"127.0.0.1:1"}}, &msg)
-	var ce *host.CallError
+	_, err := tr.Call(context.Background(), api.Replicas{Addrs: []string{"127.0.0.1:1"}}, &msg)
+	var ce *api.CallError
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, host.KindUnavailable, ce.Kind)
+	assert.Equal(t, api.KindUnavailable, ce.Kind)
 	assert.ErrorContains(t, err, "peer 127.0.0.1:1 left the routes")
 }
 
@@ -142,7 +142,7 @@ func TestCallerCancel(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				_, err := a.Invoke(ctx, host.Request{Module: "relay", Component: "relay", Port: "call",
+				_, err := a.Invoke(ctx, api.Request{Module: "relay", Component: "relay", Port: "call",
 					Payload: []byte(`{"to":"sleeper/sleeper/in","payload":{"ms":60000}}`)})
 				done <- err
 			}()
@@ -150,11 +150,11 @@ func TestCallerCancel(t *testing.T) {
 			start := time.Now()
 			cancel()
 			err := answered(t, done, 10*time.Second, "the caller, after its cancel")
-			var ce *host.CallError
+			var ce *api.CallError
 			require.ErrorAs(t, err, &ce)
 			// The caller's own instance is interrupted (canceled), unless
 			// relay returned first the status its call got (timeout).
-			assert.Contains(t, []host.Kind{host.KindCanceled, host.KindTimeout}, ce.Kind, "%v", err)
+			assert.Contains(t, []api.Kind{api.KindCanceled, api.KindTimeout}, ce.Kind, "%v", err)
 			waitFor(t, "the callee stopped", func() bool { return inUse(callee) == 0 })
 			t.Logf("caller answered and callee stopped %v after the cancel, deadline %v: %v", time.Since(start), deadline, err)
 			m, _ := callee.Module("sleeper")
@@ -205,7 +205,7 @@ func TestHammer(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		start := time.Now()
-		_, err := h1.Invoke(ctx, host.Request{Module: "hostcalls", Component: "caller", Port: port, Payload: []byte(`hello/greeter/in {"name":"x"}`)})
+		_, err := h1.Invoke(ctx, api.Request{Module: "hostcalls", Component: "caller", Port: port, Payload: []byte(`hello/greeter/in {"name":"x"}`)})
 		key := outcome(err)
 		if time.Since(start) > 2*time.Second {
 			key += " (slow)"
@@ -246,11 +246,11 @@ var statusRe = regexp.MustCompile(`^(call|send): status (\d+): `)
 // status it got when that is one a departing peer may cause, or
 // "unexpected: " and the error.
 func outcome(err error) string {
-	var ce *host.CallError
+	var ce *api.CallError
 	if err == nil {
 		return "ok"
 	}
-	if errors.As(err, &ce) && ce.Kind == host.KindHandler {
+	if errors.As(err, &ce) && ce.Kind == api.KindHandler {
 		if m := statusRe.FindStringSubmatch(ce.Err.Error()); m != nil {
 			switch m[2] {
 			case "2", "5", "7": // not found, timeout, unavailable

@@ -11,19 +11,18 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // maxWindow bounds the window a peer announces, so that a peer cannot make
 // this host keep an unbounded number of requests in flight to it.
 const maxWindow = 4096
 
-// deliver delivers req to the peer and returns the reply, or an error and
-// whether another replica may take the message: the peer certainly did not
-// run it, for a reason of its own. It uses the peer's
-// delivery stream, opening one when there is none.
-func (p *peerConn) deliver(ctx context.Context, req *hostv1.DeliverRequest) (reply []byte, notRun bool, err error) {
+// deliver delivers m to the peer, waiting for its handler when wait, and
+// returns the reply, or an error and whether another replica may take the
+// message: the peer certainly did not run it, for a reason of its own. It
+// uses the peer's delivery stream, opening one when there is none.
+func (p *peerConn) deliver(ctx context.Context, m *hostv1.Message, wait bool) (reply []byte, notRun bool, err error) {
 	ds, err := p.stream(ctx)
 	if err != nil {
 		// Nothing was sent, but credentials the peer refused would be
@@ -34,7 +33,7 @@ func (p *peerConn) deliver(ctx context.Context, req *hostv1.DeliverRequest) (rep
 		}
 		return nil, true, err
 	}
-	return ds.deliver(ctx, req)
+	return ds.deliver(ctx, m, wait)
 }
 
 // stream returns the peer's open delivery stream, opening one when there
@@ -125,7 +124,7 @@ func (ds *deliveryStream) open(p *peerConn) error {
 		return err
 	}
 	md, err := st.Header()
-	if err == nil && len(md.Get(api.WindowHeader)) == 0 {
+	if err == nil && len(md.Get(hostv1.WindowHeader)) == 0 {
 		// The stream ended before its header: Recv has the reason.
 		if _, err = st.Recv(); err == nil {
 			err = status.Error(codes.Internal, "the peer answered DeliverStream without its window header")
@@ -134,9 +133,9 @@ func (ds *deliveryStream) open(p *peerConn) error {
 	if err != nil {
 		return err
 	}
-	window, err := strconv.Atoi(md.Get(api.WindowHeader)[0])
+	window, err := strconv.Atoi(md.Get(hostv1.WindowHeader)[0])
 	if err != nil || window < 1 {
-		return status.Errorf(codes.Internal, "the peer announced the window %q", md.Get(api.WindowHeader)[0])
+		return status.Errorf(codes.Internal, "the peer announced the window %q", md.Get(hostv1.WindowHeader)[0])
 	}
 	window = min(window, maxWindow)
 	ds.st = st
@@ -195,7 +194,7 @@ func (ds *deliveryStream) read() error {
 		r := result{reply: resp.GetPayload()}
 		if e := resp.GetError(); e != nil {
 			r.err = status.FromProto(e).Err()
-			r.notRun = api.Retryable(r.err)
+			r.notRun = hostv1.Retryable(r.err)
 		}
 		c.ch <- r
 	}
@@ -209,7 +208,7 @@ func (ds *deliveryStream) end(err error) {
 	if errors.Is(err, io.EOF) {
 		err = status.Error(codes.Unavailable, "the peer ended the delivery stream")
 	}
-	notRun := api.Retryable(err)
+	notRun := hostv1.Retryable(err)
 	ds.mu.Lock()
 	ds.ended = true
 	pending := ds.pending
@@ -221,8 +220,8 @@ func (ds *deliveryStream) end(err error) {
 	}
 }
 
-// deliver sends req on the stream and waits for its response within ctx.
-func (ds *deliveryStream) deliver(ctx context.Context, req *hostv1.DeliverRequest) ([]byte, bool, error) {
+// deliver sends m on the stream and waits for its response within ctx.
+func (ds *deliveryStream) deliver(ctx context.Context, m *hostv1.Message, wait bool) ([]byte, bool, error) {
 	select {
 	case ds.slots <- struct{}{}:
 	case <-ds.done:
@@ -248,7 +247,7 @@ func (ds *deliveryStream) deliver(ctx context.Context, req *hostv1.DeliverReques
 	ds.pending[id] = c
 	ds.mu.Unlock()
 	select {
-	case ds.queue <- &hostv1.DeliverStreamRequest{Id: id, Message: req.GetMessage(), Wait: req.GetWait(), TimeoutNanos: int64(timeout)}:
+	case ds.queue <- &hostv1.DeliverStreamRequest{Id: id, Message: m, Wait: wait, TimeoutNanos: int64(timeout)}:
 	case <-ds.done: // end answers it, as not sent
 	case <-ctx.Done():
 		// The queue is full of requests whose callers gave up while the

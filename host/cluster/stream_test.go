@@ -21,7 +21,7 @@ import (
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/cluster"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
@@ -59,7 +59,7 @@ func newPeers(t *testing.T, opts cluster.Options, addrs ...string) *peers {
 }
 
 func (p *peers) call(ctx context.Context, msg abi.Message) ([]byte, error) {
-	to := host.Replicas{Addrs: p.addrs, First: int(p.next.Add(1) % uint32(len(p.addrs)))}
+	to := api.Replicas{Addrs: p.addrs, First: int(p.next.Add(1) % uint32(len(p.addrs)))}
 	return p.tr.Call(ctx, to, &msg)
 }
 
@@ -84,9 +84,9 @@ func TestRemoteDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err = r.call(ctx, sleepMsg(20_000))
-	var ce *host.CallError
+	var ce *api.CallError
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, host.KindTimeout, ce.Kind, "%v", err)
+	assert.Equal(t, api.KindTimeout, ce.Kind, "%v", err)
 	waitFor(t, "the remote call stopped", func() bool { return p.inUse() == 0 })
 
 	ctx, cancel = context.WithCancel(context.Background())
@@ -99,7 +99,7 @@ func TestRemoteDeadline(t *testing.T) {
 	cancel()
 	err = <-done
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, host.KindCanceled, ce.Kind, "%v", err)
+	assert.Equal(t, api.KindCanceled, ce.Kind, "%v", err)
 	assert.ErrorIs(t, err, context.Canceled)
 	waitFor(t, "the remote call stopped", func() bool { return p.inUse() == 0 })
 	m, _ := p.h.Module("sleeper")
@@ -162,7 +162,7 @@ type wedgedPeer struct {
 }
 
 func (wedgedPeer) DeliverStream(stream hostv1.HostService_DeliverStreamServer) error {
-	if err := stream.SendHeader(metadata.Pairs(api.WindowHeader, "64")); err != nil {
+	if err := stream.SendHeader(metadata.Pairs(hostv1.WindowHeader, "64")); err != nil {
 		return err
 	}
 	<-stream.Context().Done()
@@ -192,9 +192,9 @@ func TestWedgedPeer(t *testing.T) {
 	}
 	for range 4 {
 		err := answered(t, errs, 20*time.Second, "a call to a wedged peer, 300 ms deadline")
-		var ce *host.CallError
+		var ce *api.CallError
 		require.ErrorAs(t, err, &ce)
-		assert.Equal(t, host.KindTimeout, ce.Kind, "%v", err)
+		assert.Equal(t, api.KindTimeout, ce.Kind, "%v", err)
 	}
 }
 
@@ -224,18 +224,18 @@ func TestPeerCredentials(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		opts cluster.Options
-		kind host.Kind // 0: the call succeeds
+		kind api.Kind // 0: the call succeeds
 		want string
 	}{
 		{"peer token", cluster.Options{TLS: verified("", ""), Token: "peer"}, 0, ""},
 		{"peer certificate", cluster.Options{TLS: verified(certs.PeerCert, certs.PeerKey)}, 0, ""},
 		{"the host's own certificate, which names the peer role", cluster.Options{TLS: verified(certs.ServerCert, certs.ServerKey)}, 0, ""},
-		{"a wrong token", cluster.Options{TLS: verified("", ""), Token: "wrong"}, host.KindDenied, "invalid bearer token"},
-		{"the admin token", cluster.Options{TLS: verified("", ""), Token: "admin"}, host.KindDenied,
+		{"a wrong token", cluster.Options{TLS: verified("", ""), Token: "wrong"}, api.KindDenied, "invalid bearer token"},
+		{"the admin token", cluster.Options{TLS: verified("", ""), Token: "admin"}, api.KindDenied,
 			"DeliverStream needs the peer role; this credential has admin"},
-		{"an invoke certificate", cluster.Options{TLS: verified(certs.InvokeCert, certs.InvokeKey)}, host.KindDenied,
+		{"an invoke certificate", cluster.Options{TLS: verified(certs.InvokeCert, certs.InvokeKey)}, api.KindDenied,
 			"DeliverStream needs the peer role; this credential has invoke"},
-		{"the peer token over TLS that does not verify", cluster.Options{TLS: unverified, Token: "peer"}, host.KindUnavailable,
+		{"the peer token over TLS that does not verify", cluster.Options{TLS: unverified, Token: "peer"}, api.KindUnavailable,
 			"the token goes only over TLS that verifies the host"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -247,7 +247,7 @@ func TestPeerCredentials(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			var ce *host.CallError
+			var ce *api.CallError
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, tt.kind, ce.Kind, "%v", err)
 			assert.Contains(t, err.Error(), tt.want)

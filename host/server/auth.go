@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // roleOpen marks a method anyone may call, without a credential.
@@ -301,7 +301,7 @@ func (a *auth) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo
 	}
 	if c.id != "" && a.maxStreams > 0 {
 		if !a.acquire(c.id) {
-			return api.NewStatus(codes.ResourceExhausted, api.ReasonBusy, nil, fmt.Sprintf(
+			return hostv1.NewStatus(codes.ResourceExhausted, api.ReasonBusy, nil, fmt.Sprintf(
 				"%s: this credential has %d streams open, this host's limit per credential: end one first", rpcName(info.FullMethod), a.maxStreams)).Err()
 		}
 		defer a.release(c.id)

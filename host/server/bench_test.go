@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tinyhost/tinyhost/host"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/internal/tracing"

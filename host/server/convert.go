@@ -8,7 +8,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // wireFix makes the texts of a module valid UTF-8 for the wire, and
@@ -23,7 +23,7 @@ func (f *wireFix) text(field, s string) string {
 		return s
 	}
 	*f = append(*f, field)
-	return api.WireText(s)
+	return hostv1.WireText(s)
 }
 
 func (f *wireFix) texts(field string, ss []string) []string {
@@ -33,7 +33,7 @@ func (f *wireFix) texts(field string, ss []string) []string {
 	*f = append(*f, field)
 	out := make([]string, len(ss))
 	for i, s := range ss {
-		out[i] = api.WireText(s)
+		out[i] = hostv1.WireText(s)
 	}
 	return out
 }
@@ -48,7 +48,7 @@ func moduleProto(m *host.ModuleInfo) (*hostv1.Module, []string) {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			labels = map[string]string{}
 			for k, v := range m.Labels {
-				labels[api.WireText(k)] = api.WireText(v)
+				labels[hostv1.WireText(k)] = hostv1.WireText(v)
 			}
 			fix = append(fix, "labels")
 			break

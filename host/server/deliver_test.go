@@ -16,7 +16,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
@@ -29,8 +29,8 @@ func deliveryStream(t *testing.T, ctx context.Context, client hostv1.HostService
 	require.NoError(t, err)
 	md, err := stream.Header()
 	require.NoError(t, err)
-	require.Len(t, md.Get(api.WindowHeader), 1, "header %v", md)
-	return stream, md.Get(api.WindowHeader)[0]
+	require.Len(t, md.Get(hostv1.WindowHeader), 1, "header %v", md)
+	return stream, md.Get(hostv1.WindowHeader)[0]
 }
 
 func sleep(id uint64, ms int, timeout time.Duration) *hostv1.DeliverStreamRequest {
@@ -196,7 +196,7 @@ func TestDeliverStreamStop(t *testing.T) {
 	assert.Equal(t, `{"slept":500}`, string(resp.GetPayload()))
 	_, err = stream.Recv()
 	wantStatus(t, err, codes.Unavailable, api.ReasonClosed, "were not run")
-	assert.True(t, api.Retryable(err), "a request without an answer may go to another replica")
+	assert.True(t, hostv1.Retryable(err), "a request without an answer may go to another replica")
 
 	require.NoError(t, <-stopped)
 	require.NoError(t, <-served)

@@ -1,5 +1,5 @@
 // Package server serves a *host.Host over gRPC: the
-// tinyhost.host.v1.HostService of host/proto, the standard health service
+// tinyhost.host.v1.HostService of host/hostv1, the standard health service
 // (grpc.health.v1.Health) and server reflection.
 //
 //	srv, err := server.New(h, server.Options{Logger: log, Token: adminToken, PeerToken: peerToken})
@@ -10,7 +10,7 @@
 // # Errors
 //
 // Handlers return only status errors, made from the host's errors by
-// api.ToStatus (package host/api, which the clients and peers share). Each
+// hostv1.ToStatus (package host/hostv1, which the clients and peers share). Each
 // carries a google.rpc.ErrorInfo detail whose Reason (the api.Reason*
 // constants) tells apart failures that share a code:
 //
@@ -112,7 +112,7 @@
 // further. DeliverStream's header WindowHeader announces StreamWindow; each
 // request carries its caller's remaining time and may be cancelled by id.
 // Errors use the table above; a stream response carries the same status
-// as a google.rpc.Status, and api.FromStatus turns it back into the
+// as a google.rpc.Status, and hostv1.FromStatus turns it back into the
 // *api.CallError on the peer's side, so that a component calling a remote
 // module sees the status it would see locally. SetRoutes, GetRoutes,
 // SetWiring and GetWiring act on Options.Routing (the *host.Host); a

@@ -14,7 +14,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/host/server"
 )
 
@@ -52,7 +52,7 @@ func FuzzGuestText(f *testing.F) {
 		for _, msg := range []proto.Message{
 			&hostv1.ListModulesResponse{Modules: []*hostv1.Module{m}},
 			&hostv1.InfoResponse{Modules: []*hostv1.Module{m}},
-			&hostv1.WatchEvent{Module: api.WireText(s), Info: m, Error: api.WireText(s)},
+			&hostv1.WatchEvent{Module: hostv1.WireText(s), Info: m, Error: hostv1.WireText(s)},
 		} {
 			_, err := proto.Marshal(msg)
 			require.NoError(t, err, "a listing that does not encode")
@@ -90,9 +90,9 @@ func FuzzGuestText(f *testing.F) {
 			require.LessOrEqual(t, len(l), 2*api.MaxGuestText, "a line longer than its text's bound")
 		}
 
-		st := api.ToStatus(&api.CallError{Module: "m", Component: "c", Port: "p", Kind: api.KindHandler, Err: errors.New(s)})
+		st := hostv1.ToStatus(&api.CallError{Module: "m", Component: "c", Port: "p", Kind: api.KindHandler, Err: errors.New(s)})
 		_, err := proto.Marshal(st.Proto())
 		require.NoError(t, err, "a status that does not encode")
-		require.NotNil(t, api.ErrorInfo(st), "a status without its details")
+		require.NotNil(t, hostv1.ErrorInfo(st), "a status without its details")
 	})
 }

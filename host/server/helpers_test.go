@@ -18,7 +18,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
@@ -123,7 +123,7 @@ func wantStatus(t testing.TB, err error, code codes.Code, reason string, words .
 		assert.Contains(t, st.Message(), w)
 	}
 	if reason != "" {
-		assert.Equal(t, reason, api.ErrorInfo(st).GetReason(), "reason of %v", err)
+		assert.Equal(t, reason, hostv1.ErrorInfo(st).GetReason(), "reason of %v", err)
 	}
 }
 

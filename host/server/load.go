@@ -16,7 +16,7 @@ import (
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // LoadModule implements HostService.LoadModule: it gathers the chunks,
@@ -111,7 +111,7 @@ func (s *Server) loadSource(stream hostv1.HostService_LoadModuleServer, hdr *hos
 		chunk = len(msg.GetChunk()) > 0 || msg.GetHeader() != nil
 	}
 	if chunk {
-		return api.NewStatus(codes.InvalidArgument, api.ReasonBadSource, nil,
+		return hostv1.NewStatus(codes.InvalidArgument, api.ReasonBadSource, nil,
 			"a request with a source carries no chunks and one header").Err()
 	}
 	info, err := s.h.LoadSource(stream.Context(), src, loadOptions(hdr))
@@ -145,7 +145,7 @@ func (s *Server) tooLarge(hdr *hostv1.LoadHeader, n int64) error {
 	if hdr.GetName() != "" {
 		what = "module " + `"` + hdr.GetName() + `"`
 	}
-	return api.NewStatus(codes.ResourceExhausted, api.ReasonTooLarge, map[string]string{api.MetaModule: hdr.GetName()},
+	return hostv1.NewStatus(codes.ResourceExhausted, api.ReasonTooLarge, map[string]string{hostv1.MetaModule: hdr.GetName()},
 		fmt.Sprintf("%s is %d bytes or more, over this host's load limit of %d bytes", what, n, s.opts.MaxLoadBytes)).Err()
 }
 

@@ -3,15 +3,13 @@ package server
 import (
 	"context"
 	"errors"
-	"maps"
-	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // Routing is the route table and the wiring that SetRoutes, GetRoutes,
@@ -34,7 +32,7 @@ func (s *Server) deliver(ctx context.Context, m *hostv1.Message, wait bool) ([]b
 	if m == nil {
 		return nil, status.Error(codes.InvalidArgument, "message is empty")
 	}
-	msg := api.MessageFromProto(m)
+	msg := hostv1.MessageFromProto(m)
 	if err := checkTarget(msg.Module, msg.Component, msg.Port); err != nil {
 		return nil, err
 	}
@@ -74,12 +72,9 @@ func (s *Server) SetRoutes(ctx context.Context, req *hostv1.SetRoutesRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	routes := make(map[string][]string, len(req.GetRoutes()))
-	for _, rt := range req.GetRoutes() {
-		if _, dup := routes[rt.GetModule()]; dup {
-			return nil, status.Errorf(codes.InvalidArgument, "module %q is routed twice", rt.GetModule())
-		}
-		routes[rt.GetModule()] = rt.GetAddresses()
+	routes, err := hostv1.RoutesFromProto(req.GetRoutes())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	if req.GetDelta() {
 		err = r.UpdateRoutes(req.GetBaseGeneration(), req.GetGeneration(), routes)
@@ -101,11 +96,7 @@ func (s *Server) GetRoutes(ctx context.Context, _ *hostv1.GetRoutesRequest) (*ho
 		return nil, err
 	}
 	gen, routes := r.Routes()
-	resp := &hostv1.GetRoutesResponse{Generation: gen}
-	for _, m := range slices.Sorted(maps.Keys(routes)) {
-		resp.Routes = append(resp.Routes, &hostv1.Route{Module: m, Addresses: routes[m]})
-	}
-	return resp, nil
+	return &hostv1.GetRoutesResponse{Generation: gen, Routes: hostv1.RoutesProto(routes)}, nil
 }
 
 // SetWiring implements HostService.SetWiring.
@@ -114,17 +105,9 @@ func (s *Server) SetWiring(ctx context.Context, req *hostv1.SetWiringRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	wires := make(map[string][]string, len(req.GetWires()))
-	for _, w := range req.GetWires() {
-		wires[w.GetFrom()] = append(wires[w.GetFrom()], w.GetTo()...)
-	}
 	var refused *api.WiresRefused
-	if err := r.SetWiring(req.GetGeneration(), wires); errors.As(err, &refused) {
-		resp := &hostv1.SetWiringResponse{Generation: refused.Generation}
-		for _, w := range refused.Refused {
-			resp.Refused = append(resp.Refused, &hostv1.RefusedWire{From: w.From, To: w.To, Reason: w.Reason})
-		}
-		return resp, nil
+	if err := r.SetWiring(req.GetGeneration(), hostv1.WiresFromProto(req.GetWires())); errors.As(err, &refused) {
+		return hostv1.SetWiringResponseOf(refused), nil
 	} else if err != nil {
 		return nil, routingStatus(err)
 	}
@@ -139,9 +122,5 @@ func (s *Server) GetWiring(ctx context.Context, _ *hostv1.GetWiringRequest) (*ho
 		return nil, err
 	}
 	gen, wires := r.Wiring()
-	resp := &hostv1.GetWiringResponse{Generation: gen}
-	for _, from := range slices.Sorted(maps.Keys(wires)) {
-		resp.Wires = append(resp.Wires, &hostv1.Wire{From: from, To: wires[from]})
-	}
-	return resp, nil
+	return &hostv1.GetWiringResponse{Generation: gen, Wires: hostv1.WiresProto(wires)}, nil
 }

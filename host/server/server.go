@@ -20,8 +20,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
-	"github.com/tinyhost/tinyhost/internal/buildinfo"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // Options configure a Server. The zero value is usable: every field documents
@@ -32,8 +31,8 @@ type Options struct {
 
 	// Name is the host name reported by Info. Default "tinyhost".
 	Name string
-	// Version is the build version reported by Info. Default: the main
-	// module's version from the build info.
+	// Version is the build version reported by Info; the program that
+	// serves says which it is (the daemon passes its own). Default: none.
 	Version string
 	// Labels are reported by Info, for placement.
 	Labels map[string]string
@@ -166,9 +165,6 @@ func New(h *host.Host, opts Options) (*Server, error) {
 	}
 	if opts.Name == "" {
 		opts.Name = "tinyhost"
-	}
-	if opts.Version == "" {
-		opts.Version = buildinfo.Version()
 	}
 	if opts.MaxLoadBytes == 0 {
 		opts.MaxLoadBytes = defaultMaxLoadBytes
@@ -353,7 +349,7 @@ func (s *Server) SetSecrets(ctx context.Context, req *hostv1.SetSecretsRequest) 
 		return nil, status.Error(codes.InvalidArgument, "module is empty")
 	}
 	switch err := s.h.SetSecrets(ctx, req.GetModule(), req.GetSecrets()); {
-	case errors.Is(err, host.ErrNotFound):
+	case errors.Is(err, api.ErrNotFound):
 		return nil, toStatus(err)
 	case err != nil:
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -372,30 +368,16 @@ func (s *Server) invoke(ctx context.Context, req *hostv1.InvokeRequest) (*hostv1
 	if err := checkInvoke(req); err != nil {
 		return nil, err
 	}
-	hreq := host.Request{
-		Module:    req.GetModule(),
-		Component: req.GetComponent(),
-		Port:      req.GetPort(),
-		Payload:   req.GetPayload(),
-		Metadata:  api.MetadataFromProto(req.GetMetadata()),
-	}
-	resp, err := s.h.Invoke(ctx, hreq)
+	resp, err := s.h.Invoke(ctx, hostv1.RequestFromProto(req))
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	out := &hostv1.InvokeResponse{Payload: resp.Payload}
-	if len(resp.Emitted) > 0 {
-		out.Emitted = make([]*hostv1.Message, len(resp.Emitted))
-		for i := range resp.Emitted {
-			out.Emitted[i] = api.MessageProto(&resp.Emitted[i])
-		}
-	}
-	return out, nil
+	return hostv1.ResponseProto(&resp), nil
 }
 
 // toStatus is the status error of an error of the host library (see
-// api.ToStatus).
-func toStatus(err error) error { return api.ToStatus(err).Err() }
+// hostv1.ToStatus).
+func toStatus(err error) error { return hostv1.ToStatus(err).Err() }
 
 func checkInvoke(req *hostv1.InvokeRequest) error {
 	if req == nil {

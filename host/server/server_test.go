@@ -23,7 +23,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
@@ -484,7 +484,7 @@ func TestInvokeStream(t *testing.T) {
 			assert.Equal(t, codes.InvalidArgument, status.FromProto(resp.GetError()).Code())
 		case id%50 == 7:
 			assert.Equal(t, codes.Unknown, status.FromProto(resp.GetError()).Code(), "id %d", id)
-			assert.Equal(t, api.ReasonHandler, api.ErrorInfo(status.FromProto(resp.GetError())).GetReason())
+			assert.Equal(t, api.ReasonHandler, hostv1.ErrorInfo(status.FromProto(resp.GetError())).GetReason())
 			assert.Contains(t, resp.GetError().GetMessage(), "boom")
 		default:
 			require.Nil(t, resp.GetError(), "id %d", id)

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 var errShuttingDown = status.Error(codes.Unavailable, "host is shutting down: requests without a response were not run")
@@ -39,7 +39,7 @@ func (s *Server) InvokeStream(stream hostv1.HostService_InvokeStreamServer) erro
 // messages on one stream, each with its own timeout and cancellable by id.
 func (s *Server) DeliverStream(stream hostv1.HostService_DeliverStreamServer) error {
 	ctx := stream.Context()
-	if err := stream.SendHeader(metadata.Pairs(api.WindowHeader, strconv.Itoa(s.opts.StreamWindow))); err != nil {
+	if err := stream.SendHeader(metadata.Pairs(hostv1.WindowHeader, strconv.Itoa(s.opts.StreamWindow))); err != nil {
 		return err
 	}
 	// The requests in flight, by id, for cancel requests.
@@ -48,7 +48,7 @@ func (s *Server) DeliverStream(stream hostv1.HostService_DeliverStreamServer) er
 		mu    sync.Mutex
 		calls = map[uint64]*call{}
 	)
-	closed := api.NewStatus(codes.Unavailable, api.ReasonClosed, nil, "host is shutting down: requests without a response were not run").Err()
+	closed := hostv1.NewStatus(codes.Unavailable, api.ReasonClosed, nil, "host is shutting down: requests without a response were not run").Err()
 	return serveStream(s, stream, closed, func(req *hostv1.DeliverStreamRequest) func() *hostv1.DeliverStreamResponse {
 		id := req.GetId()
 		if req.GetCancel() {

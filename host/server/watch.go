@@ -5,8 +5,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/host"
-	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // Watch implements HostService.Watch.
@@ -61,7 +60,7 @@ func (s *Server) eventProto(ev *host.Event) *hostv1.WatchEvent {
 		TimeUnixNano: ev.Time.UnixNano(),
 	}
 	if ev.Err != nil {
-		out.Error = api.WireText(ev.Err.Error())
+		out.Error = hostv1.WireText(ev.Err.Error())
 	}
 	if ev.Type == host.EventLoaded || ev.Type == host.EventUpgraded {
 		// The module as it is now; a later event tells if it changed since.

@@ -2,16 +2,14 @@ package e2e
 
 import (
 	"context"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/client"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // Client returns a plaintext client of the host at addr, closed when the
@@ -44,13 +42,9 @@ func LoadModule(t testing.TB, c *client.Client, name, wasm string, limits api.Li
 // SetRoutes replaces the host's route table.
 func SetRoutes(t testing.TB, c *client.Client, gen uint64, routes map[string][]string) {
 	t.Helper()
-	var table []*hostv1.Route
-	for _, m := range slices.Sorted(maps.Keys(routes)) {
-		table = append(table, &hostv1.Route{Module: m, Addresses: routes[m]})
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.SetRoutes(ctx, gen, table); err != nil {
+	if _, err := c.SetRoutes(ctx, gen, hostv1.RoutesProto(routes)); err != nil {
 		t.Fatal(err)
 	}
 }

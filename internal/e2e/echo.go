@@ -5,7 +5,7 @@ import (
 	"errors"
 	"io"
 
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // EchoServer is the baseline of the benchmarks: a bare grpc-go server of

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // LoadedAt returns the host's modules with when each was loaded, in Unix

@@ -16,9 +16,10 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/cluster"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/internal/tracing"
@@ -38,7 +39,7 @@ func TestHostSpans(t *testing.T) {
 	tr := tracing.FromProvider(tp)
 	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
 	ctx := t.Context()
-	opts := func(name string, transport host.Transport) host.Options {
+	opts := func(name string, transport api.Transport) host.Options {
 		return host.Options{CacheDir: e2e.CacheDir(t), Transport: transport, Tracer: tr.Host(name),
 			DefaultCapabilities: []string{abi.CapLog, abi.CapConfig, abi.CapMessaging}}
 	}
@@ -76,12 +77,12 @@ func TestHostSpans(t *testing.T) {
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
-			resp, err := h1.Invoke(ctx, host.Request{Module: "relay", Component: "relay", Port: "call",
+			resp, err := h1.Invoke(ctx, api.Request{Module: "relay", Component: "relay", Port: "call",
 				Payload: []byte(`{"to": "hello/greeter/in", "payload": {"name": "Ada"}}`)})
 			if assert.NoError(t, err) {
 				assert.Contains(t, string(resp.Payload), "Ada")
 			}
-			_, err = h1.Invoke(ctx, host.Request{Module: "common", Component: "split", Port: "in", Payload: []byte(`[1, 2]`)})
+			_, err = h1.Invoke(ctx, api.Request{Module: "common", Component: "split", Port: "in", Payload: []byte(`[1, 2]`)})
 			assert.NoError(t, err)
 		})
 	}
@@ -133,7 +134,7 @@ func TestHostSpans(t *testing.T) {
 	// span (of another trace) the call links to.
 	const tid, sid = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	meta := []abi.KV{{Key: abi.MetaTraceparent, Value: "00-" + tid + "-" + sid + "-01"}}
-	_, err = h2.Invoke(ctx, host.Request{Module: "hello", Component: "greeter", Port: "in", Metadata: meta, Payload: []byte(`{"name":"Ada"}`)})
+	_, err = h2.Invoke(ctx, api.Request{Module: "hello", Component: "greeter", Port: "in", Metadata: meta, Payload: []byte(`{"name":"Ada"}`)})
 	require.NoError(t, err)
 	c, err := client.New(addr, client.Options{DialOptions: tr.DialOptions()})
 	require.NoError(t, err)

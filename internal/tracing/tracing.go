@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc/stats"
 
 	"github.com/tinyhost/tinyhost/host"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // Tracing is the tracing of one process; the zero value, and nil, are off.

@@ -12,12 +12,13 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
 func TestMain(m *testing.M) { e2e.Main(m) }
 
-// sink is a host.Transport that records what the host sends to other
+// sink is a api.Transport that records what the host sends to other
 // hosts: ticker/out is wired to a module routed there, so that ticks
 // (emitted outside any invocation) can be seen.
 type sink struct {
@@ -25,14 +26,14 @@ type sink struct {
 	got []abi.Message
 }
 
-func (s *sink) Send(_ context.Context, _ host.Replicas, msg *abi.Message) error {
+func (s *sink) Send(_ context.Context, _ api.Replicas, msg *abi.Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.got = append(s.got, *msg)
 	return nil
 }
 
-func (s *sink) Call(ctx context.Context, to host.Replicas, msg *abi.Message) ([]byte, error) {
+func (s *sink) Call(ctx context.Context, to api.Replicas, msg *abi.Message) ([]byte, error) {
 	return nil, s.Send(ctx, to, msg)
 }
 
@@ -65,13 +66,13 @@ func TestThroughHost(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "common", info.Name)
 
-	invoke := func(component, payload string) host.Response {
+	invoke := func(component, payload string) api.Response {
 		t.Helper()
-		resp, err := h.Invoke(ctx, host.Request{Module: "common", Component: component, Port: "in", Payload: []byte(payload)})
+		resp, err := h.Invoke(ctx, api.Request{Module: "common", Component: component, Port: "in", Payload: []byte(payload)})
 		require.NoError(t, err, component)
 		return resp
 	}
-	emitted := func(r host.Response) (ports, payloads []string) {
+	emitted := func(r api.Response) (ports, payloads []string) {
 		for _, m := range r.Emitted {
 			ports, payloads = append(ports, m.Port), append(payloads, string(m.Payload))
 		}

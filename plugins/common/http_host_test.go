@@ -17,6 +17,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
@@ -48,12 +49,12 @@ func TestHTTPThroughHost(t *testing.T) {
 	grant := abi.CapHTTP + ":" + srv.Listener.Addr().String()
 	_, err = h.Load(ctx, wasm, host.LoadOptions{Config: json.RawMessage(config), Capabilities: []string{abi.CapLog, grant, "secret:api-token"}})
 	require.NoError(t, err)
-	resp, err := h.Invoke(ctx, host.Request{Module: "common", Component: "http", Port: "in", Payload: []byte(`{}`)})
+	resp, err := h.Invoke(ctx, api.Request{Module: "common", Component: "http", Port: "in", Payload: []byte(`{}`)})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"auth":"Bearer t0ken","path":"/items"}`, string(mustBody(t, resp.Payload)))
 	require.Len(t, resp.Emitted, 1)
 	assert.Equal(t, "out", resp.Emitted[0].Port)
-	resp, err = h.Invoke(ctx, host.Request{Module: "common", Component: "http", Port: "in", Payload: []byte(`{"url":"` + srv.URL + `/big"}`)})
+	resp, err = h.Invoke(ctx, api.Request{Module: "common", Component: "http", Port: "in", Payload: []byte(`{"url":"` + srv.URL + `/big"}`)})
 	require.NoError(t, err)
 	var big string
 	require.NoError(t, json.Unmarshal(mustBody(t, resp.Payload), &big))
@@ -61,7 +62,7 @@ func TestHTTPThroughHost(t *testing.T) {
 
 	_, err = h.Load(ctx, wasm, host.LoadOptions{Name: "ungranted", Config: json.RawMessage(config), Capabilities: []string{abi.CapLog, "secret:api-token"}})
 	require.NoError(t, err)
-	_, err = h.Invoke(ctx, host.Request{Module: "ungranted", Component: "http", Port: "in", Payload: []byte(`{}`)})
+	_, err = h.Invoke(ctx, api.Request{Module: "ungranted", Component: "http", Port: "in", Payload: []byte(`{}`)})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "http GET "+srv.URL+"/items: denied: capability http is not granted")
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
 )
@@ -285,7 +285,7 @@ func TestLoadMinInstances(t *testing.T) {
 
 func TestPermanent(t *testing.T) {
 	withReason := func(c codes.Code, reason string) error {
-		return fmt.Errorf("load: %w", api.NewStatus(c, reason, nil, "x").Err())
+		return fmt.Errorf("load: %w", hostv1.NewStatus(c, reason, nil, "x").Err())
 	}
 	tests := []struct {
 		err  error

@@ -15,7 +15,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/tinyhost/tinyhost/host/api"
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 )
 
@@ -54,13 +54,11 @@ func routeTable(mods []v1alpha1.TinyModule) []*hostv1.Route {
 			}
 		}
 	}
-	routes := make([]*hostv1.Route, 0, len(byModule))
-	for _, name := range slices.Sorted(maps.Keys(byModule)) {
-		addrs := byModule[name]
+	for name, addrs := range byModule {
 		slices.Sort(addrs)
-		routes = append(routes, &hostv1.Route{Module: name, Addresses: slices.Compact(addrs)})
+		byModule[name] = slices.Compact(addrs)
 	}
-	return routes
+	return hostv1.RoutesProto(byModule)
 }
 
 // wiringTable is the output-port wiring of every placed module, from its
@@ -86,13 +84,11 @@ func wiringTable(mods []v1alpha1.TinyModule, leftOut map[string]string) []*hostv
 			byFrom[from] = append(byFrom[from], w.To)
 		}
 	}
-	wires := make([]*hostv1.Wire, 0, len(byFrom))
-	for _, from := range slices.Sorted(maps.Keys(byFrom)) {
-		to := byFrom[from]
+	for from, to := range byFrom {
 		slices.Sort(to)
-		wires = append(wires, &hostv1.Wire{From: from, To: slices.Compact(to)})
+		byFrom[from] = slices.Compact(to)
 	}
-	return wires
+	return hostv1.WiresProto(byFrom)
 }
 
 // pushTables gives the host the current route table and wiring, t, when

@@ -16,6 +16,7 @@ import (
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 	hostclient "github.com/tinyhost/tinyhost/host/client"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
 )
@@ -152,10 +153,10 @@ func permanent(err error) bool {
 	case codes.InvalidArgument, codes.DataLoss, codes.FailedPrecondition:
 		return true
 	case codes.ResourceExhausted:
-		r := api.ErrorInfo(s).GetReason()
+		r := hostv1.ErrorInfo(s).GetReason()
 		return r == api.ReasonTooLarge || r == api.ReasonCapacity
 	case codes.PermissionDenied:
-		return api.ErrorInfo(s).GetReason() != api.ReasonUnauthorized
+		return hostv1.ErrorInfo(s).GetReason() != api.ReasonUnauthorized
 	}
 	return false
 }

@@ -10,7 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	hostv1 "github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1"
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 // DefaultPort is the port `call` delivers to when the address names none.
@@ -62,10 +63,11 @@ func runCall(ctx context.Context, c *ctl, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := &hostv1.InvokeRequest{Module: module, Component: component, Port: port, Payload: payload}
+	var md []abi.KV
 	for _, k := range sortedKeys(meta) {
-		req.Metadata = append(req.Metadata, &hostv1.KeyValue{Key: k, Value: meta[k]})
+		md = append(md, abi.KV{Key: k, Value: meta[k]})
 	}
+	req := &hostv1.InvokeRequest{Module: module, Component: component, Port: port, Payload: payload, Metadata: hostv1.MetadataProto(md)}
 
 	cl, cctx, done, err := c.dial(ctx)
 	if err != nil {

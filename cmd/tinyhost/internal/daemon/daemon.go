@@ -29,6 +29,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/cmd/tinyhost/internal/metrics"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/server"
@@ -208,6 +209,7 @@ func serverOptions(cfg Config, log hclog.Logger, tokens tokens, sopts []grpc.Ser
 	return server.Options{
 		Logger:          log.Named("grpc"),
 		Name:            cfg.Name,
+		Version:         Version(),
 		Labels:          cfg.Labels,
 		Token:           tokens.admin,
 		InvokeToken:     tokens.invoke,
@@ -261,7 +263,7 @@ func listen(cfg Config) (lis, metricsLis net.Listener, err error) {
 // from its start, and sets the routes and wiring of the config file. It
 // returns no host and no error when ctx ended while New loaded the modules
 // directory.
-func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport host.Transport, tracer host.Tracer) (*host.Host, *metrics.Metrics, error) {
+func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport api.Transport, tracer host.Tracer) (*host.Host, *metrics.Metrics, error) {
 	// The metrics read the host's modules at scrape time.
 	src := &hostSource{}
 	m := metrics.New(src)
@@ -284,7 +286,7 @@ func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport host
 }
 
 // hostOptions maps the configuration onto the host's options.
-func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport host.Transport) host.Options {
+func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport api.Transport) host.Options {
 	return host.Options{
 		Name:     cfg.Name,
 		Logger:   log.Named("host"),

@@ -20,7 +20,7 @@ import (
 func TestGenerated(t *testing.T) {
 	protoc, err := exec.LookPath("protoc")
 	require.NoError(t, err, "protoc not found: run `make protoc` or apt-get install protobuf-compiler")
-	root := filepath.Join("..", "..", "..", "..", "..")
+	root := filepath.Join("..", "..")
 	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
 	require.NoError(t, err)
 
@@ -39,19 +39,18 @@ func TestGenerated(t *testing.T) {
 	}
 
 	out := t.TempDir()
-	proto := filepath.Join(root, "host", "proto")
-	cmd := exec.Command(protoc, "-I", ".", "-I", "third_party",
+	// As `make proto`: the file keeps its import path tinyhost/host/v1.
+	cmd := exec.Command(protoc, "-Itinyhost/host/v1=.", "-Ithird_party",
 		"--plugin=protoc-gen-go="+plugins["protoc-gen-go"],
 		"--plugin=protoc-gen-go-grpc="+plugins["protoc-gen-go-grpc"],
-		"--go_out="+out, "--go_opt=paths=source_relative",
-		"--go-grpc_out="+out, "--go-grpc_opt=paths=source_relative",
+		"--go_out="+out, "--go_opt=module=github.com/tinyhost/tinyhost",
+		"--go-grpc_out="+out, "--go-grpc_opt=module=github.com/tinyhost/tinyhost",
 		"tinyhost/host/v1/host.proto")
-	cmd.Dir = proto
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", b)
 
 	for _, f := range []string{"host.pb.go", "host_grpc.pb.go"} {
-		want, err := os.ReadFile(filepath.Join(out, "tinyhost", "host", "v1", f))
+		want, err := os.ReadFile(filepath.Join(out, "host", "hostv1", f))
 		require.NoError(t, err)
 		got, err := os.ReadFile(f)
 		require.NoError(t, err)

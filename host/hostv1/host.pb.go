@@ -3029,7 +3029,7 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\tSetWiring\x12\".tinyhost.host.v1.SetWiringRequest\x1a#.tinyhost.host.v1.SetWiringResponse\x12T\n" +
 	"\tGetWiring\x12\".tinyhost.host.v1.GetWiringRequest\x1a#.tinyhost.host.v1.GetWiringResponse\x12W\n" +
 	"\n" +
-	"SetSecrets\x12#.tinyhost.host.v1.SetSecretsRequest\x1a$.tinyhost.host.v1.SetSecretsResponseBAZ?github.com/tinyhost/tinyhost/host/proto/tinyhost/host/v1;hostv1b\x06proto3"
+	"SetSecrets\x12#.tinyhost.host.v1.SetSecretsRequest\x1a$.tinyhost.host.v1.SetSecretsResponseB1Z/github.com/tinyhost/tinyhost/host/hostv1;hostv1b\x06proto3"
 
 var (
 	file_tinyhost_host_v1_host_proto_rawDescOnce sync.Once

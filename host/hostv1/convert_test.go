@@ -1,4 +1,4 @@
-package api_test
+package hostv1_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
+	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
 var to = abi.Address{Module: "b", Component: "c", Port: "in"}
@@ -25,16 +26,16 @@ func TestCallErrorRoundTrip(t *testing.T) {
 	for kind := api.KindTrap; kind <= api.KindCanceled; kind++ {
 		t.Run(kind.String(), func(t *testing.T) {
 			sent := &api.CallError{Module: to.Module, Component: to.Component, Port: to.Port, Kind: kind, Err: errors.New("boom")}
-			st := api.ToStatus(fmt.Errorf("wrapped: %w", sent))
-			assert.Equal(t, kind.Code(), st.Code())
-			assert.Equal(t, kind.Reason(), api.ErrorInfo(st).GetReason())
+			st := hostv1.ToStatus(fmt.Errorf("wrapped: %w", sent))
+			assert.Equal(t, codes.Code(kind.Code()), st.Code())
+			assert.Equal(t, kind.Reason(), hostv1.ErrorInfo(st).GetReason())
 			assert.Equal(t, "wrapped: "+sent.Error(), st.Message())
 
 			var got *api.CallError
-			require.ErrorAs(t, api.FromStatus(st), &got)
+			require.ErrorAs(t, hostv1.FromStatus(st), &got)
 			assert.Equal(t, sent.Error(), got.Error())
 			assert.Equal(t, kind, got.Kind)
-			assert.Equal(t, kind.Code(), status.Code(got), "the status stays reachable")
+			assert.Equal(t, codes.Code(kind.Code()), status.Code(got), "the status stays reachable")
 			assert.Equal(t, kind == api.KindTimeout, errors.Is(got, context.DeadlineExceeded))
 			assert.Equal(t, kind == api.KindCanceled, errors.Is(got, context.Canceled))
 			assert.Equal(t, kind == api.KindNotFound, errors.Is(got, api.ErrNotFound))
@@ -84,43 +85,43 @@ func TestSentinels(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := api.ToStatus(tt.err)
+			st := hostv1.ToStatus(tt.err)
 			assert.Equal(t, tt.code, st.Code())
-			assert.Equal(t, tt.reason, api.ErrorInfo(st).GetReason())
-			got := api.FromStatus(st)
+			assert.Equal(t, tt.reason, hostv1.ErrorInfo(st).GetReason())
+			got := hostv1.FromStatus(st)
 			assert.ErrorIs(t, got, tt.sentinel)
 			assert.Equal(t, tt.err.Error(), got.Error())
 		})
 	}
 	t.Run("system port", func(t *testing.T) {
 		err := &api.CallError{Module: "b", Component: "c", Port: "_tick", Kind: api.KindDenied, Err: fmt.Errorf("port %q: %w", "_tick", api.ErrSystemPort)}
-		st := api.ToStatus(err)
+		st := hostv1.ToStatus(err)
 		assert.Equal(t, codes.PermissionDenied, st.Code())
-		assert.Equal(t, api.ReasonDenied, api.ErrorInfo(st).GetReason())
-		assert.Equal(t, "_tick", api.ErrorInfo(st).GetMetadata()[api.MetaPort])
+		assert.Equal(t, api.ReasonDenied, hostv1.ErrorInfo(st).GetReason())
+		assert.Equal(t, "_tick", hostv1.ErrorInfo(st).GetMetadata()[hostv1.MetaPort])
 	})
 }
 
 func TestLoadErrors(t *testing.T) {
 	version := &api.LoadError{Module: "m", Err: &api.VersionError{Got: 2, Want: 1}}
-	st := api.ToStatus(version)
+	st := hostv1.ToStatus(version)
 	assert.Equal(t, codes.InvalidArgument, st.Code())
-	assert.Equal(t, api.ReasonABIVersion, api.ErrorInfo(st).GetReason())
+	assert.Equal(t, api.ReasonABIVersion, hostv1.ErrorInfo(st).GetReason())
 	var ve *api.VersionError
-	require.ErrorAs(t, api.FromStatus(st), &ve)
+	require.ErrorAs(t, hostv1.FromStatus(st), &ve)
 	assert.Equal(t, api.VersionError{Got: 2, Want: 1}, *ve)
 	var le *api.LoadError
-	require.ErrorAs(t, api.FromStatus(st), &le)
+	require.ErrorAs(t, hostv1.FromStatus(st), &le)
 	assert.Equal(t, "m", le.Module)
 	assert.Equal(t, version.Error(), le.Error())
 
 	bad := &api.LoadError{Module: "m", Err: errors.New("no version export")}
-	assert.Equal(t, api.ReasonBadModule, api.ErrorInfo(api.ToStatus(bad)).GetReason())
+	assert.Equal(t, api.ReasonBadModule, hostv1.ErrorInfo(hostv1.ToStatus(bad)).GetReason())
 	canceled := &api.LoadError{Module: "m", Err: fmt.Errorf("compile: %w", context.Canceled)}
-	assert.Equal(t, codes.Canceled, api.ToStatus(canceled).Code(), "a load cut short is not a bad module")
-	assert.Equal(t, codes.Internal, api.ToStatus(errors.New("what")).Code())
-	assert.Nil(t, api.ToStatus(nil))
-	assert.NoError(t, api.FromStatus(nil))
+	assert.Equal(t, codes.Canceled, hostv1.ToStatus(canceled).Code(), "a load cut short is not a bad module")
+	assert.Equal(t, codes.Internal, hostv1.ToStatus(errors.New("what")).Code())
+	assert.Nil(t, hostv1.ToStatus(nil))
+	assert.NoError(t, hostv1.FromStatus(nil))
 }
 
 func TestCallErrorOf(t *testing.T) {
@@ -133,10 +134,10 @@ func TestCallErrorOf(t *testing.T) {
 		{status.Error(codes.Unavailable, "connection refused"), api.KindUnavailable},
 		{status.Error(codes.Unauthenticated, "no token"), api.KindDenied},
 		{status.Error(codes.InvalidArgument, "module is empty"), api.KindUnavailable},
-		{api.ToStatus(&api.CallError{Module: "b", Component: "c", Port: "in", Kind: api.KindTrap, Err: errors.New("boom")}).Err(), api.KindTrap},
+		{hostv1.ToStatus(&api.CallError{Module: "b", Component: "c", Port: "in", Kind: api.KindTrap, Err: errors.New("boom")}).Err(), api.KindTrap},
 	}
 	for _, tt := range tests {
-		got := api.CallErrorOf(tt.err, to)
+		got := hostv1.CallErrorOf(tt.err, to)
 		assert.Equal(t, tt.want, got.Kind, "%v", tt.err)
 		assert.Equal(t, to.Module+"/"+to.Component+"/"+to.Port, got.Module+"/"+got.Component+"/"+got.Port)
 	}
@@ -147,14 +148,14 @@ func TestRetryable(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{api.ToStatus(api.ErrClosed).Err(), true},
-		{api.ToStatus(&api.CallError{Kind: api.KindBusy, Err: api.ErrBusy}).Err(), true},
-		{api.ToStatus(&api.CallError{Kind: api.KindUnavailable, Err: errors.New("guest said so")}).Err(), false},
-		{api.ToStatus(&api.CallError{Kind: api.KindTrap, Err: errors.New("trap")}).Err(), false},
+		{hostv1.ToStatus(api.ErrClosed).Err(), true},
+		{hostv1.ToStatus(&api.CallError{Kind: api.KindBusy, Err: api.ErrBusy}).Err(), true},
+		{hostv1.ToStatus(&api.CallError{Kind: api.KindUnavailable, Err: errors.New("guest said so")}).Err(), false},
+		{hostv1.ToStatus(&api.CallError{Kind: api.KindTrap, Err: errors.New("trap")}).Err(), false},
 		{status.Error(codes.Unavailable, "transport is closing"), false},
 	}
 	for _, tc := range tests {
-		assert.Equal(t, tc.want, api.Retryable(tc.err), "%v", tc.err)
+		assert.Equal(t, tc.want, hostv1.Retryable(tc.err), "%v", tc.err)
 	}
 }
 
