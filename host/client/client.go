@@ -195,42 +195,6 @@ type Module struct {
 	Progress func(sent int)
 }
 
-// limitsProto is l on the wire: nil when every field is the host's default.
-func limitsProto(l api.Limits) *hostv1.Limits {
-	if l == (api.Limits{}) {
-		return nil
-	}
-	var minInstances *uint32
-	if l.MinInstances != nil {
-		minInstances = new(uint32(*l.MinInstances))
-	}
-	return &hostv1.Limits{
-		MemoryPages:     l.MemoryPages,
-		CallTimeoutMs:   uint32(l.CallTimeout.Milliseconds()),
-		MaxMessageBytes: uint32(l.MaxMessageSize),
-		MinInstances:    minInstances,
-		MaxInstances:    uint32(l.MaxInstances),
-		QueueTimeoutMs:  uint32(l.QueueTimeout.Milliseconds()),
-		IdleTimeoutMs:   uint32(l.IdleTimeout.Milliseconds()),
-
-		HttpTimeoutMs:        uint32(l.HTTPTimeout.Milliseconds()),
-		MaxHttpRequestBytes:  uint32(l.MaxHTTPRequestSize),
-		MaxHttpResponseBytes: uint32(l.MaxHTTPResponseSize),
-		MaxHttpHeaders:       uint32(l.MaxHTTPHeaders),
-		MaxHttpHeaderBytes:   uint32(l.MaxHTTPHeaderBytes),
-		MaxHttpRedirects:     int32(l.MaxHTTPRedirects),
-		MaxHttpRequests:      uint32(l.MaxHTTPRequests),
-		MaxEmits:             uint32(l.MaxEmits),
-
-		RecyclePages:       l.RecyclePages,
-		LogLinesPerSecond:  uint32(l.LogLinesPerSecond),
-		LogBytesPerSecond:  uint32(l.LogBytesPerSecond),
-		MinTimerIntervalMs: uint32(l.MinTimerInterval.Milliseconds()),
-		MaxTimers:          uint32(l.MaxTimers),
-		MaxSends:           uint32(l.MaxSends),
-	}
-}
-
 // ChunkSize is the size of the LoadModule messages that carry the bytes:
 // well under gRPC's default 4 MiB message limit, large enough that a 20 MiB
 // module is 80 messages.
@@ -241,7 +205,7 @@ const ChunkSize = 256 << 10
 // a transport's status.
 func (c *Client) Load(ctx context.Context, m Module) (*hostv1.LoadModuleResponse, error) {
 	hdr := &hostv1.LoadHeader{
-		Name: m.Name, Limits: limitsProto(m.Limits), Capabilities: m.Capabilities, Config: m.Config,
+		Name: m.Name, Limits: hostv1.LimitsProto(m.Limits), Capabilities: m.Capabilities, Config: m.Config,
 		Source: m.Source, Digest: m.Digest, CapabilitiesSet: m.Capabilities != nil, Labels: m.Labels,
 		Secrets: m.Secrets,
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -350,3 +352,86 @@ func SetWiringResponseOf(refused *api.WiresRefused) *SetWiringResponse {
 	}
 	return resp
 }
+
+// LimitsProto is l on the wire: nil when every field is the host's default.
+// A value past what its field can carry is sent as the field's largest, so
+// that a limit never wraps into a small one; durations go in whole
+// milliseconds.
+func LimitsProto(l api.Limits) *Limits {
+	if l == (api.Limits{}) {
+		return nil
+	}
+	var minInstances *uint32
+	if l.MinInstances != nil {
+		minInstances = new(u32(*l.MinInstances))
+	}
+	return &Limits{
+		MemoryPages:     l.MemoryPages,
+		CallTimeoutMs:   ms(l.CallTimeout),
+		MaxMessageBytes: u32(l.MaxMessageSize),
+		MinInstances:    minInstances,
+		MaxInstances:    u32(l.MaxInstances),
+		QueueTimeoutMs:  ms(l.QueueTimeout),
+		IdleTimeoutMs:   ms(l.IdleTimeout),
+
+		HttpTimeoutMs:        ms(l.HTTPTimeout),
+		MaxHttpRequestBytes:  u32(l.MaxHTTPRequestSize),
+		MaxHttpResponseBytes: u32(l.MaxHTTPResponseSize),
+		MaxHttpHeaders:       u32(l.MaxHTTPHeaders),
+		MaxHttpHeaderBytes:   u32(l.MaxHTTPHeaderBytes),
+		MaxHttpRedirects:     int32(max(min(l.MaxHTTPRedirects, math.MaxInt32), math.MinInt32)),
+		MaxHttpRequests:      u32(l.MaxHTTPRequests),
+		MaxEmits:             u32(l.MaxEmits),
+
+		RecyclePages:       l.RecyclePages,
+		LogLinesPerSecond:  u32(l.LogLinesPerSecond),
+		LogBytesPerSecond:  u32(l.LogBytesPerSecond),
+		MinTimerIntervalMs: ms(l.MinTimerInterval),
+		MaxTimers:          u32(l.MaxTimers),
+		MaxSends:           u32(l.MaxSends),
+	}
+}
+
+// LimitsFromProto converts requested limits; zero fields stay zero, and an
+// absent min_instances nil, which the host reads as "the default".
+func LimitsFromProto(l *Limits) api.Limits {
+	if l == nil {
+		return api.Limits{}
+	}
+	var minInstances *int
+	if l.MinInstances != nil {
+		minInstances = new(int(l.GetMinInstances()))
+	}
+	d := func(n uint32) time.Duration { return time.Duration(n) * time.Millisecond }
+	return api.Limits{
+		MemoryPages:    l.GetMemoryPages(),
+		CallTimeout:    d(l.GetCallTimeoutMs()),
+		MaxMessageSize: int(l.GetMaxMessageBytes()),
+		MinInstances:   minInstances,
+		MaxInstances:   int(l.GetMaxInstances()),
+		QueueTimeout:   d(l.GetQueueTimeoutMs()),
+		IdleTimeout:    d(l.GetIdleTimeoutMs()),
+
+		HTTPTimeout:         d(l.GetHttpTimeoutMs()),
+		MaxHTTPRequestSize:  int(l.GetMaxHttpRequestBytes()),
+		MaxHTTPResponseSize: int(l.GetMaxHttpResponseBytes()),
+		MaxHTTPHeaders:      int(l.GetMaxHttpHeaders()),
+		MaxHTTPHeaderBytes:  int(l.GetMaxHttpHeaderBytes()),
+		MaxHTTPRedirects:    int(l.GetMaxHttpRedirects()),
+		MaxHTTPRequests:     int(l.GetMaxHttpRequests()),
+		MaxEmits:            int(l.GetMaxEmits()),
+
+		RecyclePages:      l.GetRecyclePages(),
+		LogLinesPerSecond: int(l.GetLogLinesPerSecond()),
+		LogBytesPerSecond: int(l.GetLogBytesPerSecond()),
+		MinTimerInterval:  d(l.GetMinTimerIntervalMs()),
+		MaxTimers:         int(l.GetMaxTimers()),
+		MaxSends:          int(l.GetMaxSends()),
+	}
+}
+
+// u32 is n in a uint32 field, clamped.
+func u32(n int) uint32 { return uint32(max(min(int64(n), math.MaxUint32), 0)) }
+
+// ms is d in whole milliseconds in a uint32 field, clamped.
+func ms(d time.Duration) uint32 { return uint32(max(min(d.Milliseconds(), math.MaxUint32), 0)) }

@@ -1,6 +1,7 @@
 package hostv1_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -44,4 +45,29 @@ func TestWiresRoundTrip(t *testing.T) {
 	require.Len(t, resp.GetRefused(), 1)
 	assert.Equal(t, "a/c/_tick", resp.GetRefused()[0].GetFrom())
 	assert.Equal(t, "system port", resp.GetRefused()[0].GetReason())
+}
+
+// A limit past what its wire field carries is sent as the field's largest,
+// never wrapped into a small one; a negative one as zero; min_instances 0
+// stays present.
+func TestLimitsClamped(t *testing.T) {
+	l := hostv1.LimitsProto(api.Limits{
+		MaxMessageSize:   1 << 40,
+		CallTimeout:      math.MaxInt64,
+		MaxInstances:     -1,
+		MaxHTTPRedirects: -1,
+		MinInstances:     new(0),
+	})
+	assert.Equal(t, uint32(math.MaxUint32), l.GetMaxMessageBytes())
+	assert.Equal(t, uint32(math.MaxUint32), l.GetCallTimeoutMs())
+	assert.Zero(t, l.GetMaxInstances())
+	assert.Equal(t, int32(-1), l.GetMaxHttpRedirects())
+	require.NotNil(t, l.MinInstances)
+	assert.Zero(t, *l.MinInstances)
+
+	assert.Nil(t, hostv1.LimitsProto(api.Limits{}), "all defaults: no field on the wire")
+	back := hostv1.LimitsFromProto(l)
+	require.NotNil(t, back.MinInstances)
+	assert.Zero(t, *back.MinInstances)
+	assert.Nil(t, hostv1.LimitsFromProto(&hostv1.Limits{}).MinInstances, "absent: the host's default")
 }

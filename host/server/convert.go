@@ -3,7 +3,6 @@ package server
 import (
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/tinyhost/tinyhost/host"
@@ -60,7 +59,7 @@ func moduleProto(m *host.ModuleInfo) (*hostv1.Module, []string) {
 		AbiVersion:       uint32(m.Descriptor.ABI),
 		Source:           fix.text("source", m.Source),
 		LoadedAtUnixNano: m.LoadedAt.UnixNano(),
-		Limits:           limitsProto(m.Limits),
+		Limits:           hostv1.LimitsProto(m.Limits),
 		Capabilities:     fix.texts("capabilities", m.Capabilities),
 		Labels:           labels,
 		Pool: &hostv1.Pool{
@@ -98,76 +97,6 @@ func moduleProto(m *host.ModuleInfo) (*hostv1.Module, []string) {
 		out.Components[i] = pc
 	}
 	return out, slices.Compact(fix)
-}
-
-func limitsProto(l api.Limits) *hostv1.Limits {
-	var minInstances *uint32
-	if l.MinInstances != nil {
-		minInstances = new(uint32(*l.MinInstances))
-	}
-	return &hostv1.Limits{
-		MemoryPages:     l.MemoryPages,
-		CallTimeoutMs:   uint32(l.CallTimeout / time.Millisecond),
-		MaxMessageBytes: uint32(l.MaxMessageSize),
-		MinInstances:    minInstances,
-		MaxInstances:    uint32(l.MaxInstances),
-		QueueTimeoutMs:  uint32(l.QueueTimeout / time.Millisecond),
-		IdleTimeoutMs:   uint32(l.IdleTimeout / time.Millisecond),
-
-		HttpTimeoutMs:        uint32(l.HTTPTimeout / time.Millisecond),
-		MaxHttpRequestBytes:  uint32(l.MaxHTTPRequestSize),
-		MaxHttpResponseBytes: uint32(l.MaxHTTPResponseSize),
-		MaxHttpHeaders:       uint32(l.MaxHTTPHeaders),
-		MaxHttpHeaderBytes:   uint32(l.MaxHTTPHeaderBytes),
-		MaxHttpRedirects:     int32(l.MaxHTTPRedirects),
-		MaxHttpRequests:      uint32(l.MaxHTTPRequests),
-		MaxEmits:             uint32(l.MaxEmits),
-
-		RecyclePages:       l.RecyclePages,
-		LogLinesPerSecond:  uint32(l.LogLinesPerSecond),
-		LogBytesPerSecond:  uint32(l.LogBytesPerSecond),
-		MinTimerIntervalMs: uint32(l.MinTimerInterval / time.Millisecond),
-		MaxTimers:          uint32(l.MaxTimers),
-		MaxSends:           uint32(l.MaxSends),
-	}
-}
-
-// limitsHost converts requested limits; zero fields stay zero, and an
-// absent min_instances nil, which the host reads as "the default".
-func limitsHost(l *hostv1.Limits) api.Limits {
-	if l == nil {
-		return api.Limits{}
-	}
-	var minInstances *int
-	if l.MinInstances != nil {
-		minInstances = new(int(l.GetMinInstances()))
-	}
-	ms := func(n uint32) time.Duration { return time.Duration(n) * time.Millisecond }
-	return api.Limits{
-		MemoryPages:    l.GetMemoryPages(),
-		CallTimeout:    ms(l.GetCallTimeoutMs()),
-		MaxMessageSize: int(l.GetMaxMessageBytes()),
-		MinInstances:   minInstances,
-		MaxInstances:   int(l.GetMaxInstances()),
-		QueueTimeout:   ms(l.GetQueueTimeoutMs()),
-		IdleTimeout:    ms(l.GetIdleTimeoutMs()),
-
-		HTTPTimeout:         ms(l.GetHttpTimeoutMs()),
-		MaxHTTPRequestSize:  int(l.GetMaxHttpRequestBytes()),
-		MaxHTTPResponseSize: int(l.GetMaxHttpResponseBytes()),
-		MaxHTTPHeaders:      int(l.GetMaxHttpHeaders()),
-		MaxHTTPHeaderBytes:  int(l.GetMaxHttpHeaderBytes()),
-		MaxHTTPRedirects:    int(l.GetMaxHttpRedirects()),
-		MaxHTTPRequests:     int(l.GetMaxHttpRequests()),
-		MaxEmits:            int(l.GetMaxEmits()),
-
-		RecyclePages:      l.GetRecyclePages(),
-		LogLinesPerSecond: int(l.GetLogLinesPerSecond()),
-		LogBytesPerSecond: int(l.GetLogBytesPerSecond()),
-		MinTimerInterval:  ms(l.GetMinTimerIntervalMs()),
-		MaxTimers:         int(l.GetMaxTimers()),
-		MaxSends:          int(l.GetMaxSends()),
-	}
 }
 
 // module is moduleProto, which logs once per module version the fields it

@@ -122,7 +122,7 @@ func (s *Server) loadSource(stream hostv1.HostService_LoadModuleServer, hdr *hos
 }
 
 func loadOptions(hdr *hostv1.LoadHeader) host.LoadOptions {
-	opts := host.LoadOptions{Name: hdr.GetName(), Limits: limitsHost(hdr.GetLimits())}
+	opts := host.LoadOptions{Name: hdr.GetName(), Limits: hostv1.LimitsFromProto(hdr.GetLimits())}
 	// An empty list is the host's defaults unless capabilities_set says
 	// it is the whole grant: "none" must be expressible.
 	if caps := hdr.GetCapabilities(); len(caps) > 0 || hdr.GetCapabilitiesSet() {
