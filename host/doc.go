@@ -62,8 +62,8 @@
 // name and rename it into place to avoid the failed attempt). Each file has
 // a worker of its own, so that a slow file (a long compile, a fetch) never
 // holds up another, while the changes of one file are applied in order. A
-// *.ref file names a module to fetch (package artifact); every fetch is
-// bounded by Artifacts.FetchTimeout (2m), bodies included. New waits for
+// *.ref file names a module to fetch through Options.Fetcher, which bounds
+// each fetch (host/artifact's Client: 2m, bodies included). New waits for
 // the files present to be loaded or refused, within those bounds and as
 // long as its context allows. Every outcome is an Event.
 //

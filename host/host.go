@@ -16,7 +16,6 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
-	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
 // Host runs WebAssembly modules that speak ABI v1. It is safe for
@@ -77,7 +76,6 @@ type Host struct {
 	live   []*instance
 
 	events       broker
-	artifacts    *artifact.Client
 	observer     Observer      // nil: none
 	tracer       Tracer        // nil: none
 	sends        chan struct{} // bounds the sends in flight
@@ -117,9 +115,6 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	h.httpNet = defaultHTTPNet()
 	h.observer = opts.Observer
 	h.tracer = opts.Tracer
-	if h.artifacts, err = artifact.New(opts.Artifacts); err != nil {
-		return nil, fmt.Errorf("host: artifacts: %w", err)
-	}
 	h.transport = opts.Transport
 	h.routes.Store(&routeTable{routes: map[string]*route{}})
 	h.wires.Store(&wireTable{wires: map[abi.Address][]abi.Address{}})
@@ -250,7 +245,11 @@ func (h *Host) finish() error {
 	h.cancel()
 	close(h.watchdog)
 	<-h.watchdogDone
-	h.artifacts.CloseIdleConnections()
+	// As http.Client does with its transport: a fetcher's idle
+	// connections (host/artifact's) go with the host.
+	if c, ok := h.opts.Fetcher.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 	h.mu.Lock()
 	h.rtClosing = true
 	held := h.rtUsers > 0

@@ -15,7 +15,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
-	"github.com/tinyhost/tinyhost/host/artifact"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/internal/hammer"
 )
 
@@ -43,11 +43,11 @@ func TestModuleSize(t *testing.T) {
 		{"bytes", func() error {
 			_, err := h.Load(loadCtx(t), echo, host.LoadOptions{})
 			return err
-		}, host.KindTooLarge, artifact.ErrTooLarge},
+		}, host.KindTooLarge, api.ErrTooLarge},
 		{"sparse file", func() error {
 			_, err := h.LoadFile(loadCtx(t), sparse, host.LoadOptions{})
 			return err
-		}, host.KindTooLarge, artifact.ErrTooLarge},
+		}, host.KindTooLarge, api.ErrTooLarge},
 		{"fifo", func() error {
 			_, err := h.LoadFile(loadCtx(t), fifo, host.LoadOptions{})
 			return err

@@ -23,7 +23,6 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
-	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/internal/instrument"
 )
 
@@ -649,7 +648,7 @@ func (h *Host) publish(v *version, m *module, cfg *moduleConfig, err error) (*ve
 // tooLarge is the error for a module of n bytes, over the host's limit.
 func tooLarge(n, limit int64) error {
 	return withKind(KindTooLarge, fmt.Errorf("%w: %d bytes, over this host's limit of %d bytes (MaxModuleSize)",
-		artifact.ErrTooLarge, n, limit))
+		api.ErrTooLarge, n, limit))
 }
 
 // compileTimeoutError is the cause of a compile cut off by CompileTimeout.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
@@ -33,7 +34,7 @@ func TestHostLoadsFetchedModule(t *testing.T) {
 
 	loadAndCall := func(t *testing.T, c *artifact.Client, ref string) artifact.Meta {
 		t.Helper()
-		src, err := artifact.ParseSource(ref)
+		src, err := api.ParseSource(ref)
 		require.NoError(t, err)
 		b, meta, err := c.Fetch(ctx, src)
 		require.NoError(t, err)

@@ -169,10 +169,8 @@ type Module struct {
 	// checks what it got.
 	Wasm []byte
 	// Source, in place of Wasm, is where the host fetches the module from:
-	// an OCI reference or an https URL (see host/artifact).
-	Source string
-	// Digest is "sha256:<hex>": what Source must have (required for a URL).
-	Digest string
+	// an OCI reference, or an https URL with the digest of its bytes.
+	Source api.Source
 
 	Limits Limits
 	// Capabilities granted to the module: nil is the host's defaults, an
@@ -248,10 +246,12 @@ const ChunkSize = 256 << 10
 func (c *Client) Load(ctx context.Context, m Module) (*hostv1.LoadModuleResponse, error) {
 	hdr := &hostv1.LoadHeader{
 		Name: m.Name, Limits: m.Limits.proto(), Capabilities: m.Capabilities, Config: m.Config,
-		Source: m.Source, Digest: m.Digest, CapabilitiesSet: m.Capabilities != nil, Labels: m.Labels,
-		Secrets: m.Secrets,
+		CapabilitiesSet: m.Capabilities != nil, Labels: m.Labels, Secrets: m.Secrets,
 	}
-	if m.Source == "" {
+	if m.Source != (api.Source{}) {
+		// The wire carries the reference or URL and the digest apart.
+		hdr.Source, hdr.Digest = m.Source.Image+m.Source.URL, m.Source.Digest()
+	} else {
 		sum := sha256.Sum256(m.Wasm)
 		hdr.Size, hdr.Digest = uint64(len(m.Wasm)), "sha256:"+hex.EncodeToString(sum[:])
 	}

@@ -182,10 +182,10 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 		MaxHTTPRedirects:    c.o.limits.maxHTTPRedirect,
 		MaxHTTPRequests:     int(c.o.limits.maxHTTPRequests),
 	}}
-	if ok, err := isSource(path, c.o.sha256); err != nil {
+	if src, ok, err := sourceArg(path, c.o.sha256); err != nil {
 		return err
 	} else if ok {
-		m.Source, m.Digest = path, c.o.sha256
+		m.Source = src
 	} else {
 		if c.o.sha256 != "" {
 			return usagef("load: --sha256 is for a reference or URL, not a file")
