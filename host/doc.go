@@ -279,7 +279,7 @@
 //     descriptor, the hops and metadata against the limits, an instance is
 //     taken from the pool, and instance.go, instance.handle, writes the
 //     message (abi.AppendMessage) straight into the guest's request buffer
-//     and runs the handler under the watchdog (watchdog.go), which
+//     and runs the handler under the watchdog (watchdog.go, internal/watchdog), which
 //     interrupts it at the deadline or as soon as the request's context is
 //     cancelled.
 //  6. Back: the reply is copied out of B's guest memory into the

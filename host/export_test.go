@@ -43,10 +43,10 @@ func SetPanicHook(hook func(op string)) {
 }
 
 // WatchdogWakes is how many times the watchdog of h has woken up.
-func WatchdogWakes(h *Host) int64 { return h.wakes.Load() }
+func WatchdogWakes(h *Host) int64 { return h.dog.Wakes() }
 
 // WatchdogParked reports whether the watchdog of h is parked.
-func WatchdogParked(h *Host) bool { return h.parked.Load() }
+func WatchdogParked(h *Host) bool { return h.dog.Parked() }
 
 // SetReapInterval sets how often the watchdogs of the hosts started next
 // look for idle instances, until restore is called.

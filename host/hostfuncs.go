@@ -392,7 +392,7 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 // the host closes.
 func (in *instance) forwardContext(d int64) (context.Context, context.CancelFunc) {
 	h := in.v.h
-	deadline := h.epoch.Add(time.Duration(d))
+	deadline := h.dog.Time(d)
 	// callCtx is written only on this goroutine, before the call began.
 	caller := in.callCtx
 	if caller == nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/internal/memlimit"
+	"github.com/tinyhost/tinyhost/host/internal/stdio"
 )
 
 var randReader = rand.Reader
@@ -27,7 +28,7 @@ var randReader = rand.Reader
 // instance without a context.WithValue per call.
 type instanceKey struct{}
 
-// Deadline states other than a deadline in nanoseconds since the epoch.
+// Deadline states other than a deadline on the watchdog's clock.
 const (
 	idle              = 0
 	interruptTimeout  = -1 // the watchdog interrupted: the deadline passed
@@ -59,7 +60,7 @@ type instance struct {
 	dead      bool          // discard instead of reuse
 	deadKind  Kind          // why, when fail knows; else KindABIViolation
 
-	// deadline is idle, a deadline (nanoseconds since the host's epoch) while
+	// deadline is idle, a deadline (on the watchdog's clock) while
 	// a call runs, or a negative interrupt cause once the watchdog fired.
 	deadline atomic.Int64
 	// callCtx is the caller's context while a call runs, when that context
@@ -82,8 +83,8 @@ type instance struct {
 	pendStat  abi.Status
 	hasPend   bool
 	violation error
-	stdout    lineWriter
-	stderr    lineWriter
+	stdout    stdio.Writer
+	stderr    stdio.Writer
 }
 
 // newInstance instantiates the version's compiled module, runs
@@ -97,8 +98,8 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		stack:  make([]uint64, 1),
 	}
 	in.ctx = context.WithValue(h.ctx, instanceKey{}, in)
-	in.stdout = lineWriter{in: in, stream: "stdout", level: hclog.Info}
-	in.stderr = lineWriter{in: in, stream: "stderr", level: hclog.Warn, keep: true}
+	in.stdout = stdio.NewWriter((*outputSink)(in), "stdout", hclog.Info, false)
+	in.stderr = stdio.NewWriter((*outputSink)(in), "stderr", hclog.Warn, true)
 	cfgm := h.modCfg.
 		WithStdout(&in.stdout).
 		WithStderr(&in.stderr).
@@ -213,10 +214,10 @@ func (in *instance) begin(ctx context.Context, deadline int64) {
 	}
 	in.violation = nil
 	in.hasPend = false
-	in.stderr.reset()
+	in.stderr.Reset()
 	in.deadline.Store(deadline)
-	if h := in.v.h; h.parked.Load() {
-		h.wakeWatchdog()
+	if dog := in.v.h.dog; dog.Parked() {
+		dog.Wake()
 	}
 }
 
@@ -279,7 +280,7 @@ func (in *instance) classify(err error, cause int64) (Kind, error) {
 		return KindABIViolation, in.violation
 	case in.memory.Hit():
 		return KindMemory, fmt.Errorf("exceeded the memory limit of %d pages (%d MiB)%s%s",
-			in.v.limits.MemoryPages, in.v.limits.MemoryPages/16, in.v.tableNote(), in.stderr.suffix())
+			in.v.limits.MemoryPages, in.v.limits.MemoryPages/16, in.v.tableNote(), in.stderr.Suffix())
 	case err == nil:
 		return KindTrap, errors.New("interrupted")
 	case errors.As(err, new(*panicError)):
@@ -293,7 +294,7 @@ func (in *instance) classify(err error, cause int64) (Kind, error) {
 	if errors.As(err, &exit) {
 		msg = fmt.Sprintf("guest exited with code %d", exit.ExitCode())
 	}
-	return KindTrap, &trapError{msg: msg + in.stderr.suffix(), err: err}
+	return KindTrap, &trapError{msg: msg + in.stderr.Suffix(), err: err}
 }
 
 // trapError is a trap with the guest's stderr of that call; Unwrap gives

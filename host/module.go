@@ -99,7 +99,7 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 	}
 	if old != nil {
 		old.retire()
-		m.pruneTimers(v)
+		m.timers.Prune(func(c string) bool { return v.comps.component(c) != nil })
 	}
 	return v, old != nil, nil
 }
@@ -245,7 +245,7 @@ func (h *Host) join(v *version) (*module, error) {
 		return nil, err
 	}
 	if m == nil {
-		m = &module{h: h, name: v.name}
+		m = newModule(h, v.name)
 		h.setModule(v.name, m)
 	}
 	m.loading++
@@ -291,9 +291,7 @@ func (h *Host) publish(v *version, m *module, cfg *moduleConfig, err error) (*ve
 	}
 	if (*h.modules.Load())[v.name] != m {
 		h.setModule(v.name, m) // unloaded while this version was built
-		m.timersMu.Lock()
-		m.timersOff = false
-		m.timersMu.Unlock()
+		m.timers.Resume()
 	}
 	m.config.Store(cfg)
 	v.loadedAt = time.Now()

@@ -16,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/internal/timer"
 )
 
 // tableShare is the share of a module's memory limit its tables may take,
@@ -92,11 +93,27 @@ type module struct {
 	// moment they join until they are published or fail; guarded by h.mu.
 	building uint64
 
-	timersMu  sync.Mutex
-	timers    map[string]*ticker // by component
-	timersOff bool               // unloaded
+	timers *timer.Set
 
 	budget budget // shared by its versions
+}
+
+// newModule is a module of that name with no version yet.
+func newModule(h *Host, name string) *module {
+	m := &module{h: h, name: name}
+	m.timers = timer.New(h.ctx, &h.wg, name, m.tick)
+	return m
+}
+
+// tick delivers a timer's abi.PortTick to the component; a failure is the
+// module's to hear about.
+func (m *module) tick(ctx context.Context, component string, now time.Time) {
+	req := Request{Module: m.name, Component: component, Port: abi.PortTick, Payload: now.UTC().AppendFormat(nil, time.RFC3339Nano)}
+	if _, err := m.h.invoke(ctx, &req, false); err != nil && ctx.Err() == nil {
+		if v := m.current.Load(); v != nil {
+			v.report(hclog.Warn, "tick failed", "component", component, "error", err)
+		}
+	}
 }
 
 // moduleConfig is a parsed module configuration. Instances remember the
@@ -189,7 +206,7 @@ func (v *version) setTimer(component string, interval time.Duration) error {
 	v.timersMu.Lock()
 	defer v.timersMu.Unlock()
 	if v.published {
-		return v.mod.setTimer(component, interval, v.limits.MaxTimers)
+		return v.mod.timers.Set(component, interval, v.limits.MaxTimers)
 	}
 	if _, ok := v.staged[component]; !ok && interval > 0 && len(v.staged) >= v.limits.MaxTimers {
 		return fmt.Errorf("module %q may have at most %d timers running (MaxTimers)", v.name, v.limits.MaxTimers)
@@ -210,7 +227,7 @@ func (v *version) publish() {
 	v.published = true
 	for c, d := range v.staged {
 		// Each staged timer passed the same bound when it was set.
-		_ = v.mod.setTimer(c, d, v.limits.MaxTimers)
+		_ = v.mod.timers.Set(c, d, v.limits.MaxTimers)
 	}
 	v.staged = nil
 }

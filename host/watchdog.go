@@ -4,42 +4,13 @@ import (
 	"time"
 )
 
-// watchdogTick is how often the watchdog looks for calls past their
-// deadline while a call is armed. It bounds how late a deadline is
-// enforced, and how stale the clock that call deadlines are computed from
-// may be.
-var watchdogTick = 5 * time.Millisecond
-
-// parkAfter is how many ticks in a row with no call armed the watchdog
-// waits before it parks: a busy host keeps ticking between short calls.
-const parkAfter = 20
-
 // reapInterval is how often the watchdog looks for idle instances to close
 // (IdleTimeout), parked or not. A variable for the tests; a host reads it
 // once, when it starts.
 var reapInterval = time.Second
 
-// clock returns the host's coarse monotonic clock in nanoseconds since its
-// epoch: as last read by the watchdog (at most watchdogTick ago), or read
-// now while the watchdog is parked.
-func (h *Host) clock() int64 {
-	if h.parked.Load() {
-		return int64(time.Since(h.epoch))
-	}
-	return h.now.Load()
-}
-
-// wakeWatchdog wakes a parked watchdog. It never blocks: the channel holds
-// one wake, so a wake sent just as the watchdog parks is not lost.
-func (h *Host) wakeWatchdog() {
-	select {
-	case h.watchdogWake <- struct{}{}:
-	default:
-	}
-}
-
-// deadlineAt converts a time to the host's clock.
-func (h *Host) deadlineAt(t time.Time) int64 { return int64(t.Sub(h.epoch)) }
+// clock returns the host's coarse monotonic clock (see package watchdog).
+func (h *Host) clock() int64 { return h.dog.Clock() }
 
 // register adds an instance to those the watchdog watches.
 func (h *Host) register(in *instance) {
@@ -64,59 +35,12 @@ func (h *Host) unregister(in *instance) {
 	in.liveIdx = -1
 }
 
-// runWatchdog enforces deadlines: every tick it reads the clock once and
-// interrupts every call past its deadline or whose context ended, by setting
-// the instance's interrupt global; the guest traps at its next loop
-// iteration. Calls that end in time pay one atomic store, one atomic load
-// and one compare-and-swap (and a channel send to wake a parked watchdog);
-// no goroutine or timer is made per call.
-//
-// After parkAfter ticks with no call armed, the watchdog parks: it sleeps
-// until a call begins (begin wakes it) or the next look for idle instances,
-// and clock reads the time itself meanwhile. It looks for idle instances
-// every reap.
-func (h *Host) runWatchdog(reap time.Duration) {
-	defer close(h.watchdogDone)
-	t := time.NewTimer(watchdogTick)
-	defer t.Stop()
-	var reaped int64 // when reapIdle last ran
-	quiet := 0       // ticks in a row with no call armed
-	for {
-		select {
-		case <-h.watchdog:
-			return
-		case <-h.watchdogWake:
-		case <-t.C:
-		}
-		h.wakes.Add(1)
-		now := int64(time.Since(h.epoch))
-		h.now.Store(now)
-		h.parked.Store(false)
-		if now-reaped >= int64(reap) {
-			h.reapIdle(now)
-			reaped = now
-		}
-		wait := watchdogTick
-		if h.sweep(now) {
-			quiet = 0
-		} else if quiet++; quiet >= parkAfter {
-			// Park, then look again: a call that began meanwhile is
-			// either seen here or saw parked and sent a wake.
-			h.parked.Store(true)
-			if h.sweep(now) {
-				h.parked.Store(false)
-				quiet = 0
-			} else {
-				wait = time.Duration(reaped + int64(reap) - now)
-			}
-		}
-		t.Reset(wait)
-	}
-}
-
 // sweep interrupts every call past its deadline at now, whose context
 // ended or whose module was unloaded; it reports whether any call was
-// armed.
+// armed. The watchdog calls it every tick while calls are armed: the
+// guest traps at its next loop iteration once its interrupt global is
+// set, so a call that ends in time pays one atomic store, one atomic load
+// and one compare-and-swap.
 func (h *Host) sweep(now int64) bool {
 	armed := false
 	h.liveMu.Lock()
@@ -194,7 +118,7 @@ func (h *Host) reapIdle(now int64) {
 		if n := v.pool.reap(now); n > 0 {
 			v.log.Debug("idle instances closed", "closed", n, "idle_timeout", v.limits.IdleTimeout)
 		}
-		if n := m.budget.log.pending(now); n > 0 {
+		if n := m.budget.log.Pending(now); n > 0 {
 			v.logDropped(n)
 		}
 	}
