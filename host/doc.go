@@ -117,8 +117,9 @@
 // start section into an export, tinyhost_start, that the host calls first.
 // A call stores its
 // deadline on its instance (one atomic store; one compare-and-swap to clear
-// it). One goroutine per host, the watchdog, wakes every 5 ms while a call
-// is armed, reads the clock once, and sets the interrupt global of every
+// it). One goroutine per host, the watchdog (internal/watchdog), wakes
+// every 5 ms while a call is armed, reads the clock once, and sets the
+// interrupt global of every
 // instance past its deadline (or whose caller's context was cancelled): the
 // guest traps soon after, the call fails with KindTimeout (KindCanceled for
 // a cancelled context), and the instance is discarded. After 100 ms with no

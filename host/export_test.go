@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
 // HoldCompileSlots takes every compile slot of h, as compiles running
@@ -23,9 +25,9 @@ func HoldCompileSlots(h *Host) (release func()) {
 
 // LiveInstances is how many instances the watchdog of h watches.
 func LiveInstances(h *Host) int {
-	h.liveMu.Lock()
-	defer h.liveMu.Unlock()
-	return len(h.live)
+	n := 0
+	h.dog.Each(func(watchdog.Target) { n++ })
+	return n
 }
 
 // CompilesRunning is how many compile slots of h are taken.

@@ -62,10 +62,6 @@ type Host struct {
 	rtUsers   int
 	rtClosing bool
 
-	// live is every instance the watchdog must look at.
-	liveMu sync.Mutex
-	live   []*instance
-
 	events   broker
 	observer Observer      // nil: none
 	tracer   Tracer        // nil: none
@@ -135,7 +131,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		WithSysNanotime().
 		WithRandSource(randReader)
 
-	h.dog = watchdog.Start(h.sweep, h.reapIdle, reapInterval)
+	h.dog = watchdog.Start(h.reapIdle, reapInterval)
 
 	if opts.ModulesDir != "" {
 		h.dir, err = startDir(ctx, h, opts.ModulesDir)
@@ -198,7 +194,7 @@ func (h *Host) Close(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	h.cancel()
-	h.interruptAll()
+	h.dog.InterruptAll()
 	select {
 	case <-drained:
 		_ = h.finish()
@@ -213,7 +209,7 @@ func (h *Host) Close(ctx context.Context) error {
 			case <-drained:
 				done = true
 			case <-time.After(watchdog.Tick):
-				h.interruptAll()
+				h.dog.InterruptAll()
 			}
 		}
 		if err := h.finish(); err != nil {
@@ -343,7 +339,7 @@ func (h *Host) unload(name, source string) error {
 
 	m.timers.Stop()
 	v.gone.Store(true)
-	h.sweep(h.clock())
+	h.dog.Sweep(h.clock())
 	v.retire()
 	h.log.Info("module unloaded", "module", name, "version", api.GuestText(v.desc.Version))
 	h.events.publish(Event{Type: EventUnloaded, Module: name, Version: v.desc.Version, Source: v.source})

@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
 // hostFunctionNames are the functions of module abi.ImportModule.
@@ -374,8 +375,8 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 	if !wait {
 		return in.sendAway(&msg)
 	}
-	d := in.deadline.Load()
-	if d <= idle {
+	d := in.armed.Deadline()
+	if d <= watchdog.Idle {
 		return failed(abi.StatusTimeout, "the caller's deadline passed")
 	}
 	ctx, cancel := in.forwardContext(d)
@@ -393,8 +394,7 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 func (in *instance) forwardContext(d int64) (context.Context, context.CancelFunc) {
 	h := in.v.h
 	deadline := h.dog.Time(d)
-	// callCtx is written only on this goroutine, before the call began.
-	caller := in.callCtx
+	caller := in.armed.Context()
 	if caller == nil {
 		return context.WithDeadline(h.ctx, deadline)
 	}

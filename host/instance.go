@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,6 +17,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/internal/memlimit"
 	"github.com/tinyhost/tinyhost/host/internal/stdio"
+	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
 var randReader = rand.Reader
@@ -27,15 +26,6 @@ var randReader = rand.Reader
 // Every instance has its own context, made once, so a call carries its
 // instance without a context.WithValue per call.
 type instanceKey struct{}
-
-// Deadline states other than a deadline on the watchdog's clock.
-const (
-	idle              = 0
-	interruptTimeout  = -1 // the watchdog interrupted: the deadline passed
-	interruptCanceled = -2 // the watchdog interrupted: the context ended
-	interruptClosed   = -3 // the host is closing
-	interruptUnloaded = -4 // the module was unloaded
-)
 
 // instance is one wasm instance of a version. It runs one call at a time;
 // its call state is touched only by the goroutine running the call (and the
@@ -54,19 +44,13 @@ type instance struct {
 	bufPtr    uint32
 	bufCap    uint32
 	cfg       *moduleConfig // the configuration its settings came from
-	liveIdx   int           // position in h.live; guarded by h.liveMu
 	idleSince int64         // the host's clock when it was last put back; guarded by pool.mu
 	baseline  uint64        // memory in bytes once created (see pool.put)
 	dead      bool          // discard instead of reuse
 	deadKind  Kind          // why, when fail knows; else KindABIViolation
 
-	// deadline is idle, a deadline (on the watchdog's clock) while
-	// a call runs, or a negative interrupt cause once the watchdog fired.
-	deadline atomic.Int64
-	// callCtx is the caller's context while a call runs, when that context
-	// can be cancelled, so that the watchdog can interrupt on cancellation.
-	ctxMu   sync.Mutex
-	callCtx context.Context
+	// armed is the deadline of its calls, which the watchdog enforces.
+	armed watchdog.Call
 
 	// Per-call state.
 	byCaller  bool // the deadline is the caller's, sooner than CallTimeout
@@ -126,7 +110,7 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		return nil, errors.New("instantiate: exports missing after instrumentation")
 	}
 	in.interrupt = g
-	h.register(in)
+	h.dog.Register(&in.armed, (*watched)(in))
 
 	// Instantiation ran no guest code (the host calls no start functions,
 	// and instrument moved the module's own out of its start section):
@@ -182,7 +166,7 @@ func (v *version) tableNote() string {
 // close releases the wasm instance.
 func (in *instance) close() {
 	in.dead = true
-	in.v.h.unregister(in)
+	in.v.h.dog.Unregister(&in.armed)
 	_ = in.mod.Close(context.Background())
 }
 
@@ -207,33 +191,16 @@ var errWoken = errors.New("stopped while asleep")
 // begin arms the watchdog for a call, and wakes it if it is parked. ctx is
 // the caller's context.
 func (in *instance) begin(ctx context.Context, deadline int64) {
-	if ctx.Done() != nil {
-		in.ctxMu.Lock()
-		in.callCtx = ctx
-		in.ctxMu.Unlock()
-	}
 	in.violation = nil
 	in.hasPend = false
 	in.stderr.Reset()
-	in.deadline.Store(deadline)
-	if dog := in.v.h.dog; dog.Parked() {
-		dog.Wake()
-	}
+	in.v.h.dog.Begin(&in.armed, ctx, deadline)
 }
 
 // end disarms the watchdog; it returns the interrupt cause, or idle when the
 // call was not interrupted.
 func (in *instance) end(ctx context.Context, deadline int64) int64 {
-	cause := int64(idle)
-	if !in.deadline.CompareAndSwap(deadline, idle) {
-		cause = in.deadline.Swap(idle)
-	}
-	if ctx.Done() != nil {
-		in.ctxMu.Lock()
-		in.callCtx = nil
-		in.ctxMu.Unlock()
-	}
-	return cause
+	return in.armed.End(ctx, deadline)
 }
 
 // run calls a guest function outside a request (initialize, describe,
@@ -249,7 +216,7 @@ func (in *instance) run(fn api.Function, params []uint64) (uint64, Kind, error) 
 	in.begin(ctx, deadline)
 	err := in.call(fn, stack)
 	cause := in.end(ctx, deadline)
-	if err != nil || cause != idle || in.violation != nil {
+	if err != nil || cause != watchdog.Idle || in.violation != nil {
 		kind, ferr := in.fail(err, cause)
 		return 0, kind, ferr
 	}
@@ -266,15 +233,15 @@ func (in *instance) fail(err error, cause int64) (Kind, error) {
 
 func (in *instance) classify(err error, cause int64) (Kind, error) {
 	switch {
-	case cause == interruptTimeout && in.byCaller:
+	case cause == watchdog.Timeout && in.byCaller:
 		return KindTimeout, errors.New("the caller's deadline passed")
-	case cause == interruptTimeout:
+	case cause == watchdog.Timeout:
 		return KindTimeout, fmt.Errorf("deadline exceeded after %v", time.Duration(in.v.timeout))
-	case cause == interruptCanceled:
+	case cause == watchdog.Canceled:
 		return KindCanceled, context.Canceled
-	case cause == interruptClosed:
+	case cause == watchdog.Closed:
 		return KindTimeout, ErrClosed
-	case cause == interruptUnloaded:
+	case cause == watchdog.Unloaded:
 		return KindNotFound, notFound(fmt.Sprintf("module %q was unloaded while the call ran", in.v.name))
 	case in.violation != nil:
 		return KindABIViolation, in.violation
@@ -400,7 +367,7 @@ func (in *instance) handle(ctx context.Context, m *abi.Message, n int, deadline 
 		kind, err := in.fail(err, cause)
 		return 0, nil, kind, err
 	}
-	if cause != idle {
+	if cause != watchdog.Idle {
 		// Interrupted just as it returned: the answer stands, but the
 		// interrupt flag is set, so the instance cannot be reused.
 		in.dead, in.deadKind = true, KindTimeout
