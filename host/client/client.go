@@ -250,7 +250,8 @@ func (c *Client) Load(ctx context.Context, m Module) (*hostv1.LoadModuleResponse
 	}
 	if m.Source != (api.Source{}) {
 		// The wire carries the reference or URL and the digest apart.
-		hdr.Source, hdr.Digest = m.Source.Image+m.Source.URL, m.Source.Digest()
+		// The digest as given: the host normalizes it, or says why not.
+		hdr.Source, hdr.Digest = m.Source.Image+m.Source.URL, m.Source.SHA256
 	} else {
 		sum := sha256.Sum256(m.Wasm)
 		hdr.Size, hdr.Digest = uint64(len(m.Wasm)), "sha256:"+hex.EncodeToString(sum[:])
