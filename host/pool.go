@@ -4,11 +4,10 @@ import (
 	"context"
 
 	"fmt"
+	"github.com/hashicorp/go-hclog"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 )
 
 // pool holds the instances of one version. Idle instances are a stack, so
