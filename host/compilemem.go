@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
 // What compiling a module costs in memory, at its peak, as measured on
@@ -118,11 +119,7 @@ func (h *Host) admitCompile(ctx context.Context, cost, functions uint64, size in
 
 // liveMemory is the linear memory of every live instance, summed.
 func (h *Host) liveMemory() uint64 {
-	h.liveMu.Lock()
-	defer h.liveMu.Unlock()
 	var n uint64
-	for _, in := range h.live {
-		n += in.memory.Size()
-	}
+	h.dog.Each(func(t watchdog.Target) { n += (*instance)(t.(*watched)).memory.Size() })
 	return n
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/tinyhost/tinyhost/host/api"
-	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/internal/watch"
 )
 
@@ -65,7 +64,7 @@ type dirWork struct {
 }
 
 func isModuleFile(name string) bool {
-	return (strings.HasSuffix(name, ".wasm") || strings.HasSuffix(name, artifact.RefFileExt)) &&
+	return (strings.HasSuffix(name, ".wasm") || strings.HasSuffix(name, api.RefFileExt)) &&
 		!strings.HasPrefix(name, ".")
 }
 
@@ -262,8 +261,8 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 	prev, known := d.files[path]
 	d.mu.Unlock()
 	limit := h.opts.MaxModuleSize
-	if strings.HasSuffix(path, artifact.RefFileExt) {
-		limit = artifact.MaxRefFileSize
+	if strings.HasSuffix(path, api.RefFileExt) {
+		limit = api.MaxRefFileSize
 	}
 	b, err := readModuleFile(path, limit, dirQuiet)
 	switch {
@@ -293,10 +292,10 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 		return synced
 	}
 	source := path
-	if strings.HasSuffix(path, artifact.RefFileExt) {
+	if strings.HasSuffix(path, api.RefFileExt) {
 		// A reference file names the module; its bytes come from the
 		// registry or the cache.
-		src, err := artifact.ParseRefFile(b)
+		src, err := api.ParseRefFile(b)
 		if err == nil {
 			b, err = h.fetch(ctx, src)
 			source = src.String()

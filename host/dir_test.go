@@ -62,7 +62,7 @@ func TestModulesDirHostile(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, f.Truncate(10<<30))
 			require.NoError(t, f.Close())
-		}, artifact.ErrTooLarge},
+		}, api.ErrTooLarge},
 		{"directory", func(t *testing.T, path string) {
 			require.NoError(t, os.Mkdir(path, 0o755))
 		}, host.ErrNotRegular},
@@ -158,9 +158,9 @@ func (d *drip) left(t *testing.T, msg string) {
 }
 
 // source names the drip's module, pinned by a digest it will never match.
-func (d *drip) source() artifact.Source {
+func (d *drip) source() api.Source {
 	sum := sha256.Sum256([]byte("never"))
-	return artifact.Source{URL: d.srv.URL + "/m.wasm", SHA256: hex.EncodeToString(sum[:])}
+	return api.Source{URL: d.srv.URL + "/m.wasm", SHA256: hex.EncodeToString(sum[:])}
 }
 
 func (d *drip) options(fetchTimeout time.Duration) artifact.Options {
@@ -183,7 +183,7 @@ func TestModulesDirDrip(t *testing.T) {
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "drip.ref"), d.source().RefFile(), 0o644))
 		log, out := textLogger()
-		h, _ := newHost(t, host.Options{ModulesDir: dir, Logger: log, Artifacts: d.options(2 * time.Second)})
+		h, _ := newHost(t, host.Options{ModulesDir: dir, Logger: log, Fetcher: artifactClient(t, d.options(2*time.Second))})
 		assert.Contains(t, out.String(), "the fetch deadline of 2s passed")
 		d.left(t, "the fetch still holds its connection")
 		events := h.Subscribe(ctxT(t, 10*time.Minute))
@@ -203,7 +203,7 @@ func TestModulesDirDrip(t *testing.T) {
 			<-d.Started()
 			cancel() // as a signal during the daemon's start does
 		}()
-		_, err := host.New(ctx, host.Options{ModulesDir: dir, Artifacts: d.options(time.Hour)})
+		_, err := host.New(ctx, host.Options{ModulesDir: dir, Fetcher: artifactClient(t, d.options(time.Hour))})
 		assert.ErrorIs(t, err, context.Canceled)
 		t.Logf("%v", err)
 		d.left(t, "the fetch still holds its connection after New failed")
@@ -212,7 +212,7 @@ func TestModulesDirDrip(t *testing.T) {
 	t.Run("dropped in, then Close", func(t *testing.T) {
 		d := newDrip(t)
 		dir := t.TempDir()
-		h, _ := newHost(t, host.Options{ModulesDir: dir, Artifacts: d.options(time.Hour)})
+		h, _ := newHost(t, host.Options{ModulesDir: dir, Fetcher: artifactClient(t, d.options(time.Hour))})
 		events := h.Subscribe(ctxT(t, 10*time.Minute))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "drip.ref"), d.source().RefFile(), 0o644))
 		select {

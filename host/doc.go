@@ -64,8 +64,8 @@
 // name and rename it into place to avoid the failed attempt). Each file has
 // a worker of its own, so that a slow file (a long compile, a fetch) never
 // holds up another, while the changes of one file are applied in order. A
-// *.ref file names a module to fetch (package artifact); every fetch is
-// bounded by Artifacts.FetchTimeout (2m), bodies included. New waits for
+// *.ref file names a module to fetch through Options.Fetcher, which bounds
+// each fetch (host/artifact's Client: 2m, bodies included). New waits for
 // the files present to be loaded or refused, within those bounds and as
 // long as its context allows. Every outcome is an Event.
 //
@@ -127,8 +127,9 @@
 // start section into an export, tinyhost_start, that the host calls first.
 // A call stores its
 // deadline on its instance (one atomic store; one compare-and-swap to clear
-// it). One goroutine per host, the watchdog, wakes every 5 ms while a call
-// is armed, reads the clock once, and sets the interrupt global of every
+// it). One goroutine per host, the watchdog (internal/watchdog), wakes
+// every 5 ms while a call is armed, reads the clock once, and sets the
+// interrupt global of every
 // instance past its deadline (or whose caller's context was cancelled): the
 // guest traps soon after, the call fails with KindTimeout (KindCanceled for
 // a cancelled context), and the instance is discarded. After 100 ms with no
@@ -289,7 +290,7 @@
 //     descriptor, the hops and metadata against the limits, an instance is
 //     taken from the pool, and instance.go, instance.handle, writes the
 //     message (abi.AppendMessage) straight into the guest's request buffer
-//     and runs the handler under the watchdog (watchdog.go), which
+//     and runs the handler under the watchdog (watchdog.go, internal/watchdog), which
 //     interrupts it at the deadline or as soon as the request's context is
 //     cancelled.
 //  6. Back: the reply is copied out of B's guest memory into the

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
 // HoldCompileSlots takes every compile slot of h, as compiles running
@@ -23,9 +25,9 @@ func HoldCompileSlots(h *Host) (release func()) {
 
 // LiveInstances is how many instances the watchdog of h watches.
 func LiveInstances(h *Host) int {
-	h.liveMu.Lock()
-	defer h.liveMu.Unlock()
-	return len(h.live)
+	n := 0
+	h.dog.Each(func(watchdog.Target) { n++ })
+	return n
 }
 
 // CompilesRunning is how many compile slots of h are taken.
@@ -43,10 +45,10 @@ func SetPanicHook(hook func(op string)) {
 }
 
 // WatchdogWakes is how many times the watchdog of h has woken up.
-func WatchdogWakes(h *Host) int64 { return h.wakes.Load() }
+func WatchdogWakes(h *Host) int64 { return h.dog.Wakes() }
 
 // WatchdogParked reports whether the watchdog of h is parked.
-func WatchdogParked(h *Host) bool { return h.parked.Load() }
+func WatchdogParked(h *Host) bool { return h.dog.Parked() }
 
 // SetReapInterval sets how often the watchdogs of the hosts started next
 // look for idle instances, until restore is called.

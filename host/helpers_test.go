@@ -20,6 +20,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/internal/hammer"
 )
@@ -313,4 +314,14 @@ func collectDuringCall(t *testing.T, h *host.Host, req api.Request, during func(
 	err := <-done
 	assert.Equal(t, api.KindCanceled, kindOf(err), "%v", err)
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// artifactClient is an artifact client as the daemon gives a host one: internal
+// addresses refused unless o allows them.
+func artifactClient(t *testing.T, o artifact.Options) host.Fetcher {
+	t.Helper()
+	o.RestrictNetworks = true
+	c, err := artifact.New(o)
+	require.NoError(t, err)
+	return c
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
-	"github.com/tinyhost/tinyhost/host/artifact"
+	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
 // Host runs WebAssembly modules that speak ABI v1. It is safe for
@@ -52,16 +52,6 @@ type Host struct {
 	// compileMem is the memory budget the compiles running hold.
 	compileMem compileMemory
 
-	// epoch anchors the monotonic nanosecond clock in which deadlines are
-	// kept; now is that clock as last read by the watchdog, so that the
-	// call path does not read the clock itself while the watchdog ticks.
-	// parked is set while the watchdog sleeps with no call armed; wakes
-	// counts its wake-ups (for the tests).
-	epoch  time.Time
-	now    atomic.Int64
-	parked atomic.Bool
-	wakes  atomic.Int64
-
 	// modules is an immutable map, replaced whole (under mu) on every
 	// change, so that the call path reads it without a lock.
 	modules atomic.Pointer[map[string]*module]
@@ -72,19 +62,12 @@ type Host struct {
 	rtUsers   int
 	rtClosing bool
 
-	// live is every instance the watchdog must look at.
-	liveMu sync.Mutex
-	live   []*instance
-
-	events       broker
-	artifacts    *artifact.Client
-	observer     Observer      // nil: none
-	tracer       Tracer        // nil: none
-	sends        chan struct{} // bounds the sends in flight
-	dir          *dirLoader
-	watchdog     chan struct{} // closed to stop the watchdog
-	watchdogWake chan struct{} // wakes a parked watchdog; holds one wake
-	watchdogDone chan struct{}
+	events   broker
+	observer Observer      // nil: none
+	tracer   Tracer        // nil: none
+	sends    chan struct{} // bounds the sends in flight
+	dir      *dirLoader
+	dog      *watchdog.Watchdog // the clock; enforces deadlines
 
 	// wg counts every goroutine and every version that Close waits for.
 	// Add is called only in New, under mu while !closed, or by a goroutine
@@ -104,22 +87,15 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{
-		opts:         opts,
-		log:          opts.Logger,
-		epoch:        time.Now(),
-		compiles:     make(chan struct{}, opts.MaxCompiles),
-		sends:        make(chan struct{}, maxSends),
-		watchdog:     make(chan struct{}),
-		watchdogWake: make(chan struct{}, 1),
-		watchdogDone: make(chan struct{}),
+		opts:     opts,
+		log:      opts.Logger,
+		compiles: make(chan struct{}, opts.MaxCompiles),
+		sends:    make(chan struct{}, maxSends),
 	}
 	h.events.log = h.log
 	h.httpNet = defaultHTTPNet()
 	h.observer = opts.Observer
 	h.tracer = opts.Tracer
-	if h.artifacts, err = artifact.New(opts.Artifacts); err != nil {
-		return nil, fmt.Errorf("host: artifacts: %w", err)
-	}
 	h.transport = opts.Transport
 	h.routes.Store(&routeTable{routes: map[string]*route{}})
 	h.wires.Store(&wireTable{wires: map[abi.Address][]abi.Address{}})
@@ -155,8 +131,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		WithSysNanotime().
 		WithRandSource(randReader)
 
-	h.now.Store(int64(time.Since(h.epoch)))
-	go h.runWatchdog(reapInterval)
+	h.dog = watchdog.Start(h.reapIdle, reapInterval)
 
 	if opts.ModulesDir != "" {
 		h.dir, err = startDir(ctx, h, opts.ModulesDir)
@@ -201,7 +176,7 @@ func (h *Host) Close(ctx context.Context) error {
 		h.dir.close()
 	}
 	for _, m := range mods {
-		m.stopTimers()
+		m.timers.Stop()
 		if v := m.current.Swap(nil); v != nil {
 			v.retire()
 		}
@@ -219,7 +194,7 @@ func (h *Host) Close(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	h.cancel()
-	h.interruptAll()
+	h.dog.InterruptAll()
 	select {
 	case <-drained:
 		_ = h.finish()
@@ -233,8 +208,8 @@ func (h *Host) Close(ctx context.Context) error {
 			select {
 			case <-drained:
 				done = true
-			case <-time.After(watchdogTick):
-				h.interruptAll()
+			case <-time.After(watchdog.Tick):
+				h.dog.InterruptAll()
 			}
 		}
 		if err := h.finish(); err != nil {
@@ -248,9 +223,12 @@ func (h *Host) Close(ctx context.Context) error {
 // code any more.
 func (h *Host) finish() error {
 	h.cancel()
-	close(h.watchdog)
-	<-h.watchdogDone
-	h.artifacts.CloseIdleConnections()
+	h.dog.Stop()
+	// As http.Client does with its transport: a fetcher's idle
+	// connections (host/artifact's) go with the host.
+	if c, ok := h.opts.Fetcher.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 	h.mu.Lock()
 	h.rtClosing = true
 	held := h.rtUsers > 0
@@ -359,9 +337,9 @@ func (h *Host) unload(name, source string) error {
 	m.current.Store(nil)
 	h.mu.Unlock()
 
-	m.stopTimers()
+	m.timers.Stop()
 	v.gone.Store(true)
-	h.sweep(h.clock())
+	h.dog.Sweep(h.clock())
 	v.retire()
 	h.log.Info("module unloaded", "module", name, "version", api.GuestText(v.desc.Version))
 	h.events.publish(Event{Type: EventUnloaded, Module: name, Version: v.desc.Version, Source: v.source})

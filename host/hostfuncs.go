@@ -12,6 +12,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	hostapi "github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
 // hostFunctionNames are the functions of module abi.ImportModule.
@@ -375,8 +376,8 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 	if !wait {
 		return in.sendAway(&msg)
 	}
-	d := in.deadline.Load()
-	if d <= idle {
+	d := in.armed.Deadline()
+	if d <= watchdog.Idle {
 		return failed(abi.StatusTimeout, "the caller's deadline passed")
 	}
 	ctx, cancel := in.forwardContext(d)
@@ -393,9 +394,8 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 // the host closes.
 func (in *instance) forwardContext(d int64) (context.Context, context.CancelFunc) {
 	h := in.v.h
-	deadline := h.epoch.Add(time.Duration(d))
-	// callCtx is written only on this goroutine, before the call began.
-	caller := in.callCtx
+	deadline := h.dog.Time(d)
+	caller := in.armed.Context()
 	if caller == nil {
 		return context.WithDeadline(h.ctx, deadline)
 	}

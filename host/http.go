@@ -22,6 +22,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/internal/netaddr"
+	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
 // Outbound HTTP (abi.ImportHTTP). A module reaches only the hosts its
@@ -297,8 +298,8 @@ func (in *instance) hostHTTP(req []byte) (abi.Status, []byte) {
 	if err := v.checkURL(u); err != nil {
 		return in.httpFailed(abi.StatusDenied, "http: "+err.Error())
 	}
-	d := in.deadline.Load()
-	if d <= idle {
+	d := in.armed.Deadline()
+	if d <= watchdog.Idle {
 		return failed(abi.StatusTimeout, "http: the caller's deadline passed")
 	}
 	ctx, cancel := in.forwardContext(d)

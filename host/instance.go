@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,6 +17,8 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	hostapi "github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/internal/memlimit"
+	"github.com/tinyhost/tinyhost/host/internal/stdio"
+	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
 var randReader = rand.Reader
@@ -27,15 +27,6 @@ var randReader = rand.Reader
 // Every instance has its own context, made once, so a call carries its
 // instance without a context.WithValue per call.
 type instanceKey struct{}
-
-// Deadline states other than a deadline in nanoseconds since the epoch.
-const (
-	idle              = 0
-	interruptTimeout  = -1 // the watchdog interrupted: the deadline passed
-	interruptCanceled = -2 // the watchdog interrupted: the context ended
-	interruptClosed   = -3 // the host is closing
-	interruptUnloaded = -4 // the module was unloaded
-)
 
 // instance is one wasm instance of a version. It runs one call at a time;
 // its call state is touched only by the goroutine running the call (and the
@@ -54,19 +45,13 @@ type instance struct {
 	bufPtr    uint32
 	bufCap    uint32
 	cfg       *moduleConfig // the configuration its settings came from
-	liveIdx   int           // position in h.live; guarded by h.liveMu
 	idleSince int64         // the host's clock when it was last put back; guarded by pool.mu
 	baseline  uint64        // memory in bytes once created (see pool.put)
 	dead      bool          // discard instead of reuse
 	deadKind  hostapi.Kind  // why, when fail knows; else KindABIViolation
 
-	// deadline is idle, a deadline (nanoseconds since the host's epoch) while
-	// a call runs, or a negative interrupt cause once the watchdog fired.
-	deadline atomic.Int64
-	// callCtx is the caller's context while a call runs, when that context
-	// can be cancelled, so that the watchdog can interrupt on cancellation.
-	ctxMu   sync.Mutex
-	callCtx context.Context
+	// armed is the deadline of its calls, which the watchdog enforces.
+	armed watchdog.Call
 
 	// Per-call state.
 	byCaller  bool // the deadline is the caller's, sooner than CallTimeout
@@ -83,8 +68,8 @@ type instance struct {
 	pendStat  abi.Status
 	hasPend   bool
 	violation error
-	stdout    lineWriter
-	stderr    lineWriter
+	stdout    stdio.Writer
+	stderr    stdio.Writer
 }
 
 // newInstance instantiates the version's compiled module, runs
@@ -98,8 +83,8 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		stack:  make([]uint64, 1),
 	}
 	in.ctx = context.WithValue(h.ctx, instanceKey{}, in)
-	in.stdout = lineWriter{in: in, stream: "stdout", level: hclog.Info}
-	in.stderr = lineWriter{in: in, stream: "stderr", level: hclog.Warn, keep: true}
+	in.stdout = stdio.NewWriter((*outputSink)(in), "stdout", hclog.Info, false)
+	in.stderr = stdio.NewWriter((*outputSink)(in), "stderr", hclog.Warn, true)
 	cfgm := h.modCfg.
 		WithStdout(&in.stdout).
 		WithStderr(&in.stderr).
@@ -126,7 +111,7 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		return nil, errors.New("instantiate: exports missing after instrumentation")
 	}
 	in.interrupt = g
-	h.register(in)
+	h.dog.Register(&in.armed, (*watched)(in))
 
 	// Instantiation ran no guest code (the host calls no start functions,
 	// and instrument moved the module's own out of its start section):
@@ -182,7 +167,7 @@ func (v *version) tableNote() string {
 // close releases the wasm instance.
 func (in *instance) close() {
 	in.dead = true
-	in.v.h.unregister(in)
+	in.v.h.dog.Unregister(&in.armed)
 	_ = in.mod.Close(context.Background())
 }
 
@@ -207,33 +192,16 @@ var errWoken = errors.New("stopped while asleep")
 // begin arms the watchdog for a call, and wakes it if it is parked. ctx is
 // the caller's context.
 func (in *instance) begin(ctx context.Context, deadline int64) {
-	if ctx.Done() != nil {
-		in.ctxMu.Lock()
-		in.callCtx = ctx
-		in.ctxMu.Unlock()
-	}
 	in.violation = nil
 	in.hasPend = false
-	in.stderr.reset()
-	in.deadline.Store(deadline)
-	if h := in.v.h; h.parked.Load() {
-		h.wakeWatchdog()
-	}
+	in.stderr.Reset()
+	in.v.h.dog.Begin(&in.armed, ctx, deadline)
 }
 
 // end disarms the watchdog; it returns the interrupt cause, or idle when the
 // call was not interrupted.
 func (in *instance) end(ctx context.Context, deadline int64) int64 {
-	cause := int64(idle)
-	if !in.deadline.CompareAndSwap(deadline, idle) {
-		cause = in.deadline.Swap(idle)
-	}
-	if ctx.Done() != nil {
-		in.ctxMu.Lock()
-		in.callCtx = nil
-		in.ctxMu.Unlock()
-	}
-	return cause
+	return in.armed.End(ctx, deadline)
 }
 
 // run calls a guest function outside a request (initialize, describe,
@@ -249,7 +217,7 @@ func (in *instance) run(fn api.Function, params []uint64) (uint64, hostapi.Kind,
 	in.begin(ctx, deadline)
 	err := in.call(fn, stack)
 	cause := in.end(ctx, deadline)
-	if err != nil || cause != idle || in.violation != nil {
+	if err != nil || cause != watchdog.Idle || in.violation != nil {
 		kind, ferr := in.fail(err, cause)
 		return 0, kind, ferr
 	}
@@ -266,21 +234,21 @@ func (in *instance) fail(err error, cause int64) (hostapi.Kind, error) {
 
 func (in *instance) classify(err error, cause int64) (hostapi.Kind, error) {
 	switch {
-	case cause == interruptTimeout && in.byCaller:
+	case cause == watchdog.Timeout && in.byCaller:
 		return hostapi.KindTimeout, errors.New("the caller's deadline passed")
-	case cause == interruptTimeout:
+	case cause == watchdog.Timeout:
 		return hostapi.KindTimeout, fmt.Errorf("deadline exceeded after %v", time.Duration(in.v.timeout))
-	case cause == interruptCanceled:
+	case cause == watchdog.Canceled:
 		return hostapi.KindCanceled, context.Canceled
-	case cause == interruptClosed:
+	case cause == watchdog.Closed:
 		return hostapi.KindTimeout, hostapi.ErrClosed
-	case cause == interruptUnloaded:
+	case cause == watchdog.Unloaded:
 		return hostapi.KindNotFound, notFound(fmt.Sprintf("module %q was unloaded while the call ran", in.v.name))
 	case in.violation != nil:
 		return hostapi.KindABIViolation, in.violation
 	case in.memory.Hit():
 		return hostapi.KindMemory, fmt.Errorf("exceeded the memory limit of %d pages (%d MiB)%s%s",
-			in.v.limits.MemoryPages, in.v.limits.MemoryPages/16, in.v.tableNote(), in.stderr.suffix())
+			in.v.limits.MemoryPages, in.v.limits.MemoryPages/16, in.v.tableNote(), in.stderr.Suffix())
 	case err == nil:
 		return hostapi.KindTrap, errors.New("interrupted")
 	case errors.As(err, new(*panicError)):
@@ -294,7 +262,7 @@ func (in *instance) classify(err error, cause int64) (hostapi.Kind, error) {
 	if errors.As(err, &exit) {
 		msg = fmt.Sprintf("guest exited with code %d", exit.ExitCode())
 	}
-	return hostapi.KindTrap, &trapError{msg: msg + in.stderr.suffix(), err: err}
+	return hostapi.KindTrap, &trapError{msg: msg + in.stderr.Suffix(), err: err}
 }
 
 // trapError is a trap with the guest's stderr of that call; Unwrap gives
@@ -400,7 +368,7 @@ func (in *instance) handle(ctx context.Context, m *abi.Message, n int, deadline 
 		kind, err := in.fail(err, cause)
 		return 0, nil, kind, err
 	}
-	if cause != idle {
+	if cause != watchdog.Idle {
 		// Interrupted just as it returned: the answer stands, but the
 		// interrupt flag is set, so the instance cannot be reused.
 		in.dead, in.deadKind = true, hostapi.KindTimeout

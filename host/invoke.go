@@ -165,7 +165,7 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 	deadline := now + v.timeout
 	in.byCaller = false
 	if d, ok := ctx.Deadline(); ok {
-		if cd := v.h.deadlineAt(d); cd < deadline {
+		if cd := v.h.dog.At(d); cd < deadline {
 			deadline, in.byCaller = cd, true
 		}
 	}

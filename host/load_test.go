@@ -16,7 +16,6 @@ import (
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
-	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/internal/hammer"
 )
 
@@ -44,11 +43,11 @@ func TestModuleSize(t *testing.T) {
 		{"bytes", func() error {
 			_, err := h.Load(loadCtx(t), echo, host.LoadOptions{})
 			return err
-		}, api.KindTooLarge, artifact.ErrTooLarge},
+		}, api.KindTooLarge, api.ErrTooLarge},
 		{"sparse file", func() error {
 			_, err := h.LoadFile(loadCtx(t), sparse, host.LoadOptions{})
 			return err
-		}, api.KindTooLarge, artifact.ErrTooLarge},
+		}, api.KindTooLarge, api.ErrTooLarge},
 		{"fifo", func() error {
 			_, err := h.LoadFile(loadCtx(t), fifo, host.LoadOptions{})
 			return err

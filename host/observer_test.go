@@ -108,17 +108,17 @@ func TestRefFile(t *testing.T) {
 	}))
 	t.Cleanup(web.Close)
 	url := web.URL + "/echo.wasm"
-	src := artifact.Source{URL: url, SHA256: hex.EncodeToString(sum[:])}
+	src := api.Source{URL: url, SHA256: hex.EncodeToString(sum[:])}
 
 	dir := t.TempDir()
-	h, _ := newHost(t, host.Options{ModulesDir: dir, Artifacts: artifact.Options{Transport: web.Client().Transport, AllowNetworks: []string{"127.0.0.0/8"}}})
+	h, _ := newHost(t, host.Options{ModulesDir: dir, Fetcher: artifactClient(t, artifact.Options{Transport: web.Client().Transport, AllowNetworks: []string{"127.0.0.0/8"}})})
 	t.Cleanup(func() { // before the host's check for leaked goroutines
 		web.Client().Transport.(*http.Transport).CloseIdleConnections()
 		web.Close()
 	})
 	events := h.Subscribe(ctxT(t, 2*time.Minute))
 
-	ref := filepath.Join(dir, "echo"+artifact.RefFileExt)
+	ref := filepath.Join(dir, "echo"+api.RefFileExt)
 	require.NoError(t, os.WriteFile(ref, src.RefFile(), 0o644))
 	ev := await(t, events)
 	require.Equal(t, host.EventLoaded, ev.Type, "%+v", ev)
@@ -130,7 +130,7 @@ func TestRefFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(ref, []byte("url: "+url+"\n"), 0o644)) // no sha256
 	ev = await(t, events)
 	assert.Equal(t, host.EventFailed, ev.Type, "%+v", ev)
-	assert.ErrorIs(t, ev.Err, artifact.ErrInvalidSource)
+	assert.ErrorIs(t, ev.Err, api.ErrInvalidSource)
 	mustEcho(t, h)
 
 	require.NoError(t, os.Remove(ref))
@@ -149,7 +149,7 @@ func TestRefFile(t *testing.T) {
 	bad := src
 	bad.SHA256 = hex.EncodeToString(make([]byte, 32))
 	_, err = h.LoadSource(loadCtx(t), bad, host.LoadOptions{})
-	assert.ErrorIs(t, err, artifact.ErrDigestMismatch)
+	assert.ErrorIs(t, err, api.ErrDigestMismatch)
 	var lerr *api.LoadError
 	assert.ErrorAs(t, err, &lerr)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
-	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
 // Options configures a Host. The zero value is usable: every field documents
@@ -39,7 +37,7 @@ type Options struct {
 	// file replaced upgrades its module, a file removed unloads it. Files
 	// present when the host starts are loaded by New. It is created if
 	// missing. *.ref files name a module to fetch instead (an OCI
-	// reference or a URL, see artifact.ParseRefFile), with the same rules.
+	// reference or a URL, see api.ParseRefFile, fetched by Fetcher), with the same rules.
 	// Default "": no directory is watched.
 	ModulesDir string
 
@@ -67,14 +65,11 @@ type Options struct {
 	// Default 16.
 	HopLimit int
 
-	// Artifacts configures fetching modules from OCI registries and URLs
-	// (LoadSource, *.ref files in ModulesDir). Defaults: CacheDir is
-	// <CacheDir>/artifacts when CacheDir is set, MaxSize is
-	// MaxModuleSize, Logger is Logger.Named("artifact"); see
-	// artifact.Options for the rest (FetchTimeout bounds a whole fetch).
-	// RestrictNetworks is always set: internal addresses are reached only
-	// within AllowNetworks (or by the PlainHTTP hosts' names).
-	Artifacts artifact.Options
+	// Fetcher fetches the modules that LoadSource and the *.ref files of
+	// ModulesDir name (OCI references, URLs); host/artifact's Client is
+	// one. Default nil: the host loads bytes only, and refuses a source
+	// with an error that matches api.ErrNoFetcher.
+	Fetcher Fetcher
 
 	// Observer is told about every guest call, compilation and discarded
 	// instance, e.g. to count them in metrics. Default nil: none, at no cost.
@@ -99,9 +94,9 @@ type Options struct {
 
 	// MaxModuleSize is the largest module accepted, in bytes, from any
 	// source: Load, LoadFile, a file of ModulesDir (checked before it is
-	// read) and a fetch (it is also Artifacts.MaxSize unless that is set).
+	// read) and what a Fetcher returns.
 	// A larger module fails with a *LoadError of KindTooLarge that matches
-	// artifact.ErrTooLarge. Default 64 MiB: a standard Go guest weighs a
+	// api.ErrTooLarge. Default 64 MiB: a standard Go guest weighs a
 	// few MiB.
 	MaxModuleSize int64
 
@@ -315,26 +310,14 @@ func (o *Options) fill() {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
-	if o.Artifacts.CacheDir == "" && o.CacheDir != "" {
-		o.Artifacts.CacheDir = filepath.Join(o.CacheDir, "artifacts")
-	}
-	// A host fetches for whoever may load: never from the services beside
-	// it, unless their networks are allowed (Artifacts.AllowNetworks).
-	o.Artifacts.RestrictNetworks = true
 	if o.MaxModuleSize == 0 {
 		o.MaxModuleSize = defaultMaxModuleSize
-	}
-	if o.Artifacts.MaxSize == 0 {
-		o.Artifacts.MaxSize = o.MaxModuleSize
 	}
 	if o.CompileTimeout == 0 {
 		o.CompileTimeout = defaultCompileTimeout
 	}
 	if o.MaxCompiles == 0 {
 		o.MaxCompiles = runtime.GOMAXPROCS(0)
-	}
-	if o.Artifacts.Logger == nil {
-		o.Artifacts.Logger = o.Logger.Named("artifact")
 	}
 	if o.HopLimit == 0 {
 		o.HopLimit = defaultHopLimit

@@ -50,6 +50,17 @@ type earlyLog struct {
 	done    bool // described, or given up: log at once
 }
 
+// outputSink is an instance as its stdout's and stderr's stdio.Sink.
+type outputSink instance
+
+// Enabled: the module has the log capability.
+func (s *outputSink) Enabled() bool { return s.v.caps.has(capLog) }
+
+// Line logs a line of stream like one of the log import.
+func (s *outputSink) Line(level hclog.Level, line []byte, stream string) {
+	(*instance)(s).logGuest(level, line, stream)
+}
+
 // logGuest logs a line the guest wrote (the log import, stdout, stderr)
 // at level: the host's message msgGuestLog with the line as a value.
 func (in *instance) logGuest(level hclog.Level, line []byte, stream string) {
@@ -97,7 +108,7 @@ func (v *version) logLine(level hclog.Level, msg string, args ...any) {
 		}
 		cost += min(textLen(args[i]), api.MaxGuestText)
 	}
-	ok, dropped := v.budget().log.allow(v.h.clock(), min(cost, api.MaxGuestText), &v.limits)
+	ok, dropped := v.budget().log.Allow(v.h.clock(), min(cost, api.MaxGuestText), v.limits.LogLinesPerSecond, v.limits.LogBytesPerSecond)
 	if dropped > 0 {
 		v.logDropped(dropped)
 	}

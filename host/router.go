@@ -15,6 +15,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/stdio"
 )
 
 // The Host is the Routing that its gRPC server acts on.
@@ -424,7 +425,7 @@ func newTraceparent() string {
 // versions (see version.budget): its rate of log lines (its own and the
 // host's about it, see version.logLine) and its sends in flight.
 type budget struct {
-	log   logRate
+	log   stdio.LogRate
 	sends atomic.Int32
 }
 

@@ -5,18 +5,24 @@ import (
 	"fmt"
 
 	"github.com/tinyhost/tinyhost/host/api"
-	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
-// LoadSource fetches a module from an OCI registry or a URL (through the
-// host's artifact client and its cache, Options.Artifacts) and loads it like
+// A Fetcher fetches the wasm bytes a module source names: an OCI reference,
+// or a URL with the digest of its bytes. It verifies what it fetched against
+// src's digest, when there is one, and bounds the fetch in size and time on
+// its own terms. It is safe for concurrent use. host/artifact's Client is
+// one, with a content-addressed cache; the tinyhost daemon plugs it in. The
+// host itself links no registry or HTTP client for it.
+type Fetcher interface {
+	FetchModule(ctx context.Context, src api.Source) ([]byte, error)
+}
+
+// LoadSource fetches a module through Options.Fetcher and loads it like
 // Load, with src.String() as the module's Source. A fetch that fails is a
-// *LoadError wrapping the artifact error (artifact.ErrDigestMismatch,
-// artifact.ErrUnreachable, ...). When the registry is unreachable and a tag
-// is answered from the cache, a warning is logged and the module loads.
-// The fetch is bounded by Options.Artifacts.FetchTimeout (body included)
-// and stops when the host closes.
-func (h *Host) LoadSource(ctx context.Context, src artifact.Source, opts LoadOptions) (ModuleInfo, error) {
+// *LoadError wrapping the fetcher's error (api.ErrDigestMismatch,
+// api.ErrUnreachable, ...); without a
+// Fetcher it wraps api.ErrNoFetcher. The fetch stops when the host closes.
+func (h *Host) LoadSource(ctx context.Context, src api.Source, opts LoadOptions) (ModuleInfo, error) {
 	fctx, stop := h.loadContext(ctx)
 	wasm, err := h.fetch(fctx, src)
 	if err != nil && fctx.Err() != nil && ctx.Err() == nil {
@@ -31,15 +37,13 @@ func (h *Host) LoadSource(ctx context.Context, src artifact.Source, opts LoadOpt
 	return h.load(ctx, wasm, src.String(), opts)
 }
 
-// fetch returns the wasm bytes src names, warning when they are stale.
-func (h *Host) fetch(ctx context.Context, src artifact.Source) ([]byte, error) {
-	wasm, meta, err := h.artifacts.Fetch(ctx, src)
-	if err != nil {
+// fetch returns the wasm bytes src names (load bounds their size).
+func (h *Host) fetch(ctx context.Context, src api.Source) ([]byte, error) {
+	if err := src.Validate(); err != nil {
 		return nil, err
 	}
-	if meta.Stale {
-		h.log.Warn("registry unreachable; loading the cached module", "source", src.String(),
-			"digest", meta.Digest, "resolved", meta.Resolved)
+	if h.opts.Fetcher == nil {
+		return nil, fmt.Errorf("%w: %s: load the module's bytes instead", api.ErrNoFetcher, src)
 	}
-	return wasm, nil
+	return h.opts.Fetcher.FetchModule(ctx, src)
 }

@@ -30,6 +30,7 @@ const (
 	ReasonUnreachable    = "UNREACHABLE"
 	ReasonUnauthorized   = "UNAUTHORIZED"
 	ReasonPlainHTTP      = "PLAIN_HTTP"
+	ReasonNoFetcher      = "NO_FETCHER"
 )
 
 // TraceID returns the trace id of a W3C traceparent

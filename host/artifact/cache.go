@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // cache is the content-addressed store under Options.CacheDir:
@@ -63,8 +65,8 @@ func (e refEntry) meta(fromCache, stale bool) Meta {
 // blobPath is where the blob of a digest lives; "" for a malformed digest,
 // so that no digest can name a path outside the cache.
 func (c *cache) blobPath(digest string) string {
-	d, err := normalizeSHA256(digest)
-	if err != nil || d != digest {
+	d := api.Source{SHA256: digest}.Digest()
+	if d == "" || d != digest {
 		return ""
 	}
 	return filepath.Join(c.dir, "blobs", "sha256", strings.TrimPrefix(d, "sha256:"))

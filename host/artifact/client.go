@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // Defaults of Options.
@@ -95,7 +97,7 @@ type Options struct {
 	// PlainHTTP and the environment's proxy are reached by name, unchecked.
 	// A Transport other than an *http.Transport is not checked. Default
 	// false: a client that acts for its own user (tinyctl) reaches what
-	// the user can; a host sets it (host.Options).
+	// the user can; the tinyhost daemon sets it for its host.
 	RestrictNetworks bool
 	// AllowNetworks are CIDR prefixes ("10.20.0.0/16", "127.0.0.1/32")
 	// that RestrictNetworks lets fetches reach.
@@ -108,7 +110,7 @@ type Options struct {
 	MaxFetches int
 
 	// StallTimeout fails a download whose body sends nothing for that long
-	// (ErrStalled, retried like other transient errors within
+	// (api.ErrStalled, retried like other transient errors within
 	// FetchTimeout). 0: DefaultStallTimeout.
 	StallTimeout time.Duration
 }
@@ -210,7 +212,7 @@ func (c *Client) CloseIdleConnections() {
 
 // Meta says what Fetch fetched and from where.
 type Meta struct {
-	Source Source `json:"source"`
+	Source api.Source `json:"source"`
 	// Digest is "sha256:<hex>" of the wasm bytes, Size their length.
 	Digest string `json:"digest"`
 	Size   int64  `json:"size"`
@@ -234,11 +236,11 @@ type Meta struct {
 // from the cache when it holds the bytes, without the network. A tag is
 // resolved against the registry (tags move); when the registry is
 // unreachable after every retry, the digest the tag last resolved to is
-// answered from the cache with Meta.Stale set. Errors match ErrInvalidSource,
-// ErrNotWasm, ErrDigestMismatch, ErrTooLarge, ErrUnreachable,
-// ErrUnauthorized, ErrNotFound or ErrPlainHTTP, or context.DeadlineExceeded
+// answered from the cache with Meta.Stale set. Errors match api.ErrInvalidSource,
+// api.ErrNotWasm, api.ErrDigestMismatch, api.ErrTooLarge, api.ErrUnreachable,
+// api.ErrUnauthorized, api.ErrNotFound or api.ErrPlainHTTP, or context.DeadlineExceeded
 // when Options.FetchTimeout passed.
-func (c *Client) Fetch(ctx context.Context, src Source) ([]byte, Meta, error) {
+func (c *Client) Fetch(ctx context.Context, src api.Source) ([]byte, Meta, error) {
 	if err := src.Validate(); err != nil {
 		return nil, Meta{}, err
 	}
@@ -264,6 +266,20 @@ func (c *Client) Fetch(ctx context.Context, src Source) ([]byte, Meta, error) {
 	return wasm, meta, nil
 }
 
+// FetchModule is Fetch for a host (it implements host.Fetcher): the bytes
+// alone, with a stale answer from the cache logged as a warning.
+func (c *Client) FetchModule(ctx context.Context, src api.Source) ([]byte, error) {
+	wasm, meta, err := c.Fetch(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	if meta.Stale {
+		c.log.Warn("registry unreachable; loading the cached module", "source", redact(src.String()),
+			"digest", meta.Digest, "resolved", meta.Resolved)
+	}
+	return wasm, nil
+}
+
 // fetchTimeoutError is the cause of a fetch cut off by Options.FetchTimeout.
 type fetchTimeoutError struct{ d time.Duration }
 
@@ -274,7 +290,7 @@ func (e *fetchTimeoutError) Error() string {
 func (e *fetchTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
 
 // checkPin refuses bytes whose digest is not the one the source pins.
-func checkPin(src Source, what, got string) error {
+func checkPin(src api.Source, what, got string) error {
 	if src.SHA256 != "" && src.SHA256 != got {
 		return &DigestMismatchError{What: what, Want: src.SHA256, Got: got}
 	}
@@ -287,7 +303,7 @@ var wasmMagic = []byte("\x00asm")
 func checkWasm(what string, b []byte) error {
 	if !bytes.HasPrefix(b, wasmMagic) {
 		head := b[:min(len(b), 8)]
-		return fmt.Errorf("%w: %s is not a wasm binary (starts with %q)", ErrNotWasm, what, head)
+		return fmt.Errorf("%w: %s is not a wasm binary (starts with %q)", api.ErrNotWasm, what, head)
 	}
 	return nil
 }

@@ -1,13 +1,13 @@
 // Package artifact fetches, verifies and caches module wasm, and publishes
 // it, the way container images travel.
 //
-// A module comes from a Source: an OCI reference to a wasm artifact
+// A module comes from an api.Source (package host/api): an OCI reference to a wasm artifact
 // ("registry/repo:tag" or "registry/repo@sha256:<hex>"), or an http(s) URL
 // that must carry the sha256 of its bytes. A Client (New, Options) resolves
 // it:
 //
 //	c, err := artifact.New(artifact.Options{CacheDir: dir, Logger: log})
-//	src, err := artifact.ParseSource("ghcr.io/acme/hello:1.2.0")
+//	src, err := api.ParseSource("ghcr.io/acme/hello:1.2.0")
 //	wasm, meta, err := c.Fetch(ctx, src)
 //
 // Fetch accepts a manifest with exactly one layer of MediaTypeWasmLayer or
@@ -27,5 +27,8 @@
 // Push publishes a .wasm with its abi.Descriptor as the config blob and in
 // the manifest annotations, and Inspect reads them back without downloading
 // the wasm. A modules directory names a remote module with a reference file
-// ("hello.ref", ParseRefFile); README.md documents its format.
+// ("hello.ref", api.ParseRefFile); README.md documents its format.
+//
+// A Client is the host.Fetcher the tinyhost daemon gives its host: the host
+// itself links no registry or HTTP client.
 package artifact

@@ -34,7 +34,7 @@ func TestHostLoadsFetchedModule(t *testing.T) {
 
 	loadAndCall := func(t *testing.T, c *artifact.Client, ref string) artifact.Meta {
 		t.Helper()
-		src, err := artifact.ParseSource(ref)
+		src, err := api.ParseSource(ref)
 		require.NoError(t, err)
 		b, meta, err := c.Fetch(ctx, src)
 		require.NoError(t, err)

@@ -8,48 +8,9 @@ import (
 	"github.com/tinyhost/tinyhost/host/api"
 )
 
-// Errors callers match with errors.Is. The typed errors below carry the data.
-// Each is an api.Sentinel with the code and reason of its status, so that a
-// client of a host that failed to fetch a module matches them too.
-var (
-	// ErrInvalidSource: a reference, URL, digest or reference file that does
-	// not parse or breaks a rule (e.g. a URL without a sha256).
-	ErrInvalidSource = api.NewSentinel(api.CodeInvalidArgument, api.ReasonBadSource, "invalid module source")
-
-	// ErrNotWasm: the reference names something other than a wasm artifact
-	// (a container image, an index, a manifest without exactly one wasm
-	// layer), or the bytes are not a wasm binary. See NotWasmError.
-	ErrNotWasm = api.NewSentinel(api.CodeInvalidArgument, api.ReasonNotWasm, "not a wasm artifact")
-
-	// ErrDigestMismatch: the bytes do not have the digest they were promised
-	// to have. See DigestMismatchError.
-	ErrDigestMismatch = api.NewSentinel(api.CodeDataLoss, api.ReasonDigestMismatch, "digest mismatch")
-
-	// ErrTooLarge: the module is larger than Options.MaxSize.
-	ErrTooLarge = api.NewSentinel(api.CodeResourceExhausted, api.ReasonTooLarge, "module too large")
-
-	// ErrUnreachable: the registry or web server could not be reached, or
-	// kept failing, within the retry budget. See UnreachableError.
-	ErrUnreachable = api.NewSentinel(api.CodeUnavailable, api.ReasonUnreachable, "unreachable")
-
-	// ErrUnauthorized: the registry or web server refused the credentials
-	// (or their absence).
-	ErrUnauthorized = api.NewSentinel(api.CodePermissionDenied, api.ReasonUnauthorized, "unauthorized")
-
-	// ErrNotFound: no such repository, tag, manifest or file.
-	ErrNotFound = api.NewSentinel(api.CodeNotFound, api.ReasonNotFound, "not found")
-
-	// ErrPlainHTTP: plain HTTP to a host that is not in Options.PlainHTTP.
-	ErrPlainHTTP = api.NewSentinel(api.CodeFailedPrecondition, api.ReasonPlainHTTP, "plain HTTP not allowed")
-
-	// ErrForbiddenAddress: the address a fetch would connect to is
-	// loopback, private, link-local or otherwise internal, and
-	// Options.RestrictNetworks refuses it.
-	ErrForbiddenAddress = api.NewSentinel(api.CodeFailedPrecondition, api.ReasonDenied, "address not allowed")
-
-	// ErrStalled: a download sent nothing for Options.StallTimeout.
-	ErrStalled = api.NewSentinel(api.CodeDeadlineExceeded, api.ReasonTimeout, "download stalled")
-)
+// The errors of a fetch are api's (api.ErrNotWasm, api.ErrDigestMismatch,
+// api.ErrNotFound, ...), so that a client of a host matches them without
+// this package. The typed errors below carry the data, and match them.
 
 // NotWasmError says what a reference names instead of a wasm artifact.
 type NotWasmError struct {
@@ -76,8 +37,8 @@ func (e *NotWasmError) Error() string {
 	return b.String()
 }
 
-// Is makes errors.Is(err, ErrNotWasm) true.
-func (e *NotWasmError) Is(target error) bool { return target == ErrNotWasm }
+// Is makes errors.Is(err, api.ErrNotWasm) true.
+func (e *NotWasmError) Is(target error) bool { return target == api.ErrNotWasm }
 
 // countKinds turns [a a b] into ["2 × a", "1 × b"], keeping first-seen order.
 func countKinds(kinds []string) []string {
@@ -112,8 +73,8 @@ func (e *DigestMismatchError) Error() string {
 	return fmt.Sprintf("%s: digest mismatch: want %s, got %s", e.What, e.Want, e.Got)
 }
 
-// Is makes errors.Is(err, ErrDigestMismatch) true.
-func (e *DigestMismatchError) Is(target error) bool { return target == ErrDigestMismatch }
+// Is makes errors.Is(err, api.ErrDigestMismatch) true.
+func (e *DigestMismatchError) Is(target error) bool { return target == api.ErrDigestMismatch }
 
 // UnreachableError is returned when a host could not be reached, or kept
 // answering with temporary failures, through every allowed attempt.
@@ -133,7 +94,7 @@ func (e *UnreachableError) Error() string {
 		e.Op, e.Host, e.Attempts, e.Elapsed.Round(time.Millisecond), e.Err)
 }
 
-// Is makes errors.Is(err, ErrUnreachable) true.
-func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
+// Is makes errors.Is(err, api.ErrUnreachable) true.
+func (e *UnreachableError) Is(target error) bool { return target == api.ErrUnreachable }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }

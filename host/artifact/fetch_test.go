@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
@@ -62,7 +63,7 @@ func TestPushFetch(t *testing.T) {
 			assert.Equal(t, digestOf(wasm), pushed.WasmDigest)
 			assert.Equal(t, reg.Ref("mods/echo@")+pushed.Digest, pushed.Reference)
 
-			got, meta, err := c.Fetch(ctx, artifact.Source{Image: reg.Ref("mods/echo:v1")})
+			got, meta, err := c.Fetch(ctx, api.Source{Image: reg.Ref("mods/echo:v1")})
 			require.NoError(t, err)
 			assert.Equal(t, wasm, got)
 			assert.Equal(t, digestOf(wasm), meta.Digest)
@@ -76,25 +77,25 @@ func TestPushFetch(t *testing.T) {
 
 			// By digest, with a fresh client and no cache: from the registry.
 			o2 := reg.Options()
-			got, meta, err = newClient(t, o2).Fetch(ctx, artifact.Source{Image: pushed.Reference})
+			got, meta, err = newClient(t, o2).Fetch(ctx, api.Source{Image: pushed.Reference})
 			require.NoError(t, err)
 			assert.Equal(t, wasm, got)
 			assert.False(t, meta.FromCache)
 
 			// By tag again: resolved on the registry, bytes from the cache.
 			blobGets := reg.Requests("GET /v2/mods/echo/blobs/" + pushed.WasmDigest)
-			got, meta, err = c.Fetch(ctx, artifact.Source{Image: reg.Ref("mods/echo:v1")})
+			got, meta, err = c.Fetch(ctx, api.Source{Image: reg.Ref("mods/echo:v1")})
 			require.NoError(t, err)
 			assert.Equal(t, wasm, got)
 			assert.True(t, meta.FromCache)
 			assert.Equal(t, blobGets, reg.Requests("GET /v2/mods/echo/blobs/"+pushed.WasmDigest))
 
 			// Pinned by the wasm digest: matches; pinned to other bytes: refused.
-			_, _, err = c.Fetch(ctx, artifact.Source{Image: reg.Ref("mods/echo:v1"), SHA256: pushed.WasmDigest})
+			_, _, err = c.Fetch(ctx, api.Source{Image: reg.Ref("mods/echo:v1"), SHA256: pushed.WasmDigest})
 			require.NoError(t, err)
 			other := digestOf([]byte("other"))
-			_, _, err = newClient(t, reg.Options()).Fetch(ctx, artifact.Source{Image: reg.Ref("mods/echo:v1"), SHA256: other})
-			require.ErrorIs(t, err, artifact.ErrDigestMismatch)
+			_, _, err = newClient(t, reg.Options()).Fetch(ctx, api.Source{Image: reg.Ref("mods/echo:v1"), SHA256: other})
+			require.ErrorIs(t, err, api.ErrDigestMismatch)
 			assert.Contains(t, err.Error(), "want "+other+", got "+pushed.WasmDigest)
 		})
 	}
@@ -128,10 +129,10 @@ func TestPushRefuses(t *testing.T) {
 		want error
 		msg  string
 	}{
-		{name: "not wasm", ref: reg.Ref("m/x:1"), wasm: []byte("<html>"), want: artifact.ErrNotWasm, msg: "not a wasm binary"},
-		{name: "digest reference", ref: reg.Ref("m/x@") + digestOf(wasm), wasm: wasm, want: artifact.ErrInvalidSource, msg: "push to a tag"},
-		{name: "too large", ref: reg.Ref("m/x:1"), wasm: append([]byte("\x00asm"), make([]byte, 4<<20)...), want: artifact.ErrTooLarge, msg: "over the limit of 4194304 bytes"},
-		{name: "bad reference", ref: "UPPER/case:1", wasm: wasm, want: artifact.ErrInvalidSource},
+		{name: "not wasm", ref: reg.Ref("m/x:1"), wasm: []byte("<html>"), want: api.ErrNotWasm, msg: "not a wasm binary"},
+		{name: "digest reference", ref: reg.Ref("m/x@") + digestOf(wasm), wasm: wasm, want: api.ErrInvalidSource, msg: "push to a tag"},
+		{name: "too large", ref: reg.Ref("m/x:1"), wasm: append([]byte("\x00asm"), make([]byte, 4<<20)...), want: api.ErrTooLarge, msg: "over the limit of 4194304 bytes"},
+		{name: "bad reference", ref: "UPPER/case:1", wasm: wasm, want: api.ErrInvalidSource},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Push(ctx, tc.ref, tc.wasm, testDescriptor(), artifact.PushOptions{})
@@ -239,8 +240,8 @@ func TestFetchRefusesWhatIsNotAWasmArtifact(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(t, reg.Options())
-			_, _, err := c.Fetch(ctx, artifact.Source{Image: tc.ref})
-			require.ErrorIs(t, err, artifact.ErrNotWasm)
+			_, _, err := c.Fetch(ctx, api.Source{Image: tc.ref})
+			require.ErrorIs(t, err, api.ErrNotWasm)
 			t.Log(err)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
@@ -249,7 +250,7 @@ func TestFetchRefusesWhatIsNotAWasmArtifact(t *testing.T) {
 	}
 
 	t.Run("application/wasm is accepted", func(t *testing.T) {
-		got, _, err := newClient(t, reg.Options()).Fetch(ctx, artifact.Source{Image: reg.Ref("m/app-wasm:1")})
+		got, _, err := newClient(t, reg.Options()).Fetch(ctx, api.Source{Image: reg.Ref("m/app-wasm:1")})
 		require.NoError(t, err)
 		assert.Equal(t, wasm, got)
 	})
@@ -304,8 +305,8 @@ func TestTamperedBlobRefused(t *testing.T) {
 	target.Store(pushed.WasmDigest)
 
 	for _, ref := range []string{reg.Ref("mods/echo:v1"), pushed.Reference} {
-		_, _, err = c.Fetch(ctx, artifact.Source{Image: ref})
-		require.ErrorIs(t, err, artifact.ErrDigestMismatch)
+		_, _, err = c.Fetch(ctx, api.Source{Image: ref})
+		require.ErrorIs(t, err, api.ErrDigestMismatch)
 		t.Log(err)
 		var dm *artifact.DigestMismatchError
 		require.ErrorAs(t, err, &dm)
@@ -340,8 +341,8 @@ func TestTamperedBlobRefused(t *testing.T) {
 		oc := newClient(t, other.Options())
 		p, err := oc.Push(ctx, other.Ref("mods/echo:v1"), wasm, testDescriptor(), artifact.PushOptions{})
 		require.NoError(t, err)
-		_, _, err = oc.Fetch(ctx, artifact.Source{Image: p.Reference})
-		require.ErrorIs(t, err, artifact.ErrDigestMismatch)
+		_, _, err = oc.Fetch(ctx, api.Source{Image: p.Reference})
+		require.ErrorIs(t, err, api.ErrDigestMismatch)
 		assert.Contains(t, err.Error(), "manifest")
 		assert.Contains(t, err.Error(), p.Digest)
 	})
@@ -356,8 +357,8 @@ func TestFetchSizeLimit(t *testing.T) {
 
 	o := reg.Options()
 	o.MaxSize = int64(len(wasm)) - 1
-	_, _, err = newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/big:1")})
-	require.ErrorIs(t, err, artifact.ErrTooLarge)
+	_, _, err = newClient(t, o).Fetch(ctx, api.Source{Image: reg.Ref("m/big:1")})
+	require.ErrorIs(t, err, api.ErrTooLarge)
 	assert.Contains(t, err.Error(), "declares")
 	assert.Zero(t, reg.Requests("GET /v2/m/big/blobs/"+pushed.WasmDigest), "refused from the manifest, before the download")
 }
@@ -401,7 +402,7 @@ func testFlakyRegistry(t *testing.T) {
 	o.Attempts = 5
 	var logs *logBuffer
 	o.Logger, logs = newLogger(t)
-	got, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/flaky:1")})
+	got, _, err := newClient(t, o).Fetch(ctx, api.Source{Image: reg.Ref("m/flaky:1")})
 	require.NoError(t, err)
 	assert.Equal(t, wasm, got)
 	assert.Equal(t, 3, logs.Count("retrying"), "one retry per 503")
@@ -421,8 +422,8 @@ func testRegistryKeepsFailing(t *testing.T) {
 	reg, seen := downRegistry(t)
 	o := reg.Options()
 	o.Attempts = 3
-	_, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
-	require.ErrorIs(t, err, artifact.ErrUnreachable)
+	_, _, err := newClient(t, o).Fetch(ctx, api.Source{Image: reg.Ref("m/x:1")})
+	require.ErrorIs(t, err, api.ErrUnreachable)
 	var ue *artifact.UnreachableError
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, 3, ue.Attempts)
@@ -443,8 +444,8 @@ func testRegistryClosed(t *testing.T) {
 	var logs *logBuffer
 	o.Logger, logs = newLogger(t)
 	start := time.Now()
-	_, _, err = newClient(t, o).Fetch(ctx, artifact.Source{Image: addr + "/m/x:1"})
-	require.ErrorIs(t, err, artifact.ErrUnreachable)
+	_, _, err = newClient(t, o).Fetch(ctx, api.Source{Image: addr + "/m/x:1"})
+	require.ErrorIs(t, err, api.ErrUnreachable)
 	assert.Less(t, time.Since(start), 5*time.Second)
 	t.Log(err)
 	var ue *artifact.UnreachableError
@@ -466,8 +467,8 @@ func testRetryTimeout(t *testing.T) {
 	o.MaxBackoff = 20 * time.Millisecond
 	o.RetryTimeout = 200 * time.Millisecond
 	start := time.Now()
-	_, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
-	require.ErrorIs(t, err, artifact.ErrUnreachable)
+	_, _, err := newClient(t, o).Fetch(ctx, api.Source{Image: reg.Ref("m/x:1")})
+	require.ErrorIs(t, err, api.ErrUnreachable)
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.Less(t, seen.Load(), int64(20))
 }
@@ -481,7 +482,7 @@ func testRetryContext(t *testing.T) {
 	o.RetryTimeout = 2 * time.Hour
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
+	_, _, err := newClient(t, o).Fetch(ctx, api.Source{Image: reg.Ref("m/x:1")})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "503")
 	assert.EqualValues(t, 1, seen.Load())
@@ -490,8 +491,8 @@ func testRetryContext(t *testing.T) {
 func testNotFoundNotRetried(t *testing.T) {
 	ctx := ctxT(t)
 	reg := startRegistry(t, true, nil)
-	_, _, err := newClient(t, reg.Options()).Fetch(ctx, artifact.Source{Image: reg.Ref("m/none:1")})
-	require.ErrorIs(t, err, artifact.ErrNotFound)
+	_, _, err := newClient(t, reg.Options()).Fetch(ctx, api.Source{Image: reg.Ref("m/none:1")})
+	require.ErrorIs(t, err, api.ErrNotFound)
 	assert.Contains(t, err.Error(), "m/none:1")
 	assert.Equal(t, 1, reg.Requests("/manifests/"))
 }
@@ -508,7 +509,7 @@ func TestCacheAfterRestart(t *testing.T) {
 	c := newClient(t, o)
 	pushed, err := c.Push(ctx, reg.Ref("mods/echo:v1"), wasm, testDescriptor(), artifact.PushOptions{})
 	require.NoError(t, err)
-	_, first, err := c.Fetch(ctx, artifact.Source{Image: reg.Ref("mods/echo:v1")})
+	_, first, err := c.Fetch(ctx, api.Source{Image: reg.Ref("mods/echo:v1")})
 	require.NoError(t, err)
 
 	reg.srv.Close()
@@ -518,7 +519,7 @@ func TestCacheAfterRestart(t *testing.T) {
 	restarted := newClient(t, o)
 
 	t.Run("digest: from the cache, no network", func(t *testing.T) {
-		got, meta, err := restarted.Fetch(ctx, artifact.Source{Image: pushed.Reference})
+		got, meta, err := restarted.Fetch(ctx, api.Source{Image: pushed.Reference})
 		require.NoError(t, err)
 		assert.Equal(t, wasm, got)
 		assert.True(t, meta.FromCache)
@@ -527,7 +528,7 @@ func TestCacheAfterRestart(t *testing.T) {
 		assert.Zero(t, logs.Count("retrying"))
 	})
 	t.Run("tag: stale answer from the cache", func(t *testing.T) {
-		got, meta, err := restarted.Fetch(ctx, artifact.Source{Image: reg.Ref("mods/echo:v1")})
+		got, meta, err := restarted.Fetch(ctx, api.Source{Image: reg.Ref("mods/echo:v1")})
 		require.NoError(t, err)
 		assert.Equal(t, wasm, got)
 		assert.True(t, meta.FromCache)
@@ -538,15 +539,15 @@ func TestCacheAfterRestart(t *testing.T) {
 	})
 	t.Run("pinned tag: from the cache, no network", func(t *testing.T) {
 		n := logs.Count("retrying")
-		got, meta, err := restarted.Fetch(ctx, artifact.Source{Image: reg.Ref("mods/echo:v1"), SHA256: pushed.WasmDigest})
+		got, meta, err := restarted.Fetch(ctx, api.Source{Image: reg.Ref("mods/echo:v1"), SHA256: pushed.WasmDigest})
 		require.NoError(t, err)
 		assert.Equal(t, wasm, got)
 		assert.True(t, meta.FromCache)
 		assert.Equal(t, n, logs.Count("retrying"))
 	})
 	t.Run("a tag never fetched", func(t *testing.T) {
-		_, _, err := restarted.Fetch(ctx, artifact.Source{Image: reg.Ref("mods/echo:v2")})
-		require.ErrorIs(t, err, artifact.ErrUnreachable)
+		_, _, err := restarted.Fetch(ctx, api.Source{Image: reg.Ref("mods/echo:v2")})
+		require.ErrorIs(t, err, api.ErrUnreachable)
 		assert.Contains(t, err.Error(), reg.Host)
 	})
 }
@@ -564,12 +565,12 @@ func TestCorruptCacheBlob(t *testing.T) {
 	c := newClient(t, o)
 	pushed, err := c.Push(ctx, reg.Ref("m/x:1"), wasm, testDescriptor(), artifact.PushOptions{})
 	require.NoError(t, err)
-	_, _, err = c.Fetch(ctx, artifact.Source{Image: pushed.Reference})
+	_, _, err = c.Fetch(ctx, api.Source{Image: pushed.Reference})
 	require.NoError(t, err)
 
 	path := blobFile(o.CacheDir, pushed.WasmDigest)
 	require.NoError(t, os.WriteFile(path, []byte("\x00asm garbage"), 0o644))
-	got, meta, err := c.Fetch(ctx, artifact.Source{Image: pushed.Reference})
+	got, meta, err := c.Fetch(ctx, api.Source{Image: pushed.Reference})
 	require.NoError(t, err)
 	assert.Equal(t, wasm, got)
 	assert.False(t, meta.FromCache)
@@ -581,8 +582,8 @@ func TestCorruptCacheBlob(t *testing.T) {
 	// Corrupt again with the registry gone: refused, never served.
 	require.NoError(t, os.WriteFile(path, []byte("\x00asm garbage"), 0o644))
 	reg.srv.Close()
-	_, _, err = c.Fetch(ctx, artifact.Source{Image: pushed.Reference})
-	require.ErrorIs(t, err, artifact.ErrUnreachable)
+	_, _, err = c.Fetch(ctx, api.Source{Image: pushed.Reference})
+	require.ErrorIs(t, err, api.ErrUnreachable)
 	assert.NoFileExists(t, path)
 }
 
@@ -593,8 +594,8 @@ func TestPlainHTTPRegistryRefused(t *testing.T) {
 	var logs *logBuffer
 	o.Logger, logs = newLogger(t)
 	c := newClient(t, o)
-	_, _, err := c.Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
-	require.ErrorIs(t, err, artifact.ErrPlainHTTP)
+	_, _, err := c.Fetch(ctx, api.Source{Image: reg.Ref("m/x:1")})
+	require.ErrorIs(t, err, api.ErrPlainHTTP)
 	t.Log(err)
 	assert.Contains(t, err.Error(), "registry "+reg.Host)
 	assert.Contains(t, err.Error(), "allowlist")
@@ -602,7 +603,7 @@ func TestPlainHTTPRegistryRefused(t *testing.T) {
 	assert.Zero(t, reg.Requests("GET "), "no plain-HTTP request was sent")
 
 	_, err = c.Push(ctx, reg.Ref("m/x:1"), realWasm(t), testDescriptor(), artifact.PushOptions{})
-	require.ErrorIs(t, err, artifact.ErrPlainHTTP)
+	require.ErrorIs(t, err, api.ErrPlainHTTP)
 }
 
 // TestCredentials: credentials come from a docker config file.
@@ -643,13 +644,13 @@ func TestCredentials(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := reg.Options()
 			o.DockerConfig = writeConfig(t, tc.config)
-			got, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/private:1")})
+			got, _, err := newClient(t, o).Fetch(ctx, api.Source{Image: reg.Ref("m/private:1")})
 			if tc.ok {
 				require.NoError(t, err)
 				assert.Equal(t, wasm, got)
 				return
 			}
-			require.ErrorIs(t, err, artifact.ErrUnauthorized)
+			require.ErrorIs(t, err, api.ErrUnauthorized)
 			t.Log(err)
 			assert.Contains(t, err.Error(), "registry "+reg.Host+" refused access")
 			assert.Contains(t, err.Error(), o.DockerConfig)
@@ -660,14 +661,14 @@ func TestCredentials(t *testing.T) {
 		t.Setenv("DOCKER_CONFIG", filepath.Dir(good))
 		o := reg.Options()
 		o.DockerConfig = ""
-		got, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: pushed.Reference})
+		got, _, err := newClient(t, o).Fetch(ctx, api.Source{Image: pushed.Reference})
 		require.NoError(t, err)
 		assert.Equal(t, wasm, got)
 	})
 	t.Run("missing config file", func(t *testing.T) {
 		o := reg.Options()
 		o.DockerConfig = filepath.Join(t.TempDir(), "nope.json")
-		_, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: pushed.Reference})
+		_, _, err := newClient(t, o).Fetch(ctx, api.Source{Image: pushed.Reference})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "nope.json")
 	})
@@ -701,29 +702,29 @@ func TestFetchURL(t *testing.T) {
 
 	for _, tc := range []struct {
 		name     string
-		src      artifact.Source
+		src      api.Source
 		plain    bool
 		maxSize  int64
 		want     error
 		contains []string
 	}{
-		{name: "right sha256", src: artifact.Source{URL: tlsSrv.URL + "/m.wasm", SHA256: good}},
-		{name: "bare hex sha256", src: artifact.Source{URL: tlsSrv.URL + "/m.wasm", SHA256: strings.TrimPrefix(good, "sha256:")}},
-		{name: "wrong sha256", src: artifact.Source{URL: tlsSrv.URL + "/m.wasm", SHA256: wrong},
-			want: artifact.ErrDigestMismatch, contains: []string{"want " + wrong, "got " + good}},
-		{name: "missing sha256", src: artifact.Source{URL: tlsSrv.URL + "/m.wasm"},
-			want: artifact.ErrInvalidSource, contains: []string{"without a sha256"}},
-		{name: "plain http refused", src: artifact.Source{URL: plainSrv.URL + "/m.wasm", SHA256: good},
-			want: artifact.ErrPlainHTTP, contains: []string{plainHost}},
-		{name: "plain http allowed", src: artifact.Source{URL: plainSrv.URL + "/m.wasm", SHA256: good}, plain: true},
-		{name: "redirect to plain http refused", src: artifact.Source{URL: tlsSrv.URL + "/to-plain", SHA256: good},
-			want: artifact.ErrPlainHTTP},
-		{name: "not found", src: artifact.Source{URL: tlsSrv.URL + "/nope.wasm?token=secret", SHA256: good},
-			want: artifact.ErrNotFound, contains: []string{"404", "/nope.wasm"}},
-		{name: "too large", src: artifact.Source{URL: tlsSrv.URL + "/m.wasm", SHA256: good}, maxSize: 1024,
-			want: artifact.ErrTooLarge, contains: []string{"over the limit of 1024 bytes"}},
-		{name: "not wasm", src: artifact.Source{URL: tlsSrv.URL + "/page", SHA256: page},
-			want: artifact.ErrNotWasm, contains: []string{"<html>"}},
+		{name: "right sha256", src: api.Source{URL: tlsSrv.URL + "/m.wasm", SHA256: good}},
+		{name: "bare hex sha256", src: api.Source{URL: tlsSrv.URL + "/m.wasm", SHA256: strings.TrimPrefix(good, "sha256:")}},
+		{name: "wrong sha256", src: api.Source{URL: tlsSrv.URL + "/m.wasm", SHA256: wrong},
+			want: api.ErrDigestMismatch, contains: []string{"want " + wrong, "got " + good}},
+		{name: "missing sha256", src: api.Source{URL: tlsSrv.URL + "/m.wasm"},
+			want: api.ErrInvalidSource, contains: []string{"without a sha256"}},
+		{name: "plain http refused", src: api.Source{URL: plainSrv.URL + "/m.wasm", SHA256: good},
+			want: api.ErrPlainHTTP, contains: []string{plainHost}},
+		{name: "plain http allowed", src: api.Source{URL: plainSrv.URL + "/m.wasm", SHA256: good}, plain: true},
+		{name: "redirect to plain http refused", src: api.Source{URL: tlsSrv.URL + "/to-plain", SHA256: good},
+			want: api.ErrPlainHTTP},
+		{name: "not found", src: api.Source{URL: tlsSrv.URL + "/nope.wasm?token=secret", SHA256: good},
+			want: api.ErrNotFound, contains: []string{"404", "/nope.wasm"}},
+		{name: "too large", src: api.Source{URL: tlsSrv.URL + "/m.wasm", SHA256: good}, maxSize: 1024,
+			want: api.ErrTooLarge, contains: []string{"over the limit of 1024 bytes"}},
+		{name: "not wasm", src: api.Source{URL: tlsSrv.URL + "/page", SHA256: page},
+			want: api.ErrNotWasm, contains: []string{"<html>"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := ctxT(t)
@@ -747,7 +748,7 @@ func TestFetchURL(t *testing.T) {
 				assert.Contains(t, err.Error(), s)
 			}
 			assert.NotContains(t, err.Error(), "secret")
-			if errors.Is(err, artifact.ErrPlainHTTP) {
+			if errors.Is(err, api.ErrPlainHTTP) {
 				assert.Equal(t, before, gets.Load(), "nothing fetched over plain HTTP")
 			}
 		})
@@ -767,7 +768,7 @@ func TestFetchURLAgain(t *testing.T) {
 		o := fastRetries()
 		o.Transport = srv.Client().Transport
 		o.CacheDir = t.TempDir()
-		src := artifact.Source{URL: srv.URL + "/m.wasm", SHA256: good}
+		src := api.Source{URL: srv.URL + "/m.wasm", SHA256: good}
 		_, _, err := newClient(t, o).Fetch(ctx, src)
 		require.NoError(t, err)
 		srv.Close()
@@ -785,7 +786,7 @@ func TestFetchURLAgain(t *testing.T) {
 		o.Transport = srv.Client().Transport
 		var logs *logBuffer
 		o.Logger, logs = newLogger(t)
-		got, _, err := newClient(t, o).Fetch(ctx, artifact.Source{URL: srv.URL + "/m.wasm?sig=secret", SHA256: good})
+		got, _, err := newClient(t, o).Fetch(ctx, api.Source{URL: srv.URL + "/m.wasm?sig=secret", SHA256: good})
 		require.NoError(t, err)
 		assert.Equal(t, wasm, got)
 		assert.Equal(t, 2, logs.Count("retrying"))
@@ -834,7 +835,7 @@ func TestConcurrentFetches(t *testing.T) {
 				return
 			}
 			for j := range 6 {
-				got, _, err := c.Fetch(ctx, artifact.Source{Image: refs[(i+j)%len(refs)]})
+				got, _, err := c.Fetch(ctx, api.Source{Image: refs[(i+j)%len(refs)]})
 				if err == nil && !bytes.Equal(got, wasm) {
 					err = errors.New("bytes differ")
 				}

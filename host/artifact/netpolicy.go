@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/net/http/httpproxy"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/internal/netaddr"
 )
 
@@ -83,7 +84,7 @@ func (p *netPolicy) check(name string, ip netip.Addr) error {
 		article = "an"
 	}
 	return fmt.Errorf("%w: %s is %s, %s %s address: allow its network (artifacts-allow-networks) to fetch from it",
-		ErrForbiddenAddress, name, ip.Unmap(), article, kind)
+		api.ErrForbiddenAddress, name, ip.Unmap(), article, kind)
 }
 
 // dialer is the dial function of a transport under the policy. next, when

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 )
 
@@ -36,9 +37,9 @@ func TestRestrictNetworks(t *testing.T) {
 		{"https://localhost:1/m.wasm", "a loopback address"},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
-			_, _, err := restricted(fastRetries()).Fetch(ctx, artifact.Source{URL: tc.url, SHA256: sha})
-			require.ErrorIs(t, err, artifact.ErrForbiddenAddress)
-			assert.NotErrorIs(t, err, artifact.ErrUnreachable, "refused, not retried as unreachable")
+			_, _, err := restricted(fastRetries()).Fetch(ctx, api.Source{URL: tc.url, SHA256: sha})
+			require.ErrorIs(t, err, api.ErrForbiddenAddress)
+			assert.NotErrorIs(t, err, api.ErrUnreachable, "refused, not retried as unreachable")
 			assert.Contains(t, err.Error(), tc.want)
 			t.Logf("%v", err)
 		})
@@ -47,14 +48,14 @@ func TestRestrictNetworks(t *testing.T) {
 	t.Run("registry on loopback", func(t *testing.T) {
 		reg := startRegistry(t, true, nil)
 		o := reg.Options()
-		_, _, err := restricted(o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
-		require.ErrorIs(t, err, artifact.ErrForbiddenAddress)
+		_, _, err := restricted(o).Fetch(ctx, api.Source{Image: reg.Ref("m/x:1")})
+		require.ErrorIs(t, err, api.ErrForbiddenAddress)
 		assert.Zero(t, reg.Requests(""), "requests that reached the registry")
 
 		o.AllowNetworks = []string{"127.0.0.0/8"}
 		pushed, err := newClient(t, reg.Options()).Push(ctx, reg.Ref("m/x:1"), realWasm(t), testDescriptor(), artifact.PushOptions{})
 		require.NoError(t, err)
-		_, meta, err := restricted(o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
+		_, meta, err := restricted(o).Fetch(ctx, api.Source{Image: reg.Ref("m/x:1")})
 		require.NoError(t, err, "allowed by AllowNetworks")
 		assert.Equal(t, pushed.WasmDigest, meta.Digest)
 	})
@@ -69,8 +70,8 @@ func TestRestrictNetworks(t *testing.T) {
 		host := strings.TrimPrefix(srv.URL, "http://")
 		o := fastRetries()
 		o.PlainHTTP = []string{host}
-		_, _, err := restricted(o).Fetch(ctx, artifact.Source{URL: srv.URL + "/m.wasm", SHA256: sha})
-		require.ErrorIs(t, err, artifact.ErrForbiddenAddress)
+		_, _, err := restricted(o).Fetch(ctx, api.Source{URL: srv.URL + "/m.wasm", SHA256: sha})
+		require.ErrorIs(t, err, api.ErrForbiddenAddress)
 		assert.Contains(t, err.Error(), "10.9.8.7, a private address")
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // Manifest annotations written by Push, beside the OCI ones
@@ -60,13 +61,13 @@ func (c *Client) Push(ctx context.Context, ref string, wasm []byte, desc abi.Des
 		return Pushed{}, err
 	}
 	if _, ok := r.(name.Digest); ok {
-		return Pushed{}, fmt.Errorf("%w: push to a tag, not a digest: %s", ErrInvalidSource, ref)
+		return Pushed{}, fmt.Errorf("%w: push to a tag, not a digest: %s", api.ErrInvalidSource, ref)
 	}
 	if err := checkWasm("the module", wasm); err != nil {
 		return Pushed{}, err
 	}
 	if int64(len(wasm)) > c.opts.MaxSize {
-		return Pushed{}, fmt.Errorf("%w: the module is %d bytes, over the limit of %d bytes", ErrTooLarge, len(wasm), c.opts.MaxSize)
+		return Pushed{}, fmt.Errorf("%w: the module is %d bytes, over the limit of %d bytes", api.ErrTooLarge, len(wasm), c.opts.MaxSize)
 	}
 	if err := desc.Validate(); err != nil {
 		return Pushed{}, fmt.Errorf("artifact: push %s: descriptor: %w", ref, err)

@@ -16,6 +16,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // MaxManifestSize bounds a manifest or index read from a registry.
@@ -138,7 +140,7 @@ func (s *session) manifest(ctx context.Context, ref name.Reference) (*manifest, 
 		return nil, err
 	}
 	if len(b) > MaxManifestSize {
-		return nil, fmt.Errorf("%w: manifest of %s is larger than %d bytes", ErrNotWasm, ref, MaxManifestSize)
+		return nil, fmt.Errorf("%w: manifest of %s is larger than %d bytes", api.ErrNotWasm, ref, MaxManifestSize)
 	}
 	m := &manifest{Ref: ref, Digest: digestOf(b), Size: int64(len(b))}
 	if d, ok := ref.(name.Digest); ok && d.DigestStr() != m.Digest {
@@ -165,7 +167,7 @@ func (s *session) blob(ctx context.Context, d v1.Descriptor, limit int64) ([]byt
 	}
 	defer resp.Body.Close()
 	if resp.ContentLength > limit {
-		return nil, fmt.Errorf("%w: blob %s is %d bytes, over the limit of %d bytes", ErrTooLarge, what, resp.ContentLength, limit)
+		return nil, fmt.Errorf("%w: blob %s is %d bytes, over the limit of %d bytes", api.ErrTooLarge, what, resp.ContentLength, limit)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
@@ -173,7 +175,7 @@ func (s *session) blob(ctx context.Context, d v1.Descriptor, limit int64) ([]byt
 		return nil, err
 	}
 	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%w: blob %s is over the limit of %d bytes", ErrTooLarge, what, limit)
+		return nil, fmt.Errorf("%w: blob %s is over the limit of %d bytes", api.ErrTooLarge, what, limit)
 	}
 	if got := digestOf(b); got != d.Digest.String() {
 		return nil, &DigestMismatchError{What: "blob " + what, Want: d.Digest.String(), Got: got}
@@ -219,10 +221,10 @@ func (c *Client) wasmLayer(m *manifest) (v1.Descriptor, error) {
 	}
 	l := wasm[0]
 	if l.Digest.Algorithm != "sha256" {
-		return v1.Descriptor{}, fmt.Errorf("%w: %s: wasm layer digest %s: only sha256 is supported", ErrNotWasm, m.Ref, l.Digest)
+		return v1.Descriptor{}, fmt.Errorf("%w: %s: wasm layer digest %s: only sha256 is supported", api.ErrNotWasm, m.Ref, l.Digest)
 	}
 	if l.Size < 0 || l.Size > c.opts.MaxSize {
-		return v1.Descriptor{}, fmt.Errorf("%w: %s: the wasm layer declares %d bytes, over the limit of %d bytes", ErrTooLarge, m.Ref, l.Size, c.opts.MaxSize)
+		return v1.Descriptor{}, fmt.Errorf("%w: %s: the wasm layer declares %d bytes, over the limit of %d bytes", api.ErrTooLarge, m.Ref, l.Size, c.opts.MaxSize)
 	}
 	return l, nil
 }
@@ -233,23 +235,23 @@ func (c *Client) registryError(ref name.Reference, err error) error {
 	reg := ref.Context().RegistryStr()
 	var te *transport.Error
 	switch {
-	case errors.Is(err, ErrUnreachable), errors.Is(err, ErrNotWasm), errors.Is(err, ErrDigestMismatch),
-		errors.Is(err, ErrTooLarge), errors.Is(err, ErrInvalidSource), errors.Is(err, context.Canceled),
+	case errors.Is(err, api.ErrUnreachable), errors.Is(err, api.ErrNotWasm), errors.Is(err, api.ErrDigestMismatch),
+		errors.Is(err, api.ErrTooLarge), errors.Is(err, api.ErrInvalidSource), errors.Is(err, context.Canceled),
 		errors.Is(err, context.DeadlineExceeded):
 		return err
-	case errors.Is(err, ErrPlainHTTP):
+	case errors.Is(err, api.ErrPlainHTTP):
 		return fmt.Errorf("%s: registry %s: not reachable over HTTPS, and plain HTTP is not allowed for it: %w", ref, reg, err)
 	case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden):
 		return fmt.Errorf("%w: %s: registry %s refused access with the credentials from %s: %v",
-			ErrUnauthorized, ref, reg, c.keychain.describe(), err)
+			api.ErrUnauthorized, ref, reg, c.keychain.describe(), err)
 	case errors.As(err, &te) && te.StatusCode == http.StatusNotFound:
-		return fmt.Errorf("%w: %s: %v", ErrNotFound, ref, err)
+		return fmt.Errorf("%w: %s: %v", api.ErrNotFound, ref, err)
 	}
 	return fmt.Errorf("%s: registry %s: %w", ref, reg, err)
 }
 
 // fetchImage is Fetch for an image reference.
-func (c *Client) fetchImage(ctx context.Context, src Source) ([]byte, Meta, error) {
+func (c *Client) fetchImage(ctx context.Context, src api.Source) ([]byte, Meta, error) {
 	ref, err := c.parseRef(src.Image)
 	if err != nil {
 		return nil, Meta{}, err
@@ -282,7 +284,7 @@ func (c *Client) fetchImage(ctx context.Context, src Source) ([]byte, Meta, erro
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrUnreachable) && haveEntry && (src.SHA256 == "" || src.SHA256 == entry.Digest) {
+		if errors.Is(err, api.ErrUnreachable) && haveEntry && (src.SHA256 == "" || src.SHA256 == entry.Digest) {
 			if b, ok := c.cache.blob(entry.Digest); ok {
 				c.log.Warn("registry unreachable, serving the cached module", "reference", key,
 					"digest", entry.Digest, "resolved", entry.Resolved.Format(time.RFC3339), "error", err)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // retry runs op until it succeeds, fails for good, or the attempts or the
@@ -68,7 +70,7 @@ func transient(err error) bool {
 		hne  x509.HostnameError
 	)
 	switch {
-	case errors.Is(err, ErrForbiddenAddress):
+	case errors.Is(err, api.ErrForbiddenAddress):
 		return false
 	case errors.As(err, &cve), errors.As(err, &uae), errors.As(err, &hne):
 		return false
@@ -79,7 +81,7 @@ func transient(err error) bool {
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNABORTED),
 		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
-		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, ErrStalled):
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, api.ErrStalled):
 		return true
 	case errors.As(err, &dnse), errors.As(err, &ope):
 		return true

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
@@ -39,16 +40,16 @@ func TestFetchTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		match string
-		src   func(reg *testRegistry, pushed artifact.Pushed) artifact.Source
+		src   func(reg *testRegistry, pushed artifact.Pushed) api.Source
 	}{
-		{"manifest", "GET /v2/m/drip/manifests/", func(reg *testRegistry, _ artifact.Pushed) artifact.Source {
-			return artifact.Source{Image: reg.Ref("m/drip:1")}
+		{"manifest", "GET /v2/m/drip/manifests/", func(reg *testRegistry, _ artifact.Pushed) api.Source {
+			return api.Source{Image: reg.Ref("m/drip:1")}
 		}},
-		{"blob", "GET /v2/m/drip/blobs/", func(reg *testRegistry, _ artifact.Pushed) artifact.Source {
-			return artifact.Source{Image: reg.Ref("m/drip:1")}
+		{"blob", "GET /v2/m/drip/blobs/", func(reg *testRegistry, _ artifact.Pushed) api.Source {
+			return api.Source{Image: reg.Ref("m/drip:1")}
 		}},
-		{"url", "GET /m.wasm", func(reg *testRegistry, pushed artifact.Pushed) artifact.Source {
-			return artifact.Source{URL: "http://" + reg.Host + "/m.wasm", SHA256: pushed.WasmDigest}
+		{"url", "GET /m.wasm", func(reg *testRegistry, pushed artifact.Pushed) api.Source {
+			return api.Source{URL: "http://" + reg.Host + "/m.wasm", SHA256: pushed.WasmDigest}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,8 +84,8 @@ func TestStallTimeout(t *testing.T) {
 	o := reg.Options()
 	o.Attempts = 1
 	o.StallTimeout = 300 * time.Millisecond // the drip sends a byte a second
-	_, _, err = newClient(t, o).Fetch(ctx, artifact.Source{URL: "http://" + reg.Host + "/m.wasm", SHA256: pushed.WasmDigest})
-	require.ErrorIs(t, err, artifact.ErrStalled)
+	_, _, err = newClient(t, o).Fetch(ctx, api.Source{URL: "http://" + reg.Host + "/m.wasm", SHA256: pushed.WasmDigest})
+	require.ErrorIs(t, err, api.ErrStalled)
 	assert.NotErrorIs(t, err, context.DeadlineExceeded, "cut by the stall timeout, not the fetch deadline")
 	t.Logf("%v", err)
 	require.Eventually(t, func() bool { return d.Active() == 0 }, time.Minute, 10*time.Millisecond,
@@ -107,7 +108,7 @@ func TestMaxFetches(t *testing.T) {
 	errs := make(chan error, fetches)
 	for i := range fetches {
 		go func() {
-			_, _, err := c.Fetch(ctx, artifact.Source{URL: fmt.Sprintf("http://%s/m%d.wasm", reg.Host, i), SHA256: "sha256:" + strings.Repeat("0", 64)})
+			_, _, err := c.Fetch(ctx, api.Source{URL: fmt.Sprintf("http://%s/m%d.wasm", reg.Host, i), SHA256: "sha256:" + strings.Repeat("0", 64)})
 			errs <- err
 		}()
 	}

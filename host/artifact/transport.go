@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // guard refuses plain-HTTP requests to hosts outside the allowlist. It sits
@@ -18,7 +20,7 @@ import (
 // It also bounds what downloads hold: at most slots requests are in
 // flight at once, each from its start until its body is closed (the others
 // wait, within their context), and a body that sends nothing for stall
-// fails with ErrStalled.
+// fails with api.ErrStalled.
 type guard struct {
 	next  http.RoundTripper
 	plain map[string]bool
@@ -31,7 +33,7 @@ func (g *guard) RoundTrip(r *http.Request) (*http.Response, error) {
 		if r.Body != nil {
 			r.Body.Close()
 		}
-		return nil, fmt.Errorf("%w to %s: list the host in the plain-HTTP allowlist to allow it", ErrPlainHTTP, r.URL.Host)
+		return nil, fmt.Errorf("%w to %s: list the host in the plain-HTTP allowlist to allow it", api.ErrPlainHTTP, r.URL.Host)
 	}
 	select {
 	case g.slots <- struct{}{}:
@@ -49,7 +51,9 @@ func (g *guard) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	b := &stallBody{body: resp.Body, ctx: ctx, stall: g.stall, cancel: cancel, release: func() { <-g.slots }}
-	b.timer = time.AfterFunc(g.stall, func() { cancel(fmt.Errorf("%w: %s sent nothing for %v", ErrStalled, redact(r.URL.String()), g.stall)) })
+	b.timer = time.AfterFunc(g.stall, func() {
+		cancel(fmt.Errorf("%w: %s sent nothing for %v", api.ErrStalled, redact(r.URL.String()), g.stall))
+	})
 	resp.Body = b
 	return resp, nil
 }
@@ -72,7 +76,7 @@ func (b *stallBody) Read(p []byte) (int, error) {
 		b.timer.Reset(b.stall)
 	}
 	if err != nil && err != io.EOF {
-		if cause := context.Cause(b.ctx); errors.Is(cause, ErrStalled) {
+		if cause := context.Cause(b.ctx); errors.Is(cause, api.ErrStalled) {
 			err = cause
 		}
 	}

@@ -168,10 +168,8 @@ type Module struct {
 	// checks what it got.
 	Wasm []byte
 	// Source, in place of Wasm, is where the host fetches the module from:
-	// an OCI reference or an https URL (see host/artifact).
-	Source string
-	// Digest is "sha256:<hex>": what Source must have (required for a URL).
-	Digest string
+	// an OCI reference, or an https URL with the digest of its bytes.
+	Source api.Source
 
 	// Limits are the module's; a zero field is the host's default, and so
 	// is a nil MinInstances (0 keeps no instance warm).
@@ -206,10 +204,13 @@ const ChunkSize = 256 << 10
 func (c *Client) Load(ctx context.Context, m Module) (*hostv1.LoadModuleResponse, error) {
 	hdr := &hostv1.LoadHeader{
 		Name: m.Name, Limits: hostv1.LimitsProto(m.Limits), Capabilities: m.Capabilities, Config: m.Config,
-		Source: m.Source, Digest: m.Digest, CapabilitiesSet: m.Capabilities != nil, Labels: m.Labels,
-		Secrets: m.Secrets,
+		CapabilitiesSet: m.Capabilities != nil, Labels: m.Labels, Secrets: m.Secrets,
 	}
-	if m.Source == "" {
+	if m.Source != (api.Source{}) {
+		// The wire carries the reference or URL and the digest apart.
+		// The digest as given: the host normalizes it, or says why not.
+		hdr.Source, hdr.Digest = m.Source.Image+m.Source.URL, m.Source.SHA256
+	} else {
 		sum := sha256.Sum256(m.Wasm)
 		hdr.Size, hdr.Digest = uint64(len(m.Wasm)), "sha256:"+hex.EncodeToString(sum[:])
 	}

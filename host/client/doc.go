@@ -12,6 +12,6 @@
 // process that dials many hosts. Load streams the bytes in chunks with
 // their size and sha256. Errors are those of package host/api: a failed
 // call is an *api.CallError, a failed load an *api.LoadError, and a
-// sentinel (api.ErrNotFound, api.ErrStaleGeneration, artifact.ErrNotWasm,
+// sentinel (api.ErrNotFound, api.ErrStaleGeneration, api.ErrNotWasm,
 // ...) matches with errors.Is; status.Code still gives the gRPC code.
 package client

@@ -137,7 +137,7 @@ func ErrorInfo(st *status.Status) *errdetails.ErrorInfo {
 // StatusError is an error a host answered with, as a client sees it: its
 // status (GRPCStatus, so that status.Code works on it and on what wraps
 // it), and errors.Is matches every api.Sentinel of its reason (ErrClosed for
-// CLOSED, artifact.ErrNotWasm for NOT_WASM, ...).
+// CLOSED, api.ErrNotWasm for NOT_WASM, ...).
 type StatusError struct {
 	st     *status.Status
 	reason string

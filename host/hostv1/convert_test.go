@@ -78,9 +78,9 @@ func TestSentinels(t *testing.T) {
 		{"stale", fmt.Errorf("routes generation 1 is older than 2: %w", api.ErrStaleGeneration), api.ErrStaleGeneration, codes.FailedPrecondition, api.ReasonStaleGeneration},
 		{"moved", fmt.Errorf("routes generation is 3, not the base 2: %w", api.ErrGenerationMoved), api.ErrGenerationMoved, codes.FailedPrecondition, api.ReasonGenerationMoved},
 		{"capacity", &api.LoadError{Module: "m", Err: api.ErrCapacity}, api.ErrCapacity, codes.ResourceExhausted, api.ReasonCapacity},
-		{"artifact", &api.LoadError{Module: "m", Err: fmt.Errorf("fetch: %w", artifact.ErrUnauthorized)}, artifact.ErrUnauthorized, codes.PermissionDenied, api.ReasonUnauthorized},
-		{"outermost", &artifact.UnreachableError{Op: "resolve r/a:1", Host: "r", Attempts: 2, Err: fmt.Errorf("get: %w", artifact.ErrPlainHTTP)}, artifact.ErrUnreachable, codes.Unavailable, api.ReasonUnreachable},
-		{"matched by Is", fmt.Errorf("fetch: %w", &artifact.DigestMismatchError{What: "x", Want: "a", Got: "b"}), artifact.ErrDigestMismatch, codes.DataLoss, api.ReasonDigestMismatch},
+		{"artifact", &api.LoadError{Module: "m", Err: fmt.Errorf("fetch: %w", api.ErrUnauthorized)}, api.ErrUnauthorized, codes.PermissionDenied, api.ReasonUnauthorized},
+		{"outermost", &artifact.UnreachableError{Op: "resolve r/a:1", Host: "r", Attempts: 2, Err: fmt.Errorf("get: %w", api.ErrPlainHTTP)}, api.ErrUnreachable, codes.Unavailable, api.ReasonUnreachable},
+		{"matched by Is", fmt.Errorf("fetch: %w", &artifact.DigestMismatchError{What: "x", Want: "a", Got: "b"}), api.ErrDigestMismatch, codes.DataLoss, api.ReasonDigestMismatch},
 		{"a kind's sentinel matched by Is", fmt.Errorf("unload: %w", notLoaded("x")), api.ErrNotFound, codes.NotFound, api.ReasonNotFound},
 	}
 	for _, tt := range tests {

@@ -33,14 +33,14 @@
 //	ErrStaleGeneration              FAILED_PRECONDITION  STALE_GENERATION
 //	ErrGenerationMoved              FAILED_PRECONDITION  GENERATION_MOVED
 //	ErrCapacity                     RESOURCE_EXHAUSTED   CAPACITY
-//	artifact.ErrInvalidSource       INVALID_ARGUMENT     BAD_SOURCE
-//	artifact.ErrNotWasm             INVALID_ARGUMENT     NOT_WASM
-//	artifact.ErrDigestMismatch      DATA_LOSS            DIGEST_MISMATCH
-//	artifact.ErrTooLarge            RESOURCE_EXHAUSTED   TOO_LARGE
-//	artifact.ErrUnreachable         UNAVAILABLE          UNREACHABLE
-//	artifact.ErrUnauthorized        PERMISSION_DENIED    UNAUTHORIZED
-//	artifact.ErrNotFound            NOT_FOUND            NOT_FOUND
-//	artifact.ErrPlainHTTP           FAILED_PRECONDITION  PLAIN_HTTP
+//	ErrInvalidSource                INVALID_ARGUMENT     BAD_SOURCE
+//	ErrTooLarge                     RESOURCE_EXHAUSTED   TOO_LARGE
+//	ErrNoFetcher                    FAILED_PRECONDITION  NO_FETCHER
+//	ErrNotWasm                      INVALID_ARGUMENT     NOT_WASM
+//	ErrDigestMismatch               DATA_LOSS            DIGEST_MISMATCH
+//	ErrUnreachable                  UNAVAILABLE          UNREACHABLE
+//	ErrUnauthorized                 PERMISSION_DENIED    UNAUTHORIZED
+//	ErrPlainHTTP                    FAILED_PRECONDITION  PLAIN_HTTP
 //	a cancelled load                CANCELED
 //	anything else                   INTERNAL
 //

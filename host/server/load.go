@@ -15,7 +15,6 @@ import (
 
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
-	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
@@ -96,7 +95,7 @@ func (s *Server) LoadModule(stream hostv1.HostService_LoadModuleServer) error {
 // loadSource loads the module that hdr.source names: the request carries
 // no chunks.
 func (s *Server) loadSource(stream hostv1.HostService_LoadModuleServer, hdr *hostv1.LoadHeader, chunk bool) error {
-	src, err := artifact.NewSource(hdr.GetSource(), hdr.GetDigest())
+	src, err := api.NewSource(hdr.GetSource(), hdr.GetDigest())
 	if err != nil {
 		return toStatus(err)
 	}

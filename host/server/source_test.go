@@ -35,12 +35,15 @@ func TestLoadSource(t *testing.T) {
 		}
 	}))
 	t.Cleanup(web.Close)
-	e := newEnv(t, envOptions{host: host.Options{Artifacts: artifact.Options{
-		Transport:     web.Client().Transport,
-		Attempts:      1,
-		CacheDir:      t.TempDir(),
-		AllowNetworks: []string{"127.0.0.0/8"}, // the test's server
-	}}})
+	fetcher, err := artifact.New(artifact.Options{
+		Transport:        web.Client().Transport,
+		Attempts:         1,
+		CacheDir:         t.TempDir(),
+		RestrictNetworks: true,
+		AllowNetworks:    []string{"127.0.0.0/8"}, // the test's server
+	})
+	require.NoError(t, err)
+	e := newEnv(t, envOptions{host: host.Options{Fetcher: fetcher}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	load := func(hdr *hostv1.LoadHeader, chunk []byte) (*hostv1.LoadModuleResponse, error) {
@@ -87,4 +90,16 @@ func TestLoadSource(t *testing.T) {
 	}
 	_, err = e.invoke(t, "echo", "echo", "in", []byte("still here"))
 	require.NoError(t, err)
+}
+
+// TestLoadSourceNoFetcher: a host embedded without a fetcher answers a load
+// by source with FAILED_PRECONDITION NO_FETCHER, naming the source, and
+// still loads bytes.
+func TestLoadSourceNoFetcher(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := loadStream(ctx, e.client, &hostv1.LoadHeader{Source: "registry.test/acme/echo:1"}, nil, 1<<20)
+	wantStatus(t, err, codes.FailedPrecondition, api.ReasonNoFetcher, "registry.test/acme/echo:1", "fetches no modules")
+	assert.ErrorIs(t, hostv1.Error(err), api.ErrNoFetcher, "a client matches the sentinel")
 }

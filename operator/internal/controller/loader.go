@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
 	hostclient "github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/hostv1"
@@ -38,10 +39,7 @@ type SourceLoader struct{}
 // Load implements Loader.
 func (SourceLoader) Load(ctx context.Context, host *hostclient.Client, req LoadRequest) (*hostv1.Module, error) {
 	m := req.Module
-	m.Source = req.Artifact.String()
-	if req.Artifact.SHA256 != "" {
-		m.Digest = "sha256:" + req.Artifact.SHA256
-	}
+	m.Source = sourceOf(req.Artifact)
 	resp, err := host.Load(ctx, m)
 	return resp.GetModule(), err
 }
@@ -54,11 +52,7 @@ type FetchLoader struct {
 
 // Load implements Loader.
 func (l FetchLoader) Load(ctx context.Context, host *hostclient.Client, req LoadRequest) (*hostv1.Module, error) {
-	src, err := artifact.NewSource(req.Artifact.String(), req.Artifact.SHA256)
-	if err != nil {
-		return nil, err
-	}
-	wasm, _, err := l.Client.Fetch(ctx, src)
+	wasm, _, err := l.Client.Fetch(ctx, sourceOf(req.Artifact))
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s: %w", req.Artifact, err)
 	}
@@ -66,4 +60,10 @@ func (l FetchLoader) Load(ctx context.Context, host *hostclient.Client, req Load
 	m.Wasm = wasm
 	resp, err := host.Load(ctx, m)
 	return resp.GetModule(), err
+}
+
+// sourceOf is the reference the artifact names, field by field: it is parsed
+// where it is used (the host, or Fetch here), never from a string made of it.
+func sourceOf(a placement.Artifact) api.Source {
+	return api.Source{Image: a.Image, URL: a.URL, SHA256: a.SHA256}
 }

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/tinyhost/tinyhost/host/api"
-	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
@@ -300,12 +299,13 @@ func TestPermanent(t *testing.T) {
 		{withReason(codes.PermissionDenied, api.ReasonDenied), true},
 		{withReason(codes.PermissionDenied, api.ReasonUnauthorized), false},
 		{withReason(codes.FailedPrecondition, api.ReasonPlainHTTP), true},
+		{withReason(codes.FailedPrecondition, api.ReasonNoFetcher), true},
 		{withReason(codes.NotFound, api.ReasonNotFound), false},
 		{withReason(codes.Unavailable, api.ReasonUnreachable), false},
 		{status.Error(codes.DeadlineExceeded, "slow"), false},
-		{fmt.Errorf("fetch: %w", artifact.ErrNotWasm), true},
-		{fmt.Errorf("fetch: %w", artifact.ErrUnreachable), false},
-		{fmt.Errorf("fetch: %w", artifact.ErrNotFound), false},
+		{fmt.Errorf("fetch: %w", api.ErrNotWasm), true},
+		{fmt.Errorf("fetch: %w", api.ErrUnreachable), false},
+		{fmt.Errorf("fetch: %w", api.ErrNotFound), false},
 		{errors.New("anything else"), false},
 	}
 	for _, tt := range tests {

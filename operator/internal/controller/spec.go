@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tinyhost/tinyhost/host/api"
-	"github.com/tinyhost/tinyhost/host/artifact"
 	hostclient "github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
@@ -132,15 +131,15 @@ func optional(p *int32) *int {
 // permanent reports whether a load failed for good: loading the same spec
 // on the same host again would fail the same way (the wasm is not a module,
 // speaks another ABI, is too large for the host, does not have its digest,
-// or the artifact is named wrong), or is refused for want of room: the
+// the artifact is named wrong, or the host fetches none), or is refused for want of room: the
 // host is full (placements by two shard replicas at once, or modules of
 // its own), and the module goes to another host rather than wait for
 // room. Anything else may pass and is retried: an
 // unreachable host or registry, a busy host, credentials that are missing
 // now, an image not pushed yet.
 func permanent(err error) bool {
-	for _, e := range []error{artifact.ErrNotWasm, artifact.ErrDigestMismatch, artifact.ErrTooLarge,
-		artifact.ErrInvalidSource, artifact.ErrPlainHTTP} {
+	for _, e := range []error{api.ErrNotWasm, api.ErrDigestMismatch, api.ErrTooLarge,
+		api.ErrInvalidSource, api.ErrPlainHTTP, api.ErrNoFetcher} {
 		if errors.Is(err, e) {
 			return true
 		}

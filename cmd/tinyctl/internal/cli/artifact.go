@@ -143,28 +143,30 @@ func (c *ctl) artifacts() (*artifact.Client, error) {
 func artifactError(err error) error {
 	code := ExitFailed
 	switch {
-	case errors.Is(err, artifact.ErrNotFound):
+	case errors.Is(err, api.ErrNotFound):
 		code = ExitNotFound
-	case errors.Is(err, artifact.ErrUnreachable):
+	case errors.Is(err, api.ErrUnreachable):
 		code = ExitUnavailable
-	case errors.Is(err, artifact.ErrUnauthorized):
+	case errors.Is(err, api.ErrUnauthorized):
 		code = ExitAuth
 	}
 	return &exitError{code: code, msg: err.Error()}
 }
 
-// isSource says whether the argument of load is a source for the host to
-// fetch rather than a local file: it is when no such file exists. A source
-// is checked here so that a mistyped one is a usage error, not the host's.
-func isSource(arg, sha string) (bool, error) {
+// sourceArg says whether the argument of load is a source for the host to
+// fetch rather than a local file (it is when no such file exists), and
+// parses it. A source is checked here so that a mistyped one is a usage
+// error, not the host's.
+func sourceArg(arg, sha string) (api.Source, bool, error) {
 	if _, err := os.Stat(arg); !errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return api.Source{}, false, nil
 	}
 	if strings.HasSuffix(arg, ".wasm") && !strings.Contains(arg, "://") {
-		return false, fmt.Errorf("load: %s: no such file", filepath.Clean(arg))
+		return api.Source{}, false, fmt.Errorf("load: %s: no such file", filepath.Clean(arg))
 	}
-	if _, err := artifact.NewSource(arg, sha); err != nil {
-		return false, usagef("load: %q is neither a file nor a module source: %v", arg, err)
+	src, err := api.NewSource(arg, sha)
+	if err != nil {
+		return api.Source{}, false, usagef("load: %q is neither a file nor a module source: %v", arg, err)
 	}
-	return true, nil
+	return src, true, nil
 }

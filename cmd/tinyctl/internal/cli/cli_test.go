@@ -28,7 +28,9 @@ func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
 func startHost(t *testing.T) (*host.Host, string) {
 	t.Helper()
 	ctx := context.Background()
-	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t), Artifacts: artifact.Options{AllowNetworks: []string{"127.0.0.0/8"}}})
+	fetcher, err := artifact.New(artifact.Options{RestrictNetworks: true, AllowNetworks: []string{"127.0.0.0/8"}})
+	require.NoError(t, err)
+	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t), Fetcher: fetcher})
 	require.NoError(t, err)
 	// Minutes: the loads compile, on a machine that may be busy.
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Minute)

@@ -185,10 +185,10 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 		MaxHTTPRequests:     int(c.o.limits.maxHTTPRequests),
 		MaxEmits:            int(c.o.limits.maxEmits),
 	}}
-	if ok, err := isSource(path, c.o.sha256); err != nil {
+	if src, ok, err := sourceArg(path, c.o.sha256); err != nil {
 		return err
 	} else if ok {
-		m.Source, m.Digest = path, c.o.sha256
+		m.Source = src
 	} else {
 		if c.o.sha256 != "" {
 			return usagef("load: --sha256 is for a reference or URL, not a file")

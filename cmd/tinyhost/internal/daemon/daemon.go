@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -156,7 +157,13 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 	if name == "" {
 		name = lis.Addr().String()
 	}
-	h, m, err := startHost(ctx, cfg, log, transport, tr.Host(name))
+	fetcher, err := newFetcher(cfg, log.Named("artifact"))
+	if err != nil {
+		return &UsageError{err}
+	}
+	// Deferred before the host closes: runs after, once no fetch runs.
+	defer fetcher.CloseIdleConnections()
+	h, m, err := startHost(ctx, cfg, log, transport, fetcher, tr.Host(name))
 	if err != nil || h == nil {
 		return err
 	}
@@ -263,12 +270,13 @@ func listen(cfg Config) (lis, metricsLis net.Listener, err error) {
 // from its start, and sets the routes and wiring of the config file. It
 // returns no host and no error when ctx ended while New loaded the modules
 // directory.
-func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport api.Transport, tracer host.Tracer) (*host.Host, *metrics.Metrics, error) {
+func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport api.Transport, fetcher host.Fetcher, tracer host.Tracer) (*host.Host, *metrics.Metrics, error) {
 	// The metrics read the host's modules at scrape time.
 	src := &hostSource{}
 	m := metrics.New(src)
 	opts := hostOptions(cfg, log, m, transport)
 	opts.Tracer = tracer
+	opts.Fetcher = fetcher
 	h, err := host.New(ctx, opts)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -285,23 +293,45 @@ func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport api.
 	return h, m, nil
 }
 
+// newFetcher is the artifact client the host fetches modules with (its
+// LoadModule by source, the *.ref files of its modules directory), with
+// the host's defaults: the cache beside the compilation cache, the host's
+// module size bound, and internal addresses refused unless allowed,
+// because a host fetches for whoever may load.
+func newFetcher(cfg Config, log hclog.Logger) (*artifact.Client, error) {
+	a := cfg.Artifacts
+	opts := artifact.Options{
+		CacheDir:         a.CacheDir,
+		Logger:           log,
+		DockerConfig:     a.DockerConfig,
+		PlainHTTP:        a.PlainHTTP,
+		MaxSize:          a.MaxSize,
+		Attempts:         a.Attempts,
+		FetchTimeout:     a.FetchTimeout,
+		MaxFetches:       a.MaxFetches,
+		RestrictNetworks: true,
+		AllowNetworks:    a.AllowNetworks,
+		StallTimeout:     a.StallTimeout,
+	}
+	if opts.CacheDir == "" && cfg.CacheDir != "" {
+		opts.CacheDir = filepath.Join(cfg.CacheDir, "artifacts")
+	}
+	if opts.MaxSize == 0 {
+		opts.MaxSize = cfg.MaxLoadBytes
+	}
+	c, err := artifact.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("artifacts: %w", err)
+	}
+	return c, nil
+}
+
 // hostOptions maps the configuration onto the host's options.
 func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport api.Transport) host.Options {
 	return host.Options{
-		Name:     cfg.Name,
-		Logger:   log.Named("host"),
-		Observer: observer,
-		Artifacts: artifact.Options{
-			CacheDir:      cfg.Artifacts.CacheDir,
-			DockerConfig:  cfg.Artifacts.DockerConfig,
-			PlainHTTP:     cfg.Artifacts.PlainHTTP,
-			MaxSize:       cfg.Artifacts.MaxSize,
-			Attempts:      cfg.Artifacts.Attempts,
-			FetchTimeout:  cfg.Artifacts.FetchTimeout,
-			MaxFetches:    cfg.Artifacts.MaxFetches,
-			AllowNetworks: cfg.Artifacts.AllowNetworks,
-			StallTimeout:  cfg.Artifacts.StallTimeout,
-		},
+		Name:           cfg.Name,
+		Logger:         log.Named("host"),
+		Observer:       observer,
 		SecretFiles:    must(secretFiles(cfg.Secrets)), // checked with the configuration
 		SecretsDir:     cfg.SecretsDir,
 		MaxModuleSize:  cfg.MaxLoadBytes,

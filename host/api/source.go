@@ -1,32 +1,18 @@
-package artifact
+package api
 
 import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
 	"strings"
-
-	"github.com/google/go-containerregistry/pkg/name"
-)
-
-// Media types of the artifacts this package fetches and pushes.
-const (
-	// MediaTypeWasmLayer is the layer media type of a wasm artifact (the
-	// CNCF wasm OCI artifact layout, and what Push writes).
-	MediaTypeWasmLayer = "application/vnd.wasm.content.layer.v1+wasm"
-	// MediaTypeWasm is the other layer media type accepted for a wasm
-	// module (the IANA type of a .wasm file, used by several tools).
-	MediaTypeWasm = "application/wasm"
-	// MediaTypeModuleConfig is the config media type and artifactType of a
-	// module pushed by Push: the config blob is the module's abi.Descriptor
-	// as JSON.
-	MediaTypeModuleConfig = "application/vnd.tinyhost.module.config.v1+json"
 )
 
 // MaxSourceLen bounds a reference or URL, in bytes.
 const MaxSourceLen = 4096
 
-// Source names where a module's wasm comes from: an OCI reference (Image) or
+// Source names where a module's wasm comes from, the one type of an artifact
+// reference from where it enters (a load request, a reference file, a
+// command line, a TinyModule) to the fetcher that reads it: an OCI reference (Image) or
 // an http(s) URL (URL); exactly one of them. SHA256 is the digest of the wasm
 // bytes, "sha256:<hex>" (a bare 64-digit hex is accepted too): required with
 // a URL, optional with an Image, where it pins the wasm layer whatever the tag
@@ -142,8 +128,7 @@ func (s Source) Validate() error {
 		}
 	}
 	if s.Image != "" {
-		_, err := parseImage(s.Image)
-		return err
+		return checkImage(s.Image)
 	}
 	if len(s.URL) > MaxSourceLen {
 		return fmt.Errorf("%w: url is %d bytes, limit %d", ErrInvalidSource, len(s.URL), MaxSourceLen)
@@ -168,22 +153,6 @@ func (s Source) Validate() error {
 		return fmt.Errorf("%w: url %q without a sha256: a module fetched by URL must name the digest of its bytes", ErrInvalidSource, s.URL)
 	}
 	return nil
-}
-
-// parseImage parses an OCI reference with the docker defaults (registry
-// index.docker.io, tag latest).
-func parseImage(image string) (name.Reference, error) {
-	if len(image) > MaxSourceLen {
-		return nil, fmt.Errorf("%w: reference is %d bytes, limit %d", ErrInvalidSource, len(image), MaxSourceLen)
-	}
-	if !referenceChars(image) {
-		return nil, fmt.Errorf("%w: reference %q: want letters, digits and . _ - : / @ [ ] only", ErrInvalidSource, image)
-	}
-	ref, err := name.ParseReference(image)
-	if err != nil {
-		return nil, fmt.Errorf("%w: reference %q: %v", ErrInvalidSource, image, err)
-	}
-	return ref, nil
 }
 
 // Digest is the normalized SHA256 ("sha256:<hex>"), or "" when none is set

@@ -1,4 +1,4 @@
-package artifact_test
+package api_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tinyhost/tinyhost/host/artifact"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // FuzzParseSource: any string either fails with ErrInvalidSource or gives a
@@ -23,16 +23,16 @@ func FuzzParseSource(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		src, err := artifact.ParseSource(s)
+		src, err := api.ParseSource(s)
 		if err != nil {
-			require.ErrorIs(t, err, artifact.ErrInvalidSource)
+			require.ErrorIs(t, err, api.ErrInvalidSource)
 			return
 		}
 		require.NoError(t, src.Validate())
-		again, err := artifact.ParseSource(src.String())
+		again, err := api.ParseSource(src.String())
 		require.NoError(t, err, "String() = %q", src.String())
 		assert.Equal(t, src, again)
-		fromFile, err := artifact.ParseRefFile(src.RefFile())
+		fromFile, err := api.ParseRefFile(src.RefFile())
 		require.NoError(t, err, "RefFile() = %q", src.RefFile())
 		assert.Equal(t, src, fromFile)
 	})
@@ -52,13 +52,13 @@ func FuzzParseRefFile(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		src, err := artifact.ParseRefFile(b)
+		src, err := api.ParseRefFile(b)
 		if err != nil {
-			require.ErrorIs(t, err, artifact.ErrInvalidSource)
+			require.ErrorIs(t, err, api.ErrInvalidSource)
 			return
 		}
 		require.NoError(t, src.Validate())
-		again, err := artifact.ParseRefFile(src.RefFile())
+		again, err := api.ParseRefFile(src.RefFile())
 		require.NoError(t, err, "RefFile() = %q", src.RefFile())
 		assert.Equal(t, src, again)
 	})

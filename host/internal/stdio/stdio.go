@@ -1,4 +1,7 @@
-package host
+// Package stdio is what a host keeps of a guest's output: its stdout and
+// stderr cut into log lines (Writer), and a module's budget of log lines
+// (LogRate).
+package stdio
 
 import (
 	"bytes"
@@ -10,45 +13,61 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tinyhost/tinyhost/abi"
-	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // Limits of what is kept of a guest's output.
 const (
-	maxLine       = abi.MaxLogSize // a longer line is logged in pieces
-	maxStderrHead = 4 << 10        // stderr kept per call for errors
-	maxStderrNote = 300            // stderr quoted in an error
+	// MaxLine bounds a line: a longer one is logged in pieces.
+	MaxLine       = abi.MaxLogSize
+	maxStderrHead = 4 << 10 // stderr kept per call for errors
+	maxStderrNote = 300     // stderr quoted in an error
 )
 
-// lineWriter is an instance's stdout or stderr: each line is logged with the
-// module and component, like a line of the log import, when the module has
-// the log capability; stderr also keeps the head of what the current call
-// wrote, to explain a trap.
+// A Sink is where a Writer's lines go: an instance, which logs them with
+// its module and component like a line of the log import.
+type Sink interface {
+	// Enabled reports whether lines are logged at all (the module has the
+	// log capability).
+	Enabled() bool
+	// Line logs one line of stream at level.
+	Line(level hclog.Level, line []byte, stream string)
+}
+
+// Writer is an instance's stdout or stderr: each line goes to its Sink
+// when the Sink is enabled; a Writer that keeps (stderr) also keeps the
+// head of what the current call wrote, to explain a trap.
 //
 // A write always succeeds, even when its lines are discarded: Go's wasip1
 // runtime throws "fd_write failed" (a fatal error, the instance's end) when
 // a write of its own (print, a panic's message) fails, so a refusal would
 // turn a module without the log capability into one that dies on its first
 // println.
-type lineWriter struct {
-	in      *instance
+type Writer struct {
+	sink    Sink
 	stream  string
 	level   hclog.Level
 	keep    bool
-	partial []byte // an unfinished line, shorter than maxLine
+	partial []byte // an unfinished line, shorter than MaxLine
 	head    []byte
 }
 
-func (w *lineWriter) Write(p []byte) (int, error) {
+// NewWriter returns the writer of stream ("stdout", "stderr"), whose
+// lines go to sink at level; keep keeps the head of each call's output
+// for Suffix.
+func NewWriter(sink Sink, stream string, level hclog.Level, keep bool) Writer {
+	return Writer{sink: sink, stream: stream, level: level, keep: keep}
+}
+
+func (w *Writer) Write(p []byte) (int, error) {
 	n := len(p)
 	if w.keep && len(w.head) < maxStderrHead {
 		w.head = append(w.head, p[:min(len(p), maxStderrHead-len(w.head))]...)
 	}
-	if !w.in.v.caps.has(capLog) {
+	if !w.sink.Enabled() {
 		return n, nil
 	}
 	for len(p) > 0 {
-		room := maxLine - len(w.partial)
+		room := MaxLine - len(w.partial)
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 || i > room {
 			// No end of line within what one line may hold: keep what
@@ -56,8 +75,8 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			k := min(len(p), room)
 			w.partial = append(w.partial, p[:k]...)
 			p = p[k:]
-			if len(w.partial) == maxLine {
-				w.in.logGuest(w.level, w.partial, w.stream)
+			if len(w.partial) == MaxLine {
+				w.sink.Line(w.level, w.partial, w.stream)
 				w.partial = w.partial[:0]
 			}
 			continue
@@ -67,22 +86,23 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			w.partial = append(w.partial, line...)
 			line = w.partial
 		}
-		w.in.logGuest(w.level, line, w.stream)
+		w.sink.Line(w.level, line, w.stream)
 		w.partial = w.partial[:0]
 		p = p[i+1:]
 	}
 	return n, nil
 }
 
-func (w *lineWriter) reset() {
+// Reset forgets the head kept of the call before.
+func (w *Writer) Reset() {
 	if len(w.head) > 0 {
 		w.head = w.head[:0]
 	}
 }
 
-// suffix quotes the first lines the guest wrote to stderr during the call,
-// for an error message; "" when it wrote nothing.
-func (w *lineWriter) suffix() string {
+// Suffix quotes the first lines the guest wrote to the stream during the
+// call, for an error message; "" when it wrote nothing.
+func (w *Writer) Suffix() string {
 	s := strings.TrimSpace(string(w.head))
 	if s == "" {
 		return ""
@@ -103,12 +123,12 @@ func (w *lineWriter) suffix() string {
 	return fmt.Sprintf(" (guest stderr: %q)", s)
 }
 
-// logRate is a module's budget of log lines (see version.logLine): two token buckets, one
+// LogRate is a module's budget of log lines: two token buckets, one
 // of lines and one of bytes, each filled at its rate per second up to one
 // second's worth. A line that finds either short is dropped and counted;
 // the count is reported at most once a second while lines are dropped,
 // and with the next line that goes through.
-type logRate struct {
+type LogRate struct {
 	mu      sync.Mutex
 	started bool
 	last    int64   // host clock at the last refill
@@ -118,11 +138,12 @@ type logRate struct {
 	since   int64 // host clock of the first of them
 }
 
-// allow takes a line of n bytes from the budget at the host clock now. It
-// reports whether the line may be logged, and a count of dropped lines to
-// report first (0 for none).
-func (r *logRate) allow(now int64, n int, l *api.Limits) (ok bool, dropped int) {
-	lineRate, byteRate := float64(l.LogLinesPerSecond), float64(l.LogBytesPerSecond)
+// Allow takes a line of n bytes from the budget at the host clock now
+// (nanoseconds), filled at linesPerSecond and bytesPerSecond. It reports
+// whether the line may be logged, and a count of dropped lines to report
+// first (0 for none).
+func (r *LogRate) Allow(now int64, n, linesPerSecond, bytesPerSecond int) (ok bool, dropped int) {
+	lineRate, byteRate := float64(linesPerSecond), float64(bytesPerSecond)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.started {
@@ -146,16 +167,16 @@ func (r *logRate) allow(now int64, n int, l *api.Limits) (ok bool, dropped int) 
 	return false, r.due(now)
 }
 
-// pending returns the count of dropped lines to report at now, once a
+// Pending returns the count of dropped lines to report at now, once a
 // second after the first of them, so that a flood that stops is reported
 // too (the watchdog asks every second).
-func (r *logRate) pending(now int64) int {
+func (r *LogRate) Pending(now int64) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.due(now)
 }
 
-func (r *logRate) due(now int64) int {
+func (r *LogRate) due(now int64) int {
 	if r.dropped == 0 || now-r.since < int64(time.Second) {
 		return 0
 	}
