@@ -40,9 +40,9 @@ func collecting(stop <-chan struct{}) <-chan int {
 }
 
 // loadWhileCollecting loads wasm on one P while the garbage collector
-// stops the world again and again, and returns the load's error and how
-// many collections completed meanwhile.
-func loadWhileCollecting(t *testing.T, h *host.Host, wasm []byte, opts host.LoadOptions) (error, int) {
+// stops the world again and again, and returns how many collections
+// completed meanwhile and the load's error.
+func loadWhileCollecting(t *testing.T, h *host.Host, wasm []byte, opts host.LoadOptions) (int, error) {
 	t.Helper()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	stop := make(chan struct{})
@@ -62,7 +62,7 @@ func loadWhileCollecting(t *testing.T, h *host.Host, wasm []byte, opts host.Load
 	close(stop)
 	n := <-gcs
 	t.Logf("load returned after %v, %d collections meanwhile: %v", time.Since(start).Round(time.Millisecond), n, err)
-	return err, n
+	return n, err
 }
 
 // TestStartSection: a start function that loops forever would run inside
@@ -73,7 +73,7 @@ func TestStartSection(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
 
-	err, gcs := loadWhileCollecting(t, h, abitest.Guest(t, "startloop"), host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
+	gcs, err := loadWhileCollecting(t, h, abitest.Guest(t, "startloop"), host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
 	var le *host.LoadError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, host.KindTimeout, le.Kind)
@@ -111,7 +111,7 @@ func TestRecursionWithoutLoops(t *testing.T) {
 	})
 
 	t.Run("_settings", func(t *testing.T) {
-		err, gcs := loadWhileCollecting(t, h, abitest.Guest(t, "settingsrecurse"), host.LoadOptions{
+		gcs, err := loadWhileCollecting(t, h, abitest.Guest(t, "settingsrecurse"), host.LoadOptions{
 			Name:   "settings",
 			Limits: host.Limits{CallTimeout: 300 * time.Millisecond},
 		})

@@ -314,8 +314,9 @@ func attackHeaders(t *testing.T, d *attackDaemon) {
 			n, err := writeHeaders(fr, 1, block)
 			sent.Add(int64(n))
 			if err == nil {
-				// All written: the daemon must still have refused it.
-				_, err = io.Copy(io.Discard, c)
+				// All written: read until the daemon closes the
+				// connection, as it must still refuse the block.
+				_, _ = io.Copy(io.Discard, c)
 			}
 		}()
 	}

@@ -265,7 +265,7 @@ func TestGracefulShutdown(t *testing.T) {
 			sent.Add(1)
 			select {
 			case <-stop:
-				stream.CloseSend()
+				_ = stream.CloseSend()
 				return
 			case <-time.After(5 * time.Millisecond):
 			}

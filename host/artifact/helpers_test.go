@@ -101,7 +101,7 @@ type middleware func(next http.Handler) http.Handler
 func startRegistry(t *testing.T, useTLS bool, mw middleware) *testRegistry {
 	t.Helper()
 	r := &testRegistry{}
-	var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	if mw != nil {
 		h = mw(h)
 	}

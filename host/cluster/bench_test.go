@@ -99,7 +99,7 @@ func BenchmarkRemoteCall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer stream.CloseSend()
+		defer func() { _ = stream.CloseSend() }()
 		var id uint64
 		measure(b, "grpc-stream-echo", []string{"grpc-echo"}, func() error {
 			id++

@@ -31,7 +31,7 @@ func serveHost(t testing.TB, h *host.Host, opts server.Options) (*server.Server,
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	go srv.Serve(lis)
+	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return srv, lis.Addr().String()
 }

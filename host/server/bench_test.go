@@ -125,7 +125,7 @@ func benchHost(b *testing.B, hopts host.Options, sopts server.Options) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	go srv.Serve(hostLis)
+	go func() { _ = srv.Serve(hostLis) }()
 	b.Cleanup(srv.Stop)
 	return hostLis.Addr().String()
 }

@@ -57,7 +57,7 @@ func TestHostSpans(t *testing.T) {
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	go srv.Serve(lis)
+	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 
 	transport := cluster.New(cluster.Options{DialOptions: tr.DialOptions()})

@@ -42,7 +42,7 @@ func startHost(t *testing.T) (*host.Host, string) {
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	go srv.Serve(lis)
+	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() {
 		srv.Stop()
 		h.Close(ctx)
