@@ -45,8 +45,9 @@ const (
 	// is done, measured over idleWindow.
 	idleCPU    = 0.10
 	idleWindow = 500 * time.Millisecond
-	// healthWithin is how soon grpc.health.v1 must answer.
-	healthWithin = time.Second
+	// healthWithin is how long grpc.health.v1 has to answer: a deadline
+	// for liveness, not a measure of speed (the check logs how long it took).
+	healthWithin = 20 * time.Second
 	// shutdownTimeout is the daemon's --shutdown-timeout; it must exit on
 	// SIGTERM within it and shutdownSlack.
 	shutdownTimeout = 5 * time.Second

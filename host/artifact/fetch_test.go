@@ -442,10 +442,8 @@ func testRegistryClosed(t *testing.T) {
 	o.PlainHTTP = []string{addr}
 	var logs *logBuffer
 	o.Logger, logs = newLogger(t)
-	start := time.Now()
 	_, _, err = newClient(t, o).Fetch(ctx, artifact.Source{Image: addr + "/m/x:1"})
 	require.ErrorIs(t, err, artifact.ErrUnreachable)
-	assert.Less(t, time.Since(start), 5*time.Second)
 	t.Log(err)
 	var ue *artifact.UnreachableError
 	require.ErrorAs(t, err, &ue)
@@ -465,10 +463,13 @@ func testRetryTimeout(t *testing.T) {
 	o.Backoff = 20 * time.Millisecond
 	o.MaxBackoff = 20 * time.Millisecond
 	o.RetryTimeout = 200 * time.Millisecond
-	start := time.Now()
 	_, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
 	require.ErrorIs(t, err, artifact.ErrUnreachable)
-	assert.Less(t, time.Since(start), 5*time.Second)
+	var ue *artifact.UnreachableError
+	require.ErrorAs(t, err, &ue)
+	assert.Less(t, ue.Attempts, o.Attempts, "RetryTimeout, not Attempts, ended the retries")
+	// Backoff is 20 ms, so 200 ms leave room for about ten tries however
+	// slow the machine.
 	assert.Less(t, seen.Load(), int64(20))
 }
 

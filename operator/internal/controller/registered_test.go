@@ -160,7 +160,7 @@ func registeredLeaseExpires(t *testing.T, b *bed, h1, h2 *testbed.Host) {
 		}
 	})
 	var reason string
-	eventually(t, 3*time.Second, "h2 NotReady", func() error {
+	eventually(t, 30*time.Second, "h2 NotReady", func() error {
 		c := meta.FindStatusCondition(b.host(t, "h2").Status.Conditions, v1alpha1.ConditionHostReady)
 		if c == nil || c.Status != metav1.ConditionFalse {
 			return fmt.Errorf("Ready: %+v", c)
