@@ -708,18 +708,14 @@ func dial(t *testing.T, addr, certs string) hostv1.HostServiceClient {
 	return c.RPC()
 }
 
-// waitFor polls cond every 100ms until it returns nil or ctx ends.
+// waitFor is testify's EventuallyWithT for a cond that says why it does
+// not hold yet: it polls cond every 100ms until it returns nil or ctx's
+// deadline passes, and fails with cond's last error.
 func waitFor(ctx context.Context, t *testing.T, what string, cond func() error) {
 	t.Helper()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		case <-time.After(100 * time.Millisecond):
-		}
+	d := 10 * time.Minute
+	if end, ok := ctx.Deadline(); ok {
+		d = time.Until(end)
 	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NoError(c, cond()) }, d, 100*time.Millisecond, what)
 }

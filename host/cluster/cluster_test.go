@@ -146,7 +146,7 @@ func TestCallerCancel(t *testing.T) {
 					Payload: []byte(`{"to":"sleeper/sleeper/in","payload":{"ms":60000}}`)})
 				done <- err
 			}()
-			waitFor(t, "the callee running", func() bool { return inUse(callee) == 1 })
+			require.Eventually(t, func() bool { return inUse(callee) == 1 }, 30*time.Second, 2*time.Millisecond, "the callee running")
 			start := time.Now()
 			cancel()
 			err := answered(t, done, 10*time.Second, "the caller, after its cancel")
@@ -155,7 +155,7 @@ func TestCallerCancel(t *testing.T) {
 			// The caller's own instance is interrupted (canceled), unless
 			// relay returned first the status its call got (timeout).
 			assert.Contains(t, []host.Kind{host.KindCanceled, host.KindTimeout}, ce.Kind, "%v", err)
-			waitFor(t, "the callee stopped", func() bool { return inUse(callee) == 0 })
+			require.Eventually(t, func() bool { return inUse(callee) == 0 }, 30*time.Second, 2*time.Millisecond, "the callee stopped")
 			t.Logf("caller answered and callee stopped %v after the cancel, deadline %v: %v", time.Since(start), deadline, err)
 			m, _ := callee.Module("sleeper")
 			assert.EqualValues(t, 1, m.Pool.Discarded, "the callee was interrupted, not run to its end")

@@ -67,11 +67,6 @@ func sleepMsg(ms int) abi.Message {
 	return abi.Message{Module: "sleeper", Component: "sleeper", Port: "in", Payload: fmt.Appendf(nil, `{"ms":%d}`, ms)}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	require.Eventually(t, cond, 10*time.Second, 2*time.Millisecond, what)
-}
-
 // TestRemoteDeadline: the caller's deadline and its cancellation reach the
 // remote host, which stops the guest rather than running it on for nobody.
 func TestRemoteDeadline(t *testing.T) {
@@ -87,7 +82,7 @@ func TestRemoteDeadline(t *testing.T) {
 	var ce *host.CallError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, host.KindTimeout, ce.Kind, "%v", err)
-	waitFor(t, "the remote call stopped", func() bool { return p.inUse() == 0 })
+	require.Eventually(t, func() bool { return p.inUse() == 0 }, 30*time.Second, 2*time.Millisecond, "the remote call stopped")
 
 	ctx, cancel = context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -95,13 +90,13 @@ func TestRemoteDeadline(t *testing.T) {
 		_, err := r.call(ctx, sleepMsg(20_000))
 		done <- err
 	}()
-	waitFor(t, "the remote call running", func() bool { return p.inUse() == 1 })
+	require.Eventually(t, func() bool { return p.inUse() == 1 }, 30*time.Second, 2*time.Millisecond, "the remote call running")
 	cancel()
 	err = <-done
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, host.KindCanceled, ce.Kind, "%v", err)
 	assert.ErrorIs(t, err, context.Canceled)
-	waitFor(t, "the remote call stopped", func() bool { return p.inUse() == 0 })
+	require.Eventually(t, func() bool { return p.inUse() == 0 }, 30*time.Second, 2*time.Millisecond, "the remote call stopped")
 	m, _ := p.h.Module("sleeper")
 	assert.EqualValues(t, 2, m.Pool.Discarded, "both calls were interrupted on the remote host")
 
@@ -139,7 +134,7 @@ func TestPeerStops(t *testing.T) {
 			ok.Add(1)
 		}()
 	}
-	waitFor(t, "a delivery running on a", func() bool { return a.inUse() == 1 })
+	require.Eventually(t, func() bool { return a.inUse() == 1 }, 30*time.Second, 2*time.Millisecond, "a delivery running on a")
 	stopped := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -282,7 +277,7 @@ func TestPeerLeavesRoutes(t *testing.T) {
 		reply, err := r.call(context.Background(), sleepMsg(500))
 		done <- result{reply, err}
 	}()
-	waitFor(t, "the remote call running", func() bool { return p.inUse() == 1 })
+	require.Eventually(t, func() bool { return p.inUse() == 1 }, 30*time.Second, 2*time.Millisecond, "the remote call running")
 	r.tr.Peers(nil)
 	_, err = r.call(context.Background(), sleepMsg(1))
 	assert.ErrorContains(t, err, "left the routes", "a new delivery to a peer that left")

@@ -178,10 +178,10 @@ func TestDeliverStreamStop(t *testing.T) {
 	// the stop comes first.
 	require.NoError(t, stream.Send(sleep(1, 500, 0)))
 	require.NoError(t, stream.Send(sleep(2, 10, 0)))
-	eventually(t, 5*time.Second, "the first delivery running", func() bool {
+	require.Eventually(t, func() bool {
 		m, _ := h.Module("sleeper")
 		return m.Pool.InUse == 1
-	})
+	}, 30*time.Second, 5*time.Millisecond, "the first delivery running")
 	stopped := make(chan error, 1)
 	go func() {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -127,18 +127,6 @@ func wantStatus(t testing.TB, err error, code codes.Code, reason string, words .
 	}
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func listen(t testing.TB) (net.Listener, error) {
 	t.Helper()
 	return net.Listen("tcp", "127.0.0.1:0")

@@ -84,10 +84,10 @@ func TestInvokeSaturatedPool(t *testing.T) {
 		_, err := e.invoke(t, "sleeper", "sleeper", "in", []byte(`{"ms":1500}`))
 		first <- err
 	}()
-	eventually(t, 5*time.Second, "the only instance is busy", func() bool {
+	require.Eventually(t, func() bool {
 		m, ok := e.h.Module("sleeper")
 		return ok && m.Pool.InUse == 1
-	})
+	}, 30*time.Second, 5*time.Millisecond, "the only instance is busy")
 	_, err := e.invoke(t, "sleeper", "sleeper", "in", []byte(`{"ms":0}`))
 	wantStatus(t, err, codes.ResourceExhausted, api.ReasonBusy, "sleeper")
 	require.NoError(t, <-first, "the call that held the instance")
@@ -581,10 +581,10 @@ func TestGracefulStop(t *testing.T) {
 	require.NoError(t, stream.Send(&hostv1.InvokeStreamRequest{Id: 1, Request: &hostv1.InvokeRequest{
 		Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":500}`),
 	}}))
-	eventually(t, 5*time.Second, "four calls in flight", func() bool {
+	require.Eventually(t, func() bool {
 		m, _ := h.Module("sleeper")
 		return m.Pool.InUse == 4
-	})
+	}, 30*time.Second, 5*time.Millisecond, "four calls in flight")
 
 	stopped := make(chan error, 1)
 	go func() {

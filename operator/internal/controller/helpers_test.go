@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
@@ -139,22 +140,14 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// eventually polls cond every 100ms until it returns nil, for at most d,
-// and fails with cond's last error.
+// eventually is testify's EventuallyWithT for a cond that says why it does
+// not hold yet: it polls cond every 100ms until it returns nil, for at most
+// d, fails with cond's last error, and returns how long it waited.
 func eventually(t testing.TB, d time.Duration, what string, cond func() error) time.Duration {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return time.Since(start)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v, still waiting for %s: %v", d, what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NoError(c, cond()) }, d, 100*time.Millisecond, what)
+	return time.Since(start)
 }
 
 func (b *bed) module(t testing.TB, ns, name string) *v1alpha1.TinyModule {

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -538,21 +540,12 @@ func peakRSS(b *testing.B, pid int) int64 {
 	return 0
 }
 
-// poll calls cond every interval until it returns nil, for at most d, and
-// fails with its last error.
+// poll is testify's EventuallyWithT for a cond that says why it does not
+// hold yet: it calls cond every interval until it returns nil, for at most
+// d, and fails with its last error.
 func poll(b *testing.B, d, interval time.Duration, what string, cond func() error) {
 	b.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("after %v, still waiting for %s: %v", d, what, err)
-		}
-		time.Sleep(interval)
-	}
+	require.EventuallyWithT(b, func(c *assert.CollectT) { assert.NoError(c, cond()) }, d, interval, what)
 }
 
 func freeAddr(b *testing.B) string {
