@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
@@ -145,12 +146,15 @@ var guests struct {
 	wasm map[string][]byte
 }
 
+// TestMain fails the package's tests when one leaves a goroutine behind,
+// and removes the package's temporary directory.
 func TestMain(m *testing.M) {
-	code := e2e.Main(m)
-	if guests.dir != "" {
-		os.RemoveAll(guests.dir)
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(e2e.Runner(m), goleak.Cleanup(func(code int) {
+		if guests.dir != "" {
+			os.RemoveAll(guests.dir)
+		}
+		os.Exit(code)
+	}))
 }
 
 // guestDir is the package's temporary directory, removed by TestMain.

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -26,7 +27,8 @@ import (
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
-func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
+// TestMain fails the package's tests when one leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(e2e.Runner(m)) }
 
 // serve serves a host over mTLS with a token on 127.0.0.1:0 and returns
 // its address and the PKI.

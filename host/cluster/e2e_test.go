@@ -3,7 +3,6 @@ package cluster_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -23,7 +23,8 @@ import (
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
-func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
+// TestMain fails the package's tests when one leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(e2e.Runner(m)) }
 
 // messaging is the flag that grants relay, the calling module, what it
 // needs besides the defaults.

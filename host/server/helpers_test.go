@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"net"
-	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -23,7 +23,8 @@ import (
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
-func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
+// TestMain fails the package's tests when one leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(e2e.Runner(m)) }
 
 // guest returns the wasm of an abitest reference guest.
 func guest(t testing.TB, name string) []byte {
