@@ -20,7 +20,7 @@ import (
 // with and without WithPoll and the host's options. The seed corpus is in
 // testdata/fuzz/FuzzRewrite.
 func FuzzRewrite(f *testing.F) {
-	ctx := context.Background()
+	ctx := f.Context()
 	rt := wazero.NewRuntime(ctx)
 	f.Cleanup(func() { rt.Close(ctx) })
 
@@ -123,7 +123,7 @@ func FuzzBodies(f *testing.F) {
 	} {
 		f.Add(body)
 	}
-	ctx := context.Background()
+	ctx := f.Context()
 	// Every feature wazero has, so that the decoders are compared on
 	// every instruction wazero knows.
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCoreFeatures(
