@@ -22,7 +22,7 @@ import (
 func FuzzRewrite(f *testing.F) {
 	ctx := f.Context()
 	rt := wazero.NewRuntime(ctx)
-	f.Cleanup(func() { rt.Close(ctx) })
+	f.Cleanup(func() { rt.Close(context.WithoutCancel(ctx)) })
 
 	f.Fuzz(func(t *testing.T, in []byte) {
 		res, err := Rewrite(in, testGlobal)
@@ -130,7 +130,7 @@ func FuzzBodies(f *testing.F) {
 		api.CoreFeaturesV2|experimental.CoreFeaturesThreads|experimental.CoreFeaturesTailCall|
 			experimental.CoreFeaturesExtendedConst|experimental.CoreFeaturesExceptionHandling|
 			experimental.CoreFeaturesTypedFunctionReferences))
-	f.Cleanup(func() { rt.Close(ctx) })
+	f.Cleanup(func() { rt.Close(context.WithoutCancel(ctx)) })
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		in := bodyFrame(body)
