@@ -41,7 +41,7 @@ func serve(t *testing.T) (string, e2e.Certs) {
 	require.NoError(t, err)
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
 
-	h, err := host.New(context.Background(), host.Options{CacheDir: e2e.CacheDir(t), Logger: hclog.NewNullLogger()})
+	h, err := host.New(t.Context(), host.Options{CacheDir: e2e.CacheDir(t), Logger: hclog.NewNullLogger()})
 	require.NoError(t, err)
 	srv, err := server.New(h, server.Options{Token: "s3cret", ServerOptions: []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tc))}})
 	require.NoError(t, err)
@@ -50,7 +50,7 @@ func serve(t *testing.T) (string, e2e.Certs) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
 		defer cancel()
 		assert.NoError(t, srv.GracefulStop(ctx))
 		assert.NoError(t, <-served)
@@ -71,7 +71,7 @@ func TestClient(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	// Minutes: the first load compiles the guest, on a machine that may be
 	// busy with other tests.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 
 	wasm := e2e.Guest(t, "echo")
@@ -123,7 +123,7 @@ func TestClient(t *testing.T) {
 // a certificate it trusts.
 func TestCredentials(t *testing.T) {
 	addr, certs := serve(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for _, tt := range []struct {
 		name string
