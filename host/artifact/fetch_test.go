@@ -480,7 +480,7 @@ func testRetryContext(t *testing.T) {
 	o.Backoff = time.Hour
 	o.MaxBackoff = time.Hour
 	o.RetryTimeout = 2 * time.Hour
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	_, _, err := newClient(t, o).Fetch(ctx, artifact.Source{Image: reg.Ref("m/x:1")})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
