@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"context"
 	"net"
 	"sync"
 	"testing"
@@ -75,7 +74,7 @@ var (
 // is the delivery alone (the transport's Call), without the calling
 // component.
 func BenchmarkRemoteCall(b *testing.B) {
-	ctx := context.Background()
+	ctx := b.Context()
 	hello, relay := e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay)
 	echoAddr := serve(b, func(s *grpc.Server) { hostv1.RegisterHostServiceServer(s, e2e.EchoServer{}) })
 
@@ -128,7 +127,7 @@ func BenchmarkRemoteCall(b *testing.B) {
 // component is a whole call from relay to hello, two guest calls, on a host
 // with a cluster transport.
 func BenchmarkLocalCall(b *testing.B) {
-	ctx := context.Background()
+	ctx := b.Context()
 	h := newHost(b, cluster.New(cluster.Options{}), host.Limits{}, e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay))
 	req := host.Request{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
 	b.Run("invoke", func(b *testing.B) {

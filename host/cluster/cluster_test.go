@@ -40,7 +40,7 @@ func serveHost(t testing.TB, h *host.Host, opts server.Options) (*server.Server,
 // loads the modules, granted messaging: they send and call.
 func newHost(t testing.TB, tr *cluster.Transport, limits host.Limits, mods ...[]byte) *host.Host {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	opts := host.Options{CacheDir: e2e.CacheDir(t), Limits: limits,
 		DefaultCapabilities: []string{abi.CapLog, abi.CapConfig, abi.CapMessaging}}
 	if tr != nil {
@@ -49,7 +49,7 @@ func newHost(t testing.TB, tr *cluster.Transport, limits host.Limits, mods ...[]
 	h, err := host.New(ctx, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		h.Close(ctx)
+		h.Close(context.WithoutCancel(ctx))
 		if tr != nil {
 			tr.Close()
 		}
@@ -65,7 +65,7 @@ func newHost(t testing.TB, tr *cluster.Transport, limits host.Limits, mods ...[]
 // port of a module on another host is refused; the guest gets status 3
 // (denied) naming the port, as it would locally.
 func TestSystemPortRemote(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	h2 := newHost(t, nil, host.Limits{}, e2e.Guest(t, "echo"))
 	_, addr := serveHost(t, h2, server.Options{})
 	h1 := newHost(t, cluster.New(cluster.Options{}), host.Limits{}, e2e.Guest(t, "hostcalls"))
@@ -106,7 +106,7 @@ func TestUnknownPeer(t *testing.T) {
 	tr := cluster.New(cluster.Options{})
 	defer tr.Close()
 	msg := abi.Message{Module: "hello", Component: "greeter", Port: "in"}
-	_, err := tr.Call(context.Background(), host.Replicas{Addrs: []string{"127.0.0.1:1"}}, &msg)
+	_, err := tr.Call(t.Context(), host.Replicas{Addrs: []string{"127.0.0.1:1"}}, &msg)
 	var ce *host.CallError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, host.KindUnavailable, ce.Kind)
@@ -138,7 +138,7 @@ func TestCallerCancel(t *testing.T) {
 				callee = a
 			}
 
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
@@ -188,7 +188,7 @@ func inUse(h *host.Host) int {
 // and nothing is left running afterwards.
 func TestHammer(t *testing.T) {
 	hammer.NoLeaks(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	h2 := newHost(t, nil, host.Limits{}, e2e.WasmBytes(t, e2e.Hello))
 	_, addr := serveHost(t, h2, server.Options{})
 	h1 := newHost(t, cluster.New(cluster.Options{}), host.Limits{}, e2e.Guest(t, "hostcalls"))

@@ -63,7 +63,7 @@ func TestFailover(t *testing.T) {
 		wg.Go(func() {
 			for i := next.Add(1); i <= calls; i = next.Add(1) {
 				payload := fmt.Sprintf(`{"to":"hello/greeter/in","payload":{"name":"n%d"}}`, i)
-				ctx, cancel := context.WithTimeout(context.Background(), deadline)
+				ctx, cancel := context.WithTimeout(t.Context(), deadline)
 				start := time.Now()
 				resp, err := c1.Invoke(ctx, &hostv1.InvokeRequest{Module: "relay", Component: "relay", Port: "call", Payload: []byte(payload)})
 				cancel()
@@ -141,7 +141,7 @@ func TestCycle(t *testing.T) {
 	e2e.SetRoutes(t, c1, 1, map[string][]string{"b": {h2.Addr}})
 	e2e.SetRoutes(t, c2, 1, map[string][]string{"a": {h1.Addr}})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	t.Run("hop limit", func(t *testing.T) {
 		_, err := c1.Invoke(ctx, &hostv1.InvokeRequest{Module: "a", Component: "relay", Port: "bounce", Payload: []byte(`{"self":"a","peer":"b"}`)})

@@ -75,10 +75,10 @@ func TestRemoteDeadline(t *testing.T) {
 	// One call first, so that the deadline below is not spent connecting;
 	// the deadline leaves a busy machine time to start the guest remotely,
 	// which it must then interrupt.
-	_, err := r.call(context.Background(), sleepMsg(1))
+	_, err := r.call(t.Context(), sleepMsg(1))
 	require.NoError(t, err)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	_, err = r.call(ctx, sleepMsg(20_000))
 	var ce *host.CallError
@@ -86,7 +86,7 @@ func TestRemoteDeadline(t *testing.T) {
 	assert.Equal(t, host.KindTimeout, ce.Kind, "%v", err)
 	require.Eventually(t, func() bool { return p.inUse() == 0 }, 30*time.Second, 2*time.Millisecond, "the remote call stopped")
 
-	ctx, cancel = context.WithCancel(context.Background())
+	ctx, cancel = context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
 		_, err := r.call(ctx, sleepMsg(20_000))
@@ -102,7 +102,7 @@ func TestRemoteDeadline(t *testing.T) {
 	m, _ := p.h.Module("sleeper")
 	assert.EqualValues(t, 2, m.Pool.Discarded, "both calls were interrupted on the remote host")
 
-	reply, err := r.call(context.Background(), sleepMsg(1))
+	reply, err := r.call(t.Context(), sleepMsg(1))
 	require.NoError(t, err)
 	assert.Equal(t, `{"slept":1}`, string(reply))
 }
@@ -123,7 +123,7 @@ func TestPeerStops(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			reply, err := r.call(ctx, sleepMsg(300))
 			if err == nil && string(reply) != `{"slept":300}` {
@@ -139,7 +139,7 @@ func TestPeerStops(t *testing.T) {
 	require.Eventually(t, func() bool { return a.inUse() == 1 }, 30*time.Second, 2*time.Millisecond, "a delivery running on a")
 	stopped := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		stopped <- a.srv.GracefulStop(ctx)
 	}()
@@ -181,7 +181,7 @@ func TestWedgedPeer(t *testing.T) {
 	errs := make(chan error, 4)
 	for range 4 {
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 			defer cancel()
 			_, err := r.call(ctx, big)
 			errs <- err
@@ -237,7 +237,7 @@ func TestPeerCredentials(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newPeers(t, tt.opts, addr)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			_, err := r.call(ctx, sleepMsg(1))
 			if tt.kind == 0 {
@@ -255,7 +255,7 @@ func TestPeerCredentials(t *testing.T) {
 	// gets no token: the transport does not even connect.
 	rec := e2e.NewRecorder(t)
 	r := newPeers(t, cluster.Options{Token: "peer-token-for-nobody"}, rec.Addr)
-	_, err = r.call(context.Background(), sleepMsg(1))
+	_, err = r.call(t.Context(), sleepMsg(1))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the token goes only over TLS that verifies the host")
 	assert.False(t, rec.Received("peer-token-for-nobody"), "the plaintext listener received the token")
@@ -267,7 +267,7 @@ func TestPeerCredentials(t *testing.T) {
 func TestPeerLeavesRoutes(t *testing.T) {
 	p := startPeer(t, 0, host.Limits{MinInstances: 1, MaxInstances: 2, CallTimeout: time.Minute})
 	r := newPeers(t, cluster.Options{}, p.addr)
-	_, err := r.call(context.Background(), sleepMsg(1)) // connected
+	_, err := r.call(t.Context(), sleepMsg(1)) // connected
 	require.NoError(t, err)
 
 	type result struct {
@@ -276,12 +276,12 @@ func TestPeerLeavesRoutes(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		reply, err := r.call(context.Background(), sleepMsg(500))
+		reply, err := r.call(t.Context(), sleepMsg(500))
 		done <- result{reply, err}
 	}()
 	require.Eventually(t, func() bool { return p.inUse() == 1 }, 30*time.Second, 2*time.Millisecond, "the remote call running")
 	r.tr.Peers(nil)
-	_, err = r.call(context.Background(), sleepMsg(1))
+	_, err = r.call(t.Context(), sleepMsg(1))
 	assert.ErrorContains(t, err, "left the routes", "a new delivery to a peer that left")
 	got := <-done
 	require.NoError(t, got.err, "the delivery in flight when its peer left the routes")
