@@ -50,7 +50,7 @@ type envOptions struct {
 
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	if o.host.CacheDir == "" {
 		o.host.CacheDir = e2e.CacheDir(t)
 	}
@@ -71,7 +71,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e := &env{h: h, srv: srv, addr: lis.Addr().String()}
 	t.Cleanup(func() {
 		within(t, time.Minute, "stopping the server and closing the host", func() {
-			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			assert.NoError(t, srv.GracefulStop(sctx))
 			assert.NoError(t, <-served)
@@ -98,7 +98,7 @@ func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 func (e *env) load(t testing.TB, wasm []byte, name string, limits host.Limits) host.ModuleInfo {
 	t.Helper()
 	// Minutes: a load compiles, on a machine that may be busy.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	info, err := e.h.Load(ctx, wasm, host.LoadOptions{Name: name, Limits: limits})
 	require.NoError(t, err)
@@ -107,7 +107,7 @@ func (e *env) load(t testing.TB, wasm []byte, name string, limits host.Limits) h
 
 func (e *env) invoke(t testing.TB, module, component, port string, payload []byte) (*hostv1.InvokeResponse, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	return e.client.Invoke(ctx, &hostv1.InvokeRequest{Module: module, Component: component, Port: port, Payload: payload})
 }

@@ -41,7 +41,7 @@ func TestLoadSource(t *testing.T) {
 		CacheDir:      t.TempDir(),
 		AllowNetworks: []string{"127.0.0.0/8"}, // the test's server
 	}}})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	load := func(hdr *hostv1.LoadHeader, chunk []byte) (*hostv1.LoadModuleResponse, error) {
 		return loadStream(ctx, e.client, hdr, chunk, 1<<20)
