@@ -91,12 +91,12 @@ func newHost(t testing.TB, opts host.Options) (*host.Host, *logSink) {
 		opts.CacheDir = filepath.Join(guestDir(t), "cache")
 	}
 	hammer.NoLeaks(t) // checked after Close, a cleanup registered later
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	h, err := host.New(ctx, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
 		defer cancel()
 		require.NoError(t, h.Close(ctx))
 	})
@@ -133,7 +133,7 @@ func loadCtx(t testing.TB) context.Context { return ctxT(t, loadTimeout) }
 
 func ctxT(t testing.TB, d time.Duration) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -286,7 +286,7 @@ func fixture(t testing.TB, name string) []byte {
 // cancelled (KindCanceled).
 func collectDuringCall(t *testing.T, h *host.Host, req host.Request, during func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {

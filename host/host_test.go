@@ -61,7 +61,7 @@ func TestOptions(t *testing.T) {
 		{"several", host.Options{HopLimit: -1, Limits: host.Limits{CallTimeout: -time.Second}}, []string{"HopLimit", "CallTimeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := host.New(context.Background(), tc.opts)
+			_, err := host.New(t.Context(), tc.opts)
 			require.Error(t, err)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
@@ -121,7 +121,7 @@ func TestErrors(t *testing.T) {
 		})
 	}
 	t.Run("unload", func(t *testing.T) {
-		err := h.Unload(context.Background(), "nosuch")
+		err := h.Unload(t.Context(), "nosuch")
 		assert.ErrorIs(t, err, host.ErrNotFound)
 		assert.Contains(t, err.Error(), `module "nosuch" is not loaded`)
 	})
@@ -133,7 +133,7 @@ func TestErrors(t *testing.T) {
 		assert.Equal(t, host.KindTooLarge, ce.Kind)
 	})
 	t.Run("hop limit", func(t *testing.T) {
-		_, err := h.Invoke(context.Background(), host.Request{Module: "echo", Component: "echo", Port: "in",
+		_, err := h.Invoke(t.Context(), host.Request{Module: "echo", Component: "echo", Port: "in",
 			Metadata: []abi.KV{{Key: abi.MetaHops, Value: "17"}}})
 		var ce *host.CallError
 		require.ErrorAs(t, err, &ce)
@@ -225,7 +225,7 @@ func TestHostile(t *testing.T) {
 		assert.Equal(t, host.VersionError{Got: 2, Want: 1}, *ve)
 	})
 	t.Run("not wasm", func(t *testing.T) {
-		_, err := h.Load(context.Background(), []byte("#!/bin/sh\necho hi\n"), host.LoadOptions{})
+		_, err := h.Load(t.Context(), []byte("#!/bin/sh\necho hi\n"), host.LoadOptions{})
 		assert.EqualError(t, err, "load: not a WebAssembly module")
 	})
 }
@@ -237,7 +237,7 @@ func TestCancel(t *testing.T) {
 	load(t, h, "loop", host.LoadOptions{})
 	req := host.Request{Module: "loop", Component: "spinner", Port: "spin"}
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	_, err := h.Invoke(ctx, req)
 	var ce *host.CallError
@@ -245,7 +245,7 @@ func TestCancel(t *testing.T) {
 	assert.Equal(t, host.KindCanceled, ce.Kind)
 	assert.ErrorIs(t, err, context.Canceled)
 
-	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel = context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	_, err = h.Invoke(ctx, req)
 	require.ErrorAs(t, err, &ce)
@@ -272,7 +272,7 @@ func TestIdleWatchdog(t *testing.T) {
 		start := time.Now()
 		done := make(chan error, 1)
 		go func() {
-			_, err := h.Invoke(context.Background(), host.Request{Module: "loop", Component: "spinner", Port: "spin"})
+			_, err := h.Invoke(t.Context(), host.Request{Module: "loop", Component: "spinner", Port: "spin"})
 			done <- err
 		}()
 		select {
@@ -305,13 +305,13 @@ func TestSleepingGuest(t *testing.T) {
 		is   error
 	}{
 		{"call timeout", func() (context.Context, context.CancelFunc) {
-			return context.WithCancel(context.Background())
+			return context.WithCancel(t.Context())
 		}, "sleeper/sleeper/in: timeout: deadline exceeded after 2s", context.DeadlineExceeded},
 		{"caller's deadline", func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+			return context.WithTimeout(t.Context(), 50*time.Millisecond)
 		}, "sleeper/sleeper/in: timeout: the caller's deadline passed", context.DeadlineExceeded},
 		{"cancelled", func() (context.Context, context.CancelFunc) {
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithCancel(t.Context())
 			time.AfterFunc(50*time.Millisecond, cancel)
 			return ctx, cancel
 		}, "sleeper/sleeper/in: canceled: context canceled", context.Canceled},
@@ -389,7 +389,7 @@ func TestBusy(t *testing.T) {
 	load(t, h, "loop", host.LoadOptions{Limits: host.Limits{MaxInstances: 1, QueueTimeout: 50 * time.Millisecond, CallTimeout: time.Second}})
 	spinning := make(chan error, 1)
 	go func() {
-		_, err := h.Invoke(context.Background(), host.Request{Module: "loop", Component: "spinner", Port: "spin"})
+		_, err := h.Invoke(t.Context(), host.Request{Module: "loop", Component: "spinner", Port: "spin"})
 		spinning <- err
 	}()
 	require.Eventually(t, func() bool {
@@ -426,7 +426,7 @@ func TestSetConfig(t *testing.T) {
 		return string(resp.Payload)
 	}
 	assert.JSONEq(t, `{"greeting":"hi"}`, settings())
-	require.NoError(t, h.SetConfig(context.Background(), "hostcalls", []byte(`{"caller":{"greeting":"ho"}}`)))
+	require.NoError(t, h.SetConfig(t.Context(), "hostcalls", []byte(`{"caller":{"greeting":"ho"}}`)))
 	// Concurrent calls spread over the instances; each must have the new
 	// settings.
 	var wg sync.WaitGroup
@@ -442,8 +442,8 @@ func TestSetConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"caller":{"greeting":"ho"}}`, string(resp.Payload))
 
-	assert.ErrorContains(t, h.SetConfig(context.Background(), "hostcalls", []byte(`[1]`)), "JSON object")
-	assert.ErrorIs(t, h.SetConfig(context.Background(), "nosuch", nil), host.ErrNotFound)
+	assert.ErrorContains(t, h.SetConfig(t.Context(), "hostcalls", []byte(`[1]`)), "JSON object")
+	assert.ErrorIs(t, h.SetConfig(t.Context(), "nosuch", nil), host.ErrNotFound)
 }
 
 // TestUpgrade checks Load of a loaded name: the new version serves, the
@@ -466,7 +466,7 @@ func TestUpgrade(t *testing.T) {
 
 	_, err = h.Load(loadCtx(t), []byte("\x00asm garbage"), host.LoadOptions{Name: "versioned"})
 	require.Error(t, err)
-	require.NoError(t, h.Unload(context.Background(), "versioned"))
+	require.NoError(t, h.Unload(t.Context(), "versioned"))
 
 	for _, want := range []struct {
 		typ     host.EventType
@@ -501,7 +501,7 @@ func TestHotReload(t *testing.T) {
 		sawNew [2]atomic.Bool
 	)
 	call := func(w, _ int) {
-		resp, err := h.Invoke(context.Background(), host.Request{Module: "versioned", Component: "v", Port: "in", Payload: []byte("p")})
+		resp, err := h.Invoke(t.Context(), host.Request{Module: "versioned", Component: "v", Port: "in", Payload: []byte("p")})
 		calls.Add(1)
 		switch {
 		case err != nil:
@@ -575,7 +575,7 @@ func TestCompileCache(t *testing.T) {
 			return err
 		}))
 		assert.NotZero(t, files, "the cache directory holds compiled code")
-		require.NoError(t, h.Close(context.Background()))
+		require.NoError(t, h.Close(t.Context()))
 	}
 }
 
@@ -590,7 +590,7 @@ func TestMemoryFlat(t *testing.T) {
 	load(t, h, "echo", host.LoadOptions{Limits: host.Limits{MaxInstances: 1}})
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 4096)
 	req := host.Request{Module: "echo", Component: "echo", Port: "in", Payload: payload}
-	ctx := context.Background()
+	ctx := t.Context()
 	var after1k uint64
 	for i := 1; i <= calls; i++ {
 		resp, err := h.Invoke(ctx, req)
@@ -704,9 +704,9 @@ func TestGuestLogLevel(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h, _ := newHost(t, host.Options{Logger: hclog.New(&hclog.LoggerOptions{Level: tc.level, Output: io.Discard})})
-			_, err := h.Load(context.Background(), wasm, host.LoadOptions{Capabilities: tc.caps})
+			_, err := h.Load(t.Context(), wasm, host.LoadOptions{Capabilities: tc.caps})
 			require.NoError(t, err)
-			resp, err := h.Invoke(context.Background(), host.Request{Module: "sdkecho", Component: "echo", Port: "loglevel"})
+			resp, err := h.Invoke(t.Context(), host.Request{Module: "sdkecho", Component: "echo", Port: "loglevel"})
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, string(resp.Payload))
 		})

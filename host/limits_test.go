@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -332,7 +331,7 @@ func TestRecycle(t *testing.T) {
 	for range 2 {
 		wg.Go(func() {
 			for !stop.Load() {
-				resp, err := h.Invoke(context.Background(), host.Request{Module: "garbage", Component: "churn", Port: "ok", Payload: []byte("x")})
+				resp, err := h.Invoke(t.Context(), host.Request{Module: "garbage", Component: "churn", Port: "ok", Payload: []byte("x")})
 				if !assert.NoError(t, err) || !assert.Equal(t, "x", string(resp.Payload)) {
 					return
 				}
@@ -441,7 +440,7 @@ func TestMaxima(t *testing.T) {
 // TestMaximaBoundTheDefaults: a host whose default limits are over its own
 // maxima does not start.
 func TestMaximaBoundTheDefaults(t *testing.T) {
-	_, err := host.New(context.Background(), host.Options{
+	_, err := host.New(t.Context(), host.Options{
 		Limits: host.Limits{CallTimeout: time.Hour}, Maxima: host.Maxima{CallTimeout: time.Minute},
 	})
 	require.ErrorIs(t, err, host.ErrOverMaximum)

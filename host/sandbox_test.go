@@ -2,7 +2,6 @@ package host_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"os"
 	"runtime"
@@ -50,7 +49,7 @@ func loadWhileCollecting(t *testing.T, h *host.Host, wasm []byte, opts host.Load
 	loaded := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		_, err := h.Load(context.Background(), wasm, opts)
+		_, err := h.Load(t.Context(), wasm, opts)
 		loaded <- err
 	}()
 	var err error
