@@ -89,7 +89,7 @@ func TestSetup(t *testing.T) {
 // authenticated callers, and on SIGTERM releases the lease and exits 0.
 func TestBinary(t *testing.T) {
 	env := kubetest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	t.Cleanup(cancel)
 
 	bin := filepath.Join(t.TempDir(), "tinyhost-operator")

@@ -42,7 +42,7 @@ rules:
 	env := kubetest.StartWith(t, kubetest.Options{APIServerFlags: map[string]string{
 		"audit-policy-file": policy, "audit-log-path": auditLog,
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	t.Cleanup(cancel)
 	bin := e2e.Binary(t, "cmd/tinyhost-operator")
 	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--name", "h1"}})
