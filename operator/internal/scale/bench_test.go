@@ -96,7 +96,7 @@ func BenchmarkScale(b *testing.B) {
 		"--leader-elect=false", "--host-lease-namespace=default",
 		"--metrics-bind-address="+metricsAddr, "--metrics-secure=false", "--pprof-bind-address="+os.Getenv("SCALE_PPROF"))
 
-	ctx := context.Background()
+	ctx := b.Context()
 	c := watched(b, env)
 	hostsReady(ctx, b, c)
 
@@ -217,7 +217,7 @@ func register(b *testing.B, c client.Client, p *process) {
 			b.Fatalf("%s: %q is not <name> <address>", p.name, line)
 		}
 		h := &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TinyHostSpec{Address: addr}}
-		if err := c.Create(context.Background(), h); err != nil {
+		if err := c.Create(b.Context(), h); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -232,7 +232,7 @@ func watched(b *testing.B, env *kubetest.Env) client.Reader {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(b.Context())
 	for _, obj := range []client.Object{&v1alpha1.TinyHost{}, &v1alpha1.TinyModule{}} {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
 			b.Fatal(err)
@@ -266,7 +266,7 @@ func createModules(b *testing.B, c client.Client, image string) {
 					MemoryPages: ptr[int32](1), MinInstances: ptr[int32](0), MaxInstances: ptr[int32](1),
 				}},
 			}
-			if err := c.Create(context.Background(), m); err != nil {
+			if err := c.Create(b.Context(), m); err != nil {
 				errs <- err
 			}
 		}()
