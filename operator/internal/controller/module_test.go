@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -248,7 +247,7 @@ func (b *bed) hostEntries(t *testing.T, module string) map[string]v1alpha1.HostM
 	t.Helper()
 	out := map[string]v1alpha1.HostModule{}
 	var list v1alpha1.TinyHostList
-	require.NoError(t, b.c.List(context.Background(), &list))
+	require.NoError(t, b.c.List(t.Context(), &list))
 	for _, h := range list.Items {
 		for _, e := range h.Status.Modules {
 			if e.Name == module {

@@ -25,7 +25,7 @@ type shardsUnderTest struct {
 
 func startShards(t *testing.T, c client.Client, o ShardOptions) *shardsUnderTest {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	s := &shardsUnderTest{shards: newShards(o, c, c, c), stop: cancel, done: make(chan struct{})}
 	go func() { _ = s.Start(ctx); close(s.done) }()
 	t.Cleanup(func() { cancel(); <-s.done })
