@@ -40,10 +40,10 @@ var sizes = []struct {
 func BenchmarkInvoke(b *testing.B) {
 	h, _ := newHost(b, host.Options{})
 	load(b, h, "echo", host.LoadOptions{})
-	_, err := h.Load(context.Background(), e2e.WasmBytes(b, "internal/e2e/testdata/sdkecho"), host.LoadOptions{})
+	_, err := h.Load(b.Context(), e2e.WasmBytes(b, "internal/e2e/testdata/sdkecho"), host.LoadOptions{})
 	require.NoError(b, err)
 	load(b, h, "loop", host.LoadOptions{Limits: hostapi.Limits{CallTimeout: 20 * time.Millisecond}})
-	ctx := context.Background()
+	ctx := b.Context()
 	guests := []struct{ name, module string }{{"raw", "echo"}, {"sdk", "sdkecho"}}
 	for _, g := range guests {
 		for _, size := range sizes {
@@ -81,7 +81,7 @@ func BenchmarkInvokeParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := h.Invoke(context.Background(), req); err != nil {
+			if _, err := h.Invoke(b.Context(), req); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -93,9 +93,9 @@ func BenchmarkInvokeParallel(b *testing.B) {
 // exports. The request is written into the guest's reused buffer and the
 // reply read back into a reused host buffer: no allocation per call.
 func BenchmarkFloor(b *testing.B) {
-	ctx := context.Background()
+	ctx := b.Context()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig())
-	b.Cleanup(func() { rt.Close(ctx) })
+	b.Cleanup(func() { rt.Close(context.WithoutCancel(ctx)) })
 	mod := instantiateEcho(b, ctx, rt, abitest.Guest(b, "echo"))
 	for _, size := range sizes {
 		b.Run(size.name, func(b *testing.B) {
@@ -165,7 +165,7 @@ func BenchmarkLoad(b *testing.B) {
 			b.StopTimer()
 			dir := cacheDir()
 			b.StartTimer()
-			ctx := context.Background()
+			ctx := b.Context()
 			h, err := host.New(ctx, host.Options{CacheDir: dir})
 			require.NoError(b, err)
 			_, err = h.Load(ctx, wasm, host.LoadOptions{})
@@ -180,11 +180,11 @@ func BenchmarkLoad(b *testing.B) {
 	})
 	b.Run("cached", func(b *testing.B) {
 		dir := filepath.Join(b.TempDir(), "cache")
-		h, err := host.New(context.Background(), host.Options{CacheDir: dir})
+		h, err := host.New(b.Context(), host.Options{CacheDir: dir})
 		require.NoError(b, err)
-		_, err = h.Load(context.Background(), wasm, host.LoadOptions{})
+		_, err = h.Load(b.Context(), wasm, host.LoadOptions{})
 		require.NoError(b, err)
-		require.NoError(b, h.Close(context.Background()))
+		require.NoError(b, h.Close(b.Context()))
 		entries, _ := os.ReadDir(dir)
 		require.NotEmpty(b, entries)
 		run(b, func() string { return dir })
@@ -203,7 +203,7 @@ func BenchmarkLoad(b *testing.B) {
 //   - close-on-context-done: wazero's WithCloseOnContextDone, with a
 //     context.WithTimeout per call, which is what it takes to use it.
 func BenchmarkTimeouts(b *testing.B) {
-	ctx := context.Background()
+	ctx := b.Context()
 	echo := abitest.Guest(b, "echo")
 	res, err := instrument.Rewrite(echo, "tinyhost_interrupt", hostRewrite...)
 	require.NoError(b, err)
@@ -262,7 +262,7 @@ func BenchmarkSoak(b *testing.B) {
 		for range runtime.GOMAXPROCS(0) {
 			wg.Go(func() {
 				for issued.Add(1) <= soakCalls {
-					if _, err := h.Invoke(context.Background(), req); err != nil {
+					if _, err := h.Invoke(b.Context(), req); err != nil {
 						b.Error(err)
 						return
 					}
@@ -323,13 +323,13 @@ var hostRewrite = []instrument.Option{instrument.WithPoll(1 << 14), instrument.W
 // what other processes add to a batch only ever makes it slower, and the
 // decile leaves most of that out. make bench prints their ratio.
 func BenchmarkInterruptChecks(b *testing.B) {
-	ctx := context.Background()
+	ctx := b.Context()
 	b.Run("echo-1KiB", func(b *testing.B) {
 		echo := abitest.Guest(b, "echo")
 		var calls [2]func()
 		for i, wasm := range rewritten(b, echo) {
 			rt := wazero.NewRuntime(ctx)
-			b.Cleanup(func() { rt.Close(ctx) })
+			b.Cleanup(func() { rt.Close(context.WithoutCancel(ctx)) })
 			call := newEchoCall(b, ctx, instantiateEcho(b, ctx, rt, wasm), 1<<10)
 			calls[i] = func() { call.run(b, ctx) }
 		}
@@ -339,7 +339,7 @@ func BenchmarkInterruptChecks(b *testing.B) {
 		var calls [2]func()
 		for i, wasm := range rewritten(b, wasm) {
 			rt := wazero.NewRuntime(ctx)
-			b.Cleanup(func() { rt.Close(ctx) })
+			b.Cleanup(func() { rt.Close(context.WithoutCancel(ctx)) })
 			cfg := wazero.NewModuleConfig()
 			if wasi {
 				wasi_snapshot_preview1.MustInstantiate(ctx, rt)

@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -49,7 +48,7 @@ func TestCapabilityNames(t *testing.T) {
 			assert.ErrorContains(t, err, tc.err)
 		})
 	}
-	_, err := host.New(context.Background(), host.Options{DefaultCapabilities: []string{"messaging:a/b/c"}})
+	_, err := host.New(t.Context(), host.Options{DefaultCapabilities: []string{"messaging:a/b/c"}})
 	assert.ErrorContains(t, err, `DefaultCapabilities: capability "messaging:a/b/c"`)
 }
 

@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -46,7 +45,7 @@ func BenchmarkCompileMemory(b *testing.B) {
 // returns the most resident memory the process held above what it held
 // before, sampled every millisecond.
 func compilePeak(b *testing.B, wasm []byte) uint64 {
-	ctx := context.Background()
+	ctx := b.Context()
 	h, err := host.New(ctx, host.Options{Capacity: host.Capacity{MemoryBytes: host.NoMemoryBound}})
 	require.NoError(b, err)
 	defer h.Close(ctx)

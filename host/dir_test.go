@@ -197,7 +197,7 @@ func TestModulesDirDrip(t *testing.T) {
 		d := newDrip(t)
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "drip.ref"), d.source().RefFile(), 0o644))
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go func() {
 			<-d.Started()
@@ -222,7 +222,7 @@ func TestModulesDirDrip(t *testing.T) {
 		}
 		loadSource := make(chan error, 1)
 		go func() {
-			_, err := h.LoadSource(context.Background(), d.source(), host.LoadOptions{})
+			_, err := h.LoadSource(t.Context(), d.source(), host.LoadOptions{})
 			loadSource <- err
 		}()
 
@@ -231,7 +231,7 @@ func TestModulesDirDrip(t *testing.T) {
 		assert.Equal(t, host.EventLoaded, ev.Type, "the fetch held up another file: %+v", ev)
 		mustEcho(t, h)
 
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		require.NoError(t, h.Close(ctx), "Close waited on the fetch until its own deadline")
 		select {

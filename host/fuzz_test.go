@@ -71,12 +71,12 @@ type fuzzHost struct {
 }
 
 func newFuzzHost(f *testing.F) *fuzzHost {
-	ctx := context.Background()
+	ctx := f.Context()
 	// No compilation cache on disk: it would keep every input's code.
 	h, err := host.New(ctx, host.Options{Logger: hclog.NewNullLogger()})
 	require.NoError(f, err)
 	f.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		require.NoError(f, h.Close(ctx))
 	})
@@ -93,7 +93,7 @@ func (fz *fuzzHost) run(t *testing.T, wasm []byte) {
 	fz.guard.arm()
 	defer fz.guard.disarm()
 	const name = "fuzzed"
-	ctx, cancel := context.WithTimeout(context.Background(), fuzzLoadTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), fuzzLoadTimeout)
 	defer cancel()
 	info, err := fz.h.Load(ctx, wasm, host.LoadOptions{Name: name, Limits: fuzzLimits})
 	if err != nil {
@@ -109,7 +109,7 @@ func (fz *fuzzHost) run(t *testing.T, wasm []byte) {
 					continue
 				}
 				calls++
-				cctx, cancel := context.WithTimeout(context.Background(), fuzzCallTimeout)
+				cctx, cancel := context.WithTimeout(t.Context(), fuzzCallTimeout)
 				_, err := fz.h.Invoke(cctx, api.Request{Module: name, Component: c.Name, Port: p.Name, Payload: []byte(`{"fuzz":1}`)})
 				cancel()
 				t.Logf("invoke %s/%s: %v", c.Name, p.Name, err)
@@ -124,7 +124,7 @@ func (fz *fuzzHost) run(t *testing.T, wasm []byte) {
 	}
 	require.Len(t, fz.h.Modules(), 1, "only the echo module is left")
 
-	ectx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ectx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	resp, err := fz.h.Invoke(ectx, api.Request{Module: "echo", Component: "echo", Port: "in", Payload: []byte("still here")})
 	require.NoError(t, err, "the echo module does not answer within a second after this input")

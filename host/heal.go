@@ -185,12 +185,12 @@ func (r *entryReader) bytes(n int64) []byte {
 		return nil
 	}
 	if n < 0 || n > r.left {
-		r.fail(fmt.Sprintf("truncated: %d bytes wanted, %d left", n, r.left))
+		_ = r.fail(fmt.Sprintf("truncated: %d bytes wanted, %d left", n, r.left))
 		return nil
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r.r, b); err != nil {
-		r.fail(err.Error())
+		_ = r.fail(err.Error())
 		return nil
 	}
 	r.left -= n

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
@@ -92,12 +93,12 @@ func newHost(t testing.TB, opts host.Options) (*host.Host, *logSink) {
 		opts.CacheDir = filepath.Join(guestDir(t), "cache")
 	}
 	hammer.NoLeaks(t) // checked after Close, a cleanup registered later
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	h, err := host.New(ctx, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
 		defer cancel()
 		require.NoError(t, h.Close(ctx))
 	})
@@ -134,7 +135,7 @@ func loadCtx(t testing.TB) context.Context { return ctxT(t, loadTimeout) }
 
 func ctxT(t testing.TB, d time.Duration) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -147,12 +148,15 @@ var guests struct {
 	wasm map[string][]byte
 }
 
+// TestMain fails the package's tests when one leaves a goroutine behind,
+// and removes the package's temporary directory.
 func TestMain(m *testing.M) {
-	code := e2e.Main(m)
-	if guests.dir != "" {
-		os.RemoveAll(guests.dir)
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(e2e.Runner(m), goleak.Cleanup(func(code int) {
+		if guests.dir != "" {
+			os.RemoveAll(guests.dir)
+		}
+		os.Exit(code)
+	}))
 }
 
 // guestDir is the package's temporary directory, removed by TestMain.
@@ -284,7 +288,7 @@ func fixture(t testing.TB, name string) []byte {
 // cancelled (KindCanceled).
 func collectDuringCall(t *testing.T, h *host.Host, req api.Request, during func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {

@@ -1,8 +1,8 @@
 package host_test
 
 import (
+	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,7 +31,7 @@ func TestHandWrittenGuests(t *testing.T) {
 		t.Run(tc.guest, func(t *testing.T) {
 			_, err := h.Load(loadCtx(t), wat(t, tc.guest), host.LoadOptions{Name: tc.guest, Config: []byte(`{"c":{"n":1}}`)})
 			require.NoError(t, err)
-			t.Cleanup(func() { _ = h.Unload(ctxT(t, time.Minute), tc.guest) })
+			t.Cleanup(func() { _ = h.Unload(context.WithoutCancel(t.Context()), tc.guest) })
 			for range 3 {
 				resp, err := invoke(t, h, tc.guest, "c", "in", []byte(tc.payload))
 				require.NoError(t, err)

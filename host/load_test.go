@@ -112,7 +112,7 @@ func TestCompileBounds(t *testing.T) {
 		defer release()
 		loaded := make(chan error, 1)
 		go func() {
-			_, err := h.Load(context.Background(), echo, host.LoadOptions{})
+			_, err := h.Load(t.Context(), echo, host.LoadOptions{})
 			loaded <- err
 		}()
 		require.NoError(t, h.Close(ctxT(t, time.Minute)))
@@ -123,7 +123,7 @@ func TestCompileBounds(t *testing.T) {
 		h, _ := newHost(t, host.Options{CacheDir: t.TempDir()})
 		loaded := make(chan error, 1)
 		go func() {
-			_, err := h.Load(context.Background(), echo, host.LoadOptions{})
+			_, err := h.Load(t.Context(), echo, host.LoadOptions{})
 			loaded <- err
 		}()
 		require.Eventually(t, func() bool { return host.CompilesRunning(h) > 0 || len(loaded) > 0 },

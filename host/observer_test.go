@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -90,10 +91,20 @@ func TestObserver(t *testing.T) {
 	rec.take()
 	_, err = invoke(t, h, "gopanic", "panicker", "in", nil)
 	require.Error(t, err)
-	assert.Equal(t, []string{
+	// The discarded instance is replaced (MinInstances), and the settings
+	// delivery to its replacement is told too, whenever it comes.
+	var got []string
+	require.Eventually(t, func() bool {
+		got = append(got, rec.take()...)
+		return len(got) >= 3
+	}, time.Minute, time.Millisecond, "the trap and the replacement's settings told")
+	assert.ElementsMatch(t, []string{
 		fmt.Sprintf("discarded gopanic %d", api.KindTrap),
 		fmt.Sprintf("call gopanic/panicker/in %d", api.KindTrap),
-	}, rec.take())
+		"call gopanic/panicker/_settings 0",
+	}, got)
+	assert.Less(t, slices.Index(got, fmt.Sprintf("discarded gopanic %d", api.KindTrap)),
+		slices.Index(got, fmt.Sprintf("call gopanic/panicker/in %d", api.KindTrap)), "the discard is told before the call it ended")
 }
 
 // TestRefFile loads a module named by a .ref file in the modules

@@ -385,14 +385,14 @@ func (o *Options) check() error {
 		}
 	}
 	if err := checkLimits(o.Limits); err != nil {
-		errs = append(errs, fmt.Errorf("Limits: %w", err))
+		errs = append(errs, fmt.Errorf("Options.Limits: %w", err))
 	}
 	if err := checkLimits(api.Limits{MemoryPages: o.Maxima.MemoryPages, CallTimeout: o.Maxima.CallTimeout,
 		MaxMessageSize: o.Maxima.MaxMessageSize, MaxInstances: o.Maxima.MaxInstances}); err != nil {
 		errs = append(errs, fmt.Errorf("Maxima: %w", err))
 	}
 	if err := o.Maxima.check(o.Limits); err != nil {
-		errs = append(errs, fmt.Errorf("Limits: %w", err))
+		errs = append(errs, fmt.Errorf("Options.Limits: %w", err))
 	}
 	if _, err := capabilities(o.DefaultCapabilities); err != nil {
 		errs = append(errs, fmt.Errorf("DefaultCapabilities: %w", err))

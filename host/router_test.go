@@ -356,7 +356,7 @@ func TestTimers(t *testing.T) {
 	before := ticks()
 	require.Eventually(t, func() bool { return ticks() >= before+2 }, 30*time.Second, time.Millisecond, "ticks go on after the upgrade")
 
-	require.NoError(t, h.Unload(context.Background(), "hostcalls"))
+	require.NoError(t, h.Unload(t.Context(), "hostcalls"))
 	stopped := ticks() + 1 // a tick may be running as the module goes
 	assert.Never(t, func() bool { return ticks() > stopped }, 200*time.Millisecond, 10*time.Millisecond, "ticks stop on unload")
 }

@@ -2,7 +2,6 @@ package host_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"os"
 	"runtime"
@@ -41,9 +40,9 @@ func collecting(stop <-chan struct{}) <-chan int {
 }
 
 // loadWhileCollecting loads wasm on one P while the garbage collector
-// stops the world again and again, and returns the load's error and how
-// many collections completed meanwhile.
-func loadWhileCollecting(t *testing.T, h *host.Host, wasm []byte, opts host.LoadOptions) (error, int) {
+// stops the world again and again, and returns how many collections
+// completed meanwhile and the load's error.
+func loadWhileCollecting(t *testing.T, h *host.Host, wasm []byte, opts host.LoadOptions) (int, error) {
 	t.Helper()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	stop := make(chan struct{})
@@ -51,7 +50,7 @@ func loadWhileCollecting(t *testing.T, h *host.Host, wasm []byte, opts host.Load
 	loaded := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		_, err := h.Load(context.Background(), wasm, opts)
+		_, err := h.Load(t.Context(), wasm, opts)
 		loaded <- err
 	}()
 	var err error
@@ -63,7 +62,7 @@ func loadWhileCollecting(t *testing.T, h *host.Host, wasm []byte, opts host.Load
 	close(stop)
 	n := <-gcs
 	t.Logf("load returned after %v, %d collections meanwhile: %v", time.Since(start).Round(time.Millisecond), n, err)
-	return err, n
+	return n, err
 }
 
 // TestStartSection: a start function that loops forever would run inside
@@ -74,7 +73,7 @@ func TestStartSection(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	load(t, h, "echo", host.LoadOptions{})
 
-	err, gcs := loadWhileCollecting(t, h, abitest.Guest(t, "startloop"), host.LoadOptions{Limits: api.Limits{CallTimeout: 300 * time.Millisecond}})
+	gcs, err := loadWhileCollecting(t, h, abitest.Guest(t, "startloop"), host.LoadOptions{Limits: api.Limits{CallTimeout: 300 * time.Millisecond}})
 	var le *api.LoadError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, api.KindTimeout, le.Kind)
@@ -112,7 +111,7 @@ func TestRecursionWithoutLoops(t *testing.T) {
 	})
 
 	t.Run("_settings", func(t *testing.T) {
-		err, gcs := loadWhileCollecting(t, h, abitest.Guest(t, "settingsrecurse"), host.LoadOptions{
+		gcs, err := loadWhileCollecting(t, h, abitest.Guest(t, "settingsrecurse"), host.LoadOptions{
 			Name:   "settings",
 			Limits: api.Limits{CallTimeout: 300 * time.Millisecond},
 		})

@@ -58,7 +58,7 @@ func TestUnloadInterrupts(t *testing.T) {
 		require.NoError(t, err)
 		done := make(chan error, 1)
 		go func() {
-			_, err := h.Invoke(context.Background(), api.Request{Module: "spin", Component: "s", Port: "spin"})
+			_, err := h.Invoke(t.Context(), api.Request{Module: "spin", Component: "s", Port: "spin"})
 			done <- err
 		}()
 		require.Eventually(t, inUse(1), time.Minute, time.Millisecond, "the call spins")

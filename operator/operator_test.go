@@ -89,7 +89,7 @@ func TestSetup(t *testing.T) {
 // authenticated callers, and on SIGTERM releases the lease and exits 0.
 func TestBinary(t *testing.T) {
 	env := kubetest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	t.Cleanup(cancel)
 
 	bin := filepath.Join(t.TempDir(), "tinyhost-operator")
@@ -122,18 +122,18 @@ func TestBinary(t *testing.T) {
 	})
 
 	lease := types.NamespacedName{Namespace: "default", Name: "tinyhost-operator.operator.tinysystems.io"}
-	waitFor(ctx, t, "the operator to be ready and lead", func() bool {
+	require.Eventually(t, func() bool {
 		if status(ctx, "http://"+probes+"/readyz") != http.StatusOK {
 			return false
 		}
 		var l coordinationv1.Lease
 		return env.Client.Get(ctx, lease, &l) == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
-	})
+	}, 2*time.Minute, 100*time.Millisecond, "the operator to be ready and lead")
 	assert.Equal(t, http.StatusOK, status(ctx, "http://"+probes+"/healthz"))
 	// The metrics server may start listening a moment after the probes.
-	waitFor(ctx, t, "metrics to refuse a caller without a token", func() bool {
+	require.Eventually(t, func() bool {
 		return status(ctx, "https://"+metrics+"/metrics") == http.StatusUnauthorized
-	})
+	}, 2*time.Minute, 100*time.Millisecond, "metrics to refuse a caller without a token")
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	select {
@@ -171,18 +171,4 @@ func status(ctx context.Context, url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// waitFor polls cond until it holds or ctx ends.
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
 }

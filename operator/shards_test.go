@@ -105,7 +105,7 @@ func newShardsBed(t *testing.T, hosts int, replicas ...string) *shardsBed {
 func TestShards(t *testing.T) {
 	replicas := []string{"op-a", "op-b", "op-c"}
 	b := newShardsBed(t, 5, replicas...)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	t.Cleanup(cancel)
 	for i := range 6 {
 		b.module(ctx, t, fmt.Sprintf("m%d", i))
@@ -155,7 +155,7 @@ func (b *shardsBed) allReady(t *testing.T, when string) {
 	var notReady []string
 	require.Eventually(t, func() bool {
 		var mods v1alpha1.TinyModuleList
-		if err := b.env.Client.List(context.Background(), &mods); err != nil {
+		if err := b.env.Client.List(t.Context(), &mods); err != nil {
 			return false
 		}
 		notReady = nil
@@ -224,7 +224,7 @@ func (b *shardsBed) oneWriterAtATime(t *testing.T, replicas []string) {
 	t.Helper()
 	evs := readAudit(t, b.auditLog)
 	var mods v1alpha1.TinyModuleList
-	require.NoError(t, b.env.Client.List(context.Background(), &mods))
+	require.NoError(t, b.env.Client.List(t.Context(), &mods))
 	var names []string
 	for _, m := range mods.Items {
 		names = append(names, m.Name)

@@ -215,7 +215,9 @@ func TestSettingsDeliveredFirst(t *testing.T) {
 		t.Fatal("SetConfig: the rejecting settings were accepted")
 	}
 	h = sdktest.New("worker")
-	h.SetConfig([]byte(`{"worker":{"every_ms":5},"other":{}}`))
+	if err := h.SetConfig([]byte(`{"worker":{"every_ms":5},"other":{}}`)); err != nil {
+		t.Fatal(err)
+	}
 	if h.Timer() != 5*time.Millisecond {
 		t.Fatalf("timer %v", h.Timer())
 	}

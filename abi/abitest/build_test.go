@@ -2,7 +2,6 @@ package abitest
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,7 +36,7 @@ func TestBuildEach(t *testing.T) {
 	if err := writeSources(src); err != nil {
 		t.Fatal(err)
 	}
-	guests, err := buildEach(context.Background(), src, out)
+	guests, err := buildEach(t.Context(), src, out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -400,7 +400,7 @@ func (s *suite) hostileSysports(t *testing.T) {
 	m := s.mustLoad(t, "hostcalls", LoadSpec{Config: []byte(hostcallsConfig), Capabilities: allCaps})
 	for _, port := range []string{abi.PortSettings, abi.PortTick} {
 		t.Run("invoke-"+port, func(t *testing.T) {
-			s.mustFail(t, s.echo, "echo", port, []byte(`{}`), KindDenied)
+			_ = s.mustFail(t, s.echo, "echo", port, []byte(`{}`), KindDenied)
 		})
 	}
 	for _, tc := range []struct{ via, to string }{

@@ -264,7 +264,7 @@ func (s *suite) testEcho(t *testing.T) {
 	}{{"0B", 0}, {"16B", 16}, {"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}, {"16B-after-1MiB", 16}} {
 		t.Run(tc.name, func(t *testing.T) {
 			payload := make([]byte, tc.size)
-			rng.Read(payload)
+			_, _ = rng.Read(payload)
 			r := s.mustInvoke(t, s.echo, "echo", "in", payload)
 			if !bytes.Equal(r.Payload, payload) {
 				t.Errorf("reply of %d bytes differs from the %d-byte payload", len(r.Payload), len(payload))
@@ -325,10 +325,10 @@ func (s *suite) testHandlerError(t *testing.T) {
 
 func (s *suite) testNotFound(t *testing.T) {
 	t.Run("component", func(t *testing.T) {
-		s.mustFail(t, s.echo, "nosuch", "in", nil, KindNotFound)
+		_ = s.mustFail(t, s.echo, "nosuch", "in", nil, KindNotFound)
 	})
 	t.Run("port", func(t *testing.T) {
-		s.mustFail(t, s.echo, "echo", "nosuch", nil, KindNotFound)
+		_ = s.mustFail(t, s.echo, "echo", "nosuch", nil, KindNotFound)
 	})
 }
 

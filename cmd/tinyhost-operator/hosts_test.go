@@ -37,7 +37,7 @@ func TestHostOptionsReachHost(t *testing.T) {
 		c, err := client.New(h.Addr, opts)
 		require.NoError(t, err)
 		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		_, err = c.Info(ctx)
 		return err
@@ -92,7 +92,7 @@ func TestTokenOnlyToAVerifiedHost(t *testing.T) {
 			c, err := client.New(rec.Addr, opts)
 			require.NoError(t, err)
 			defer c.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 			defer cancel()
 			_, err = c.Info(ctx)
 			require.Error(t, err, "the listener is not a host")

@@ -42,7 +42,7 @@ rules:
 	env := kubetest.StartWith(t, kubetest.Options{APIServerFlags: map[string]string{
 		"audit-policy-file": policy, "audit-log-path": auditLog,
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	t.Cleanup(cancel)
 	bin := e2e.Binary(t, "cmd/tinyhost-operator")
 	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--name", "h1"}})
@@ -53,21 +53,21 @@ rules:
 		ops[user] = e2e.StartOperator(t, bin, env.UserKubeconfig(t, user, "system:masters"), "--leader-election-namespace=default")
 	}
 	var leader string
-	waitFor(ctx, t, "one operator to take the lease", func() bool {
+	require.Eventually(t, func() bool {
 		for user := range ops {
 			if writes(t, auditLog)[user]["leases/"+leaseName] > 0 {
 				leader = user
 			}
 		}
 		return leader != ""
-	})
+	}, 2*time.Minute, 100*time.Millisecond, "one operator to take the lease")
 	follower := "operator-a"
 	if leader == follower {
 		follower = "operator-b"
 	}
 	t.Logf("%s leads, %s follows", leader, follower)
 	for user, op := range ops {
-		waitFor(ctx, t, user+" ready", func() bool { return op.Ready() == nil })
+		require.Eventually(t, func() bool { return op.Ready() == nil }, 2*time.Minute, 100*time.Millisecond, user+" ready")
 	}
 
 	// Work for the leader: a host to probe, a module to place.
@@ -81,9 +81,9 @@ rules:
 
 	ops[leader].Kill(t)
 	killed := time.Now()
-	waitFor(ctx, t, follower+" to take the lease", func() bool {
+	require.Eventually(t, func() bool {
 		return writes(t, auditLog)[follower]["leases/"+leaseName] > 0
-	})
+	}, 2*time.Minute, 100*time.Millisecond, follower+" to take the lease")
 	t.Logf("%s took the lease %v after %s was killed", follower, time.Since(killed).Round(100*time.Millisecond), leader)
 	moduleObserved(ctx, t, env.Client, "m2")
 	w = writes(t, auditLog)
@@ -143,11 +143,11 @@ func writes(t *testing.T, auditLog string) map[string]map[string]int {
 
 func hostReady(ctx context.Context, t *testing.T, c client.Client, name string) {
 	t.Helper()
-	waitFor(ctx, t, "TinyHost "+name+" Ready", func() bool {
+	require.Eventually(t, func() bool {
 		var h v1alpha1.TinyHost
 		return c.Get(ctx, client.ObjectKey{Name: name}, &h) == nil &&
 			meta.IsStatusConditionTrue(h.Status.Conditions, v1alpha1.ConditionHostReady)
-	})
+	}, 2*time.Minute, 100*time.Millisecond, "TinyHost "+name+" Ready")
 }
 
 // moduleObserved creates a TinyModule (of an artifact no host can fetch)
@@ -157,21 +157,7 @@ func moduleObserved(ctx context.Context, t *testing.T, c client.Client, name str
 	m := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: v1alpha1.TinyModuleSpec{Image: "127.0.0.1:1/nowhere/" + name + ":v1"}}
 	require.NoError(t, c.Create(ctx, m))
-	waitFor(ctx, t, "the status of TinyModule "+name, func() bool {
+	require.Eventually(t, func() bool {
 		return c.Get(ctx, client.ObjectKeyFromObject(m), m) == nil && m.Status.ObservedGeneration == m.Generation
-	})
-}
-
-// waitFor polls cond every 100ms until it holds or ctx ends.
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
+	}, 2*time.Minute, 100*time.Millisecond, "the status of TinyModule "+name)
 }

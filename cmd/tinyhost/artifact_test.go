@@ -133,7 +133,7 @@ func TestArtifacts(t *testing.T) {
 		require.Equal(t, 0, res.Code, res.Stderr)
 		assert.Contains(t, res.Stdout, "loaded hello 0.1.0 ("+wasmDigest+")")
 		callAda(t)
-		list, err := client(t, h.Addr).ListModules(context.Background(), &hostv1.ListModulesRequest{})
+		list, err := client(t, h.Addr).ListModules(t.Context(), &hostv1.ListModulesRequest{})
 		require.NoError(t, err)
 		require.Len(t, list.GetModules(), 1)
 		assert.Equal(t, ref, list.GetModules()[0].GetSource())
@@ -239,7 +239,7 @@ func TestArtifacts(t *testing.T) {
 // loadSource loads a module by source through LoadModule.
 func loadSource(t *testing.T, addr, source string) (*hostv1.LoadModuleResponse, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	stream, err := client(t, addr).LoadModule(ctx)
 	require.NoError(t, err)
@@ -252,7 +252,7 @@ func waitLoaded(t *testing.T, addr, module, source string) {
 	t.Helper()
 	c := client(t, addr)
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		list, err := c.ListModules(context.Background(), &hostv1.ListModulesRequest{})
+		list, err := c.ListModules(t.Context(), &hostv1.ListModulesRequest{})
 		require.NoError(ct, err)
 		var got []string
 		for _, m := range list.GetModules() {

@@ -185,7 +185,7 @@ func (d *attackDaemon) keepCalling(t *testing.T) func() (ok, failed int) {
 				return
 			default:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), callWithin)
+			ctx, cancel := context.WithTimeout(t.Context(), callWithin)
 			want := fmt.Appendf(nil, "call %d", i)
 			resp, err := c.Invoke(ctx, &hostv1.InvokeRequest{Module: "echo", Component: "echo", Port: "in", Payload: want})
 			cancel()
@@ -313,8 +313,9 @@ func attackHeaders(t *testing.T, d *attackDaemon) {
 			n, err := writeHeaders(fr, 1, block)
 			sent.Add(int64(n))
 			if err == nil {
-				// All written: the daemon must still have refused it.
-				_, err = io.Copy(io.Discard, c)
+				// All written: read until the daemon closes the
+				// connection, as it must still refuse the block.
+				_, _ = io.Copy(io.Discard, c)
 			}
 		}()
 	}
@@ -502,8 +503,8 @@ func metricsAddr(t *testing.T, h *e2e.Host) string {
 
 // heapInUse is the daemon's go_memstats_heap_inuse_bytes; 0 when it cannot
 // be read.
-func heapInUse(addr string) uint64 {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func heapInUse(ctx context.Context, addr string) uint64 {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
@@ -541,7 +542,7 @@ func attackStalledLoads(t *testing.T, d *attackDaemon) {
 	go func() {
 		var peak uint64
 		for {
-			peak = max(peak, heapInUse(d.metrics))
+			peak = max(peak, heapInUse(t.Context(), d.metrics))
 			select {
 			case <-stop:
 				sampled <- peak

@@ -35,7 +35,7 @@ func BenchmarkSteadyLoad(b *testing.B) {
 		Args: []string{"--log-level", "info", "--token-file", filepath.Join(dir, "admin"), "--invoke-token-file", filepath.Join(dir, "invoke")},
 		Env:  []string{"TINYHOST_INSECURE=false"},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
 	defer cancel()
 	loadBytes(ctx, b, hostv1.NewHostServiceClient(tokenConn(b, h.Addr, "admin-s3cret")), "echo", e2e.Guest(b, "echo"))
 	const callers, conns = 16, 4
@@ -82,7 +82,7 @@ func BenchmarkSteadyLoad(b *testing.B) {
 				c := clients[i%conns]
 				for next.Add(1) <= int64(b.N) {
 					t0 := time.Now()
-					if _, err := c.Invoke(context.Background(), req, grpc.WaitForReady(true)); err != nil {
+					if _, err := c.Invoke(b.Context(), req, grpc.WaitForReady(true)); err != nil {
 						b.Error(err)
 						return
 					}

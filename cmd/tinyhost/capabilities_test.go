@@ -48,7 +48,7 @@ func TestCapabilities(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			resp, err := c.Load(ctx, hostclient.Module{Name: "hostcalls", Wasm: wasm, Capabilities: tc.caps})
 			require.NoError(t, err)
@@ -76,7 +76,7 @@ func TestCapabilitiesNoneFromConfig(t *testing.T) {
 	c, err := hostclient.New(h.Addr, hostclient.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	resp, err := c.Load(ctx, hostclient.Module{Name: "hostcalls", Wasm: e2e.Guest(t, "hostcalls")})
 	require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestMessagingGrant(t *testing.T) {
 	c, err := hostclient.New(h.Addr, hostclient.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	for _, name := range []string{"a", "b"} {
 		_, err := c.Load(ctx, hostclient.Module{Name: name, Wasm: e2e.Guest(t, "echo")})
@@ -147,7 +147,7 @@ func TestMaximaFlags(t *testing.T) {
 		{"message size", api.Limits{MaxMessageSize: 2 << 20}, "MaxMessageSize is 2097152, this host's maximum is 1048576 (Maxima.MaxMessageSize)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			_, err := c.Load(ctx, hostclient.Module{Name: "echo", Wasm: wasm, Limits: tc.limits})
 			if tc.want == "" {

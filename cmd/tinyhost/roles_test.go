@@ -245,7 +245,7 @@ func runRoleRow(t *testing.T, c *hostclient.Client, module string, role api.Role
 		default:
 			want = deny
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a load compiles, on a busy machine
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute) // a load compiles, on a busy machine
 		err := rc.call(ctx, c, module)
 		cancel()
 		code := status.Code(err)

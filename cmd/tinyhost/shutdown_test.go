@@ -29,7 +29,7 @@ func startSpinning(t *testing.T, args ...string) (*e2e.Host, <-chan error) {
 	require.NoError(t, os.WriteFile(loop, e2e.Guest(t, "loop"), 0o644))
 	h := e2e.StartHost(t, e2e.HostOptions{Modules: []string{loop}, Args: append([]string{"--call-timeout", "1h", "--maximum-call-timeout", "1h"}, args...)})
 	c := client(t, h.Addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 	spun := make(chan error, 1)
 	go func() {

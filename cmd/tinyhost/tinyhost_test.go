@@ -68,7 +68,7 @@ func TestTour(t *testing.T) {
 		t.Logf("$ tinyctl call hello/greeter '{\"name\":\"Ada\"}'\n%s", res.Stdout)
 	})
 	t.Run("default capabilities", func(t *testing.T) {
-		list, err := client(t, h.Addr).ListModules(context.Background(), &hostv1.ListModulesRequest{})
+		list, err := client(t, h.Addr).ListModules(t.Context(), &hostv1.ListModulesRequest{})
 		require.NoError(t, err)
 		require.Len(t, list.GetModules(), 1)
 		assert.ElementsMatch(t, []string{"log", "config"}, list.GetModules()[0].GetCapabilities(), "what reaches outside the module is granted by the load")
@@ -116,7 +116,7 @@ func TestModulesDirectory(t *testing.T) {
 	hello := e2e.Wasm(t, e2e.Hello)
 	h := e2e.StartHost(t, e2e.HostOptions{})
 	c := client(t, h.Addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
 	// Warm the compilation cache the way an operator would: load once.
@@ -167,7 +167,7 @@ func TestModulesDirectory(t *testing.T) {
 func TestCapacity(t *testing.T) {
 	hello := e2e.Wasm(t, e2e.Hello)
 	h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--max-modules", "1", "--max-memory-bytes", "1073741824", "--maximum-memory-pages", "65536"}})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	info, err := client(t, h.Addr).Info(ctx, &hostv1.InfoRequest{})
 	require.NoError(t, err)
@@ -198,7 +198,7 @@ func TestGracefulShutdown(t *testing.T) {
 		Args:    []string{"--min-instances", "8", "--max-instances", "8"},
 	})
 	c := client(t, h.Addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	sleep := func(ms int) *hostv1.InvokeRequest {
 		return &hostv1.InvokeRequest{Module: "sleeper", Component: "sleeper", Port: "in", Payload: fmt.Appendf(nil, `{"ms":%d}`, ms)}
@@ -268,7 +268,7 @@ func TestGracefulShutdown(t *testing.T) {
 			sent.Add(1)
 			select {
 			case <-stop:
-				stream.CloseSend()
+				_ = stream.CloseSend()
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
@@ -331,7 +331,7 @@ func TestTLS(t *testing.T) {
 		Args:    []string{"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey},
 	})
 	tinyctl := e2e.Binary(t, "cmd/tinyctl")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
 	reply, err := greet(ctx, client(t, h.Addr, tlsCreds(certs.CA, "", "")), "Ada")
@@ -404,7 +404,7 @@ func TestMTLS(t *testing.T) {
 		Args:    []string{"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--tls-client-ca", certs.CA},
 	})
 	tinyctl := e2e.Binary(t, "cmd/tinyctl")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
 	t.Run("client certificate", func(t *testing.T) {
@@ -456,7 +456,7 @@ func TestToken(t *testing.T) {
 
 	// Health stays open for probes; reflection, like the rest, wants the
 	// token.
-	hc, err := grpc_health_v1.NewHealthClient(e2e.Client(t, h.Addr).Conn()).Check(context.Background(), &grpc_health_v1.HealthCheckRequest{})
+	hc, err := grpc_health_v1.NewHealthClient(e2e.Client(t, h.Addr).Conn()).Check(t.Context(), &grpc_health_v1.HealthCheckRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, grpc_health_v1.HealthCheckResponse_SERVING, hc.GetStatus())
 	grpcurl := e2e.Grpcurl(t)
@@ -500,7 +500,7 @@ func TestBadConfiguration(t *testing.T) {
 	}
 	t.Run("every interface, insecure", func(t *testing.T) {
 		h := e2e.StartHost(t, e2e.HostOptions{Args: []string{"--listen", "0.0.0.0:0", "--insecure"}, Env: []string{"TINYHOST_INSECURE=false"}})
-		_, err := client(t, h.Addr).ListModules(context.Background(), &hostv1.ListModulesRequest{})
+		_, err := client(t, h.Addr).ListModules(t.Context(), &hostv1.ListModulesRequest{})
 		assert.NoError(t, err, "it serves")
 	})
 	res := e2e.Run(t, nil, bin, "--help")
@@ -515,7 +515,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	})
 	metricsAddr := metricsAddr(t, h)
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	c := client(t, h.Addr)
 	for range 2 {

@@ -33,7 +33,7 @@ wiring:
 	h1 := e2e.StartHost(t, e2e.HostOptions{Modules: []string{e2e.Wasm(t, e2e.Common)}, Args: []string{"--config", cfg}})
 	c1, c2 := e2e.Client(t, h1.Addr), e2e.Client(t, h2.Addr)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	for _, batch := range []string{`[1, 2, 3]`, `[{"value": 10}, "x", 4]`} {
 		resp, err := c1.Invoke(ctx, &hostv1.InvokeRequest{Module: "common", Component: "split", Port: "in", Payload: []byte(batch)})

@@ -70,7 +70,7 @@ const hostNamespace = "tinyhost-system"
 // and see it unloaded from every host.
 func TestKubernetes(t *testing.T) {
 	outer := t
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	cp := startControlPlane(t)
 	reg := startRegistry(t)
@@ -519,7 +519,7 @@ func crossModule(t *testing.T, cp *controlPlane, tinyctl string, creds []string)
 		return tot
 	}
 	start := total()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	// Ready says the modules serve where they are placed; the route table
 	// that takes common's split to tally reaches common's host up to the
@@ -596,7 +596,7 @@ func (cp *controlPlane) impersonating(t *testing.T, user string) string {
 // kubectl runs bin/kubectl and fails the test if it fails.
 func (cp *controlPlane) kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	out, err := cp.kubectlErr(ctx, args...)
 	require.NoError(t, err, out)
@@ -616,7 +616,9 @@ func (cp *controlPlane) getWide(t *testing.T, when string) {
 func (cp *controlPlane) module(t *testing.T, ns, name string) *v1alpha1.TinyModule {
 	t.Helper()
 	var m v1alpha1.TinyModule
-	require.NoError(t, cp.client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &m))
+	// A read polled by waitFor may still run when the wait is over; the end
+	// of the test must not cancel it into a failure.
+	require.NoError(t, cp.client.Get(context.WithoutCancel(t.Context()), types.NamespacedName{Namespace: ns, Name: name}, &m))
 	return &m
 }
 
@@ -708,18 +710,14 @@ func dial(t *testing.T, addr, certs string) hostv1.HostServiceClient {
 	return c.RPC()
 }
 
-// waitFor polls cond every 100ms until it returns nil or ctx ends.
+// waitFor is testify's EventuallyWithT for a cond that says why it does
+// not hold yet: it polls cond every 100ms until it returns nil or ctx's
+// deadline passes, and fails with cond's last error.
 func waitFor(ctx context.Context, t *testing.T, what string, cond func() error) {
 	t.Helper()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		case <-time.After(100 * time.Millisecond):
-		}
+	d := 10 * time.Minute
+	if end, ok := ctx.Deadline(); ok {
+		d = time.Until(end)
 	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NoError(c, cond()) }, d, 100*time.Millisecond, what)
 }

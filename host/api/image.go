@@ -39,7 +39,7 @@ func checkTagged(s string) error {
 			return fmt.Errorf("no tag after the colon")
 		}
 		if len(tag) > 128 || !only(tag, isTagChar) {
-			return fmt.Errorf("tag %q: want up to 128 letters, digits, _ - .", tag)
+			return fmt.Errorf("tag %q: want up to 128 of letters, digits, '_', '-' and '.'", tag)
 		}
 		base = s[:i]
 	}

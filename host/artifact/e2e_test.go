@@ -64,8 +64,8 @@ func TestHostLoadsFetchedModule(t *testing.T) {
 func newHost(t *testing.T, cacheDir string) *host.Host {
 	t.Helper()
 	lg, _ := newLogger(t)
-	h, err := host.New(context.Background(), host.Options{Logger: lg.Named("host"), CacheDir: cacheDir})
+	h, err := host.New(t.Context(), host.Options{Logger: lg.Named("host"), CacheDir: cacheDir})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	t.Cleanup(func() { _ = h.Close(context.WithoutCancel(t.Context())) })
 	return h
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/artifact"
@@ -43,9 +44,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(wasmDir)
-	os.Exit(code)
+	// Fail the package's tests when one leaves a goroutine behind.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(wasmDir)
+		os.Exit(code)
+	}))
 }
 
 // buildWasm builds testdata/echo the way a component author builds a
@@ -101,7 +104,7 @@ type middleware func(next http.Handler) http.Handler
 func startRegistry(t *testing.T, useTLS bool, mw middleware) *testRegistry {
 	t.Helper()
 	r := &testRegistry{}
-	var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	if mw != nil {
 		h = mw(h)
 	}
@@ -207,7 +210,7 @@ func newClient(t *testing.T, o artifact.Options) *artifact.Client {
 }
 
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -26,7 +27,8 @@ import (
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
-func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
+// TestMain fails the package's tests when one leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(e2e.Runner(m)) }
 
 // serve serves a host over mTLS with a token on 127.0.0.1:0 and returns
 // its address and the PKI.
@@ -39,7 +41,7 @@ func serve(t *testing.T) (string, e2e.Certs) {
 	require.NoError(t, err)
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
 
-	h, err := host.New(context.Background(), host.Options{CacheDir: e2e.CacheDir(t), Logger: hclog.NewNullLogger()})
+	h, err := host.New(t.Context(), host.Options{CacheDir: e2e.CacheDir(t), Logger: hclog.NewNullLogger()})
 	require.NoError(t, err)
 	srv, err := server.New(h, server.Options{Token: "s3cret", ServerOptions: []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tc))}})
 	require.NoError(t, err)
@@ -48,7 +50,7 @@ func serve(t *testing.T) (string, e2e.Certs) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
 		defer cancel()
 		assert.NoError(t, srv.GracefulStop(ctx))
 		assert.NoError(t, <-served)
@@ -69,7 +71,7 @@ func TestClient(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	// Minutes: the first load compiles the guest, on a machine that may be
 	// busy with other tests.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 
 	wasm := e2e.Guest(t, "echo")
@@ -121,7 +123,7 @@ func TestClient(t *testing.T) {
 // a certificate it trusts.
 func TestCredentials(t *testing.T) {
 	addr, certs := serve(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for _, tt := range []struct {
 		name string

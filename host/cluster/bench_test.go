@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"context"
 	"net"
 	"sync"
 	"testing"
@@ -75,7 +74,7 @@ var (
 // is the delivery alone (the transport's Call), without the calling
 // component.
 func BenchmarkRemoteCall(b *testing.B) {
-	ctx := context.Background()
+	ctx := b.Context()
 	hello, relay := e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay)
 	echoAddr := serve(b, func(s *grpc.Server) { hostv1.RegisterHostServiceServer(s, e2e.EchoServer{}) })
 
@@ -99,7 +98,7 @@ func BenchmarkRemoteCall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer stream.CloseSend()
+		defer func() { _ = stream.CloseSend() }()
 		var id uint64
 		measure(b, "grpc-stream-echo", []string{"grpc-echo"}, func() error {
 			id++
@@ -128,7 +127,7 @@ func BenchmarkRemoteCall(b *testing.B) {
 // component is a whole call from relay to hello, two guest calls, on a host
 // with a cluster transport.
 func BenchmarkLocalCall(b *testing.B) {
-	ctx := context.Background()
+	ctx := b.Context()
 	h := newHost(b, cluster.New(cluster.Options{}), api.Limits{}, e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay))
 	req := api.Request{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
 	b.Run("invoke", func(b *testing.B) {

@@ -67,45 +67,42 @@ func sleepMsg(ms int) abi.Message {
 	return abi.Message{Module: "sleeper", Component: "sleeper", Port: "in", Payload: fmt.Appendf(nil, `{"ms":%d}`, ms)}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	require.Eventually(t, cond, 10*time.Second, 2*time.Millisecond, what)
-}
-
 // TestRemoteDeadline: the caller's deadline and its cancellation reach the
 // remote host, which stops the guest rather than running it on for nobody.
 func TestRemoteDeadline(t *testing.T) {
 	p := startPeer(t, 0, api.Limits{MinInstances: new(1), MaxInstances: 1, CallTimeout: time.Minute})
 	r := newPeers(t, cluster.Options{}, p.addr)
-	// One call first, so that the 200 ms below are not spent connecting.
-	_, err := r.call(context.Background(), sleepMsg(1))
+	// One call first, so that the deadline below is not spent connecting;
+	// the deadline leaves a busy machine time to start the guest remotely,
+	// which it must then interrupt.
+	_, err := r.call(t.Context(), sleepMsg(1))
 	require.NoError(t, err)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	_, err = r.call(ctx, sleepMsg(20_000))
 	var ce *api.CallError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, api.KindTimeout, ce.Kind, "%v", err)
-	waitFor(t, "the remote call stopped", func() bool { return p.inUse() == 0 })
+	require.Eventually(t, func() bool { return p.inUse() == 0 }, 30*time.Second, 2*time.Millisecond, "the remote call stopped")
 
-	ctx, cancel = context.WithCancel(context.Background())
+	ctx, cancel = context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
 		_, err := r.call(ctx, sleepMsg(20_000))
 		done <- err
 	}()
-	waitFor(t, "the remote call running", func() bool { return p.inUse() == 1 })
+	require.Eventually(t, func() bool { return p.inUse() == 1 }, 30*time.Second, 2*time.Millisecond, "the remote call running")
 	cancel()
 	err = <-done
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, api.KindCanceled, ce.Kind, "%v", err)
 	assert.ErrorIs(t, err, context.Canceled)
-	waitFor(t, "the remote call stopped", func() bool { return p.inUse() == 0 })
+	require.Eventually(t, func() bool { return p.inUse() == 0 }, 30*time.Second, 2*time.Millisecond, "the remote call stopped")
 	m, _ := p.h.Module("sleeper")
 	assert.EqualValues(t, 2, m.Pool.Discarded, "both calls were interrupted on the remote host")
 
-	reply, err := r.call(context.Background(), sleepMsg(1))
+	reply, err := r.call(t.Context(), sleepMsg(1))
 	require.NoError(t, err)
 	assert.Equal(t, `{"slept":1}`, string(reply))
 }
@@ -126,7 +123,7 @@ func TestPeerStops(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			reply, err := r.call(ctx, sleepMsg(300))
 			if err == nil && string(reply) != `{"slept":300}` {
@@ -139,10 +136,10 @@ func TestPeerStops(t *testing.T) {
 			ok.Add(1)
 		}()
 	}
-	waitFor(t, "a delivery running on a", func() bool { return a.inUse() == 1 })
+	require.Eventually(t, func() bool { return a.inUse() == 1 }, 30*time.Second, 2*time.Millisecond, "a delivery running on a")
 	stopped := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		stopped <- a.srv.GracefulStop(ctx)
 	}()
@@ -184,7 +181,7 @@ func TestWedgedPeer(t *testing.T) {
 	errs := make(chan error, 4)
 	for range 4 {
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 			defer cancel()
 			_, err := r.call(ctx, big)
 			errs <- err
@@ -240,7 +237,7 @@ func TestPeerCredentials(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newPeers(t, tt.opts, addr)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			_, err := r.call(ctx, sleepMsg(1))
 			if tt.kind == 0 {
@@ -258,7 +255,7 @@ func TestPeerCredentials(t *testing.T) {
 	// gets no token: the transport does not even connect.
 	rec := e2e.NewRecorder(t)
 	r := newPeers(t, cluster.Options{Token: "peer-token-for-nobody"}, rec.Addr)
-	_, err = r.call(context.Background(), sleepMsg(1))
+	_, err = r.call(t.Context(), sleepMsg(1))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the token goes only over TLS that verifies the host")
 	assert.False(t, rec.Received("peer-token-for-nobody"), "the plaintext listener received the token")
@@ -270,7 +267,7 @@ func TestPeerCredentials(t *testing.T) {
 func TestPeerLeavesRoutes(t *testing.T) {
 	p := startPeer(t, 0, api.Limits{MinInstances: new(1), MaxInstances: 2, CallTimeout: time.Minute})
 	r := newPeers(t, cluster.Options{}, p.addr)
-	_, err := r.call(context.Background(), sleepMsg(1)) // connected
+	_, err := r.call(t.Context(), sleepMsg(1)) // connected
 	require.NoError(t, err)
 
 	type result struct {
@@ -279,12 +276,12 @@ func TestPeerLeavesRoutes(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		reply, err := r.call(context.Background(), sleepMsg(500))
+		reply, err := r.call(t.Context(), sleepMsg(500))
 		done <- result{reply, err}
 	}()
-	waitFor(t, "the remote call running", func() bool { return p.inUse() == 1 })
+	require.Eventually(t, func() bool { return p.inUse() == 1 }, 30*time.Second, 2*time.Millisecond, "the remote call running")
 	r.tr.Peers(nil)
-	_, err = r.call(context.Background(), sleepMsg(1))
+	_, err = r.call(t.Context(), sleepMsg(1))
 	assert.ErrorContains(t, err, "left the routes", "a new delivery to a peer that left")
 	got := <-done
 	require.NoError(t, got.err, "the delivery in flight when its peer left the routes")

@@ -169,7 +169,7 @@ func containsRole(rs []api.Role, r api.Role) bool {
 // kind, and returns the error of its first answer.
 func callAny(t *testing.T, conn *grpc.ClientConn, method string) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	st, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, method)
 	if err != nil {
@@ -194,9 +194,9 @@ func TestOpen(t *testing.T) {
 }
 
 func TestOneTokenPerRole(t *testing.T) {
-	h, err := host.New(context.Background(), host.Options{CacheDir: e2e.CacheDir(t)})
+	h, err := host.New(t.Context(), host.Options{CacheDir: e2e.CacheDir(t)})
 	require.NoError(t, err)
-	t.Cleanup(func() { h.Close(context.Background()) })
+	t.Cleanup(func() { h.Close(context.WithoutCancel(t.Context())) })
 	_, err = server.New(h, server.Options{Token: "same", PeerToken: "same"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the admin and peer roles have the same token")
@@ -211,7 +211,7 @@ func TestTokenMetadata(t *testing.T) {
 		{"s3cret", "malformed authorization"},
 		{"Bearer s3cre", "invalid bearer token"},
 	} {
-		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", tc.val)
+		ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", tc.val)
 		_, err := e.client.ListModules(ctx, &hostv1.ListModulesRequest{})
 		wantStatus(t, err, codes.Unauthenticated, "", tc.want)
 	}

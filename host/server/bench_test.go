@@ -30,7 +30,7 @@ var baseline sync.Map
 // reports "%echo": its throughput as a percentage of the bare echo's in the
 // same mode.
 func BenchmarkInvoke(b *testing.B) {
-	ctx := context.Background()
+	ctx := b.Context()
 	echoAddr, hostAddr, tracedAddr := benchServers(b)
 	hello := &hostv1.InvokeRequest{Module: "hello", Component: "greeter", Port: "in", Payload: []byte(`{"name":"Ada"}`)}
 	// The same payload to abitest's echo guest, which costs ~2 µs a call
@@ -89,12 +89,12 @@ func benchServers(b *testing.B) (echoAddr, hostAddr, tracedAddr string) {
 
 	rcv := otlptest.Start(b, true)
 	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + rcv.Addr}
-	tr, err := tracing.New(context.Background(), func(k string) string { return env[k] }, "bench", "")
+	tr, err := tracing.New(b.Context(), func(k string) string { return env[k] }, "bench", "")
 	if err != nil || tr == nil {
 		b.Fatal("tracing:", err)
 	}
 	b.Cleanup(func() {
-		if err := tr.Shutdown(context.Background()); err != nil {
+		if err := tr.Shutdown(context.WithoutCancel(b.Context())); err != nil {
 			b.Error(err)
 		}
 		b.Logf("tracing on: %d spans exported", rcv.Count())
@@ -106,12 +106,12 @@ func benchServers(b *testing.B) (echoAddr, hostAddr, tracedAddr string) {
 // benchHost starts a host serving hello and abitest's echo guest, and
 // returns its address.
 func benchHost(b *testing.B, hopts host.Options, sopts server.Options) string {
-	ctx := context.Background()
+	ctx := b.Context()
 	h, err := host.New(ctx, hopts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { h.Close(ctx) })
+	b.Cleanup(func() { h.Close(context.WithoutCancel(ctx)) })
 	for _, wasm := range [][]byte{e2e.WasmBytes(b, e2e.Hello), guest(b, "echo")} {
 		if _, err := h.Load(ctx, wasm, host.LoadOptions{}); err != nil {
 			b.Fatal(err)
@@ -125,7 +125,7 @@ func benchHost(b *testing.B, hopts host.Options, sopts server.Options) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	go srv.Serve(hostLis)
+	go func() { _ = srv.Serve(hostLis) }()
 	b.Cleanup(srv.Stop)
 	return hostLis.Addr().String()
 }
@@ -144,7 +144,7 @@ func (t benchTarget) measure(b *testing.B, mode string, run func(*testing.B, hos
 	c := hostv1.NewHostServiceClient(dial(b, t.addr))
 	// Warm the connection and the pool.
 	for range 100 {
-		if _, err := c.Invoke(context.Background(), t.req); err != nil {
+		if _, err := c.Invoke(b.Context(), t.req); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -176,7 +176,7 @@ func unaryParallel(b *testing.B, c hostv1.HostServiceClient, req *hostv1.InvokeR
 		go func() {
 			defer wg.Done()
 			for range work {
-				if _, err := c.Invoke(context.Background(), req); err != nil {
+				if _, err := c.Invoke(b.Context(), req); err != nil {
 					b.Error(err)
 					return
 				}
@@ -188,7 +188,7 @@ func unaryParallel(b *testing.B, c hostv1.HostServiceClient, req *hostv1.InvokeR
 
 // stream sends b.N requests on one InvokeStream, at most window unanswered.
 func stream(b *testing.B, c hostv1.HostServiceClient, req *hostv1.InvokeRequest, window int) {
-	s, err := c.InvokeStream(context.Background())
+	s, err := c.InvokeStream(b.Context())
 	if err != nil {
 		b.Fatal(err)
 	}

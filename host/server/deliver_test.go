@@ -44,7 +44,7 @@ func sleep(id uint64, ms int, timeout time.Duration) *hostv1.DeliverStreamReques
 func TestDeliverStream(t *testing.T) {
 	e := newEnv(t, envOptions{server: server.Options{StreamWindow: 8}})
 	e.load(t, guest(t, "echo"), "", api.Limits{MaxInstances: 4})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	stream, window := deliveryStream(t, ctx, e.client)
 	assert.Equal(t, "8", window)
@@ -122,7 +122,7 @@ func TestDeliverStream(t *testing.T) {
 func TestDeliverStreamDeadlineAndCancel(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.load(t, e2e.WasmBytes(t, e2e.Sleeper), "", api.Limits{MaxInstances: 4})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	stream, _ := deliveryStream(t, ctx, e.client)
 
@@ -157,7 +157,7 @@ func TestDeliverStreamDeadlineAndCancel(t *testing.T) {
 // started and ends the stream with CLOSED, the sign that the requests
 // without an answer did not run.
 func TestDeliverStreamStop(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t)})
 	require.NoError(t, err)
@@ -178,10 +178,10 @@ func TestDeliverStreamStop(t *testing.T) {
 	// the stop comes first.
 	require.NoError(t, stream.Send(sleep(1, 500, 0)))
 	require.NoError(t, stream.Send(sleep(2, 10, 0)))
-	eventually(t, 5*time.Second, "the first delivery running", func() bool {
+	require.Eventually(t, func() bool {
 		m, _ := h.Module("sleeper")
 		return m.Pool.InUse == 1
-	})
+	}, 30*time.Second, 5*time.Millisecond, "the first delivery running")
 	stopped := make(chan error, 1)
 	go func() {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)

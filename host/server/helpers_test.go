@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"net"
-	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -23,7 +23,8 @@ import (
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
-func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
+// TestMain fails the package's tests when one leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(e2e.Runner(m)) }
 
 // guest returns the wasm of an abitest reference guest.
 func guest(t testing.TB, name string) []byte {
@@ -49,7 +50,7 @@ type envOptions struct {
 
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	if o.host.CacheDir == "" {
 		o.host.CacheDir = e2e.CacheDir(t)
 	}
@@ -70,7 +71,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e := &env{h: h, srv: srv, addr: lis.Addr().String()}
 	t.Cleanup(func() {
 		within(t, time.Minute, "stopping the server and closing the host", func() {
-			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			assert.NoError(t, srv.GracefulStop(sctx))
 			assert.NoError(t, <-served)
@@ -97,7 +98,7 @@ func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 func (e *env) load(t testing.TB, wasm []byte, name string, limits api.Limits) host.ModuleInfo {
 	t.Helper()
 	// Minutes: a load compiles, on a machine that may be busy.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	info, err := e.h.Load(ctx, wasm, host.LoadOptions{Name: name, Limits: limits})
 	require.NoError(t, err)
@@ -106,7 +107,7 @@ func (e *env) load(t testing.TB, wasm []byte, name string, limits api.Limits) ho
 
 func (e *env) invoke(t testing.TB, module, component, port string, payload []byte) (*hostv1.InvokeResponse, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	return e.client.Invoke(ctx, &hostv1.InvokeRequest{Module: module, Component: component, Port: port, Payload: payload})
 }
@@ -124,18 +125,6 @@ func wantStatus(t testing.TB, err error, code codes.Code, reason string, words .
 	}
 	if reason != "" {
 		assert.Equal(t, reason, hostv1.ErrorInfo(st).GetReason(), "reason of %v", err)
-	}
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

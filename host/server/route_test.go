@@ -21,7 +21,7 @@ import (
 // named in the response and left out; the wires beside it are set.
 func TestSetWiringRefusesABadWireAlone(t *testing.T) {
 	e := newEnv(t, envOptions{routing: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	resp, err := e.client.SetWiring(ctx, &hostv1.SetWiringRequest{Generation: 5, Wires: []*hostv1.Wire{
 		{From: "a/split/out", To: []string{"b/counter/in", "b/counter/_settings"}},
@@ -55,7 +55,7 @@ func TestSetRoutesDelta(t *testing.T) {
 	tr := cluster.New(cluster.Options{})
 	t.Cleanup(func() { tr.Close() }) // after the host closes
 	e := newEnv(t, envOptions{routing: true, host: host.Options{Transport: tr}})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	c, err := client.New(e.addr, client.Options{})
 	require.NoError(t, err)

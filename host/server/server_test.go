@@ -84,10 +84,10 @@ func TestInvokeSaturatedPool(t *testing.T) {
 		_, err := e.invoke(t, "sleeper", "sleeper", "in", []byte(`{"ms":1500}`))
 		first <- err
 	}()
-	eventually(t, 5*time.Second, "the only instance is busy", func() bool {
+	require.Eventually(t, func() bool {
 		m, ok := e.h.Module("sleeper")
 		return ok && m.Pool.InUse == 1
-	})
+	}, 30*time.Second, 5*time.Millisecond, "the only instance is busy")
 	_, err := e.invoke(t, "sleeper", "sleeper", "in", []byte(`{"ms":0}`))
 	wantStatus(t, err, codes.ResourceExhausted, api.ReasonBusy, "sleeper")
 	require.NoError(t, <-first, "the call that held the instance")
@@ -133,7 +133,7 @@ func loadEnv(t *testing.T) (*env, []byte, context.Context) {
 	require.Less(t, len(hello), loadLimit, "hello.wasm must fit the test's load limit")
 	e := newEnv(t, envOptions{server: server.Options{MaxLoadBytes: loadLimit}})
 	// Minutes: loads compile, on a machine that may be busy.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	t.Cleanup(cancel)
 	return e, hello, ctx
 }
@@ -247,7 +247,7 @@ func TestInfo(t *testing.T) {
 		host:   host.Options{Capacity: host.Capacity{MaxModules: 10, MemoryBytes: 1 << 30}},
 	})
 	e.load(t, guest(t, "echo"), "", api.Limits{MaxInstances: 2, MemoryPages: 100})
-	info, err := e.client.Info(context.Background(), &hostv1.InfoRequest{})
+	info, err := e.client.Info(t.Context(), &hostv1.InfoRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, "host-a", info.GetName())
 	assert.Equal(t, "v9.9.9", info.GetVersion())
@@ -266,7 +266,7 @@ func TestInfo(t *testing.T) {
 
 	// In summary, a module is what tells it apart, without its descriptor
 	// or its pool.
-	sum, err := e.client.Info(context.Background(), &hostv1.InfoRequest{Summary: true})
+	sum, err := e.client.Info(t.Context(), &hostv1.InfoRequest{Summary: true})
 	require.NoError(t, err)
 	assert.Equal(t, info.GetCapacity().GetLoadedModules(), sum.GetCapacity().GetLoadedModules())
 	require.Len(t, sum.GetModules(), 1)
@@ -293,7 +293,7 @@ func TestCapacity(t *testing.T) {
 	e.load(t, guest(t, "echo"), "", small)
 
 	load := func(name string, limits *hostv1.Limits) error {
-		stream, err := e.client.LoadModule(context.Background())
+		stream, err := e.client.LoadModule(t.Context())
 		require.NoError(t, err)
 		wasm := guest(t, "echo")
 		require.NoError(t, stream.Send(&hostv1.LoadModuleRequest{Header: &hostv1.LoadHeader{Name: name, Size: uint64(len(wasm)), Limits: limits}, Chunk: wasm}))
@@ -308,7 +308,7 @@ func TestCapacity(t *testing.T) {
 	wantStatus(t, load("third", smallProto), codes.ResourceExhausted, api.ReasonCapacity, "the host takes at most 2 modules, and 2 are loaded")
 	_, loaded := e.h.Module("third")
 	assert.False(t, loaded)
-	require.NoError(t, e.h.Unload(context.Background(), "second"))
+	require.NoError(t, e.h.Unload(t.Context(), "second"))
 	require.NoError(t, load("third", smallProto), "unloading makes room")
 }
 
@@ -317,14 +317,14 @@ func TestToken(t *testing.T) {
 	e := newEnv(t, envOptions{server: server.Options{Token: token}})
 	e.load(t, guest(t, "echo"), "", api.Limits{})
 	with := func(v string) context.Context {
-		return metadata.AppendToOutgoingContext(context.Background(), "authorization", v)
+		return metadata.AppendToOutgoingContext(t.Context(), "authorization", v)
 	}
 	for _, tc := range []struct {
 		name string
 		ctx  context.Context
 		code codes.Code
 	}{
-		{"missing", context.Background(), codes.Unauthenticated},
+		{"missing", t.Context(), codes.Unauthenticated},
 		{"wrong", with("Bearer nope"), codes.Unauthenticated},
 		{"prefix of the right one", with("Bearer s3cret"), codes.Unauthenticated},
 		{"not bearer", with("Basic " + token), codes.Unauthenticated},
@@ -369,7 +369,7 @@ func TestHealth(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.load(t, guest(t, "echo"), "", api.Limits{})
 	hc := grpc_health_v1.NewHealthClient(e.conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
 	for _, svc := range []string{"", "echo"} {
@@ -402,7 +402,7 @@ func TestHealth(t *testing.T) {
 func TestWatch(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.load(t, guest(t, "echo"), "", api.Limits{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	w, err := e.client.Watch(ctx, &hostv1.WatchRequest{})
 	require.NoError(t, err)
@@ -440,7 +440,7 @@ func TestWatch(t *testing.T) {
 func TestInvokeStream(t *testing.T) {
 	e := newEnv(t, envOptions{server: server.Options{StreamWindow: 8}})
 	e.load(t, guest(t, "echo"), "", api.Limits{MaxInstances: 4})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	stream, err := e.client.InvokeStream(ctx)
 	require.NoError(t, err)
@@ -500,7 +500,7 @@ func TestInvokeStreamWindow(t *testing.T) {
 	// at once however many the client sends.
 	e := newEnv(t, envOptions{server: server.Options{StreamWindow: 2}})
 	e.load(t, e2e.WasmBytes(t, e2e.Sleeper), "", api.Limits{MinInstances: new(4), MaxInstances: 4})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	stream, err := e.client.InvokeStream(ctx)
 	require.NoError(t, err)
@@ -543,7 +543,7 @@ func TestInvokeStreamWindow(t *testing.T) {
 // server: every call it had accepted is answered, Watch ends, and new
 // connections are refused.
 func TestGracefulStop(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t)})
 	require.NoError(t, err)
@@ -581,10 +581,10 @@ func TestGracefulStop(t *testing.T) {
 	require.NoError(t, stream.Send(&hostv1.InvokeStreamRequest{Id: 1, Request: &hostv1.InvokeRequest{
 		Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":500}`),
 	}}))
-	eventually(t, 5*time.Second, "four calls in flight", func() bool {
+	require.Eventually(t, func() bool {
 		m, _ := h.Module("sleeper")
 		return m.Pool.InUse == 4
-	})
+	}, 30*time.Second, 5*time.Millisecond, "four calls in flight")
 
 	stopped := make(chan error, 1)
 	go func() {

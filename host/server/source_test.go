@@ -44,7 +44,7 @@ func TestLoadSource(t *testing.T) {
 	})
 	require.NoError(t, err)
 	e := newEnv(t, envOptions{host: host.Options{Fetcher: fetcher}})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	load := func(hdr *hostv1.LoadHeader, chunk []byte) (*hostv1.LoadModuleResponse, error) {
 		return loadStream(ctx, e.client, hdr, chunk, 1<<20)
@@ -97,7 +97,7 @@ func TestLoadSource(t *testing.T) {
 // still loads bytes.
 func TestLoadSourceNoFetcher(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	_, err := loadStream(ctx, e.client, &hostv1.LoadHeader{Source: "registry.test/acme/echo:1"}, nil, 1<<20)
 	wantStatus(t, err, codes.FailedPrecondition, api.ReasonNoFetcher, "registry.test/acme/echo:1", "fetches no modules")

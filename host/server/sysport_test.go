@@ -21,7 +21,7 @@ import (
 func TestSystemPorts(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.load(t, guest(t, "echo"), "", api.Limits{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	const why = "only the host delivers to system ports"
 

@@ -83,6 +83,15 @@ func Main(m *testing.M) int {
 	return code
 }
 
+// Runner is m for goleak.VerifyTestMain, run through Main:
+// goleak.VerifyTestMain(e2e.Runner(m)) checks for leaked goroutines after
+// the tests of a package that uses e2e.
+func Runner(m *testing.M) interface{ Run() int } { return runner{m} }
+
+type runner struct{ m *testing.M }
+
+func (r runner) Run() int { return Main(r.m) }
+
 // Wasm builds the component module at pkg (relative to the repository root)
 // once per test process and returns the .wasm file. Copy it before changing
 // it.

@@ -114,8 +114,8 @@ func StartHost(t testing.TB, o HostOptions) *Host {
 		sent := false
 		for sc.Scan() {
 			line := sc.Bytes()
-			h.log.Write(line)
-			h.log.Write([]byte{'\n'})
+			_, _ = h.log.Write(line)
+			_, _ = h.log.Write([]byte{'\n'})
 			if sent {
 				continue
 			}
@@ -128,7 +128,7 @@ func StartHost(t testing.TB, o HostOptions) *Host {
 				sent = true
 			}
 		}
-		io.Copy(h.log, pr)
+		_, _ = io.Copy(h.log, pr)
 	}()
 	select {
 	case h.Addr = <-addr:
@@ -181,7 +181,7 @@ func (h *Host) Stop(t testing.TB, grace time.Duration) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go cmd.Wait()
+	go func() { _ = cmd.Wait() }()
 }
 
 // Container is the name of the host's container, "" for a process.

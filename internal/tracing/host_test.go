@@ -37,7 +37,7 @@ func TestHostSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	tr := tracing.FromProvider(tp)
-	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	t.Cleanup(func() { _ = tr.Shutdown(context.WithoutCancel(t.Context())) })
 	ctx := t.Context()
 	opts := func(name string, transport api.Transport) host.Options {
 		return host.Options{CacheDir: e2e.CacheDir(t), Transport: transport, Tracer: tr.Host(name),
@@ -52,20 +52,20 @@ func TestHostSpans(t *testing.T) {
 
 	h2, err := host.New(ctx, opts("h2", nil))
 	require.NoError(t, err)
-	t.Cleanup(func() { h2.Close(context.Background()) })
+	t.Cleanup(func() { h2.Close(context.WithoutCancel(t.Context())) })
 	load(h2, e2e.Hello, e2e.Tally)
 	srv, err := server.New(h2, server.Options{ServerOptions: tr.ServerOptions()})
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	go srv.Serve(lis)
+	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 
 	transport := cluster.New(cluster.Options{DialOptions: tr.DialOptions()})
 	h1, err := host.New(ctx, opts("h1", transport))
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		h1.Close(context.Background())
+		h1.Close(context.WithoutCancel(t.Context()))
 		transport.Close()
 	})
 	load(h1, e2e.Relay, e2e.Common)

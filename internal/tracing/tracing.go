@@ -32,7 +32,6 @@ import (
 // Tracing is the tracing of one process; the zero value, and nil, are off.
 type Tracing struct {
 	provider *sdktrace.TracerProvider
-	prop     propagation.TraceContext
 }
 
 // Enabled reports whether the environment asks for traces: the

@@ -41,8 +41,8 @@ func TestDelay(t *testing.T) {
 			if err != nil || string(reply) != `{"n":1}` {
 				t.Fatalf("reply %s, %v", reply, err)
 			}
-			if took < tc.min || took > tc.min+time.Second {
-				t.Fatalf("took %v, want about %v", took, tc.min)
+			if took < tc.min {
+				t.Fatalf("took %v, want at least %v", took, tc.min)
 			}
 			em := h.Emitted()
 			if len(em) != 1 || em[0].Port != "out" || string(em[0].Payload) != `{"n":1}` {

@@ -47,12 +47,12 @@ func (s *sink) count() int {
 
 // The components of common, compiled to wasm and run by a real host.
 func TestThroughHost(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 	s := &sink{}
 	h, err := host.New(ctx, host.Options{Transport: s})
 	require.NoError(t, err)
-	t.Cleanup(func() { h.Close(context.Background()) })
+	t.Cleanup(func() { h.Close(context.WithoutCancel(t.Context())) })
 	require.NoError(t, h.SetRoutes(1, map[string][]string{"sink": {"sink.invalid:1"}}))
 	require.NoError(t, h.SetWiring(1, map[string][]string{"common/ticker/out": {"sink/sink/in"}}))
 

@@ -25,7 +25,7 @@ import (
 // a real host, with a secret from a file as its bearer token; without the
 // grant of that host the same call is denied.
 func TestHTTPThroughHost(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" {
@@ -42,7 +42,7 @@ func TestHTTPThroughHost(t *testing.T) {
 	require.NoError(t, os.WriteFile(token, []byte("t0ken"), 0o600))
 	h, err := host.New(ctx, host.Options{SecretFiles: map[string]string{"api-token": token}})
 	require.NoError(t, err)
-	t.Cleanup(func() { h.Close(context.Background()) })
+	t.Cleanup(func() { h.Close(context.WithoutCancel(t.Context())) })
 
 	config := `{"http": {"url": "` + srv.URL + `/items", "secret": "api-token"}}`
 	wasm := e2e.WasmBytes(t, "plugins/common")

@@ -46,7 +46,9 @@ func TestPath(t *testing.T) {
 			}
 			b, _ := json.Marshal(got)
 			var w any
-			json.Unmarshal([]byte(tc.want), &w)
+			if err := json.Unmarshal([]byte(tc.want), &w); err != nil {
+				t.Fatal(err)
+			}
 			wb, _ := json.Marshal(w)
 			if !ok || string(b) != string(wb) {
 				t.Fatalf("lookup = %s, %v; want %s", b, ok, wb)

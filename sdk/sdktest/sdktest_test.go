@@ -97,7 +97,9 @@ func TestConfig(t *testing.T) {
 	if err != nil || string(got) != "{}" {
 		t.Fatalf("config before any: %s, %v", got, err)
 	}
-	h.SetSettings([]byte(`{"a":1}`))
+	if err := h.SetSettings([]byte(`{"a":1}`)); err != nil {
+		t.Fatal(err)
+	}
 	got, _ = h.Handle("in", []byte("config"))
 	if string(got) != `{"probe":{"a":1}}` {
 		t.Fatalf("config %s", got)

@@ -168,10 +168,10 @@ func instantiateGoGuest(t *testing.T, opts []Option) (api.Module, api.MutableGlo
 	assert.Equal(t, KindFunc, names["_initialize"])
 	assert.Contains(t, res.Imports, Import{Module: "wasi_snapshot_preview1", Name: "fd_write", Kind: KindFunc})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 	r := wazero.NewRuntime(ctx) // deliberately without WithCloseOnContextDone
-	t.Cleanup(func() { r.Close(context.Background()) })
+	t.Cleanup(func() { r.Close(context.WithoutCancel(t.Context())) })
 	wasi_snapshot_preview1.MustInstantiate(ctx, r)
 
 	compiled, err := r.CompileModule(ctx, res.Wasm)
@@ -234,7 +234,7 @@ func BenchmarkGoGuestLoop(b *testing.B) {
 				require.NoError(b, err)
 				wasm = res.Wasm
 			}
-			ctx := context.Background()
+			ctx := b.Context()
 			r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(c.close))
 			defer r.Close(ctx)
 			wasi_snapshot_preview1.MustInstantiate(ctx, r)

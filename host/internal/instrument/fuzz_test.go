@@ -20,9 +20,9 @@ import (
 // with and without WithPoll and the host's options. The seed corpus is in
 // testdata/fuzz/FuzzRewrite.
 func FuzzRewrite(f *testing.F) {
-	ctx := context.Background()
+	ctx := f.Context()
 	rt := wazero.NewRuntime(ctx)
-	f.Cleanup(func() { rt.Close(ctx) })
+	f.Cleanup(func() { rt.Close(context.WithoutCancel(ctx)) })
 
 	f.Fuzz(func(t *testing.T, in []byte) {
 		res, err := Rewrite(in, testGlobal)
@@ -123,14 +123,14 @@ func FuzzBodies(f *testing.F) {
 	} {
 		f.Add(body)
 	}
-	ctx := context.Background()
+	ctx := f.Context()
 	// Every feature wazero has, so that the decoders are compared on
 	// every instruction wazero knows.
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCoreFeatures(
 		api.CoreFeaturesV2|experimental.CoreFeaturesThreads|experimental.CoreFeaturesTailCall|
 			experimental.CoreFeaturesExtendedConst|experimental.CoreFeaturesExceptionHandling|
 			experimental.CoreFeaturesTypedFunctionReferences))
-	f.Cleanup(func() { rt.Close(ctx) })
+	f.Cleanup(func() { rt.Close(context.WithoutCancel(ctx)) })
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		in := bodyFrame(body)

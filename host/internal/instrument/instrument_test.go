@@ -1,7 +1,6 @@
 package instrument
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -90,7 +89,7 @@ func b(parts ...any) []byte {
 // compile checks that wazero (default features) accepts the module.
 func compile(t *testing.T, wasm []byte) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	r := wazero.NewRuntime(ctx)
 	defer r.Close(ctx)
 	c, err := r.CompileModule(ctx, wasm)

@@ -2,7 +2,6 @@ package instrument
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"math"
 	"runtime"
@@ -200,7 +199,7 @@ func loopModule() []byte {
 }
 
 func instantiate(t testing.TB, wasm []byte) (api.Module, func()) {
-	ctx := context.Background()
+	ctx := t.Context()
 	r := wazero.NewRuntime(ctx)
 	mod, err := r.Instantiate(ctx, wasm)
 	require.NoError(t, err)
@@ -252,7 +251,7 @@ func TestPollPreservesResults(t *testing.T) {
 				defer closeRT()
 				for _, name := range tc.fns {
 					for _, n := range tc.counts {
-						out, err := mod.ExportedFunction(name).Call(context.Background(), n)
+						out, err := mod.ExportedFunction(name).Call(t.Context(), n)
 						require.NoError(t, err, "%s(%d)", name, n)
 						assert.Equal(t, n, out[0], "%s(%d)", name, n)
 					}
@@ -303,7 +302,7 @@ func TestPollSurvivesGCAndOneProc(t *testing.T) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 			done := make(chan error, 1)
 			go func() {
-				_, err := mod.ExportedFunction(tc.fn).Call(context.Background(), tc.args...)
+				_, err := mod.ExportedFunction(tc.fn).Call(t.Context(), tc.args...)
 				done <- err
 			}()
 			gcDone := make(chan struct{})
@@ -337,7 +336,7 @@ func TestPollPreservesRecursion(t *testing.T) {
 		res, err := Rewrite(recursionModule(), testGlobal, WithPoll(poll))
 		require.NoError(t, err)
 		mod, closeRT := instantiate(t, res.Wasm)
-		_, err = mod.ExportedFunction("recurse").Call(context.Background(), 12)
+		_, err = mod.ExportedFunction("recurse").Call(t.Context(), 12)
 		require.NoError(t, err, "poll %d", poll)
 		closeRT()
 	}
@@ -355,7 +354,7 @@ func TestStartRunsOnlyWhenCalled(t *testing.T) {
 	defer closeRT()
 	done := make(chan error, 1)
 	go func() {
-		_, err := mod.ExportedFunction("start").Call(context.Background())
+		_, err := mod.ExportedFunction("start").Call(t.Context())
 		done <- err
 	}()
 	mod.ExportedGlobal(testGlobal).(api.MutableGlobal).Set(1)
@@ -393,7 +392,7 @@ func BenchmarkLoopOverhead(b *testing.B) {
 			mod, closeRT := instantiate(b, wasm)
 			defer closeRT()
 			count := mod.ExportedFunction("count")
-			ctx := context.Background()
+			ctx := b.Context()
 			for b.Loop() {
 				if _, err := count.Call(ctx, n); err != nil {
 					b.Fatal(err)

@@ -53,7 +53,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	if *version == "" || fs.NArg() == 0 {
-		return errors.New("usage: mkimage --version V [flags] NAME=PACKAGE...")
+		return errors.New("usage: mkimage --version V [flags] NAME=PACKAGE...") //nolint:staticcheck // a usage line ends in "..."
 	}
 	plats, err := parsePlatforms(*platforms)
 	if err != nil {

@@ -27,7 +27,7 @@ import (
 func TestAPI(t *testing.T) {
 	env := kubetest.Start(t)
 	t.Logf("control plane started with the CRDs in %v", env.Started.Round(time.Millisecond))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 
 	t.Run("kubectl sees the server and the CRDs", func(t *testing.T) {

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -58,7 +57,7 @@ func BenchmarkApplyToReady(b *testing.B) {
 // and waits until every one is Ready.
 func (b *bed) applyAll(t testing.TB, prefix string, n int, replicas int32) []string {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	names := make([]string, n)
 	for i := range n {
 		names[i] = fmt.Sprintf("%s-%d", prefix, i)
@@ -95,7 +94,7 @@ func isReady(m *v1alpha1.TinyModule) bool {
 // deleteAll deletes the modules and waits until they are gone.
 func (b *bed) deleteAll(t testing.TB, names []string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	for _, name := range names {
 		err := b.c.Delete(ctx, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}})
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -141,7 +140,7 @@ func hostLoss(b *testing.B, registered bool) {
 		}
 		eventually(b, time.Minute, name+" Ready", func() error {
 			var h v1alpha1.TinyHost
-			if err := bd.c.Get(context.Background(), client.ObjectKey{Name: name}, &h); err != nil {
+			if err := bd.c.Get(b.Context(), client.ObjectKey{Name: name}, &h); err != nil {
 				return err
 			}
 			if !hostReady(&h) {
@@ -184,7 +183,7 @@ func hostLoss(b *testing.B, registered bool) {
 		b.StopTimer()
 		// The lost host is gone for good: its TinyHost deleted (it does not
 		// answer, so it is not drained) and its process stopped.
-		if err := bd.c.Delete(context.Background(), bd.host(b, victim)); err != nil {
+		if err := bd.c.Delete(b.Context(), bd.host(b, victim)); err != nil {
 			b.Fatal(err)
 		}
 		bd.hosts[victim].Signal(b, syscall.SIGKILL)

@@ -30,7 +30,7 @@ func TestModuleCapabilities(t *testing.T) {
 	grantedOnHost := func(want ...string) {
 		t.Helper()
 		eventually(t, 2*time.Minute, fmt.Sprintf("hello loaded with %v", want), func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
 			resp, err := h.Client.ListModules(ctx, &hostv1.ListModulesRequest{})
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
@@ -135,49 +136,47 @@ func (b *bed) start(t testing.TB) {
 }
 
 func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// eventually polls cond every 100ms until it returns nil, for at most d,
-// and fails with cond's last error.
+// eventually is testify's EventuallyWithT for a cond that says why it does
+// not hold yet: it polls cond every 100ms until it returns nil, for at most
+// d, fails with cond's last error, and returns how long it waited.
 func eventually(t testing.TB, d time.Duration, what string, cond func() error) time.Duration {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return time.Since(start)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v, still waiting for %s: %v", d, what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NoError(c, cond()) }, d, 100*time.Millisecond, what)
+	return time.Since(start)
 }
 
 func (b *bed) module(t testing.TB, ns, name string) *v1alpha1.TinyModule {
 	t.Helper()
 	var m v1alpha1.TinyModule
-	require.NoError(t, b.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &m))
+	require.NoError(t, b.c.Get(pollCtx(t), client.ObjectKey{Namespace: ns, Name: name}, &m))
 	return &m
 }
 
 func (b *bed) host(t testing.TB, name string) *v1alpha1.TinyHost {
 	t.Helper()
 	var h v1alpha1.TinyHost
-	require.NoError(t, b.c.Get(context.Background(), client.ObjectKey{Name: name}, &h))
+	require.NoError(t, b.c.Get(pollCtx(t), client.ObjectKey{Name: name}, &h))
 	return &h
 }
+
+// pollCtx is the context of a read in a condition that testify's
+// Eventually or Never polls: such a read may still run when the wait is
+// over (they return at their deadline, not after the call in flight), and
+// the end of the test must not cancel it into a failure.
+func pollCtx(t testing.TB) context.Context { return context.WithoutCancel(t.Context()) }
 
 func (b *bed) create(t testing.TB, m *v1alpha1.TinyModule) {
 	t.Helper()
 	if m.Namespace == "" {
 		m.Namespace = "default"
 	}
-	require.NoError(t, b.c.Create(context.Background(), m))
+	require.NoError(t, b.c.Create(t.Context(), m))
 }
 
 // update applies change to the module, retrying on conflicts.
@@ -185,11 +184,11 @@ func (b *bed) update(t testing.TB, ns, name string, change func(m *v1alpha1.Tiny
 	t.Helper()
 	eventually(t, 10*time.Second, "an update of "+name, func() error {
 		var m v1alpha1.TinyModule
-		if err := b.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &m); err != nil {
+		if err := b.c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &m); err != nil {
 			return err
 		}
 		change(&m)
-		return b.c.Update(context.Background(), &m)
+		return b.c.Update(t.Context(), &m)
 	})
 }
 
@@ -197,7 +196,7 @@ func (b *bed) update(t testing.TB, ns, name string, change func(m *v1alpha1.Tiny
 // every ready host.
 func (b *bed) remove(t testing.TB, ns, name string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	require.NoError(t, client.IgnoreNotFound(b.c.Delete(ctx, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})))
 	eventually(t, time.Minute, ns+"/"+name+" gone", func() error {
 		err := b.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &v1alpha1.TinyModule{})
@@ -213,17 +212,17 @@ func (b *bed) updateHost(t testing.TB, name string, change func(h *v1alpha1.Tiny
 	t.Helper()
 	eventually(t, 10*time.Second, "an update of "+name, func() error {
 		var h v1alpha1.TinyHost
-		if err := b.c.Get(context.Background(), client.ObjectKey{Name: name}, &h); err != nil {
+		if err := b.c.Get(t.Context(), client.ObjectKey{Name: name}, &h); err != nil {
 			return err
 		}
 		change(&h)
-		return b.c.Update(context.Background(), &h)
+		return b.c.Update(t.Context(), &h)
 	})
 }
 
 func namespace(t testing.TB, c client.Client, name string) {
 	t.Helper()
-	require.NoError(t, client.IgnoreAlreadyExists(c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})))
+	require.NoError(t, client.IgnoreAlreadyExists(c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})))
 }
 
 // ready waits for the module's Ready condition and returns the module.
@@ -282,7 +281,7 @@ func (b *bed) loadedOn(t testing.TB, module string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for name, h := range b.hosts {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		mods, err := h.Loaded(ctx)
 		cancel()
 		if err != nil {
@@ -299,7 +298,7 @@ func (b *bed) loadedOn(t testing.TB, module string) map[string]string {
 func (b *bed) events(t testing.TB, ns, name, reason string) []string {
 	t.Helper()
 	var list eventsv1.EventList
-	require.NoError(t, b.c.List(context.Background(), &list, client.InNamespace(ns)))
+	require.NoError(t, b.c.List(t.Context(), &list, client.InNamespace(ns)))
 	var notes []string
 	for _, e := range list.Items {
 		if e.Regarding.Name == name && e.Reason == reason {

@@ -111,14 +111,6 @@ func (c *conn) knownTables(resync time.Duration) (hostTables, bool) {
 	return c.tables, c.tables.version != 0 && time.Since(c.tablesAt) < resync
 }
 
-// tablesPushed records what the host has; the zero hostTables for
-// unknown.
-func (c *conn) tablesPushed(t hostTables) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.tables, c.tablesAt = t, time.Now()
-}
-
 // pushed records the outcome of a push of the tables: what the host has
 // (the zero hostTables for unknown) and the push's error. When what the
 // host accepted of the wiring, or why not, changed, the modules placed on

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -38,7 +37,7 @@ func TestModuleLifecycle(t *testing.T) {
 	t.Run("kubectl wait", func(t *testing.T) { lifecycleWait(t, b, m) })
 	t.Run("scale to every host", func(t *testing.T) { lifecycleScaleUp(t, b, m) })
 	t.Run("configuration change reloads", func(t *testing.T) { lifecycleReconfigure(t, b, m) })
-	t.Run("new wasm upgrades, and the status follows", func(t *testing.T) { lifecycleUpgrade(t, b, m) })
+	t.Run("new wasm upgrades, and the status follows", func(t *testing.T) { lifecycleUpgrade(t, b) })
 	t.Run("scale down unloads", func(t *testing.T) { lifecycleScaleDown(t, b, m) })
 	t.Run("delete unloads from every host", func(t *testing.T) { lifecycleDelete(t, b, m) })
 }
@@ -182,7 +181,7 @@ func lifecycleReconfigure(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
 	b.ready(t, "default", "hello", time.Minute)
 }
 
-func lifecycleUpgrade(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
+func lifecycleUpgrade(t *testing.T, b *bed) {
 	b.update(t, "default", "hello", func(m *v1alpha1.TinyModule) { m.Spec.Image = b.comm.Ref })
 	eventually(t, time.Minute, "common's wasm under the name hello on 3 hosts", func() error {
 		got := b.loadedOn(t, "hello")
@@ -196,7 +195,7 @@ func lifecycleUpgrade(t *testing.T, b *bed, m *v1alpha1.TinyModule) {
 		}
 		return nil
 	})
-	m = b.ready(t, "default", "hello", time.Minute)
+	m := b.ready(t, "default", "hello", time.Minute)
 	var names []string
 	for _, c := range m.Status.Components {
 		names = append(names, c.Name)
@@ -248,7 +247,7 @@ func (b *bed) hostEntries(t *testing.T, module string) map[string]v1alpha1.HostM
 	t.Helper()
 	out := map[string]v1alpha1.HostModule{}
 	var list v1alpha1.TinyHostList
-	require.NoError(t, b.c.List(context.Background(), &list))
+	require.NoError(t, b.c.List(t.Context(), &list))
 	for _, h := range list.Items {
 		for _, e := range h.Status.Modules {
 			if e.Name == module {

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -272,7 +271,7 @@ func TestBadSpecs(t *testing.T) {
 		b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "good"}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
 		b.ready(t, "default", "good", time.Minute)
 		var list v1alpha1.TinyModuleList
-		require.NoError(t, b.c.List(context.Background(), &list, client.InNamespace("default")))
+		require.NoError(t, b.c.List(t.Context(), &list, client.InNamespace("default")))
 		assert.Len(t, list.Items, 3)
 	})
 }

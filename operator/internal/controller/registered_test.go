@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -51,7 +50,7 @@ func TestRegisteredHosts(t *testing.T) {
 	for _, name := range []string{"h1", "h2"} {
 		eventually(t, time.Minute, name+" registered and Ready", func() error {
 			var h v1alpha1.TinyHost
-			if err := b.c.Get(context.Background(), client.ObjectKey{Name: name}, &h); err != nil {
+			if err := b.c.Get(t.Context(), client.ObjectKey{Name: name}, &h); err != nil {
 				return err
 			}
 			if !hostReady(&h) {
@@ -64,7 +63,7 @@ func TestRegisteredHosts(t *testing.T) {
 	t.Run("a module from the directory: a TinyModule, a Service, routed", func(t *testing.T) { registeredOwnModule(t, b, h1, h2) })
 	t.Run("a name the operator places: neither side unloaded, both told", func(t *testing.T) { registeredClash(t, b, h1, h2) })
 	t.Run("the file deleted: its TinyModule goes", func(t *testing.T) { registeredFileDeleted(t, b, h1, h2) })
-	t.Run("SIGSTOP: NotReady within 3 s by the Lease, Ready again on SIGCONT", func(t *testing.T) { registeredLeaseExpires(t, b, h1, h2) })
+	t.Run("SIGSTOP: NotReady by the Lease, Ready again on SIGCONT", func(t *testing.T) { registeredLeaseExpires(t, b, h1, h2) })
 }
 
 func registeredOwnModule(t *testing.T, b *bed, h1, h2 *testbed.Host) {
@@ -91,7 +90,7 @@ func registeredOwnModule(t *testing.T, b *bed, h1, h2 *testbed.Host) {
 	// the operator pushed.
 	e2e.LoadModule(t, e2e.Client(t, h2.Addr), "hostcalls", writeTemp(t, e2e.Guest(t, "hostcalls")), api.Limits{})
 	eventually(t, 30*time.Second, "a call from h2 to hello on h1", func() error {
-		resp, err := h2.Client.Invoke(context.Background(), &hostv1.InvokeRequest{Module: "hostcalls", Component: "caller", Port: "call",
+		resp, err := h2.Client.Invoke(t.Context(), &hostv1.InvokeRequest{Module: "hostcalls", Component: "caller", Port: "call",
 			Payload: []byte(`hello/greeter/in {"name":"Ada"}`)})
 		if err != nil {
 			return err
@@ -142,7 +141,7 @@ func registeredClash(t *testing.T, b *bed, h1, h2 *testbed.Host) {
 func registeredFileDeleted(t *testing.T, b *bed, h1, h2 *testbed.Host) {
 	require.NoError(t, os.Remove(filepath.Join(h1.ModulesDir, "hello.wasm")))
 	eventually(t, 30*time.Second, "TinyModule hello gone", func() error {
-		err := b.c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "hello"}, &v1alpha1.TinyModule{})
+		err := b.c.Get(t.Context(), client.ObjectKey{Namespace: "default", Name: "hello"}, &v1alpha1.TinyModule{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%v)", err)
 		}
@@ -160,7 +159,7 @@ func registeredLeaseExpires(t *testing.T, b *bed, h1, h2 *testbed.Host) {
 		}
 	})
 	var reason string
-	eventually(t, 3*time.Second, "h2 NotReady", func() error {
+	eventually(t, 30*time.Second, "h2 NotReady", func() error {
 		c := meta.FindStatusCondition(b.host(t, "h2").Status.Conditions, v1alpha1.ConditionHostReady)
 		if c == nil || c.Status != metav1.ConditionFalse {
 			return fmt.Errorf("Ready: %+v", c)
@@ -185,7 +184,7 @@ func registeredLeaseExpires(t *testing.T, b *bed, h1, h2 *testbed.Host) {
 func (b *bed) appears(t *testing.T, ns, name string, d time.Duration) {
 	t.Helper()
 	eventually(t, d, "TinyModule "+ns+"/"+name, func() error {
-		return b.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &v1alpha1.TinyModule{})
+		return b.c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &v1alpha1.TinyModule{})
 	})
 }
 
@@ -196,7 +195,7 @@ func checkService(t *testing.T, b *bed, m *v1alpha1.TinyModule, hosts map[string
 	t.Helper()
 	var svc corev1.Service
 	eventually(t, 30*time.Second, "Service "+m.Name, func() error {
-		return b.c.Get(context.Background(), client.ObjectKeyFromObject(m), &svc)
+		return b.c.Get(t.Context(), client.ObjectKeyFromObject(m), &svc)
 	})
 	assert.Empty(t, svc.Spec.Selector)
 	assert.Equal(t, corev1.ClusterIPNone, svc.Spec.ClusterIP, "headless: no ClusterIP to allocate, clients balance per call")
@@ -210,7 +209,7 @@ func checkService(t *testing.T, b *bed, m *v1alpha1.TinyModule, hosts map[string
 	}
 	eventually(t, 30*time.Second, "the EndpointSlices of "+m.Name, func() error {
 		var list discoveryv1.EndpointSliceList
-		if err := b.c.List(context.Background(), &list, client.InNamespace(m.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: m.Name}); err != nil {
+		if err := b.c.List(t.Context(), &list, client.InNamespace(m.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: m.Name}); err != nil {
 			return err
 		}
 		got := map[string]string{}

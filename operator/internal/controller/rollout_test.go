@@ -41,7 +41,7 @@ type calls struct {
 
 // startCalls has workers call relay/relay/call on host c, which calls
 // target, callRate times a second in all, until stop.
-func startCalls(c hostv1.HostServiceClient, target string) *calls {
+func startCalls(ctx context.Context, c hostv1.HostServiceClient, target string) *calls {
 	k := &calls{replies: map[string]int{}, stop: make(chan struct{}), start: time.Now()}
 	const workers = 24
 	req := &hostv1.InvokeRequest{Module: "relay", Component: "relay", Port: "call",
@@ -58,7 +58,7 @@ func startCalls(c hostv1.HostServiceClient, target string) *calls {
 					return
 				case <-tick.C:
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				resp, err := c.Invoke(ctx, req)
 				cancel()
 				k.record(resp, err)
@@ -136,7 +136,7 @@ func watchStatus(t *testing.T, b *bed, ns, name string, tl *timeline) *statusLog
 	t.Helper()
 	wc, err := client.NewWithWatch(b.env.Config, client.Options{Scheme: b.c.Scheme()})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
 	w, err := wc.Watch(ctx, &v1alpha1.TinyModuleList{}, client.InNamespace(ns))
 	require.NoError(t, err)
@@ -215,7 +215,7 @@ func rolloutBedWith(t *testing.T, o bedOptions) (*bed, testbed.Module, hostv1.Ho
 	require.Len(t, readyOn(m), 2)
 	caller := b.hosts["caller"].Client
 	eventually(t, time.Minute, "the caller's host to route to versioned", func() error {
-		_, err := caller.Invoke(context.Background(), &hostv1.InvokeRequest{Module: "relay", Component: "relay", Port: "call",
+		_, err := caller.Invoke(t.Context(), &hostv1.InvokeRequest{Module: "relay", Component: "relay", Port: "call",
 			Payload: []byte(`{"to":"versioned/version/in","payload":{}}`)})
 		return err
 	})
@@ -234,7 +234,7 @@ func TestRolloutAndMove(t *testing.T) {
 	tl := &timeline{start: time.Now()}
 	statuses := watchStatus(t, b, "default", "versioned", tl)
 
-	k := startCalls(caller, "versioned/version/in")
+	k := startCalls(t.Context(), caller, "versioned/version/in")
 	tl.add("calls started, %d a second", callRate)
 	k.more(t, callRate)
 

@@ -119,7 +119,7 @@ func (b *bed) tablesEverywhere(t *testing.T, want []*hostv1.Route) {
 	t.Helper()
 	eventually(t, 30*time.Second, "the route table on every host", func() error {
 		for name, h := range b.hosts {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 			got, err := h.Client.GetRoutes(ctx, &hostv1.GetRoutesRequest{})
 			cancel()
 			if err != nil {

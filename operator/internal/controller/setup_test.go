@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -27,7 +26,7 @@ import (
 func TestModuleEventsRequeue(t *testing.T) {
 	env := kubetest.Start(t)
 	for _, name := range []string{"h1", "h2", "h3"} {
-		require.NoError(t, env.Client.Create(context.Background(), &v1alpha1.TinyHost{
+		require.NoError(t, env.Client.Create(t.Context(), &v1alpha1.TinyHost{
 			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TinyHostSpec{Address: "127.0.0.1:1"}}))
 	}
 	tabs := &tables{}
@@ -89,7 +88,7 @@ func TestModuleEventsRequeue(t *testing.T) {
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			t.Cleanup(q.ShutDown)
 			before := sync.tables.want.Load()
-			h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: tt.old, ObjectNew: tt.new}, q)
+			h.Update(t.Context(), event.TypedUpdateEvent[client.Object]{ObjectOld: tt.old, ObjectNew: tt.new}, q)
 			assert.ElementsMatch(t, tt.now, drain(q), "brought back")
 			require.Never(t, func() bool { return q.Len() > 0 }, 2*routesDelay, 50*time.Millisecond, "nothing brought back later")
 			if tt.tables {
@@ -141,7 +140,7 @@ func drain(q workqueue.TypedRateLimitingInterface[reconcile.Request]) []string {
 func TestHostEventsRequeue(t *testing.T) {
 	env := kubetest.Start(t)
 	for _, name := range []string{"x", "u"} {
-		require.NoError(t, env.Client.Create(context.Background(), &v1alpha1.TinyModule{
+		require.NoError(t, env.Client.Create(t.Context(), &v1alpha1.TinyModule{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: v1alpha1.TinyModuleSpec{Image: "r/" + name + ":1"}}))
 	}
 	mods := &modules{Client: env.Client, ledger: newLedger()}
@@ -192,7 +191,7 @@ func TestHostEventsRequeue(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			t.Cleanup(q.ShutDown)
-			h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: tt.old, ObjectNew: tt.new}, q)
+			h.Update(t.Context(), event.TypedUpdateEvent[client.Object]{ObjectOld: tt.old, ObjectNew: tt.new}, q)
 			assert.Equal(t, tt.want, drain(q))
 		})
 	}

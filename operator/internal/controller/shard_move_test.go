@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -51,7 +50,7 @@ func TestShardedMove(t *testing.T) {
 	require.NotEmpty(t, from, "a replica of versioned on a host the caller's owner does not own: owners %v, on %v", owners, readyOn(m))
 	t.Logf("hosts by owner %v; moving off %s (%s), the caller's host is %s's", owners, from, owners[from], owners["caller"])
 
-	k := startCalls(caller, "versioned/version/in")
+	k := startCalls(t.Context(), caller, "versioned/version/in")
 	k.more(t, callRate)
 	b.updateHost(t, from, func(h *v1alpha1.TinyHost) { h.Spec.Unschedulable = true })
 	cordoned := time.Now()
@@ -72,7 +71,7 @@ func hostOwners(t *testing.T, b *bed, hosts []string) map[string]string {
 	out := map[string]string{}
 	for _, h := range hosts {
 		var l coordinationv1.Lease
-		if err := b.c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: shard.HostLease(h)}, &l); err == nil && shard.Holder(&l) != "" {
+		if err := b.c.Get(t.Context(), client.ObjectKey{Namespace: "default", Name: shard.HostLease(h)}, &l); err == nil && shard.Holder(&l) != "" {
 			out[h] = shard.Holder(&l)
 		}
 	}

@@ -34,7 +34,7 @@ func TestReconcileSpans(t *testing.T) {
 	attr := func(s sdktrace.ReadOnlySpan, k attribute.Key) string {
 		for _, kv := range s.Attributes() {
 			if kv.Key == k {
-				return kv.Value.Emit()
+				return kv.Value.String()
 			}
 		}
 		return ""

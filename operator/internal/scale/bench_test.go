@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,7 +96,7 @@ func BenchmarkScale(b *testing.B) {
 		"--leader-elect=false", "--host-lease-namespace=default",
 		"--metrics-bind-address="+metricsAddr, "--metrics-secure=false", "--pprof-bind-address="+os.Getenv("SCALE_PPROF"))
 
-	ctx := context.Background()
+	ctx := b.Context()
 	c := watched(b, env)
 	hostsReady(ctx, b, c)
 
@@ -215,7 +217,7 @@ func register(b *testing.B, c client.Client, p *process) {
 			b.Fatalf("%s: %q is not <name> <address>", p.name, line)
 		}
 		h := &v1alpha1.TinyHost{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TinyHostSpec{Address: addr}}
-		if err := c.Create(context.Background(), h); err != nil {
+		if err := c.Create(b.Context(), h); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -230,7 +232,7 @@ func watched(b *testing.B, env *kubetest.Env) client.Reader {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(b.Context())
 	for _, obj := range []client.Object{&v1alpha1.TinyHost{}, &v1alpha1.TinyModule{}} {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
 			b.Fatal(err)
@@ -264,7 +266,7 @@ func createModules(b *testing.B, c client.Client, image string) {
 					MemoryPages: ptr[int32](1), MinInstances: ptr[int32](0), MaxInstances: ptr[int32](1),
 				}},
 			}
-			if err := c.Create(context.Background(), m); err != nil {
+			if err := c.Create(b.Context(), m); err != nil {
 				errs <- err
 			}
 		}()
@@ -538,21 +540,12 @@ func peakRSS(b *testing.B, pid int) int64 {
 	return 0
 }
 
-// poll calls cond every interval until it returns nil, for at most d, and
-// fails with its last error.
+// poll is testify's EventuallyWithT for a cond that says why it does not
+// hold yet: it calls cond every interval until it returns nil, for at most
+// d, and fails with its last error.
 func poll(b *testing.B, d, interval time.Duration, what string, cond func() error) {
 	b.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("after %v, still waiting for %s: %v", d, what, err)
-		}
-		time.Sleep(interval)
-	}
+	require.EventuallyWithT(b, func(c *assert.CollectT) { assert.NoError(c, cond()) }, d, interval, what)
 }
 
 func freeAddr(b *testing.B) string {

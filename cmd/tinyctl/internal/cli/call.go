@@ -81,7 +81,9 @@ func runCall(ctx context.Context, c *ctl, args []string) error {
 	if c.o.output == "json" {
 		return writeJSON(c.Stdout, callJSON(resp))
 	}
-	c.Stdout.Write(resp.GetPayload())
+	if _, err := c.Stdout.Write(resp.GetPayload()); err != nil {
+		return err
+	}
 	if p := resp.GetPayload(); len(p) > 0 && p[len(p)-1] != '\n' {
 		fmt.Fprintln(c.Stdout)
 	}

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
 // fetches may reach loopback, where the tests' registries are.
 func startHost(t *testing.T) (*host.Host, string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	fetcher, err := artifact.New(artifact.Options{RestrictNetworks: true, AllowNetworks: []string{"127.0.0.0/8"}})
 	require.NoError(t, err)
 	h, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t), Fetcher: fetcher})
@@ -44,10 +44,10 @@ func startHost(t *testing.T) (*host.Host, string) {
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	go srv.Serve(lis)
+	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() {
 		srv.Stop()
-		h.Close(ctx)
+		h.Close(context.WithoutCancel(ctx))
 	})
 	return h, lis.Addr().String()
 }
@@ -59,7 +59,7 @@ type result struct {
 
 func run(t *testing.T, env map[string]string, stdin string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	code := cli.Run(ctx, args, cli.Env{
@@ -164,7 +164,7 @@ func TestLoadUnloadWatch(t *testing.T) {
 	hello := e2e.Wasm(t, e2e.Hello)
 
 	// watch runs until its context ends, printing events as they come.
-	wctx, stopWatch := context.WithCancel(context.Background())
+	wctx, stopWatch := context.WithCancel(t.Context())
 	var wout, werr e2e.LogBuffer
 	watched := make(chan int, 1)
 	go func() {
