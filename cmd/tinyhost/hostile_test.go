@@ -369,8 +369,8 @@ func (d *hostileDaemon) countLogs(module string, match func(logLine) bool) int {
 	return n
 }
 
-func limits(pages uint32, timeout time.Duration) *hostv1.Limits {
-	return &hostv1.Limits{MemoryPages: pages, CallTimeoutMs: uint32(timeout / time.Millisecond)}
+func limits(pages uint32, timeout time.Duration) *hostv1.ModuleLimits {
+	return &hostv1.ModuleLimits{MemoryPages: pages, CallTimeoutMs: uint32(timeout / time.Millisecond)}
 }
 
 func hostileNotwasm(t *testing.T, d *hostileDaemon) {

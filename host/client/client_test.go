@@ -196,7 +196,7 @@ func TestClientHTTPLimits(t *testing.T) {
 	mods, err := c.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, mods, 1)
-	for _, l := range []*hostv1.Limits{resp.GetModule().GetLimits(), mods[0].GetLimits()} {
+	for _, l := range []*hostv1.ModuleLimits{resp.GetModule().GetLimits(), mods[0].GetLimits()} {
 		assert.Equal(t, uint32(1500), l.GetHttpTimeoutMs())
 		assert.Equal(t, uint32(1000), l.GetMaxHttpRequestBytes())
 		assert.Equal(t, uint32(2000), l.GetMaxHttpResponseBytes())

@@ -357,7 +357,7 @@ func SetWiringResponseOf(refused *api.WiresRefused) *SetWiringResponse {
 // A value past what its field can carry is sent as the field's largest, so
 // that a limit never wraps into a small one; durations go in whole
 // milliseconds.
-func LimitsProto(l api.Limits) *Limits {
+func LimitsProto(l api.Limits) *ModuleLimits {
 	if l == (api.Limits{}) {
 		return nil
 	}
@@ -365,7 +365,7 @@ func LimitsProto(l api.Limits) *Limits {
 	if l.MinInstances != nil {
 		minInstances = new(u32(*l.MinInstances))
 	}
-	return &Limits{
+	return &ModuleLimits{
 		MemoryPages:     l.MemoryPages,
 		CallTimeoutMs:   ms(l.CallTimeout),
 		MaxMessageBytes: u32(l.MaxMessageSize),
@@ -394,7 +394,7 @@ func LimitsProto(l api.Limits) *Limits {
 
 // LimitsFromProto converts requested limits; zero fields stay zero, and an
 // absent min_instances nil, which the host reads as "the default".
-func LimitsFromProto(l *Limits) api.Limits {
+func LimitsFromProto(l *ModuleLimits) api.Limits {
 	if l == nil {
 		return api.Limits{}
 	}

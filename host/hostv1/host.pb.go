@@ -450,10 +450,10 @@ type Module struct {
 	Source     string       `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
 	Components []*Component `protobuf:"bytes,6,rep,name=components,proto3" json:"components,omitempty"`
 	// Unix time in nanoseconds of the load of this version.
-	LoadedAtUnixNano int64    `protobuf:"varint,7,opt,name=loaded_at_unix_nano,json=loadedAtUnixNano,proto3" json:"loaded_at_unix_nano,omitempty"`
-	Limits           *Limits  `protobuf:"bytes,8,opt,name=limits,proto3" json:"limits,omitempty"`
-	Capabilities     []string `protobuf:"bytes,9,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
-	Pool             *Pool    `protobuf:"bytes,10,opt,name=pool,proto3" json:"pool,omitempty"`
+	LoadedAtUnixNano int64         `protobuf:"varint,7,opt,name=loaded_at_unix_nano,json=loadedAtUnixNano,proto3" json:"loaded_at_unix_nano,omitempty"`
+	Limits           *ModuleLimits `protobuf:"bytes,8,opt,name=limits,proto3" json:"limits,omitempty"`
+	Capabilities     []string      `protobuf:"bytes,9,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	Pool             *Pool         `protobuf:"bytes,10,opt,name=pool,proto3" json:"pool,omitempty"`
 	// What the load's labels said; see LoadHeader.labels.
 	Labels        map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
@@ -539,7 +539,7 @@ func (x *Module) GetLoadedAtUnixNano() int64 {
 	return 0
 }
 
-func (x *Module) GetLimits() *Limits {
+func (x *Module) GetLimits() *ModuleLimits {
 	if x != nil {
 		return x.Limits
 	}
@@ -741,9 +741,9 @@ func (x *Port) GetSchema() string {
 	return ""
 }
 
-// Limits of a module. In a request, a zero field means the host's default,
-// except min_instances, whose absence does.
-type Limits struct {
+// ModuleLimits are the limits of a module. In a request, a zero field means
+// the host's default, except min_instances, whose absence does.
+type ModuleLimits struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Linear memory per instance, in 64 KiB pages.
 	MemoryPages     uint32 `protobuf:"varint,1,opt,name=memory_pages,json=memoryPages,proto3" json:"memory_pages,omitempty"`
@@ -786,20 +786,20 @@ type Limits struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Limits) Reset() {
-	*x = Limits{}
+func (x *ModuleLimits) Reset() {
+	*x = ModuleLimits{}
 	mi := &file_tinyhost_host_v1_host_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Limits) String() string {
+func (x *ModuleLimits) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Limits) ProtoMessage() {}
+func (*ModuleLimits) ProtoMessage() {}
 
-func (x *Limits) ProtoReflect() protoreflect.Message {
+func (x *ModuleLimits) ProtoReflect() protoreflect.Message {
 	mi := &file_tinyhost_host_v1_host_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -811,152 +811,152 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Limits.ProtoReflect.Descriptor instead.
-func (*Limits) Descriptor() ([]byte, []int) {
+// Deprecated: Use ModuleLimits.ProtoReflect.Descriptor instead.
+func (*ModuleLimits) Descriptor() ([]byte, []int) {
 	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *Limits) GetMemoryPages() uint32 {
+func (x *ModuleLimits) GetMemoryPages() uint32 {
 	if x != nil {
 		return x.MemoryPages
 	}
 	return 0
 }
 
-func (x *Limits) GetCallTimeoutMs() uint32 {
+func (x *ModuleLimits) GetCallTimeoutMs() uint32 {
 	if x != nil {
 		return x.CallTimeoutMs
 	}
 	return 0
 }
 
-func (x *Limits) GetMaxMessageBytes() uint32 {
+func (x *ModuleLimits) GetMaxMessageBytes() uint32 {
 	if x != nil {
 		return x.MaxMessageBytes
 	}
 	return 0
 }
 
-func (x *Limits) GetMinInstances() uint32 {
+func (x *ModuleLimits) GetMinInstances() uint32 {
 	if x != nil && x.MinInstances != nil {
 		return *x.MinInstances
 	}
 	return 0
 }
 
-func (x *Limits) GetMaxInstances() uint32 {
+func (x *ModuleLimits) GetMaxInstances() uint32 {
 	if x != nil {
 		return x.MaxInstances
 	}
 	return 0
 }
 
-func (x *Limits) GetQueueTimeoutMs() uint32 {
+func (x *ModuleLimits) GetQueueTimeoutMs() uint32 {
 	if x != nil {
 		return x.QueueTimeoutMs
 	}
 	return 0
 }
 
-func (x *Limits) GetIdleTimeoutMs() uint32 {
+func (x *ModuleLimits) GetIdleTimeoutMs() uint32 {
 	if x != nil {
 		return x.IdleTimeoutMs
 	}
 	return 0
 }
 
-func (x *Limits) GetHttpTimeoutMs() uint32 {
+func (x *ModuleLimits) GetHttpTimeoutMs() uint32 {
 	if x != nil {
 		return x.HttpTimeoutMs
 	}
 	return 0
 }
 
-func (x *Limits) GetMaxHttpRequestBytes() uint32 {
+func (x *ModuleLimits) GetMaxHttpRequestBytes() uint32 {
 	if x != nil {
 		return x.MaxHttpRequestBytes
 	}
 	return 0
 }
 
-func (x *Limits) GetMaxHttpResponseBytes() uint32 {
+func (x *ModuleLimits) GetMaxHttpResponseBytes() uint32 {
 	if x != nil {
 		return x.MaxHttpResponseBytes
 	}
 	return 0
 }
 
-func (x *Limits) GetMaxHttpHeaders() uint32 {
+func (x *ModuleLimits) GetMaxHttpHeaders() uint32 {
 	if x != nil {
 		return x.MaxHttpHeaders
 	}
 	return 0
 }
 
-func (x *Limits) GetMaxHttpHeaderBytes() uint32 {
+func (x *ModuleLimits) GetMaxHttpHeaderBytes() uint32 {
 	if x != nil {
 		return x.MaxHttpHeaderBytes
 	}
 	return 0
 }
 
-func (x *Limits) GetMaxHttpRedirects() int32 {
+func (x *ModuleLimits) GetMaxHttpRedirects() int32 {
 	if x != nil {
 		return x.MaxHttpRedirects
 	}
 	return 0
 }
 
-func (x *Limits) GetMaxHttpRequests() uint32 {
+func (x *ModuleLimits) GetMaxHttpRequests() uint32 {
 	if x != nil {
 		return x.MaxHttpRequests
 	}
 	return 0
 }
 
-func (x *Limits) GetMaxEmits() uint32 {
+func (x *ModuleLimits) GetMaxEmits() uint32 {
 	if x != nil {
 		return x.MaxEmits
 	}
 	return 0
 }
 
-func (x *Limits) GetRecyclePages() uint32 {
+func (x *ModuleLimits) GetRecyclePages() uint32 {
 	if x != nil {
 		return x.RecyclePages
 	}
 	return 0
 }
 
-func (x *Limits) GetLogLinesPerSecond() uint32 {
+func (x *ModuleLimits) GetLogLinesPerSecond() uint32 {
 	if x != nil {
 		return x.LogLinesPerSecond
 	}
 	return 0
 }
 
-func (x *Limits) GetLogBytesPerSecond() uint32 {
+func (x *ModuleLimits) GetLogBytesPerSecond() uint32 {
 	if x != nil {
 		return x.LogBytesPerSecond
 	}
 	return 0
 }
 
-func (x *Limits) GetMinTimerIntervalMs() uint32 {
+func (x *ModuleLimits) GetMinTimerIntervalMs() uint32 {
 	if x != nil {
 		return x.MinTimerIntervalMs
 	}
 	return 0
 }
 
-func (x *Limits) GetMaxTimers() uint32 {
+func (x *ModuleLimits) GetMaxTimers() uint32 {
 	if x != nil {
 		return x.MaxTimers
 	}
 	return 0
 }
 
-func (x *Limits) GetMaxSends() uint32 {
+func (x *ModuleLimits) GetMaxSends() uint32 {
 	if x != nil {
 		return x.MaxSends
 	}
@@ -1129,8 +1129,8 @@ func (x *LoadModuleRequest) GetChunk() []byte {
 type LoadHeader struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Overrides the name in the module's descriptor.
-	Name   string  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Limits *Limits `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
+	Name   string        `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Limits *ModuleLimits `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
 	// Capabilities granted to the module. Empty means the host's defaults
 	// (log and config unless the host says otherwise), unless
 	// capabilities_set is true.
@@ -1200,7 +1200,7 @@ func (x *LoadHeader) GetName() string {
 	return ""
 }
 
-func (x *LoadHeader) GetLimits() *Limits {
+func (x *LoadHeader) GetLimits() *ModuleLimits {
 	if x != nil {
 		return x.Limits
 	}
@@ -2816,7 +2816,7 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x15memory_reserved_bytes\x18\x04 \x01(\x04R\x13memoryReservedBytes\"\x14\n" +
 	"\x12ListModulesRequest\"I\n" +
 	"\x13ListModulesResponse\x122\n" +
-	"\amodules\x18\x01 \x03(\v2\x18.tinyhost.host.v1.ModuleR\amodules\"\xee\x03\n" +
+	"\amodules\x18\x01 \x03(\v2\x18.tinyhost.host.v1.ModuleR\amodules\"\xf4\x03\n" +
 	"\x06Module\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1f\n" +
@@ -2827,8 +2827,8 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\n" +
 	"components\x18\x06 \x03(\v2\x1b.tinyhost.host.v1.ComponentR\n" +
 	"components\x12-\n" +
-	"\x13loaded_at_unix_nano\x18\a \x01(\x03R\x10loadedAtUnixNano\x120\n" +
-	"\x06limits\x18\b \x01(\v2\x18.tinyhost.host.v1.LimitsR\x06limits\x12\"\n" +
+	"\x13loaded_at_unix_nano\x18\a \x01(\x03R\x10loadedAtUnixNano\x126\n" +
+	"\x06limits\x18\b \x01(\v2\x1e.tinyhost.host.v1.ModuleLimitsR\x06limits\x12\"\n" +
 	"\fcapabilities\x18\t \x03(\tR\fcapabilities\x12*\n" +
 	"\x04pool\x18\n" +
 	" \x01(\v2\x16.tinyhost.host.v1.PoolR\x04pool\x12<\n" +
@@ -2846,8 +2846,8 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x04Port\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tdirection\x18\x02 \x01(\tR\tdirection\x12\x16\n" +
-	"\x06schema\x18\x03 \x01(\tR\x06schema\"\x90\a\n" +
-	"\x06Limits\x12!\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\"\x96\a\n" +
+	"\fModuleLimits\x12!\n" +
 	"\fmemory_pages\x18\x01 \x01(\rR\vmemoryPages\x12&\n" +
 	"\x0fcall_timeout_ms\x18\x02 \x01(\rR\rcallTimeoutMs\x12*\n" +
 	"\x11max_message_bytes\x18\x03 \x01(\rR\x0fmaxMessageBytes\x12(\n" +
@@ -2883,11 +2883,11 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\b \x01(\x04R\vmemoryBytes\"_\n" +
 	"\x11LoadModuleRequest\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.tinyhost.host.v1.LoadHeaderR\x06header\x12\x14\n" +
-	"\x05chunk\x18\x02 \x01(\fR\x05chunk\"\xfb\x03\n" +
+	"\x05chunk\x18\x02 \x01(\fR\x05chunk\"\x81\x04\n" +
 	"\n" +
 	"LoadHeader\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
-	"\x06limits\x18\x02 \x01(\v2\x18.tinyhost.host.v1.LimitsR\x06limits\x12\"\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
+	"\x06limits\x18\x02 \x01(\v2\x1e.tinyhost.host.v1.ModuleLimitsR\x06limits\x12\"\n" +
 	"\fcapabilities\x18\x03 \x03(\tR\fcapabilities\x12\x16\n" +
 	"\x06config\x18\x04 \x01(\fR\x06config\x12\x12\n" +
 	"\x04size\x18\x05 \x01(\x04R\x04size\x12\x16\n" +
@@ -3056,7 +3056,7 @@ var file_tinyhost_host_v1_host_proto_goTypes = []any{
 	(*Component)(nil),             // 7: tinyhost.host.v1.Component
 	(*ComponentInfo)(nil),         // 8: tinyhost.host.v1.ComponentInfo
 	(*Port)(nil),                  // 9: tinyhost.host.v1.Port
-	(*Limits)(nil),                // 10: tinyhost.host.v1.Limits
+	(*ModuleLimits)(nil),          // 10: tinyhost.host.v1.ModuleLimits
 	(*Pool)(nil),                  // 11: tinyhost.host.v1.Pool
 	(*LoadModuleRequest)(nil),     // 12: tinyhost.host.v1.LoadModuleRequest
 	(*LoadHeader)(nil),            // 13: tinyhost.host.v1.LoadHeader
@@ -3101,13 +3101,13 @@ var file_tinyhost_host_v1_host_proto_depIdxs = []int32{
 	6,  // 2: tinyhost.host.v1.InfoResponse.modules:type_name -> tinyhost.host.v1.Module
 	6,  // 3: tinyhost.host.v1.ListModulesResponse.modules:type_name -> tinyhost.host.v1.Module
 	7,  // 4: tinyhost.host.v1.Module.components:type_name -> tinyhost.host.v1.Component
-	10, // 5: tinyhost.host.v1.Module.limits:type_name -> tinyhost.host.v1.Limits
+	10, // 5: tinyhost.host.v1.Module.limits:type_name -> tinyhost.host.v1.ModuleLimits
 	11, // 6: tinyhost.host.v1.Module.pool:type_name -> tinyhost.host.v1.Pool
 	43, // 7: tinyhost.host.v1.Module.labels:type_name -> tinyhost.host.v1.Module.LabelsEntry
 	8,  // 8: tinyhost.host.v1.Component.info:type_name -> tinyhost.host.v1.ComponentInfo
 	9,  // 9: tinyhost.host.v1.Component.ports:type_name -> tinyhost.host.v1.Port
 	13, // 10: tinyhost.host.v1.LoadModuleRequest.header:type_name -> tinyhost.host.v1.LoadHeader
-	10, // 11: tinyhost.host.v1.LoadHeader.limits:type_name -> tinyhost.host.v1.Limits
+	10, // 11: tinyhost.host.v1.LoadHeader.limits:type_name -> tinyhost.host.v1.ModuleLimits
 	44, // 12: tinyhost.host.v1.LoadHeader.labels:type_name -> tinyhost.host.v1.LoadHeader.LabelsEntry
 	45, // 13: tinyhost.host.v1.LoadHeader.secrets:type_name -> tinyhost.host.v1.LoadHeader.SecretsEntry
 	6,  // 14: tinyhost.host.v1.LoadModuleResponse.module:type_name -> tinyhost.host.v1.Module

@@ -69,5 +69,5 @@ func TestLimitsClamped(t *testing.T) {
 	back := hostv1.LimitsFromProto(l)
 	require.NotNil(t, back.MinInstances)
 	assert.Zero(t, *back.MinInstances)
-	assert.Nil(t, hostv1.LimitsFromProto(&hostv1.Limits{}).MinInstances, "absent: the host's default")
+	assert.Nil(t, hostv1.LimitsFromProto(&hostv1.ModuleLimits{}).MinInstances, "absent: the host's default")
 }

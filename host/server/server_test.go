@@ -143,7 +143,7 @@ func TestLoadModule(t *testing.T) {
 	t.Run("chunks", func(t *testing.T) {
 		resp, err := loadStream(ctx, e.client, &hostv1.LoadHeader{
 			Size: uint64(len(hello)), Digest: digest(hello),
-			Limits: &hostv1.Limits{MaxInstances: 3},
+			Limits: &hostv1.ModuleLimits{MaxInstances: 3},
 			Labels: map[string]string{"loaded-by": "test", "for": "chunks"},
 		}, hello, 64<<10)
 		require.NoError(t, err)
@@ -292,7 +292,7 @@ func TestCapacity(t *testing.T) {
 	small := api.Limits{MemoryPages: 64, MaxInstances: 4}
 	e.load(t, guest(t, "echo"), "", small)
 
-	load := func(name string, limits *hostv1.Limits) error {
+	load := func(name string, limits *hostv1.ModuleLimits) error {
 		stream, err := e.client.LoadModule(t.Context())
 		require.NoError(t, err)
 		wasm := guest(t, "echo")
@@ -300,10 +300,10 @@ func TestCapacity(t *testing.T) {
 		_, err = stream.CloseAndRecv()
 		return err
 	}
-	smallProto := &hostv1.Limits{MemoryPages: 64, MaxInstances: 4}
-	wantStatus(t, load("big", &hostv1.Limits{MemoryPages: 1024, MaxInstances: 4}), codes.ResourceExhausted, api.ReasonCapacity,
+	smallProto := &hostv1.ModuleLimits{MemoryPages: 64, MaxInstances: 4}
+	wantStatus(t, load("big", &hostv1.ModuleLimits{MemoryPages: 1024, MaxInstances: 4}), codes.ResourceExhausted, api.ReasonCapacity,
 		"no capacity", "would reserve 272 MiB of memory, the host takes 128 MiB")
-	require.NoError(t, load("echo", &hostv1.Limits{MemoryPages: 64, MaxInstances: 8}), "an upgrade replaces its own reservation")
+	require.NoError(t, load("echo", &hostv1.ModuleLimits{MemoryPages: 64, MaxInstances: 8}), "an upgrade replaces its own reservation")
 	require.NoError(t, load("second", smallProto))
 	wantStatus(t, load("third", smallProto), codes.ResourceExhausted, api.ReasonCapacity, "the host takes at most 2 modules, and 2 are loaded")
 	_, loaded := e.h.Module("third")
