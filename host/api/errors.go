@@ -9,8 +9,8 @@ import (
 // A Sentinel is an error callers match with errors.Is that carries the
 // gRPC code and ErrorInfo reason of its status, so that it survives the
 // wire: an error a host answered with (a *StatusError) matches every
-// Sentinel of its reason. Packages that map their own errors to statuses
-// (host/artifact) declare them with NewSentinel too.
+// Sentinel of its reason. A package of its own that gives its errors a
+// status (a host.Fetcher's, say) declares them with NewSentinel.
 type Sentinel struct {
 	msg    string
 	code   Code
