@@ -80,7 +80,7 @@
 // Invoke finds the module in an immutable map behind an atomic pointer (no
 // lock), takes a reference on its current version, checks the component and
 // port against the descriptor, and takes an idle instance from the
-// version's pool. The pool is a stack under a mutex: the most recently used
+// version's pool (host/internal/pool). The pool is a stack under a mutex: the most recently used
 // instance, whose memory is warm in the caches, serves next. When none is
 // idle and the pool is below MaxInstances a new instance is created in the
 // background (instantiation costs milliseconds, so it never happens on the

@@ -381,11 +381,11 @@ func (h *Host) SetConfig(ctx context.Context, module string, config []byte) erro
 	}
 	defer v.release()
 	var errs []error
-	for _, in := range v.pool.takeIdle() {
+	for _, in := range v.pool.TakeIdle() {
 		if err := in.settings(cfg); err != nil {
 			errs = append(errs, err)
 		}
-		v.pool.put(in)
+		v.pool.Put(in)
 	}
 	return errors.Join(errs...)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/pool"
 	"github.com/tinyhost/tinyhost/host/internal/timer"
 )
 
@@ -169,7 +170,7 @@ type version struct {
 	log     hclog.Logger
 	early   earlyLog
 	timeout int64 // CallTimeout in nanoseconds
-	pool    pool
+	pool    *pool.Pool[*instance]
 	// own is the budget of the version until it joins its module, which
 	// is known only once the first instance has described it.
 	own budget
@@ -276,7 +277,7 @@ func (v *version) close() {
 	}
 	go func() {
 		defer v.h.wg.Done() // taken when the version was created
-		v.pool.close()
+		v.pool.Close()
 		v.http.close()
 		_ = v.compiled.Close(context.Background())
 	}()
@@ -295,7 +296,7 @@ func (v *version) info() ModuleInfo {
 		Limits:       limits,
 		Capabilities: slices.Clone(v.capNames),
 		Labels:       maps.Clone(v.labels),
-		Pool:         v.pool.stats(),
+		Pool:         v.poolStats(),
 	}
 }
 
