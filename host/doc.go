@@ -225,7 +225,7 @@
 // messaging:module/component; plain messaging is every target), and a
 // send or call to another target is denied before it is routed; an emit
 // on a wired port needs no grant, the wire being one. The http import
-// (http.go) reaches only the hosts that http:<host> grants name, checked
+// (http.go, internal/outbound) reaches only the hosts that http:<host> grants name, checked
 // on every request and redirect and again on the address connected to,
 // over one http.Transport per module version, within the module's HTTP
 // limits. The secret import (secret.go) serves a granted secret from the

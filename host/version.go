@@ -17,6 +17,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/outbound"
 	"github.com/tinyhost/tinyhost/host/internal/pool"
 	"github.com/tinyhost/tinyhost/host/internal/timer"
 )
@@ -181,7 +182,7 @@ type version struct {
 	// compileTook is the time wazero took to compile it, for the observer.
 	compileTook time.Duration
 	// http is its outbound HTTP client, made at its first request.
-	http outbound
+	http outbound.Client
 	// secrets are the values the load gave it (LoadOptions.Secrets), or
 	// SetSecrets since; never nil once published.
 	secrets atomic.Pointer[map[string][]byte]
@@ -278,7 +279,7 @@ func (v *version) close() {
 	go func() {
 		defer v.h.wg.Done() // taken when the version was created
 		v.pool.Close()
-		v.http.close()
+		v.http.Close()
 		_ = v.compiled.Close(context.Background())
 	}()
 }
