@@ -225,13 +225,14 @@
 // messaging:module/component; plain messaging is every target), and a
 // send or call to another target is denied before it is routed; an emit
 // on a wired port needs no grant, the wire being one. The http import
-// (http.go, internal/outbound) reaches only the hosts that http:<host> grants name, checked
-// on every request and redirect and again on the address connected to,
-// over one http.Transport per module version, within the module's HTTP
-// limits. The secret import (secret.go) serves a granted secret from the
-// values the load gave (LoadOptions.Secrets, replaced by SetSecrets), else
-// reads its file (Options.SecretFiles, Options.SecretsDir) at every call,
-// and no value reaches a log, an error or a listing. The host routes
+// (http.go, internal/outbound) reaches only the hosts that http:<host>
+// grants name, checked on every request and redirect and again on the
+// address connected to, over one http.Transport per module version, within
+// the module's HTTP limits. The secret import (secret.go, internal/secret)
+// serves a granted secret from the values the load gave
+// (LoadOptions.Secrets, replaced by SetSecrets), else reads its file
+// (Options.SecretFiles, Options.SecretsDir) at every call, and no value
+// reaches a log, an error or a listing. The host routes
 // what guests send, call
 // and emit on wired ports: it holds the wiring of output ports (SetWiring)
 // and the routes to modules on other hosts (SetRoutes: module → the

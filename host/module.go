@@ -12,6 +12,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/internal/pool"
+	"github.com/tinyhost/tinyhost/host/internal/secret"
 )
 
 // Load loads a module from its .wasm bytes, or upgrades the module of the
@@ -135,10 +136,10 @@ func (h *Host) loadSpec(size int64, opts LoadOptions) (loadSpec, error) {
 	if spec.caps, err = capabilities(spec.capNames); err != nil {
 		return loadSpec{}, err
 	}
-	if spec.secrets, err = checkSecretValues(opts.Secrets); err != nil {
+	if spec.secrets, err = secret.CheckValues(opts.Secrets); err != nil {
 		return loadSpec{}, err
 	}
-	if err := h.checkSecrets(&spec.caps, spec.secrets); err != nil {
+	if err := h.opts.secretFiles().Check(spec.caps.secrets, spec.secrets); err != nil {
 		return loadSpec{}, err
 	}
 	if opts.Config != nil {

@@ -220,7 +220,7 @@ type LoadOptions struct {
 	// (the operator's, from Kubernetes Secrets): the host keeps them in
 	// memory with this version and serves them in place of its own files
 	// of those names (SecretFiles, SecretsDir). SetSecrets replaces them.
-	// At most maxSecrets names, each valid (abi.ValidName); a value at most
+	// At most 64 names, each valid (abi.ValidName); a value at most
 	// abi.MaxSecretSize bytes. No value is logged, listed or returned.
 	Secrets map[string][]byte
 }
