@@ -80,7 +80,7 @@
 // Invoke finds the module in an immutable map behind an atomic pointer (no
 // lock), takes a reference on its current version, checks the component and
 // port against the descriptor, and takes an idle instance from the
-// version's pool. The pool is a stack under a mutex: the most recently used
+// version's pool (host/internal/pool). The pool is a stack under a mutex: the most recently used
 // instance, whose memory is warm in the caches, serves next. When none is
 // idle and the pool is below MaxInstances a new instance is created in the
 // background (instantiation costs milliseconds, so it never happens on the
@@ -225,13 +225,14 @@
 // messaging:module/component; plain messaging is every target), and a
 // send or call to another target is denied before it is routed; an emit
 // on a wired port needs no grant, the wire being one. The http import
-// (http.go) reaches only the hosts that http:<host> grants name, checked
-// on every request and redirect and again on the address connected to,
-// over one http.Transport per module version, within the module's HTTP
-// limits. The secret import (secret.go) serves a granted secret from the
-// values the load gave (LoadOptions.Secrets, replaced by SetSecrets), else
-// reads its file (Options.SecretFiles, Options.SecretsDir) at every call,
-// and no value reaches a log, an error or a listing. The host routes
+// (http.go, internal/outbound) reaches only the hosts that http:<host>
+// grants name, checked on every request and redirect and again on the
+// address connected to, over one http.Transport per module version, within
+// the module's HTTP limits. The secret import (secret.go, internal/secret)
+// serves a granted secret from the values the load gave
+// (LoadOptions.Secrets, replaced by SetSecrets), else reads its file
+// (Options.SecretFiles, Options.SecretsDir) at every call, and no value
+// reaches a log, an error or a listing. The host routes
 // what guests send, call
 // and emit on wired ports: it holds the wiring of output ports (SetWiring)
 // and the routes to modules on other hosts (SetRoutes: module → the

@@ -63,13 +63,13 @@ func SetReapInterval(d time.Duration) (restore func()) {
 // a nil one keeps the host's own.
 func SetHTTPNet(h *Host, resolve func(ctx context.Context, host string) ([]netip.Addr, error), dial func(ctx context.Context, network, addr string) (net.Conn, error), roots *x509.CertPool) {
 	if resolve != nil {
-		h.httpNet.resolve = resolve
+		h.httpNet.Resolve = resolve
 	}
 	if dial != nil {
-		h.httpNet.dial = dial
+		h.httpNet.Dial = dial
 	}
 	if roots != nil {
-		h.httpNet.roots = roots
+		h.httpNet.Roots = roots
 	}
 }
 

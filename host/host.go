@@ -16,6 +16,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/outbound"
 	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
@@ -25,7 +26,7 @@ type Host struct {
 	opts      Options
 	log       hclog.Logger
 	transport api.Transport // nil: none, every module is local
-	httpNet   httpNet       // how outbound HTTP resolves and connects (http.go)
+	httpNet   outbound.Net  // how outbound HTTP resolves and connects (internal/outbound)
 
 	// routes and wires are replaced whole (under routeMu) by SetRoutes,
 	// UpdateRoutes and SetWiring, so that the call path reads them without
@@ -93,7 +94,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		sends:    make(chan struct{}, maxSends),
 	}
 	h.events.log = h.log
-	h.httpNet = defaultHTTPNet()
+	h.httpNet = outbound.DefaultNet()
 	h.observer = opts.Observer
 	h.tracer = opts.Tracer
 	h.transport = opts.Transport
@@ -381,11 +382,11 @@ func (h *Host) SetConfig(ctx context.Context, module string, config []byte) erro
 	}
 	defer v.release()
 	var errs []error
-	for _, in := range v.pool.takeIdle() {
+	for _, in := range v.pool.TakeIdle() {
 		if err := in.settings(cfg); err != nil {
 			errs = append(errs, err)
 		}
-		v.pool.put(in)
+		v.pool.Put(in)
 	}
 	return errors.Join(errs...)
 }

@@ -3,271 +3,37 @@ package host
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
-	"github.com/tinyhost/tinyhost/host/internal/netaddr"
+	"github.com/tinyhost/tinyhost/host/internal/outbound"
 	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
-// Outbound HTTP (abi.ImportHTTP). A module reaches only the hosts its
-// "http:" grants name, over one http.Transport of its own; every request and
-// every redirect is checked against the grants, and every address the
-// transport connects to is checked after resolution, so that a granted name
-// cannot lead to a loopback, private or link-local address (a cloud's
-// metadata service, the host's own ports) unless a grant names that address.
-
-// httpGrant is one host an "http:" grant names.
-type httpGrant struct {
-	// host is a lower-case name or an IP literal; for a wildcard, the
-	// domain whose subdomains are granted.
-	host     string
-	wildcard bool
-	// port is "" for the scheme's default port.
-	port string
-	// ip is valid when host is an IP literal.
-	ip netip.Addr
-}
-
-// parseHTTPGrant parses what follows "http:": host, host:port, *.domain or
-// *.domain:port; an IPv6 literal is written in brackets.
-func parseHTTPGrant(s string) (httpGrant, error) {
-	var g httpGrant
-	host := s
-	if h, p, err := net.SplitHostPort(s); err == nil {
-		n, err := strconv.ParseUint(p, 10, 16)
-		if err != nil || n == 0 {
-			return g, fmt.Errorf("port %q: want 1 to 65535", p)
-		}
-		host, g.port = h, strconv.FormatUint(n, 10)
-	} else if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		host = s[1 : len(s)-1]
-	}
-	host = strings.ToLower(host)
-	if ip, err := netip.ParseAddr(host); err == nil {
-		g.host, g.ip = ip.Unmap().String(), ip.Unmap()
-		return g, nil
-	}
-	if d, ok := strings.CutPrefix(host, "*."); ok {
-		g.wildcard, host = true, d
-	}
-	if !validHostName(host) {
-		return g, fmt.Errorf("host %q: want a DNS name, *.name or an IP address", host)
-	}
-	g.host = host
-	return g, nil
-}
-
-// validHostName reports whether s is a DNS name of letters, digits, '-' and
-// '.', with at least one dot or none at all (a name of the local network).
-func validHostName(s string) bool {
-	if s == "" || len(s) > 253 || s[0] == '.' || s[len(s)-1] == '.' || strings.Contains(s, "..") {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
-
-// mayHTTP reports whether a request to host:port (host in lower case, port
-// in decimal, def the scheme's default port) is granted.
-func (g *grants) mayHTTP(host, port, def string) bool {
-	if ip, err := netip.ParseAddr(host); err == nil {
-		host = ip.Unmap().String()
-	}
-	for _, hg := range g.http {
-		if hg.port == "" && port != def || hg.port != "" && hg.port != port {
-			continue
-		}
-		if hg.wildcard && strings.HasSuffix(host, "."+hg.host) || !hg.wildcard && host == hg.host {
-			return true
-		}
-	}
-	return false
-}
-
-// namesAddr reports whether a grant names ip literally.
-func (g *grants) namesAddr(ip netip.Addr) bool {
-	for _, hg := range g.http {
-		if hg.ip.IsValid() && hg.ip == ip {
-			return true
-		}
-	}
-	return false
-}
-
-// httpNet is how the host resolves and connects for outbound HTTP. Tests
-// replace it (see export_test.go) to answer private addresses without
-// sending a packet anywhere.
-type httpNet struct {
-	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
-	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
-	roots   *x509.CertPool // nil: the system's
-}
-
-func defaultHTTPNet() httpNet {
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	return httpNet{
-		resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
-			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-		},
-		dial: d.DialContext,
-	}
-}
-
-// httpDenied is a request the grants or the address checks refuse.
-type httpDenied struct{ reason string }
-
-func (e *httpDenied) Error() string { return e.reason }
-
-// httpTooLarge is a response over the module's limits.
-type httpTooLarge struct{ reason string }
-
-func (e *httpTooLarge) Error() string { return e.reason }
-
-// outbound is a module version's HTTP client, made at its first request.
-type outbound struct {
-	once      sync.Once
-	client    *http.Client
-	transport *http.Transport
-	slots     chan struct{} // MaxHTTPRequests places
-}
-
-func (o *outbound) close() {
-	if o.transport != nil {
-		o.transport.CloseIdleConnections()
-	}
-}
+// Outbound HTTP (abi.ImportHTTP): the host function, its limits and its
+// failures; the grants and the client that enforces them are in
+// internal/outbound.
 
 // httpClient returns the version's client, making it on first use.
-func (v *version) httpClient() *outbound {
-	o := &v.http
-	o.once.Do(func() {
-		n := v.h.httpNet
-		o.slots = make(chan struct{}, v.limits.MaxHTTPRequests)
-		o.transport = &http.Transport{
-			Proxy:               nil, // never the environment's proxy: it would hide the address
-			DialContext:         v.dialHTTP,
-			TLSClientConfig:     &tls.Config{RootCAs: n.roots, MinVersion: tls.VersionTLS12},
-			ForceAttemptHTTP2:   true,
-			TLSHandshakeTimeout: 10 * time.Second,
-			MaxIdleConns:        v.limits.MaxHTTPRequests,
-			MaxIdleConnsPerHost: v.limits.MaxHTTPRequests,
-			IdleConnTimeout:     90 * time.Second,
-			// A guard against endless headers only: checkHeaders applies
-			// MaxHTTPHeaderBytes exactly, and answers StatusTooLarge.
-			MaxResponseHeaderBytes: 2*int64(v.limits.MaxHTTPHeaderBytes) + 16<<10,
-		}
-		o.client = &http.Client{
-			Transport: checkedTransport{v: v, next: o.transport},
-			CheckRedirect: func(_ *http.Request, via []*http.Request) error {
-				if len(via) > max(v.limits.MaxHTTPRedirects, 0) {
-					return fmt.Errorf("stopped after %d redirects (MaxHTTPRedirects)", max(v.limits.MaxHTTPRedirects, 0))
-				}
-				return nil
-			},
+func (v *version) httpClient() *outbound.Client {
+	return v.http.Open(func() outbound.Config {
+		return outbound.Config{
+			Module:         v.name,
+			Capability:     abi.CapHTTP,
+			Grants:         &v.caps.http,
+			Net:            v.h.httpNet,
+			MaxRequests:    v.limits.MaxHTTPRequests,
+			MaxHeaderBytes: v.limits.MaxHTTPHeaderBytes,
+			MaxRedirects:   v.limits.MaxHTTPRedirects,
 		}
 	})
-	return o
-}
-
-// checkedTransport checks every request, the first and each redirect,
-// against the module's grants before it is sent.
-type checkedTransport struct {
-	v    *version
-	next http.RoundTripper
-}
-
-func (t checkedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if err := t.v.checkURL(r.URL); err != nil {
-		if r.Body != nil {
-			_ = r.Body.Close()
-		}
-		return nil, err
-	}
-	return t.next.RoundTrip(r)
-}
-
-// checkURL refuses a URL of another scheme than http and https, or whose
-// host no grant names.
-func (v *version) checkURL(u *url.URL) error {
-	def := ""
-	switch u.Scheme {
-	case "http":
-		def = "80"
-	case "https":
-		def = "443"
-	default:
-		return &httpDenied{fmt.Sprintf("scheme %q is not allowed, only http and https", u.Scheme)}
-	}
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if port == "" {
-		port = def
-	}
-	if host == "" {
-		return &httpDenied{"the URL names no host"}
-	}
-	if !v.caps.mayHTTP(host, port, def) {
-		granted := "capability " + abi.CapHTTP + " is not granted"
-		if len(v.caps.httpNamed) > 0 {
-			granted = "granted " + strings.Join(v.caps.httpNamed, ", ")
-		}
-		return &httpDenied{fmt.Sprintf("module %q may not reach %s: %s", v.name, net.JoinHostPort(host, port), granted)}
-	}
-	return nil
-}
-
-// dialHTTP connects to addr after checking every address it resolves to:
-// the check is on the address connected to, so a name that resolves (or
-// re-resolves) to an internal address is refused.
-func (v *version) dialHTTP(ctx context.Context, network, addr string) (net.Conn, error) {
-	n := v.h.httpNet
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	var ips []netip.Addr
-	if ip, err := netip.ParseAddr(host); err == nil {
-		ips = []netip.Addr{ip}
-	} else if ips, err = n.resolve(ctx, host); err != nil {
-		return nil, err
-	}
-	var errs []error
-	for _, ip := range ips {
-		ip = ip.Unmap()
-		if kind := netaddr.Internal(ip); kind != "" && !v.caps.namesAddr(ip) {
-			errs = append(errs, &httpDenied{fmt.Sprintf("%s resolves to %s, a %s address that no grant names", host, ip, kind)})
-			continue
-		}
-		c, err := n.dial(ctx, network, net.JoinHostPort(ip.String(), port))
-		if err == nil {
-			return c, nil
-		}
-		errs = append(errs, err)
-	}
-	if len(errs) == 0 {
-		return nil, fmt.Errorf("%s resolves to no address", host)
-	}
-	return nil, errors.Join(errs...)
 }
 
 // hostHTTP is abi.ImportHTTP.
@@ -295,7 +61,7 @@ func (in *instance) hostHTTP(req []byte) (abi.Status, []byte) {
 	if method == "" {
 		method = http.MethodGet
 	}
-	if err := v.checkURL(u); err != nil {
+	if err := v.caps.http.CheckURL(v.name, abi.CapHTTP, u); err != nil {
 		return in.httpFailed(abi.StatusDenied, "http: "+err.Error())
 	}
 	d := in.armed.Deadline()
@@ -309,8 +75,8 @@ func (in *instance) hostHTTP(req []byte) (abi.Status, []byte) {
 
 	o := v.httpClient()
 	select {
-	case o.slots <- struct{}{}:
-		defer func() { <-o.slots }()
+	case o.Slots <- struct{}{}:
+		defer func() { <-o.Slots }()
 	case <-ctx.Done():
 		return in.httpFailed(abi.StatusTimeout, fmt.Sprintf("http: no request slot of %d (MaxHTTPRequests) came free before the deadline", l.MaxHTTPRequests))
 	}
@@ -330,7 +96,7 @@ func (in *instance) hostHTTP(req []byte) (abi.Status, []byte) {
 		}
 		hr.Header.Add(kv.Key, kv.Value)
 	}
-	resp, err := o.client.Do(hr)
+	resp, err := o.Do(hr)
 	if err != nil {
 		return in.httpError(ctx, u, err)
 	}
@@ -348,36 +114,15 @@ func (in *instance) hostHTTP(req []byte) (abi.Status, []byte) {
 		return in.httpFailed(abi.StatusTooLarge, fmt.Sprintf("http: response body of %s is %d bytes, limit %d (MaxHTTPResponseSize)", redact(r.URL), resp.ContentLength, l.MaxHTTPResponseSize))
 	}
 	out := abi.AppendHTTPResponse(nil, &abi.HTTPResponse{Status: resp.StatusCode, Headers: headers})
-	out, err = readAtMost(out, resp.Body, l.MaxHTTPResponseSize)
+	out, err = outbound.ReadAtMost(out, resp.Body, l.MaxHTTPResponseSize)
 	if err != nil {
-		var tl *httpTooLarge
+		var tl *outbound.TooLarge
 		if errors.As(err, &tl) {
 			return in.httpFailed(abi.StatusTooLarge, fmt.Sprintf("http: response body of %s exceeds %d bytes (MaxHTTPResponseSize)", redact(r.URL), l.MaxHTTPResponseSize))
 		}
 		return in.httpError(ctx, u, err)
 	}
 	return abi.StatusOK, out
-}
-
-// readAtMost appends r's bytes to dst, failing with *httpTooLarge past most.
-func readAtMost(dst []byte, r io.Reader, most int) ([]byte, error) {
-	start := len(dst)
-	for {
-		if len(dst) == cap(dst) {
-			dst = append(dst, 0)[:len(dst)]
-		}
-		n, err := r.Read(dst[len(dst):min(cap(dst), start+most+1)])
-		dst = dst[:len(dst)+n]
-		if len(dst)-start > most {
-			return nil, &httpTooLarge{"too large"}
-		}
-		if err == io.EOF {
-			return dst, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
 }
 
 // checkHeaders checks headers against the module's limits of count and
@@ -423,9 +168,9 @@ func validHeader(name, value string) bool {
 // grants or of an address, a deadline, or a network error.
 func (in *instance) httpError(ctx context.Context, u *url.URL, err error) (abi.Status, []byte) {
 	target := redact(u.String())
-	var den *httpDenied
+	var den *outbound.Denied
 	if errors.As(err, &den) {
-		return in.httpFailed(abi.StatusDenied, fmt.Sprintf("http: %s: %s", target, den.reason))
+		return in.httpFailed(abi.StatusDenied, fmt.Sprintf("http: %s: %s", target, den.Reason))
 	}
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 		return in.httpFailed(abi.StatusTimeout, fmt.Sprintf("http: %s: the deadline passed (HTTPTimeout %v, or the call's)", target, in.v.limits.HTTPTimeout))
@@ -482,13 +227,10 @@ func (g *grants) addHTTP(n, tgt string, targeted bool) error {
 	if !targeted {
 		return fmt.Errorf("capability %q names no host: want http:<host>, http:<host>:<port> or http:*.<domain>", n)
 	}
-	hg, err := parseHTTPGrant(tgt)
-	if err != nil {
+	if err := g.http.Add(n, tgt); err != nil {
 		return fmt.Errorf("capability %q: %w", n, err)
 	}
 	g.set |= capHTTP
-	g.http = append(g.http, hg)
-	g.httpNamed = append(g.httpNamed, n)
 	return nil
 }
 

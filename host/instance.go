@@ -17,6 +17,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi"
 	hostapi "github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/internal/memlimit"
+	"github.com/tinyhost/tinyhost/host/internal/pool"
 	"github.com/tinyhost/tinyhost/host/internal/stdio"
 	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
@@ -45,8 +46,7 @@ type instance struct {
 	bufPtr    uint32
 	bufCap    uint32
 	cfg       *moduleConfig // the configuration its settings came from
-	idleSince int64         // the host's clock when it was last put back; guarded by pool.mu
-	baseline  uint64        // memory in bytes once created (see pool.put)
+	slot      pool.Slot     // the pool's bookkeeping
 	dead      bool          // discard instead of reuse
 	deadKind  hostapi.Kind  // why, when fail knows; else KindABIViolation
 
@@ -119,23 +119,22 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 	// instantiation, but under the deadline and the watchdog.
 	if v.start {
 		if _, kind, err := in.run(start, nil); err != nil {
-			in.close()
+			in.Close()
 			return nil, withKind(kind, fmt.Errorf("start function: %v: %w", kind, err))
 		}
 	}
 	if init := mod.ExportedFunction(abi.ExportInitialize); init != nil {
 		if _, kind, err := in.run(init, nil); err != nil {
-			in.close()
+			in.Close()
 			return nil, withKind(kind, fmt.Errorf("%s: %v: %w", abi.ExportInitialize, kind, err))
 		}
 	}
 	if cfg != nil {
 		if err := in.settings(cfg); err != nil {
-			in.close()
+			in.Close()
 			return nil, err
 		}
 	}
-	in.baseline = in.memory.Size()
 	return in, nil
 }
 
@@ -164,8 +163,8 @@ func (v *version) tableNote() string {
 	return fmt.Sprintf(", %d of them held for its tables", held)
 }
 
-// close releases the wasm instance.
-func (in *instance) close() {
+// Close releases the wasm instance.
+func (in *instance) Close() {
 	in.dead = true
 	in.v.h.dog.Unregister(&in.armed)
 	_ = in.mod.Close(context.Background())

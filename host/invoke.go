@@ -140,7 +140,7 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 		return api.Response{}, callError(req, api.KindTooLarge, fmt.Errorf("request is %d bytes, limit %d", n, v.limits.MaxMessageSize))
 	}
 
-	in, err := v.pool.get(ctx)
+	in, err := v.pool.Get(ctx)
 	if err != nil {
 		switch {
 		case errors.Is(err, api.ErrBusy):
@@ -152,7 +152,7 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 	}
 	if cfg := v.mod.config.Load(); in.cfg != cfg {
 		if err := in.settings(cfg); err != nil {
-			v.pool.put(in)
+			v.pool.Put(in)
 			return api.Response{}, err
 		}
 	}
@@ -172,13 +172,13 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 	if done := ctx.Done(); done != nil {
 		select {
 		case <-done:
-			v.pool.put(in)
+			v.pool.Put(in)
 			return api.Response{}, callError(req, ctxKind(ctx.Err()), ctx.Err())
 		default:
 		}
 	}
 	if deadline <= now {
-		v.pool.put(in)
+		v.pool.Put(in)
 		return api.Response{}, callError(req, api.KindTimeout, context.DeadlineExceeded)
 	}
 	if cs != nil {
@@ -187,7 +187,7 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 	st, body, kind, err := in.handle(ctx, &msg, n, deadline, collect)
 	if err != nil {
 		in.resetCall()
-		v.pool.put(in)
+		v.pool.Put(in)
 		return api.Response{}, callError(req, kind, err)
 	}
 	var resp api.Response
@@ -196,7 +196,7 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 		// than answer with part of it.
 		err = callError(req, api.KindTooLarge, errors.New(string(in.emitOver)))
 		in.resetCall()
-		v.pool.put(in)
+		v.pool.Put(in)
 		return api.Response{}, err
 	}
 	if st == abi.StatusOK {
@@ -208,7 +208,7 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 		err = callError(req, statusKind(st), statusError(st, body))
 	}
 	in.resetCall()
-	v.pool.put(in)
+	v.pool.Put(in)
 	return resp, err
 }
 

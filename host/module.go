@@ -11,6 +11,8 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/pool"
+	"github.com/tinyhost/tinyhost/host/internal/secret"
 )
 
 // Load loads a module from its .wasm bytes, or upgrades the module of the
@@ -82,7 +84,7 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 	}
 	m, err := h.join(v)
 	if err != nil {
-		first.close()
+		first.Close()
 		v.retire()
 		return v, false, err
 	}
@@ -134,10 +136,10 @@ func (h *Host) loadSpec(size int64, opts LoadOptions) (loadSpec, error) {
 	if spec.caps, err = capabilities(spec.capNames); err != nil {
 		return loadSpec{}, err
 	}
-	if spec.secrets, err = checkSecretValues(opts.Secrets); err != nil {
+	if spec.secrets, err = secret.CheckValues(opts.Secrets); err != nil {
 		return loadSpec{}, err
 	}
-	if err := h.checkSecrets(&spec.caps, spec.secrets); err != nil {
+	if err := h.opts.secretFiles().Check(spec.caps.secrets, spec.secrets); err != nil {
 		return loadSpec{}, err
 	}
 	if opts.Config != nil {
@@ -193,7 +195,13 @@ func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string,
 		compileTook:   c.took,
 	}
 	v.secrets.Store(&spec.secrets)
-	v.pool.init(v)
+	v.pool = pool.New((*poolOwner)(v), pool.Limits{
+		MinInstances: minInstances(v.limits),
+		MaxInstances: v.limits.MaxInstances,
+		QueueTimeout: v.limits.QueueTimeout,
+		IdleTimeout:  v.limits.IdleTimeout,
+		RecyclePages: v.limits.RecyclePages,
+	}, &h.wg)
 	return v, nil
 }
 
@@ -209,7 +217,7 @@ func (v *version) describeFirst() (*instance, error) {
 	}
 	desc, err := first.describe()
 	if err != nil {
-		first.close()
+		first.Close()
 		v.described(v.sourceFields()...)
 		return nil, err
 	}
@@ -258,16 +266,16 @@ func (h *Host) join(v *version) (*module, error) {
 // pool up to MinInstances. On failure the first instance is closed.
 func (v *version) warm(first *instance, cfg *moduleConfig) error {
 	if err := first.settings(cfg); err != nil {
-		first.close()
+		first.Close()
 		return err
 	}
-	v.pool.add(first)
+	v.pool.Add(first)
 	for i := 1; i < minInstances(v.limits); i++ {
 		in, err := v.newInstance(cfg)
 		if err != nil {
 			return err
 		}
-		v.pool.add(in)
+		v.pool.Add(in)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/outbound"
 )
 
 // Options configures a Host. The zero value is usable: every field documents
@@ -219,7 +220,7 @@ type LoadOptions struct {
 	// (the operator's, from Kubernetes Secrets): the host keeps them in
 	// memory with this version and serves them in place of its own files
 	// of those names (SecretFiles, SecretsDir). SetSecrets replaces them.
-	// At most maxSecrets names, each valid (abi.ValidName); a value at most
+	// At most 64 names, each valid (abi.ValidName); a value at most
 	// abi.MaxSecretSize bytes. No value is logged, listed or returned.
 	Secrets map[string][]byte
 }
@@ -547,10 +548,8 @@ type grants struct {
 	// named are the messaging grants as written, for the reason of a
 	// denial.
 	named []string
-	// http are the hosts of the "http:" grants, httpNamed those grants as
-	// written.
-	http      []httpGrant
-	httpNamed []string
+	// http are the "http:" grants.
+	http outbound.Grants
 	// secrets are the names of the "secret:" grants.
 	secrets []string
 }

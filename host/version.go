@@ -17,6 +17,8 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/outbound"
+	"github.com/tinyhost/tinyhost/host/internal/pool"
 	"github.com/tinyhost/tinyhost/host/internal/timer"
 )
 
@@ -169,7 +171,7 @@ type version struct {
 	log     hclog.Logger
 	early   earlyLog
 	timeout int64 // CallTimeout in nanoseconds
-	pool    pool
+	pool    *pool.Pool[*instance]
 	// own is the budget of the version until it joins its module, which
 	// is known only once the first instance has described it.
 	own budget
@@ -180,7 +182,7 @@ type version struct {
 	// compileTook is the time wazero took to compile it, for the observer.
 	compileTook time.Duration
 	// http is its outbound HTTP client, made at its first request.
-	http outbound
+	http outbound.Client
 	// secrets are the values the load gave it (LoadOptions.Secrets), or
 	// SetSecrets since; never nil once published.
 	secrets atomic.Pointer[map[string][]byte]
@@ -276,8 +278,8 @@ func (v *version) close() {
 	}
 	go func() {
 		defer v.h.wg.Done() // taken when the version was created
-		v.pool.close()
-		v.http.close()
+		v.pool.Close()
+		v.http.Close()
 		_ = v.compiled.Close(context.Background())
 	}()
 }
@@ -295,7 +297,7 @@ func (v *version) info() ModuleInfo {
 		Limits:       limits,
 		Capabilities: slices.Clone(v.capNames),
 		Labels:       maps.Clone(v.labels),
-		Pool:         v.pool.stats(),
+		Pool:         v.poolStats(),
 	}
 }
 

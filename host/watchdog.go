@@ -50,7 +50,7 @@ func (h *Host) reapIdle(now int64) {
 		if v == nil {
 			continue
 		}
-		if n := v.pool.reap(now); n > 0 {
+		if n := v.pool.Reap(now); n > 0 {
 			v.log.Debug("idle instances closed", "closed", n, "idle_timeout", v.limits.IdleTimeout)
 		}
 		if n := m.budget.log.Pending(now); n > 0 {

@@ -1,0 +1,349 @@
+// Package pool holds the instances of one module version: it hands an idle
+// one to a call, creates one when none is idle and the pool is below its
+// maximum, queues the calls that find none, and closes the instances that
+// died, outgrew their memory or stayed idle too long. What an instance is,
+// and how one is made, is its owner's business (Owner, Instance).
+package pool
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tinyhost/tinyhost/host/api"
+)
+
+// Instance is what a pool holds.
+type Instance interface {
+	// Slot is the pool's bookkeeping, kept in the instance so that put
+	// needs no map.
+	Slot() *Slot
+	// MemorySize is the instance's linear memory in bytes.
+	MemorySize() uint64
+	// Dead says the instance must be discarded instead of reused.
+	Dead() bool
+	// Close releases the instance; the pool closes each once.
+	Close()
+}
+
+// Slot is a pool's bookkeeping of one instance.
+type Slot struct {
+	idleSince int64  // the owner's clock when it was last put back; guarded by Pool.mu
+	baseline  uint64 // memory in bytes once created (see Pool.Put)
+}
+
+// Owner is what a pool needs from the version whose instances it holds.
+type Owner[I Instance] interface {
+	// NewInstance creates an instance with the module's current
+	// configuration.
+	NewInstance() (I, error)
+	// Clock is the host's coarse monotonic clock, in nanoseconds.
+	Clock() int64
+	// CreateFailed reports an instance the pool failed to create in the
+	// background.
+	CreateFailed(err error)
+	// Discarded reports a dead instance the pool has closed.
+	Discarded(in I)
+	// Recycled reports a healthy instance closed because its memory of
+	// size bytes had grown past RecyclePages.
+	Recycled(size uint64)
+}
+
+// Limits bound a pool.
+type Limits struct {
+	MinInstances int           // kept warm, even when idle
+	MaxInstances int           // alive or being created
+	QueueTimeout time.Duration // how long Get waits for an instance
+	IdleTimeout  time.Duration // how long an instance beyond MinInstances may stay idle
+	RecyclePages uint32        // memory, in 64 KiB pages, past which a healthy instance is closed
+}
+
+// Stats describe a pool at one moment.
+type Stats struct {
+	Instances int    // alive or being created
+	Idle      int    // ready for a call
+	InUse     int    // running a call
+	Waiting   int    // calls queued for an instance
+	Created   uint64 // instances created
+	Discarded uint64 // dead instances closed
+	Recycled  uint64 // healthy instances closed for their memory
+}
+
+// Pool holds the instances of one version. Idle instances are a stack, so
+// that the most recently used (cache-warm) one serves next; callers that
+// find none wait in FIFO order for one to be released or created.
+type Pool[I Instance] struct {
+	owner  Owner[I]
+	limits Limits
+	group  *sync.WaitGroup // counts the goroutines creating instances
+
+	mu      sync.Mutex
+	idle    []I
+	live    int // instances alive or being created
+	inUse   int
+	waiters []*waiter[I]
+	closed  bool
+	spawns  sync.WaitGroup // instances being created
+
+	created   atomic.Uint64
+	discarded atomic.Uint64
+	recycled  atomic.Uint64
+
+	free sync.Pool // of *waiter[I]
+}
+
+type waiter[I Instance] struct{ ch chan handoff[I] }
+
+type handoff[I Instance] struct {
+	in  I
+	err error
+}
+
+// New returns an empty pool. group, whose count the caller keeps positive
+// while the pool is open, also counts the goroutines creating instances.
+func New[I Instance](owner Owner[I], limits Limits, group *sync.WaitGroup) *Pool[I] {
+	p := &Pool[I]{owner: owner, limits: limits, group: group, idle: make([]I, 0, limits.MaxInstances)}
+	p.free.New = func() any { return &waiter[I]{ch: make(chan handoff[I], 1)} }
+	return p
+}
+
+// Add puts a new instance, created by the caller, into the pool.
+func (p *Pool[I]) Add(in I) {
+	in.Slot().baseline = in.MemorySize() // settings may have grown it
+	p.created.Add(1)
+	p.mu.Lock()
+	p.live++
+	p.inUse++
+	p.mu.Unlock()
+	p.Put(in)
+}
+
+// Get returns an idle instance, or waits for one until QueueTimeout or ctx
+// ends. It starts creating an instance when none is idle and the pool is
+// below MaxInstances.
+func (p *Pool[I]) Get(ctx context.Context) (I, error) {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		in := p.idle[n-1]
+		var zero I
+		p.idle[n-1] = zero
+		p.idle = p.idle[:n-1]
+		p.inUse++
+		p.mu.Unlock()
+		return in, nil
+	}
+	if p.live < p.limits.MaxInstances {
+		p.spawnLocked()
+	}
+	w := p.free.Get().(*waiter[I])
+	p.waiters = append(p.waiters, w)
+	p.mu.Unlock()
+
+	t := time.NewTimer(p.limits.QueueTimeout)
+	var cause error
+	select {
+	case r := <-w.ch:
+		t.Stop()
+		p.free.Put(w)
+		return r.in, r.err
+	case <-t.C:
+		cause = fmt.Errorf("%w within %v (%d instances, all in use)", api.ErrBusy, p.limits.QueueTimeout, p.limits.MaxInstances)
+	case <-ctx.Done():
+		t.Stop()
+		cause = ctx.Err()
+	}
+	p.mu.Lock()
+	for i, x := range p.waiters {
+		if x == w {
+			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+			p.mu.Unlock()
+			p.free.Put(w)
+			var zero I
+			return zero, cause
+		}
+	}
+	p.mu.Unlock()
+	// Handed an instance (or an error) just as the wait ended: take it.
+	r := <-w.ch
+	p.free.Put(w)
+	return r.in, r.err
+}
+
+// Put returns an instance after a call: to the first waiter, to the idle
+// stack, or, when it is dead, overgrown or the pool is closed, to the bin.
+func (p *Pool[I]) Put(in I) {
+	if in.Dead() {
+		p.discard(in)
+		return
+	}
+	if size := in.MemorySize(); size > uint64(p.limits.RecyclePages)*65536 && size > in.Slot().baseline {
+		p.recycle(in, size)
+		return
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.live--
+		p.inUse--
+		p.mu.Unlock()
+		in.Close()
+		return
+	}
+	if len(p.waiters) > 0 {
+		w := p.waiters[0]
+		p.waiters = p.waiters[1:]
+		p.mu.Unlock()
+		w.ch <- handoff[I]{in: in}
+		return
+	}
+	in.Slot().idleSince = p.owner.Clock()
+	p.idle = append(p.idle, in)
+	p.inUse--
+	p.mu.Unlock()
+}
+
+// Reap closes the instances beyond MinInstances that have been idle for
+// IdleTimeout at the owner's clock now, least recently used first, and
+// returns how many it closed.
+func (p *Pool[I]) Reap(now int64) int {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return 0
+	}
+	// The idle stack is ordered by idleSince, oldest at the bottom.
+	n := 0
+	for n < len(p.idle) && p.live-n > p.limits.MinInstances && now-p.idle[n].Slot().idleSince >= int64(p.limits.IdleTimeout) {
+		n++
+	}
+	old := append([]I(nil), p.idle[:n]...)
+	k := copy(p.idle, p.idle[n:])
+	clear(p.idle[k:])
+	p.idle = p.idle[:k]
+	p.live -= n
+	p.mu.Unlock()
+	for _, in := range old {
+		in.Close()
+	}
+	return n
+}
+
+// discard closes an instance that trapped, timed out, broke its memory limit
+// or the ABI, and replaces it.
+func (p *Pool[I]) discard(in I) {
+	in.Close()
+	p.owner.Discarded(in)
+	p.discarded.Add(1)
+	p.replace()
+}
+
+// recycle closes a healthy instance whose linear memory, which never
+// shrinks, has grown past RecyclePages, and replaces it. The call that grew
+// it has its reply already.
+func (p *Pool[I]) recycle(in I, size uint64) {
+	in.Close()
+	p.recycled.Add(1)
+	p.owner.Recycled(size)
+	p.replace()
+}
+
+// replace takes a closed instance out of the count, and starts creating
+// another when the pool falls below MinInstances or calls are waiting.
+func (p *Pool[I]) replace() {
+	p.mu.Lock()
+	p.live--
+	p.inUse--
+	if !p.closed && (p.live < p.limits.MinInstances || len(p.waiters) > 0 && p.live < p.limits.MaxInstances) {
+		p.spawnLocked()
+	}
+	p.mu.Unlock()
+}
+
+// spawnLocked creates an instance in the background; the caller holds p.mu.
+func (p *Pool[I]) spawnLocked() {
+	p.live++
+	p.spawns.Add(1)
+	p.group.Add(1) // the pool is open, so the count is positive
+	go func() {
+		defer p.group.Done()
+		defer p.spawns.Done()
+		in, err := p.owner.NewInstance()
+		if err != nil {
+			p.owner.CreateFailed(err)
+		} else {
+			in.Slot().baseline = in.MemorySize()
+			p.created.Add(1)
+		}
+		p.mu.Lock()
+		switch {
+		case err != nil:
+			p.live--
+			if len(p.waiters) > 0 {
+				w := p.waiters[0]
+				p.waiters = p.waiters[1:]
+				p.mu.Unlock()
+				w.ch <- handoff[I]{err: fmt.Errorf("create instance: %w", err)}
+				return
+			}
+		case p.closed:
+			p.live--
+			p.mu.Unlock()
+			in.Close()
+			return
+		case len(p.waiters) > 0:
+			w := p.waiters[0]
+			p.waiters = p.waiters[1:]
+			p.inUse++
+			p.mu.Unlock()
+			w.ch <- handoff[I]{in: in}
+			return
+		default:
+			in.Slot().idleSince = p.owner.Clock()
+			p.idle = append(p.idle, in)
+		}
+		p.mu.Unlock()
+	}()
+}
+
+// TakeIdle removes and returns every idle instance; the caller gives each
+// back with Put.
+func (p *Pool[I]) TakeIdle() []I {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := append([]I(nil), p.idle...)
+	clear(p.idle)
+	p.idle = p.idle[:0]
+	p.inUse += len(out)
+	return out
+}
+
+// Close closes the idle instances and makes Put close the others. It waits
+// for instances being created.
+func (p *Pool[I]) Close() {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.live -= len(idle)
+	p.mu.Unlock()
+	for _, in := range idle {
+		in.Close()
+	}
+	p.spawns.Wait()
+}
+
+// Stats returns the pool's counts.
+func (p *Pool[I]) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Stats{
+		Instances: p.live,
+		Idle:      len(p.idle),
+		InUse:     p.inUse,
+		Waiting:   len(p.waiters),
+		Created:   p.created.Load(),
+		Discarded: p.discarded.Load(),
+		Recycled:  p.recycled.Load(),
+	}
+}

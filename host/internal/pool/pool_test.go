@@ -1,0 +1,232 @@
+package pool_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/pool"
+)
+
+const page = 65536
+
+type fake struct {
+	name   string
+	slot   pool.Slot
+	mem    uint64
+	dead   bool
+	closed int
+}
+
+func (f *fake) Slot() *pool.Slot   { return &f.slot }
+func (f *fake) MemorySize() uint64 { return f.mem }
+func (f *fake) Dead() bool         { return f.dead }
+func (f *fake) Close()             { f.closed++ }
+
+// owner makes instances named by a counter, on a clock the test sets.
+type owner struct {
+	mu        sync.Mutex
+	now       int64
+	made      []*fake
+	fail      error
+	failed    []error
+	discarded []*fake
+	recycled  []uint64
+}
+
+func (o *owner) NewInstance() (*fake, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.fail != nil {
+		return nil, o.fail
+	}
+	f := &fake{name: string(rune('b' + len(o.made))), mem: page}
+	o.made = append(o.made, f)
+	return f, nil
+}
+
+func (o *owner) Clock() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.now
+}
+
+func (o *owner) set(now int64) {
+	o.mu.Lock()
+	o.now = now
+	o.mu.Unlock()
+}
+
+func (o *owner) CreateFailed(err error) {
+	o.mu.Lock()
+	o.failed = append(o.failed, err)
+	o.mu.Unlock()
+}
+
+func (o *owner) Discarded(in *fake) {
+	o.mu.Lock()
+	o.discarded = append(o.discarded, in)
+	o.mu.Unlock()
+}
+
+func (o *owner) Recycled(size uint64) {
+	o.mu.Lock()
+	o.recycled = append(o.recycled, size)
+	o.mu.Unlock()
+}
+
+// TestPool: the most recently used idle instance serves first, a call
+// with none idle gets a new one, the instances idle for IdleTimeout beyond
+// MinInstances are reaped at the clock the test sets, and Close closes
+// what is left.
+func TestPool(t *testing.T) {
+	o := &owner{}
+	var group sync.WaitGroup
+	p := pool.New[*fake](o, pool.Limits{
+		MinInstances: 1,
+		MaxInstances: 2,
+		QueueTimeout: time.Hour, // no call here waits for a busy pool
+		IdleTimeout:  1000,
+		RecyclePages: 2,
+	}, &group)
+
+	a := &fake{name: "a", mem: page}
+	p.Add(a)
+	assert.Equal(t, pool.Stats{Instances: 1, Idle: 1, Created: 1}, p.Stats())
+
+	got, err := p.Get(t.Context())
+	require.NoError(t, err)
+	assert.Same(t, a, got)
+	b, err := p.Get(t.Context()) // none idle, below MaxInstances: made
+	require.NoError(t, err)
+	assert.Equal(t, "b", b.name)
+	assert.Equal(t, pool.Stats{Instances: 2, InUse: 2, Created: 2}, p.Stats())
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err = p.Get(ctx) // at MaxInstances, all in use
+	require.ErrorIs(t, err, context.Canceled)
+
+	o.set(100)
+	p.Put(b)
+	o.set(200)
+	p.Put(a)
+	assert.Equal(t, pool.Stats{Instances: 2, Idle: 2, Created: 2}, p.Stats())
+	got, err = p.Get(t.Context())
+	require.NoError(t, err)
+	assert.Same(t, a, got, "the most recently used serves first")
+	o.set(300)
+	p.Put(a)
+
+	assert.Zero(t, p.Reap(1099), "b idle for less than IdleTimeout")
+	assert.Equal(t, 1, p.Reap(1100), "b idle for IdleTimeout")
+	assert.Equal(t, 1, b.closed)
+	assert.Zero(t, p.Reap(1_000_000), "a is the MinInstances one")
+	assert.Zero(t, a.closed)
+	assert.Equal(t, pool.Stats{Instances: 1, Idle: 1, Created: 2}, p.Stats())
+
+	p.Close()
+	group.Wait()
+	assert.Equal(t, 1, a.closed, "closed with the pool")
+	assert.Equal(t, pool.Stats{Created: 2}, p.Stats())
+	assert.Empty(t, o.discarded)
+}
+
+// TestPoolReplace: a dead instance is closed, reported and replaced up to
+// MinInstances; so is one grown past RecyclePages and past its size when
+// made, and one at RecyclePages is kept. MaxInstances is 1, so that a call
+// never starts a second instance beside the replacement.
+func TestPoolReplace(t *testing.T) {
+	o := &owner{}
+	var group sync.WaitGroup
+	p := pool.New[*fake](o, pool.Limits{MinInstances: 1, MaxInstances: 1, QueueTimeout: time.Hour, RecyclePages: 2}, &group)
+	a := &fake{name: "a", mem: page}
+	p.Add(a)
+
+	got, err := p.Get(t.Context())
+	require.NoError(t, err)
+	got.dead = true
+	p.Put(got)
+	assert.Equal(t, 1, a.closed)
+	b, err := p.Get(t.Context()) // the replacement, idle or handed over
+	require.NoError(t, err)
+	assert.Equal(t, "b", b.name)
+
+	b.mem = 3 * page
+	p.Put(b)
+	assert.Equal(t, 1, b.closed)
+	c, err := p.Get(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, "c", c.name)
+	c.mem = 2 * page
+	p.Put(c)
+	assert.Zero(t, c.closed, "at RecyclePages, not past it")
+	assert.Equal(t, pool.Stats{Instances: 1, Idle: 1, Created: 3, Discarded: 1, Recycled: 1}, p.Stats())
+
+	p.Close()
+	group.Wait()
+	assert.Equal(t, 1, c.closed)
+	assert.Equal(t, pool.Stats{Created: 3, Discarded: 1, Recycled: 1}, p.Stats())
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	assert.Equal(t, []*fake{a}, o.discarded)
+	assert.Equal(t, []uint64{3 * page}, o.recycled)
+	assert.Empty(t, o.failed)
+}
+
+// TestPoolBaseline: an instance made past RecyclePages is recycled only
+// once it grows further.
+func TestPoolBaseline(t *testing.T) {
+	o := &owner{}
+	var group sync.WaitGroup
+	p := pool.New[*fake](o, pool.Limits{MaxInstances: 1, QueueTimeout: time.Hour, RecyclePages: 1}, &group)
+	a := &fake{name: "a", mem: 2 * page}
+	p.Add(a)
+	in, err := p.Get(t.Context())
+	require.NoError(t, err)
+	p.Put(in)
+	assert.Zero(t, a.closed)
+	in, err = p.Get(t.Context())
+	require.NoError(t, err)
+	in.mem = 3 * page
+	p.Put(in)
+	assert.Equal(t, 1, a.closed)
+	p.Close()
+	group.Wait()
+	assert.Equal(t, pool.Stats{Created: 1, Recycled: 1}, p.Stats())
+}
+
+// TestPoolErrors: a call that finds the pool full waits QueueTimeout and
+// fails with ErrBusy; one whose instance cannot be made gets that error.
+func TestPoolErrors(t *testing.T) {
+	o := &owner{}
+	var group sync.WaitGroup
+	p := pool.New[*fake](o, pool.Limits{MaxInstances: 1, QueueTimeout: time.Millisecond}, &group)
+	a := &fake{name: "a", mem: page}
+	p.Add(a)
+	_, err := p.Get(t.Context())
+	require.NoError(t, err)
+	_, err = p.Get(t.Context())
+	require.ErrorIs(t, err, api.ErrBusy)
+	assert.EqualError(t, err, api.ErrBusy.Error()+" within 1ms (1 instances, all in use)")
+
+	a.dead = true
+	p.Put(a) // MinInstances 0 and no one waiting: not replaced
+	assert.Equal(t, pool.Stats{Created: 1, Discarded: 1}, p.Stats())
+
+	boom := errors.New("boom")
+	o.fail = boom
+	_, err = p.Get(t.Context())
+	require.ErrorIs(t, err, boom)
+	assert.EqualError(t, err, "create instance: boom")
+	p.Close()
+	group.Wait()
+	assert.Equal(t, []error{boom}, o.failed)
+	assert.Equal(t, pool.Stats{Created: 1, Discarded: 1}, p.Stats())
+}
