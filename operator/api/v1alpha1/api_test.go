@@ -40,7 +40,7 @@ func TestAPI(t *testing.T) {
 		assert.Contains(t, out, "tinyhosts.operator.tinysystems.io")
 	})
 
-	t.Run("the samples apply with kubectl and the seed manifest is kept as written", func(t *testing.T) {
+	t.Run("the samples apply with kubectl and the Tiny Systems manifest is kept as written", func(t *testing.T) {
 		_, err := env.Kubectl(ctx, "apply", "-k", "operator/config/samples")
 		require.NoError(t, err)
 
@@ -194,7 +194,7 @@ func TestAPI(t *testing.T) {
 		assert.Equal(t, []string{"NAME", "READY", "ADDRESS", "MODULES", "AGE"}, strings.Fields(firstLine(out)))
 		assert.Regexp(t, `edge-1\s+True\s+10\.0\.12\.7:50051\s+3\s`, out)
 
-		// The seed's status, read back in the seed's shape.
+		// The status of the Tiny Systems module, read back in its shape there.
 		out, err = env.Kubectl(ctx, "-n", "tinysystems", "get", "tinymodule", "common-module-v1", "-o", "jsonpath={.status.components}")
 		require.NoError(t, err)
 		assert.JSONEq(t, `[{"name":"router","info":{"description":"Routes messages based on conditions","tags":["routing","conditional"]}}]`, out)

@@ -39,7 +39,7 @@ const reasonServiceConflict = "ServiceConflict"
 
 // services gives each TinyModule a headless Service of its name, without
 // a selector, and EndpointSlices listing the addresses of its Ready
-// placements, as the seed's modules are reached through a Service. Both
+// placements, as Tiny Systems modules are reached through a Service. Both
 // are controlled by the TinyModule (owner references), so that they go
 // with it. It writes no status: the module status publishes the Service's
 // address.
