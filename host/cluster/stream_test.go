@@ -70,26 +70,33 @@ func sleepMsg(ms int) abi.Message {
 // TestRemoteDeadline: the caller's deadline and its cancellation reach the
 // remote host, which stops the guest rather than running it on for nobody.
 func TestRemoteDeadline(t *testing.T) {
-	p := startPeer(t, 0, api.Limits{MinInstances: new(1), MaxInstances: 1, CallTimeout: time.Minute})
+	p := startPeer(t, 0, api.Limits{MinInstances: new(1), MaxInstances: 1, CallTimeout: 5 * time.Minute})
 	r := newPeers(t, cluster.Options{}, p.addr)
-	// One call first, so that the deadline below is not spent connecting;
-	// the deadline leaves a busy machine time to start the guest remotely,
-	// which it must then interrupt.
+	// One call first, so that the deadline below is not spent connecting.
 	_, err := r.call(t.Context(), sleepMsg(1))
 	require.NoError(t, err)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	// The guest would sleep for four minutes; the caller's deadline is
+	// 20 s. The test sees the call running on the remote host before the
+	// deadline passes, so that the remote host has a guest to stop, and
+	// then sees it stopped long before it would have woken up.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	_, err = r.call(ctx, sleepMsg(20_000))
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.call(ctx, sleepMsg(240_000))
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return p.inUse() == 1 }, 20*time.Second, 2*time.Millisecond, "the remote call running before its deadline")
+	err = <-done
 	var ce *api.CallError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, api.KindTimeout, ce.Kind, "%v", err)
-	require.Eventually(t, func() bool { return p.inUse() == 0 }, 30*time.Second, 2*time.Millisecond, "the remote call stopped")
+	require.Eventually(t, func() bool { return p.inUse() == 0 }, 2*time.Minute, 2*time.Millisecond, "the remote call stopped")
 
 	ctx, cancel = context.WithCancel(t.Context())
-	done := make(chan error, 1)
 	go func() {
-		_, err := r.call(ctx, sleepMsg(20_000))
+		_, err := r.call(ctx, sleepMsg(240_000))
 		done <- err
 	}()
 	require.Eventually(t, func() bool { return p.inUse() == 1 }, 30*time.Second, 2*time.Millisecond, "the remote call running")
@@ -98,7 +105,7 @@ func TestRemoteDeadline(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, api.KindCanceled, ce.Kind, "%v", err)
 	assert.ErrorIs(t, err, context.Canceled)
-	require.Eventually(t, func() bool { return p.inUse() == 0 }, 30*time.Second, 2*time.Millisecond, "the remote call stopped")
+	require.Eventually(t, func() bool { return p.inUse() == 0 }, 2*time.Minute, 2*time.Millisecond, "the remote call stopped")
 	m, _ := p.h.Module("sleeper")
 	assert.EqualValues(t, 2, m.Pool.Discarded, "both calls were interrupted on the remote host")
 
