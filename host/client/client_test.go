@@ -176,16 +176,23 @@ func TestOptions(t *testing.T) {
 	assert.True(t, o.TLSConfig.InsecureSkipVerify)
 }
 
-// TestClientHTTPLimits: a load's outbound HTTP limits reach the host and
-// come back in its listing; SetSecrets answers NOT_FOUND for a module not
-// loaded and INVALID_ARGUMENT for a bad name.
-func TestClientHTTPLimits(t *testing.T) {
+// dial serves a host and returns a client of it with TLS and a token.
+func dial(t *testing.T) *client.Client {
+	t.Helper()
 	addr, certs := serve(t)
 	token := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
 	c, err := client.New(addr, client.Options{CAFile: certs.CA, CertFile: certs.ClientCert, KeyFile: certs.ClientKey, TokenFile: token})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestClientHTTPLimits: a load's outbound HTTP limits reach the host and
+// come back in its listing; SetSecrets answers NOT_FOUND for a module not
+// loaded and INVALID_ARGUMENT for a bad name.
+func TestClientHTTPLimits(t *testing.T) {
+	c := dial(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 
@@ -218,12 +225,7 @@ func TestClientHTTPLimits(t *testing.T) {
 // shows none, and the next call starts one and answers. A load that names
 // no MinInstances keeps the host's default, one warm. MaxEmits crosses too.
 func TestClientMinInstancesZero(t *testing.T) {
-	addr, certs := serve(t)
-	token := filepath.Join(t.TempDir(), "token")
-	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
-	c, err := client.New(addr, client.Options{CAFile: certs.CA, CertFile: certs.ClientCert, KeyFile: certs.ClientKey, TokenFile: token})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	c := dial(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 
