@@ -418,6 +418,9 @@ func TestMaxima(t *testing.T) {
 		{"call timeout", api.Limits{CallTimeout: 49 * 24 * time.Hour}, "CallTimeout is 1176h0m0s, this host's maximum is 1m0s (Maxima.CallTimeout)"},
 		{"message size", api.Limits{MaxMessageSize: 1<<20 + 1}, "MaxMessageSize is 1048577, this host's maximum is 1048576 (Maxima.MaxMessageSize)"},
 		{"instances", api.Limits{MaxInstances: 1 << 31}, "MaxInstances is 2147483648, this host's maximum is 8 (Maxima.MaxInstances)"},
+		// A warm count alone raises the default MaxInstances with it, and
+		// so meets the same maximum: no one keeps 4 billion instances warm.
+		{"warm instances", api.Limits{MinInstances: new(1 << 32)}, "MaxInstances is 4294967296, this host's maximum is 8 (Maxima.MaxInstances)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
