@@ -146,7 +146,7 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 		case errors.Is(err, api.ErrBusy):
 			return api.Response{}, callError(req, api.KindBusy, err)
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-			return api.Response{}, callError(req, ctxKind(err), fmt.Errorf("waiting for an instance: %w", err))
+			return api.Response{}, callError(req, ctxKind(err), fmt.Errorf("waiting for an instance: %w", ctxError(err)))
 		}
 		return api.Response{}, callError(req, api.KindUnavailable, err)
 	}
@@ -173,13 +173,13 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 		select {
 		case <-done:
 			v.pool.Put(in)
-			return api.Response{}, callError(req, ctxKind(ctx.Err()), ctx.Err())
+			return api.Response{}, callError(req, ctxKind(ctx.Err()), ctxError(ctx.Err()))
 		default:
 		}
 	}
 	if deadline <= now {
 		v.pool.Put(in)
-		return api.Response{}, callError(req, api.KindTimeout, context.DeadlineExceeded)
+		return api.Response{}, callError(req, api.KindTimeout, ctxError(context.DeadlineExceeded))
 	}
 	if cs != nil {
 		in.trace = cs.trace
@@ -257,6 +257,16 @@ func ctxKind(err error) api.Kind {
 		return api.KindCanceled
 	}
 	return api.KindTimeout
+}
+
+// ctxError is the error of a call its context ended before the guest ran:
+// a deadline is named as the caller's, as when it interrupts the guest, so
+// that the message does not depend on when the deadline passed.
+func ctxError(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("the caller's deadline passed: %w", err)
+	}
+	return err
 }
 
 // statusError is the error of a non-ok status with its reason. The status
