@@ -64,7 +64,8 @@ const hostNamespace = "tinyhost-system"
 // Tiny Systems TinyModule gets a Service and an EndpointSlice; a .wasm dropped
 // into the container host's directory is a TinyModule that a process
 // host's component calls by name, gone with its file; a host SIGSTOPped is
-// NotReady within 3 s; the container host stopped (podman stop: SIGTERM)
+// NotReady by its Lease, and once back runs only what is placed on it; the
+// container host stopped (podman stop: SIGTERM)
 // drains, removes its TinyHost and its modules are Ready elsewhere;
 // restart the operator and see nothing loaded twice; delete a TinyModule
 // and see it unloaded from every host.
@@ -381,28 +382,40 @@ spec:
 		})
 	})
 
-	t.Run("a host SIGSTOPped: NotReady within 3 s, by its Lease", func(t *testing.T) {
+	t.Run("a host SIGSTOPped: NotReady by its Lease, and once back it runs only what is placed on it", func(t *testing.T) {
 		h := hosts["host-3"]
 		h.Signal(t, syscall.SIGSTOP)
 		stopped := time.Now()
+		cont := sync.OnceFunc(func() { h.Signal(t, syscall.SIGCONT) })
+		t.Cleanup(cont)
 		var reason string
-		require.Eventually(t, func() bool {
+		waitFor(ctx, t, "host-3 NotReady", func() error {
 			var th v1alpha1.TinyHost
-			if cp.client.Get(ctx, types.NamespacedName{Name: "host-3"}, &th) != nil {
-				return false
+			if err := cp.client.Get(ctx, types.NamespacedName{Name: "host-3"}, &th); err != nil {
+				return err
 			}
 			c := meta.FindStatusCondition(th.Status.Conditions, v1alpha1.ConditionHostReady)
 			if c == nil || c.Status != metav1.ConditionFalse {
-				return false
+				return fmt.Errorf("condition %+v", c)
 			}
 			reason = c.Reason
-			return true
-		}, 3*time.Second, 50*time.Millisecond, "host-3 NotReady")
+			return nil
+		})
+		// How soon follows from its Lease of 2 s and from how busy the
+		// machine is: logged, not bounded (`make bench-operator` measures
+		// host loss).
 		t.Logf("host-3 SIGSTOPped: NotReady (%s) after %v", reason, time.Since(stopped).Round(10*time.Millisecond))
 		assert.Equal(t, "LeaseExpired", reason)
-		h.Signal(t, syscall.SIGCONT)
+		cont()
 		waitFor(ctx, t, "host-3 Ready again", func() error {
 			return cp.hostReady(ctx, "host-3")
+		})
+		// Its modules may have moved while it was NotReady; the copies it
+		// still has are unloaded once no host routes to them, so that the
+		// later steps start from hosts that run what is placed on them.
+		clients := dialAll(t, hosts, tls.client)
+		waitFor(ctx, t, "every host runs what is placed on it", func() error {
+			return cp.converged(ctx, clients)
 		})
 	})
 
@@ -449,6 +462,10 @@ spec:
 			})
 		}
 		t.Logf("SIGTERM to %s (it ran %v): TinyHost gone and all Ready elsewhere after %v", victim, moving, time.Since(termed).Round(10*time.Millisecond))
+		clients := dialAll(t, hosts, tls.client)
+		waitFor(ctx, t, "every host runs what is placed on it", func() error {
+			return cp.converged(ctx, clients)
+		})
 		t.Logf("kubectl get tinyhosts:\n%s", cp.kubectl(t, "get", "tinyhosts"))
 		crossModule(t, cp, tinyctl, invoke)
 	})
@@ -474,7 +491,7 @@ spec:
 		for name, h := range hosts {
 			assert.Equal(t, before[name], e2e.LoadedAt(ctx, t, dial(t, h.Addr, tls.client)), "modules on %s and when they were loaded", name)
 		}
-		cp.kubectl(t, "wait", "--for=condition=Ready", "-n", "tinysystems", "--timeout=10s",
+		cp.kubectl(t, "wait", "--for=condition=Ready", "-n", "tinysystems", "--timeout=2m",
 			"tinymodule/hello", "tinymodule/common", "tinymodule/tally")
 	})
 
@@ -646,6 +663,45 @@ func (cp *controlPlane) hostReady(ctx context.Context, name string) error {
 	return nil
 }
 
+// converged is nil when each host of clients runs exactly the modules of
+// namespace tinysystems that are Ready on it, per the host's own list, and
+// every placement of those modules is Ready.
+func (cp *controlPlane) converged(ctx context.Context, clients map[string]hostv1.HostServiceClient) error {
+	var mods v1alpha1.TinyModuleList
+	if err := cp.client.List(ctx, &mods, client.InNamespace("tinysystems")); err != nil {
+		return err
+	}
+	ours := map[string]bool{}
+	want := map[string][]string{}
+	for _, m := range mods.Items {
+		ours[m.Name] = true
+		for _, p := range m.Status.Placements {
+			if p.Phase != v1alpha1.PhaseReady {
+				return fmt.Errorf("%s on %s: %s %s", m.Name, p.Host, p.Phase, p.Message)
+			}
+			want[p.Host] = append(want[p.Host], m.Name)
+		}
+	}
+	for name, c := range clients {
+		resp, err := c.ListModules(ctx, &hostv1.ListModulesRequest{})
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		var got []string
+		for _, m := range resp.GetModules() {
+			if ours[m.GetName()] {
+				got = append(got, m.GetName())
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(want[name])
+		if !slices.Equal(got, want[name]) {
+			return fmt.Errorf("%s runs %v, placed there: %v", name, got, want[name])
+		}
+	}
+	return nil
+}
+
 // endpoints are the module's EndpointSlices' endpoints, host:port by the
 // TinyHost each names.
 func (cp *controlPlane) endpoints(ctx context.Context, ns, name string) (map[string]string, error) {
@@ -708,6 +764,16 @@ func dial(t *testing.T, addr, certs string) hostv1.HostServiceClient {
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c.RPC()
+}
+
+// dialAll is a client of each of hosts, by name.
+func dialAll(t *testing.T, hosts map[string]*e2e.Host, certs string) map[string]hostv1.HostServiceClient {
+	t.Helper()
+	out := make(map[string]hostv1.HostServiceClient, len(hosts))
+	for name, h := range hosts {
+		out[name] = dial(t, h.Addr, certs)
+	}
+	return out
 }
 
 // waitFor is testify's EventuallyWithT for a cond that says why it does
