@@ -29,7 +29,9 @@ import (
 // left alone, a restarted operator loads nothing twice and drops nothing, a
 // host that restarts empty is loaded again, a host that stops answering is
 // NotReady and its modules run elsewhere, and when it answers again nothing
-// runs on it that is no longer placed there; a deleted TinyHost is drained.
+// runs on it that is no longer placed there, also when the operator that
+// moved them is restarted before the host answers again; a deleted
+// TinyHost is drained.
 func TestHostSync(t *testing.T) {
 	b := newBed(t, hostSpec{name: "host-a"}, hostSpec{name: "host-b"}, hostSpec{name: "host-c"})
 
@@ -43,6 +45,7 @@ func TestHostSync(t *testing.T) {
 	t.Run("operator restart: nothing loaded twice, nothing dropped", func(t *testing.T) { syncAfterRestart(t, b) })
 	t.Run("a host that restarts empty is loaded again", func(t *testing.T) { syncHostRestarted(t, b) })
 	t.Run("a host that stops answering, and comes back", func(t *testing.T) { syncHostLost(t, b) })
+	t.Run("operator restarted while a host that lost its modules was stopped: it unloads only the copies left there", func(t *testing.T) { syncRestartedAfterMove(t, b) })
 	t.Run("a deleted TinyHost is drained", func(t *testing.T) { syncHostDeleted(t, b) })
 }
 
@@ -149,6 +152,79 @@ func syncHostLost(t *testing.T, b *bed) {
 		}
 		return nil
 	})
+	b.converged(t, "greet", "utils")
+}
+
+// syncRestartedAfterMove: a host stops answering, its modules move and are
+// Ready elsewhere, and the operator stops before the host answers again,
+// as the one that moved them may before it unloads what the host still
+// has. The next operator unloads those copies from that host, and only
+// them: nothing placed is unloaded, nothing is loaded again.
+func syncRestartedAfterMove(t *testing.T, b *bed) {
+	ctx := ctxT(t, 2*time.Minute)
+	lost := readyOn(b.module(t, "default", "greet"))[0]
+	h := b.hosts[lost]
+	had, err := h.Loaded(ctx)
+	require.NoError(t, err)
+	h.Signal(t, syscall.SIGSTOP)
+	cont := sync.OnceFunc(func() { h.Signal(t, syscall.SIGCONT) })
+	t.Cleanup(cont)
+	var placed map[string][]string // module: hosts, as the first operator left them
+	eventually(t, time.Minute, "greet and utils Ready off "+lost, func() error {
+		placed = map[string][]string{}
+		for _, name := range []string{"greet", "utils"} {
+			m := b.module(t, "default", name)
+			on := readyOn(m)
+			if slices.Contains(on, lost) || int32(len(on)) != wanted(m) || m.Status.State != v1alpha1.StateReady {
+				return fmt.Errorf("%s: %s", name, brief(m))
+			}
+			placed[name] = on
+		}
+		return nil
+	})
+	b.mgr.Stop(t)
+	cont()
+
+	// What the stopped host still has of the modules that moved: the
+	// copies the next operator is to unload, and nothing else.
+	var want []string
+	for name := range placed {
+		if _, ok := had[name]; ok {
+			want = append(want, lost+" TYPE_UNLOADED "+name)
+		}
+	}
+	require.NotEmpty(t, want, "%s had greet", lost)
+	slices.Sort(want)
+	before := map[string]map[string]int64{}
+	var events e2e.HostEvents
+	for name, h := range b.hosts {
+		before[name] = e2e.LoadedAt(ctx, t, h.Client)
+		events.Watch(ctx, t, name, h.Client, len(before[name]))
+	}
+	b.start(b.tb)
+	eventually(t, time.Minute, "the copies left on "+lost+" unloaded", func() error {
+		if got := slices.Sorted(slices.Values(events.Seen())); !slices.Equal(got, want) {
+			return fmt.Errorf("host events %v, want %v", got, want)
+		}
+		return nil
+	})
+	// A few probes of every host by the new operator change nothing else.
+	assert.Never(t, func() bool { return len(events.Seen()) != len(want) }, 3*b.opts.ProbeInterval, 50*time.Millisecond,
+		"host events other than %v", want)
+	t.Logf("%s stopped, %v Ready elsewhere, the operator restarted: host events %v", lost, placed, events.Seen())
+	for name, h := range b.hosts {
+		now := e2e.LoadedAt(ctx, t, h.Client)
+		if name == lost {
+			for mod := range placed {
+				delete(before[name], mod)
+			}
+		}
+		assert.Equal(t, before[name], now, "modules of %s and when they were loaded", name)
+	}
+	for name, on := range placed {
+		m := b.ready(t, "default", name, time.Minute)
+		assert.ElementsMatch(t, on, readyOn(m), "%s placed where the first operator placed it", name)
+	}
 	b.converged(t, "greet", "utils")
 }
 
