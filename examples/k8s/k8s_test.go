@@ -413,10 +413,12 @@ spec:
 		// Its modules may have moved while it was NotReady; the copies it
 		// still has are unloaded once no host routes to them, so that the
 		// later steps start from hosts that run what is placed on them.
+		back := time.Now()
 		clients := dialAll(t, hosts, tls.client)
 		waitFor(ctx, t, "every host runs what is placed on it", func() error {
 			return cp.converged(ctx, clients)
 		})
+		t.Logf("host-3 back: every host runs what is placed on it after %v", time.Since(back).Round(10*time.Millisecond))
 	})
 
 	t.Run("the container host stopped (podman stop, SIGTERM): it drains, its TinyHost goes, its modules Ready elsewhere", func(t *testing.T) {
