@@ -247,14 +247,7 @@ func (e *Engine) Bucket(ctx context.Context, module string, q host.KVQuota) (hos
 	if b != nil && b.quota == q {
 		return b, nil
 	}
-	kv, err := e.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:       BucketName(e.cfg.Namespace, module),
-		History:      1,
-		MaxBytes:     q.MaxBytes,
-		MaxValueSize: int32(min(q.MaxValueSize, 1<<30)),
-		Storage:      jetstream.FileStorage,
-		Replicas:     e.cfg.Replicas,
-	})
+	kv, err := e.open(ctx, BucketName(e.cfg.Namespace, module), q)
 	if err != nil {
 		return nil, fmt.Errorf("bucket of %q: %w", module, err)
 	}
@@ -263,6 +256,50 @@ func (e *Engine) Bucket(ctx context.Context, module string, q host.KVQuota) (hos
 	e.buckets[module] = b
 	e.mu.Unlock()
 	return b, nil
+}
+
+// open returns the bucket, made with quota q if it does not exist. One
+// that exists is given a larger quota, never a smaller one: the store
+// would drop stored values to fit it.
+func (e *Engine) open(ctx context.Context, name string, q host.KVQuota) (jetstream.KeyValue, error) {
+	cfg := jetstream.KeyValueConfig{
+		Bucket:       name,
+		History:      1,
+		MaxBytes:     q.MaxBytes,
+		MaxValueSize: int32(min(q.MaxValueSize, 1<<30)),
+		Storage:      jetstream.FileStorage,
+		Replicas:     e.cfg.Replicas,
+	}
+	kv, err := e.js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = e.js.CreateKeyValue(ctx, cfg)
+		if !errors.Is(err, jetstream.ErrBucketExists) {
+			return kv, err
+		}
+		kv, err = e.js.KeyValue(ctx, name) // another host made it meanwhile
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cur := st.Config()
+	grow := func(have *int64, want int64) bool {
+		if *have < 0 || *have >= want {
+			return false // unlimited (-1), or enough
+		}
+		*have = want
+		return true
+	}
+	maxBytes, maxValue := cur.MaxBytes, int64(cur.MaxValueSize)
+	grewBytes := grow(&maxBytes, cfg.MaxBytes)
+	if grewValue := grow(&maxValue, int64(cfg.MaxValueSize)); !grewBytes && !grewValue {
+		return kv, nil
+	}
+	cur.MaxBytes, cur.MaxValueSize = maxBytes, int32(maxValue)
+	return e.js.UpdateKeyValue(ctx, cur)
 }
 
 // bucket is a host.KVBucket on a JetStream KV bucket.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -80,4 +81,42 @@ func TestBuckets(t *testing.T) {
 		require.NoError(t, e.Close())
 	}
 	assert.Equal(t, []uint64{1, 1, 1, 1}, revs, "each created k in a bucket of its own")
+}
+
+// TestQuota: a full bucket answers ErrKVQuota; a larger quota, from a host
+// opening the bucket later, makes room; a smaller one drops nothing.
+func TestQuota(t *testing.T) {
+	dir := t.TempDir()
+	value := make([]byte, 1000)
+	// fill puts values until the bucket is full and returns how many fit.
+	fill := func(e *state.Engine, q host.KVQuota, from int) int {
+		b, err := e.Bucket(t.Context(), "m", q)
+		require.NoError(t, err)
+		for i := from; ; i++ {
+			_, err := b.Put(t.Context(), "k"+strconv.Itoa(i), value)
+			if err != nil {
+				require.ErrorIs(t, err, host.ErrKVQuota)
+				return i
+			}
+			require.Less(t, i, 10000, "the quota is never reached")
+		}
+	}
+	small := host.KVQuota{MaxBytes: 32 << 10, MaxValueSize: 2000}
+	e := open(t, state.Config{Dir: dir})
+	n := fill(e, small, 0)
+	assert.Greater(t, n, 10)
+	require.NoError(t, e.Close())
+
+	e = open(t, state.Config{Dir: dir})
+	m := fill(e, host.KVQuota{MaxBytes: 64 << 10, MaxValueSize: 2000}, n)
+	assert.Greater(t, m, n+10, "the larger quota made room")
+	require.NoError(t, e.Close())
+
+	e = open(t, state.Config{Dir: dir})
+	b, err := e.Bucket(t.Context(), "m", small)
+	require.NoError(t, err)
+	for _, i := range []int{0, m - 1} {
+		_, _, err := b.Get(t.Context(), "k"+strconv.Itoa(i))
+		assert.NoError(t, err, "k%d is kept under a smaller quota", i)
+	}
 }
