@@ -36,7 +36,8 @@ const (
 	// deleted); the result is the new revision.
 	KVCreate
 	// KVUpdate stores the value only if the key's latest revision is the
-	// request's Revision (compare-and-swap); the result is the new revision.
+	// request's Revision, at least 1 (compare-and-swap); the result is the
+	// new revision.
 	KVUpdate
 	// KVDelete removes the key; deleting a key without a value succeeds.
 	// No result bytes.
@@ -109,6 +110,9 @@ func DecodeKVRequest(b []byte) (KVRequest, error) {
 		return r, err
 	}
 	r.Key, r.Value = string(k), b[rd.off:]
+	if r.Op == KVUpdate && r.Revision == 0 {
+		return r, malformed("kv: update of revision 0: revisions start at 1; create stores a key that has no value")
+	}
 	switch r.Op {
 	case KVPut, KVCreate, KVUpdate:
 	default:

@@ -39,6 +39,7 @@ func TestKVRequestRefused(t *testing.T) {
 		"wildcard":       AppendKVRequest(nil, &KVRequest{Op: KVGet, Key: "a.*"}),
 		"full wildcard":  AppendKVRequest(nil, &KVRequest{Op: KVKeys, Key: ">"}),
 		"control in key": AppendKVRequest(nil, &KVRequest{Op: KVGet, Key: "a\x00"}),
+		"update of 0":    AppendKVRequest(nil, &KVRequest{Op: KVUpdate, Key: "k", Value: []byte("v")}),
 	} {
 		if r, err := DecodeKVRequest(b); err == nil {
 			t.Errorf("%s: accepted %+v", name, r)
@@ -70,7 +71,7 @@ func FuzzDecodeKVRequest(f *testing.F) {
 		if r.Op < KVGet || r.Op > KVKeys || len(r.Key) > MaxKVKeyLen || ValidKVKey(r.Key, r.Op == KVKeys) != nil {
 			t.Fatalf("accepted %+v", r)
 		}
-		if (r.Op == KVGet || r.Op == KVDelete || r.Op == KVKeys) && len(r.Value) > 0 {
+		if (r.Op == KVGet || r.Op == KVDelete || r.Op == KVKeys) && len(r.Value) > 0 || r.Op == KVUpdate && r.Revision == 0 {
 			t.Fatalf("accepted a value with %+v", r)
 		}
 	})

@@ -147,6 +147,7 @@ func TestKVHostile(t *testing.T) {
 		{"put a*b v", "bad request: "},
 		{"put a>b v", "bad request: "},
 		{"get", "bad request: "},
+		{"update k 0 v", "bad request: "},
 		{"keys a* 0", "bad request: "},
 	} {
 		got := kvDo(t, h, c.req)

@@ -345,14 +345,15 @@ func (b *bucket) Keys(ctx context.Context, prefix string, limit int) ([]string, 
 		filter = prefix[:i+1] + ">"
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	kl, err := b.kv.ListKeysFiltered(ctx, filter)
 	if err != nil {
+		cancel()
 		return nil, false, mapErr(err)
 	}
 	// Stopped early, the lister's goroutine ends once its channel is
-	// drained: it sends what it has before it sees the watcher stopped.
+	// drained: it may be sending a key when it would see the end.
 	defer func() {
+		cancel()
 		_ = kl.Stop()
 		for range kl.Keys() {
 		}

@@ -120,3 +120,30 @@ func TestQuota(t *testing.T) {
 		assert.NoError(t, err, "k%d is kept under a smaller quota", i)
 	}
 }
+
+// TestKeys: a listing stops at its limit, says that more match, leaves no
+// goroutine behind (TestMain), and finds keys by any prefix, not only by
+// whole "."-separated tokens.
+func TestKeys(t *testing.T) {
+	e := open(t, state.Config{Dir: t.TempDir()})
+	b, err := e.Bucket(t.Context(), "m", host.KVQuota{MaxBytes: 16 << 20, MaxValueSize: 100})
+	require.NoError(t, err)
+	for i := range 600 {
+		_, err := b.Put(t.Context(), "a.k"+strconv.Itoa(i), []byte("v"))
+		require.NoError(t, err)
+	}
+	keys, more, err := b.Keys(t.Context(), "", 1)
+	require.NoError(t, err)
+	assert.Len(t, keys, 1)
+	assert.True(t, more)
+
+	keys, more, err = b.Keys(t.Context(), "a.k59", 100)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"a.k59", "a.k590", "a.k591", "a.k592", "a.k593", "a.k594", "a.k595", "a.k596", "a.k597", "a.k598", "a.k599"}, keys)
+	assert.False(t, more)
+
+	keys, more, err = b.Keys(t.Context(), "b", 100)
+	require.NoError(t, err)
+	assert.Empty(t, keys)
+	assert.False(t, more)
+}
