@@ -183,10 +183,16 @@ const (
 	StatusUnavailable
 	// StatusBadRequest: the encoding is malformed.
 	StatusBadRequest
+	// StatusConflict: a compare-and-swap lost: the state changed since the
+	// guest read it (ImportKV).
+	StatusConflict
+	// StatusQuota: the module's quota of stored state is used up
+	// (ImportKV).
+	StatusQuota
 	statusCount
 )
 
-var statusNames = [...]string{"ok", "error", "not found", "denied", "too large", "timeout", "hop limit", "unavailable", "bad request"}
+var statusNames = [...]string{"ok", "error", "not found", "denied", "too large", "timeout", "hop limit", "unavailable", "bad request", "conflict", "quota"}
 
 func (s Status) String() string {
 	if s < statusCount {

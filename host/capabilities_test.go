@@ -25,7 +25,7 @@ func TestCapabilityNames(t *testing.T) {
 		caps []string
 		err  string // "" loads
 	}{
-		{"unknown", []string{"files"}, `unknown capability "files" (known: log, config, timer, messaging, messaging:<module>, messaging:<module>/<component>, http:<host>[:<port>], http:*.<domain>, secret:<name>)`},
+		{"unknown", []string{"files"}, `unknown capability "files" (known: log, config, timer, messaging, kv, messaging:<module>, messaging:<module>/<component>, http:<host>[:<port>], http:*.<domain>, secret:<name>)`},
 		{"empty target", []string{"messaging:"}, `capability "messaging:": target module: empty`},
 		{"upper case", []string{"messaging:B"}, `capability "messaging:B": target module: "B" must start with a lower-case letter`},
 		{"port", []string{"messaging:a/b/in"}, `capability "messaging:a/b/in": target "a/b/in": want module or module/component`},
@@ -40,6 +40,7 @@ func TestCapabilityNames(t *testing.T) {
 		{"secret without name", []string{"secret"}, `capability "secret" names no secret`},
 		{"secret bad name", []string{"secret:A"}, `capability "secret:A": secret name`},
 		{"target of timer", []string{"timer:a"}, `capability "timer:a": timer takes no target`},
+		{"target of kv", []string{"kv:other"}, `capability "kv:other": kv takes no target`},
 		{"several", []string{"messaging:a", "messaging:B", "files"}, `"messaging:B"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,11 +11,15 @@ import (
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/state"
 )
 
-// TestConformance runs the ABI v1 conformance kit against the host.
+// TestConformance runs the ABI v1 conformance kit against the host, its
+// kv import on an embedded JetStream store.
 func TestConformance(t *testing.T) {
-	h, sink := newHost(t, host.Options{})
+	eng := openState(t, state.Config{})
+	h, sink := newHost(t, host.Options{KV: eng})
+	closeState(t, eng)
 	abitest.Run(t, &kitHost{h: h, logs: sink})
 }
 

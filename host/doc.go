@@ -232,7 +232,10 @@
 // serves a granted secret from the values the load gave
 // (LoadOptions.Secrets, replaced by SetSecrets), else reads its file
 // (Options.SecretFiles, Options.SecretsDir) at every call, and no value
-// reaches a log, an error or a listing. The host routes
+// reaches a log, an error or a listing. The kv import (kv.go) serves a
+// module granted kv from its own bucket of Options.KV (package host/state
+// on NATS JetStream), the bucket named by the store from the module's
+// name, within the module's KV limits. The host routes
 // what guests send, call
 // and emit on wired ports: it holds the wiring of output ports (SetWiring)
 // and the routes to modules on other hosts (SetRoutes: module → the

@@ -19,7 +19,7 @@ import (
 var hostFunctionNames = []string{
 	abi.ImportLog, abi.ImportEmit, abi.ImportSend, abi.ImportCall,
 	abi.ImportConfig, abi.ImportTimer, abi.ImportResult,
-	abi.ImportHTTP, abi.ImportSecret,
+	abi.ImportHTTP, abi.ImportSecret, abi.ImportKV,
 }
 
 // instantiateHostModule defines the host functions of ABI v1 once for the
@@ -45,6 +45,7 @@ func (h *Host) instantiateHostModule(ctx context.Context) error {
 		{abi.ImportTimer, (*instance).hostTimer},
 		{abi.ImportHTTP, (*instance).hostHTTP},
 		{abi.ImportSecret, (*instance).hostSecret},
+		{abi.ImportKV, (*instance).hostKV},
 	} {
 		b.NewFunctionBuilder().
 			WithGoModuleFunction(hostCall(f.name, f.fn), call, []api.ValueType{i64}).

@@ -373,6 +373,7 @@ func TestLimitDefaults(t *testing.T) {
 		MinTimerInterval: 10 * time.Millisecond, MaxTimers: 64, MaxSends: 128, MaxEmits: 1024,
 		HTTPTimeout: 10 * time.Second, MaxHTTPRequestSize: 1 << 20, MaxHTTPResponseSize: 10 << 20,
 		MaxHTTPHeaders: 64, MaxHTTPHeaderBytes: 64 << 10, MaxHTTPRedirects: 5, MaxHTTPRequests: 16,
+		MaxKVKeySize: 256, MaxKVValueSize: 64 << 10, MaxKVBytes: 16 << 20, MaxKVListKeys: 1000,
 	}, info.Limits)
 
 	info, err = h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{Name: "small", Limits: api.Limits{MemoryPages: 100}})
@@ -394,6 +395,10 @@ func TestLimitDefaults(t *testing.T) {
 		{api.Limits{MaxHTTPRedirects: 6}, "MaxHTTPRedirects is 6, at most 5"},
 		{api.Limits{MaxHTTPRequests: -2}, "MaxHTTPRequests is -2"},
 		{api.Limits{MaxEmits: -1}, "MaxEmits is -1"},
+		{api.Limits{MaxKVKeySize: 1025}, "MaxKVKeySize is 1025, must be 1 to 1024"},
+		{api.Limits{MaxKVValueSize: -1}, "MaxKVValueSize is -1"},
+		{api.Limits{MaxKVBytes: -1}, "MaxKVBytes is -1"},
+		{api.Limits{MaxKVListKeys: 10001}, "MaxKVListKeys is 10001, must be 1 to 10000"},
 	} {
 		_, err := h.Load(loadCtx(t), fixture(t, "stdio"), host.LoadOptions{Name: "bad", Limits: tc.limits})
 		assert.ErrorContains(t, err, tc.want)

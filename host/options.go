@@ -123,6 +123,12 @@ type Options struct {
 	SecretFiles map[string]string
 	SecretsDir  string
 
+	// KV stores the key-value state of the modules granted "kv"
+	// (abi.ImportKV); package host/state is the NATS JetStream one. The
+	// host does not close it. Default nil: the kv import answers
+	// abi.StatusUnavailable.
+	KV KV
+
 	// budgetNote says where Capacity.MemoryBytes comes from, for errors.
 	budgetNote string
 }
@@ -281,7 +287,7 @@ const (
 	defaultMaximumMaxInstances   = 256
 )
 
-var knownCapabilities = []string{abi.CapLog, abi.CapConfig, abi.CapTimer, abi.CapMessaging}
+var knownCapabilities = []string{abi.CapLog, abi.CapConfig, abi.CapTimer, abi.CapMessaging, abi.CapKV}
 
 // defaultCapabilities are the self-contained capabilities: a module's own
 // log and its own configuration. Anything that reaches outside the module
@@ -364,6 +370,11 @@ func (o *Options) fill() {
 		MaxHTTPRedirects:    abi.MaxHTTPRedirects,
 		MaxHTTPRequests:     defaultMaxHTTPRequests,
 		MaxEmits:            defaultMaxEmits,
+
+		MaxKVKeySize:   defaultMaxKVKeySize,
+		MaxKVValueSize: defaultMaxKVValueSize,
+		MaxKVBytes:     defaultMaxKVBytes,
+		MaxKVListKeys:  defaultMaxKVListKeys,
 	})
 }
 
@@ -458,7 +469,7 @@ func limitsOver(l, d api.Limits) api.Limits {
 	if l.MaxEmits == 0 {
 		l.MaxEmits = d.MaxEmits
 	}
-	return overHTTP(l, d)
+	return overKV(overHTTP(l, d), d)
 }
 
 // minInstances is l.MinInstances, or its default when nil.
@@ -518,6 +529,7 @@ func checkLimits(l api.Limits) error {
 		errs = append(errs, fmt.Errorf("MaxSends is %d, must be positive", l.MaxSends))
 	}
 	errs = append(errs, checkHTTPLimits(l)...)
+	errs = append(errs, checkKVLimits(l)...)
 	if l.MaxEmits < 0 {
 		errs = append(errs, fmt.Errorf("MaxEmits is %d, must be positive", l.MaxEmits))
 	}
@@ -534,6 +546,7 @@ const (
 	capMessaging
 	capHTTP
 	capSecret
+	capKV
 )
 
 // grants are a module's capabilities, parsed from their names: a set of
@@ -621,7 +634,7 @@ func capabilities(names []string) (grants, error) {
 	return g, nil
 }
 
-var capBits = map[string]capSet{abi.CapLog: capLog, abi.CapConfig: capConfig, abi.CapTimer: capTimer, abi.CapMessaging: capMessaging}
+var capBits = map[string]capSet{abi.CapLog: capLog, abi.CapConfig: capConfig, abi.CapTimer: capTimer, abi.CapMessaging: capMessaging, abi.CapKV: capKV}
 
 // parseTarget parses the target of a messaging grant: module or
 // module/component.

@@ -63,7 +63,8 @@
 // Package sdk/fetch gives a handler net/http through the host's http
 // import, sdk/outbound the same requests without net/http's weight, and
 // sdk/secret the secrets the module is granted. Only a module that imports
-// them imports those host functions.
+// them imports those host functions. Context.KV is the module's key-value
+// state, imported only by a module that calls it.
 //
 // # Testing
 //

@@ -40,6 +40,8 @@ var (
 	ErrHopLimit    = &Error{Status: abi.StatusHopLimit}
 	ErrUnavailable = &Error{Status: abi.StatusUnavailable}
 	ErrBadRequest  = &Error{Status: abi.StatusBadRequest}
+	ErrConflict    = &Error{Status: abi.StatusConflict}
+	ErrQuota       = &Error{Status: abi.StatusQuota}
 )
 
 // statusOf returns the status a handler error maps to.

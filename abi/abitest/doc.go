@@ -121,6 +121,9 @@
 //	fetch            component f: do hands its payload, an HTTPRequest, to
 //	                 the http import and answers the status byte of the
 //	                 host's answer followed by its result bytes.
+//	kv               component k: do hands its payload, a KVRequest, to the
+//	                 kv import and answers as fetch does; a payload that
+//	                 starts with 0xff makes the import read outside memory.
 //
 // The suite also loads two byte strings that are not modules: text
 // ("notwasm") and a wasm header whose first section declares 4 GiB

@@ -48,6 +48,7 @@ func Run(t *testing.T, h Host) {
 	t.Run("not-found", s.testNotFound)
 	t.Run("hostcalls", s.testHostcalls)
 	t.Run("http", s.testHTTP)
+	t.Run("kv", s.testKV)
 	t.Run("hostile", s.testHostile)
 }
 

@@ -120,4 +120,20 @@ type Limits struct {
 	// with KindTooLarge: its reply could not hold what it emitted. Default
 	// 1024.
 	MaxEmits int `koanf:"max-emits"`
+
+	// Key-value state (abi.ImportKV), for a module granted "kv".
+	//
+	// MaxKVKeySize and MaxKVValueSize bound one key (at most
+	// abi.MaxKVKeyLen) and one value (at most abi.MaxKVValueSize), in
+	// bytes; past them the guest gets abi.StatusTooLarge. Defaults 256
+	// bytes and 64 KiB.
+	MaxKVKeySize   int `koanf:"kv-max-key-bytes"`
+	MaxKVValueSize int `koanf:"kv-max-value-bytes"`
+	// MaxKVBytes bounds the module's whole bucket, keys, values and the
+	// store's own bytes per entry, shared by its replicas on every host; a
+	// write past it gets abi.StatusQuota. Default 16 MiB.
+	MaxKVBytes int64 `koanf:"kv-max-bytes"`
+	// MaxKVListKeys is the most keys one listing returns (at most
+	// abi.MaxKVListKeys); the answer says when more match. Default 1000.
+	MaxKVListKeys int `koanf:"kv-max-list-keys"`
 }

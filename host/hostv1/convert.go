@@ -389,6 +389,11 @@ func LimitsProto(l api.Limits) *ModuleLimits {
 		MinTimerIntervalMs: ms(l.MinTimerInterval),
 		MaxTimers:          u32(l.MaxTimers),
 		MaxSends:           u32(l.MaxSends),
+
+		MaxKvKeyBytes:   u32(l.MaxKVKeySize),
+		MaxKvValueBytes: u32(l.MaxKVValueSize),
+		MaxKvBytes:      uint64(max(l.MaxKVBytes, 0)),
+		MaxKvListKeys:   u32(l.MaxKVListKeys),
 	}
 }
 
@@ -427,6 +432,11 @@ func LimitsFromProto(l *ModuleLimits) api.Limits {
 		MinTimerInterval:  d(l.GetMinTimerIntervalMs()),
 		MaxTimers:         int(l.GetMaxTimers()),
 		MaxSends:          int(l.GetMaxSends()),
+
+		MaxKVKeySize:   int(l.GetMaxKvKeyBytes()),
+		MaxKVValueSize: int(l.GetMaxKvValueBytes()),
+		MaxKVBytes:     int64(min(l.GetMaxKvBytes(), math.MaxInt64)),
+		MaxKVListKeys:  int(l.GetMaxKvListKeys()),
 	}
 }
 

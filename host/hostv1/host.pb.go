@@ -781,9 +781,16 @@ type ModuleLimits struct {
 	// Timers running at once.
 	MaxTimers uint32 `protobuf:"varint,20,opt,name=max_timers,json=maxTimers,proto3" json:"max_timers,omitempty"`
 	// Messages in flight that no one waits for (send, wired emits).
-	MaxSends      uint32 `protobuf:"varint,21,opt,name=max_sends,json=maxSends,proto3" json:"max_sends,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxSends uint32 `protobuf:"varint,21,opt,name=max_sends,json=maxSends,proto3" json:"max_sends,omitempty"`
+	// Key-value state (capability kv): the longest key and the largest
+	// value, the bytes of the module's bucket over all its replicas, and
+	// the most keys one listing returns.
+	MaxKvKeyBytes   uint32 `protobuf:"varint,22,opt,name=max_kv_key_bytes,json=maxKvKeyBytes,proto3" json:"max_kv_key_bytes,omitempty"`
+	MaxKvValueBytes uint32 `protobuf:"varint,23,opt,name=max_kv_value_bytes,json=maxKvValueBytes,proto3" json:"max_kv_value_bytes,omitempty"`
+	MaxKvBytes      uint64 `protobuf:"varint,24,opt,name=max_kv_bytes,json=maxKvBytes,proto3" json:"max_kv_bytes,omitempty"`
+	MaxKvListKeys   uint32 `protobuf:"varint,25,opt,name=max_kv_list_keys,json=maxKvListKeys,proto3" json:"max_kv_list_keys,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ModuleLimits) Reset() {
@@ -959,6 +966,34 @@ func (x *ModuleLimits) GetMaxTimers() uint32 {
 func (x *ModuleLimits) GetMaxSends() uint32 {
 	if x != nil {
 		return x.MaxSends
+	}
+	return 0
+}
+
+func (x *ModuleLimits) GetMaxKvKeyBytes() uint32 {
+	if x != nil {
+		return x.MaxKvKeyBytes
+	}
+	return 0
+}
+
+func (x *ModuleLimits) GetMaxKvValueBytes() uint32 {
+	if x != nil {
+		return x.MaxKvValueBytes
+	}
+	return 0
+}
+
+func (x *ModuleLimits) GetMaxKvBytes() uint64 {
+	if x != nil {
+		return x.MaxKvBytes
+	}
+	return 0
+}
+
+func (x *ModuleLimits) GetMaxKvListKeys() uint32 {
+	if x != nil {
+		return x.MaxKvListKeys
 	}
 	return 0
 }
@@ -2846,7 +2881,7 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x04Port\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tdirection\x18\x02 \x01(\tR\tdirection\x12\x16\n" +
-	"\x06schema\x18\x03 \x01(\tR\x06schema\"\x96\a\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\"\xb7\b\n" +
 	"\fModuleLimits\x12!\n" +
 	"\fmemory_pages\x18\x01 \x01(\rR\vmemoryPages\x12&\n" +
 	"\x0fcall_timeout_ms\x18\x02 \x01(\rR\rcallTimeoutMs\x12*\n" +
@@ -2870,7 +2905,12 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x15min_timer_interval_ms\x18\x13 \x01(\rR\x12minTimerIntervalMs\x12\x1d\n" +
 	"\n" +
 	"max_timers\x18\x14 \x01(\rR\tmaxTimers\x12\x1b\n" +
-	"\tmax_sends\x18\x15 \x01(\rR\bmaxSendsB\x10\n" +
+	"\tmax_sends\x18\x15 \x01(\rR\bmaxSends\x12'\n" +
+	"\x10max_kv_key_bytes\x18\x16 \x01(\rR\rmaxKvKeyBytes\x12+\n" +
+	"\x12max_kv_value_bytes\x18\x17 \x01(\rR\x0fmaxKvValueBytes\x12 \n" +
+	"\fmax_kv_bytes\x18\x18 \x01(\x04R\n" +
+	"maxKvBytes\x12'\n" +
+	"\x10max_kv_list_keys\x18\x19 \x01(\rR\rmaxKvListKeysB\x10\n" +
 	"\x0e_min_instances\"\xd6\x01\n" +
 	"\x04Pool\x12\x1c\n" +
 	"\tinstances\x18\x01 \x01(\rR\tinstances\x12\x15\n" +

@@ -26,6 +26,7 @@ func TestLimitsWire(t *testing.T) {
 		MinTimerInterval: 20 * time.Millisecond, MaxTimers: 5, MaxSends: 7,
 		HTTPTimeout: 4 * time.Second, MaxHTTPRequestSize: 1000, MaxHTTPResponseSize: 2000, MaxHTTPHeaders: 7,
 		MaxHTTPHeaderBytes: 3000, MaxHTTPRedirects: -1, MaxHTTPRequests: 3, MaxEmits: 9,
+		MaxKVKeySize: 100, MaxKVValueSize: 4000, MaxKVBytes: 1 << 20, MaxKVListKeys: 50,
 	}
 	v := reflect.ValueOf(want)
 	for i := range v.NumField() {

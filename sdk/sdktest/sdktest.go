@@ -61,6 +61,7 @@ type Harness struct {
 	onCall    func(address string, payload []byte) ([]byte, error)
 	onHTTP    http.Handler
 	secrets   map[string][]byte
+	kv        *KV
 	emitted   []Message
 	sent      []Message
 	calls     []Message
@@ -284,6 +285,11 @@ func (x host) Call(name string, req []byte) (abi.Status, []byte) {
 		handler := h.onHTTP
 		h.mu.Unlock()
 		return serveHTTP(handler, req)
+	case abi.ImportKV:
+		h.mu.Lock()
+		kv := h.kv
+		h.mu.Unlock()
+		return kv.serve(req)
 	case abi.ImportEmit, abi.ImportSend, abi.ImportCall:
 	default:
 		return abi.StatusNotFound, []byte("sdktest: no host function " + name)

@@ -413,6 +413,33 @@ type Limits struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	HTTPMaxRequests *int32 `json:"httpMaxRequests,omitempty"`
+
+	// KVMaxKeyBytes and KVMaxValueBytes bound a key and a value of the
+	// module's key-value state (capability kv).
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	KVMaxKeyBytes *int32 `json:"kvMaxKeyBytes,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=524288
+	KVMaxValueBytes *int32 `json:"kvMaxValueBytes,omitempty"`
+
+	// KVMaxBytes bounds the module's bucket, over all its replicas; writes
+	// past it fail with status quota.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	KVMaxBytes *int64 `json:"kvMaxBytes,omitempty"`
+
+	// KVMaxListKeys is the most keys one listing of the module's keys
+	// returns.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	KVMaxListKeys *int32 `json:"kvMaxListKeys,omitempty"`
 }
 
 // Capability names a host capability granted to a module: log, config,
@@ -421,10 +448,11 @@ type Limits struct {
 // letter, then lower-case letters, digits, '-', '_' and '.', at most 63
 // bytes), http:<host>, http:<host>:<port> or http:*.<domain> (outbound
 // HTTP to a host: a lower-case DNS name or an IPv4 address), secret:<name>
-// (one secret of the host), or none, alone, for no capability at all.
+// (one secret of the host), kv (the module's key-value state), or none,
+// alone, for no capability at all.
 //
 // +kubebuilder:validation:MaxLength=270
-// +kubebuilder:validation:XValidation:rule="self.matches('^(log|config|timer|messaging|none|messaging:[a-z][a-z0-9._-]{0,62}(/[a-z][a-z0-9._-]{0,62})?|secret:[a-z][a-z0-9._-]{0,62}|http:([*][.])?[a-z0-9][a-z0-9.-]{0,252}(:[0-9]{1,5})?)$')",message="a capability is log, config, timer, messaging, messaging:<module>, messaging:<module>/<component> (names of a-z, 0-9, '-', '_', '.' starting with a letter, at most 63 bytes each), http:<host>, http:<host>:<port>, http:*.<domain>, secret:<name>, or none"
+// +kubebuilder:validation:XValidation:rule="self.matches('^(log|config|timer|messaging|kv|none|messaging:[a-z][a-z0-9._-]{0,62}(/[a-z][a-z0-9._-]{0,62})?|secret:[a-z][a-z0-9._-]{0,62}|http:([*][.])?[a-z0-9][a-z0-9.-]{0,252}(:[0-9]{1,5})?)$')",message="a capability is log, config, timer, messaging, messaging:<module>, messaging:<module>/<component> (names of a-z, 0-9, '-', '_', '.' starting with a letter, at most 63 bytes each), http:<host>, http:<host>:<port>, http:*.<domain>, secret:<name>, kv, or none"
 type Capability string
 
 // CapabilityNone, the list's only item, grants no capability: a TinyModule

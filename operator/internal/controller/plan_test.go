@@ -312,3 +312,16 @@ func TestPermanent(t *testing.T) {
 		assert.Equal(t, tt.want, permanent(tt.err), "%v", tt.err)
 	}
 }
+
+// TestLoadKVLimits: a TinyModule's kv limits reach the load, and absent
+// ones stay the host's defaults.
+func TestLoadKVLimits(t *testing.T) {
+	m := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Spec: v1alpha1.TinyModuleSpec{Image: "r/m:v1", Limits: &v1alpha1.Limits{
+		KVMaxKeyBytes: replicas(100), KVMaxBytes: new(int64(1 << 30)), KVMaxListKeys: replicas(50),
+	}}}
+	l := loadModule(m).Limits
+	assert.Equal(t, 100, l.MaxKVKeySize)
+	assert.Equal(t, 0, l.MaxKVValueSize, "absent: the host's default")
+	assert.Equal(t, int64(1<<30), l.MaxKVBytes)
+	assert.Equal(t, 50, l.MaxKVListKeys)
+}

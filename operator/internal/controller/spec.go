@@ -107,6 +107,13 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 		MaxHTTPHeaderBytes:  deref(l.HTTPMaxHeaderBytes),
 		MaxHTTPRedirects:    deref(l.HTTPMaxRedirects),
 		MaxHTTPRequests:     deref(l.HTTPMaxRequests),
+
+		MaxKVKeySize:   deref(l.KVMaxKeyBytes),
+		MaxKVValueSize: deref(l.KVMaxValueBytes),
+		MaxKVListKeys:  deref(l.KVMaxListKeys),
+	}
+	if l.KVMaxBytes != nil {
+		out.Limits.MaxKVBytes = *l.KVMaxBytes
 	}
 	for _, d := range []struct {
 		from *metav1.Duration

@@ -109,6 +109,10 @@ type limitFlags struct {
 	maxHTTPRedirect int
 	maxHTTPRequests uint32
 	maxEmits        uint32
+	maxKVKey        uint32
+	maxKVValue      uint32
+	maxKVBytes      uint64
+	maxKVListKeys   uint32
 }
 
 // optionalInt is a flag of a count whose absence differs from 0: it stays

@@ -174,7 +174,8 @@ func TestLoadUnloadWatch(t *testing.T) {
 		"watch lists the loaded modules: %s", wout.String())
 
 	res := run(t, env, "", "load", hello, "--max-instances", "2", "--call-timeout", "3s", "--idle-timeout", "90s",
-		"--http-timeout", "4s", "--http-max-response-bytes", "4096", "--http-max-redirects", "-1", "--http-max-requests", "3")
+		"--http-timeout", "4s", "--http-max-response-bytes", "4096", "--http-max-redirects", "-1", "--http-max-requests", "3",
+		"--kv-max-key-bytes", "100", "--kv-max-bytes", "1048576")
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
 	assert.Contains(t, res.stdout, "upgraded hello 0.1.0 (sha256:")
 	info, _ := h.Module("hello")
@@ -183,6 +184,8 @@ func TestLoadUnloadWatch(t *testing.T) {
 	assert.Equal(t, 4096, info.Limits.MaxHTTPResponseSize)
 	assert.Equal(t, -1, info.Limits.MaxHTTPRedirects)
 	assert.Equal(t, 3, info.Limits.MaxHTTPRequests)
+	assert.Equal(t, 100, info.Limits.MaxKVKeySize)
+	assert.Equal(t, int64(1<<20), info.Limits.MaxKVBytes)
 	res = run(t, env, "", "call", "hello/greeter", `{"name":"Ada"}`)
 	assert.Equal(t, cli.ExitOK, res.code, res.stderr)
 	res = run(t, env, "", "list")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -125,7 +126,7 @@ Examples:
 		fs.StringVar(&o.name, "name", "", "module name (default: the name in the module's descriptor)")
 		fs.StringVar(&o.sha256, "sha256", "", "with a reference or URL: the sha256 the wasm must have")
 		fs.StringVar(&o.config, "config", "", "module configuration: a JSON object, @FILE or -")
-		fs.StringSliceVar(&o.caps, "cap", nil, `grant a capability (log, config, timer, messaging for every target, messaging:<module>[/<component>] for one, http:<host>[:<port>] or http:*.<domain> for outbound HTTP, secret:<name> for a secret; repeatable; "none" alone grants none; default: the host's defaults, log and config)`)
+		fs.StringSliceVar(&o.caps, "cap", nil, `grant a capability (log, config, timer, messaging for every target, messaging:<module>[/<component>] for one, http:<host>[:<port>] or http:*.<domain> for outbound HTTP, secret:<name> for a secret, kv for key-value state; repeatable; "none" alone grants none; default: the host's defaults, log and config)`)
 		fs.StringToStringVar(&o.labels, "label", nil, "a note the host keeps with the module and lists with it, KEY=VALUE (repeatable)")
 		fs.Uint32Var(&o.limits.memoryPages, "memory-pages", 0, "linear memory per instance, in 64 KiB pages")
 		fs.DurationVar(&o.limits.callTimeout, "call-timeout", 0, "how long one call may run")
@@ -142,6 +143,10 @@ Examples:
 		fs.IntVar(&o.limits.maxHTTPRedirect, "http-max-redirects", 0, "redirects one outbound HTTP request follows (negative: none)")
 		fs.Uint32Var(&o.limits.maxHTTPRequests, "http-max-requests", 0, "outbound HTTP requests in flight at once")
 		fs.Uint32Var(&o.limits.maxEmits, "max-emits", 0, "most messages one call may emit on unwired ports")
+		fs.Uint32Var(&o.limits.maxKVKey, "kv-max-key-bytes", 0, "longest key of the kv import, in bytes")
+		fs.Uint32Var(&o.limits.maxKVValue, "kv-max-value-bytes", 0, "largest value of the kv import, in bytes")
+		fs.Uint64Var(&o.limits.maxKVBytes, "kv-max-bytes", 0, "most bytes the module's bucket holds, over all its replicas")
+		fs.Uint32Var(&o.limits.maxKVListKeys, "kv-max-list-keys", 0, "most keys one listing of the kv import returns")
 	},
 	run: runLoad,
 }
@@ -184,6 +189,11 @@ func runLoad(ctx context.Context, c *ctl, args []string) error {
 		MaxHTTPRedirects:    c.o.limits.maxHTTPRedirect,
 		MaxHTTPRequests:     int(c.o.limits.maxHTTPRequests),
 		MaxEmits:            int(c.o.limits.maxEmits),
+
+		MaxKVKeySize:   int(c.o.limits.maxKVKey),
+		MaxKVValueSize: int(c.o.limits.maxKVValue),
+		MaxKVBytes:     int64(min(c.o.limits.maxKVBytes, math.MaxInt64)),
+		MaxKVListKeys:  int(c.o.limits.maxKVListKeys),
 	}}
 	if src, ok, err := sourceArg(path, c.o.sha256); err != nil {
 		return err

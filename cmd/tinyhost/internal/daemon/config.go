@@ -106,6 +106,10 @@ type Config struct {
 	Secrets    []string `koanf:"secret"`
 	SecretsDir string   `koanf:"secrets-dir"`
 
+	// The modules' key-value state (package host/state): an embedded NATS
+	// server with JetStream in StateDir, or the NATS cluster at NATSURL.
+	State State `koanf:",squash"`
+
 	// Artifacts is the "artifacts" section of the file; its flags and
 	// variables are spelled --artifacts-cache-dir, TINYHOST_ARTIFACTS_CACHE_DIR.
 	Artifacts ArtifactsConfig `koanf:"artifacts"`
@@ -234,6 +238,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.String("namespace", "", "with --register: namespace of the host's Lease and TinyModules (default: the pod's, else "+hostreg.DefaultNamespace+")")
 	fs.Duration("lease-duration", hostreg.DefaultLeaseDuration, "with --register: how long the Lease holds without renewal, whole seconds")
 	fs.Duration("lease-renew-interval", hostreg.DefaultRenewInterval, "with --register: how often the Lease is renewed")
+	stateFlags(fs)
 	fs.BoolP("help", "h", false, "show this help")
 	fs.Bool("version", false, "print the version")
 	return fs
@@ -467,6 +472,7 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Sprintf("artifacts allow-networks %q is not a CIDR prefix such as 10.0.0.0/8", n))
 		}
 	}
+	errs = append(errs, c.State.validate(c.Insecure)...)
 	if c.CompileTimeout < 0 {
 		errs = append(errs, fmt.Sprintf("compile-timeout is %v, must not be negative", c.CompileTimeout))
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/tinyhost/tinyhost/host/artifact"
 	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/server"
+	"github.com/tinyhost/tinyhost/host/state"
 	"github.com/tinyhost/tinyhost/internal/tracing"
 )
 
@@ -163,7 +164,16 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) error {
 	}
 	// Deferred before the host closes: runs after, once no fetch runs.
 	defer fetcher.CloseIdleConnections()
-	h, m, err := startHost(ctx, cfg, log, transport, fetcher, tr.Host(name))
+	kv, err := openState(ctx, cfg.State, log.Named("state"))
+	if err != nil {
+		return err
+	}
+	if kv != nil {
+		// Deferred before the host closes: runs after, once no guest
+		// call uses it.
+		defer kv.Close()
+	}
+	h, m, err := startHost(ctx, cfg, log, transport, fetcher, tr.Host(name), kv)
 	if err != nil || h == nil {
 		return err
 	}
@@ -270,13 +280,16 @@ func listen(cfg Config) (lis, metricsLis net.Listener, err error) {
 // from its start, and sets the routes and wiring of the config file. It
 // returns no host and no error when ctx ended while New loaded the modules
 // directory.
-func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport api.Transport, fetcher host.Fetcher, tracer host.Tracer) (*host.Host, *metrics.Metrics, error) {
+func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport api.Transport, fetcher host.Fetcher, tracer host.Tracer, kv *state.Engine) (*host.Host, *metrics.Metrics, error) {
 	// The metrics read the host's modules at scrape time.
 	src := &hostSource{}
 	m := metrics.New(src)
 	opts := hostOptions(cfg, log, m, transport)
 	opts.Tracer = tracer
 	opts.Fetcher = fetcher
+	if kv != nil {
+		opts.KV = kv // a nil *Engine would be a non-nil host.KV
+	}
 	h, err := host.New(ctx, opts)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -1,0 +1,80 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/pflag"
+
+	"github.com/tinyhost/tinyhost/host/state"
+)
+
+// State configures the store of the modules' key-value state.
+type State struct {
+	Dir       string `koanf:"state-dir"`
+	Listen    string `koanf:"nats-listen"`
+	URL       string `koanf:"nats-url"`
+	CA        string `koanf:"nats-ca"`
+	Cert      string `koanf:"nats-cert"`
+	Key       string `koanf:"nats-key"`
+	Creds     string `koanf:"nats-creds"`
+	Namespace string `koanf:"state-namespace"`
+	Replicas  int    `koanf:"state-replicas"`
+}
+
+func stateFlags(fs *pflag.FlagSet) {
+	fs.String("state-dir", "", `directory of the modules' key-value state (capability kv): an embedded NATS server with JetStream keeps it there, across restarts, and listens on no port unless --nats-listen ("" and no --nats-url: modules have no state)`)
+	fs.String("nats-listen", "", "with --state-dir: host:port where the embedded NATS server also accepts clients, so that other hosts (--nats-url) share its state; it asks no credential, so an address other than loopback needs --insecure")
+	fs.String("nats-url", "", "NATS cluster with JetStream that keeps the modules' state instead of --state-dir: nats:// or tls:// URLs, comma-separated")
+	fs.String("nats-ca", "", "with --nats-url: PEM CA of the NATS servers' certificates")
+	fs.String("nats-cert", "", "with --nats-url: PEM client certificate presented to NATS, with --nats-key")
+	fs.String("nats-key", "", "with --nats-url: PEM key of --nats-cert")
+	fs.String("nats-creds", "", "with --nats-url: NATS credentials file (.creds)")
+	fs.String("state-namespace", "", `namespace of the modules' buckets, so that modules of one name in two namespaces keep apart: a-z, 0-9, '-' (default "default")`)
+	fs.Int("state-replicas", 0, "with --nats-url: replicas of each module's bucket in the cluster, 1 to 5 (default 1)")
+	fs.Int("kv-max-key-bytes", 0, "module default: longest key of the kv import, at most 1024 (default 256)")
+	fs.Int("kv-max-value-bytes", 0, "module default: largest value of the kv import, at most 512 KiB (default 64 KiB)")
+	fs.Int64("kv-max-bytes", 0, "module default: most bytes a module's bucket holds, over all its replicas; writes past it fail with status quota (default 16 MiB)")
+	fs.Int("kv-max-list-keys", 0, "module default: most keys one listing of the kv import returns, at most 10000 (default 1000)")
+}
+
+func (s State) validate(insecure bool) []string {
+	var errs []string
+	if s.Dir != "" && s.URL != "" {
+		errs = append(errs, "state-dir and nats-url exclude each other: the state is kept by an embedded server or by a cluster")
+	}
+	if s.Listen != "" && s.Dir == "" {
+		errs = append(errs, "nats-listen needs state-dir: it is the embedded server's")
+	}
+	if s.Listen != "" && !insecure && !loopback(s.Listen) {
+		errs = append(errs, fmt.Sprintf("nats-listen %s is not a loopback address, and the embedded NATS server asks no credential: anyone who reaches it could read and write every module's state; set --insecure to serve it anyway", s.Listen))
+	}
+	if s.URL == "" && (s.CA != "" || s.Cert != "" || s.Key != "" || s.Creds != "" || s.Replicas != 0) {
+		errs = append(errs, "nats-ca, nats-cert, nats-key, nats-creds and state-replicas need nats-url")
+	}
+	if (s.Cert == "") != (s.Key == "") {
+		errs = append(errs, "nats-cert and nats-key go together")
+	}
+	return errs
+}
+
+// openState opens the state store the configuration names, or returns
+// nil when it names none.
+func openState(ctx context.Context, s State, log hclog.Logger) (*state.Engine, error) {
+	if s.Dir == "" && s.URL == "" {
+		return nil, nil
+	}
+	e, err := state.Open(ctx, state.Config{
+		Dir: s.Dir, Listen: s.Listen, URL: s.URL,
+		CAFile: s.CA, CertFile: s.Cert, KeyFile: s.Key, CredsFile: s.Creds,
+		Namespace: s.Namespace, Replicas: s.Replicas, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if u := e.ClientURL(); u != "" {
+		log.Info("state store accepts NATS clients", "url", u)
+	}
+	return e, nil
+}

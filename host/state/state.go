@@ -1,0 +1,405 @@
+// Package state is the store of the modules' key-value state on NATS
+// JetStream, a host.KV: either a NATS server embedded in the process, its
+// JetStream in files under a directory, reached in-process and listening
+// on no port unless asked, for a single host; or a NATS cluster of many
+// hosts reached by URL.
+//
+//	eng, err := state.Open(ctx, state.Config{Dir: "/var/lib/tinyhost/state"})
+//	h, err := host.New(ctx, host.Options{KV: eng})
+//	...
+//	eng.Close()
+//
+// A module's bucket is "tinyhost_<namespace>_<module>" (a "." of the
+// module's name written "_d", a "_" written "__"), made at its first use
+// with the module's quota, so replicas of a module on hosts that share a
+// cluster share its state. The host package does not import this one.
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tinyhost/tinyhost/host"
+)
+
+// Config configures an Engine. Either Dir (embedded) or URL (a cluster)
+// is set.
+type Config struct {
+	// Dir holds the embedded server's JetStream files; it is created if
+	// missing, and what it holds survives a restart.
+	Dir string
+	// Listen, with Dir, is host:port where the embedded server also
+	// accepts NATS clients, e.g. other hosts sharing its state. Default
+	// "": none, the host alone reaches it, in-process.
+	Listen string
+
+	// URL is the NATS cluster to use instead of an embedded server
+	// (nats:// or tls://, several comma-separated).
+	URL string
+	// CAFile, CertFile and KeyFile are the TLS roots and client
+	// certificate for URL; CredsFile its NATS credentials (a .creds
+	// file). Default: none.
+	CAFile, CertFile, KeyFile, CredsFile string
+
+	// Namespace scopes the buckets, so that modules of the same name in
+	// different namespaces keep apart: lower-case letters, digits and '-'.
+	// Default "default".
+	Namespace string
+	// Replicas of each bucket in a cluster (1 to 5). Default 1.
+	Replicas int
+	// Timeout bounds starting the embedded server and connecting.
+	// Default 30s.
+	Timeout time.Duration
+	// Logger receives the engine's logs. Default: discard.
+	Logger hclog.Logger
+}
+
+// Engine is a host.KV on NATS JetStream.
+type Engine struct {
+	cfg Config
+	srv *server.Server // nil when connected to a cluster
+	nc  *nats.Conn
+	js  jetstream.JetStream
+
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+var _ host.KV = (*Engine)(nil)
+
+// Open starts the embedded server, or connects to the cluster, and
+// returns the engine; Close stops it.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	e := &Engine{cfg: cfg, buckets: map[string]*bucket{}}
+	var opts []nats.Option
+	if cfg.Dir != "" {
+		srv, err := embedded(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("state: %w", err)
+		}
+		e.srv = srv
+		opts = append(opts, nats.InProcessServer(srv))
+	} else {
+		if cfg.CAFile != "" {
+			opts = append(opts, nats.RootCAs(cfg.CAFile))
+		}
+		if cfg.CertFile != "" || cfg.KeyFile != "" {
+			opts = append(opts, nats.ClientCert(cfg.CertFile, cfg.KeyFile))
+		}
+		if cfg.CredsFile != "" {
+			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+		}
+	}
+	opts = append(opts, nats.Name("tinyhost"), nats.Timeout(cfg.Timeout), nats.MaxReconnects(-1))
+	url := cfg.URL
+	if e.srv != nil {
+		url = ""
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		e.Close()
+		return nil, fmt.Errorf("state: connect: %w", err)
+	}
+	e.nc = nc
+	if e.js, err = jetstream.New(nc); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	// One round trip, so that a cluster without JetStream fails here.
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if _, err := e.js.AccountInfo(ctx); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("state: JetStream at %s: %w", e.where(), err)
+	}
+	return e, nil
+}
+
+func (cfg *Config) fill() error {
+	if (cfg.Dir == "") == (cfg.URL == "") {
+		return errors.New("set either Dir (an embedded server) or URL (a cluster)")
+	}
+	if cfg.URL != "" && cfg.Listen != "" {
+		return errors.New("Listen is for the embedded server, not with URL")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	for i := 0; i < len(cfg.Namespace); i++ {
+		c := cfg.Namespace[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') || len(cfg.Namespace) > 63 {
+			return fmt.Errorf("namespace %q: use 1 to 63 of a-z, 0-9 and '-'", cfg.Namespace)
+		}
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Replicas < 1 || cfg.Replicas > 5 {
+		return fmt.Errorf("replicas %d: want 1 to 5", cfg.Replicas)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return nil
+}
+
+// embedded starts a NATS server with JetStream in cfg.Dir.
+func embedded(cfg Config) (*server.Server, error) {
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	o := &server.Options{
+		ServerName: "tinyhost",
+		JetStream:  true,
+		StoreDir:   cfg.Dir,
+		DontListen: cfg.Listen == "",
+		NoSigs:     true, // the daemon owns the signals
+		NoLog:      true,
+		// No HTTP monitoring, no cluster, no leaf nodes: nothing listens
+		// but the client port, and that only when asked.
+	}
+	if cfg.Listen != "" {
+		h, p, err := net.SplitHostPort(cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen %q: %w", cfg.Listen, err)
+		}
+		port, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("listen %q: port: %w", cfg.Listen, err)
+		}
+		o.Host, o.Port = h, port
+		if port == 0 {
+			o.Port = server.RANDOM_PORT
+		}
+	}
+	srv, err := server.NewServer(o)
+	if err != nil {
+		return nil, err
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(cfg.Timeout) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, fmt.Errorf("the embedded NATS server in %s did not start within %v", cfg.Dir, cfg.Timeout)
+	}
+	cfg.Logger.Info("state store started", "dir", cfg.Dir, "listen", cfg.Listen)
+	return srv, nil
+}
+
+// ClientURL is the URL other hosts reach the embedded server at, "" when
+// it listens on no port or the engine is connected to a cluster.
+func (e *Engine) ClientURL() string {
+	if e.srv == nil || e.cfg.Listen == "" {
+		return ""
+	}
+	return e.srv.ClientURL()
+}
+
+func (e *Engine) where() string {
+	if e.srv != nil {
+		return "the embedded server in " + e.cfg.Dir
+	}
+	return e.cfg.URL
+}
+
+// Close closes the connection and stops the embedded server, waiting
+// until its files are written.
+func (e *Engine) Close() error {
+	if e.nc != nil {
+		e.nc.Close()
+	}
+	if e.srv != nil {
+		e.srv.Shutdown()
+		e.srv.WaitForShutdown()
+	}
+	return nil
+}
+
+// BucketName is the name of the bucket of module in namespace.
+func BucketName(namespace, module string) string {
+	r := strings.NewReplacer("_", "__", ".", "_d")
+	return "tinyhost_" + namespace + "_" + r.Replace(module)
+}
+
+// Bucket implements host.KV.
+func (e *Engine) Bucket(ctx context.Context, module string, q host.KVQuota) (host.KVBucket, error) {
+	e.mu.Lock()
+	b := e.buckets[module]
+	e.mu.Unlock()
+	if b != nil && b.quota == q {
+		return b, nil
+	}
+	kv, err := e.open(ctx, BucketName(e.cfg.Namespace, module), q)
+	if err != nil {
+		return nil, fmt.Errorf("bucket of %q: %w", module, err)
+	}
+	b = &bucket{kv: kv, quota: q}
+	e.mu.Lock()
+	e.buckets[module] = b
+	e.mu.Unlock()
+	return b, nil
+}
+
+// open returns the bucket, made with quota q if it does not exist. One
+// that exists is given a larger quota, never a smaller one: the store
+// would drop stored values to fit it.
+func (e *Engine) open(ctx context.Context, name string, q host.KVQuota) (jetstream.KeyValue, error) {
+	cfg := jetstream.KeyValueConfig{
+		Bucket:       name,
+		History:      1,
+		MaxBytes:     q.MaxBytes,
+		MaxValueSize: int32(min(q.MaxValueSize, 1<<30)),
+		Storage:      jetstream.FileStorage,
+		Replicas:     e.cfg.Replicas,
+	}
+	kv, err := e.js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = e.js.CreateKeyValue(ctx, cfg)
+		if !errors.Is(err, jetstream.ErrBucketExists) {
+			return kv, err
+		}
+		kv, err = e.js.KeyValue(ctx, name) // another host made it meanwhile
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cur := st.Config()
+	grow := func(have *int64, want int64) bool {
+		if *have < 0 || *have >= want {
+			return false // unlimited (-1), or enough
+		}
+		*have = want
+		return true
+	}
+	maxBytes, maxValue := cur.MaxBytes, int64(cur.MaxValueSize)
+	grewBytes := grow(&maxBytes, cfg.MaxBytes)
+	if grewValue := grow(&maxValue, int64(cfg.MaxValueSize)); !grewBytes && !grewValue {
+		return kv, nil
+	}
+	cur.MaxBytes, cur.MaxValueSize = maxBytes, int32(maxValue)
+	return e.js.UpdateKeyValue(ctx, cur)
+}
+
+// bucket is a host.KVBucket on a JetStream KV bucket.
+type bucket struct {
+	kv    jetstream.KeyValue
+	quota host.KVQuota
+}
+
+func (b *bucket) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	en, err := b.kv.Get(ctx, key)
+	if err != nil {
+		return nil, 0, mapErr(err)
+	}
+	return en.Value(), en.Revision(), nil
+}
+
+func (b *bucket) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	rev, err := b.kv.Put(ctx, key, value)
+	return rev, mapErr(err)
+}
+
+func (b *bucket) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	rev, err := b.kv.Create(ctx, key, value)
+	return rev, mapErr(err)
+}
+
+func (b *bucket) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	rev, err := b.kv.Update(ctx, key, value, rev)
+	return rev, mapErr(err)
+}
+
+func (b *bucket) Delete(ctx context.Context, key string) error {
+	return mapErr(b.kv.Delete(ctx, key))
+}
+
+// Keys lists by the subject filter that holds every key with the prefix
+// (NATS filters match whole "."-separated tokens: the prefix up to its
+// last "." and then ">"), and keeps those with the prefix, so that a
+// listing reads at most the bucket, which MaxBytes bounds.
+func (b *bucket) Keys(ctx context.Context, prefix string, limit int) ([]string, bool, error) {
+	filter := ">"
+	if i := strings.LastIndexByte(prefix, '.'); i >= 0 {
+		filter = prefix[:i+1] + ">"
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	kl, err := b.kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		cancel()
+		return nil, false, mapErr(err)
+	}
+	// Stopped early, the lister's goroutine ends once its channel is
+	// drained: it may be sending a key when it would see the end.
+	defer func() {
+		cancel()
+		_ = kl.Stop()
+		for range kl.Keys() {
+		}
+	}()
+	seen := map[string]bool{}
+	var keys []string
+	for k := range kl.Keys() {
+		if !strings.HasPrefix(k, prefix) || seen[k] {
+			continue // a listing may repeat a key written meanwhile
+		}
+		if len(keys) == limit {
+			return keys, true, nil
+		}
+		seen[k] = true
+		keys = append(keys, k)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	return keys, false, nil
+}
+
+// mapErr maps JetStream's errors to host.KVBucket's.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var api *jetstream.APIError
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return host.ErrKVNotFound
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return host.ErrKVConflict
+	case errors.As(err, &api):
+		switch api.ErrorCode {
+		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+			return host.ErrKVConflict
+		case jsErrCodeStoreFailed, jetstream.JSErrCodeStreamMessageExceedsMaximum:
+			// maximum bytes or messages of the bucket exceeded, as
+			// DiscardNew refuses them
+			return fmt.Errorf("%w: %s", host.ErrKVQuota, api.Description)
+		}
+	}
+	return err
+}
+
+// jsErrCodeStoreFailed is the server's JSStreamStoreFailedF: a message the
+// stream's limits refuse.
+const jsErrCodeStoreFailed jetstream.ErrorCode = 10077

@@ -1,0 +1,149 @@
+package state_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/state"
+)
+
+func open(t *testing.T, cfg state.Config) *state.Engine {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	e, err := state.Open(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, e.Close()) })
+	return e
+}
+
+// TestConfig: a configuration that names no store, or two, or a bad
+// namespace or replica count, is refused before anything starts.
+func TestConfig(t *testing.T) {
+	for _, c := range []struct {
+		cfg  state.Config
+		want string
+	}{
+		{state.Config{}, "set either Dir"},
+		{state.Config{Dir: t.TempDir(), URL: "nats://127.0.0.1:1"}, "set either Dir"},
+		{state.Config{URL: "nats://127.0.0.1:1", Listen: "127.0.0.1:0"}, "Listen is for the embedded server"},
+		{state.Config{Dir: t.TempDir(), Namespace: "Bad_NS"}, `namespace "Bad_NS"`},
+		{state.Config{Dir: t.TempDir(), Replicas: 6}, "replicas 6"},
+	} {
+		_, err := state.Open(t.Context(), c.cfg)
+		assert.ErrorContains(t, err, c.want)
+	}
+}
+
+// TestNoListener: the embedded server listens on no port unless asked.
+func TestNoListener(t *testing.T) {
+	e := open(t, state.Config{Dir: t.TempDir()})
+	assert.Empty(t, e.ClientURL())
+}
+
+// TestUnreachable: a cluster that does not answer fails Open with an
+// error naming it, and leaves nothing running.
+func TestUnreachable(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := lis.Addr().String()
+	require.NoError(t, lis.Close()) // a port nothing listens on
+	_, err = state.Open(t.Context(), state.Config{URL: "nats://" + addr, Timeout: 5 * time.Second})
+	assert.ErrorContains(t, err, "state: connect")
+}
+
+// TestBuckets: modules in different namespaces, and modules whose names
+// differ only by "." and "_", have buckets of their own.
+func TestBuckets(t *testing.T) {
+	assert.Equal(t, "tinyhost_default_a_db__c", state.BucketName("default", "a.b_c"))
+	assert.NotEqual(t, state.BucketName("x", "a.b"), state.BucketName("x", "a_b"))
+
+	dir := t.TempDir()
+	q := host.KVQuota{MaxBytes: 1 << 20, MaxValueSize: 1 << 10}
+	var revs []uint64
+	for _, c := range []struct{ ns, module string }{{"one", "m"}, {"two", "m"}, {"one", "m.x"}, {"one", "m_x"}} {
+		e := open(t, state.Config{Dir: dir, Namespace: c.ns})
+		b, err := e.Bucket(t.Context(), c.module, q)
+		require.NoError(t, err)
+		_, _, err = b.Get(t.Context(), "k")
+		require.True(t, errors.Is(err, host.ErrKVNotFound), "%s/%s: %v", c.ns, c.module, err)
+		rev, err := b.Create(t.Context(), "k", []byte(c.ns+"/"+c.module))
+		require.NoError(t, err, "%s/%s", c.ns, c.module)
+		revs = append(revs, rev)
+		require.NoError(t, e.Close())
+	}
+	assert.Equal(t, []uint64{1, 1, 1, 1}, revs, "each created k in a bucket of its own")
+}
+
+// TestQuota: a full bucket answers ErrKVQuota; a larger quota, from a host
+// opening the bucket later, makes room; a smaller one drops nothing.
+func TestQuota(t *testing.T) {
+	dir := t.TempDir()
+	value := make([]byte, 1000)
+	// fill puts values until the bucket is full and returns how many fit.
+	fill := func(e *state.Engine, q host.KVQuota, from int) int {
+		b, err := e.Bucket(t.Context(), "m", q)
+		require.NoError(t, err)
+		for i := from; ; i++ {
+			_, err := b.Put(t.Context(), "k"+strconv.Itoa(i), value)
+			if err != nil {
+				require.ErrorIs(t, err, host.ErrKVQuota)
+				return i
+			}
+			require.Less(t, i, 10000, "the quota is never reached")
+		}
+	}
+	small := host.KVQuota{MaxBytes: 32 << 10, MaxValueSize: 2000}
+	e := open(t, state.Config{Dir: dir})
+	n := fill(e, small, 0)
+	assert.Greater(t, n, 10)
+	require.NoError(t, e.Close())
+
+	e = open(t, state.Config{Dir: dir})
+	m := fill(e, host.KVQuota{MaxBytes: 64 << 10, MaxValueSize: 2000}, n)
+	assert.Greater(t, m, n+10, "the larger quota made room")
+	require.NoError(t, e.Close())
+
+	e = open(t, state.Config{Dir: dir})
+	b, err := e.Bucket(t.Context(), "m", small)
+	require.NoError(t, err)
+	for _, i := range []int{0, m - 1} {
+		_, _, err := b.Get(t.Context(), "k"+strconv.Itoa(i))
+		assert.NoError(t, err, "k%d is kept under a smaller quota", i)
+	}
+}
+
+// TestKeys: a listing stops at its limit, says that more match, leaves no
+// goroutine behind (TestMain), and finds keys by any prefix, not only by
+// whole "."-separated tokens.
+func TestKeys(t *testing.T) {
+	e := open(t, state.Config{Dir: t.TempDir()})
+	b, err := e.Bucket(t.Context(), "m", host.KVQuota{MaxBytes: 16 << 20, MaxValueSize: 100})
+	require.NoError(t, err)
+	for i := range 600 {
+		_, err := b.Put(t.Context(), "a.k"+strconv.Itoa(i), []byte("v"))
+		require.NoError(t, err)
+	}
+	keys, more, err := b.Keys(t.Context(), "", 1)
+	require.NoError(t, err)
+	assert.Len(t, keys, 1)
+	assert.True(t, more)
+
+	keys, more, err = b.Keys(t.Context(), "a.k59", 100)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"a.k59", "a.k590", "a.k591", "a.k592", "a.k593", "a.k594", "a.k595", "a.k596", "a.k597", "a.k598", "a.k599"}, keys)
+	assert.False(t, more)
+
+	keys, more, err = b.Keys(t.Context(), "b", 100)
+	require.NoError(t, err)
+	assert.Empty(t, keys)
+	assert.False(t, more)
+}
