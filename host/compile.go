@@ -57,8 +57,6 @@ type compiled struct {
 	start bool
 	// tableElements is the most elements the module's tables can hold.
 	tableElements uint64
-	// sum is the SHA-256 of the rewritten bytes.
-	sum [32]byte
 }
 
 // compile rewrites wasm (see "Timeouts" in the package doc), checks its
@@ -180,7 +178,7 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32) (c *co
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
-	return &compiled{code: code, took: time.Since(start), start: res.Start, tableElements: res.TableElements, sum: rewrittenSum(res.Wasm)}, nil
+	return &compiled{code: code, took: time.Since(start), start: res.Start, tableElements: res.TableElements}, nil
 }
 
 // checkInterface checks what can be checked before compiling: the declared

@@ -2,7 +2,7 @@ package host
 
 import (
 	"context"
-	"crypto/sha256"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,11 +31,8 @@ type shared struct {
 	desc  atomic.Pointer[described]
 	ready chan struct{} // closed once compiled or failed
 
-	// keys are the inputs that map to it; refs the versions that hold it.
-	// Both guarded by sharedSet.mu.
-	keys []sharedKey
-	sum  [32]byte // of the rewritten bytes
-	refs int
+	key  sharedKey
+	refs int // the versions that hold it; guarded by sharedSet.mu
 }
 
 // described is a descriptor with its index, made once per shared code.
@@ -46,20 +43,18 @@ type described struct {
 
 // sharedKey names a module's rewritten bytes by what they are made from:
 // the bytes as loaded, and the options of the rewrite that vary by load or
-// by test.
+// by test. (A module under another memory limit is rewritten anew: the
+// rewrite caps its tables by the limit, which makes other bytes.)
 type sharedKey struct {
 	digest [32]byte
 	tables uint32 // tableBudget of the load's memory limit
 	poll   uint32 // pollInterval
 }
 
-// sharedSet is the host's shared code, by input and by rewritten bytes
-// (two inputs may rewrite to the same bytes: the same module under two
-// memory limits whose table budgets both exceed its tables).
+// sharedSet is the host's shared code, by what it is made from.
 type sharedSet struct {
-	mu      sync.Mutex
-	byInput map[sharedKey]*shared
-	bySum   map[[32]byte]*shared
+	mu    sync.Mutex
+	codes map[sharedKey]*shared
 }
 
 // sharedCode returns the shared code of wasm, whose SHA-256 is digest,
@@ -74,10 +69,10 @@ func (h *Host) sharedCode(ctx context.Context, wasm []byte, digest [32]byte, pag
 	set := &h.shared
 	for {
 		set.mu.Lock()
-		if set.byInput == nil {
-			set.byInput, set.bySum = map[sharedKey]*shared{}, map[[32]byte]*shared{}
+		if set.codes == nil {
+			set.codes = map[sharedKey]*shared{}
 		}
-		s = set.byInput[key]
+		s = set.codes[key]
 		if s == nil {
 			break // set.mu held: this load compiles
 		}
@@ -92,11 +87,11 @@ func (h *Host) sharedCode(ctx context.Context, wasm []byte, digest [32]byte, pag
 		select {
 		case <-s.ready:
 		case <-ctx.Done():
-			return nil, false, context.Cause(ctx)
+			return nil, false, fmt.Errorf("waiting for another load to compile the same module: %w", context.Cause(ctx))
 		}
 	}
-	s = &shared{ready: make(chan struct{}), keys: []sharedKey{key}}
-	set.byInput[key] = s
+	s = &shared{ready: make(chan struct{}), key: key}
+	set.codes[key] = s
 	set.mu.Unlock()
 
 	c, err := h.compile(ctx, wasm, pages)
@@ -105,21 +100,11 @@ func (h *Host) sharedCode(ctx context.Context, wasm []byte, digest [32]byte, pag
 	defer set.mu.Unlock()
 	defer close(s.ready)
 	if err != nil {
-		delete(set.byInput, key)
+		delete(set.codes, key)
 		return nil, false, err
 	}
-	if other := set.bySum[c.sum]; other != nil {
-		// The same code from other input: wazero has it compiled
-		// already, and this copy goes.
-		_ = c.code.Close(context.Background())
-		other.keys = append(other.keys, key)
-		other.refs++
-		set.byInput[key] = other
-		return other, false, nil
-	}
-	s.code, s.start, s.tableElements, s.took, s.sum = c.code, c.start, c.tableElements, c.took, c.sum
+	s.code, s.start, s.tableElements, s.took = c.code, c.start, c.tableElements, c.took
 	s.refs = 1
-	set.bySum[s.sum] = s
 	return s, true, nil
 }
 
@@ -131,10 +116,7 @@ func (h *Host) releaseShared(s *shared) {
 	s.refs--
 	last := s.refs == 0
 	if last {
-		for _, k := range s.keys {
-			delete(set.byInput, k)
-		}
-		delete(set.bySum, s.sum)
+		delete(set.codes, s.key)
 	}
 	set.mu.Unlock()
 	if last {
@@ -146,9 +128,5 @@ func (h *Host) releaseShared(s *shared) {
 func (h *Host) sharedCount() int {
 	h.shared.mu.Lock()
 	defer h.shared.mu.Unlock()
-	return len(h.shared.bySum)
+	return len(h.shared.codes)
 }
-
-// rewrittenSum is the digest under which shared code is found by its
-// rewritten bytes.
-func rewrittenSum(wasm []byte) [32]byte { return sha256.Sum256(wasm) }
