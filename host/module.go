@@ -16,7 +16,9 @@ import (
 )
 
 // Load loads a module from its .wasm bytes, or upgrades the module of the
-// same name: the new version is compiled, instantiated MinInstances times,
+// same name: the new version is compiled (or shares the code of a module of
+// the same bytes), instantiated MinInstances times (at least once, to
+// describe it, unless it has zero instances and its code was described),
 // described and configured before it replaces the old one, which finishes
 // the calls in flight and then closes. When anything fails the old version
 // keeps serving, and the error is a *LoadError.
