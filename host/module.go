@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -40,11 +41,21 @@ func (h *Host) LoadFile(ctx context.Context, path string, opts LoadOptions) (Mod
 }
 
 func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOptions) (ModuleInfo, error) {
+	return h.loadDigest(ctx, sha256.Sum256(wasm), wasm, file, opts)
+}
+
+// loadDigest is load of wasm, whose SHA-256 is sum. With wasm nil, it loads
+// the code the host holds for sum, or fails with errNotHeld, having
+// published nothing, for the caller to fetch the bytes.
+func (h *Host) loadDigest(ctx context.Context, sum [32]byte, wasm []byte, file string, opts LoadOptions) (ModuleInfo, error) {
 	source := file
 	if source == "" {
 		source = "bytes"
 	}
-	v, upgraded, err := h.build(ctx, wasm, source, opts)
+	v, upgraded, err := h.build(ctx, sum, wasm, source, opts)
+	if wasm == nil && errors.Is(err, errNotHeld) {
+		return ModuleInfo{}, err
+	}
 	if err != nil {
 		name := opts.Name
 		if v != nil && v.name != "" {
@@ -70,12 +81,12 @@ func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOpti
 // first instance names the module), join the module of that name, warm
 // the pool, publish. On failure it returns the version built so far (for
 // its name) and the error.
-func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadOptions) (*version, bool, error) {
+func (h *Host) build(ctx context.Context, sum [32]byte, wasm []byte, source string, opts LoadOptions) (*version, bool, error) {
 	spec, err := h.loadSpec(int64(len(wasm)), opts)
 	if err != nil {
 		return nil, false, err
 	}
-	v, err := h.newVersion(ctx, wasm, source, opts.Name, spec)
+	v, err := h.newVersion(ctx, sum, wasm, source, opts.Name, spec)
 	if err != nil {
 		return nil, false, err
 	}
@@ -165,10 +176,10 @@ func (h *Host) loadSpec(size int64, opts LoadOptions) (loadSpec, error) {
 	return spec, nil
 }
 
-// newVersion compiles wasm into a version with no instance yet, named name
-// until it describes itself. It counts in h.wg until it closes.
-func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string, spec loadSpec) (*version, error) {
-	sum := sha256.Sum256(wasm)
+// newVersion compiles wasm, whose SHA-256 is sum, into a version with no
+// instance yet, named name until it describes itself. It counts in h.wg
+// until it closes.
+func (h *Host) newVersion(ctx context.Context, sum [32]byte, wasm []byte, source, name string, spec loadSpec) (*version, error) {
 	c, fresh, err := h.sharedCode(ctx, wasm, sum, spec.limits.MemoryPages)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -60,7 +61,8 @@ type sharedSet struct {
 // sharedCode returns the shared code of wasm, whose SHA-256 is digest,
 // rewritten for a memory limit of pages, compiling it when no version
 // holds it; the caller holds a reference until it calls releaseShared.
-// fresh says this load compiled it.
+// fresh says this load compiled it. With wasm nil, only code held already
+// is returned, else errNotHeld.
 // Loads of the same bytes at once compile them once: the others wait for
 // that compile as long as their ctx allows, and compile themselves when it
 // fails, since its failure may be its own context's.
@@ -73,6 +75,10 @@ func (h *Host) sharedCode(ctx context.Context, wasm []byte, digest [32]byte, pag
 			set.codes = map[sharedKey]*shared{}
 		}
 		s = set.codes[key]
+		if s == nil && wasm == nil {
+			set.mu.Unlock()
+			return nil, false, errNotHeld
+		}
 		if s == nil {
 			break // set.mu held: this load compiles
 		}
@@ -123,6 +129,10 @@ func (h *Host) releaseShared(s *shared) {
 		_ = s.code.Close(context.Background())
 	}
 }
+
+// errNotHeld is the error of a load by digest whose code the host does
+// not hold.
+var errNotHeld = errors.New("no module of that digest is loaded")
 
 // sharedCount is how many distinct compiled modules the host holds.
 func (h *Host) sharedCount() int {

@@ -1,6 +1,8 @@
 package host_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
 )
@@ -64,5 +67,30 @@ func TestSharedCode(t *testing.T) {
 
 	load(t, h, "echo", host.LoadOptions{Limits: api.Limits{MinInstances: new(0)}})
 	mustEcho(t, h)
+	assert.Equal(t, 1, host.SharedCode(h))
+}
+
+// TestLoadSourceHeld: a source that pins the digest of bytes a module of
+// the host was loaded from loads from the code the host holds, with no
+// fetch (this host has no fetcher); other bytes still need one.
+func TestLoadSourceHeld(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	wasm := abitest.Guest(t, "echo")
+	sum := sha256.Sum256(wasm)
+	src, err := api.NewSource("https://modules.example/echo.wasm", hex.EncodeToString(sum[:]))
+	require.NoError(t, err)
+
+	_, err = h.LoadSource(loadCtx(t), src, host.LoadOptions{Name: "tenant-1"})
+	require.ErrorIs(t, err, api.ErrNoFetcher, "bytes the host does not hold are fetched")
+
+	load(t, h, "echo", host.LoadOptions{})
+	info, err := h.LoadSource(loadCtx(t), src, host.LoadOptions{Name: "tenant-1", Limits: api.Limits{MinInstances: new(0)}})
+	require.NoError(t, err)
+	assert.Equal(t, hex.EncodeToString(sum[:]), info.Digest)
+	assert.Equal(t, src.String(), info.Source)
+	assert.Zero(t, info.Pool.Created)
+	resp, err := invoke(t, h, "tenant-1", "echo", "in", []byte("mine"))
+	require.NoError(t, err)
+	assert.Equal(t, "mine", string(resp.Payload))
 	assert.Equal(t, 1, host.SharedCode(h))
 }
