@@ -37,7 +37,8 @@
 // go of the code closes it. The module is then instantiated MinInstances
 // times, and at least once: the first instance describes it; except that a
 // module at zero instances whose bytes another module has described starts
-// none, and its components get their settings at its first call.
+// none when granted no more than log and config, and its components get
+// their settings at its first call.
 // Each instance runs the module's start function, if it has one, then
 // _initialize; the first one describes the module, whose
 // descriptor gives the module its name (LoadOptions.Name overrides it); each

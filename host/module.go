@@ -19,7 +19,8 @@ import (
 // Load loads a module from its .wasm bytes, or upgrades the module of the
 // same name: the new version is compiled (or shares the code of a module of
 // the same bytes), instantiated MinInstances times (at least once, to
-// describe it, unless it has zero instances and its code was described),
+// describe it, unless it has zero instances, reaches nothing outside itself
+// and its code was described),
 // described and configured before it replaces the old one, which finishes
 // the calls in flight and then closes. When anything fails the old version
 // keeps serving, and the error is a *LoadError.
@@ -230,9 +231,12 @@ func (h *Host) newVersion(ctx context.Context, sum [32]byte, wasm []byte, source
 //
 // A version at zero instances (MinInstances 0) whose code another version
 // has described starts none: the descriptor is the code's, and its
-// components get their settings at its first call.
+// components get their settings at its first call. Only when it is granted
+// nothing that reaches outside the module (log and config at most): the
+// settings of one granted timers, messaging or HTTP may set a timer or
+// send, which must happen at load.
 func (v *version) describeFirst() (*instance, error) {
-	if d := v.shared.desc.Load(); d != nil && minInstances(v.limits) == 0 {
+	if d := v.shared.desc.Load(); d != nil && minInstances(v.limits) == 0 && v.caps.set&^(capLog|capConfig) == 0 {
 		v.setDescriptor(d)
 		return nil, nil
 	}

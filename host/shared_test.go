@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
@@ -44,6 +45,13 @@ func TestSharedCode(t *testing.T) {
 		info := load(t, h, "echo", host.LoadOptions{Name: names[i], Limits: limits})
 		if i > 0 && i%2 == 0 {
 			assert.Zero(t, info.Pool.Created, "%s: a copy at zero instances starts no instance to load", names[i])
+		}
+		if i == 1 {
+			// Granted timers, its settings may set one: they are
+			// delivered at load.
+			info := load(t, h, "echo", host.LoadOptions{Name: "echo-timer", Limits: api.Limits{MinInstances: new(0)}, Capabilities: []string{abi.CapTimer}})
+			assert.Equal(t, uint64(1), info.Pool.Created, "a copy granted timers starts an instance to load")
+			require.NoError(t, h.Unload(t.Context(), "echo-timer"))
 		}
 		assert.Equal(t, codes([]int{0, i}), host.SharedCode(h), "%s shares the code of echo-0 under the same limits", names[i])
 	}
