@@ -29,8 +29,9 @@ type Fetcher interface {
 //
 // A source that pins the digest of its wasm bytes (src.SHA256) whose bytes
 // a module of this host was loaded from is loaded from the code the host
-// holds, without a fetch: a reference is how a platform loads one artifact
-// under many names.
+// holds, without a fetch and without reading the source (the digest is
+// what is trusted): a reference is how a platform loads one artifact under
+// many names.
 func (h *Host) LoadSource(ctx context.Context, src api.Source, opts LoadOptions) (ModuleInfo, error) {
 	if sum, err := hex.DecodeString(strings.TrimPrefix(src.SHA256, "sha256:")); err == nil && len(sum) == sha256.Size && src.Validate() == nil {
 		info, err := h.loadDigest(ctx, [32]byte(sum), nil, src.String(), opts)
