@@ -27,8 +27,8 @@ type shared struct {
 	tableElements uint64
 	took          time.Duration // wazero's compile, for the first version's observer
 
-	// desc and comps are what the first instance described, nil until
-	// then; every later instance of the same code describes the same.
+	// desc is what the first instance described, nil until then; every
+	// later instance of the same code describes the same.
 	desc  atomic.Pointer[described]
 	ready chan struct{} // closed once compiled or failed
 
