@@ -31,8 +31,14 @@
 // wazero checks for cancellation between the functions it compiles, so a
 // compile cut off stops soon; what it cannot interrupt (decoding,
 // validating, one function) keeps its slot until it ends, while the load
-// has already failed. The module is then instantiated MinInstances times,
-// and at least once: the first instance describes it.
+// has already failed. Modules of the same bytes share one compiled module
+// (wazero's decoded and compiled code, the rewrite, the descriptor): a copy
+// loaded under another name compiles nothing, and the last version to let
+// go of the code closes it. The module is then instantiated MinInstances
+// times, and at least once: the first instance describes it; except that a
+// module at zero instances whose bytes another module has described starts
+// none when granted no more than log and config, and its components get
+// their settings at its first call.
 // Each instance runs the module's start function, if it has one, then
 // _initialize; the first one describes the module, whose
 // descriptor gives the module its name (LoadOptions.Name overrides it); each
@@ -56,9 +62,11 @@
 // socket or a directory is refused with an EventFailed, and never opened
 // for reading: a file swapped for a FIFO after the check is opened
 // non-blocking and refused), and a file over MaxModuleSize is refused
-// before it is read. A file must be left alone for 150 ms before it is read,
-// so that a file being copied in is read once, whole; a file modified less
-// than that ago, or while it was read, is read again once quiet. A writer
+// before it is read. A file whose content was modified less than 150 ms
+// ago waits the rest of that time before it is read, so that a file being
+// copied in is read once, whole; a file moved into place whole (its
+// content older than that) is read at once, with no wait; a file modified
+// while it was read is read again once quiet. A writer
 // that pauses for longer gets its partial file tried: it is refused as
 // invalid wasm, and the whole file loads when written (write to a temporary
 // name and rename it into place to avoid the failed attempt). Each file has
@@ -93,7 +101,9 @@
 // the first call after an idle spell at once and holds that instance's
 // linear memory (a Go guest's few MiB and up) all along. 0 keeps none:
 // the instance made to load the module closes after IdleTimeout like any
-// other, PoolStats shows none, and the next call waits for one to be
+// other (a copy of bytes already loaded makes none), PoolStats shows none,
+// and what the module holds is its name, limits, grants, configuration and
+// pool (a few KiB beside the shared code); the next call waits for one to be
 // instantiated (its start function and _initialize run again,
 // milliseconds for a Go guest) before it runs.
 //
@@ -145,8 +155,9 @@
 // # Failures and limits
 //
 // An instance that traps, times out, exceeds its memory (the linear memory
-// is allocated by host/internal/memlimit, which refuses to grow past its
-// limit and remembers that it did) or breaks the ABI (every pointer
+// is allocated by host/internal/memlimit, in a mapping of its own outside
+// the Go heap that is unmapped when the instance closes; it refuses to grow
+// past its limit and remembers that it did) or breaks the ABI (every pointer
 // and length a guest passes is bounds-checked; a violation stops it like a
 // timeout) is discarded, and a replacement is made in the background to keep
 // MinInstances warm. Other instances and modules are untouched; the host

@@ -88,3 +88,6 @@ func CompileCost(wasm []byte) uint64 {
 	cost, _ := compileCost(wasm)
 	return cost
 }
+
+// SharedCode is how many distinct compiled modules h holds.
+func SharedCode(h *Host) int { return h.sharedCount() }

@@ -52,6 +52,8 @@ type Host struct {
 	compiles chan struct{}
 	// compileMem is the memory budget the compiles running hold.
 	compileMem compileMemory
+	// shared is the compiled code, one per distinct module (shared.go).
+	shared sharedSet
 
 	// modules is an immutable map, replaced whole (under mu) on every
 	// change, so that the call path reads it without a lock.

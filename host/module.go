@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,7 +17,10 @@ import (
 )
 
 // Load loads a module from its .wasm bytes, or upgrades the module of the
-// same name: the new version is compiled, instantiated MinInstances times,
+// same name: the new version is compiled (or shares the code of a module of
+// the same bytes), instantiated MinInstances times (at least once, to
+// describe it, unless it has zero instances, reaches nothing outside itself
+// and its code was described),
 // described and configured before it replaces the old one, which finishes
 // the calls in flight and then closes. When anything fails the old version
 // keeps serving, and the error is a *LoadError.
@@ -38,11 +42,21 @@ func (h *Host) LoadFile(ctx context.Context, path string, opts LoadOptions) (Mod
 }
 
 func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOptions) (ModuleInfo, error) {
+	return h.loadDigest(ctx, sha256.Sum256(wasm), wasm, file, opts)
+}
+
+// loadDigest is load of wasm, whose SHA-256 is sum. With wasm nil, it loads
+// the code the host holds for sum, or fails with errNotHeld, having
+// published nothing, for the caller to fetch the bytes.
+func (h *Host) loadDigest(ctx context.Context, sum [32]byte, wasm []byte, file string, opts LoadOptions) (ModuleInfo, error) {
 	source := file
 	if source == "" {
 		source = "bytes"
 	}
-	v, upgraded, err := h.build(ctx, wasm, source, opts)
+	v, upgraded, err := h.build(ctx, sum, wasm, source, opts)
+	if wasm == nil && errors.Is(err, errNotHeld) {
+		return ModuleInfo{}, err
+	}
 	if err != nil {
 		name := opts.Name
 		if v != nil && v.name != "" {
@@ -68,12 +82,12 @@ func (h *Host) load(ctx context.Context, wasm []byte, file string, opts LoadOpti
 // first instance names the module), join the module of that name, warm
 // the pool, publish. On failure it returns the version built so far (for
 // its name) and the error.
-func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadOptions) (*version, bool, error) {
+func (h *Host) build(ctx context.Context, sum [32]byte, wasm []byte, source string, opts LoadOptions) (*version, bool, error) {
 	spec, err := h.loadSpec(int64(len(wasm)), opts)
 	if err != nil {
 		return nil, false, err
 	}
-	v, err := h.newVersion(ctx, wasm, source, opts.Name, spec)
+	v, err := h.newVersion(ctx, sum, wasm, source, opts.Name, spec)
 	if err != nil {
 		return nil, false, err
 	}
@@ -84,7 +98,9 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 	}
 	m, err := h.join(v)
 	if err != nil {
-		first.Close()
+		if first != nil {
+			first.Close()
+		}
 		v.retire()
 		return v, false, err
 	}
@@ -161,18 +177,18 @@ func (h *Host) loadSpec(size int64, opts LoadOptions) (loadSpec, error) {
 	return spec, nil
 }
 
-// newVersion compiles wasm into a version with no instance yet, named name
-// until it describes itself. It counts in h.wg until it closes.
-func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string, spec loadSpec) (*version, error) {
-	sum := sha256.Sum256(wasm)
-	c, err := h.compile(ctx, wasm, spec.limits.MemoryPages)
+// newVersion compiles wasm, whose SHA-256 is sum, into a version with no
+// instance yet, named name until it describes itself. It counts in h.wg
+// until it closes.
+func (h *Host) newVersion(ctx context.Context, sum [32]byte, wasm []byte, source, name string, spec loadSpec) (*version, error) {
+	c, fresh, err := h.sharedCode(ctx, wasm, sum, spec.limits.MemoryPages)
 	if err != nil {
 		return nil, err
 	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		_ = c.code.Close(ctx)
+		h.releaseShared(c)
 		return nil, api.ErrClosed
 	}
 	h.wg.Add(1) // released when the version closes
@@ -181,6 +197,7 @@ func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string,
 		h:        h,
 		name:     name,
 		compiled: c.code,
+		shared:   c,
 		limits:   spec.limits,
 		caps:     spec.caps,
 		capNames: slices.Clone(spec.capNames),
@@ -192,7 +209,9 @@ func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string,
 
 		start:         c.start,
 		tableElements: c.tableElements,
-		compileTook:   c.took,
+	}
+	if fresh {
+		v.compileTook = c.took
 	}
 	v.secrets.Store(&spec.secrets)
 	v.pool = pool.New((*poolOwner)(v), pool.Limits{
@@ -209,7 +228,18 @@ func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string,
 // the module; only then is the module's name known. What the guest logged
 // until then (its start function, _initialize) is logged then, with the
 // module's name and version; with its source when it fails first.
+//
+// A version at zero instances (MinInstances 0) whose code another version
+// has described starts none: the descriptor is the code's, and its
+// components get their settings at its first call. Only when it is granted
+// nothing that reaches outside the module (log and config at most): the
+// settings of one granted timers, messaging or HTTP may set a timer or
+// send, which must happen at load.
 func (v *version) describeFirst() (*instance, error) {
+	if d := v.shared.desc.Load(); d != nil && minInstances(v.limits) == 0 && v.caps.set&^(capLog|capConfig) == 0 {
+		v.setDescriptor(d)
+		return nil, nil
+	}
 	first, err := v.newInstance(nil)
 	if err != nil {
 		v.described(v.sourceFields()...)
@@ -221,16 +251,24 @@ func (v *version) describeFirst() (*instance, error) {
 		v.described(v.sourceFields()...)
 		return nil, err
 	}
-	v.desc = desc
-	v.comps = newComponentIndex(desc)
+	d := &described{desc: desc, comps: newComponentIndex(desc)}
+	v.shared.desc.CompareAndSwap(nil, d)
+	v.setDescriptor(d)
+	return first, nil
+}
+
+// setDescriptor makes d the version's descriptor; the name is the
+// descriptor's unless the load named it.
+func (v *version) setDescriptor(d *described) {
+	v.desc = d.desc
+	v.comps = d.comps
 	if v.name == "" {
-		v.name = desc.Name
+		v.name = d.desc.Name
 	}
-	v.described("module", v.name, "version", api.GuestText(desc.Version))
+	v.described("module", v.name, "version", api.GuestText(v.desc.Version))
 	if o := v.h.observer; o != nil {
 		o.Compiled(v.name, v.compileTook, v.compileTook < cachedCompile)
 	}
-	return first, nil
 }
 
 // sourceFields are the log fields of a version that failed before it
@@ -262,15 +300,20 @@ func (h *Host) join(v *version) (*module, error) {
 	return m, nil
 }
 
-// warm delivers the configuration to the first instance and fills the
-// pool up to MinInstances. On failure the first instance is closed.
+// warm delivers the configuration to the first instance, if any, and
+// fills the pool up to MinInstances. On failure the first instance is
+// closed.
 func (v *version) warm(first *instance, cfg *moduleConfig) error {
-	if err := first.settings(cfg); err != nil {
-		first.Close()
-		return err
+	n := 0
+	if first != nil {
+		if err := first.settings(cfg); err != nil {
+			first.Close()
+			return err
+		}
+		v.pool.Add(first)
+		n = 1
 	}
-	v.pool.Add(first)
-	for i := 1; i < minInstances(v.limits); i++ {
+	for i := n; i < minInstances(v.limits); i++ {
 		in, err := v.newInstance(cfg)
 		if err != nil {
 			return err

@@ -159,6 +159,7 @@ type version struct {
 	desc     *abi.Descriptor
 	comps    componentIndex
 	compiled wazero.CompiledModule
+	shared   *shared // holds compiled, with the other versions of the same bytes
 	limits   api.Limits
 	caps     grants
 	capNames []string
@@ -280,7 +281,7 @@ func (v *version) close() {
 		defer v.h.wg.Done() // taken when the version was created
 		v.pool.Close()
 		v.http.Close()
-		_ = v.compiled.Close(context.Background())
+		v.h.releaseShared(v.shared)
 	}()
 }
 

@@ -62,3 +62,29 @@ END {
 	for (i = 1; i <= 3; i++)
 		ratio("gRPC Invoke " tmodes[i] ", tracing on / off", "BenchmarkInvoke/" tmodes[i] "/tinyhost-traced", "BenchmarkInvoke/" tmodes[i] "/tinyhost")
 }
+
+# Density: what a module costs the host and how soon a dropped one answers.
+# These are figures of one run, not ratios: memory is not noisy as time is.
+/^Benchmark(Density|DropToCall|TenThousand)/ {
+	name = $1
+	sub(/-[0-9]+$/, "", name)
+	for (i = 3; i < NF; i++)
+		fig[name " " $(i + 1)] = $i
+}
+function most(label, key, unit, limit, scale) {
+	if (key in fig)
+		printf "  %-48s %9.1f %s   (target <= %s %s: %s)\n", label, fig[key] * scale, unit, limit, unit, fig[key] * scale <= limit ? "met" : "MISSED"
+}
+END {
+	print ""
+	print "Density (one run):"
+	most("module at zero instances, shared artifact", "BenchmarkDensity/shared-zero KiB/module", "KiB", 256, 1)
+	most("module with one warm instance, shared artifact", "BenchmarkDensity/shared-warm KiB/module", "KiB", 3072, 1)
+	most("distinct 10 MiB module at zero instances", "BenchmarkDensity/distinct-zero KiB/module", "KiB", 65536, 1)
+	most("distinct 10 MiB module, one warm instance", "BenchmarkDensity/distinct-warm KiB/module", "KiB", 65536, 1)
+	most("dropped file to first answer", "BenchmarkDropToCall ns/op", "ms", 50, 1e-6)
+	most("10,000 modules: load time", "BenchmarkTenThousand load-s", "s", 60, 1)
+	most("10,000 modules: host RSS after the loads", "BenchmarkTenThousand rss-MiB", "MiB", 2048, 1)
+	if ("BenchmarkTenThousand answered" in fig)
+		printf "  %-48s %9d of 10000 (in %.0f s)\n", "10,000 modules: calls answered", fig["BenchmarkTenThousand answered"], fig["BenchmarkTenThousand call-all-s"]
+}

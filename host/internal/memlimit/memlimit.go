@@ -1,5 +1,6 @@
-// Package memlimit backs a wasm instance's linear memory with a Go slice
-// that refuses to grow past a limit.
+// Package memlimit backs a wasm instance's linear memory with memory that
+// refuses to grow past a limit and goes back to the operating system when
+// the instance closes.
 //
 // wazero's runtime-wide memory limit applies to every module alike; tinyhost
 // needs one limit per module, and it needs to know afterwards that the limit
@@ -21,6 +22,16 @@
 // need a buffer that never moves; a Memory moves as it grows, so it must not
 // back one, and the host's runtime does not enable threads, which makes a
 // module declaring a shared memory fail to compile.
+//
+// Where the system has mmap, the memory lives outside the Go heap: the
+// first allocation reserves address space for the whole limit, without
+// access and without counting against the system's commit charge; growing
+// opens pages for reading and writing, in place (nothing is copied, and
+// the buffer never moves); Free unmaps it all at once, so an instance that
+// closes returns its memory at once, rather than when the collector runs
+// and the runtime scavenges. Should a reservation fail (address space
+// exhausted), or elsewhere, the memory is a Go slice as before. Either way
+// the limit is enforced alike.
 package memlimit
 
 import (
@@ -42,6 +53,11 @@ type Memory struct {
 	size  atomic.Uint64
 	hit   atomic.Bool
 	made  bool // the initial allocation is done
+
+	// mapped is the reservation, when the memory lives outside the Go
+	// heap; open is how much of it is readable and writable.
+	mapped *region
+	open   uint64
 }
 
 // InitialError is the panic of a Reallocate asked for an initial size
@@ -84,7 +100,38 @@ func (m *Memory) Reallocate(size uint64) []byte {
 		}
 		return nil
 	}
+	first := !m.made
 	m.made = true
+	if first {
+		m.mapped = reserve(m.limit)
+	}
+	if m.mapped != nil {
+		if size > m.open {
+			if err := m.mapped.open(m.open, size); err != nil {
+				return m.unmapped(size)
+			}
+			m.open = size
+		}
+		m.buf = m.mapped.b[:size:size]
+		m.size.Store(size)
+		return m.buf
+	}
+	return m.grow(size)
+}
+
+// unmapped moves the memory into the Go heap, for when the system refuses
+// to open more of the reservation: the guest goes on, within its limit.
+func (m *Memory) unmapped(size uint64) []byte {
+	b := make([]byte, len(m.buf), size)
+	copy(b, m.buf)
+	m.buf = b
+	m.mapped.release()
+	m.mapped, m.open = nil, 0
+	return m.grow(size)
+}
+
+// grow grows a memory that lives in the Go heap.
+func (m *Memory) grow(size uint64) []byte {
 	if size <= uint64(cap(m.buf)) {
 		// Bytes past len were never visible to the guest, so they are
 		// still zero, as new wasm pages must be.
@@ -105,7 +152,14 @@ func (m *Memory) Reallocate(size uint64) []byte {
 func (m *Memory) Free() {
 	m.buf = nil
 	m.size.Store(0)
+	if m.mapped != nil {
+		m.mapped.release()
+		m.mapped, m.open = nil, 0
+	}
 }
+
+// Mapped reports whether the memory lives outside the Go heap.
+func (m *Memory) Mapped() bool { return m.mapped != nil }
 
 // Size returns the current size of the memory in bytes.
 func (m *Memory) Size() uint64 { return m.size.Load() }

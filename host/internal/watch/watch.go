@@ -7,6 +7,12 @@
 // half-written file, so every event only (re)starts that file's quiet timer,
 // and the file is reported when the timer fires: as removed if it is gone by
 // then, as changed otherwise.
+//
+// The timer runs only as long as the file's content is younger than quiet:
+// a file moved into place whole (the atomic way to drop one) keeps the
+// modification time of when it was written, and is reported at once, so
+// that a dropped module answers without a wait; a file being written has
+// just been modified, and waits the rest of quiet after its last write.
 package watch
 
 import (
@@ -150,22 +156,42 @@ func (w *Watcher) run() {
 	}
 }
 
-// touch (re)starts the quiet timer of path.
+// touch (re)starts the quiet timer of path, for what is left of quiet
+// since the file's last modification.
 func (w *Watcher) touch(path string) {
+	wait := w.wait(path)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if t, ok := w.timers[path]; ok && t.t.Stop() {
-		t.t.Reset(w.quiet)
+		t.t.Reset(wait)
 		return
 	}
 	// No timer, or it fired already: the file changed again after it
 	// settled, so it gets a timer of its own.
 	w.gen++
 	f := fired{path: path, gen: w.gen}
-	w.timers[path] = &timer{gen: f.gen, t: time.AfterFunc(w.quiet, func() {
+	w.timers[path] = &timer{gen: f.gen, t: time.AfterFunc(wait, func() {
 		select {
 		case w.fired <- f:
 		case <-w.done:
 		}
 	})}
+}
+
+// wait is how long path must yet be left alone: quiet less the age of its
+// content, or quiet when it is gone (an editor that removes a file and
+// writes it anew must not unload its module in between).
+func (w *Watcher) wait(path string) time.Duration {
+	st, err := os.Stat(path)
+	if err != nil {
+		return w.quiet
+	}
+	switch age := time.Since(st.ModTime()); {
+	case age < 0: // modified in the future: a clock was set back
+		return w.quiet
+	case age >= w.quiet:
+		return 0
+	default:
+		return w.quiet - age
+	}
 }

@@ -66,3 +66,30 @@ func TestCloseStops(t *testing.T) {
 	assert.False(t, ok, "Changes is closed")
 	require.NoError(t, w.Close(), "Close twice")
 }
+
+// TestWholeFileAtOnce: a file moved into place whose content is older than
+// the quiet period is reported at once, without waiting for it; one just
+// written waits the quiet period after its last write.
+func TestWholeFileAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	w, err := New(dir, time.Hour, func(name string) bool { return strings.HasSuffix(name, ".wasm") })
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, w.Close()) })
+
+	tmp := filepath.Join(dir, "m.tmp")
+	require.NoError(t, os.WriteFile(tmp, []byte("whole"), 0o644))
+	old := time.Now().Add(-2 * time.Hour)
+	require.NoError(t, os.Chtimes(tmp, old, old))
+	path := filepath.Join(dir, "m.wasm")
+	require.NoError(t, os.Rename(tmp, path))
+	select {
+	case c := <-w.Changes():
+		assert.Equal(t, Change{Path: path}, c)
+	case <-time.After(time.Minute):
+		t.Fatal("a whole file moved into place is not reported within a minute, with a quiet period of an hour")
+	}
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "n.wasm"), []byte("just written"), 0o644))
+	require.Never(t, func() bool { return len(w.Changes()) > 0 }, 300*time.Millisecond, 10*time.Millisecond,
+		"a file just written is reported before the quiet period passed")
+}

@@ -1,0 +1,54 @@
+package memlimit
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMappedMemoryGoesBack: a memory lives outside the Go heap, grows in
+// place, and its pages leave the process's resident set when it is freed,
+// not when the collector runs.
+func TestMappedMemoryGoesBack(t *testing.T) {
+	const page, pages = 65536, 1024 // 64 MiB
+	m := New(pages * page)
+	b := m.Reallocate(page)
+	require.True(t, m.Mapped())
+	at := unsafe.Pointer(unsafe.SliceData(b))
+	b[0] = 7
+	b = m.Reallocate(pages * page)
+	assert.Equal(t, at, unsafe.Pointer(unsafe.SliceData(b)), "grows in place")
+	assert.Equal(t, byte(7), b[0])
+
+	before := residentKiB(t)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	touched := residentKiB(t)
+	require.Greater(t, touched-before, int64(pages*page/1024*9/10), "the touched pages are resident")
+	m.Free()
+	after := residentKiB(t)
+	t.Logf("resident: %d KiB before, %d KiB touched, %d KiB freed", before, touched, after)
+	assert.Greater(t, touched-after, int64(pages*page/1024*9/10), "Free returns the pages to the system")
+	assert.False(t, m.Mapped())
+}
+
+func residentKiB(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
