@@ -88,3 +88,14 @@ func CompileCost(wasm []byte) uint64 {
 	cost, _ := compileCost(wasm)
 	return cost
 }
+
+// FromSnapshot reports whether the instances of module's current version
+// start from a snapshot (Options.Snapshots).
+func FromSnapshot(h *Host, module string) bool {
+	m := (*h.modules.Load())[module]
+	if m == nil {
+		return false
+	}
+	v := m.current.Load()
+	return v != nil && v.snap != nil
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
@@ -38,6 +39,7 @@ type Host struct {
 	rt     wazero.Runtime
 	cache  wazero.CompilationCache
 	modCfg wazero.ModuleConfig
+	epoch  time.Time // of the guests' monotonic clock, with Options.Snapshots
 
 	// ctx lives as long as the host; background work (sends, ticks,
 	// replacement instances) runs under it.
@@ -131,6 +133,14 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		WithSysWalltime().
 		WithSysNanotime().
 		WithRandSource(randReader)
+	if opts.Snapshots.on() {
+		// The clocks a snapshot's instance records readings of (see
+		// capture.config).
+		h.epoch = time.Now()
+		h.modCfg = h.modCfg.
+			WithWalltime(h.walltime, sys.ClockResolution(time.Microsecond)).
+			WithNanotime(h.nanotime, 1)
+	}
 
 	h.dog = watchdog.Start(h.reapIdle, reapInterval)
 

@@ -82,6 +82,7 @@ func (h *Host) build(ctx context.Context, wasm []byte, source string, opts LoadO
 		v.retire()
 		return v, false, err
 	}
+	v.snapshot(ctx, first)
 	m, err := h.join(v)
 	if err != nil {
 		first.Close()
@@ -193,6 +194,9 @@ func (h *Host) newVersion(ctx context.Context, wasm []byte, source, name string,
 		start:         c.start,
 		tableElements: c.tableElements,
 		compileTook:   c.took,
+	}
+	if h.opts.Snapshots.on() {
+		v.src, v.globals, v.tableWrites, v.optIn = wasm, c.globals, c.tableWrites, c.optIn
 	}
 	v.secrets.Store(&spec.secrets)
 	v.pool = pool.New((*poolOwner)(v), pool.Limits{

@@ -1,0 +1,192 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/internal/instrument"
+)
+
+// Snapshots says which modules' instances start from a snapshot of the
+// module's first instance, taken after its start function and _initialize
+// (and before its settings), instead of running them again. See
+// Options.Snapshots.
+type Snapshots string
+
+const (
+	// SnapshotsOff starts every instance fresh. The default.
+	SnapshotsOff Snapshots = "off"
+	// SnapshotsOptIn snapshots a module whose initialisation read nothing
+	// that differs from one instance to the next, and one that read
+	// random_get or a clock only if it exports abi.ExportSnapshot.
+	SnapshotsOptIn Snapshots = "opt-in"
+	// SnapshotsAll also snapshots the modules that read random_get or a
+	// clock while initialising without exporting abi.ExportSnapshot: their
+	// instances share those values (a Go guest's map seeds and math/rand
+	// state among them).
+	SnapshotsAll Snapshots = "all"
+)
+
+func (s Snapshots) check() error {
+	switch s {
+	case "", SnapshotsOff, SnapshotsOptIn, SnapshotsAll:
+		return nil
+	}
+	return fmt.Errorf("Snapshots is %q, want %q, %q or %q", string(s), SnapshotsOff, SnapshotsOptIn, SnapshotsAll)
+}
+
+func (s Snapshots) on() bool { return s == SnapshotsOptIn || s == SnapshotsAll }
+
+// globalExportPrefix names the exports (instrument.WithGlobalExports)
+// through which the host reads a module's mutable globals to snapshot
+// them.
+const globalExportPrefix = "tinyhost_global_"
+
+// snapshot is a version's module rewritten to start initialised.
+type snapshot struct {
+	code wazero.CompiledModule
+	// level is the guest log level (abi.EnvLogLevel) its initialisation
+	// read; an instance made while the level differs starts fresh.
+	level abi.LogLevel
+}
+
+// capture records, for the instance a version snapshots, what its start
+// function and _initialize did that a snapshot could not repeat, and then
+// its state.
+type capture struct {
+	on bool // the start function or _initialize is running
+	// impure is what makes the initialisation unfit to snapshot: output,
+	// a sleep, a host function. "" when none.
+	impure string
+	// drew is the input it read that differs from one instance to the
+	// next (random_get, a clock), "" when none.
+	drew  string
+	level abi.LogLevel
+	image *instrument.Image
+}
+
+func (c *capture) spoil(what string) {
+	if c.on && c.impure == "" {
+		c.impure = what
+	}
+}
+
+func (c *capture) read(what string) {
+	if c.on && c.drew == "" {
+		c.drew = what
+	}
+}
+
+// config is cfg with the instance's randomness, clocks, sleep and output
+// going through c first.
+func (c *capture) config(h *Host, in *instance, cfg wazero.ModuleConfig) wazero.ModuleConfig {
+	return cfg.
+		WithRandSource(captureRand{c}).
+		WithWalltime(func() (int64, int32) { c.read("a clock"); return h.walltime() }, sys.ClockResolution(time.Microsecond)).
+		WithNanotime(func() int64 { c.read("a clock"); return h.nanotime() }, 1).
+		WithNanosleep(func(ns int64) { c.spoil("slept"); in.sleep(ns) }).
+		WithStdout(captureOutput{c, &in.stdout}).
+		WithStderr(captureOutput{c, &in.stderr})
+}
+
+type captureRand struct{ c *capture }
+
+func (r captureRand) Read(p []byte) (int, error) {
+	r.c.read("random_get")
+	return io.ReadFull(randReader, p)
+}
+
+type captureOutput struct {
+	c *capture
+	w io.Writer
+}
+
+func (o captureOutput) Write(p []byte) (int, error) {
+	o.c.spoil("wrote to stdout or stderr")
+	return o.w.Write(p)
+}
+
+// nanotime is the guests' monotonic clock when snapshots are on: one
+// clock for every instance of the process, so that a reading a snapshot
+// holds stays in the past of every instance started from it.
+func (h *Host) nanotime() int64 { return int64(time.Since(h.epoch)) }
+
+func (h *Host) walltime() (int64, int32) {
+	t := time.Now()
+	return t.Unix(), int32(t.Nanosecond())
+}
+
+// take reads the instance's memory and mutable globals once its
+// initialisation has run.
+func (c *capture) take(in *instance, globals []uint32) {
+	c.on = false
+	if c.impure != "" {
+		return
+	}
+	mem, ok := in.mem.Read(0, in.mem.Size())
+	if !ok {
+		c.impure = "its memory could not be read"
+		return
+	}
+	img := &instrument.Image{Memory: slices.Clone(mem), Globals: make(map[uint32]uint64, len(globals))}
+	for _, g := range globals {
+		eg := in.mod.ExportedGlobal(globalExportPrefix + strconv.FormatUint(uint64(g), 10))
+		if eg == nil {
+			c.impure = "a global could not be read"
+			return
+		}
+		img.Globals[g] = eg.Get()
+	}
+	c.image = img
+}
+
+// snapshot builds the version's snapshot from what its first instance
+// captured, when that is sound; otherwise its instances start fresh. A
+// snapshot that cannot be built is never the load's failure.
+func (v *version) snapshot(ctx context.Context, first *instance) {
+	c, src := first.capture, v.src
+	first.capture, v.src = nil, nil
+	if c == nil {
+		return
+	}
+	reason := ""
+	switch {
+	case v.tableWrites:
+		reason = "its code can change tables"
+	case c.impure != "":
+		reason = "its initialisation " + c.impure
+	case c.drew != "" && v.h.opts.Snapshots != SnapshotsAll && !v.optIn:
+		reason = "its initialisation read " + c.drew + " and it does not export " + abi.ExportSnapshot
+	}
+	if reason != "" {
+		v.logger().Debug("instances start fresh", "reason", reason)
+		return
+	}
+	wasm, err := instrument.Snapshot(src, c.image)
+	if err == nil {
+		var cc *compiled
+		if cc, err = v.h.compile(ctx, wasm, v.limits.MemoryPages); err == nil {
+			v.snap = &snapshot{code: cc.code, level: c.level}
+			v.logger().Debug("instances start from a snapshot", "pages", len(c.image.Memory)/instrument.PageSize, "bytes", len(wasm))
+			return
+		}
+	}
+	v.logger().Warn("instances start fresh: no snapshot", "error", err)
+}
+
+// startCode is the compiled module an instance starts from, and whether
+// it is the snapshot.
+func (v *version) startCode(level abi.LogLevel) (wazero.CompiledModule, bool) {
+	if s := v.snap; s != nil && s.level == level {
+		return s.code, true
+	}
+	return v.compiled, false
+}

@@ -1,0 +1,59 @@
+package host_test
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/abi/abitest"
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/internal/e2e"
+)
+
+// TestConformanceSnapshots runs the ABI v1 conformance kit against a host
+// whose instances start from snapshots wherever a module's initialisation
+// allows it (SnapshotsAll), with two warm instances per module: the pool
+// hands out the one started last, from the snapshot, so the kit's calls
+// run on instances started from a snapshot.
+func TestConformanceSnapshots(t *testing.T) {
+	h, sink := newHost(t, host.Options{Snapshots: host.SnapshotsAll, Limits: api.Limits{MinInstances: new(2)}})
+	abitest.Run(t, &kitHost{h: h, logs: sink})
+	// The kit's echo guest, a Go guest, is loaded first and stays.
+	assert.True(t, host.FromSnapshot(h, "echo"), "echo starts from a snapshot")
+}
+
+// TestSnapshotSDK loads the SDK's echo module under each setting of
+// Snapshots and checks what its instances answer, and which settings
+// start them from a snapshot: the Go runtime reads random_get and the
+// clocks while initialising, and sdkecho does not export
+// abi.ExportSnapshot, so only SnapshotsAll snapshots it.
+func TestSnapshotSDK(t *testing.T) {
+	wasm := e2e.WasmBytes(t, "internal/e2e/testdata/sdkecho")
+	for _, tc := range []struct {
+		mode host.Snapshots
+		snap bool
+	}{{host.SnapshotsOff, false}, {host.SnapshotsOptIn, false}, {host.SnapshotsAll, true}} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			h, _ := newHost(t, host.Options{Snapshots: tc.mode})
+			// Four warm instances: the first, which a snapshot is taken
+			// of, and three started after it, which the calls below use
+			// first (the pool hands out the one put back last).
+			_, err := h.Load(t.Context(), wasm, host.LoadOptions{Limits: api.Limits{MinInstances: new(4), MaxInstances: 4}})
+			require.NoError(t, err)
+			assert.Equal(t, tc.snap, host.FromSnapshot(h, "sdkecho"))
+
+			for i := range 50 {
+				payload := []byte("payload " + strconv.Itoa(i))
+				resp, err := h.Invoke(t.Context(), api.Request{Module: "sdkecho", Component: "echo", Port: "in", Payload: payload})
+				require.NoError(t, err)
+				assert.Equal(t, payload, resp.Payload)
+			}
+			resp, err := h.Invoke(t.Context(), api.Request{Module: "sdkecho", Component: "echo", Port: "loglevel"})
+			require.NoError(t, err)
+			assert.Equal(t, "0", string(resp.Payload), "the log level the host gave it (trace)")
+		})
+	}
+}
