@@ -99,3 +99,16 @@ func FromSnapshot(h *Host, module string) bool {
 	v := m.current.Load()
 	return v != nil && v.snap != nil
 }
+
+// StartInstance starts an instance of module's current version as its
+// pool does (from its snapshot, if it has one), without delivering its
+// settings, and closes it.
+func StartInstance(h *Host, module string) error {
+	v := (*h.modules.Load())[module].current.Load()
+	in, err := v.newInstance(nil)
+	if err != nil {
+		return err
+	}
+	in.Close()
+	return nil
+}

@@ -57,3 +57,26 @@ func TestSnapshotSDK(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkStart is the start of an instance of a Go guest (sdkecho, its
+// settings aside): instantiating it and running its _initialize, against
+// instantiating its snapshot (Options.Snapshots).
+func BenchmarkStart(b *testing.B) {
+	wasm := e2e.WasmBytes(b, "internal/e2e/testdata/sdkecho")
+	for _, bc := range []struct {
+		name string
+		mode host.Snapshots
+	}{{"initialize", host.SnapshotsOff}, {"snapshot", host.SnapshotsAll}} {
+		b.Run(bc.name, func(b *testing.B) {
+			h, _ := newHost(b, host.Options{Snapshots: bc.mode})
+			_, err := h.Load(b.Context(), wasm, host.LoadOptions{})
+			require.NoError(b, err)
+			require.Equal(b, bc.mode == host.SnapshotsAll, host.FromSnapshot(h, "sdkecho"))
+			for b.Loop() {
+				if err := host.StartInstance(h, "sdkecho"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
