@@ -58,6 +58,42 @@ func TestSnapshotSDK(t *testing.T) {
 	}
 }
 
+// TestSnapshotFallsBack checks which hand-written modules are snapshotted:
+// one whose start function and _initialize only compute (start) is, even
+// when only SnapshotsOptIn is set, and its instances run without them;
+// one whose _initialize logs through a host function (calls) is not even
+// under SnapshotsAll, and each of its instances logs what it logs
+// without snapshots.
+func TestSnapshotFallsBack(t *testing.T) {
+	// load loads fixture with two warm instances, and returns whether
+	// they start from a snapshot and how many lines _initialize logged.
+	load := func(t *testing.T, fixture string, mode host.Snapshots) (*host.Host, bool, int) {
+		h, sink := newHost(t, host.Options{Snapshots: mode})
+		_, err := h.Load(t.Context(), wat(t, fixture), host.LoadOptions{
+			Limits: api.Limits{MinInstances: new(2)}, Capabilities: allCaps})
+		require.NoError(t, err)
+		hello := 0
+		for _, l := range sink.of("wat") {
+			if l.line == "hello from wat" {
+				hello++
+			}
+		}
+		return h, host.FromSnapshot(h, "wat"), hello
+	}
+
+	h, snap, _ := load(t, "start", host.SnapshotsOptIn)
+	assert.True(t, snap, "start's initialisation reads nothing")
+	resp, err := h.Invoke(t.Context(), api.Request{Module: "wat", Component: "c", Port: "in"})
+	require.NoError(t, err)
+	assert.Empty(t, resp.Payload)
+
+	_, snap, all := load(t, "calls", host.SnapshotsAll)
+	assert.False(t, snap, "calls's _initialize calls a host function")
+	_, _, off := load(t, "calls", host.SnapshotsOff)
+	assert.Positive(t, off)
+	assert.Equal(t, off, all, "lines _initialize logged")
+}
+
 // BenchmarkStart is the start of an instance of a Go guest (sdkecho, its
 // settings aside): instantiating it and running its _initialize, against
 // instantiating its snapshot (Options.Snapshots).

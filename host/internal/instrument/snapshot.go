@@ -22,7 +22,7 @@ const PageSize = 65536
 // zeroGap is the longest run of zero bytes that a data segment spans
 // rather than ending and starting a new one: a segment costs about as many
 // bytes of header.
-const zeroGap = 16
+const zeroGap = 256
 
 // Snapshot returns a copy of the core module wasm (the module as loaded,
 // before Rewrite) that starts in the state img: its mutable globals
