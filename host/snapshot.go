@@ -1,11 +1,17 @@
 package host
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -173,7 +179,10 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 	wasm, err := instrument.Snapshot(src, c.image)
 	if err == nil {
 		var cc *compiled
-		if cc, err = v.h.compile(ctx, wasm, v.limits.MemoryPages); err == nil {
+		before := cacheEntries(v.h.opts.CacheDir)
+		cc, err = v.h.compile(ctx, wasm, v.limits.MemoryPages)
+		v.h.dropRepeatedEntries(before)
+		if err == nil {
 			v.snap = &snapshot{code: cc.code, level: c.level}
 			v.logger().Debug("instances start from a snapshot", "pages", len(c.image.Memory)/instrument.PageSize, "bytes", len(wasm))
 			return
@@ -189,4 +198,70 @@ func (v *version) startCode(level abi.LogLevel) (wazero.CompiledModule, bool) {
 		return s.code, true
 	}
 	return v.compiled, false
+}
+
+// cacheEntries lists the entries of the on-disk compilation cache in dir
+// (none when dir is ""), with their sizes.
+func cacheEntries(dir string) map[string]int64 {
+	if dir == "" {
+		return nil
+	}
+	paths, _ := filepath.Glob(filepath.Join(dir, "wazero-*", "*"))
+	out := make(map[string]int64, len(paths))
+	for _, p := range paths {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && !strings.HasSuffix(p, ".tmp") {
+			out[p] = fi.Size()
+		}
+	}
+	return out
+}
+
+// dropRepeatedEntries removes the entries added to the on-disk compilation
+// cache since before that repeat an older entry byte for byte. A
+// snapshot's module has the code of the module it was taken of, so its
+// compiled code is the same, under a key of its own (its bytes, which
+// differ with every snapshot): kept, such entries would grow the cache by
+// a module's compiled code with every load, and never be read again.
+func (h *Host) dropRepeatedEntries(before map[string]int64) {
+	if before == nil {
+		return
+	}
+	for p, size := range cacheEntries(h.opts.CacheDir) {
+		if _, old := before[p]; old {
+			continue
+		}
+		for q, qsize := range before {
+			if qsize == size && filepath.Dir(q) == filepath.Dir(p) && sameContent(p, q) {
+				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					h.log.Warn("compilation cache: a snapshot's entry cannot be removed", "file", p, "error", err)
+				}
+				break
+			}
+		}
+	}
+}
+
+// sameContent reports whether the files at a and b hold the same bytes.
+func sameContent(a, b string) bool {
+	fa, err := os.Open(a)
+	if err != nil {
+		return false
+	}
+	defer fa.Close()
+	fb, err := os.Open(b)
+	if err != nil {
+		return false
+	}
+	defer fb.Close()
+	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		na, ea := io.ReadFull(fa, ba)
+		nb, eb := io.ReadFull(fb, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false
+		}
+		if ea != nil || eb != nil {
+			return errors.Is(ea, io.ErrUnexpectedEOF) || errors.Is(ea, io.EOF)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -92,6 +93,27 @@ func TestSnapshotFallsBack(t *testing.T) {
 	_, _, off := load(t, "calls", host.SnapshotsOff)
 	assert.Positive(t, off)
 	assert.Equal(t, off, all, "lines _initialize logged")
+}
+
+// TestSnapshotCache loads a Go guest twice with snapshots and an on-disk
+// compilation cache: each load compiles a snapshot of its own (its bytes
+// differ with every capture), whose compiled code is the module's, and
+// the cache keeps one entry, not one more per load.
+func TestSnapshotCache(t *testing.T) {
+	dir := t.TempDir()
+	wasm := e2e.WasmBytes(t, "internal/e2e/testdata/sdkecho")
+	h, _ := newHost(t, host.Options{Snapshots: host.SnapshotsAll, CacheDir: dir})
+	for range 2 {
+		_, err := h.Load(t.Context(), wasm, host.LoadOptions{})
+		require.NoError(t, err)
+		require.True(t, host.FromSnapshot(h, "sdkecho"))
+		entries, err := filepath.Glob(filepath.Join(dir, "wazero-*", "*"))
+		require.NoError(t, err)
+		assert.Len(t, entries, 1, "entries in the compilation cache")
+	}
+	resp, err := h.Invoke(t.Context(), api.Request{Module: "sdkecho", Component: "echo", Port: "in", Payload: []byte("x")})
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(resp.Payload))
 }
 
 // BenchmarkStart is the start of an instance of a Go guest (sdkecho, its
