@@ -112,3 +112,10 @@ func StartInstance(h *Host, module string) error {
 	in.Close()
 	return nil
 }
+
+// SnapshotsInUse is how many snapshots the versions of h share.
+func SnapshotsInUse(h *Host) int {
+	h.snapMu.Lock()
+	defer h.snapMu.Unlock()
+	return len(h.snaps)
+}

@@ -40,6 +40,10 @@ type Host struct {
 	cache  wazero.CompilationCache
 	modCfg wazero.ModuleConfig
 	epoch  time.Time // of the guests' monotonic clock, with Options.Snapshots
+	// snaps are the snapshots in use, shared by the versions of the same
+	// bytes, memory limit and guest log level (see snapshot.go).
+	snapMu sync.Mutex
+	snaps  map[snapshotKey]*snapshot
 
 	// ctx lives as long as the host; background work (sends, ticks,
 	// replacement instances) runs under it.

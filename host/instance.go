@@ -93,11 +93,8 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		WithStderr(&in.stderr).
 		WithNanosleep(in.sleep).
 		WithEnv(abi.EnvLogLevel, strconv.Itoa(int(level)))
-	code, fromSnap := v.startCode(level)
-	if v.src != nil && v.snap == nil && v.desc == nil {
-		// The first instance, before the module is described: the one
-		// its snapshot is taken of.
-		in.capture = &capture{on: true, level: level}
+	code, fromSnap := v.startCode(in, level)
+	if in.capture != nil {
 		cfgm = in.capture.config(h, in, cfgm)
 	}
 	if err := checkMemory(code, in.memory); err != nil {

@@ -56,26 +56,80 @@ func (s Snapshots) on() bool { return s == SnapshotsOptIn || s == SnapshotsAll }
 // them.
 const globalExportPrefix = "tinyhost_global_"
 
-// snapshot is a version's module rewritten to start initialised.
+// snapshot is a module rewritten to start initialised, shared by the
+// versions of its key.
 type snapshot struct {
+	key  snapshotKey
 	code wazero.CompiledModule
-	// level is the guest log level (abi.EnvLogLevel) its initialisation
-	// read; an instance made while the level differs starts fresh.
-	level abi.LogLevel
+	refs int // versions using it; guarded by Host.snapMu
+}
+
+// snapshotKey is what a snapshot depends on: the module's bytes, its
+// memory limit (the rewrite bounds its tables by it) and the guest log
+// level (abi.EnvLogLevel) its initialisation read. An instance made while
+// the level differs starts fresh.
+type snapshotKey struct {
+	digest string
+	pages  uint32
+	level  abi.LogLevel
+}
+
+// shareSnapshot returns the snapshot of s's key in use, or s, and counts
+// the caller's version as a user of it.
+func (h *Host) shareSnapshot(s *snapshot) *snapshot {
+	h.snapMu.Lock()
+	defer h.snapMu.Unlock()
+	if have := h.snaps[s.key]; have != nil {
+		_ = s.code.Close(context.Background())
+		s = have
+	} else {
+		if h.snaps == nil {
+			h.snaps = map[snapshotKey]*snapshot{}
+		}
+		h.snaps[s.key] = s
+	}
+	s.refs++
+	return s
+}
+
+// takeSnapshot returns the snapshot of key in use, if any, counting the
+// caller's version as a user of it.
+func (h *Host) takeSnapshot(key snapshotKey) *snapshot {
+	h.snapMu.Lock()
+	defer h.snapMu.Unlock()
+	s := h.snaps[key]
+	if s != nil {
+		s.refs++
+	}
+	return s
+}
+
+// releaseSnapshot ends a version's use of s, and closes it after the last.
+func (h *Host) releaseSnapshot(s *snapshot) {
+	h.snapMu.Lock()
+	s.refs--
+	last := s.refs == 0
+	if last {
+		delete(h.snaps, s.key)
+	}
+	h.snapMu.Unlock()
+	if last {
+		_ = s.code.Close(context.Background())
+	}
 }
 
 // capture records, for the instance a version snapshots, what its start
 // function and _initialize did that a snapshot could not repeat, and then
 // its state.
 type capture struct {
-	on bool // the start function or _initialize is running
+	key snapshotKey
+	on  bool // the start function or _initialize is running
 	// impure is what makes the initialisation unfit to snapshot: output,
 	// a sleep, a host function. "" when none.
 	impure string
 	// drew is the input it read that differs from one instance to the
 	// next (random_get, a clock), "" when none.
 	drew  string
-	level abi.LogLevel
 	image *instrument.Image
 }
 
@@ -183,7 +237,7 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 		cc, err = v.h.compile(ctx, wasm, v.limits.MemoryPages)
 		v.h.dropRepeatedEntries(before)
 		if err == nil {
-			v.snap = &snapshot{code: cc.code, level: c.level}
+			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code})
 			v.logger().Debug("instances start from a snapshot", "pages", len(c.image.Memory)/instrument.PageSize, "bytes", len(wasm))
 			return
 		}
@@ -192,9 +246,19 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 }
 
 // startCode is the compiled module an instance starts from, and whether
-// it is the snapshot.
-func (v *version) startCode(level abi.LogLevel) (wazero.CompiledModule, bool) {
-	if s := v.snap; s != nil && s.level == level {
+// it is the snapshot. The version's first instance takes the snapshot of
+// the same bytes in use, if there is one; else it is the one captured
+// (in.capture).
+func (v *version) startCode(in *instance, level abi.LogLevel) (wazero.CompiledModule, bool) {
+	if v.src != nil && v.snap == nil && v.desc == nil {
+		key := snapshotKey{digest: v.digest, pages: v.limits.MemoryPages, level: level}
+		if v.snap = v.h.takeSnapshot(key); v.snap != nil {
+			v.src = nil
+		} else {
+			in.capture = &capture{key: key, on: true}
+		}
+	}
+	if s := v.snap; s != nil && s.key.level == level {
 		return s.code, true
 	}
 	return v.compiled, false

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -95,25 +96,38 @@ func TestSnapshotFallsBack(t *testing.T) {
 	assert.Equal(t, off, all, "lines _initialize logged")
 }
 
-// TestSnapshotCache loads a Go guest twice with snapshots and an on-disk
-// compilation cache: each load compiles a snapshot of its own (its bytes
-// differ with every capture), whose compiled code is the module's, and
-// the cache keeps one entry, not one more per load.
-func TestSnapshotCache(t *testing.T) {
+// TestSnapshotShared loads a Go guest under three names with snapshots
+// and an on-disk compilation cache, and once more under the first name
+// after the others are unloaded. The modules share one snapshot while it
+// is in use; each capture has bytes of its own (the seeds a Go guest
+// draws), but its compiled code is the module's, and the cache keeps one
+// entry, not one more per snapshot.
+func TestSnapshotShared(t *testing.T) {
 	dir := t.TempDir()
 	wasm := e2e.WasmBytes(t, "internal/e2e/testdata/sdkecho")
 	h, _ := newHost(t, host.Options{Snapshots: host.SnapshotsAll, CacheDir: dir})
-	for range 2 {
-		_, err := h.Load(t.Context(), wasm, host.LoadOptions{})
+	names := []string{"a", "b", "c", "a"}
+	for i, name := range names {
+		if i == 3 {
+			require.NoError(t, h.Unload(t.Context(), "b"))
+			require.NoError(t, h.Unload(t.Context(), "c"))
+		}
+		_, err := h.Load(t.Context(), wasm, host.LoadOptions{Name: name})
 		require.NoError(t, err)
-		require.True(t, host.FromSnapshot(h, "sdkecho"))
+		require.True(t, host.FromSnapshot(h, name))
 		entries, err := filepath.Glob(filepath.Join(dir, "wazero-*", "*"))
 		require.NoError(t, err)
 		assert.Len(t, entries, 1, "entries in the compilation cache")
 	}
-	resp, err := h.Invoke(t.Context(), api.Request{Module: "sdkecho", Component: "echo", Port: "in", Payload: []byte("x")})
-	require.NoError(t, err)
-	assert.Equal(t, "x", string(resp.Payload))
+	assert.Equal(t, 1, host.SnapshotsInUse(h), "snapshots in use")
+	for _, name := range names[:1] {
+		resp, err := h.Invoke(t.Context(), api.Request{Module: name, Component: "echo", Port: "in", Payload: []byte("x")})
+		require.NoError(t, err)
+		assert.Equal(t, "x", string(resp.Payload))
+	}
+	require.NoError(t, h.Unload(t.Context(), "a"))
+	require.Eventually(t, func() bool { return host.SnapshotsInUse(h) == 0 }, 30*time.Second, 10*time.Millisecond,
+		"the snapshot is released with the last version using it")
 }
 
 // BenchmarkStart is the start of an instance of a Go guest (sdkecho, its

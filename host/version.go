@@ -290,7 +290,7 @@ func (v *version) close() {
 		v.http.Close()
 		_ = v.compiled.Close(context.Background())
 		if v.snap != nil {
-			_ = v.snap.code.Close(context.Background())
+			v.h.releaseSnapshot(v.snap)
 		}
 	}()
 }
