@@ -227,10 +227,13 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 		reason = "its initialisation read " + c.drew + " and it does not export " + abi.ExportSnapshot
 	}
 	if reason != "" {
-		v.logger().Debug("instances start fresh", "reason", reason)
+		v.logger().Info("instances start fresh", "reason", reason)
 		return
 	}
 	wasm, err := instrument.Snapshot(src, c.image)
+	if err == nil && int64(len(wasm)) > v.h.opts.MaxModuleSize {
+		err = fmt.Errorf("the snapshot's %d bytes exceed MaxModuleSize", len(wasm))
+	}
 	if err == nil {
 		var cc *compiled
 		before := cacheEntries(v.h.opts.CacheDir)

@@ -60,6 +60,29 @@ func TestSnapshotSDK(t *testing.T) {
 	}
 }
 
+// TestSnapshotOptIn loads a Go guest on the standard library under
+// SnapshotsOptIn, as it is and with the export of abi.ExportSnapshot that
+// ABI.md tells a Go module to add: only the latter starts from a snapshot
+// (its runtime reads random_get and the clocks while initialising), and
+// both answer alike.
+func TestSnapshotOptIn(t *testing.T) {
+	optIn := versionedSource + "\n//go:wasmexport tinyhost_snapshot\nfunc snapshotOK() {}\n"
+	for _, tc := range []struct {
+		name, source string
+		snap         bool
+	}{{"versioned", versionedSource, false}, {"versioned-optin", optIn, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _ := newHost(t, host.Options{Snapshots: host.SnapshotsOptIn})
+			_, err := h.Load(t.Context(), buildGuest(t, tc.name, tc.source), host.LoadOptions{Limits: api.Limits{MinInstances: new(2)}})
+			require.NoError(t, err)
+			assert.Equal(t, tc.snap, host.FromSnapshot(h, "versioned"))
+			resp, err := h.Invoke(t.Context(), api.Request{Module: "versioned", Component: "v", Port: "in", Payload: []byte("x")})
+			require.NoError(t, err)
+			assert.Equal(t, "0.0.0:x", string(resp.Payload))
+		})
+	}
+}
+
 // TestSnapshotFallsBack checks which hand-written modules are snapshotted:
 // one whose start function and _initialize only compute (start) is, even
 // when only SnapshotsOptIn is set, and its instances run without them;
