@@ -241,7 +241,7 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 		v.h.dropRepeatedEntries(before)
 		if err == nil {
 			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code})
-			v.logger().Debug("instances start from a snapshot", "pages", len(c.image.Memory)/instrument.PageSize, "bytes", len(wasm))
+			v.logger().Info("instances start from a snapshot", "pages", len(c.image.Memory)/instrument.PageSize, "bytes", len(wasm))
 			return
 		}
 	}
