@@ -116,3 +116,31 @@ func TestSnapshotRefuses(t *testing.T) {
 	_, err = Snapshot([]byte("not wasm"), img)
 	assert.ErrorIs(t, err, ErrNotWasm)
 }
+
+// FuzzSnapshot checks that Snapshot never panics on any module Rewrite
+// accepts, and that whenever wazero compiles the input, it compiles the
+// snapshot too.
+func FuzzSnapshot(f *testing.F) {
+	ctx := f.Context()
+	rt := wazero.NewRuntime(ctx)
+	f.Cleanup(func() { _ = rt.Close(ctx) })
+	f.Add(snapModule(), []byte("state"), uint64(7))
+	f.Add(snapModule(0x41, 0x00, 0xD0, 0x70, 0x26, 0x00), []byte{}, uint64(0))
+	f.Fuzz(func(t *testing.T, in, mem []byte, g uint64) {
+		if _, err := Rewrite(in, "interrupt"); err != nil {
+			return // the host snapshots only what Rewrite accepted
+		}
+		img := &Image{Memory: make([]byte, PageSize), Globals: map[uint32]uint64{0: g, 1: g}}
+		copy(img.Memory[PageSize/2:], mem)
+		out, err := Snapshot(in, img)
+		if err != nil {
+			return
+		}
+		if c, err := rt.CompileModule(ctx, in); err == nil {
+			_ = c.Close(ctx)
+			c, err := rt.CompileModule(ctx, out)
+			require.NoError(t, err)
+			_ = c.Close(ctx)
+		}
+	})
+}
