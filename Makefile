@@ -63,6 +63,7 @@ FUZZTIME ?= 20s
 .PHONY: fuzz
 fuzz: ## Fuzz the rewrite, the host and guest text on the wire and in the log for a bounded time per target.
 	$(GO) test -run '^$$' -fuzz '^FuzzInjected$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./host/internal/instrument
+	$(GO) test -run '^$$' -fuzz '^FuzzSnapshot$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./host/internal/instrument
 	$(GO) test -run '^$$' -fuzz '^FuzzHostLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./host/
 	$(GO) test -run '^$$' -fuzz '^FuzzHostCode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./host/
 	$(GO) test -run '^$$' -fuzz '^FuzzGuestText$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./host/server/

@@ -44,6 +44,13 @@ const (
 	// Returns a Response encoding in guest memory, guest-owned, valid until
 	// the next call into the guest.
 	ExportHandle = "tinyhost_handle"
+
+	// ExportSnapshot: () -> (), never called. A module that exports it
+	// declares that its instances may share what its initialisation (start
+	// function and ExportInitialize) read from random_get and the clocks,
+	// so that a host may start them from a snapshot of one initialised
+	// instance (see ABI.md, "Snapshots").
+	ExportSnapshot = "tinyhost_snapshot"
 )
 
 // ImportModule is the module name of every host function of ABI v1.

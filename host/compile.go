@@ -57,6 +57,11 @@ type compiled struct {
 	start bool
 	// tableElements is the most elements the module's tables can hold.
 	tableElements uint64
+	// globals are the mutable globals, exported for a snapshot
+	// (Options.Snapshots); tableWrites and optIn are what decide one.
+	globals     []uint32
+	tableWrites bool
+	optIn       bool
 }
 
 // compile rewrites wasm (see "Timeouts" in the package doc), checks its
@@ -147,10 +152,15 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32) (c *co
 	if hook := panicHook.Load(); hook != nil {
 		(*hook)("compile")
 	}
-	res, err := instrument.Rewrite(wasm, interruptGlobal,
+	opts := []instrument.Option{
 		instrument.WithPoll(pollInterval),
 		instrument.WithStart(startExport),
-		instrument.WithMaxTableElements(tableBudget(pages)))
+		instrument.WithMaxTableElements(tableBudget(pages)),
+	}
+	if h.opts.Snapshots.on() {
+		opts = append(opts, instrument.WithGlobalExports(globalExportPrefix))
+	}
+	res, err := instrument.Rewrite(wasm, interruptGlobal, opts...)
 	if err != nil {
 		var tle *instrument.TableLimitError
 		switch {
@@ -178,7 +188,9 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32) (c *co
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
-	return &compiled{code: code, took: time.Since(start), start: res.Start, tableElements: res.TableElements}, nil
+	optIn := slices.ContainsFunc(res.Exports, func(e instrument.Export) bool { return e.Name == abi.ExportSnapshot })
+	return &compiled{code: code, took: time.Since(start), start: res.Start, tableElements: res.TableElements,
+		globals: res.Globals, tableWrites: res.TableWrites, optIn: optIn}, nil
 }
 
 // checkInterface checks what can be checked before compiling: the declared

@@ -43,6 +43,12 @@
 // _initialize; the first one describes the module, whose
 // descriptor gives the module its name (LoadOptions.Name overrides it); each
 // component of each instance then receives its settings on _settings.
+// With Options.Snapshots, the state of the first instance right after
+// _initialize (its memory and mutable globals) is written into the module,
+// which is compiled once more, and the other instances start from that
+// without running the start function or _initialize, where what the
+// initialisation did allows it (see Snapshots, and "Snapshots" in
+// abi/ABI.md).
 //
 // Only when all of that has worked does the new version become the module's
 // current version, in one atomic pointer swap. Loading a name that is loaded

@@ -91,3 +91,34 @@ func CompileCost(wasm []byte) uint64 {
 
 // SharedCode is how many distinct compiled modules h holds.
 func SharedCode(h *Host) int { return h.sharedCount() }
+
+// FromSnapshot reports whether the instances of module's current version
+// start from a snapshot (Options.Snapshots).
+func FromSnapshot(h *Host, module string) bool {
+	m := (*h.modules.Load())[module]
+	if m == nil {
+		return false
+	}
+	v := m.current.Load()
+	return v != nil && v.snap != nil
+}
+
+// StartInstance starts an instance of module's current version as its
+// pool does (from its snapshot, if it has one), without delivering its
+// settings, and closes it.
+func StartInstance(h *Host, module string) error {
+	v := (*h.modules.Load())[module].current.Load()
+	in, err := v.newInstance(nil)
+	if err != nil {
+		return err
+	}
+	in.Close()
+	return nil
+}
+
+// SnapshotsInUse is how many snapshots the versions of h share.
+func SnapshotsInUse(h *Host) int {
+	h.snapMu.Lock()
+	defer h.snapMu.Unlock()
+	return len(h.snaps)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
@@ -38,6 +39,11 @@ type Host struct {
 	rt     wazero.Runtime
 	cache  wazero.CompilationCache
 	modCfg wazero.ModuleConfig
+	epoch  time.Time // of the guests' monotonic clock, with Options.Snapshots
+	// snaps are the snapshots in use, shared by the versions of the same
+	// bytes, memory limit and guest log level (see snapshot.go).
+	snapMu sync.Mutex
+	snaps  map[snapshotKey]*snapshot
 
 	// ctx lives as long as the host; background work (sends, ticks,
 	// replacement instances) runs under it.
@@ -133,6 +139,14 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		WithSysWalltime().
 		WithSysNanotime().
 		WithRandSource(randReader)
+	if opts.Snapshots.on() {
+		// The clocks a snapshot's instance records readings of (see
+		// capture.config).
+		h.epoch = time.Now()
+		h.modCfg = h.modCfg.
+			WithWalltime(h.walltime, sys.ClockResolution(time.Microsecond)).
+			WithNanotime(h.nanotime, 1)
+	}
 
 	h.dog = watchdog.Start(h.reapIdle, reapInterval)
 

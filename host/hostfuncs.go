@@ -62,6 +62,9 @@ func (h *Host) instantiateHostModule(ctx context.Context) error {
 
 func instanceOf(ctx context.Context) *instance {
 	in, _ := ctx.Value(instanceKey{}).(*instance)
+	if in != nil && in.capture != nil {
+		in.capture.spoil("called a host function")
+	}
 	return in
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
@@ -46,6 +47,7 @@ type instance struct {
 	bufPtr    uint32
 	bufCap    uint32
 	cfg       *moduleConfig // the configuration its settings came from
+	capture   *capture      // of the instance a version snapshots
 	slot      pool.Slot     // the pool's bookkeeping
 	dead      bool          // discard instead of reuse
 	deadKind  hostapi.Kind  // why, when fail knows; else KindABIViolation
@@ -85,15 +87,20 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 	in.ctx = context.WithValue(h.ctx, instanceKey{}, in)
 	in.stdout = stdio.NewWriter((*outputSink)(in), "stdout", hclog.Info, false)
 	in.stderr = stdio.NewWriter((*outputSink)(in), "stderr", hclog.Warn, true)
+	level := v.guestLogLevel()
 	cfgm := h.modCfg.
 		WithStdout(&in.stdout).
 		WithStderr(&in.stderr).
 		WithNanosleep(in.sleep).
-		WithEnv(abi.EnvLogLevel, strconv.Itoa(int(v.guestLogLevel())))
-	if err := v.checkMemory(in.memory); err != nil {
+		WithEnv(abi.EnvLogLevel, strconv.Itoa(int(level)))
+	code, fromSnap := v.startCode(in, level)
+	if in.capture != nil {
+		cfgm = in.capture.config(h, in, cfgm)
+	}
+	if err := checkMemory(code, in.memory); err != nil {
 		return nil, withKind(hostapi.KindMemory, fmt.Errorf("instantiate: %w", err))
 	}
-	mod, err := v.instantiate(experimental.WithMemoryAllocator(in.ctx, in.memory.Allocator()), cfgm)
+	mod, err := v.instantiate(experimental.WithMemoryAllocator(in.ctx, in.memory.Allocator()), code, cfgm)
 	if err != nil {
 		if in.memory.Hit() {
 			return nil, withKind(hostapi.KindMemory, fmt.Errorf("instantiate: memory limit of %d pages%s: %w", v.limits.MemoryPages, v.tableNote(), err))
@@ -106,7 +113,7 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 	in.bufferFn = mod.ExportedFunction(abi.ExportBuffer)
 	g, _ := mod.ExportedGlobal(interruptGlobal).(api.MutableGlobal)
 	start := mod.ExportedFunction(startExport)
-	if in.mem == nil || in.handleFn == nil || in.bufferFn == nil || g == nil || (v.start && start == nil) {
+	if in.mem == nil || in.handleFn == nil || in.bufferFn == nil || g == nil || (v.start && !fromSnap && start == nil) {
 		_ = mod.Close(h.ctx)
 		return nil, errors.New("instantiate: exports missing after instrumentation")
 	}
@@ -117,17 +124,21 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 	// and instrument moved the module's own out of its start section):
 	// the start function runs here, first, as it would have at the end of
 	// instantiation, but under the deadline and the watchdog.
-	if v.start {
+	// An instance of the snapshot has run them already.
+	if v.start && !fromSnap {
 		if _, kind, err := in.run(start, nil); err != nil {
 			in.Close()
 			return nil, withKind(kind, fmt.Errorf("start function: %v: %w", kind, err))
 		}
 	}
-	if init := mod.ExportedFunction(abi.ExportInitialize); init != nil {
+	if init := mod.ExportedFunction(abi.ExportInitialize); init != nil && !fromSnap {
 		if _, kind, err := in.run(init, nil); err != nil {
 			in.Close()
 			return nil, withKind(kind, fmt.Errorf("%s: %v: %w", abi.ExportInitialize, kind, err))
 		}
+	}
+	if in.capture != nil {
+		in.capture.take(in, v.globals)
 	}
 	if cfg != nil {
 		if err := in.settings(cfg); err != nil {
@@ -138,11 +149,11 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 	return in, nil
 }
 
-// checkMemory checks the initial size of the module's memory against the
-// limit before wazero allocates it, which it cannot do with a refusal.
-func (v *version) checkMemory(m *memlimit.Memory) error {
-	defs := v.compiled.ImportedMemories()
-	for _, d := range v.compiled.ExportedMemories() {
+// checkMemory checks the initial size of code's memory against the limit
+// before wazero allocates it, which it cannot do with a refusal.
+func checkMemory(code wazero.CompiledModule, m *memlimit.Memory) error {
+	defs := code.ImportedMemories()
+	for _, d := range code.ExportedMemories() {
 		defs = append(defs, d)
 	}
 	for _, d := range defs {

@@ -96,6 +96,7 @@ func (h *Host) build(ctx context.Context, sum [32]byte, wasm []byte, source stri
 		v.retire()
 		return v, false, err
 	}
+	v.snapshot(ctx, first)
 	m, err := h.join(v)
 	if err != nil {
 		if first != nil {
@@ -212,6 +213,9 @@ func (h *Host) newVersion(ctx context.Context, sum [32]byte, wasm []byte, source
 	}
 	if fresh {
 		v.compileTook = c.took
+	}
+	if h.opts.Snapshots.on() {
+		v.src, v.globals, v.tableWrites, v.optIn = wasm, c.globals, c.tableWrites, c.optIn
 	}
 	v.secrets.Store(&spec.secrets)
 	v.pool = pool.New((*poolOwner)(v), pool.Limits{

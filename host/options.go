@@ -129,6 +129,13 @@ type Options struct {
 	// abi.StatusUnavailable.
 	KV KV
 
+	// Snapshots says which modules' instances start from a snapshot of an
+	// initialised instance instead of running the module's start function
+	// and _initialize each time (see Snapshots and "Snapshots" in
+	// abi/ABI.md). A module whose initialisation is unfit to snapshot
+	// starts every instance fresh. Default SnapshotsOff.
+	Snapshots Snapshots
+
 	// budgetNote says where Capacity.MemoryBytes comes from, for errors.
 	budgetNote string
 }
@@ -329,6 +336,9 @@ func (o *Options) fill() {
 	if o.HopLimit == 0 {
 		o.HopLimit = defaultHopLimit
 	}
+	if o.Snapshots == "" {
+		o.Snapshots = SnapshotsOff
+	}
 	if o.DefaultCapabilities == nil {
 		o.DefaultCapabilities = slices.Clone(defaultCapabilities)
 	}
@@ -405,6 +415,9 @@ func (o *Options) check() error {
 	}
 	if err := o.Maxima.check(o.Limits); err != nil {
 		errs = append(errs, fmt.Errorf("Options.Limits: %w", err))
+	}
+	if err := o.Snapshots.check(); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := capabilities(o.DefaultCapabilities); err != nil {
 		errs = append(errs, fmt.Errorf("DefaultCapabilities: %w", err))

@@ -52,15 +52,15 @@ func recovered(log hclog.Logger, op string, err *error) {
 	}
 }
 
-// instantiate is Runtime.InstantiateModule of the version's compiled
-// module, with a panic recovered: wazero registers an instance only once
+// instantiate is Runtime.InstantiateModule of code (the version's
+// compiled module or its snapshot), with a panic recovered: wazero registers an instance only once
 // it is complete, so nothing is left behind.
-func (v *version) instantiate(ctx context.Context, cfg wazero.ModuleConfig) (mod api.Module, err error) {
+func (v *version) instantiate(ctx context.Context, code wazero.CompiledModule, cfg wazero.ModuleConfig) (mod api.Module, err error) {
 	defer recovered(v.log, "instantiate", &err)
 	if hook := panicHook.Load(); hook != nil {
 		(*hook)("instantiate")
 	}
-	return v.h.rt.InstantiateModule(ctx, v.compiled, cfg)
+	return v.h.rt.InstantiateModule(ctx, code, cfg)
 }
 
 // call is fn.CallWithStack in the instance's context, with a panic

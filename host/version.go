@@ -180,6 +180,14 @@ type version struct {
 	start bool
 	// tableElements is the most elements the module's tables can hold.
 	tableElements uint64
+	// With Options.Snapshots: the module's bytes until its first instance
+	// is snapshotted, and what compile found (see snapshot.go); snap is
+	// set, if at all, before the version is published.
+	src         []byte
+	globals     []uint32
+	tableWrites bool
+	optIn       bool
+	snap        *snapshot
 	// compileTook is the time wazero took to compile it, for the observer.
 	compileTook time.Duration
 	// http is its outbound HTTP client, made at its first request.
@@ -282,6 +290,9 @@ func (v *version) close() {
 		v.pool.Close()
 		v.http.Close()
 		v.h.releaseShared(v.shared)
+		if v.snap != nil {
+			v.h.releaseSnapshot(v.snap)
+		}
 	}()
 }
 

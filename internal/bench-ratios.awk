@@ -61,6 +61,8 @@ END {
 	split("unary-1 unary-64 stream", tmodes, " ")
 	for (i = 1; i <= 3; i++)
 		ratio("gRPC Invoke " tmodes[i] ", tracing on / off", "BenchmarkInvoke/" tmodes[i] "/tinyhost-traced", "BenchmarkInvoke/" tmodes[i] "/tinyhost")
+	# An instance of a Go guest from its snapshot / by running _initialize.
+	target("instance start, snapshot / _initialize", "BenchmarkStart/snapshot", "BenchmarkStart/initialize", 0.25)
 }
 
 # Density: what a module costs the host and how soon a dropped one answers.

@@ -1,12 +1,15 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -39,18 +42,46 @@ func (s *sink) Call(ctx context.Context, to api.Replicas, msg *abi.Message) ([]b
 
 func (s *sink) Peers([]string) {}
 
+// lockedBuffer is the host's log output.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 func (s *sink) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.got)
 }
 
-// The components of common, compiled to wasm and run by a real host.
+// The components of common, compiled to wasm and run by a real host:
+// with instances that run _initialize, and with instances started from a
+// snapshot of one that did (the pool hands out the second instance, the
+// one started last, first).
 func TestThroughHost(t *testing.T) {
+	for _, mode := range []host.Snapshots{host.SnapshotsOff, host.SnapshotsAll} {
+		t.Run(string(mode), func(t *testing.T) { throughHost(t, mode) })
+	}
+}
+
+func throughHost(t *testing.T, mode host.Snapshots) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 	s := &sink{}
-	h, err := host.New(ctx, host.Options{Transport: s})
+	logs := &lockedBuffer{}
+	h, err := host.New(ctx, host.Options{Transport: s, Snapshots: mode, Logger: hclog.New(&hclog.LoggerOptions{Output: logs})})
 	require.NoError(t, err)
 	t.Cleanup(func() { h.Close(context.WithoutCancel(t.Context())) })
 	require.NoError(t, h.SetRoutes(1, map[string][]string{"sink": {"sink.invalid:1"}}))
@@ -62,9 +93,11 @@ func TestThroughHost(t *testing.T) {
 	  "delay":  {"delay": "20ms"},
 	  "modify": {"template": {"who": "$.user.name", "kind": "greeting"}}
 	}`
-	info, err := h.Load(ctx, e2e.WasmBytes(t, "plugins/common"), host.LoadOptions{Config: json.RawMessage(config), Capabilities: []string{abi.CapLog, abi.CapConfig, abi.CapTimer}})
+	info, err := h.Load(ctx, e2e.WasmBytes(t, "plugins/common"), host.LoadOptions{Config: json.RawMessage(config), Capabilities: []string{abi.CapLog, abi.CapConfig, abi.CapTimer},
+		Limits: api.Limits{MinInstances: new(2)}})
 	require.NoError(t, err)
 	assert.Equal(t, "common", info.Name)
+	assert.Equal(t, mode == host.SnapshotsAll, strings.Contains(logs.String(), "instances start from a snapshot"), logs.String())
 
 	invoke := func(component, payload string) api.Response {
 		t.Helper()

@@ -124,6 +124,9 @@ type bounds struct {
 	// visit, when set, is told every index (and the file offset of its
 	// first byte) instead of checking it; tests decode output with it.
 	visit func(sp indexSpace, idx uint32, off int)
+	// tableWrites is set once an instruction that changes a table or
+	// drops an element segment is seen (see Result.TableWrites).
+	tableWrites bool
 }
 
 // index reads an index of space sp and checks it.
@@ -170,6 +173,7 @@ func (b *bounds) scanInstrs(r *reader, loops []point) ([]point, error) {
 		switch opImm[op] {
 		case immNone:
 		case immU32:
+			b.tableWrites = b.tableWrites || op == 0x26 // table.set
 			_, err = r.u32()
 		case immFunc:
 			err = b.index(r, spaceFunc)
@@ -331,12 +335,14 @@ func (b *bounds) prefixFC(r *reader, start int) error {
 	case sub == 11: // memory.fill
 		return b.index(r, spaceMemory)
 	case sub == 12, sub == 14: // table.init, table.copy: two indices
+		b.tableWrites = true
 		if _, err := r.u32(); err != nil {
 			return err
 		}
 		_, err = r.u32()
 		return err
 	case sub <= 17: // data.drop, elem.drop, table.grow/size/fill: one index
+		b.tableWrites = b.tableWrites || sub == 13 || sub == 15 || sub == 17
 		_, err = r.u32()
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -78,6 +80,14 @@ type Result struct {
 	// tables the module defines can ever hold, summed: their maxima as
 	// rewritten.
 	TableElements uint64
+	// Globals lists, with WithGlobalExports, the indices of the mutable
+	// globals the module defines, each exported under the prefix and its
+	// index in decimal.
+	Globals []uint32
+	// TableWrites reports that the module's code can change a table
+	// (table.set, table.grow, table.fill, table.copy, table.init) or drop
+	// an element segment: state that Snapshot cannot capture.
+	TableWrites bool
 }
 
 // An Option changes what Rewrite inserts.
@@ -88,6 +98,15 @@ type options struct {
 	start     string
 	maxTables uint64
 	capTables bool
+	globals   string
+}
+
+// WithGlobalExports exports every mutable global the module defines under
+// prefix followed by its index in decimal, so that the host can read the
+// state that Snapshot captures. A module that already exports a name with
+// that prefix is refused.
+func WithGlobalExports(prefix string) Option {
+	return func(o *options) { o.globals = prefix }
 }
 
 // WithPoll makes the guest leave compiled code once every n loop
@@ -159,7 +178,7 @@ func Rewrite(wasm []byte, globalName string, opts ...Option) (*Result, error) {
 		return nil, fmt.Errorf("%w: binary format version 0x%08x, want 1 (a component or a newer format is not a core module)", ErrNotWasm, v)
 	}
 
-	m := &module{input: wasm, poll: o.poll}
+	m := &module{input: wasm, poll: o.poll, globalPrefix: o.globals, mutNumeric: true}
 	if err := m.decode(globalName, o.start); err != nil {
 		return nil, err
 	}
@@ -174,6 +193,10 @@ func Rewrite(wasm []byte, globalName string, opts ...Option) (*Result, error) {
 	if o.start != "" && m.start >= 0 {
 		m.startExport = o.start
 		res.Start = true
+	}
+	res.TableWrites = m.bounds.tableWrites
+	if o.globals != "" {
+		res.Globals = m.mutGlobals
 	}
 	if o.capTables && len(m.tables) > 0 {
 		var err error
@@ -322,6 +345,10 @@ type module struct {
 	locals  uint64  // locals declared by all function bodies
 	points  []point // where the check goes: function entries and loop headers
 	entries int     // how many of points are function entries
+
+	mutGlobals   []uint32 // indices of the mutable globals the module defines
+	mutNumeric   bool     // all of them are i32, i64, f32 or f64
+	globalPrefix string   // WithGlobalExports
 
 	// What write changes besides the code.
 	startExport string // export the start function under this name, and drop the start section
@@ -544,6 +571,8 @@ func (m *module) readExportEntries(s section, globalName, startName string) erro
 			return r.errAt(start, "the module already exports %q (a %s); refusing to add the interrupt global under that name", name, Kind(k))
 		case name == startName && startName != "":
 			return r.errAt(start, "the module already exports %q (a %s); refusing to add the start function under that name", name, Kind(k))
+		case m.globalPrefix != "" && strings.HasPrefix(name, m.globalPrefix):
+			return r.errAt(start, "the module exports %q (a %s); names starting %q are the host's", name, Kind(k), m.globalPrefix)
 		}
 		m.exports = append(m.exports, Export{Name: name, Kind: Kind(k), Index: idx})
 	}
@@ -726,6 +755,12 @@ func (m *module) plan(globalName string) (checks, *additions) {
 	add.add(secExport, appendULEB(nil, uint64(len(globalName))), []byte(globalName), []byte{byte(KindGlobal)}, g)
 	if m.startExport != "" {
 		add.add(secExport, appendULEB(nil, uint64(len(m.startExport))), []byte(m.startExport), []byte{byte(KindFunc)}, appendULEB(nil, uint64(m.start)))
+	}
+	if m.globalPrefix != "" {
+		for _, idx := range m.mutGlobals {
+			name := m.globalPrefix + strconv.FormatUint(uint64(idx), 10)
+			add.add(secExport, appendULEB(nil, uint64(len(name))), []byte(name), []byte{byte(KindGlobal)}, appendULEB(nil, uint64(idx)))
+		}
 	}
 
 	if m.poll == 0 {

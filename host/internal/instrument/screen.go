@@ -292,11 +292,17 @@ func (m *module) screenGlobals(r *reader) error {
 		return err
 	}
 	for i := 0; i < n; i++ {
+		typ := r.pos
 		if err := r.valType(); err != nil {
 			return err
 		}
-		if _, err := r.byte(); err != nil { // mutability
+		mut, err := r.byte()
+		if err != nil {
 			return err
+		}
+		if mut == 1 {
+			m.mutGlobals = append(m.mutGlobals, m.importedGlobals+uint32(i))
+			m.mutNumeric = m.mutNumeric && r.pos-typ == 2 && r.buf[typ] >= 0x7C && r.buf[typ] <= 0x7F
 		}
 		if err := m.bounds.constExpr(r); err != nil {
 			return err

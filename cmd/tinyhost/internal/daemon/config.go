@@ -58,6 +58,7 @@ type Config struct {
 	MaxMemoryBytes uint64        `koanf:"max-memory-bytes"`
 	CompileTimeout time.Duration `koanf:"compile-timeout"`
 	MaxCompiles    int           `koanf:"max-compiles"`
+	Snapshots      string        `koanf:"snapshots"`
 
 	// What callers may make the server hold (server.Options); zero means
 	// the server's default.
@@ -181,6 +182,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish; the daemon exits at most 5s after it")
 	fs.Duration("compile-timeout", 0, "how long compiling one module may take (default 5m)")
 	fs.Int("max-compiles", 0, "how many modules may compile at once; more loads wait (default GOMAXPROCS)")
+	fs.String("snapshots", "off", "start instances from a snapshot of an initialised one: off, opt-in (modules whose initialisation is deterministic, or that export tinyhost_snapshot) or all")
 	fs.Int("max-loads", 0, "LoadModule calls that gather their bytes or fetch their source at once; more wait (default 4)")
 	fs.Duration("load-stall-timeout", 0, "a LoadModule whose client sends nothing for this long fails (default 30s)")
 	fs.Int("max-connections", 0, "gRPC connections open at once; the next waits until one closes (default 1024, or half the descriptor limit if less)")
@@ -496,6 +498,11 @@ func (c *Config) validate() error {
 	}
 	if c.MaxCompiles < 0 {
 		errs = append(errs, fmt.Sprintf("max-compiles is %d, must not be negative", c.MaxCompiles))
+	}
+	switch c.Snapshots {
+	case "", "off", "opt-in", "all": // host.Snapshots
+	default:
+		errs = append(errs, fmt.Sprintf("snapshots is %q, want off, opt-in or all", c.Snapshots))
 	}
 	errs = append(errs, c.validateRegister()...)
 	if _, err := secretFiles(c.Secrets); err != nil {

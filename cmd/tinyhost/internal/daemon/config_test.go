@@ -110,6 +110,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "client ca alone", args: []string{"--tls-client-ca", "ca.pem"}, want: "tls-client-ca needs tls-cert"},
 		{name: "load limit", args: []string{"--max-load-bytes", "0"}, want: "max-load-bytes"},
 		{name: "max modules", args: []string{"--max-modules", "-1"}, want: "max-modules is -1, must not be negative"},
+		{name: "snapshots", args: []string{"--snapshots", "some"}, want: `snapshots is "some", want off, opt-in or all`},
 		{name: "register on every interface", args: []string{"--register", "--listen", "0.0.0.0:50051"}, want: "name the address others reach the host at"},
 		{name: "register: advertise without port", args: []string{"--register", "--advertise-address", "10.0.0.1"}, want: `advertise-address "10.0.0.1" is not host:port`},
 		{name: "register: lease in fractions", args: []string{"--register", "--lease-duration", "1500ms"}, want: "lease-duration is 1.5s, must be whole seconds"},
@@ -243,6 +244,11 @@ func TestParseConfigCompiles(t *testing.T) {
 	c, err = daemon.ParseConfig([]string{"--config", file, "--compile-timeout", "30s"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 30*time.Second, c.CompileTimeout, "flag over file")
+
+	assert.Equal(t, "off", c.Snapshots, "the default")
+	c, err = daemon.ParseConfig([]string{"--snapshots", "opt-in"}, []string{"TINYHOST_SNAPSHOTS=all"})
+	require.NoError(t, err)
+	assert.Equal(t, "opt-in", c.Snapshots, "flag over env")
 
 	_, err = daemon.ParseConfig([]string{"--max-compiles", "-1"}, nil)
 	assert.ErrorContains(t, err, "max-compiles is -1, must not be negative")

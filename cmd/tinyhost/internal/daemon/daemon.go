@@ -350,6 +350,7 @@ func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport
 		MaxModuleSize:  cfg.MaxLoadBytes,
 		CompileTimeout: cfg.CompileTimeout,
 		MaxCompiles:    cfg.MaxCompiles,
+		Snapshots:      host.Snapshots(cfg.Snapshots),
 		CacheDir:       cfg.CacheDir,
 		ModulesDir:     cfg.Modules,
 		Transport:      transport,

@@ -1,0 +1,339 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/internal/instrument"
+)
+
+// Snapshots says which modules' instances start from a snapshot of the
+// module's first instance, taken after its start function and _initialize
+// (and before its settings), instead of running them again. See
+// Options.Snapshots.
+type Snapshots string
+
+const (
+	// SnapshotsOff starts every instance fresh. The default.
+	SnapshotsOff Snapshots = "off"
+	// SnapshotsOptIn snapshots a module whose initialisation read nothing
+	// that differs from one instance to the next, and one that read
+	// random_get or a clock only if it exports abi.ExportSnapshot.
+	SnapshotsOptIn Snapshots = "opt-in"
+	// SnapshotsAll also snapshots the modules that read random_get or a
+	// clock while initialising without exporting abi.ExportSnapshot: their
+	// instances share those values (a Go guest's map seeds and math/rand
+	// state among them).
+	SnapshotsAll Snapshots = "all"
+)
+
+func (s Snapshots) check() error {
+	switch s {
+	case "", SnapshotsOff, SnapshotsOptIn, SnapshotsAll:
+		return nil
+	}
+	return fmt.Errorf("Snapshots is %q, want %q, %q or %q", string(s), SnapshotsOff, SnapshotsOptIn, SnapshotsAll)
+}
+
+func (s Snapshots) on() bool { return s == SnapshotsOptIn || s == SnapshotsAll }
+
+// globalExportPrefix names the exports (instrument.WithGlobalExports)
+// through which the host reads a module's mutable globals to snapshot
+// them.
+const globalExportPrefix = "tinyhost_global_"
+
+// snapshot is a module rewritten to start initialised, shared by the
+// versions of its key.
+type snapshot struct {
+	key  snapshotKey
+	code wazero.CompiledModule
+	refs int // versions using it; guarded by Host.snapMu
+}
+
+// snapshotKey is what a snapshot depends on: the module's bytes, its
+// memory limit (the rewrite bounds its tables by it) and the guest log
+// level (abi.EnvLogLevel) its initialisation read. An instance made while
+// the level differs starts fresh.
+type snapshotKey struct {
+	digest string
+	pages  uint32
+	level  abi.LogLevel
+}
+
+// shareSnapshot returns the snapshot of s's key in use, or s, and counts
+// the caller's version as a user of it.
+func (h *Host) shareSnapshot(s *snapshot) *snapshot {
+	h.snapMu.Lock()
+	defer h.snapMu.Unlock()
+	if have := h.snaps[s.key]; have != nil {
+		_ = s.code.Close(context.Background())
+		s = have
+	} else {
+		if h.snaps == nil {
+			h.snaps = map[snapshotKey]*snapshot{}
+		}
+		h.snaps[s.key] = s
+	}
+	s.refs++
+	return s
+}
+
+// takeSnapshot returns the snapshot of key in use, if any, counting the
+// caller's version as a user of it.
+func (h *Host) takeSnapshot(key snapshotKey) *snapshot {
+	h.snapMu.Lock()
+	defer h.snapMu.Unlock()
+	s := h.snaps[key]
+	if s != nil {
+		s.refs++
+	}
+	return s
+}
+
+// releaseSnapshot ends a version's use of s, and closes it after the last.
+func (h *Host) releaseSnapshot(s *snapshot) {
+	h.snapMu.Lock()
+	s.refs--
+	last := s.refs == 0
+	if last {
+		delete(h.snaps, s.key)
+	}
+	h.snapMu.Unlock()
+	if last {
+		_ = s.code.Close(context.Background())
+	}
+}
+
+// capture records, for the instance a version snapshots, what its start
+// function and _initialize did that a snapshot could not repeat, and then
+// its state.
+type capture struct {
+	key snapshotKey
+	on  bool // the start function or _initialize is running
+	// impure is what makes the initialisation unfit to snapshot: output,
+	// a sleep, a host function. "" when none.
+	impure string
+	// drew is the input it read that differs from one instance to the
+	// next (random_get, a clock), "" when none.
+	drew  string
+	image *instrument.Image
+}
+
+func (c *capture) spoil(what string) {
+	if c.on && c.impure == "" {
+		c.impure = what
+	}
+}
+
+func (c *capture) read(what string) {
+	if c.on && c.drew == "" {
+		c.drew = what
+	}
+}
+
+// config is cfg with the instance's randomness, clocks, sleep and output
+// going through c first.
+func (c *capture) config(h *Host, in *instance, cfg wazero.ModuleConfig) wazero.ModuleConfig {
+	return cfg.
+		WithRandSource(captureRand{c}).
+		WithWalltime(func() (int64, int32) { c.read("a clock"); return h.walltime() }, sys.ClockResolution(time.Microsecond)).
+		WithNanotime(func() int64 { c.read("a clock"); return h.nanotime() }, 1).
+		WithNanosleep(func(ns int64) { c.spoil("slept"); in.sleep(ns) }).
+		WithStdout(captureOutput{c, &in.stdout}).
+		WithStderr(captureOutput{c, &in.stderr})
+}
+
+type captureRand struct{ c *capture }
+
+func (r captureRand) Read(p []byte) (int, error) {
+	r.c.read("random_get")
+	return io.ReadFull(randReader, p)
+}
+
+type captureOutput struct {
+	c *capture
+	w io.Writer
+}
+
+func (o captureOutput) Write(p []byte) (int, error) {
+	o.c.spoil("wrote to stdout or stderr")
+	return o.w.Write(p)
+}
+
+// nanotime is the guests' monotonic clock when snapshots are on: one
+// clock for every instance of the process, so that a reading a snapshot
+// holds stays in the past of every instance started from it.
+func (h *Host) nanotime() int64 { return int64(time.Since(h.epoch)) }
+
+func (h *Host) walltime() (int64, int32) {
+	t := time.Now()
+	return t.Unix(), int32(t.Nanosecond())
+}
+
+// take reads the instance's memory and mutable globals once its
+// initialisation has run.
+func (c *capture) take(in *instance, globals []uint32) {
+	c.on = false
+	if c.impure != "" {
+		return
+	}
+	mem, ok := in.mem.Read(0, in.mem.Size())
+	if !ok {
+		c.impure = "its memory could not be read"
+		return
+	}
+	img := &instrument.Image{Memory: slices.Clone(mem), Globals: make(map[uint32]uint64, len(globals))}
+	for _, g := range globals {
+		eg := in.mod.ExportedGlobal(globalExportPrefix + strconv.FormatUint(uint64(g), 10))
+		if eg == nil {
+			c.impure = "a global could not be read"
+			return
+		}
+		img.Globals[g] = eg.Get()
+	}
+	c.image = img
+}
+
+// snapshot builds the version's snapshot from what its first instance
+// captured, when that is sound; otherwise its instances start fresh. A
+// snapshot that cannot be built is never the load's failure.
+func (v *version) snapshot(ctx context.Context, first *instance) {
+	src := v.src
+	v.src = nil
+	if first == nil {
+		return // a copy of described code, started with none (describeFirst)
+	}
+	c := first.capture
+	first.capture = nil
+	if c == nil {
+		return
+	}
+	reason := ""
+	switch {
+	case v.tableWrites:
+		reason = "its code can change tables"
+	case c.impure != "":
+		reason = "its initialisation " + c.impure
+	case c.drew != "" && v.h.opts.Snapshots != SnapshotsAll && !v.optIn:
+		reason = "its initialisation read " + c.drew + " and it does not export " + abi.ExportSnapshot
+	}
+	if reason != "" {
+		v.logger().Info("instances start fresh", "reason", reason)
+		return
+	}
+	wasm, err := instrument.Snapshot(src, c.image)
+	if err == nil && int64(len(wasm)) > v.h.opts.MaxModuleSize {
+		err = fmt.Errorf("the snapshot's %d bytes exceed MaxModuleSize", len(wasm))
+	}
+	if err == nil {
+		var cc *compiled
+		before := cacheEntries(v.h.opts.CacheDir)
+		cc, err = v.h.compile(ctx, wasm, v.limits.MemoryPages)
+		v.h.dropRepeatedEntries(before)
+		if err == nil {
+			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code})
+			v.logger().Info("instances start from a snapshot", "pages", len(c.image.Memory)/instrument.PageSize, "bytes", len(wasm))
+			return
+		}
+	}
+	v.logger().Warn("instances start fresh: no snapshot", "error", err)
+}
+
+// startCode is the compiled module an instance starts from, and whether
+// it is the snapshot. The version's first instance takes the snapshot of
+// the same bytes in use, if there is one; else it is the one captured
+// (in.capture).
+func (v *version) startCode(in *instance, level abi.LogLevel) (wazero.CompiledModule, bool) {
+	if v.src != nil && v.snap == nil && v.desc == nil {
+		key := snapshotKey{digest: v.digest, pages: v.limits.MemoryPages, level: level}
+		if v.snap = v.h.takeSnapshot(key); v.snap != nil {
+			v.src = nil
+		} else {
+			in.capture = &capture{key: key, on: true}
+		}
+	}
+	if s := v.snap; s != nil && s.key.level == level {
+		return s.code, true
+	}
+	return v.compiled, false
+}
+
+// cacheEntries lists the entries of the on-disk compilation cache in dir
+// (none when dir is ""), with their sizes.
+func cacheEntries(dir string) map[string]int64 {
+	if dir == "" {
+		return nil
+	}
+	paths, _ := filepath.Glob(filepath.Join(dir, "wazero-*", "*"))
+	out := make(map[string]int64, len(paths))
+	for _, p := range paths {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && !strings.HasSuffix(p, ".tmp") {
+			out[p] = fi.Size()
+		}
+	}
+	return out
+}
+
+// dropRepeatedEntries removes the entries added to the on-disk compilation
+// cache since before that repeat an older entry byte for byte. A
+// snapshot's module has the code of the module it was taken of, so its
+// compiled code is the same, under a key of its own (its bytes, which
+// differ with every snapshot): kept, such entries would grow the cache by
+// a module's compiled code with every load, and never be read again.
+func (h *Host) dropRepeatedEntries(before map[string]int64) {
+	if before == nil {
+		return
+	}
+	for p, size := range cacheEntries(h.opts.CacheDir) {
+		if _, old := before[p]; old {
+			continue
+		}
+		for q, qsize := range before {
+			if qsize == size && filepath.Dir(q) == filepath.Dir(p) && sameContent(p, q) {
+				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					h.log.Warn("compilation cache: a snapshot's entry cannot be removed", "file", p, "error", err)
+				}
+				break
+			}
+		}
+	}
+}
+
+// sameContent reports whether the files at a and b hold the same bytes.
+func sameContent(a, b string) bool {
+	fa, err := os.Open(a)
+	if err != nil {
+		return false
+	}
+	defer fa.Close()
+	fb, err := os.Open(b)
+	if err != nil {
+		return false
+	}
+	defer fb.Close()
+	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		na, ea := io.ReadFull(fa, ba)
+		nb, eb := io.ReadFull(fb, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false
+		}
+		if ea != nil || eb != nil {
+			return errors.Is(ea, io.ErrUnexpectedEOF) || errors.Is(ea, io.EOF)
+		}
+	}
+}

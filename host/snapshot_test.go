@@ -1,0 +1,177 @@
+package host_test
+
+import (
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/abi/abitest"
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/internal/e2e"
+)
+
+// TestConformanceSnapshots runs the ABI v1 conformance kit against a host
+// whose instances start from snapshots wherever a module's initialisation
+// allows it (SnapshotsAll), with two warm instances per module: the pool
+// hands out the one started last, from the snapshot, so the kit's calls
+// run on instances started from a snapshot.
+func TestConformanceSnapshots(t *testing.T) {
+	h, sink := newHost(t, host.Options{Snapshots: host.SnapshotsAll, Limits: api.Limits{MinInstances: new(2)}})
+	abitest.Run(t, &kitHost{h: h, logs: sink})
+	// The kit's echo guest, a Go guest, is loaded first and stays.
+	assert.True(t, host.FromSnapshot(h, "echo"), "echo starts from a snapshot")
+}
+
+// TestSnapshotSDK loads the SDK's echo module under each setting of
+// Snapshots and checks what its instances answer, and which settings
+// start them from a snapshot: the Go runtime reads random_get and the
+// clocks while initialising, and sdkecho does not export
+// abi.ExportSnapshot, so only SnapshotsAll snapshots it.
+func TestSnapshotSDK(t *testing.T) {
+	wasm := e2e.WasmBytes(t, "internal/e2e/testdata/sdkecho")
+	for _, tc := range []struct {
+		mode host.Snapshots
+		snap bool
+	}{{host.SnapshotsOff, false}, {host.SnapshotsOptIn, false}, {host.SnapshotsAll, true}} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			h, _ := newHost(t, host.Options{Snapshots: tc.mode})
+			// Four warm instances: the first, which a snapshot is taken
+			// of, and three started after it, which the calls below use
+			// first (the pool hands out the one put back last).
+			_, err := h.Load(t.Context(), wasm, host.LoadOptions{Limits: api.Limits{MinInstances: new(4), MaxInstances: 4}})
+			require.NoError(t, err)
+			assert.Equal(t, tc.snap, host.FromSnapshot(h, "sdkecho"))
+
+			for i := range 50 {
+				payload := []byte("payload " + strconv.Itoa(i))
+				resp, err := h.Invoke(t.Context(), api.Request{Module: "sdkecho", Component: "echo", Port: "in", Payload: payload})
+				require.NoError(t, err)
+				assert.Equal(t, payload, resp.Payload)
+			}
+			resp, err := h.Invoke(t.Context(), api.Request{Module: "sdkecho", Component: "echo", Port: "loglevel"})
+			require.NoError(t, err)
+			assert.Equal(t, "0", string(resp.Payload), "the log level the host gave it (trace)")
+		})
+	}
+}
+
+// TestSnapshotOptIn loads a Go guest on the standard library under
+// SnapshotsOptIn, as it is and with the export of abi.ExportSnapshot that
+// ABI.md tells a Go module to add: only the latter starts from a snapshot
+// (its runtime reads random_get and the clocks while initialising), and
+// both answer alike.
+func TestSnapshotOptIn(t *testing.T) {
+	optIn := versionedSource + "\n//go:wasmexport tinyhost_snapshot\nfunc snapshotOK() {}\n"
+	for _, tc := range []struct {
+		name, source string
+		snap         bool
+	}{{"versioned", versionedSource, false}, {"versioned-optin", optIn, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _ := newHost(t, host.Options{Snapshots: host.SnapshotsOptIn})
+			_, err := h.Load(t.Context(), buildGuest(t, tc.name, tc.source), host.LoadOptions{Limits: api.Limits{MinInstances: new(2)}})
+			require.NoError(t, err)
+			assert.Equal(t, tc.snap, host.FromSnapshot(h, "versioned"))
+			resp, err := h.Invoke(t.Context(), api.Request{Module: "versioned", Component: "v", Port: "in", Payload: []byte("x")})
+			require.NoError(t, err)
+			assert.Equal(t, "0.0.0:x", string(resp.Payload))
+		})
+	}
+}
+
+// TestSnapshotFallsBack checks which hand-written modules are snapshotted:
+// one whose start function and _initialize only compute (start) is, even
+// when only SnapshotsOptIn is set, and its instances run without them;
+// one whose _initialize logs through a host function (calls) is not even
+// under SnapshotsAll, and each of its instances logs what it logs
+// without snapshots.
+func TestSnapshotFallsBack(t *testing.T) {
+	// load loads fixture with two warm instances, and returns whether
+	// they start from a snapshot and how many lines _initialize logged.
+	load := func(t *testing.T, fixture string, mode host.Snapshots) (*host.Host, bool, int) {
+		h, sink := newHost(t, host.Options{Snapshots: mode})
+		_, err := h.Load(t.Context(), wat(t, fixture), host.LoadOptions{
+			Limits: api.Limits{MinInstances: new(2)}, Capabilities: allCaps})
+		require.NoError(t, err)
+		hello := 0
+		for _, l := range sink.of("wat") {
+			if l.line == "hello from wat" {
+				hello++
+			}
+		}
+		return h, host.FromSnapshot(h, "wat"), hello
+	}
+
+	h, snap, _ := load(t, "start", host.SnapshotsOptIn)
+	assert.True(t, snap, "start's initialisation reads nothing")
+	resp, err := h.Invoke(t.Context(), api.Request{Module: "wat", Component: "c", Port: "in"})
+	require.NoError(t, err)
+	assert.Empty(t, resp.Payload)
+
+	_, snap, all := load(t, "calls", host.SnapshotsAll)
+	assert.False(t, snap, "calls's _initialize calls a host function")
+	_, _, off := load(t, "calls", host.SnapshotsOff)
+	assert.Positive(t, off)
+	assert.Equal(t, off, all, "lines _initialize logged")
+}
+
+// TestSnapshotShared loads a Go guest under three names with snapshots
+// and an on-disk compilation cache, and once more under the first name
+// after the others are unloaded. The modules share one snapshot while it
+// is in use; each capture has bytes of its own (the seeds a Go guest
+// draws), but its compiled code is the module's, and the cache keeps one
+// entry, not one more per snapshot.
+func TestSnapshotShared(t *testing.T) {
+	dir := t.TempDir()
+	wasm := e2e.WasmBytes(t, "internal/e2e/testdata/sdkecho")
+	h, _ := newHost(t, host.Options{Snapshots: host.SnapshotsAll, CacheDir: dir})
+	names := []string{"a", "b", "c", "a"}
+	for i, name := range names {
+		if i == 3 {
+			require.NoError(t, h.Unload(t.Context(), "b"))
+			require.NoError(t, h.Unload(t.Context(), "c"))
+		}
+		_, err := h.Load(t.Context(), wasm, host.LoadOptions{Name: name})
+		require.NoError(t, err)
+		require.True(t, host.FromSnapshot(h, name))
+		entries, err := filepath.Glob(filepath.Join(dir, "wazero-*", "*"))
+		require.NoError(t, err)
+		assert.Len(t, entries, 1, "entries in the compilation cache")
+	}
+	assert.Equal(t, 1, host.SnapshotsInUse(h), "snapshots in use")
+	for _, name := range names[:1] {
+		resp, err := h.Invoke(t.Context(), api.Request{Module: name, Component: "echo", Port: "in", Payload: []byte("x")})
+		require.NoError(t, err)
+		assert.Equal(t, "x", string(resp.Payload))
+	}
+	require.NoError(t, h.Unload(t.Context(), "a"))
+	require.Eventually(t, func() bool { return host.SnapshotsInUse(h) == 0 }, 30*time.Second, 10*time.Millisecond,
+		"the snapshot is released with the last version using it")
+}
+
+// BenchmarkStart is the start of an instance of a Go guest (sdkecho, its
+// settings aside): instantiating it and running its _initialize, against
+// instantiating its snapshot (Options.Snapshots).
+func BenchmarkStart(b *testing.B) {
+	wasm := e2e.WasmBytes(b, "internal/e2e/testdata/sdkecho")
+	for _, bc := range []struct {
+		name string
+		mode host.Snapshots
+	}{{"initialize", host.SnapshotsOff}, {"snapshot", host.SnapshotsAll}} {
+		b.Run(bc.name, func(b *testing.B) {
+			h, _ := newHost(b, host.Options{Snapshots: bc.mode})
+			_, err := h.Load(b.Context(), wasm, host.LoadOptions{})
+			require.NoError(b, err)
+			require.Equal(b, bc.mode == host.SnapshotsAll, host.FromSnapshot(h, "sdkecho"))
+			for b.Loop() {
+				if err := host.StartInstance(h, "sdkecho"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
