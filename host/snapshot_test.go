@@ -12,6 +12,7 @@ import (
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/state"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
@@ -21,7 +22,9 @@ import (
 // hands out the one started last, from the snapshot, so the kit's calls
 // run on instances started from a snapshot.
 func TestConformanceSnapshots(t *testing.T) {
-	h, sink := newHost(t, host.Options{Snapshots: host.SnapshotsAll, Limits: api.Limits{MinInstances: new(2)}})
+	eng := openState(t, state.Config{})
+	h, sink := newHost(t, host.Options{KV: eng, Snapshots: host.SnapshotsAll, Limits: api.Limits{MinInstances: new(2)}})
+	closeState(t, eng)
 	abitest.Run(t, &kitHost{h: h, logs: sink})
 	// The kit's echo guest, a Go guest, is loaded first and stays.
 	assert.True(t, host.FromSnapshot(h, "echo"), "echo starts from a snapshot")
