@@ -135,7 +135,7 @@ func (cfg *Config) fill() error {
 		return errors.New("set either Dir (an embedded server) or URL (a cluster)")
 	}
 	if cfg.URL != "" && cfg.Listen != "" {
-		return errors.New("Listen is for the embedded server, not with URL")
+		return errors.New("a listen address is for the embedded server, not with URL")
 	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = "default"

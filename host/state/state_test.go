@@ -34,7 +34,7 @@ func TestConfig(t *testing.T) {
 	}{
 		{state.Config{}, "set either Dir"},
 		{state.Config{Dir: t.TempDir(), URL: "nats://127.0.0.1:1"}, "set either Dir"},
-		{state.Config{URL: "nats://127.0.0.1:1", Listen: "127.0.0.1:0"}, "Listen is for the embedded server"},
+		{state.Config{URL: "nats://127.0.0.1:1", Listen: "127.0.0.1:0"}, "a listen address is for the embedded server"},
 		{state.Config{Dir: t.TempDir(), Namespace: "Bad_NS"}, `namespace "Bad_NS"`},
 		{state.Config{Dir: t.TempDir(), Replicas: 6}, "replicas 6"},
 	} {

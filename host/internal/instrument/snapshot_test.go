@@ -6,7 +6,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
 )
 
 // snapModule encodes a module with one memory (1 page, at most 3), a data
@@ -94,7 +93,6 @@ func TestSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, fresh.ExportedGlobal("b").Get(), b.Get())
 	assert.Equal(t, fresh.Memory().Size(), started.Memory().Size())
-	var _ api.Module = started
 }
 
 // TestSnapshotRefuses checks the modules whose state Snapshot cannot
