@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -42,7 +43,8 @@ type KVQuota struct {
 type KVBucket interface {
 	// Get returns the value of key and its revision, or ErrKVNotFound.
 	Get(ctx context.Context, key string) ([]byte, uint64, error)
-	// Put stores value under key and returns its revision.
+	// Put stores value under key and returns its revision. The values
+	// the bucket is given are its own.
 	Put(ctx context.Context, key string, value []byte) (uint64, error)
 	// Create stores value under a key that has none, or fails with
 	// ErrKVConflict.
@@ -101,6 +103,11 @@ func (in *instance) hostKV(req []byte) (abi.Status, []byte) {
 	b, err := store.Bucket(ctx, v.name, KVQuota{MaxBytes: l.MaxKVBytes, MaxValueSize: l.MaxKVValueSize})
 	if err != nil {
 		return in.kvError(ctx, err)
+	}
+	// The value is guest memory, unmapped when the instance closes: the
+	// store gets its own copy, which it may keep or write later.
+	if len(r.Value) > 0 {
+		r.Value = bytes.Clone(r.Value)
 	}
 	var rev uint64
 	switch r.Op {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/state"
@@ -219,4 +220,71 @@ func TestKVRestart(t *testing.T) {
 			assert.Equal(t, want, kvDo(t, h, "get k"))
 		})
 	}
+}
+
+// keepingKV is a store that keeps the values it is given as they are, as
+// one that writes them later would.
+type keepingKV struct {
+	mu   sync.Mutex
+	kept map[string][]byte
+}
+
+func (s *keepingKV) Bucket(context.Context, string, host.KVQuota) (host.KVBucket, error) {
+	return s, nil
+}
+
+func (s *keepingKV) Get(_ context.Context, key string) ([]byte, uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.kept[key]
+	if !ok {
+		return nil, 0, host.ErrKVNotFound
+	}
+	return v, 1, nil
+}
+
+func (s *keepingKV) Put(_ context.Context, key string, value []byte) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kept[key] = value
+	return 1, nil
+}
+
+func (s *keepingKV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	return s.Put(ctx, key, value)
+}
+
+func (s *keepingKV) Update(ctx context.Context, key string, value []byte, _ uint64) (uint64, error) {
+	return s.Put(ctx, key, value)
+}
+
+func (s *keepingKV) Delete(context.Context, string) error { return nil }
+
+func (s *keepingKV) Keys(context.Context, string, int) ([]string, bool, error) {
+	return nil, false, nil
+}
+
+// TestKVValueOwned: the value a store is given is the store's, not a view
+// of guest memory: the guest's next request, written where the first was,
+// leaves it as it was, and it stays readable once the instance that wrote
+// it has closed and its memory is unmapped.
+func TestKVValueOwned(t *testing.T) {
+	store := &keepingKV{kept: map[string][]byte{}}
+	h, _ := newHost(t, host.Options{KV: store})
+	_, err := h.Load(loadCtx(t), abitest.Guest(t, "kv"), host.LoadOptions{Capabilities: []string{abi.CapKV}})
+	require.NoError(t, err)
+	for _, r := range []abi.KVRequest{
+		{Op: abi.KVPut, Key: "a", Value: []byte("first")},
+		{Op: abi.KVPut, Key: "b", Value: []byte("other")},
+	} {
+		resp, err := invoke(t, h, "kv", "k", "do", abi.AppendKVRequest(nil, &r))
+		require.NoError(t, err)
+		require.Equal(t, byte(abi.StatusOK), resp.Payload[0], "%q", resp.Payload)
+	}
+	require.NoError(t, h.Unload(t.Context(), "kv"))
+	require.NoError(t, h.Close(t.Context()))
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	assert.Equal(t, "first", string(store.kept["a"]))
+	assert.Equal(t, "other", string(store.kept["b"]))
 }

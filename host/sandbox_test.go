@@ -205,3 +205,26 @@ func TestInjectedStateIsUnreachable(t *testing.T) {
 		})
 	}
 }
+
+// TestProcExit: a guest that calls WASI proc_exit closes its own instance,
+// and so unmaps its memory, with the call still on the stack. The call
+// fails as a trap naming the exit code, nothing of the host reads the
+// unmapped memory afterwards (the process would die of SIGSEGV), and the
+// instances made in its place answer.
+func TestProcExit(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	_, err := h.Load(loadCtx(t), fixture(t, "exiter"), host.LoadOptions{Limits: api.Limits{MaxInstances: 1}})
+	require.NoError(t, err)
+	for range 20 {
+		_, err := invoke(t, h, "exiter", "e", "exit", []byte("bye"))
+		require.Error(t, err)
+		assert.Equal(t, api.KindTrap, kindOf(err))
+		assert.ErrorContains(t, err, "guest exited with code 3")
+		resp, err := invoke(t, h, "exiter", "e", "ok", []byte("hello"))
+		require.NoError(t, err)
+		assert.Empty(t, resp.Payload)
+	}
+	info, ok := h.Module("exiter")
+	require.True(t, ok)
+	assert.Equal(t, uint64(20), info.Pool.Discarded)
+}

@@ -30,7 +30,9 @@
 // the buffer never moves); Free unmaps it all at once, so an instance that
 // closes returns its memory at once, rather than when the collector runs
 // and the runtime scavenges. Should a reservation fail (address space
-// exhausted), or elsewhere, the memory is a Go slice as before. Either way
+// exhausted), or elsewhere, the memory is a Go slice as before; should
+// opening more of it fail, the memory moves into a Go slice, and the
+// reservation stays mapped, its pages handed back, until Free. Either way
 // the limit is enforced alike.
 package memlimit
 
@@ -58,6 +60,9 @@ type Memory struct {
 	// heap; open is how much of it is readable and writable.
 	mapped *region
 	open   uint64
+	// left is the reservation the memory moved out of (see unmapped),
+	// kept mapped until Free.
+	left *region
 }
 
 // InitialError is the panic of a Reallocate asked for an initial size
@@ -121,11 +126,17 @@ func (m *Memory) Reallocate(size uint64) []byte {
 
 // unmapped moves the memory into the Go heap, for when the system refuses
 // to open more of the reservation: the guest goes on, within its limit.
+// The reservation stays mapped until Free, its pages handed back: a slice
+// of the old memory still held somewhere (a view wazero or a host function
+// took before the move) reads zeros, where an unmapped one would kill the
+// process with SIGSEGV, or read another instance's memory mapped there
+// since.
 func (m *Memory) unmapped(size uint64) []byte {
 	b := make([]byte, len(m.buf), size)
 	copy(b, m.buf)
 	m.buf = b
-	m.mapped.release()
+	m.mapped.drop(m.open)
+	m.left = m.mapped
 	m.mapped, m.open = nil, 0
 	return m.grow(size)
 }
@@ -155,6 +166,10 @@ func (m *Memory) Free() {
 	if m.mapped != nil {
 		m.mapped.release()
 		m.mapped, m.open = nil, 0
+	}
+	if m.left != nil {
+		m.left.release()
+		m.left = nil
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // TestMappedMemoryGoesBack: a memory lives outside the Go heap, grows in
@@ -51,4 +52,38 @@ func residentKiB(t *testing.T) int64 {
 	}
 	t.Fatal("no VmRSS in /proc/self/status")
 	return 0
+}
+
+// TestUnmappedKeepsTheOldMapping: a memory the system refuses to open
+// more of moves into the Go heap with its contents, and a slice of the old
+// memory taken before the move still reads (zeros, its pages handed back)
+// instead of killing the process, until Free unmaps it.
+func TestUnmappedKeepsTheOldMapping(t *testing.T) {
+	const page = 65536
+	m := New(64 * page)
+	b := m.Reallocate(4 * page)
+	require.True(t, m.Mapped())
+	for i := range b {
+		b[i] = 7
+	}
+	view := b[page : 2*page] // as a host function's request would be
+	old := m.mapped
+
+	protect = func([]byte, int) error { return unix.ENOMEM }
+	t.Cleanup(func() { protect = unix.Mprotect })
+	b = m.Reallocate(8 * page)
+	require.NotNil(t, b, "the guest goes on, within its limit")
+	assert.False(t, m.Mapped())
+	assert.Len(t, b, 8*page)
+	assert.Equal(t, byte(7), b[4*page-1], "the contents moved")
+	assert.Equal(t, byte(0), b[4*page], "new pages are zero")
+
+	sum := 0
+	for _, c := range view {
+		sum += int(c) // SIGSEGV here were the old mapping gone
+	}
+	t.Logf("the old view reads %d after the move", sum)
+	assert.False(t, old.freed.Load(), "mapped until Free")
+	m.Free()
+	assert.True(t, old.freed.Load(), "Free unmaps it")
 }

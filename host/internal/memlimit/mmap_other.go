@@ -10,4 +10,6 @@ func reserve(uint64) *region { return nil }
 
 func (r *region) open(_, _ uint64) error { return nil }
 
+func (r *region) drop(uint64) {}
+
 func (r *region) release() {}

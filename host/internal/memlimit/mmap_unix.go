@@ -5,7 +5,8 @@ package memlimit
 import (
 	"runtime"
 	"sync/atomic"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // region is a reservation of address space for one memory. A mapping
@@ -22,7 +23,7 @@ func reserve(limit uint64) *region {
 	if limit == 0 || limit > 1<<48 {
 		return nil
 	}
-	b, err := syscall.Mmap(-1, 0, int(limit), syscall.PROT_NONE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	b, err := unix.Mmap(-1, 0, int(limit), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
 		return nil
 	}
@@ -33,16 +34,27 @@ func reserve(limit uint64) *region {
 	return r
 }
 
+// protect is unix.Mprotect; the tests make it fail.
+var protect = unix.Mprotect
+
 // open makes [from, to) readable and writable. Pages never touched read as
 // zero, as new wasm pages must.
 func (r *region) open(from, to uint64) error {
-	return syscall.Mprotect(r.b[from:to], syscall.PROT_READ|syscall.PROT_WRITE)
+	return protect(r.b[from:to], unix.PROT_READ|unix.PROT_WRITE)
+}
+
+// drop hands the pages of [0, n) back to the system; the range stays
+// mapped and readable, and reads as zeros where the system drops them.
+func (r *region) drop(n uint64) {
+	if n > 0 {
+		_ = unix.Madvise(r.b[:n], unix.MADV_DONTNEED)
+	}
 }
 
 // release unmaps the reservation, once: the address range may belong to
 // another mapping afterwards.
 func (r region) release() {
 	if r.freed.CompareAndSwap(false, true) {
-		_ = syscall.Munmap(r.b)
+		_ = unix.Munmap(r.b)
 	}
 }
