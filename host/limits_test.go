@@ -410,7 +410,7 @@ func TestLimitDefaults(t *testing.T) {
 // INVALID_ARGUMENT, naming the bound and the module; at it, it loads.
 func TestMaxima(t *testing.T) {
 	h, _ := newHost(t, host.Options{Maxima: host.Maxima{
-		MemoryPages: 2048, CallTimeout: time.Minute, MaxMessageSize: 1 << 20, MaxInstances: 8,
+		MemoryPages: 2048, CallTimeout: time.Minute, MaxMessageSize: 1 << 20, MaxInstances: 8, MaxKVBytes: 1 << 20,
 	}})
 	wasm := abitest.Guest(t, "echo")
 	tests := []struct {
@@ -418,11 +418,12 @@ func TestMaxima(t *testing.T) {
 		limits api.Limits
 		want   string // "" loads
 	}{
-		{"at every maximum", api.Limits{MemoryPages: 2048, CallTimeout: time.Minute, MaxMessageSize: 1 << 20, MaxInstances: 8}, ""},
+		{"at every maximum", api.Limits{MemoryPages: 2048, CallTimeout: time.Minute, MaxMessageSize: 1 << 20, MaxInstances: 8, MaxKVBytes: 1 << 20}, ""},
 		{"memory", api.Limits{MemoryPages: 2049}, "MemoryPages is 2049, this host's maximum is 2048 (Maxima.MemoryPages)"},
 		{"call timeout", api.Limits{CallTimeout: 49 * 24 * time.Hour}, "CallTimeout is 1176h0m0s, this host's maximum is 1m0s (Maxima.CallTimeout)"},
 		{"message size", api.Limits{MaxMessageSize: 1<<20 + 1}, "MaxMessageSize is 1048577, this host's maximum is 1048576 (Maxima.MaxMessageSize)"},
 		{"instances", api.Limits{MaxInstances: 1 << 31}, "MaxInstances is 2147483648, this host's maximum is 8 (Maxima.MaxInstances)"},
+		{"kv bytes", api.Limits{MaxKVBytes: 1 << 62}, "MaxKVBytes is 4611686018427387904, this host's maximum is 1048576 (Maxima.MaxKVBytes)"},
 		// A warm count alone raises the default MaxInstances with it, and
 		// so meets the same maximum: no one keeps 4 billion instances warm.
 		{"warm instances", api.Limits{MinInstances: new(1 << 32)}, "MaxInstances is 4294967296, this host's maximum is 8 (Maxima.MaxInstances)"},

@@ -168,6 +168,9 @@ type Maxima struct {
 	// MaxInstances of one module version. Default 256, or 2 ×
 	// GOMAXPROCS if more.
 	MaxInstances int
+	// MaxKVBytes of one module's key-value state. Default 1 GiB: a
+	// bucket's quota is raised by a load and never lowered.
+	MaxKVBytes int64
 }
 
 // check returns the error of limits l over a maximum, naming each bound.
@@ -187,6 +190,9 @@ func (m Maxima) check(l api.Limits) error {
 	}
 	if l.MaxInstances > m.MaxInstances {
 		over("MaxInstances", l.MaxInstances, m.MaxInstances)
+	}
+	if l.MaxKVBytes > m.MaxKVBytes {
+		over("MaxKVBytes", l.MaxKVBytes, m.MaxKVBytes)
 	}
 	return errors.Join(errs...)
 }
@@ -292,6 +298,7 @@ const (
 	defaultMaximumCallTimeout    = 5 * time.Minute
 	defaultMaximumMaxMessageSize = 16 << 20
 	defaultMaximumMaxInstances   = 256
+	defaultMaximumMaxKVBytes     = 1 << 30
 )
 
 var knownCapabilities = []string{abi.CapLog, abi.CapConfig, abi.CapTimer, abi.CapMessaging, abi.CapKV}
@@ -355,6 +362,9 @@ func (o *Options) fill() {
 		// Never below the default MaxInstances, on a machine of any size.
 		o.Maxima.MaxInstances = max(defaultMaximumMaxInstances, 2*runtime.GOMAXPROCS(0))
 	}
+	if o.Maxima.MaxKVBytes == 0 {
+		o.Maxima.MaxKVBytes = defaultMaximumMaxKVBytes
+	}
 	// A default above a maximum the embedder set gives way to it; a limit
 	// the embedder set above one is refused by check.
 	o.Limits = limitsOver(o.Limits, api.Limits{
@@ -383,7 +393,7 @@ func (o *Options) fill() {
 
 		MaxKVKeySize:   defaultMaxKVKeySize,
 		MaxKVValueSize: defaultMaxKVValueSize,
-		MaxKVBytes:     defaultMaxKVBytes,
+		MaxKVBytes:     min(defaultMaxKVBytes, o.Maxima.MaxKVBytes),
 		MaxKVListKeys:  defaultMaxKVListKeys,
 	})
 }

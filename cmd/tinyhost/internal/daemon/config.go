@@ -91,6 +91,7 @@ type Config struct {
 	MaximumCallTimeout  time.Duration `koanf:"maximum-call-timeout"`
 	MaximumMessageBytes int           `koanf:"maximum-message-bytes"`
 	MaximumInstances    int           `koanf:"maximum-instances"`
+	MaximumKVBytes      int64         `koanf:"maximum-kv-bytes"`
 
 	// Registration in a Kubernetes cluster (package operator/hostreg): the
 	// TinyHost, its Lease and the TinyModules of the modules the host
@@ -216,6 +217,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Duration("maximum-call-timeout", 0, "longest call-timeout a load may ask for; more is refused (default 5m)")
 	fs.Int("maximum-message-bytes", 0, "largest max-message-bytes a load may ask for; more is refused (default 16 MiB)")
 	fs.Int("maximum-instances", 0, "most max-instances a load may ask for; more is refused (default 256, or 2 x GOMAXPROCS if more)")
+	fs.Int64("maximum-kv-bytes", 0, "most kv-max-bytes a load may ask for; more is refused (default 1 GiB)")
 	fs.String("artifacts-cache-dir", "", "cache of modules fetched from registries and URLs (default: <cache-dir>/artifacts)")
 	fs.String("artifacts-docker-config", "", "docker config file with registry credentials (default: $DOCKER_CONFIG, ~/.docker)")
 	fs.StringSlice("artifacts-plain-http", nil, "registries or hosts, host or host:port, reached over plain HTTP")

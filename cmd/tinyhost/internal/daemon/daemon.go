@@ -363,6 +363,7 @@ func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport
 			CallTimeout:    cfg.MaximumCallTimeout,
 			MaxMessageSize: cfg.MaximumMessageBytes,
 			MaxInstances:   cfg.MaximumInstances,
+			MaxKVBytes:     cfg.MaximumKVBytes,
 		},
 		Limits: cfg.Limits,
 	}
