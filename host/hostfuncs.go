@@ -344,8 +344,8 @@ func (in *instance) hostCall(req []byte) (abi.Status, []byte) {
 
 // forward routes a message the guest sends or calls (Host.route). A call
 // runs within what is left of the caller's deadline, and ends when the
-// caller's context does: a caller that gives up stops the callee too,
-// wherever it runs.
+// caller's context does (callContext): a caller that gives up stops the
+// callee too, wherever it runs.
 func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []byte) {
 	v := in.v
 	view, st, reason := in.decodeOutgoing(what, req)
@@ -380,8 +380,8 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 	if d <= watchdog.Idle {
 		return failed(abi.StatusTimeout, "the caller's deadline passed")
 	}
-	ctx, cancel := in.forwardContext(d)
-	defer cancel()
+	ctx := in.callContext(d)
+	defer in.calling.Store(nil)
 	reply, err := v.h.route(ctx, &msg, true, nil)
 	if err != nil {
 		return failed(kindStatus(err), "%s", cause(err, to))
@@ -389,9 +389,9 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 	return abi.StatusOK, reply
 }
 
-// forwardContext is the context of a call the guest makes: it ends at the
-// deadline d (on the host's clock), when the caller's context ends, or when
-// the host closes.
+// forwardContext is the context of an HTTP request the guest makes: it
+// ends at the deadline d (on the host's clock), when the caller's context
+// ends, or when the host closes.
 func (in *instance) forwardContext(d int64) (context.Context, context.CancelFunc) {
 	h := in.v.h
 	deadline := h.dog.Time(d)

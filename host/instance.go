@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -52,6 +53,9 @@ type instance struct {
 
 	// armed is the deadline of its calls, which the watchdog enforces.
 	armed watchdog.Call
+	// calling is the context of the call the guest is making (call), which
+	// the watchdog ends with the guest's own call.
+	calling atomic.Pointer[callContext]
 
 	// Per-call state.
 	byCaller  bool // the deadline is the caller's, sooner than CallTimeout
