@@ -44,6 +44,16 @@ const (
 	// Returns a Response encoding in guest memory, guest-owned, valid until
 	// the next call into the guest.
 	ExportHandle = "tinyhost_handle"
+
+	// ExportResultBuffer: (size i32) -> i32 ptr. Optional. Called by the
+	// host from within a host call whose result is longer than out_cap:
+	// it returns a guest-owned region of at least size bytes, into which
+	// the host writes the result before the host call returns, so that a
+	// result of any size costs the guest one host call. The guest, which
+	// handed the region out, finds the result there. 0 means the guest
+	// could not allocate: the result is then pending, as for a guest
+	// without this export (ImportResult).
+	ExportResultBuffer = "tinyhost_result_buffer"
 )
 
 // ImportModule is the module name of every host function of ABI v1.

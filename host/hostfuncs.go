@@ -93,12 +93,13 @@ func hostCall(name string, fn func(in *instance, req []byte) (abi.Status, []byte
 	}
 }
 
-// reply writes a host call's result into out when it fits, and otherwise
-// keeps it as the pending result for ImportResult.
+// reply writes a host call's result into out when it fits, else into the
+// guest's result buffer (resultBuffer), and otherwise keeps it as the
+// pending result for ImportResult.
 func (in *instance) reply(out []byte, st abi.Status, res []byte) uint64 {
 	if len(res) <= len(out) {
 		copy(out, res)
-	} else {
+	} else if !in.resultBuffer(res) {
 		in.pending = append(in.pending[:0], res...)
 		in.pendStat = st
 		in.hasPend = true

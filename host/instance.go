@@ -40,6 +40,8 @@ type instance struct {
 	mem       api.Memory
 	handleFn  api.Function
 	bufferFn  api.Function
+	resultFn  api.Function // abi.ExportResultBuffer, nil when the guest has none
+	nested    [1]uint64    // resultFn's stack: stack is the running call's
 	interrupt api.MutableGlobal
 	memory    *memlimit.Memory
 	wake      chan struct{} // interrupts a guest sleeping in poll_oneoff
@@ -115,6 +117,10 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		return nil, errors.New("instantiate: exports missing after instrumentation")
 	}
 	in.interrupt = g
+	if in.resultFn = mod.ExportedFunction(abi.ExportResultBuffer); in.resultFn != nil && !resultBufferType(in.resultFn) {
+		_ = mod.Close(h.ctx)
+		return nil, withKind(hostapi.KindABIViolation, fmt.Errorf("instantiate: %s must be (i32) -> i32", abi.ExportResultBuffer))
+	}
 	h.dog.Register(&in.armed, (*watched)(in))
 
 	// Instantiation ran no guest code (the host calls no start functions,
