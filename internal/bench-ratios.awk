@@ -7,6 +7,7 @@
 	for (i = 3; i < NF; i++) {
 		if ($(i + 1) == "ns/op") add(name, $i)
 		else if ($(i + 1) == "allocs/op") addAllocs(name, $i)
+		else if ($(i + 1) ~ /^(p50-µs|p99-µs|errors|rss-start-MiB|rss-end-MiB)$/) addMetric(name, $(i + 1), $i)
 		else if ($(i + 1) ~ /ns\/call$/) add(name "/" $(i + 1), $i)
 	}
 }
@@ -19,6 +20,11 @@ function addAllocs(key, v) {
 	asum[key] += v
 	aruns[key]++
 	allocs[key] = asum[key] / aruns[key]
+}
+function addMetric(key, unit, v) {
+	msum[key, unit] += v
+	mruns[key, unit]++
+	metric[key, unit] = msum[key, unit] / mruns[key, unit]
 }
 function ratio(label, num, den) {
 	if ((num in ns) && (den in ns) && ns[den] > 0)
@@ -77,6 +83,10 @@ END {
 	goal("gRPC unary, 1 caller, hello / bare echo", "BenchmarkInvoke/unary-1/tinyhost", "BenchmarkInvoke/unary-1/echo", "least", 90)
 	goal("component host 1 -> host 2 / bare gRPC echo", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-echo", "most", 1.2)
 	goal("in-process cross-module call / direct Invoke", "BenchmarkLocalCall/router", "BenchmarkLocalCall/invoke", "most", 1.1)
+	print ""
+	print "Steady load (a fixed rate for a fixed time, one connection; each server in its own process):"
+	steady("tinyhost, hello/greeter", "BenchmarkFixedRate/tinyhost")
+	steady("bare grpc-go echo", "BenchmarkFixedRate/echo")
 }
 
 # goal prints a row of the call path's table: num against its baseline den,
@@ -101,4 +111,15 @@ function goal(label, num, den, bound, v,    r, met, shown, want) {
 	}
 	printf "  %-46s %8s  target %-8s %-8s (%.0f vs %.0f ns; allocs %s vs %s)\n", label, shown, want, met ? "met" : "not met",
 		ns[num], ns[den], num in allocs ? sprintf("%.0f", allocs[num]) : "-", den in allocs ? sprintf("%.0f", allocs[den]) : "-"
+}
+
+# steady prints the figures of a steady load: its calls' latency, its
+# failures, and the server's memory before and after it.
+function steady(label, name) {
+	if (!((name, "p50-µs") in metric)) {
+		printf "  %-28s (not run: %s)\n", label, name
+		return
+	}
+	printf "  %-28s p50 %6.0f µs  p99 %7.0f µs  errors %4.0f  RSS %6.1f -> %6.1f MiB\n", label,
+		metric[name, "p50-µs"], metric[name, "p99-µs"], metric[name, "errors"], metric[name, "rss-start-MiB"], metric[name, "rss-end-MiB"]
 }
