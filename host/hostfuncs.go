@@ -73,6 +73,11 @@ func hostCall(name string, fn func(in *instance, req []byte) (abi.Status, []byte
 			stack[0] = abi.PackResult(abi.StatusUnavailable, 0)
 			return
 		}
+		if in.nesting {
+			in.violate("%s: called from within %s", name, abi.ExportResultBuffer)
+			stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
+			return
+		}
 		in.hasPend = false
 		reqPtr, reqLen := uint32(stack[0]), uint32(stack[1])
 		outPtr, outCap := uint32(stack[2]), uint32(stack[3])

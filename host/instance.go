@@ -42,6 +42,7 @@ type instance struct {
 	bufferFn  api.Function
 	resultFn  api.Function // abi.ExportResultBuffer, nil when the guest has none
 	nested    [1]uint64    // resultFn's stack: stack is the running call's
+	nesting   bool         // resultFn runs: host calls are refused
 	interrupt api.MutableGlobal
 	memory    *memlimit.Memory
 	wake      chan struct{} // interrupts a guest sleeping in poll_oneoff

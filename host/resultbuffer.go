@@ -12,14 +12,21 @@ import (
 // so that the guest needs no second host call to fetch it. It runs the
 // export within the host call, under the deadline of the guest's call. It
 // reports false when the guest has no such export or could not allocate:
-// the result is then pending. A trap, or a region outside memory, stops
-// the guest's call (violate, or the watchdog's interrupt).
+// the result is then pending. A trap, a region outside memory, or a host
+// call from within the export (which could nest without end) stops the
+// guest's call (violate, or the watchdog's interrupt).
 func (in *instance) resultBuffer(res []byte) bool {
 	if in.resultFn == nil || in.violation != nil {
 		return false
 	}
 	in.nested[0] = uint64(len(res))
-	if err := in.call(in.resultFn, in.nested[:]); err != nil {
+	in.nesting = true
+	err := in.call(in.resultFn, in.nested[:])
+	in.nesting = false
+	if in.violation != nil {
+		return true // a host call from within it: the call fails
+	}
+	if err != nil {
 		if in.armed.Deadline() > watchdog.Idle {
 			in.violate("%s: %v", abi.ExportResultBuffer, err)
 		}
