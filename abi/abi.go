@@ -50,9 +50,9 @@ const (
 	// it returns a guest-owned region of at least size bytes, into which
 	// the host writes the result before the host call returns, so that a
 	// result of any size costs the guest one host call. The guest, which
-	// handed the region out, finds the result there. 0 means the guest
-	// could not allocate: the result is then pending, as for a guest
-	// without this export (ImportResult).
+	// handed the region out, finds the result there. It must not make host
+	// calls but log. 0 means the guest could not allocate: the result is
+	// then pending, as for a guest without this export (ImportResult).
 	ExportResultBuffer = "tinyhost_result_buffer"
 )
 
