@@ -51,6 +51,16 @@ const (
 	// so that a host may start them from a snapshot of one initialised
 	// instance (see ABI.md, "Snapshots").
 	ExportSnapshot = "tinyhost_snapshot"
+
+	// ExportResultBuffer: (size i32) -> i32 ptr. Optional. Called by the
+	// host from within a host call whose result is longer than out_cap:
+	// it returns a guest-owned region of at least size bytes, into which
+	// the host writes the result before the host call returns, so that a
+	// result of any size costs the guest one host call. The guest, which
+	// handed the region out, finds the result there. It must not make host
+	// calls but log. 0 means the guest could not allocate: the result is
+	// then pending, as for a guest without this export (ImportResult).
+	ExportResultBuffer = "tinyhost_result_buffer"
 )
 
 // ImportModule is the module name of every host function of ABI v1.

@@ -289,8 +289,10 @@
 //     place (abi.View), refuses a target a's messaging grants do not name,
 //     and copies it once into an abi.Message, adds the trace context and
 //     the hop count (invoke.go, forwardMetadata), and
-//     makes its context (forwardContext): the caller's, bounded by what is
-//     left of its deadline and by the host's life.
+//     makes its context (forward.go, callContext): the guest's own call's
+//     deadline, ended by the watchdog when it stops that call (its
+//     deadline, its caller's context, an unload, the host's close), so
+//     that it needs no timer of its own.
 //  2. router.go, Host.route: a system port is refused; a module loaded
 //     here goes to Host.deliver and invoke.go, as below on B; b is not, so
 //     its route gives the replicas, starting at the next one, and the

@@ -77,6 +77,11 @@ func hostCall(name string, fn func(in *instance, req []byte) (abi.Status, []byte
 			stack[0] = abi.PackResult(abi.StatusUnavailable, 0)
 			return
 		}
+		if in.nesting {
+			in.violate("%s: called from within %s", name, abi.ExportResultBuffer)
+			stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
+			return
+		}
 		in.hasPend = false
 		reqPtr, reqLen := uint32(stack[0]), uint32(stack[1])
 		outPtr, outCap := uint32(stack[2]), uint32(stack[3])
@@ -97,12 +102,13 @@ func hostCall(name string, fn func(in *instance, req []byte) (abi.Status, []byte
 	}
 }
 
-// reply writes a host call's result into out when it fits, and otherwise
-// keeps it as the pending result for ImportResult.
+// reply writes a host call's result into out when it fits, else into the
+// guest's result buffer (resultBuffer), and otherwise keeps it as the
+// pending result for ImportResult.
 func (in *instance) reply(out []byte, st abi.Status, res []byte) uint64 {
 	if len(res) <= len(out) {
 		copy(out, res)
-	} else {
+	} else if !in.resultBuffer(res) {
 		in.pending = append(in.pending[:0], res...)
 		in.pendStat = st
 		in.hasPend = true
@@ -118,6 +124,11 @@ func hostResult(ctx context.Context, _ api.Module, stack []uint64) {
 	in := instanceOf(ctx)
 	if in == nil {
 		stack[0] = abi.PackResult(abi.StatusUnavailable, 0)
+		return
+	}
+	if in.nesting {
+		in.violate("%s: called from within %s", abi.ImportResult, abi.ExportResultBuffer)
+		stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
 		return
 	}
 	outPtr, outCap := uint32(stack[2]), uint32(stack[3])
@@ -348,8 +359,8 @@ func (in *instance) hostCall(req []byte) (abi.Status, []byte) {
 
 // forward routes a message the guest sends or calls (Host.route). A call
 // runs within what is left of the caller's deadline, and ends when the
-// caller's context does: a caller that gives up stops the callee too,
-// wherever it runs.
+// caller's context does (callContext): a caller that gives up stops the
+// callee too, wherever it runs.
 func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []byte) {
 	v := in.v
 	view, st, reason := in.decodeOutgoing(what, req)
@@ -384,8 +395,8 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 	if d <= watchdog.Idle {
 		return failed(abi.StatusTimeout, "the caller's deadline passed")
 	}
-	ctx, cancel := in.forwardContext(d)
-	defer cancel()
+	ctx := in.callContext(d)
+	defer in.calling.Store(nil)
 	reply, err := v.h.route(ctx, &msg, true, nil)
 	if err != nil {
 		return failed(kindStatus(err), "%s", cause(err, to))
@@ -393,9 +404,9 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 	return abi.StatusOK, reply
 }
 
-// forwardContext is the context of a call the guest makes: it ends at the
-// deadline d (on the host's clock), when the caller's context ends, or when
-// the host closes.
+// forwardContext is the context of an HTTP request the guest makes: it
+// ends at the deadline d (on the host's clock), when the caller's context
+// ends, or when the host closes.
 func (in *instance) forwardContext(d int64) (context.Context, context.CancelFunc) {
 	h := in.v.h
 	deadline := h.dog.Time(d)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -40,6 +41,9 @@ type instance struct {
 	mem       api.Memory
 	handleFn  api.Function
 	bufferFn  api.Function
+	resultFn  api.Function // abi.ExportResultBuffer, nil when the guest has none
+	nested    [1]uint64    // resultFn's stack: stack is the running call's
+	nesting   bool         // resultFn runs: host calls are refused
 	interrupt api.MutableGlobal
 	memory    *memlimit.Memory
 	wake      chan struct{} // interrupts a guest sleeping in poll_oneoff
@@ -54,6 +58,9 @@ type instance struct {
 
 	// armed is the deadline of its calls, which the watchdog enforces.
 	armed watchdog.Call
+	// calling is the context of the call the guest is making (call), which
+	// the watchdog ends with the guest's own call.
+	calling atomic.Pointer[callContext]
 
 	// Per-call state.
 	byCaller  bool // the deadline is the caller's, sooner than CallTimeout
@@ -118,6 +125,10 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		return nil, errors.New("instantiate: exports missing after instrumentation")
 	}
 	in.interrupt = g
+	if in.resultFn = mod.ExportedFunction(abi.ExportResultBuffer); in.resultFn != nil && !resultBufferType(in.resultFn) {
+		_ = mod.Close(h.ctx)
+		return nil, withKind(hostapi.KindABIViolation, fmt.Errorf("instantiate: %s must be (i32) -> i32", abi.ExportResultBuffer))
+	}
 	h.dog.Register(&in.armed, (*watched)(in))
 
 	// Instantiation ran no guest code (the host calls no start functions,

@@ -18,9 +18,11 @@ func (h *Host) clock() int64 { return h.dog.Clock() }
 type watched instance
 
 // Interrupt sets the instance's interrupt global, so that the guest traps
-// at its next function call or loop iteration, and wakes it from a sleep.
+// at its next function call or loop iteration, ends the call it is making
+// out of a host function, and wakes it from a sleep.
 func (w *watched) Interrupt() {
 	w.interrupt.Set(1)
+	(*instance)(w).endCalling()
 	select {
 	case w.wake <- struct{}{}:
 	default:

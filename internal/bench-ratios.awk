@@ -6,6 +6,8 @@
 	sub(/-[0-9]+$/, "", name)
 	for (i = 3; i < NF; i++) {
 		if ($(i + 1) == "ns/op") add(name, $i)
+		else if ($(i + 1) == "allocs/op") addAllocs(name, $i)
+		else if ($(i + 1) ~ /^(p50-µs|p99-µs|errors|rss-start-MiB|rss-end-MiB)$/) addMetric(name, $(i + 1), $i)
 		else if ($(i + 1) ~ /ns\/call$/) add(name "/" $(i + 1), $i)
 	}
 }
@@ -13,6 +15,16 @@ function add(key, v) {
 	sum[key] += v
 	runs[key]++
 	ns[key] = sum[key] / runs[key]
+}
+function addAllocs(key, v) {
+	asum[key] += v
+	aruns[key]++
+	allocs[key] = asum[key] / aruns[key]
+}
+function addMetric(key, unit, v) {
+	msum[key, unit] += v
+	mruns[key, unit]++
+	metric[key, unit] = msum[key, unit] / mruns[key, unit]
 }
 function ratio(label, num, den) {
 	if ((num in ns) && (den in ns) && ns[den] > 0)
@@ -63,6 +75,20 @@ END {
 		ratio("gRPC Invoke " tmodes[i] ", tracing on / off", "BenchmarkInvoke/" tmodes[i] "/tinyhost-traced", "BenchmarkInvoke/" tmodes[i] "/tinyhost")
 	# An instance of a Go guest from its snapshot / by running _initialize.
 	target("instance start, snapshot / _initialize", "BenchmarkStart/snapshot", "BenchmarkStart/initialize", 0.25)
+	# The call path's targets: each row against its baseline, with the
+	# allocations per call of both. "most" bounds a ratio of times (lower
+	# is better); "least" a share of the baseline's throughput, in percent.
+	print ""
+	print "Call path (target, and whether this run met it; allocs/op: row vs baseline):"
+	goal("host Invoke 1 KiB / bare wazero call", "BenchmarkInvoke/raw-1KiB", "BenchmarkFloor/1KiB", "most", 2.0)
+	goal("gRPC InvokeStream / bare grpc-go stream echo", "BenchmarkInvoke/stream/tinyhost", "BenchmarkInvoke/stream/echo", "least", 80)
+	goal("gRPC unary, 1 caller, hello / bare echo", "BenchmarkInvoke/unary-1/tinyhost", "BenchmarkInvoke/unary-1/echo", "least", 90)
+	goal("component host 1 -> host 2 / bare gRPC echo", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-echo", "most", 1.2)
+	goal("in-process cross-module call / direct Invoke", "BenchmarkLocalCall/router", "BenchmarkLocalCall/invoke", "most", 1.1)
+	print ""
+	print "Steady load (a fixed rate for a fixed time, one connection; each server in its own process):"
+	steady("tinyhost, hello/greeter", "BenchmarkFixedRate/tinyhost")
+	steady("bare grpc-go echo", "BenchmarkFixedRate/echo")
 }
 
 # Density: what a module costs the host and how soon a dropped one answers.
@@ -89,4 +115,39 @@ END {
 	most("10,000 modules: host RSS after the loads", "BenchmarkTenThousand rss-MiB", "MiB", 2048, 1)
 	if ("BenchmarkTenThousand answered" in fig)
 		printf "  %-48s %9d of 10000 (in %.0f s)\n", "10,000 modules: calls answered", fig["BenchmarkTenThousand answered"], fig["BenchmarkTenThousand call-all-s"]
+}
+
+# goal prints a row of the call path's table: num against its baseline den,
+# as a ratio of times when bound is "most", or as den's time over num's in
+# percent (num's throughput as a share of den's) when it is "least"; a row
+# whose benchmarks did not run is said to be missing, not left out.
+function goal(label, num, den, bound, v,    r, met, shown, want) {
+	if (!(num in ns) || !(den in ns) || ns[num] <= 0 || ns[den] <= 0) {
+		printf "  %-46s (not run: %s, %s)\n", label, num, den
+		return
+	}
+	if (bound == "most") {
+		r = ns[num] / ns[den]
+		met = r <= v
+		shown = sprintf("%6.2fx", r)
+		want = sprintf("<= %.1fx", v)
+	} else {
+		r = 100 * ns[den] / ns[num]
+		met = r >= v
+		shown = sprintf("%5.1f%%", r)
+		want = sprintf(">= %d%%", v)
+	}
+	printf "  %-46s %8s  target %-8s %-8s (%.0f vs %.0f ns; allocs %s vs %s)\n", label, shown, want, met ? "met" : "not met",
+		ns[num], ns[den], num in allocs ? sprintf("%.0f", allocs[num]) : "-", den in allocs ? sprintf("%.0f", allocs[den]) : "-"
+}
+
+# steady prints the figures of a steady load: its calls' latency, its
+# failures, and the server's memory before and after it.
+function steady(label, name) {
+	if (!((name, "p50-µs") in metric)) {
+		printf "  %-28s (not run: %s)\n", label, name
+		return
+	}
+	printf "  %-28s p50 %6.0f µs  p99 %7.0f µs  errors %4.0f  RSS %6.1f -> %6.1f MiB\n", label,
+		metric[name, "p50-µs"], metric[name, "p99-µs"], metric[name, "errors"], metric[name, "rss-start-MiB"], metric[name, "rss-end-MiB"]
 }

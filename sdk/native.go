@@ -11,26 +11,37 @@ import (
 // installs, which answers a call with its result at once; platform keeps
 // the result that did not fit the guest's buffer, as a host does.
 type platform struct {
-	host    bridge.Host
-	pending []byte
-	status  abi.Status
+	host bridge.Host
+	// grownBuf is the result too long for the call's buffer, which the
+	// harness, like a host, writes into a region of the guest's
+	// (abi.ExportResultBuffer) rather than keep pending.
+	grownBuf []byte
+}
+
+// grown is the result of n bytes of the last host call when it did not
+// fit the call's buffer.
+func (in *instance) grown(n uint32) []byte {
+	b := in.grownBuf
+	in.grownBuf = nil
+	if uint32(len(b)) < n {
+		return nil
+	}
+	return b[:n]
 }
 
 func (in *instance) hostcall(fn hostFunc, req, out []byte) uint64 {
 	if fn == fnResult {
-		n := copy(out, in.pending)
-		if n < len(in.pending) {
-			return abi.PackResult(abi.StatusTooLarge, uint32(len(in.pending)))
-		}
-		return abi.PackResult(in.status, uint32(n))
+		// Nothing is pending: a result too long for the call's buffer
+		// went to grownBuf.
+		return abi.PackResult(abi.StatusBadRequest, 0)
 	}
 	s, res := abi.StatusUnavailable, []byte("sdk: no host: run components natively through sdk/sdktest")
 	if in.host != nil {
 		s, res = in.host.Call(hostFuncNames[fn], req)
 	}
-	in.pending, in.status = nil, s
+	in.grownBuf = nil
 	if len(res) > len(out) {
-		in.pending = append([]byte(nil), res...)
+		in.grownBuf = append([]byte(nil), res...)
 		return abi.PackResult(s, uint32(len(res)))
 	}
 	return abi.PackResult(s, uint32(copy(out, res)))

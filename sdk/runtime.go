@@ -255,13 +255,21 @@ func (in *instance) setSettings(c *component, payload []byte) {
 
 // call makes a host call with the request req (which may alias in.msg) and
 // returns the status and the result bytes, which alias in.out until the next
-// host call.
+// host call. A result of any size costs one host call on a host that
+// writes a long result into the region tinyhost_result_buffer hands out,
+// and two on one that keeps it pending for the result import.
 func (in *instance) call(fn hostFunc, req []byte) (abi.Status, []byte) {
 	if in.out == nil {
 		in.out = make([]byte, 512)
 	}
 	s, n := abi.UnpackResult(in.hostcall(fn, req, in.out[:cap(in.out)]))
 	if int(n) > cap(in.out) {
+		// A host that asked for a region for the result wrote it there;
+		// it serves the next results too.
+		if b := in.grown(n); b != nil {
+			in.out = b
+			return s, b
+		}
 		in.out = make([]byte, n)
 		s, n = abi.UnpackResult(in.hostcall(fnResult, nil, in.out))
 		if int(n) > len(in.out) {

@@ -44,6 +44,7 @@ func hostResult(reqPtr, reqLen, outPtr, outCap uint32) uint64
 func ptr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
 
 func (in *instance) hostcall(fn hostFunc, req, out []byte) uint64 {
+	bridge.Grown = nil
 	rp, rn, op, oc := ptr(req), uint32(len(req)), ptr(out), uint32(len(out))
 	switch fn {
 	case fnEmit:
@@ -60,6 +61,10 @@ func (in *instance) hostcall(fn hostFunc, req, out []byte) uint64 {
 		return hostResult(rp, rn, op, oc)
 	}
 }
+
+// grown is the result of n bytes of the last host call, written by the
+// host into the region resultBuffer handed out; nil when it was not.
+func (in *instance) grown(n uint32) []byte { return bridge.TakeGrown(n) }
 
 func init() {
 	bridge.Result = func(out []byte) uint64 { return hostResult(0, 0, ptr(out), uint32(len(out))) }
@@ -93,6 +98,17 @@ func describe() uint64 {
 //go:wasmexport tinyhost_buffer
 func buffer(size uint32) uint32 {
 	return ptr(guest.buffer(int(size)))
+}
+
+// resultBuffer is the region for the result of the host call in progress
+// when it is longer than the call's buffer: the caller of that host call
+// finds the result there (bridge.TakeGrown), at one host call whatever its
+// size. It runs within the host call (a re-entrant call into the guest).
+//
+//go:wasmexport tinyhost_result_buffer
+func resultBuffer(size uint32) uint32 {
+	bridge.Grown = make([]byte, size)
+	return ptr(bridge.Grown)
 }
 
 //go:wasmexport tinyhost_handle

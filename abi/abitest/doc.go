@@ -16,9 +16,10 @@
 // Run loads every guest it needs through Host.Load, one subtest per
 // assertion: the descriptor, echo round trips from 0 B to 1 MiB, metadata,
 // concurrent calls, handler errors, unknown components and ports, every host
-// import (log, emit, send, call with its pending result, config, _settings,
-// timer and _tick, denied capabilities and messaging targets, pointers
-// outside memory), and the hostile guests, one method each: guest code that
+// import (log, emit, send, call with its reply in the guest's result
+// buffer or pending, config, _settings, timer and _tick, denied
+// capabilities and messaging targets, pointers outside memory), and the
+// hostile guests, one method each: guest code that
 // never returns (a loop, recursion without loops, in a handler, _settings,
 // the start section, _initialize, tinyhost_describe or tinyhost_buffer),
 // memory and tables beyond the limit (declared or grown), a megabyte on

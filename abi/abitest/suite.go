@@ -515,12 +515,20 @@ func (c *hostcalls) testCall(t *testing.T) {
 	})
 }
 
-// testResult: abi.ImportResult, after a call whose reply did not fit.
+// testResult: a call whose reply did not fit out_cap: written into the
+// guest's abi.ExportResultBuffer within the one host call, or, when the
+// guest refuses a region, fetched with abi.ImportResult.
 func (c *hostcalls) testResult(t *testing.T) {
 	t.Run("pending-result", func(t *testing.T) {
 		mark := strings.Repeat(marker("pending"), 200)
 		if r := c.mustInvoke(t, c.m, "caller", "callsmall", []byte("echo/echo/in "+mark)); string(r.Payload) != mark {
 			t.Errorf("call with out_cap 1 then result answered %d bytes, want the %d-byte payload", len(r.Payload), len(mark))
+		}
+	})
+	t.Run("result-buffer", func(t *testing.T) {
+		mark := strings.Repeat(marker("buffer"), 200)
+		if r := c.mustInvoke(t, c.m, "caller", "callbuffer", []byte("echo/echo/in "+mark)); string(r.Payload) != mark {
+			t.Errorf("call with out_cap 1 and a result buffer answered %d bytes, want the %d-byte payload", len(r.Payload), len(mark))
 		}
 	})
 }

@@ -46,6 +46,14 @@ type Options struct {
 	// 4 MiB + 64 KiB.
 	MaxMessageBytes int
 
+	// FlowWindow is the HTTP/2 flow-control window, in bytes, of each
+	// delivery stream to a peer (its replies); a connection's is 4 times
+	// as much. A fixed window spares grpc-go's estimate of the link's
+	// bandwidth-delay product, which, a delivery at a time, pings the peer
+	// at nearly every reply. Below 64 KiB is taken as 64 KiB. Default
+	// 1 MiB; -1 keeps the estimate.
+	FlowWindow int
+
 	// DialOptions are passed to every peer's client after the transport's
 	// own (client.Options.DialOptions), e.g. a stats handler that traces
 	// deliveries. Default none.
@@ -92,6 +100,9 @@ func (p *peerConn) close() error {
 const (
 	defaultSendTimeout     = 10 * time.Second
 	defaultMaxMessageBytes = 4<<20 + 64<<10
+	defaultFlowWindow      = 1 << 20
+	minFlowWindow          = 64 << 10
+	maxFlowWindow          = 1<<29 - 1
 )
 
 // New creates a transport that knows no peers yet (see Peers).
@@ -105,12 +116,20 @@ func New(opts Options) *Transport {
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = defaultMaxMessageBytes
 	}
+	if opts.FlowWindow == 0 {
+		opts.FlowWindow = defaultFlowWindow
+	}
+	dopts := opts.DialOptions
+	if w := opts.FlowWindow; w > 0 {
+		w = min(max(w, minFlowWindow), maxFlowWindow)
+		dopts = append([]grpc.DialOption{grpc.WithInitialWindowSize(int32(w)), grpc.WithInitialConnWindowSize(int32(4 * w))}, dopts...)
+	}
 	t := &Transport{opts: opts, log: opts.Logger, known: map[string]bool{}}
 	t.dial = client.Options{
 		TLSConfig: opts.TLS, Token: opts.Token, TokenNeedsTLS: true,
 		Keepalive:       keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true},
 		MaxMessageBytes: opts.MaxMessageBytes,
-		DialOptions:     opts.DialOptions,
+		DialOptions:     dopts,
 	}
 	t.peers.Store(&map[string]*peerConn{})
 	t.ctx, t.cancel = context.WithCancel(context.Background())

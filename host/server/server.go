@@ -66,6 +66,15 @@ type Options struct {
 	// StreamWindow is how many invocations of one InvokeStream run at once.
 	// Default 64.
 	StreamWindow int
+	// FlowWindow is the HTTP/2 flow-control window, in bytes, of each
+	// stream the server receives on; a connection's is 4 times as much.
+	// A fixed window spares grpc-go's estimate of the link's
+	// bandwidth-delay product, which, at a call or a stream message at a
+	// time, pings the caller at nearly every message it receives: a frame
+	// each way more per message. Below 64 KiB is taken as 64 KiB (HTTP/2's
+	// initial window). Default 1 MiB; -1 keeps the estimate, whose windows
+	// grow up to 16 MiB.
+	FlowWindow int
 
 	// What a caller may make the server hold. A caller without a valid
 	// credential is refused when its headers arrive, before its body is
@@ -112,10 +121,19 @@ type Options struct {
 	ServerOptions []grpc.ServerOption
 }
 
+// The bounds of Options.FlowWindow: HTTP/2's initial window, below which
+// grpc-go ignores a window, and the most whose connection window (4 times
+// as much) HTTP/2 can announce.
+const (
+	minFlowWindow = 64 << 10
+	maxFlowWindow = 1<<29 - 1
+)
+
 const (
 	defaultMaxLoadBytes    = 64 << 20
 	defaultMaxMessageBytes = 4<<20 + 64<<10
 	defaultStreamWindow    = 64
+	defaultFlowWindow      = 1 << 20
 	streamWorkers          = 64
 
 	defaultMaxLoads                = 4
@@ -175,6 +193,7 @@ func New(h *host.Host, opts Options) (*Server, error) {
 	if opts.StreamWindow == 0 {
 		opts.StreamWindow = defaultStreamWindow
 	}
+	setDefault(&opts.FlowWindow, defaultFlowWindow)
 	setDefault(&opts.MaxLoads, defaultMaxLoads)
 	setDefault(&opts.LoadStallTimeout, defaultLoadStallTimeout)
 	setDefault(&opts.MaxConnections, defaultConnections())
@@ -201,6 +220,8 @@ func New(h *host.Host, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: MaxMessageBytes is %d, must be positive", opts.MaxMessageBytes)
 	case opts.StreamWindow < 0:
 		return nil, fmt.Errorf("server: StreamWindow is %d, must be positive", opts.StreamWindow)
+	case opts.FlowWindow < -1 || opts.FlowWindow > maxFlowWindow:
+		return nil, fmt.Errorf("server: FlowWindow is %d, must be -1 (estimated) or at most %d", opts.FlowWindow, maxFlowWindow)
 	}
 	s := &Server{
 		h:        h,
@@ -242,6 +263,10 @@ func New(h *host.Host, opts Options) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		// Replies are bounded by the modules' MaxMessageSize, which the host
 		// enforces; the default 2 GiB send limit is left alone.
+	}
+	if w := opts.FlowWindow; w > 0 {
+		w = max(w, minFlowWindow)
+		sopts = append(sopts, grpc.InitialWindowSize(int32(w)), grpc.InitialConnWindowSize(int32(4*w)))
 	}
 	s.grpc = grpc.NewServer(append(sopts, opts.ServerOptions...)...)
 	hostv1.RegisterHostServiceServer(s.grpc, s)

@@ -22,7 +22,7 @@ const (
 		`{"name":"caller","info":{"description":"Exercises every host import.","tags":["abitest"]},"ports":[` +
 		`{"name":"log","direction":"input"},{"name":"emit","direction":"input"},` +
 		`{"name":"send","direction":"input"},{"name":"call","direction":"input"},` +
-		`{"name":"callsmall","direction":"input"},{"name":"config","direction":"input"},` +
+		`{"name":"callsmall","direction":"input"},{"name":"callbuffer","direction":"input"},{"name":"config","direction":"input"},` +
 		`{"name":"settings","direction":"input"},{"name":"timer","direction":"input"},` +
 		`{"name":"ticks","direction":"input"},{"name":"note","direction":"input"},` +
 		`{"name":"oobreq","direction":"input"},{"name":"ooblog","direction":"input"},` +
@@ -56,6 +56,9 @@ var (
 	ticks        int    // _tick messages seen by this instance
 	msg          []byte // scratch for encoding requests to the host
 	out          = make([]byte, 64<<10)
+	grown        []byte // the region tinyhost_result_buffer handed out during the host call, if any
+	refuseGrow   bool   // tinyhost_result_buffer returns 0
+	hostCalls    int    // host calls hostcall made
 )
 
 func serve(port, _ []byte, _ uint64, payload []byte) (byte, []byte) {
@@ -67,7 +70,11 @@ func serve(port, _ []byte, _ uint64, payload []byte) (byte, []byte) {
 		return guest.StatusOK, []byte("ok")
 	case "emit": // emits the payload on out
 		return reply("emit", hostEmit, encode("", component, "out", payload), len(out), []byte("ok"))
-	case "send", "call", "callsmall": // callsmall offers 1 byte for the reply, so the reply becomes a pending result
+	case "send", "call", "callsmall", "callbuffer":
+		// callsmall and callbuffer offer 1 byte for the reply: callsmall
+		// refuses a result buffer, so the reply becomes a pending result;
+		// callbuffer wants it in its result buffer, at one host call.
+		refuseGrow = string(port) == "callsmall"
 		addr, rest, _ := bytes.Cut(payload, []byte(" "))
 		parts := bytes.Split(addr, []byte("/"))
 		if len(parts) != 3 {
@@ -79,6 +86,13 @@ func serve(port, _ []byte, _ uint64, payload []byte) (byte, []byte) {
 			return reply("send", hostSend, req, len(out), []byte("ok"))
 		case "call":
 			return reply("call", hostCall, req, len(out), nil)
+		case "callbuffer":
+			hostCalls = 0
+			status, res := reply("call", hostCall, req, 1, nil)
+			if status == guest.StatusOK && hostCalls != 1 {
+				return guest.StatusError, []byte("the reply took " + strconv.Itoa(hostCalls) + " host calls, want 1 (into tinyhost_result_buffer)")
+			}
+			return status, res
 		default:
 			return reply("call", hostCall, req, 1, nil)
 		}
@@ -138,12 +152,19 @@ func encode(module, component, port string, payload []byte) []byte {
 	return msg
 }
 
-// hostcall calls a host import with room for outCap result bytes, fetching a
-// longer result with the result import.
+// hostcall calls a host import with room for outCap result bytes; a longer
+// result is in the region tinyhost_result_buffer handed out, or else
+// fetched with the result import.
 func hostcall(fn func(uint32, uint32, uint32, uint32) uint64, req []byte, outCap int) (byte, []byte) {
+	grown = nil
+	hostCalls++
 	r := fn(guest.Addr(unsafe.SliceData(req)), uint32(len(req)), guest.Addr(unsafe.SliceData(out)), uint32(outCap))
 	status, n := byte(r>>32), int(uint32(r))
+	if n > outCap && len(grown) >= n {
+		return status, grown[:n] // the host wrote it into the result buffer
+	}
 	if n > outCap {
+		hostCalls++
 		if n > len(out) {
 			out = make([]byte, n)
 		}
@@ -185,3 +206,15 @@ func buffer(size uint32) uint32 { return guest.Buffer(size) }
 
 //go:wasmexport tinyhost_handle
 func handle(n uint32) uint64 { return guest.Handle(n, component, serve) }
+
+// resultBuffer is the optional export: a region for a host call's result
+// longer than its out_cap, unless refuseGrow.
+//
+//go:wasmexport tinyhost_result_buffer
+func resultBuffer(size uint32) uint32 {
+	if refuseGrow {
+		return 0
+	}
+	grown = make([]byte, size)
+	return guest.Addr(unsafe.SliceData(grown))
+}

@@ -72,6 +72,9 @@ type Config struct {
 	ConnectionIdleTimeout   time.Duration `koanf:"connection-idle-timeout"`
 	KeepaliveTime           time.Duration `koanf:"keepalive-time"`
 	KeepaliveTimeout        time.Duration `koanf:"keepalive-timeout"`
+	// FlowWindow is the HTTP/2 window of the server's streams and of the
+	// deliveries to peers (server.Options, cluster.Options FlowWindow).
+	FlowWindow int `koanf:"flow-window"`
 
 	// Routes (module → "host:port" of the hosts where it is ready) and
 	// wiring ("module/component/outport" → "module/component/inport") of a
@@ -193,6 +196,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Duration("handshake-timeout", 0, "how long a new connection has for its TLS handshake and HTTP/2 preface (default 10s)")
 	fs.Duration("connection-idle-timeout", 0, "a connection that runs no call for this long is closed (default 5m)")
 	fs.Duration("keepalive-time", 0, "a connection silent this long is pinged (default 1m)")
+	fs.Int("flow-window", 0, "HTTP/2 flow-control window of each gRPC stream served and each delivery stream to a peer, in bytes (a connection's is 4 times as much); -1 lets grpc-go estimate it (default 1048576)")
 	fs.Duration("keepalive-timeout", 0, "a pinged connection that does not answer within this is closed (default 20s)")
 	fs.StringSlice("capabilities", nil, `capabilities granted to modules whose load names none: log, config, timer, messaging (every target), messaging:<module>[/<component>]; "none" grants none (default log,config: timer, messaging and http must be granted by the load)`)
 	fs.Int("hop-limit", 0, "how often a message may be forwarded (default 16)")
@@ -488,6 +492,9 @@ func (c *Config) validate() error {
 		if n.v < 0 || n.v > math.MaxUint32 {
 			errs = append(errs, fmt.Sprintf("%s is %d, must be between 0 (the default) and 2^32-1", n.key, n.v))
 		}
+	}
+	if c.FlowWindow < -1 || c.FlowWindow > 1<<29-1 {
+		errs = append(errs, fmt.Sprintf("flow-window is %d, must be -1 (estimated), 0 (the default) or at most 2^29-1", c.FlowWindow))
 	}
 	for _, d := range []struct {
 		key string

@@ -111,6 +111,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "load limit", args: []string{"--max-load-bytes", "0"}, want: "max-load-bytes"},
 		{name: "max modules", args: []string{"--max-modules", "-1"}, want: "max-modules is -1, must not be negative"},
 		{name: "snapshots", args: []string{"--snapshots", "some"}, want: `snapshots is "some", want off, opt-in or all`},
+		{name: "flow window", args: []string{"--flow-window", "-2"}, want: "flow-window is -2, must be -1 (estimated), 0 (the default) or at most 2^29-1"},
 		{name: "register on every interface", args: []string{"--register", "--listen", "0.0.0.0:50051"}, want: "name the address others reach the host at"},
 		{name: "register: advertise without port", args: []string{"--register", "--advertise-address", "10.0.0.1"}, want: `advertise-address "10.0.0.1" is not host:port`},
 		{name: "register: lease in fractions", args: []string{"--register", "--lease-duration", "1500ms"}, want: "lease-duration is 1.5s, must be whole seconds"},

@@ -247,6 +247,7 @@ func serverOptions(cfg Config, log hclog.Logger, tokens tokens, sopts []grpc.Ser
 		IdleTimeout:             cfg.ConnectionIdleTimeout,
 		KeepaliveTime:           cfg.KeepaliveTime,
 		KeepaliveTimeout:        cfg.KeepaliveTimeout,
+		FlowWindow:              cfg.FlowWindow,
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 // are called in plaintext with no credential (the configuration refuses a
 // peer token without tls-cert).
 func newTransport(cfg Config, peerToken string, log hclog.Logger, dopts []grpc.DialOption) (*cluster.Transport, error) {
-	opts := cluster.Options{Logger: log, MaxMessageBytes: max(cfg.Limits.MaxMessageSize, 4<<20) + 64<<10, DialOptions: dopts}
+	opts := cluster.Options{Logger: log, MaxMessageBytes: max(cfg.Limits.MaxMessageSize, 4<<20) + 64<<10, FlowWindow: cfg.FlowWindow, DialOptions: dopts}
 	if cfg.TLSCert != "" {
 		tc, err := client.TLSConfig(cfg.PeerTLSCA, cfg.TLSCert, cfg.TLSKey)
 		if err != nil {

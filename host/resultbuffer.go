@@ -1,0 +1,54 @@
+package host
+
+import (
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/internal/watchdog"
+)
+
+// resultBuffer writes res, a host call's result longer than the guest's
+// out_cap, into a region the guest hands out for it (abi.ExportResultBuffer),
+// so that the guest needs no second host call to fetch it. It runs the
+// export within the host call, under the deadline of the guest's call. It
+// reports false when the guest has no such export or could not allocate:
+// the result is then pending. A trap, a region outside memory, or a host
+// call from within the export (which could nest without end) stops the
+// guest's call (violate, or the watchdog's interrupt).
+func (in *instance) resultBuffer(res []byte) bool {
+	if in.resultFn == nil || in.violation != nil || in.nesting {
+		return false // never nested: the export runs once per host call
+	}
+	in.nested[0] = uint64(len(res))
+	in.nesting = true
+	err := in.call(in.resultFn, in.nested[:])
+	in.nesting = false
+	if in.violation != nil {
+		return true // a host call from within it: the call fails
+	}
+	if err != nil {
+		if in.armed.Deadline() > watchdog.Idle {
+			in.violate("%s: %v", abi.ExportResultBuffer, err)
+		}
+		return true // the call fails: the result is not read
+	}
+	ptr := in.nested[0]
+	if ptr == 0 {
+		return false
+	}
+	buf, ok := in.mem.Read(uint32(ptr), uint32(len(res)))
+	if !ok || ptr > uint64(^uint32(0)) {
+		in.violate("%s: region [%d, +%d) is outside memory (%d bytes)", abi.ExportResultBuffer, ptr, len(res), in.mem.Size())
+		return true
+	}
+	copy(buf, res)
+	return true
+}
+
+// resultBufferType reports whether fn is (i32) -> i32, as
+// abi.ExportResultBuffer must be.
+func resultBufferType(fn api.Function) bool {
+	d := fn.Definition()
+	p, r := d.ParamTypes(), d.ResultTypes()
+	return len(p) == 1 && p[0] == api.ValueTypeI32 && len(r) == 1 && r[0] == api.ValueTypeI32
+}
