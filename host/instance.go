@@ -225,10 +225,19 @@ func (in *instance) end(ctx context.Context, deadline int64) int64 {
 	return in.armed.End(ctx, deadline)
 }
 
+// minStartTimeout is the least time guest code outside a request (the
+// start function, _initialize, describe, buffer) is given: starting a Go
+// runtime on a busy machine takes longer than a handler whose CallTimeout
+// is set for its own answers, and an instance that cannot start fails
+// every call that needs one.
+const minStartTimeout = int64(5 * time.Second)
+
 // run calls a guest function outside a request (initialize, describe,
-// buffer) under the CallTimeout. Errors are classified by fail.
+// buffer) under the CallTimeout, or minStartTimeout if that is longer.
+// Errors are classified by fail.
 func (in *instance) run(fn api.Function, params []uint64) (uint64, hostapi.Kind, error) {
-	deadline := in.v.h.clock() + in.v.timeout
+	bound := max(in.v.timeout, minStartTimeout)
+	deadline := in.v.h.clock() + bound
 	stack := in.stack
 	if len(params) > 0 {
 		stack[0] = params[0]
@@ -240,6 +249,9 @@ func (in *instance) run(fn api.Function, params []uint64) (uint64, hostapi.Kind,
 	cause := in.end(ctx, deadline)
 	if err != nil || cause != watchdog.Idle || in.violation != nil {
 		kind, ferr := in.fail(err, cause)
+		if cause == watchdog.Timeout {
+			ferr = fmt.Errorf("deadline exceeded after %v", time.Duration(bound))
+		}
 		return 0, kind, ferr
 	}
 	return stack[0], 0, nil

@@ -77,7 +77,7 @@ func TestStartSection(t *testing.T) {
 	var le *api.LoadError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, api.KindTimeout, le.Kind)
-	assert.EqualError(t, err, "load: start function: timeout: deadline exceeded after 300ms")
+	assert.EqualError(t, err, "load: start function: timeout: deadline exceeded after 5s", "a start is given at least 5 s")
 	assert.Positive(t, gcs)
 	assert.Empty(t, h.Modules()[1:], "only echo is loaded")
 	mustEcho(t, h)

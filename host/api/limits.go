@@ -19,6 +19,7 @@ type Limits struct {
 	MemoryPages uint32 `koanf:"memory-pages"`
 
 	// CallTimeout is how long one call into the guest may run. Default 10s.
+	// An instance's start (start function, _initialize) gets at least 5s.
 	CallTimeout time.Duration `koanf:"call-timeout"`
 
 	// MaxMessageSize is the largest encoded request, response or message
