@@ -1,7 +1,10 @@
 package host
 
 import (
+	"errors"
+
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/internal/watchdog"
@@ -12,9 +15,10 @@ import (
 // so that the guest needs no second host call to fetch it. It runs the
 // export within the host call, under the deadline of the guest's call. It
 // reports false when the guest has no such export or could not allocate:
-// the result is then pending. A trap, a region outside memory, or a host
-// call from within the export (which could nest without end) stops the
-// guest's call (violate, or the watchdog's interrupt).
+// the result is then pending. A trap, an exit, a region outside memory, or
+// a host call from within the export (which could nest without end) stops
+// the guest's call (violate, or the watchdog's interrupt; a failed export
+// unwinds it at once).
 func (in *instance) resultBuffer(res []byte) bool {
 	if in.resultFn == nil || in.violation != nil || in.nesting {
 		return false // never nested: the export runs once per host call
@@ -27,10 +31,14 @@ func (in *instance) resultBuffer(res []byte) bool {
 		return true // a host call from within it: the call fails
 	}
 	if err != nil {
-		if in.armed.Deadline() > watchdog.Idle {
+		var exit *sys.ExitError
+		if !errors.As(err, &exit) && in.armed.Deadline() > watchdog.Idle {
 			in.violate("%s: %v", abi.ExportResultBuffer, err)
 		}
-		return true // the call fails: the result is not read
+		// The guest's call fails in any case; unwind it now, running none
+		// of its code: one that exited (WASI proc_exit) has closed its
+		// instance and unmapped its memory, which it would read next.
+		panic(err)
 	}
 	ptr := in.nested[0]
 	if ptr == 0 {

@@ -15,7 +15,9 @@ import (
 // pending when the export returns 0 (z); a region outside memory (o) or a
 // host call from within the export (r, and s: result, whose answer would
 // need the export again) fails the call as an ABI violation
-// and costs the instance, and the module goes on serving.
+// and costs the instance; a guest that exits from within the export (x)
+// closes its instance under the call, which then fails as a trap without
+// running on in unmapped memory, and the module goes on serving.
 func TestResultBuffer(t *testing.T) {
 	h, _ := newHost(t, host.Options{})
 	_, err := h.Load(loadCtx(t), fixture(t, "resultbuf"), host.LoadOptions{})
@@ -30,6 +32,7 @@ func TestResultBuffer(t *testing.T) {
 		{port: "o", kind: api.KindABIViolation, msg: "tinyhost_result_buffer: region [2147483632, +2) is outside memory"},
 		{port: "r", kind: api.KindABIViolation, msg: "config: called from within tinyhost_result_buffer"},
 		{port: "s", kind: api.KindABIViolation, msg: "result: called from within tinyhost_result_buffer"},
+		{port: "x", kind: api.KindTrap, msg: "guest exited with code 4"},
 		{port: "g"},
 	} {
 		t.Run(tc.port, func(t *testing.T) {
