@@ -196,6 +196,14 @@ func (c *capture) take(in *instance, globals []uint32) {
 		c.impure = "its memory could not be read"
 		return
 	}
+	// Refused before the copy: a guest that fills its memory would
+	// otherwise have the host hold it thrice over in its own heap (the
+	// copy, the data section, the module), outside every limit, only to
+	// find the snapshot too large.
+	if n := int64(instrument.DataSize(mem)); n > in.v.h.opts.MaxModuleSize {
+		c.impure = fmt.Sprintf("left memory whose snapshot's data alone is %d bytes, above MaxModuleSize", n)
+		return
+	}
 	img := &instrument.Image{Memory: slices.Clone(mem), Globals: make(map[uint32]uint64, len(globals))}
 	for _, g := range globals {
 		eg := in.mod.ExportedGlobal(globalExportPrefix + strconv.FormatUint(uint64(g), 10))

@@ -111,6 +111,32 @@ func appendSection(out []byte, id byte, payload []byte) []byte {
 func dataSegments(mem []byte) ([]byte, int) {
 	var segs []byte
 	n := 0
+	eachSegment(mem, func(i, end int) {
+		segs = append(segs, 0x00, 0x41) // active, memory 0; i32.const
+		segs = appendSLEB(segs, int64(int32(uint32(i))))
+		segs = append(segs, 0x0B)
+		segs = appendULEB(segs, uint64(end-i))
+		segs = append(segs, mem[i:end]...)
+		n++
+	})
+	return append(appendULEB(nil, uint64(n)), segs...), n
+}
+
+// DataSize is the size of the data section Snapshot writes for a memory
+// mem, found without copying it, so that a caller can refuse a memory
+// whose snapshot would be too large before it copies the memory at all.
+func DataSize(mem []byte) int {
+	size := binary.MaxVarintLen32 + 1 // the section's id, size and count
+	eachSegment(mem, func(i, end int) {
+		// flags, i32.const, offset, end, length, bytes
+		size += 1 + 1 + binary.MaxVarintLen32 + 1 + binary.MaxVarintLen32 + end - i
+	})
+	return size
+}
+
+// eachSegment calls f with the bounds of each data segment of mem: its
+// non-zero bytes, spanning runs of up to zeroGap zero bytes.
+func eachSegment(mem []byte, f func(i, end int)) {
 	for i := 0; i < len(mem); {
 		if mem[i] == 0 {
 			i++
@@ -124,15 +150,9 @@ func dataSegments(mem []byte) ([]byte, int) {
 				end, zeros = j+1, 0
 			}
 		}
-		segs = append(segs, 0x00, 0x41) // active, memory 0; i32.const
-		segs = appendSLEB(segs, int64(int32(uint32(i))))
-		segs = append(segs, 0x0B)
-		segs = appendULEB(segs, uint64(end-i))
-		segs = append(segs, mem[i:end]...)
-		n++
+		f(i, end)
 		i = end
 	}
-	return append(appendULEB(nil, uint64(n)), segs...), n
 }
 
 // snapMemory rewrites the memory section's one entry with minimum pages.

@@ -1,6 +1,7 @@
 package instrument
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -141,4 +142,25 @@ func FuzzSnapshot(f *testing.F) {
 			_ = c.Close(ctx)
 		}
 	})
+}
+
+// TestDataSize: DataSize bounds the data section Snapshot writes for a
+// memory, id and size included, for a memory of zeros, one of no zeros,
+// and ones of segments split by runs of zeros either side of zeroGap.
+func TestDataSize(t *testing.T) {
+	full := bytes.Repeat([]byte{0xAA}, 4*PageSize)
+	sparse := make([]byte, 4*PageSize)
+	for i := 0; i < len(sparse); i += zeroGap + 2 {
+		sparse[i] = 1
+	}
+	gaps := make([]byte, 4*PageSize)
+	for i := 0; i < len(gaps); i += zeroGap / 2 {
+		gaps[i] = 1
+	}
+	for name, mem := range map[string][]byte{"zeros": make([]byte, PageSize), "full": full, "sparse": sparse, "gaps": gaps} {
+		data, _ := dataSegments(mem)
+		section := appendSection(nil, secData, data)
+		assert.LessOrEqual(t, len(section), DataSize(mem), name)
+		assert.LessOrEqual(t, DataSize(mem), 2*len(section)+16, "%s: not far above", name)
+	}
 }
