@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -196,15 +195,17 @@ func (c *capture) take(in *instance, globals []uint32) {
 		c.impure = "its memory could not be read"
 		return
 	}
-	// Refused before the copy: a guest that fills its memory would
-	// otherwise have the host hold it thrice over in its own heap (the
-	// copy, the data section, the module), outside every limit, only to
-	// find the snapshot too large.
+	// Refused before it is encoded: a guest that fills its memory would
+	// otherwise have the host hold it twice over in its own heap (the
+	// data section, the module), outside every limit, only to find the
+	// snapshot too large.
 	if n := int64(instrument.DataSize(mem)); n > in.v.h.opts.MaxModuleSize {
 		c.impure = fmt.Sprintf("left memory whose snapshot's data alone is %d bytes, above MaxModuleSize", n)
 		return
 	}
-	img := &instrument.Image{Memory: slices.Clone(mem), Globals: make(map[uint32]uint64, len(globals))}
+	// Compacted below, not copied: a memory of a GiB holding a few
+	// bytes costs the host those bytes.
+	img := &instrument.Image{Memory: mem, Globals: make(map[uint32]uint64, len(globals))}
 	for _, g := range globals {
 		eg := in.mod.ExportedGlobal(globalExportPrefix + strconv.FormatUint(uint64(g), 10))
 		if eg == nil {
@@ -213,6 +214,7 @@ func (c *capture) take(in *instance, globals []uint32) {
 		}
 		img.Globals[g] = eg.Get()
 	}
+	img.Compact()
 	c.image = img
 }
 
@@ -254,7 +256,7 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 		v.h.dropRepeatedEntries(before)
 		if err == nil {
 			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code})
-			v.logger().Info("instances start from a snapshot", "pages", len(c.image.Memory)/instrument.PageSize, "bytes", len(wasm))
+			v.logger().Info("instances start from a snapshot", "pages", c.image.Pages(), "bytes", len(wasm))
 			return
 		}
 	}

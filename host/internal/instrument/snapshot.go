@@ -14,6 +14,33 @@ type Image struct {
 	// by global index (api.Global.Get's encoding). A mutable global
 	// missing here keeps its initialiser.
 	Globals map[uint32]uint64
+
+	// Set by Compact: Memory's size and its data segments.
+	compact  bool
+	size     int
+	data     []byte
+	segments int
+}
+
+// Compact encodes the image's memory as the data segments Snapshot
+// writes and drops Memory: the image then holds the memory's non-zero
+// bytes only, and Memory may be a view of memory that changes afterwards,
+// as it is not kept.
+func (img *Image) Compact() {
+	if img.compact {
+		return
+	}
+	img.size = len(img.Memory)
+	img.data, img.segments = dataSegments(img.Memory)
+	img.Memory, img.compact = nil, true
+}
+
+// Pages is the size of the image's memory in pages.
+func (img *Image) Pages() int {
+	if img.compact {
+		return img.size / PageSize
+	}
+	return len(img.Memory) / PageSize
 }
 
 // PageSize is the size of a WebAssembly memory page.
@@ -56,10 +83,15 @@ func Snapshot(wasm []byte, img *Image) ([]byte, error) {
 		return nil, fmt.Errorf("instrument: snapshot: a mutable global is not a number")
 	case m.bounds.tableWrites:
 		return nil, fmt.Errorf("instrument: snapshot: the module's code changes tables")
-	case len(img.Memory)%PageSize != 0:
-		return nil, fmt.Errorf("instrument: snapshot: memory of %d bytes is not a whole number of pages", len(img.Memory))
 	}
-	data, segments := dataSegments(img.Memory)
+	size, data, segments := img.size, img.data, img.segments
+	if !img.compact {
+		size = len(img.Memory)
+		data, segments = dataSegments(img.Memory)
+	}
+	if size%PageSize != 0 {
+		return nil, fmt.Errorf("instrument: snapshot: memory of %d bytes is not a whole number of pages", size)
+	}
 	out := make([]byte, 0, len(wasm)+len(data)+64)
 	out = append(out, wasm[:8]...)
 	_, hasData := m.section(secData)
@@ -71,7 +103,7 @@ func Snapshot(wasm []byte, img *Image) ([]byte, error) {
 		case secStart:
 			continue // it has run
 		case secMemory:
-			payload, err = m.snapMemory(s, uint64(len(img.Memory)/PageSize))
+			payload, err = m.snapMemory(s, uint64(size/PageSize))
 		case secGlobal:
 			payload, err = m.snapGlobals(s, img.Globals)
 		case secDataCount:
