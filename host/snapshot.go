@@ -236,6 +236,8 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 	switch {
 	case v.tableWrites:
 		reason = "its code can change tables"
+	case v.manyGlobals:
+		reason = fmt.Sprintf("it defines more than %d mutable globals", instrument.MaxGlobalExports)
 	case c.impure != "":
 		reason = "its initialisation " + c.impure
 	case c.drew != "" && v.h.opts.Snapshots != SnapshotsAll && !v.optIn:

@@ -81,6 +81,8 @@ func Snapshot(wasm []byte, img *Image) ([]byte, error) {
 		return nil, fmt.Errorf("instrument: snapshot: the module imports globals")
 	case !m.mutNumeric:
 		return nil, fmt.Errorf("instrument: snapshot: a mutable global is not a number")
+	case m.manyGlobals:
+		return nil, fmt.Errorf("instrument: snapshot: the module defines more than %d mutable globals", MaxGlobalExports)
 	case m.bounds.tableWrites:
 		return nil, fmt.Errorf("instrument: snapshot: the module's code changes tables")
 	}

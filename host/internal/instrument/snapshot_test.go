@@ -164,3 +164,39 @@ func TestDataSize(t *testing.T) {
 		assert.LessOrEqual(t, DataSize(mem), 2*len(section)+16, "%s: not far above", name)
 	}
 }
+
+// TestManyGlobals: a module of more than MaxGlobalExports mutable globals
+// (one more, and a million) has none exported, so that its rewritten form
+// stays the size of the module rather than five times it, and Snapshot
+// refuses it, as its state cannot be read; one of MaxGlobalExports has
+// them all exported.
+func TestManyGlobals(t *testing.T) {
+	module := func(n int) []byte {
+		var p []byte
+		p = appendULEB(p, uint64(n))
+		for range n {
+			p = append(p, 0x7F, 0x01, 0x41, 0x00, 0x0B) // (mut i32) (i32.const 0)
+		}
+		w := appendSection([]byte("\x00asm\x01\x00\x00\x00"), secMemory, []byte{1, 0, 1})
+		return appendSection(w, secGlobal, p)
+	}
+	for _, n := range []int{MaxGlobalExports, MaxGlobalExports + 1, 1 << 20} {
+		in := module(n)
+		res, err := Rewrite(in, "interrupt", WithGlobalExports("g_"))
+		require.NoError(t, err, n)
+		many := n > MaxGlobalExports
+		assert.Equal(t, many, res.ManyGlobals, n)
+		if many {
+			assert.Nil(t, res.Globals, n)
+			assert.Less(t, len(res.Wasm), len(in)+1024, "%d: bytes of the rewritten module", n)
+		} else {
+			assert.Len(t, res.Globals, n)
+		}
+		_, err = Snapshot(in, &Image{Memory: make([]byte, PageSize), Globals: map[uint32]uint64{}})
+		if many {
+			assert.ErrorContains(t, err, "mutable globals", n)
+		} else {
+			assert.NoError(t, err, n)
+		}
+	}
+}
