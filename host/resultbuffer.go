@@ -28,7 +28,7 @@ func (in *instance) resultBuffer(res []byte) bool {
 	err := in.call(in.resultFn, in.nested[:])
 	in.nesting = false
 	if in.violation != nil {
-		return true // a host call from within it: the call fails
+		panic(in.violation) // a host call from within it: see below
 	}
 	if err != nil {
 		var exit *sys.ExitError
@@ -36,8 +36,9 @@ func (in *instance) resultBuffer(res []byte) bool {
 			in.violate("%s: %v", abi.ExportResultBuffer, err)
 		}
 		// The guest's call fails in any case; unwind it now, running none
-		// of its code: one that exited (WASI proc_exit) has closed its
-		// instance and unmapped its memory, which it would read next.
+		// of its code (which could act on a result never written): one
+		// that exited (WASI proc_exit) has closed its instance and
+		// unmapped its memory, which it would read next.
 		panic(err)
 	}
 	ptr := in.nested[0]
@@ -47,7 +48,7 @@ func (in *instance) resultBuffer(res []byte) bool {
 	buf, ok := in.mem.Read(uint32(ptr), uint32(len(res)))
 	if !ok || ptr > uint64(^uint32(0)) {
 		in.violate("%s: region [%d, +%d) is outside memory (%d bytes)", abi.ExportResultBuffer, ptr, len(res), in.mem.Size())
-		return true
+		panic(in.violation)
 	}
 	copy(buf, res)
 	return true

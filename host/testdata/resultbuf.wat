@@ -8,16 +8,19 @@
 ;; result from within it, with no room for its answer (which must not
 ;; call the export again); x calls WASI proc_exit from within it, which
 ;; closes the instance and unmaps its memory, then the handler, were it
-;; to go on, reads memory and makes another host call. Built with
-;; /usr/bin/wat2wasm.
+;; to go on, reads memory and makes another host call. Once config
+;; returns, the handler logs "after " and the port's first byte. Built
+;; with /usr/bin/wat2wasm.
 (module
   (import "tinyhost_v1" "config" (func $config (param i32 i32 i32 i32) (result i64)))
   (import "tinyhost_v1" "result" (func $result (param i32 i32 i32 i32) (result i64)))
+  (import "tinyhost_v1" "log" (func $log (param i32 i32 i32)))
   (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
   ;; 0..4095: descriptor; 4096..8190: request buffer; 8191: the response's
   ;; status, then the result.
   (memory (export "memory") 1)
   (global $mode (mut i32) (i32.const 0))
+  (data (i32.const 200) "after ")
   (data (i32.const 256) "{\"abi\":1,\"name\":\"resultbuf\",\"version\":\"1.0.0\",\"components\":[{\"name\":\"c\",\"ports\":[{\"name\":\"g\",\"direction\":\"input\"},{\"name\":\"z\",\"direction\":\"input\"},{\"name\":\"o\",\"direction\":\"input\"},{\"name\":\"r\",\"direction\":\"input\"},{\"name\":\"s\",\"direction\":\"input\"},{\"name\":\"x\",\"direction\":\"input\"}]}]}")
   (func (export "tinyhost_abi_v1"))
   (func (export "tinyhost_describe") (result i64)
@@ -45,6 +48,10 @@
     (i32.store8 (i32.const 8191) (i32.const 0))
     (local.set $r (call $config (i32.const 0) (i32.const 0) (i32.const 8192) (i32.const 0)))
     (local.set $len (i32.wrap_i64 (local.get $r)))
+    ;; "after <port's first byte>", logged once the host call returns:
+    ;; never after a failed export.
+    (i32.store8 (i32.const 206) (global.get $mode))
+    (call $log (i32.const 2) (i32.const 200) (i32.const 7))
     (if (i32.eq (global.get $mode) (i32.const 120)) ;; x: memory and a host call after the exit
       (then (i32.store8 (i32.const 8191) (i32.load8_u (i32.const 8192)))
             (drop (call $config (i32.const 0) (i32.const 0) (i32.const 8192) (i32.const 64)))))
