@@ -16,9 +16,9 @@ import (
 // export within the host call, under the deadline of the guest's call. It
 // reports false when the guest has no such export or could not allocate:
 // the result is then pending. A trap, an exit, a region outside memory, or
-// a host call from within the export (which could nest without end) stops
-// the guest's call (violate, or the watchdog's interrupt; a failed export
-// unwinds it at once).
+// a host call from within the export (which could nest without end) fails
+// the guest's call and unwinds it at once, with a panic that wazero turns
+// into the call's error: the host call does not return to the guest.
 func (in *instance) resultBuffer(res []byte) bool {
 	if in.resultFn == nil || in.violation != nil || in.nesting {
 		return false // never nested: the export runs once per host call
