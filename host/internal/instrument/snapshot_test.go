@@ -131,7 +131,12 @@ func FuzzSnapshot(f *testing.F) {
 		}
 		img := &Image{Memory: make([]byte, PageSize), Globals: map[uint32]uint64{0: g, 1: g}}
 		copy(img.Memory[PageSize/2:], mem)
+		compact := &Image{Memory: bytes.Clone(img.Memory), Globals: img.Globals}
+		compact.Compact()
 		out, err := Snapshot(in, img)
+		cout, cerr := Snapshot(in, compact)
+		assert.Equal(t, err, cerr, "a compacted image's error")
+		assert.Equal(t, out, cout, "a compacted image's module")
 		if err != nil {
 			return
 		}
