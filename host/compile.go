@@ -58,9 +58,11 @@ type compiled struct {
 	// tableElements is the most elements the module's tables can hold.
 	tableElements uint64
 	// globals are the mutable globals, exported for a snapshot
-	// (Options.Snapshots); tableWrites and optIn are what decide one.
+	// (Options.Snapshots); tableWrites, manyGlobals and optIn are what
+	// decide one.
 	globals     []uint32
 	tableWrites bool
+	manyGlobals bool // too many to export: none is
 	optIn       bool
 }
 
@@ -190,7 +192,7 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32) (c *co
 	}
 	optIn := slices.ContainsFunc(res.Exports, func(e instrument.Export) bool { return e.Name == abi.ExportSnapshot })
 	return &compiled{code: code, took: time.Since(start), start: res.Start, tableElements: res.TableElements,
-		globals: res.Globals, tableWrites: res.TableWrites, optIn: optIn}, nil
+		globals: res.Globals, tableWrites: res.TableWrites, manyGlobals: res.ManyGlobals, optIn: optIn}, nil
 }
 
 // checkInterface checks what can be checked before compiling: the declared

@@ -215,7 +215,7 @@ func (h *Host) newVersion(ctx context.Context, sum [32]byte, wasm []byte, source
 		v.compileTook = c.took
 	}
 	if h.opts.Snapshots.on() {
-		v.src, v.globals, v.tableWrites, v.optIn = wasm, c.globals, c.tableWrites, c.optIn
+		v.src, v.globals, v.tableWrites, v.manyGlobals, v.optIn = wasm, c.globals, c.tableWrites, c.manyGlobals, c.optIn
 	}
 	v.secrets.Store(&spec.secrets)
 	v.pool = pool.New((*poolOwner)(v), pool.Limits{

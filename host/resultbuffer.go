@@ -1,7 +1,10 @@
 package host
 
 import (
+	"errors"
+
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/internal/watchdog"
@@ -12,9 +15,10 @@ import (
 // so that the guest needs no second host call to fetch it. It runs the
 // export within the host call, under the deadline of the guest's call. It
 // reports false when the guest has no such export or could not allocate:
-// the result is then pending. A trap, a region outside memory, or a host
-// call from within the export (which could nest without end) stops the
-// guest's call (violate, or the watchdog's interrupt).
+// the result is then pending. A trap, an exit, a region outside memory, or
+// a host call from within the export (which could nest without end) fails
+// the guest's call and unwinds it at once, with a panic that wazero turns
+// into the call's error: the host call does not return to the guest.
 func (in *instance) resultBuffer(res []byte) bool {
 	if in.resultFn == nil || in.violation != nil || in.nesting {
 		return false // never nested: the export runs once per host call
@@ -24,13 +28,18 @@ func (in *instance) resultBuffer(res []byte) bool {
 	err := in.call(in.resultFn, in.nested[:])
 	in.nesting = false
 	if in.violation != nil {
-		return true // a host call from within it: the call fails
+		panic(in.violation) // a host call from within it: see below
 	}
 	if err != nil {
-		if in.armed.Deadline() > watchdog.Idle {
+		var exit *sys.ExitError
+		if !errors.As(err, &exit) && in.armed.Deadline() > watchdog.Idle {
 			in.violate("%s: %v", abi.ExportResultBuffer, err)
 		}
-		return true // the call fails: the result is not read
+		// The guest's call fails in any case; unwind it now, running none
+		// of its code (which could act on a result never written): one
+		// that exited (WASI proc_exit) has closed its instance and
+		// unmapped its memory, which it would read next.
+		panic(err)
 	}
 	ptr := in.nested[0]
 	if ptr == 0 {
@@ -39,7 +48,7 @@ func (in *instance) resultBuffer(res []byte) bool {
 	buf, ok := in.mem.Read(uint32(ptr), uint32(len(res)))
 	if !ok || ptr > uint64(^uint32(0)) {
 		in.violate("%s: region [%d, +%d) is outside memory (%d bytes)", abi.ExportResultBuffer, ptr, len(res), in.mem.Size())
-		return true
+		panic(in.violation)
 	}
 	copy(buf, res)
 	return true

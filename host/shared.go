@@ -26,9 +26,11 @@ type shared struct {
 	start         bool
 	tableElements uint64
 	took          time.Duration // wazero's compile, for the first version's observer
-	// globals, tableWrites and optIn are compiled's, for a snapshot.
+	// globals, tableWrites, manyGlobals and optIn are compiled's, for a
+	// snapshot.
 	globals     []uint32
 	tableWrites bool
+	manyGlobals bool
 	optIn       bool
 
 	// desc is what the first instance described, nil until then; every
@@ -114,7 +116,7 @@ func (h *Host) sharedCode(ctx context.Context, wasm []byte, digest [32]byte, pag
 		return nil, false, err
 	}
 	s.code, s.start, s.tableElements, s.took = c.code, c.start, c.tableElements, c.took
-	s.globals, s.tableWrites, s.optIn = c.globals, c.tableWrites, c.optIn
+	s.globals, s.tableWrites, s.manyGlobals, s.optIn = c.globals, c.tableWrites, c.manyGlobals, c.optIn
 	s.refs = 1
 	return s, true, nil
 }

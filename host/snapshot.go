@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -196,7 +195,17 @@ func (c *capture) take(in *instance, globals []uint32) {
 		c.impure = "its memory could not be read"
 		return
 	}
-	img := &instrument.Image{Memory: slices.Clone(mem), Globals: make(map[uint32]uint64, len(globals))}
+	// Refused before it is encoded: a guest that fills its memory would
+	// otherwise have the host hold it twice over in its own heap (the
+	// data section, the module), outside every limit, only to find the
+	// snapshot too large.
+	if n := int64(instrument.DataSize(mem)); n > in.v.h.opts.MaxModuleSize {
+		c.impure = fmt.Sprintf("left memory whose snapshot's data alone is %d bytes, above MaxModuleSize", n)
+		return
+	}
+	// Compacted below, not copied: a memory of a GiB holding a few
+	// bytes costs the host those bytes.
+	img := &instrument.Image{Memory: mem, Globals: make(map[uint32]uint64, len(globals))}
 	for _, g := range globals {
 		eg := in.mod.ExportedGlobal(globalExportPrefix + strconv.FormatUint(uint64(g), 10))
 		if eg == nil {
@@ -205,6 +214,7 @@ func (c *capture) take(in *instance, globals []uint32) {
 		}
 		img.Globals[g] = eg.Get()
 	}
+	img.Compact()
 	c.image = img
 }
 
@@ -226,6 +236,8 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 	switch {
 	case v.tableWrites:
 		reason = "its code can change tables"
+	case v.manyGlobals:
+		reason = fmt.Sprintf("it defines more than %d mutable globals", instrument.MaxGlobalExports)
 	case c.impure != "":
 		reason = "its initialisation " + c.impure
 	case c.drew != "" && v.h.opts.Snapshots != SnapshotsAll && !v.optIn:
@@ -246,7 +258,7 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 		v.h.dropRepeatedEntries(before)
 		if err == nil {
 			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code})
-			v.logger().Info("instances start from a snapshot", "pages", len(c.image.Memory)/instrument.PageSize, "bytes", len(wasm))
+			v.logger().Info("instances start from a snapshot", "pages", c.image.Pages(), "bytes", len(wasm))
 			return
 		}
 	}

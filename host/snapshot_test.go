@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -175,6 +176,45 @@ func BenchmarkStart(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// TestSnapshotLargeMemory loads modules whose start functions grow their
+// memory to 32 MiB, under a MaxModuleSize of 1 MiB. One fills it: its
+// snapshot would exceed that, so its instances start fresh. The other
+// writes one byte at its end: its instances start from a snapshot. Either
+// way the instances answer, and the host holds no copy of the memory in
+// its own heap (a copy, the data section and the module would be 96 MiB
+// for the first, a copy 32 MiB for the second).
+func TestSnapshotLargeMemory(t *testing.T) {
+	for _, tc := range []struct {
+		fixture string
+		snap    bool
+	}{{"fill", false}, {"sparse", true}} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			h, sink := newHost(t, host.Options{Snapshots: host.SnapshotsOptIn, MaxModuleSize: 1 << 20})
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := h.Load(t.Context(), wat(t, tc.fixture), host.LoadOptions{Limits: api.Limits{MemoryPages: 1024, MinInstances: new(2)}})
+			require.NoError(t, err)
+			runtime.ReadMemStats(&after)
+			allocated := after.TotalAlloc - before.TotalAlloc
+			t.Logf("the load allocated %d bytes", allocated)
+			assert.Less(t, allocated, uint64(16<<20), "bytes the load allocated in the host's heap")
+			assert.Equal(t, tc.snap, host.FromSnapshot(h, "wat"))
+			if !tc.snap {
+				var reason string
+				for _, l := range sink.of("wat") {
+					if l.msg == "instances start fresh" {
+						reason = l.fields
+					}
+				}
+				assert.Contains(t, reason, "above MaxModuleSize")
+			}
+			resp, err := h.Invoke(t.Context(), api.Request{Module: "wat", Component: "c", Port: "in"})
+			require.NoError(t, err)
+			assert.Empty(t, resp.Payload)
 		})
 	}
 }

@@ -186,6 +186,7 @@ type version struct {
 	src         []byte
 	globals     []uint32
 	tableWrites bool
+	manyGlobals bool
 	optIn       bool
 	snap        *snapshot
 	// compileTook is the time wazero took to compile it, for the observer.

@@ -6,18 +6,25 @@
 ;; result is pending, fetched with result); o hands out a region outside
 ;; memory; r makes a host call (config) from within the export; s calls
 ;; result from within it, with no room for its answer (which must not
-;; call the export again).
+;; call the export again); x calls WASI proc_exit from within it, which
+;; closes the instance and unmaps its memory, then the handler, were it
+;; to go on, reads memory and makes another host call. Once config
+;; returns, the handler logs "after " and the port's first byte. Built
+;; with /usr/bin/wat2wasm.
 (module
   (import "tinyhost_v1" "config" (func $config (param i32 i32 i32 i32) (result i64)))
   (import "tinyhost_v1" "result" (func $result (param i32 i32 i32 i32) (result i64)))
+  (import "tinyhost_v1" "log" (func $log (param i32 i32 i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
   ;; 0..4095: descriptor; 4096..8190: request buffer; 8191: the response's
   ;; status, then the result.
   (memory (export "memory") 1)
   (global $mode (mut i32) (i32.const 0))
-  (data (i32.const 256) "{\"abi\":1,\"name\":\"resultbuf\",\"version\":\"1.0.0\",\"components\":[{\"name\":\"c\",\"ports\":[{\"name\":\"g\",\"direction\":\"input\"},{\"name\":\"z\",\"direction\":\"input\"},{\"name\":\"o\",\"direction\":\"input\"},{\"name\":\"r\",\"direction\":\"input\"},{\"name\":\"s\",\"direction\":\"input\"}]}]}")
+  (data (i32.const 200) "after ")
+  (data (i32.const 256) "{\"abi\":1,\"name\":\"resultbuf\",\"version\":\"1.0.0\",\"components\":[{\"name\":\"c\",\"ports\":[{\"name\":\"g\",\"direction\":\"input\"},{\"name\":\"z\",\"direction\":\"input\"},{\"name\":\"o\",\"direction\":\"input\"},{\"name\":\"r\",\"direction\":\"input\"},{\"name\":\"s\",\"direction\":\"input\"},{\"name\":\"x\",\"direction\":\"input\"}]}]}")
   (func (export "tinyhost_abi_v1"))
   (func (export "tinyhost_describe") (result i64)
-    (i64.const 0x100000000f9)) ;; descriptor at 256, 249 bytes
+    (i64.const 0x1000000011a)) ;; descriptor at 256, 282 bytes
   (func (export "tinyhost_buffer") (param $size i32) (result i32)
     (select (i32.const 4096) (i32.const 0) (i32.le_u (local.get $size) (i32.const 4095))))
   (func (export "tinyhost_result_buffer") (param $size i32) (result i32)
@@ -29,6 +36,8 @@
       (then (drop (call $config (i32.const 0) (i32.const 0) (i32.const 8192) (i32.const 64)))))
     (if (i32.eq (global.get $mode) (i32.const 115)) ;; s
       (then (drop (call $result (i32.const 0) (i32.const 0) (i32.const 8192) (i32.const 0)))))
+    (if (i32.eq (global.get $mode) (i32.const 120)) ;; x
+      (then (call $exit (i32.const 4))))
     (i32.const 8192))
   (func (export "tinyhost_handle") (param $n i32) (result i64)
     (local $p i32) (local $r i64) (local $len i32)
@@ -39,6 +48,13 @@
     (i32.store8 (i32.const 8191) (i32.const 0))
     (local.set $r (call $config (i32.const 0) (i32.const 0) (i32.const 8192) (i32.const 0)))
     (local.set $len (i32.wrap_i64 (local.get $r)))
+    ;; "after <port's first byte>", logged once the host call returns:
+    ;; never after a failed export.
+    (i32.store8 (i32.const 206) (global.get $mode))
+    (call $log (i32.const 2) (i32.const 200) (i32.const 7))
+    (if (i32.eq (global.get $mode) (i32.const 120)) ;; x: memory and a host call after the exit
+      (then (i32.store8 (i32.const 8191) (i32.load8_u (i32.const 8192)))
+            (drop (call $config (i32.const 0) (i32.const 0) (i32.const 8192) (i32.const 64)))))
     (if (i32.eq (global.get $mode) (i32.const 122)) ;; z: fetch the pending result
       (then (drop (call $result (i32.const 0) (i32.const 0) (i32.const 8192) (i32.const 64)))))
     (i64.or (i64.const 0x00001fff00000000) (i64.extend_i32_u (i32.add (local.get $len) (i32.const 1))))))

@@ -84,6 +84,10 @@ type Result struct {
 	// globals the module defines, each exported under the prefix and its
 	// index in decimal.
 	Globals []uint32
+	// ManyGlobals reports that the module defines more than
+	// MaxGlobalExports mutable globals: none is exported, Globals is
+	// nil, and its state cannot be read to snapshot.
+	ManyGlobals bool
 	// TableWrites reports that the module's code can change a table
 	// (table.set, table.grow, table.fill, table.copy, table.init) or drop
 	// an element segment: state that Snapshot cannot capture.
@@ -104,10 +108,17 @@ type options struct {
 // WithGlobalExports exports every mutable global the module defines under
 // prefix followed by its index in decimal, so that the host can read the
 // state that Snapshot captures. A module that already exports a name with
-// that prefix is refused.
+// that prefix is refused. A module with more than MaxGlobalExports mutable
+// globals has none exported (Result.ManyGlobals).
 func WithGlobalExports(prefix string) Option {
 	return func(o *options) { o.globals = prefix }
 }
+
+// MaxGlobalExports is the most mutable globals WithGlobalExports exports.
+// Compilers emit a handful; a module of millions would have its
+// rewritten form, its compiled exports and the host's reading of them
+// grow several times larger than the module.
+const MaxGlobalExports = 4096
 
 // WithPoll makes the guest leave compiled code once every n loop
 // iterations instead of checking the interrupt global on every iteration.
@@ -195,9 +206,10 @@ func Rewrite(wasm []byte, globalName string, opts ...Option) (*Result, error) {
 		res.Start = true
 	}
 	res.TableWrites = m.bounds.tableWrites
-	if o.globals != "" {
+	if o.globals != "" && !m.manyGlobals {
 		res.Globals = m.mutGlobals
 	}
+	res.ManyGlobals = m.manyGlobals
 	if o.capTables && len(m.tables) > 0 {
 		var err error
 		if m.tableSec, res.TableElements, err = m.capTables(o.maxTables); err != nil {
@@ -346,7 +358,8 @@ type module struct {
 	points  []point // where the check goes: function entries and loop headers
 	entries int     // how many of points are function entries
 
-	mutGlobals   []uint32 // indices of the mutable globals the module defines
+	mutGlobals   []uint32 // indices of the mutable globals the module defines, up to MaxGlobalExports
+	manyGlobals  bool     // it defines more
 	mutNumeric   bool     // all of them are i32, i64, f32 or f64
 	globalPrefix string   // WithGlobalExports
 
@@ -756,7 +769,7 @@ func (m *module) plan(globalName string) (checks, *additions) {
 	if m.startExport != "" {
 		add.add(secExport, appendULEB(nil, uint64(len(m.startExport))), []byte(m.startExport), []byte{byte(KindFunc)}, appendULEB(nil, uint64(m.start)))
 	}
-	if m.globalPrefix != "" {
+	if m.globalPrefix != "" && !m.manyGlobals {
 		for _, idx := range m.mutGlobals {
 			name := m.globalPrefix + strconv.FormatUint(uint64(idx), 10)
 			add.add(secExport, appendULEB(nil, uint64(len(name))), []byte(name), []byte{byte(KindGlobal)}, appendULEB(nil, uint64(idx)))

@@ -301,7 +301,11 @@ func (m *module) screenGlobals(r *reader) error {
 			return err
 		}
 		if mut == 1 {
-			m.mutGlobals = append(m.mutGlobals, m.importedGlobals+uint32(i))
+			if len(m.mutGlobals) < MaxGlobalExports {
+				m.mutGlobals = append(m.mutGlobals, m.importedGlobals+uint32(i))
+			} else {
+				m.manyGlobals = true
+			}
 			m.mutNumeric = m.mutNumeric && r.pos-typ == 2 && r.buf[typ] >= 0x7C && r.buf[typ] <= 0x7F
 		}
 		if err := m.bounds.constExpr(r); err != nil {

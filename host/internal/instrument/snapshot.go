@@ -14,6 +14,33 @@ type Image struct {
 	// by global index (api.Global.Get's encoding). A mutable global
 	// missing here keeps its initialiser.
 	Globals map[uint32]uint64
+
+	// Set by Compact: Memory's size and its data segments.
+	compact  bool
+	size     int
+	data     []byte
+	segments int
+}
+
+// Compact encodes the image's memory as the data segments Snapshot
+// writes and drops Memory: the image then holds the memory's non-zero
+// bytes only, and Memory may be a view of memory that changes afterwards,
+// as it is not kept.
+func (img *Image) Compact() {
+	if img.compact {
+		return
+	}
+	img.size = len(img.Memory)
+	img.data, img.segments = dataSegments(img.Memory)
+	img.Memory, img.compact = nil, true
+}
+
+// Pages is the size of the image's memory in pages.
+func (img *Image) Pages() int {
+	if img.compact {
+		return img.size / PageSize
+	}
+	return len(img.Memory) / PageSize
 }
 
 // PageSize is the size of a WebAssembly memory page.
@@ -54,12 +81,19 @@ func Snapshot(wasm []byte, img *Image) ([]byte, error) {
 		return nil, fmt.Errorf("instrument: snapshot: the module imports globals")
 	case !m.mutNumeric:
 		return nil, fmt.Errorf("instrument: snapshot: a mutable global is not a number")
+	case m.manyGlobals:
+		return nil, fmt.Errorf("instrument: snapshot: the module defines more than %d mutable globals", MaxGlobalExports)
 	case m.bounds.tableWrites:
 		return nil, fmt.Errorf("instrument: snapshot: the module's code changes tables")
-	case len(img.Memory)%PageSize != 0:
-		return nil, fmt.Errorf("instrument: snapshot: memory of %d bytes is not a whole number of pages", len(img.Memory))
 	}
-	data, segments := dataSegments(img.Memory)
+	size, data, segments := img.size, img.data, img.segments
+	if !img.compact {
+		size = len(img.Memory)
+		data, segments = dataSegments(img.Memory)
+	}
+	if size%PageSize != 0 {
+		return nil, fmt.Errorf("instrument: snapshot: memory of %d bytes is not a whole number of pages", size)
+	}
 	out := make([]byte, 0, len(wasm)+len(data)+64)
 	out = append(out, wasm[:8]...)
 	_, hasData := m.section(secData)
@@ -71,7 +105,7 @@ func Snapshot(wasm []byte, img *Image) ([]byte, error) {
 		case secStart:
 			continue // it has run
 		case secMemory:
-			payload, err = m.snapMemory(s, uint64(len(img.Memory)/PageSize))
+			payload, err = m.snapMemory(s, uint64(size/PageSize))
 		case secGlobal:
 			payload, err = m.snapGlobals(s, img.Globals)
 		case secDataCount:
@@ -111,6 +145,32 @@ func appendSection(out []byte, id byte, payload []byte) []byte {
 func dataSegments(mem []byte) ([]byte, int) {
 	var segs []byte
 	n := 0
+	eachSegment(mem, func(i, end int) {
+		segs = append(segs, 0x00, 0x41) // active, memory 0; i32.const
+		segs = appendSLEB(segs, int64(int32(uint32(i))))
+		segs = append(segs, 0x0B)
+		segs = appendULEB(segs, uint64(end-i))
+		segs = append(segs, mem[i:end]...)
+		n++
+	})
+	return append(appendULEB(nil, uint64(n)), segs...), n
+}
+
+// DataSize is the size of the data section Snapshot writes for a memory
+// mem, found without copying it, so that a caller can refuse a memory
+// whose snapshot would be too large before it copies the memory at all.
+func DataSize(mem []byte) int {
+	size := binary.MaxVarintLen32 + 1 // the section's id, size and count
+	eachSegment(mem, func(i, end int) {
+		// flags, i32.const, offset, end, length, bytes
+		size += 1 + 1 + binary.MaxVarintLen32 + 1 + binary.MaxVarintLen32 + end - i
+	})
+	return size
+}
+
+// eachSegment calls f with the bounds of each data segment of mem: its
+// non-zero bytes, spanning runs of up to zeroGap zero bytes.
+func eachSegment(mem []byte, f func(i, end int)) {
 	for i := 0; i < len(mem); {
 		if mem[i] == 0 {
 			i++
@@ -124,15 +184,9 @@ func dataSegments(mem []byte) ([]byte, int) {
 				end, zeros = j+1, 0
 			}
 		}
-		segs = append(segs, 0x00, 0x41) // active, memory 0; i32.const
-		segs = appendSLEB(segs, int64(int32(uint32(i))))
-		segs = append(segs, 0x0B)
-		segs = appendULEB(segs, uint64(end-i))
-		segs = append(segs, mem[i:end]...)
-		n++
+		f(i, end)
 		i = end
 	}
-	return append(appendULEB(nil, uint64(n)), segs...), n
 }
 
 // snapMemory rewrites the memory section's one entry with minimum pages.

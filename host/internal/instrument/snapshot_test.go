@@ -1,6 +1,7 @@
 package instrument
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -130,7 +131,12 @@ func FuzzSnapshot(f *testing.F) {
 		}
 		img := &Image{Memory: make([]byte, PageSize), Globals: map[uint32]uint64{0: g, 1: g}}
 		copy(img.Memory[PageSize/2:], mem)
+		compact := &Image{Memory: bytes.Clone(img.Memory), Globals: img.Globals}
+		compact.Compact()
 		out, err := Snapshot(in, img)
+		cout, cerr := Snapshot(in, compact)
+		assert.Equal(t, err, cerr, "a compacted image's error")
+		assert.Equal(t, out, cout, "a compacted image's module")
 		if err != nil {
 			return
 		}
@@ -141,4 +147,61 @@ func FuzzSnapshot(f *testing.F) {
 			_ = c.Close(ctx)
 		}
 	})
+}
+
+// TestDataSize: DataSize bounds the data section Snapshot writes for a
+// memory, id and size included, for a memory of zeros, one of no zeros,
+// and ones of segments split by runs of zeros either side of zeroGap.
+func TestDataSize(t *testing.T) {
+	full := bytes.Repeat([]byte{0xAA}, 4*PageSize)
+	sparse := make([]byte, 4*PageSize)
+	for i := 0; i < len(sparse); i += zeroGap + 2 {
+		sparse[i] = 1
+	}
+	gaps := make([]byte, 4*PageSize)
+	for i := 0; i < len(gaps); i += zeroGap / 2 {
+		gaps[i] = 1
+	}
+	for name, mem := range map[string][]byte{"zeros": make([]byte, PageSize), "full": full, "sparse": sparse, "gaps": gaps} {
+		data, _ := dataSegments(mem)
+		section := appendSection(nil, secData, data)
+		assert.LessOrEqual(t, len(section), DataSize(mem), name)
+		assert.LessOrEqual(t, DataSize(mem), 2*len(section)+16, "%s: not far above", name)
+	}
+}
+
+// TestManyGlobals: a module of more than MaxGlobalExports mutable globals
+// (one more, and a million) has none exported, so that its rewritten form
+// stays the size of the module rather than five times it, and Snapshot
+// refuses it, as its state cannot be read; one of MaxGlobalExports has
+// them all exported.
+func TestManyGlobals(t *testing.T) {
+	module := func(n int) []byte {
+		var p []byte
+		p = appendULEB(p, uint64(n))
+		for range n {
+			p = append(p, 0x7F, 0x01, 0x41, 0x00, 0x0B) // (mut i32) (i32.const 0)
+		}
+		w := appendSection([]byte("\x00asm\x01\x00\x00\x00"), secMemory, []byte{1, 0, 1})
+		return appendSection(w, secGlobal, p)
+	}
+	for _, n := range []int{MaxGlobalExports, MaxGlobalExports + 1, 1 << 20} {
+		in := module(n)
+		res, err := Rewrite(in, "interrupt", WithGlobalExports("g_"))
+		require.NoError(t, err, n)
+		many := n > MaxGlobalExports
+		assert.Equal(t, many, res.ManyGlobals, n)
+		if many {
+			assert.Nil(t, res.Globals, n)
+			assert.Less(t, len(res.Wasm), len(in)+1024, "%d: bytes of the rewritten module", n)
+		} else {
+			assert.Len(t, res.Globals, n)
+		}
+		_, err = Snapshot(in, &Image{Memory: make([]byte, PageSize), Globals: map[uint32]uint64{}})
+		if many {
+			assert.ErrorContains(t, err, "mutable globals", n)
+		} else {
+			assert.NoError(t, err, n)
+		}
+	}
 }
