@@ -289,7 +289,7 @@
 //     place (abi.View), refuses a target a's messaging grants do not name,
 //     and copies it once into an abi.Message, adds the trace context and
 //     the hop count (invoke.go, forwardMetadata), and
-//     makes its context (forward.go, callContext): the guest's own call's
+//     makes its context (callcontext.go, callContext): the guest's own call's
 //     deadline, ended by the watchdog when it stops that call (its
 //     deadline, its caller's context, an unload, the host's close), so
 //     that it needs no timer of its own.
