@@ -64,15 +64,38 @@ wiring:
 	traceID := root.SpanContext().TraceID().String()
 
 	// split emits three items on host 1: each is its own call to tally on
-	// host 2.
+	// host 2. Each host exports its spans on its own schedule, so wait
+	// until the trace holds every span the flow makes and every span's
+	// parent, not just the last hop's.
 	calls := func(spans []otlptest.Span, name string) []otlptest.Span {
 		return slices.DeleteFunc(slices.Clone(spans), func(s otlptest.Span) bool { return s.GetName() != name })
 	}
+	want := map[string]int{"call relay/relay/call": 1, "route common/split/in": 1, "call common/split/in": 1,
+		"emit common/split/out": 3, "route tally/counter/in": 3, "call tally/counter/in": 3}
+	complete := func(spans []otlptest.Span) bool {
+		ids := map[string]bool{}
+		for _, s := range spans {
+			ids[s.ID()] = true
+		}
+		for _, s := range spans {
+			if s.GetName() != "flow" && !ids[s.ParentID()] {
+				return false
+			}
+		}
+		for name, n := range want {
+			if len(calls(spans, name)) < n {
+				return false
+			}
+		}
+		return true
+	}
 	var spans []otlptest.Span
-	require.Eventually(t, func() bool {
+	if !assert.Eventually(t, func() bool {
 		spans = rcv.Trace(traceID)
-		return len(calls(spans, "call tally/counter/in")) == 3 && len(calls(spans, "route tally/counter/in")) == 3
-	}, time.Minute, 50*time.Millisecond, "spans of the trace so far:\n%s", otlptest.Tree(rcv.Trace(traceID)))
+		return complete(spans)
+	}, time.Minute, 50*time.Millisecond) {
+		t.Fatalf("the trace is incomplete; its spans so far:\n%s", otlptest.Tree(rcv.Trace(traceID)))
+	}
 	var keys []string
 	for _, k := range []attribute.Key{tracing.AttrHost, tracing.AttrModule, tracing.AttrComponent, tracing.AttrPort,
 		tracing.AttrVersion, tracing.AttrDigest, tracing.AttrQueueWait, tracing.AttrInstance, tracing.AttrTo} {

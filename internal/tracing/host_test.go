@@ -97,14 +97,24 @@ func TestHostSpans(t *testing.T) {
 		}
 		return n
 	}
-	require.Eventually(t, func() bool { return count("call tally/counter/in") == 2*callers },
-		time.Minute, 10*time.Millisecond, "every emit reaches tally")
-
-	spans := rec.Ended()
+	// A span is recorded when it ends, and a route span ends only after
+	// the reply to its delivery is back: wait for every emit to reach
+	// tally and for every span it descends from to end.
+	var spans []sdktrace.ReadOnlySpan
 	byID := map[string]sdktrace.ReadOnlySpan{}
-	for _, s := range spans {
-		byID[s.SpanContext().SpanID().String()] = s
-	}
+	require.Eventually(t, func() bool {
+		spans = rec.Ended()
+		clear(byID)
+		for _, s := range spans {
+			byID[s.SpanContext().SpanID().String()] = s
+		}
+		for _, s := range spans {
+			if _, ok := byID[s.Parent().SpanID().String()]; s.Parent().IsValid() && !ok {
+				return false
+			}
+		}
+		return count("call tally/counter/in") == 2*callers && count("route tally/counter/in") == 2*callers
+	}, time.Minute, 10*time.Millisecond, "every emit reaches tally, and every span's parent ends")
 	chain := func(s sdktrace.ReadOnlySpan) string {
 		var names []string
 		for p, ok := byID[s.Parent().SpanID().String()]; ok; p, ok = byID[p.Parent().SpanID().String()] {
