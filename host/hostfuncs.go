@@ -140,7 +140,8 @@ func hostArgs(ctx context.Context, name string, stack []uint64) (in *instance, r
 // module loaded here while the callee's instance is still held, and
 // writes it where the caller's result goes (instance.reply): the reply is
 // copied once, from the callee's memory into the caller's. A reply from
-// another host, already the transport's copy, goes there the same way.
+// another host is the transport's copy already: callImport writes it
+// there as any host call's result.
 type replySink struct {
 	in     *instance // the caller
 	out    []byte    // its result buffer, a view of its memory
