@@ -287,7 +287,9 @@
 //  1. hostfuncs.go, forward: the guest's call import hands a pointer and a
 //     length into its memory; the host checks them, decodes the message in
 //     place (abi.View), refuses a target a's messaging grants do not name,
-//     and copies it once into an abi.Message, adds the trace context and
+//     and copies its names and metadata into an abi.Message whose payload
+//     is still the view (a send's payload is copied: it outlives the host
+//     call), adds the trace context and
 //     the hop count (invoke.go, forwardMetadata), and
 //     makes its context (callcontext.go, callContext): the guest's own call's
 //     deadline, ended by the watchdog when it stops that call (its
@@ -296,7 +298,8 @@
 //  2. router.go, Host.route: a system port is refused; a module loaded
 //     here goes to Host.deliver and invoke.go, as below on B; b is not, so
 //     its route gives the replicas, starting at the next one, and the
-//     message goes to Options.Transport.Call.
+//     message, its payload copied once out of the guest's memory, goes to
+//     Options.Transport.Call.
 //  3. host/cluster/cluster.go, Transport.deliver: the message becomes a
 //     hostv1.Message (the wire's, hostv1.MessageProto), tried on the replicas whose connection
 //     is not failing first; host/cluster/stream.go, deliveryStream.deliver,
@@ -321,7 +324,11 @@
 //     google.rpc.Status once (hostv1.ToStatus, in host/server) and back into
 //     an *api.CallError once on A (hostv1.FromStatus, in host/cluster), its
 //     Kind intact, which forward (step 1) gives A's guest as its ABI status
-//     (Kind.Status) and cause.
+//     (Kind.Status) and cause. The reply, as the transport decoded it, is
+//     copied once into A's guest memory: its result buffer, or the region
+//     its tinyhost_result_buffer hands out. Had b been loaded on A, its
+//     reply would go there straight from b's guest memory (replySink),
+//     before b's instance went back to its pool.
 //
 // A send takes the same way without waiting: Host.route runs it in the
 // background (Transport.Send), holding the sending module's MaxSends place

@@ -40,7 +40,6 @@ func (h *Host) instantiateHostModule(ctx context.Context) error {
 	}{
 		{abi.ImportEmit, (*instance).hostEmit},
 		{abi.ImportSend, (*instance).hostSend},
-		{abi.ImportCall, (*instance).hostCall},
 		{abi.ImportConfig, (*instance).hostConfig},
 		{abi.ImportTimer, (*instance).hostTimer},
 		{abi.ImportHTTP, (*instance).hostHTTP},
@@ -52,6 +51,10 @@ func (h *Host) instantiateHostModule(ctx context.Context) error {
 			WithParameterNames("req_ptr", "req_len", "out_ptr", "out_cap").
 			Export(f.name)
 	}
+	b.NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(callImport), call, []api.ValueType{i64}).
+		WithParameterNames("req_ptr", "req_len", "out_ptr", "out_cap").
+		Export(abi.ImportCall)
 	b.NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(hostResult), call, []api.ValueType{i64}).
 		WithParameterNames("req_ptr", "req_len", "out_ptr", "out_cap").
@@ -72,34 +75,92 @@ func instanceOf(ctx context.Context) *instance {
 // request, runs fn, and writes the result to out or keeps it pending.
 func hostCall(name string, fn func(in *instance, req []byte) (abi.Status, []byte)) api.GoModuleFunc {
 	return func(ctx context.Context, _ api.Module, stack []uint64) {
-		in := instanceOf(ctx)
+		in, req, out := hostArgs(ctx, name, stack)
 		if in == nil {
-			stack[0] = abi.PackResult(abi.StatusUnavailable, 0)
-			return
-		}
-		if in.nesting {
-			in.violate("%s: called from within %s", name, abi.ExportResultBuffer)
-			stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
-			return
-		}
-		in.hasPend = false
-		reqPtr, reqLen := uint32(stack[0]), uint32(stack[1])
-		outPtr, outCap := uint32(stack[2]), uint32(stack[3])
-		req, ok := in.mem.Read(reqPtr, reqLen)
-		if !ok {
-			in.violate("%s: request [%d, +%d) is outside memory (%d bytes)", name, reqPtr, reqLen, in.mem.Size())
-			stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
-			return
-		}
-		out, ok := in.mem.Read(outPtr, outCap)
-		if !ok {
-			in.violate("%s: result buffer [%d, +%d) is outside memory (%d bytes)", name, outPtr, outCap, in.mem.Size())
-			stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
 			return
 		}
 		st, res := fn(in, req)
 		stack[0] = in.reply(out, st, res)
 	}
+}
+
+// callImport is the call import: hostCall's, but the reply of a callee
+// loaded here goes into out straight from the callee's memory (replySink).
+func callImport(ctx context.Context, _ api.Module, stack []uint64) {
+	in, req, out := hostArgs(ctx, abi.ImportCall, stack)
+	if in == nil {
+		return
+	}
+	sink := replySink{in: in, out: out}
+	st, res := in.forward(abi.ImportCall, req, &sink)
+	switch {
+	case sink.unwind != nil:
+		panic(sink.unwind) // resultBuffer's, now that the callee is back
+	case sink.taken:
+		stack[0] = sink.result
+	default:
+		stack[0] = in.reply(out, st, res)
+	}
+}
+
+// hostArgs returns the instance of a host call with the common signature,
+// its request and its result buffer, views of the guest's memory valid
+// during the host call only. On a nil instance the host call's result is
+// in stack[0] already.
+func hostArgs(ctx context.Context, name string, stack []uint64) (in *instance, req, out []byte) {
+	in = instanceOf(ctx)
+	if in == nil {
+		stack[0] = abi.PackResult(abi.StatusUnavailable, 0)
+		return nil, nil, nil
+	}
+	if in.nesting {
+		in.violate("%s: called from within %s", name, abi.ExportResultBuffer)
+		stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
+		return nil, nil, nil
+	}
+	in.hasPend = false
+	reqPtr, reqLen := uint32(stack[0]), uint32(stack[1])
+	outPtr, outCap := uint32(stack[2]), uint32(stack[3])
+	req, ok := in.mem.Read(reqPtr, reqLen)
+	if !ok {
+		in.violate("%s: request [%d, +%d) is outside memory (%d bytes)", name, reqPtr, reqLen, in.mem.Size())
+		stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
+		return nil, nil, nil
+	}
+	out, ok = in.mem.Read(outPtr, outCap)
+	if !ok {
+		in.violate("%s: result buffer [%d, +%d) is outside memory (%d bytes)", name, outPtr, outCap, in.mem.Size())
+		stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
+		return nil, nil, nil
+	}
+	return in, req, out
+}
+
+// A replySink takes the reply of a call a guest makes (callImport) to a
+// module loaded here while the callee's instance is still held, and
+// writes it where the caller's result goes (instance.reply): the reply is
+// copied once, from the callee's memory into the caller's. A reply from
+// another host is the transport's copy already: callImport writes it
+// there as any host call's result.
+type replySink struct {
+	in     *instance // the caller
+	out    []byte    // its result buffer, a view of its memory
+	taken  bool
+	result uint64 // the host call's result, once taken
+	unwind any    // resultBuffer's panic, which unwinds the caller once the callee's instance is back
+}
+
+// take takes body, the callee's reply, a view of its memory. A panic of
+// the caller's tinyhost_result_buffer is kept for callImport to rethrow,
+// so that the callee's instance goes back to its pool first.
+func (s *replySink) take(body []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.unwind = r
+		}
+	}()
+	s.result = s.in.reply(s.out, abi.StatusOK, body)
+	s.taken = true
 }
 
 // reply writes a host call's result into out when it fits, else into the
@@ -263,17 +324,14 @@ func (in *instance) hostTimer(req []byte) (abi.Status, []byte) {
 
 // decodeOutgoing decodes a message the guest emits, sends or calls and
 // checks its size.
-func (in *instance) decodeOutgoing(what string, req []byte) (*abi.View, abi.Status, []byte) {
+func (in *instance) decodeOutgoing(what string, req []byte, view *abi.View) (abi.Status, []byte) {
 	if len(req) > in.v.limits.MaxMessageSize {
-		st, r := failed(abi.StatusTooLarge, "%s: message is %d bytes, limit %d", what, len(req), in.v.limits.MaxMessageSize)
-		return nil, st, r
+		return failed(abi.StatusTooLarge, "%s: message is %d bytes, limit %d", what, len(req), in.v.limits.MaxMessageSize)
 	}
-	var view abi.View
 	if err := view.Decode(req); err != nil {
-		st, r := failed(abi.StatusBadRequest, "%s: %v", what, err)
-		return nil, st, r
+		return failed(abi.StatusBadRequest, "%s: %v", what, err)
 	}
-	return &view, abi.StatusOK, nil
+	return abi.StatusOK, nil
 }
 
 func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
@@ -282,8 +340,8 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 		// however many more it tries.
 		return abi.StatusTooLarge, in.emitOver
 	}
-	view, st, reason := in.decodeOutgoing(abi.ImportEmit, req)
-	if view == nil {
+	var view abi.View
+	if st, reason := in.decodeOutgoing(abi.ImportEmit, req, &view); st != abi.StatusOK {
 		return st, reason
 	}
 	v := in.v
@@ -351,23 +409,31 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 const emitOverhead = 256
 
 func (in *instance) hostSend(req []byte) (abi.Status, []byte) {
-	return in.forward(abi.ImportSend, req, false)
-}
-func (in *instance) hostCall(req []byte) (abi.Status, []byte) {
-	return in.forward(abi.ImportCall, req, true)
+	return in.forward(abi.ImportSend, req, nil)
 }
 
-// forward routes a message the guest sends or calls (Host.route). A call
-// runs within what is left of the caller's deadline, and ends when the
-// caller's context does (callContext): a caller that gives up stops the
-// callee too, wherever it runs.
-func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []byte) {
+// forward routes a message the guest sends, or calls with the sink of its
+// reply (Host.route). A call runs within what is left of the caller's
+// deadline, and ends when the caller's context does (callContext): a
+// caller that gives up stops the callee too, wherever it runs.
+func (in *instance) forward(what string, req []byte, sink *replySink) (abi.Status, []byte) {
 	v := in.v
-	view, st, reason := in.decodeOutgoing(what, req)
-	if view == nil {
+	wait := sink != nil
+	var view abi.View
+	if st, reason := in.decodeOutgoing(what, req, &view); st != abi.StatusOK {
 		return st, reason
 	}
+	// A call's payload stays a view of the guest's memory, which is read
+	// before the call returns (route copies it for another host); a send
+	// outlives the host call and takes a copy.
+	var payload []byte
+	if wait {
+		payload, view.Payload = view.Payload, nil
+	}
 	msg := view.Message()
+	if wait {
+		msg.Payload = payload
+	}
 	to := abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}
 	if err := abi.ValidName(to.Module); err != nil {
 		return failed(abi.StatusBadRequest, "%s: module: %v", what, err)
@@ -397,7 +463,7 @@ func (in *instance) forward(what string, req []byte, wait bool) (abi.Status, []b
 	}
 	ctx := in.callContext(d)
 	defer in.calling.Store(nil)
-	reply, err := v.h.route(ctx, &msg, true, nil)
+	reply, err := v.h.route(ctx, &msg, true, nil, sink)
 	if err != nil {
 		return failed(kindStatus(err), "%s", cause(err, to))
 	}
@@ -430,7 +496,7 @@ func (in *instance) sendAway(msg *hostapi.Request) (abi.Status, []byte) {
 	if t == nil {
 		return failed(abi.StatusUnavailable, "module %q has %d messages in flight, the most it may have (MaxSends)", v.name, v.limits.MaxSends)
 	}
-	_, err := v.h.route(v.h.ctx, msg, false, t)
+	_, err := v.h.route(v.h.ctx, msg, false, t, nil)
 	if err != nil {
 		t.release()
 		return failed(kindStatus(err), "%s", cause(err, abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}))

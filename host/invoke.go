@@ -21,7 +21,7 @@ func (h *Host) Invoke(ctx context.Context, req api.Request) (api.Response, error
 	if abi.IsSystemPort(req.Port) {
 		return api.Response{}, h.systemPort(&req)
 	}
-	return h.invoke(ctx, &req, true)
+	return h.invoke(ctx, &req, true, nil)
 }
 
 // systemPort is the error of a message to a system port from outside the
@@ -37,8 +37,9 @@ func (h *Host) systemPort(req *api.Request) error {
 }
 
 // invoke is Invoke; collect says whether to keep messages emitted on unwired
-// ports (only the outermost invocation does).
-func (h *Host) invoke(ctx context.Context, req *api.Request, collect bool) (api.Response, error) {
+// ports (only the outermost invocation does). With a sink, the reply goes
+// to it, not into the Response.
+func (h *Host) invoke(ctx context.Context, req *api.Request, collect bool, sink *replySink) (api.Response, error) {
 	var v *version
 	for {
 		m := (*h.modules.Load())[req.Module]
@@ -62,9 +63,9 @@ func (h *Host) invoke(ctx context.Context, req *api.Request, collect bool) (api.
 		err  error
 	)
 	if h.observer == nil && h.tracer == nil {
-		resp, err = v.invoke(ctx, req, collect, nil)
+		resp, err = v.invoke(ctx, req, collect, nil, sink)
 	} else {
-		resp, err = v.observe(ctx, req, collect)
+		resp, err = v.observe(ctx, req, collect, sink)
 	}
 	v.release()
 	return resp, err
@@ -86,7 +87,7 @@ func callError(req *api.Request, kind api.Kind, err error) *api.CallError {
 
 // observe is invoke, timed on the coarse clock and told to the Observer,
 // in a span of the Tracer.
-func (v *version) observe(ctx context.Context, req *api.Request, collect bool) (api.Response, error) {
+func (v *version) observe(ctx context.Context, req *api.Request, collect bool, sink *replySink) (api.Response, error) {
 	var (
 		st callStats
 		sp Span
@@ -98,7 +99,7 @@ func (v *version) observe(ctx context.Context, req *api.Request, collect bool) (
 	}
 	start := v.h.clock()
 	st.got = start
-	resp, err := v.invoke(ctx, req, collect, &st)
+	resp, err := v.invoke(ctx, req, collect, &st, sink)
 	end := v.h.clock()
 	kind := kindOf(err)
 	if o := v.h.observer; o != nil {
@@ -118,8 +119,10 @@ type callStats struct {
 }
 
 // invoke runs the request on an instance of v; when cs is not nil, it is
-// told when the call got its instance, and which.
-func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs *callStats) (api.Response, error) {
+// told when the call got its instance, and which. A reply goes to sink
+// when there is one, else into a copy of its own; either way it is out of
+// the instance's memory before the instance goes back to its pool.
+func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs *callStats, sink *replySink) (api.Response, error) {
 	if err := v.comps.check(v.name, req.Component, req.Port); err != nil {
 		return api.Response{}, callError(req, api.KindNotFound, err)
 	}
@@ -199,12 +202,16 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 		v.pool.Put(in)
 		return api.Response{}, err
 	}
-	if st == abi.StatusOK {
+	switch {
+	case st == abi.StatusOK && sink != nil:
+		sink.take(body)
+		resp.Emitted = in.emitted
+	case st == abi.StatusOK:
 		payload := make([]byte, len(body)) // make+copy: not zeroed first
 		copy(payload, body)
 		resp.Payload = payload
 		resp.Emitted = in.emitted
-	} else {
+	default:
 		err = callError(req, statusKind(st), statusError(st, body))
 	}
 	in.resetCall()

@@ -64,3 +64,58 @@ func afterLines(sink *logSink, port string) int {
 	}
 	return n
 }
+
+// TestCallReplyBuffer: the reply of a call to a module loaded here goes
+// into the caller's memory straight from the callee's, while the callee's
+// instance is held: into the region the caller's tinyhost_result_buffer
+// hands out (g), or pending when it returns 0 (z). A failed export (o, r,
+// x) unwinds the caller's call as for any host call, and the callee's one
+// instance goes back to its pool all the same: the callee answers the
+// next call.
+func TestCallReplyBuffer(t *testing.T) {
+	h, sink := newHost(t, host.Options{})
+	wasm := fixture(t, "callbuf")
+	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Capabilities: []string{abi.CapLog, abi.CapConfig, abi.CapMessaging}})
+	require.NoError(t, err)
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "callee", Limits: api.Limits{MaxInstances: 1}})
+	require.NoError(t, err)
+	const reply = "a reply written from the callee's memory"
+	for _, tc := range []struct {
+		port string
+		kind api.Kind
+		msg  string
+	}{
+		{port: "g"},
+		{port: "z"},
+		{port: "o", kind: api.KindABIViolation, msg: "tinyhost_result_buffer: region [2147483632, +40) is outside memory"},
+		{port: "r", kind: api.KindABIViolation, msg: "config: called from within tinyhost_result_buffer"},
+		{port: "x", kind: api.KindTrap, msg: "guest exited with code 4"},
+		{port: "g"},
+	} {
+		t.Run(tc.port, func(t *testing.T) {
+			before := callbufLines(sink, tc.port)
+			resp, err := invoke(t, h, "callbuf", "c", tc.port, nil)
+			ran := callbufLines(sink, tc.port) - before
+			if tc.kind == 0 {
+				assert.Equal(t, 1, ran, "the handler ran on after the call")
+				require.NoError(t, err)
+				assert.Equal(t, reply, string(resp.Payload), "the callee's reply")
+				return
+			}
+			assert.Equal(t, tc.kind, kindOf(err), "%v", err)
+			assert.ErrorContains(t, err, tc.msg)
+			assert.Zero(t, ran, "the handler ran on after the failed export")
+		})
+	}
+}
+
+// callbufLines counts the lines "after" callbuf logged on port.
+func callbufLines(sink *logSink, port string) int {
+	n := 0
+	for _, l := range sink.of("callbuf") {
+		if l.line == "after "+port {
+			n++
+		}
+	}
+	return n
+}

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -289,13 +290,15 @@ func (h *Host) wired(from abi.Address) []abi.Address {
 // a replica from the route table. With wait it returns the reply within
 // ctx; without, it returns once the message is accepted, and t, the
 // sender's place among its module's MaxSends, is held until the message is
-// delivered.
-func (h *Host) route(ctx context.Context, msg *api.Request, wait bool, t *sendTicket) ([]byte, error) {
+// delivered. A guest's call has a sink: its payload is a view of the
+// caller's memory, and the reply of a module loaded here goes to the sink
+// rather than being returned.
+func (h *Host) route(ctx context.Context, msg *api.Request, wait bool, t *sendTicket, sink *replySink) ([]byte, error) {
 	if abi.IsSystemPort(msg.Port) {
 		return nil, h.systemPort(msg)
 	}
 	if h.Loaded(msg.Module) {
-		return h.deliver(ctx, msg, wait, t)
+		return h.deliver(ctx, msg, wait, t, sink)
 	}
 	rt := h.routes.Load().routes[msg.Module]
 	if rt == nil {
@@ -305,6 +308,13 @@ func (h *Host) route(ctx context.Context, msg *api.Request, wait bool, t *sendTi
 		return nil, callError(msg, api.KindNotFound, notFound(fmt.Sprintf("module %q is not loaded here and has no route", msg.Module)))
 	}
 	to := rt.replicas()
+	if sink != nil {
+		// The transport gets a payload of its own: it may hand it to a
+		// goroutine of its own, which could read it after the call ended
+		// and the caller's memory was reused or unmapped. The message
+		// is the caller's own (instance.forward).
+		msg.Payload = bytes.Clone(msg.Payload)
+	}
 	if wait {
 		if h.tracer == nil {
 			return h.transport.Call(ctx, to, msg)
@@ -338,13 +348,13 @@ func (h *Host) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byte,
 	if abi.IsSystemPort(msg.Port) {
 		return nil, h.systemPort(&msg)
 	}
-	return h.deliver(ctx, &msg, wait, nil)
+	return h.deliver(ctx, &msg, wait, nil, nil)
 }
 
-// deliver is Deliver; t is route's.
-func (h *Host) deliver(ctx context.Context, msg *api.Request, wait bool, t *sendTicket) ([]byte, error) {
+// deliver is Deliver; t and sink are route's.
+func (h *Host) deliver(ctx context.Context, msg *api.Request, wait bool, t *sendTicket, sink *replySink) ([]byte, error) {
 	if wait {
-		resp, err := h.invoke(ctx, msg, false)
+		resp, err := h.invoke(ctx, msg, false, sink)
 		return resp.Payload, err
 	}
 	m := (*h.modules.Load())[msg.Module]
@@ -364,7 +374,7 @@ func (h *Host) deliver(ctx context.Context, msg *api.Request, wait bool, t *send
 		about = v
 	}
 	return nil, h.background(msg, about, t, func() error {
-		_, err := h.invoke(h.ctx, msg, false)
+		_, err := h.invoke(h.ctx, msg, false, nil)
 		return err
 	})
 }

@@ -317,11 +317,20 @@ func TestRouter(t *testing.T) {
 	assert.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`, tp)
 	assert.NotEqual(t, trace, tp)
 
+	// The transport's payload is its own, not a view of the caller's
+	// memory: the next call, encoded where the first was, leaves it be.
+	resp, err = invoke(t, a, "hostcalls", "caller", "call", []byte("echo/echo/in ROUTED"))
+	require.NoError(t, err)
+	assert.Equal(t, "ROUTED", string(resp.Payload))
+	msgs = tr.messages()
+	require.Len(t, msgs, 3)
+	assert.Equal(t, "routed", string(msgs[1].Payload), "the first call's payload, as the transport got it")
+
 	_, err = invoke(t, a, "hostcalls", "caller", "call", []byte("nosuch/x/in x"))
 	var ce *api.CallError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, `call: status 2: module "nosuch" is not loaded here and has no route`, ce.Err.Error())
-	assert.Len(t, tr.messages(), 2, "an unknown module is not handed to the transport")
+	assert.Len(t, tr.messages(), 3, "an unknown module is not handed to the transport")
 }
 
 // TestHopLimit makes a message go round a cycle between two hosts (each

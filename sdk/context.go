@@ -95,34 +95,36 @@ func (c *Context) Emit(port string, payload []byte) error {
 // Send delivers payload to address ("module/component/port") without
 // waiting for the reply.
 func (c *Context) Send(address string, payload []byte) error {
-	_, err := c.send(fnSend, "send", address, payload)
+	_, _, err := c.send(fnSend, "send", address, payload)
 	return err
 }
 
 // Call delivers payload to address ("module/component/port") and waits for
 // the reply, within the deadline of the message being handled.
 func (c *Context) Call(address string, payload []byte) ([]byte, error) {
-	res, err := c.send(fnCall, "call", address, payload)
-	if err != nil {
-		return nil, err
+	res, owned, err := c.send(fnCall, "call", address, payload)
+	if err != nil || owned {
+		// A long reply is in a buffer of its own already.
+		return res, err
 	}
 	return append([]byte(nil), res...), nil
 }
 
-func (c *Context) send(fn hostFunc, op, address string, payload []byte) ([]byte, error) {
+// send makes the host call fn; a reply in a buffer of its own is owned.
+func (c *Context) send(fn hostFunc, op, address string, payload []byte) (reply []byte, owned bool, err error) {
 	if c.comp == nil {
-		return nil, errOutsideCall
+		return nil, false, errOutsideCall
 	}
 	module, rest, ok1 := strings.Cut(address, "/")
 	component, port, ok2 := strings.Cut(rest, "/")
 	if !ok1 || !ok2 || module == "" || component == "" || port == "" || strings.IndexByte(port, '/') >= 0 {
-		return nil, &Error{Status: abi.StatusBadRequest, Message: fmt.Sprintf("%s: address %q: want module/component/port", op, address)}
+		return nil, false, &Error{Status: abi.StatusBadRequest, Message: fmt.Sprintf("%s: address %q: want module/component/port", op, address)}
 	}
-	s, res := c.in.call(fn, c.in.message(c.in.names(module, component, port), payload))
+	s, res, owned := c.in.callOwn(fn, c.in.message(c.in.names(module, component, port), payload), fn == fnCall)
 	if s != abi.StatusOK {
-		return nil, hostError(s, op, address, res)
+		return nil, false, hostError(s, op, address, res)
 	}
-	return res, nil
+	return res, owned, nil
 }
 
 // SetTimer makes the host deliver a message on PortTick to this component

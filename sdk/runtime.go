@@ -259,24 +259,38 @@ func (in *instance) setSettings(c *component, payload []byte) {
 // writes a long result into the region tinyhost_result_buffer hands out,
 // and two on one that keeps it pending for the result import.
 func (in *instance) call(fn hostFunc, req []byte) (abi.Status, []byte) {
+	s, res, _ := in.callOwn(fn, req, false)
+	return s, res
+}
+
+// callOwn is call; with own, a result longer than in.out goes into a
+// buffer of its own, which the caller may keep (owned is true): it does
+// not become in.out, which the next host call would write over.
+func (in *instance) callOwn(fn hostFunc, req []byte, own bool) (s abi.Status, res []byte, owned bool) {
 	if in.out == nil {
 		in.out = make([]byte, 512)
 	}
 	s, n := abi.UnpackResult(in.hostcall(fn, req, in.out[:cap(in.out)]))
-	if int(n) > cap(in.out) {
-		// A host that asked for a region for the result wrote it there;
-		// it serves the next results too.
-		if b := in.grown(n); b != nil {
-			in.out = b
-			return s, b
-		}
-		in.out = make([]byte, n)
-		s, n = abi.UnpackResult(in.hostcall(fnResult, nil, in.out))
-		if int(n) > len(in.out) {
-			return abi.StatusError, nil
-		}
+	if int(n) <= cap(in.out) {
+		return s, in.out[:n], false
 	}
-	return s, in.out[:n]
+	// A host that asked for a region for the result wrote it there;
+	// unless owned, it serves the next results too.
+	if b := in.grown(n); b != nil {
+		if !own {
+			in.out = b
+		}
+		return s, b, own
+	}
+	b := make([]byte, n)
+	s, n = abi.UnpackResult(in.hostcall(fnResult, nil, b))
+	if int(n) > len(b) {
+		return abi.StatusError, nil, false
+	}
+	if !own {
+		in.out = b
+	}
+	return s, b[:n], own
 }
 
 // message encodes a message for emit, send or call: names is the encoding

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tinyhost/tinyhost/abi"
@@ -261,5 +262,41 @@ func TestForward(t *testing.T) {
 				t.Fatalf("host got\n%+v\nwant\n%+v", h.got, want)
 			}
 		})
+	}
+}
+
+// replyHost answers every call with reply.
+type replyHost struct{ reply []byte }
+
+func (h *replyHost) Log(abi.LogLevel, []byte) {}
+func (h *replyHost) Call(string, []byte) (abi.Status, []byte) {
+	return abi.StatusOK, h.reply
+}
+
+// TestCallLongReply: a reply longer than the result buffer is handed to
+// the handler in the region the host wrote it into, not copied again: it
+// stays the handler's through the calls after it, and the result buffer
+// does not grow to hold it.
+func TestCallLongReply(t *testing.T) {
+	h := &replyHost{}
+	in := &instance{platform: platform{host: h}}
+	ctx := &in.ctx
+	ctx.in, ctx.comp, ctx.port = in, reg.byName["emitter"], nil
+	var replies [][]byte
+	for _, r := range [][]byte{bytes.Repeat([]byte("a"), 4096), bytes.Repeat([]byte("b"), 4096), []byte("short"), bytes.Repeat([]byte("c"), 600)} {
+		h.reply = r
+		got, err := ctx.Call("m/c/p", []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		replies = append(replies, got)
+	}
+	for i, want := range []string{strings.Repeat("a", 4096), strings.Repeat("b", 4096), "short", strings.Repeat("c", 600)} {
+		if string(replies[i]) != want {
+			t.Fatalf("reply %d is %.20q..., want %.20q...", i, replies[i], want)
+		}
+	}
+	if cap(in.out) != 512 {
+		t.Fatalf("the result buffer grew to %d bytes for a reply", cap(in.out))
 	}
 }

@@ -1,7 +1,9 @@
 package cluster_test
 
 import (
+	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,10 +127,12 @@ func BenchmarkRemoteCall(b *testing.B) {
 // BenchmarkLocalCall: a cross-module call delivered in-process (router,
 // Host.Deliver) against a direct Invoke of the same component (invoke);
 // component is a whole call from relay to hello, two guest calls, on a host
-// with a cluster transport.
+// with a cluster transport; component-4KiB a call from relay to an echo
+// of 4 KiB, a reply longer than the SDK's first result buffer.
 func BenchmarkLocalCall(b *testing.B) {
 	ctx := b.Context()
-	h := newHost(b, cluster.New(cluster.Options{}), api.Limits{}, e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay))
+	h := newHost(b, cluster.New(cluster.Options{}), api.Limits{}, e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay),
+		e2e.WasmBytes(b, "internal/e2e/testdata/sdkecho"))
 	req := api.Request{Module: "hello", Component: "greeter", Port: "in", Payload: helloPayload}
 	b.Run("invoke", func(b *testing.B) {
 		measure(b, "invoke", nil, func() error { _, err := h.Invoke(ctx, req); return err })
@@ -139,5 +143,16 @@ func BenchmarkLocalCall(b *testing.B) {
 	b.Run("component", func(b *testing.B) {
 		req := api.Request{Module: "relay", Component: "relay", Port: "call", Payload: relayPayload}
 		measure(b, "local-component", []string{"invoke"}, func() error { _, err := h.Invoke(ctx, req); return err })
+	})
+	b.Run("component-4KiB", func(b *testing.B) {
+		echo := `"` + strings.Repeat("a", 4<<10-2) + `"`
+		req := api.Request{Module: "relay", Component: "relay", Port: "call", Payload: []byte(`{"to":"sdkecho/echo/in","payload":` + echo + `}`)}
+		measure(b, "local-component-4KiB", nil, func() error {
+			resp, err := h.Invoke(ctx, req)
+			if err == nil && string(resp.Payload) != echo {
+				err = fmt.Errorf("reply of %d bytes, want the %d of the echo", len(resp.Payload), len(echo))
+			}
+			return err
+		})
 	})
 }

@@ -108,7 +108,8 @@ type deliveryStream struct {
 // call is a request waiting for its response.
 type call struct {
 	ch   chan result
-	sent bool // handed to Send: from then on it may have run; guarded by mu
+	sent bool                        // handed to Send: from then on it may have run; guarded by mu
+	req  hostv1.DeliverStreamRequest // the request, made with the call
 }
 
 type result struct {
@@ -236,6 +237,7 @@ func (ds *deliveryStream) deliver(ctx context.Context, m *hostv1.Message, wait b
 		timeout = max(time.Until(d), 1)
 	}
 	c := &call{ch: make(chan result, 1)}
+	c.req.Message, c.req.Wait, c.req.TimeoutNanos = m, wait, int64(timeout)
 	ds.mu.Lock()
 	if ds.ended {
 		ds.mu.Unlock()
@@ -244,10 +246,11 @@ func (ds *deliveryStream) deliver(ctx context.Context, m *hostv1.Message, wait b
 	}
 	ds.nextID++
 	id := ds.nextID
+	c.req.Id = id
 	ds.pending[id] = c
 	ds.mu.Unlock()
 	select {
-	case ds.queue <- &hostv1.DeliverStreamRequest{Id: id, Message: m, Wait: wait, TimeoutNanos: int64(timeout)}:
+	case ds.queue <- &c.req:
 	case <-ds.done: // end answers it, as not sent
 	case <-ctx.Done():
 		// The queue is full of requests whose callers gave up while the

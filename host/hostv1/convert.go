@@ -258,9 +258,13 @@ func MetadataProto(md []abi.KV) []*KeyValue {
 	if len(md) == 0 {
 		return nil
 	}
+	// The entries in one allocation, not one each: a routed message
+	// carries at least its trace context and hop count.
 	out := make([]*KeyValue, len(md))
+	kvs := make([]KeyValue, len(md))
 	for i, kv := range md {
-		out[i] = &KeyValue{Key: WireText(kv.Key), Value: WireText(kv.Value)}
+		kvs[i].Key, kvs[i].Value = WireText(kv.Key), WireText(kv.Value)
+		out[i] = &kvs[i]
 	}
 	return out
 }

@@ -67,9 +67,16 @@ func (s *Server) DeliverStream(stream hostv1.HostService_DeliverStreamServer) er
 				return resp
 			}
 		}
-		cctx, cancel := context.WithCancel(ctx)
+		// One context or the other: a context made and dropped would stay
+		// registered with the stream's until the stream ends.
+		var (
+			cctx   context.Context
+			cancel context.CancelFunc
+		)
 		if timeout > 0 {
 			cctx, cancel = context.WithTimeout(ctx, time.Duration(timeout))
+		} else {
+			cctx, cancel = context.WithCancel(ctx)
 		}
 		c := &call{cancel: cancel}
 		mu.Lock()
