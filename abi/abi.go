@@ -133,7 +133,18 @@ const (
 	MetaTraceparent = "traceparent"
 	// MetaHops counts how many times a message was forwarded (decimal).
 	MetaHops = "tinyhost-hops"
+	// MetaDelivery on a send asks for a delivery other than the default
+	// at-most-once: DeliveryAtLeastOnce.
+	MetaDelivery = "tinyhost-delivery"
+	// MetaMessageID is the ID of a message delivered at least once, the
+	// same in every attempt: a handler drops what it has already seen by
+	// it.
+	MetaMessageID = "tinyhost-message-id"
 )
+
+// DeliveryAtLeastOnce is MetaDelivery's value for a message the host keeps
+// until the target's handler returns.
+const DeliveryAtLeastOnce = "at-least-once"
 
 // Capabilities a module can be granted. CapMessaging alone grants sends and
 // calls to every module; "messaging:<module>" and
