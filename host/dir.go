@@ -294,7 +294,7 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 	source := path
 	if strings.HasSuffix(path, api.RefFileExt) {
 		// A reference file names the module; its bytes come from the
-		// registry or the cache, and are hashed by the load.
+		// registry or the cache, and the module's digest is theirs.
 		src, err := api.ParseRefFile(b)
 		if err == nil {
 			b, err = h.fetch(ctx, src)
