@@ -294,7 +294,7 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 	source := path
 	if strings.HasSuffix(path, api.RefFileExt) {
 		// A reference file names the module; its bytes come from the
-		// registry or the cache.
+		// registry or the cache, and the module's digest is theirs.
 		src, err := api.ParseRefFile(b)
 		if err == nil {
 			b, err = h.fetch(ctx, src)
@@ -304,8 +304,10 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 			d.failed(path, known, &api.LoadError{File: path, Err: err})
 			return synced
 		}
+		sum = sha256.Sum256(b)
 	}
-	info, err := h.load(ctx, b, source, LoadOptions{})
+	// The file's digest is the module's: a .wasm is hashed once per sync.
+	info, err := h.loadDigest(ctx, sum, b, source, LoadOptions{})
 	if err != nil && transientFileError(err) && ctx.Err() == nil {
 		d.retrying(path, backoff, err)
 		return syncTransient

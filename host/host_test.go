@@ -3,6 +3,8 @@ package host_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -525,6 +527,8 @@ func TestHotReload(t *testing.T) {
 	info, ok := h.Module("versioned")
 	require.True(t, ok, "the initial scan loads the directory")
 	assert.Equal(t, filepath.Join(dir, "v.wasm"), info.Source)
+	sum := sha256.Sum256(v1)
+	assert.Equal(t, hex.EncodeToString(sum[:]), info.Digest, "the file's digest")
 
 	var (
 		calls  atomic.Int64

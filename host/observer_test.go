@@ -136,6 +136,7 @@ func TestRefFile(t *testing.T) {
 	info, ok := h.Module("echo")
 	require.True(t, ok)
 	assert.Equal(t, src.String(), info.Source)
+	assert.Equal(t, hex.EncodeToString(sum[:]), info.Digest, "the digest of the wasm fetched, not of the ref file")
 	mustEcho(t, h)
 
 	require.NoError(t, os.WriteFile(ref, []byte("url: "+url+"\n"), 0o644)) // no sha256
