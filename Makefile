@@ -286,3 +286,24 @@ bench-operator: envtest ## Run the operator's benchmarks once: apply to Ready (1
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) test -p 1 -run '^$$' -bench . -benchtime=1x ./operator/... | tee $(BIN)/bench-operator.txt
 
 bench: bench-operator
+
+# ---------------------------------------------------------------------------
+# A real nats-server process for the tests of many hosts on one NATS
+# (internal/e2e.StartNATSServer), built from the nats-server version go.mod
+# requires: the server the daemon embeds. Its stamp names the version, so
+# that a bump rebuilds; the tests build it the same way when it is missing.
+NATS_SERVER_VERSION := $(shell $(GO) list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2)
+
+ifeq ($(wildcard $(BIN)/nats-server),)
+.PHONY: $(BIN)/.nats-server-$(NATS_SERVER_VERSION)
+endif
+
+$(BIN)/.nats-server-$(NATS_SERVER_VERSION):
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
+	@touch $@
+
+.PHONY: nats-server
+nats-server: $(BIN)/.nats-server-$(NATS_SERVER_VERSION) ## Build the nats-server of go.mod's version into bin/ (once).
+
+test: nats-server

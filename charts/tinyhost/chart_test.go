@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/operator/kubetest"
 )
 
@@ -42,8 +44,19 @@ var otherValues = map[string]any{
 	"image":           map[string]any{"registry": "registry.example/platform/", "tag": "v1.2.3"},
 	"operator":        map[string]any{"replicas": 2, "resources": map[string]any{"requests": map[string]any{"cpu": "50m", "memory": "128Mi"}}},
 	"admissionPolicy": map[string]any{"enabled": false},
-	"host":            map[string]any{"enabled": true, "replicas": 5},
+	"host":            map[string]any{"enabled": true, "replicas": 5, "stateReplicas": 5},
 	"certManager":     map[string]any{"enabled": true},
+	"nats": map[string]any{"replicas": 5, "image": "registry.example/mirror/nats:2.15.2",
+		"storage":   map[string]any{"size": "50Gi", "storageClassName": "fast"},
+		"resources": map[string]any{"requests": map[string]any{"cpu": "1", "memory": "2Gi"}, "limits": map[string]any{"memory": "4Gi"}}},
+}
+
+// externalNATS has the hosts keep their state on a NATS of the user's,
+// with TLS and credentials from a Secret.
+var externalNATS = map[string]any{
+	"host": map[string]any{"enabled": true},
+	"nats": map[string]any{"external": map[string]any{"url": "tls://nats.example:4222", "secretName": "nats-client",
+		"ca": true, "clientCert": true, "creds": true}},
 }
 
 // allOn turns on the optional parts and keeps the rest as it is.
@@ -58,6 +71,14 @@ func chartDir() string { return filepath.Join(kubetest.Root(), "charts", "tinyho
 // [--include-crds]` with vals.
 func render(t *testing.T, ns string, vals map[string]any, crds bool) string {
 	t.Helper()
+	m, err := renderErr(t, ns, vals, crds)
+	require.NoError(t, err)
+	return m
+}
+
+// renderErr is render that returns the chart's error.
+func renderErr(t *testing.T, ns string, vals map[string]any, crds bool) (string, error) {
+	t.Helper()
 	ch, err := loader.Load(chartDir())
 	require.NoError(t, err)
 	kv, err := common.ParseKubeVersion(kubeVersion)
@@ -70,10 +91,12 @@ func render(t *testing.T, ns string, vals map[string]any, crds bool) string {
 	inst.IncludeCRDs = crds
 	inst.KubeVersion = kv
 	rel, err := inst.RunWithContext(t.Context(), ch, vals)
-	require.NoError(t, err)
+	if err != nil {
+		return "", err
+	}
 	r, ok := rel.(*release.Release)
 	require.True(t, ok, "release of type %T", rel)
-	return strings.TrimSpace(r.Manifest) + "\n"
+	return strings.TrimSpace(r.Manifest) + "\n", nil
 }
 
 // objects decodes a multi-document YAML stream as the apiserver's clients
@@ -164,7 +187,56 @@ func TestTemplate(t *testing.T) {
 		assert.NotContains(t, fmt.Sprint(c["args"]), "--host-lease-namespace")
 		assert.Contains(t, m, "MutatingAdmissionPolicy /tinymodule-unload.operator.tinysystems.io")
 		assert.NotContains(t, m, "StatefulSet tinyhost-system/tinyhost")
+		assert.NotContains(t, m, "StatefulSet tinyhost-system/tinyhost-nats")
 		assert.NotContains(t, m, "Certificate tinyhost-system/tinyhost-host")
+	})
+
+	t.Run("hosts: on the release's three NATS servers, each bucket replicated three times", func(t *testing.T) {
+		m := byKey(t, objects(t, render(t, "tinyhost-system", map[string]any{"host": map[string]any{"enabled": true}}, false)))
+		args := container(t, m["StatefulSet tinyhost-system/tinyhost"])["args"]
+		assert.Contains(t, args, "--nats-url=nats://tinyhost-nats:4222")
+		assert.Contains(t, args, "--state-replicas=3")
+		sts := m["StatefulSet tinyhost-system/tinyhost-nats"]
+		require.NotNil(t, sts)
+		replicas, _, _ := unstructured.NestedInt64(sts.Object, "spec", "replicas")
+		assert.EqualValues(t, 3, replicas)
+		assert.Equal(t, "nats:"+strings.TrimPrefix(natsServerVersion(t), "v"), container(t, sts)["image"],
+			"the NATS image is the nats-server of go.mod, the one the host embeds")
+		assert.Equal(t, 3, strings.Count(natsConf(t, m, "tinyhost-system"), ".tinyhost-nats-headless:6222"), "routes to each server")
+		assert.Contains(t, m, "Service tinyhost-system/tinyhost-nats")
+		assert.Contains(t, m, "Service tinyhost-system/tinyhost-nats-headless")
+		assert.Contains(t, m, "PodDisruptionBudget tinyhost-system/tinyhost-nats")
+	})
+
+	t.Run("external NATS: no StatefulSet; its URL, CA, client certificate and credentials from the Secret", func(t *testing.T) {
+		m := byKey(t, objects(t, render(t, "tinyhost-system", externalNATS, false)))
+		assert.NotContains(t, m, "StatefulSet tinyhost-system/tinyhost-nats")
+		assert.NotContains(t, m, "ConfigMap tinyhost-system/tinyhost-nats")
+		sts := m["StatefulSet tinyhost-system/tinyhost"]
+		require.NotNil(t, sts)
+		args := container(t, sts)["args"]
+		for _, a := range []string{"--nats-url=tls://nats.example:4222", "--nats-ca=/etc/tinyhost/nats/ca.crt",
+			"--nats-cert=/etc/tinyhost/nats/tls.crt", "--nats-key=/etc/tinyhost/nats/tls.key",
+			"--nats-creds=/etc/tinyhost/nats/nats.creds", "--state-replicas=3"} {
+			assert.Contains(t, args, a)
+		}
+		assert.NotContains(t, args, "--nats-url=nats://tinyhost-nats:4222")
+		vols, _, _ := unstructured.NestedSlice(sts.Object, "spec", "template", "spec", "volumes")
+		assert.Contains(t, vols, map[string]any{"name": "nats", "secret": map[string]any{"secretName": "nats-client"}})
+
+		// Only the URL: no Secret mounted, no flag of one.
+		m = byKey(t, objects(t, render(t, "tinyhost-system", map[string]any{"host": map[string]any{"enabled": true},
+			"nats": map[string]any{"external": map[string]any{"url": "nats://nats.example:4222"}}}, false)))
+		c := container(t, m["StatefulSet tinyhost-system/tinyhost"])
+		assert.Contains(t, c["args"], "--nats-url=nats://nats.example:4222")
+		assert.NotContains(t, fmt.Sprint(c["args"]), "/etc/tinyhost/nats")
+		assert.NotContains(t, fmt.Sprint(c["volumeMounts"]), "nats")
+
+		// A Secret's file asked for without the Secret's name.
+		_, err := renderErr(t, "tinyhost-system", map[string]any{"host": map[string]any{"enabled": true},
+			"nats": map[string]any{"external": map[string]any{"url": "tls://nats.example:4222", "ca": true}}}, false)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "nats.external.secretName")
 	})
 
 	t.Run("other values: registry, tag, replicas, resources, hosts, cert-manager, no admission policy, another namespace", func(t *testing.T) {
@@ -192,12 +264,62 @@ func TestTemplate(t *testing.T) {
 		require.NotNil(t, cert)
 		dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 		assert.Equal(t, []string{"*.tinyhost.platform.svc"}, dns)
+		assert.Contains(t, hc["args"], "--state-replicas=5")
+		nsts := m["StatefulSet platform/tinyhost-nats"]
+		require.NotNil(t, nsts)
+		replicas, _, _ = unstructured.NestedInt64(nsts.Object, "spec", "replicas")
+		assert.EqualValues(t, 5, replicas)
+		nc := container(t, nsts)
+		assert.Equal(t, "registry.example/mirror/nats:2.15.2", nc["image"])
+		assert.Equal(t, map[string]any{"requests": map[string]any{"cpu": "1", "memory": "2Gi"}, "limits": map[string]any{"memory": "4Gi"}}, nc["resources"])
+		assert.Equal(t, 5, strings.Count(natsConf(t, m, "platform"), ".tinyhost-nats-headless:6222"), "routes to each server")
+		pvcs, _, _ := unstructured.NestedSlice(nsts.Object, "spec", "volumeClaimTemplates")
+		require.Len(t, pvcs, 1)
+		class, _, _ := unstructured.NestedString(pvcs[0].(map[string]any), "spec", "storageClassName")
+		assert.Equal(t, "fast", class)
+		size, _, _ := unstructured.NestedString(pvcs[0].(map[string]any), "spec", "resources", "requests", "storage")
+		assert.Equal(t, "50Gi", size)
 		for k, o := range m {
 			if o.GetNamespace() != "" {
 				assert.Equal(t, "platform", o.GetNamespace(), k)
 			}
 		}
 	})
+}
+
+// TestNATSConfig: the NATS servers' configuration file, as the chart
+// renders it with the defaults and with other values, is one that
+// nats-server (go.mod's version, the image's) accepts.
+func TestNATSConfig(t *testing.T) {
+	exe := e2e.NATSServerBinary(t)
+	for name, vals := range map[string]map[string]any{"defaults": allOn, "other values": otherValues} {
+		t.Run(name, func(t *testing.T) {
+			conf := filepath.Join(t.TempDir(), "nats.conf")
+			require.NoError(t, os.WriteFile(conf, []byte(natsConf(t, byKey(t, objects(t, render(t, "ns", vals, false))), "ns")), 0o644))
+			res := e2e.Run(t, []string{"POD_NAME=tinyhost-nats-0"}, exe, "--config", conf, "-t")
+			require.Equal(t, 0, res.Code, "%s%s", res.Stdout, res.Stderr)
+			assert.Contains(t, res.Stdout+res.Stderr, "is valid")
+		})
+	}
+}
+
+// natsConf is the NATS servers' configuration file in the ConfigMap.
+func natsConf(t *testing.T, m map[string]*unstructured.Unstructured, ns string) string {
+	t.Helper()
+	cm := m["ConfigMap "+ns+"/tinyhost-nats"]
+	require.NotNil(t, cm)
+	conf, _, _ := unstructured.NestedString(cm.Object, "data", "nats.conf")
+	return conf
+}
+
+// natsServerVersion is the version of nats-server go.mod requires.
+func natsServerVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(kubetest.Root(), "go.mod"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?github\.com/nats-io/nats-server/v2\s+(v\S+)`).FindSubmatch(b)
+	require.NotNil(t, m, "nats-server in go.mod")
+	return string(m[1])
 }
 
 func container(t *testing.T, o *unstructured.Unstructured) map[string]any {
@@ -253,10 +375,11 @@ func TestChart(t *testing.T) {
 		t.Logf("%d objects, the same in both", len(got))
 	})
 
-	t.Run("hosts and cert-manager render config/host, config/certmanager and examples/k8s/host-pods.yaml besides", func(t *testing.T) {
+	t.Run("hosts and cert-manager render config/host, config/certmanager, config/nats and examples/k8s/host-pods.yaml besides", func(t *testing.T) {
 		all := withoutNamespace(kustomize(t, "operator/config/default"))
 		all = append(all, kustomize(t, "operator/config/host")...)
 		all = append(all, kustomize(t, "operator/config/certmanager")...)
+		all = append(all, kustomize(t, "operator/config/nats")...)
 		pods, err := os.ReadFile(filepath.Join(kubetest.Root(), "examples", "k8s", "host-pods.yaml"))
 		require.NoError(t, err)
 		all = append(all, objects(t, string(pods))...)
@@ -305,6 +428,7 @@ spec:
 		{"defaults", "tinyhost-system", nil},
 		{"hosts and cert-manager", "tinyhost-system", allOn},
 		{"other values", "platform", otherValues},
+		{"external NATS", "tinyhost-system", externalNATS},
 	} {
 		t.Run("server-side dry-run: "+tc.name, func(t *testing.T) {
 			objs := objects(t, render(t, tc.ns, tc.vals, true))

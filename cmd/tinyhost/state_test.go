@@ -62,17 +62,36 @@ func natsURL(t *testing.T, h *e2e.Host) string {
 	return ""
 }
 
-// TestStateTwoDaemons: two daemons share one NATS server (the first's
-// embedded one, listening on 127.0.0.1, the second connected with
-// --nats-url); a module's replica on each increments one counter 1,000
-// times by compare-and-swap, over gRPC, at the same time: the count is
-// 2,000 on both.
+// TestStateTwoDaemons: two daemons on one nats-server process (built from
+// go.mod's version, with JetStream), each with --nats-url; a module's
+// replica on each increments one counter 1,000 times by compare-and-swap,
+// over gRPC, at the same time: the count is 2,000 on both. The TLS case
+// has the server ask for a client certificate, which the daemons present
+// (--nats-ca, --nats-cert, --nats-key).
 func TestStateTwoDaemons(t *testing.T) {
-	a := startKV(t, "--state-dir", t.TempDir(), "--nats-listen", "127.0.0.1:0")
-	url := natsURL(t, a.h)
-	require.True(t, strings.HasPrefix(url, "nats://127.0.0.1:"), url)
-	b := startKV(t, "--nats-url", url)
+	t.Run("plain", func(t *testing.T) {
+		ns := e2e.StartNATSServer(t, e2e.NATSOptions{})
+		require.True(t, strings.HasPrefix(ns.URL, "nats://127.0.0.1:"), ns.URL)
+		countTogether(t, startKV(t, "--nats-url", ns.URL), startKV(t, "--nats-url", ns.URL))
+	})
+	t.Run("tls", func(t *testing.T) {
+		ca := e2e.NewCA(t, "nats-ca")
+		cert, key := ca.Issue(t, e2e.Leaf{Name: "nats", IPs: []string{"127.0.0.1"}, Server: true})
+		ns := e2e.StartNATSServer(t, e2e.NATSOptions{CertFile: cert, KeyFile: key, CAFile: ca.File})
+		require.True(t, strings.HasPrefix(ns.URL, "tls://127.0.0.1:"), ns.URL)
+		var ds []*kvDaemon
+		for _, name := range []string{"host-a", "host-b"} {
+			cert, key := ca.Issue(t, e2e.Leaf{Name: name, Client: true})
+			ds = append(ds, startKV(t, "--nats-url", ns.URL, "--nats-ca", ca.File, "--nats-cert", cert, "--nats-key", key))
+		}
+		countTogether(t, ds[0], ds[1])
+	})
+}
 
+// countTogether has a and b increment one counter 1,000 times each at the
+// same time, and checks that both read 2,000.
+func countTogether(t *testing.T, a, b *kvDaemon) {
+	t.Helper()
 	const each = 1000
 	var wg sync.WaitGroup
 	for _, d := range []*kvDaemon{a, b} {
@@ -88,6 +107,18 @@ func TestStateTwoDaemons(t *testing.T) {
 	wg.Wait()
 	assert.Regexp(t, `^ok \d+ 2000$`, a.do(t, "get counter"))
 	assert.Regexp(t, `^ok \d+ 2000$`, b.do(t, "get counter"))
+}
+
+// TestStateSharedEmbedded: a second daemon shares the first's embedded
+// NATS server (--nats-listen on 127.0.0.1, the second with --nats-url):
+// what one stores, the other reads.
+func TestStateSharedEmbedded(t *testing.T) {
+	a := startKV(t, "--state-dir", t.TempDir(), "--nats-listen", "127.0.0.1:0")
+	url := natsURL(t, a.h)
+	require.True(t, strings.HasPrefix(url, "nats://127.0.0.1:"), url)
+	b := startKV(t, "--nats-url", url)
+	require.Regexp(t, `^ok \d+$`, a.do(t, "put greeting hello"))
+	assert.Regexp(t, `^ok \d+ hello$`, b.do(t, "get greeting"))
 }
 
 // TestStateRestart: a standalone daemon stopped with SIGTERM exits 0, and

@@ -31,6 +31,7 @@ const (
 	Getter  = "internal/e2e/testdata/getter"
 	Common  = "plugins/common"
 	Tally   = "examples/flow/tally"
+	KVTally = "examples/flow/kvtally"
 	KVStore = "internal/e2e/testdata/kvstore"
 )
 
