@@ -326,9 +326,11 @@
 //     Kind intact, which forward (step 1) gives A's guest as its ABI status
 //     (Kind.Status) and cause. The reply, as the transport decoded it, is
 //     copied once into A's guest memory: its result buffer, or the region
-//     its tinyhost_result_buffer hands out. Had b been loaded on A, its
-//     reply would go there straight from b's guest memory (replySink),
-//     before b's instance went back to its pool.
+//     its tinyhost_result_buffer hands out. Had b been loaded on A, a
+//     reply that fits the result buffer would go there straight from b's
+//     guest memory (replySink), before b's instance went back to its pool;
+//     a longer one through A's pending buffer, since the export is A's
+//     code, which runs only once b's instance is back.
 //
 // A send takes the same way without waiting: Host.route runs it in the
 // background (Transport.Send), holding the sending module's MaxSends place

@@ -94,10 +94,15 @@ func callImport(ctx context.Context, _ api.Module, stack []uint64) {
 	sink := replySink{in: in, out: out}
 	st, res := in.forward(abi.ImportCall, req, &sink)
 	switch {
-	case sink.unwind != nil:
-		panic(sink.unwind) // resultBuffer's, now that the callee is back
+	case sink.n > len(out):
+		// In in.pending; the caller's tinyhost_result_buffer may run
+		// now that the callee's instance is back.
+		stack[0] = in.reply(out, abi.StatusOK, in.pending)
+		if !in.hasPend && cap(in.pending) > maxKeptPending {
+			in.pending = nil
+		}
 	case sink.taken:
-		stack[0] = sink.result
+		stack[0] = abi.PackResult(abi.StatusOK, uint32(sink.n))
 	default:
 		stack[0] = in.reply(out, st, res)
 	}
@@ -137,30 +142,31 @@ func hostArgs(ctx context.Context, name string, stack []uint64) (in *instance, r
 }
 
 // A replySink takes the reply of a call a guest makes (callImport) to a
-// module loaded here while the callee's instance is still held, and
-// writes it where the caller's result goes (instance.reply): the reply is
-// copied once, from the callee's memory into the caller's. A reply from
-// another host is the transport's copy already: callImport writes it
-// there as any host call's result.
+// module loaded here while the callee's instance is still held. A reply
+// that fits the caller's result buffer is copied once, from the callee's
+// memory into the caller's. A longer one goes into the caller's pending
+// buffer, and from there where callImport puts it: the caller's
+// tinyhost_result_buffer is the caller's code, which must not run while
+// it holds an instance of the callee (it could spin to its deadline, and
+// the callee's other callers would wait for it). A reply from another
+// host is the transport's copy already: callImport writes it there as
+// any host call's result.
 type replySink struct {
-	in     *instance // the caller
-	out    []byte    // its result buffer, a view of its memory
-	taken  bool
-	result uint64 // the host call's result, once taken
-	unwind any    // resultBuffer's panic, which unwinds the caller once the callee's instance is back
+	in    *instance // the caller
+	out   []byte    // its result buffer, a view of its memory
+	taken bool
+	n     int // the reply's length, once taken
 }
 
-// take takes body, the callee's reply, a view of its memory. A panic of
-// the caller's tinyhost_result_buffer is kept for callImport to rethrow,
-// so that the callee's instance goes back to its pool first.
+// take takes body, the callee's reply, a view of its memory. It runs no
+// guest code.
 func (s *replySink) take(body []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.unwind = r
-		}
-	}()
-	s.result = s.in.reply(s.out, abi.StatusOK, body)
-	s.taken = true
+	if len(body) <= len(s.out) {
+		copy(s.out, body)
+	} else {
+		s.in.pending = append(s.in.pending[:0], body...)
+	}
+	s.n, s.taken = len(body), true
 }
 
 // reply writes a host call's result into out when it fits, else into the

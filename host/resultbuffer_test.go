@@ -1,7 +1,9 @@
 package host_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,13 +67,12 @@ func afterLines(sink *logSink, port string) int {
 	return n
 }
 
-// TestCallReplyBuffer: the reply of a call to a module loaded here goes
-// into the caller's memory straight from the callee's, while the callee's
-// instance is held: into the region the caller's tinyhost_result_buffer
-// hands out (g), or pending when it returns 0 (z). A failed export (o, r,
-// x) unwinds the caller's call as for any host call, and the callee's one
-// instance goes back to its pool all the same: the callee answers the
-// next call.
+// TestCallReplyBuffer: the reply of a call to a module loaded here, longer
+// than the caller's out_cap, goes into the region the caller's
+// tinyhost_result_buffer hands out (g), or pending when it returns 0 (z).
+// A failed export (o, r, x) unwinds the caller's call as for any host
+// call, and the callee's one instance goes back to its pool all the same:
+// the callee answers the next call.
 func TestCallReplyBuffer(t *testing.T) {
 	h, sink := newHost(t, host.Options{})
 	wasm := fixture(t, "callbuf")
@@ -118,4 +119,45 @@ func callbufLines(sink *logSink, port string) int {
 		}
 	}
 	return n
+}
+
+// TestCallReplyBufferCalleeFree: a caller's tinyhost_result_buffer, its
+// own code, runs once the callee's instance is back in its pool: a caller
+// whose export spins (s) holds no instance of the callee, which answers
+// others meanwhile, though it has one instance only.
+func TestCallReplyBufferCalleeFree(t *testing.T) {
+	h, sink := newHost(t, host.Options{})
+	wasm := fixture(t, "callbuf")
+	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{
+		Capabilities: []string{abi.CapLog, abi.CapMessaging},
+		Limits:       api.Limits{CallTimeout: 5 * time.Minute},
+	})
+	require.NoError(t, err)
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "callee", Limits: api.Limits{MaxInstances: 1}})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	spun := make(chan error, 1)
+	go func() {
+		_, err := h.Invoke(ctx, api.Request{Module: "callbuf", Component: "c", Port: "s"})
+		spun <- err
+	}()
+	require.Eventually(t, func() bool {
+		for _, l := range sink.of("callbuf") {
+			if l.line == "spin" {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 10*time.Millisecond, "the caller's tinyhost_result_buffer runs")
+
+	resp, err := invoke(t, h, "callee", "c", "e", nil)
+	require.NoError(t, err, "the callee answers while the caller's export spins")
+	assert.Equal(t, "a reply written from the callee's memory", string(resp.Payload))
+
+	cancel()
+	err = <-spun
+	assert.Equal(t, api.KindCanceled, kindOf(err), "%v", err)
+	assert.Zero(t, callbufLines(sink, "s"), "the handler ran on after the stopped export")
 }

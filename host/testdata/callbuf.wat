@@ -1,6 +1,6 @@
 ;; callbuf exercises tinyhost_result_buffer for the reply of a call to a
-;; module loaded in the same host, which the host writes into the caller's
-;; memory straight from the callee's while the callee's instance is held.
+;; module loaded in the same host, which the host runs once the callee's
+;; instance is back in its pool.
 ;; Loaded twice, as "callbuf" (the caller) and "callee": port e answers
 ;; the 40 bytes at 300; every other port calls callee/c/e with
 ;; out_cap 0, so that the reply never fits, and answers ok with the reply
@@ -8,8 +8,9 @@
 ;; as in resultbuf: g hands out 8192; z returns 0 (the reply is pending,
 ;; fetched with result); o hands out a region outside memory; r makes a
 ;; host call (config) from within the export; x calls WASI proc_exit from
-;; within it. Once call returns, the handler logs "after " and the port's
-;; first byte. Built with /usr/bin/wat2wasm.
+;; within it; s logs "spin" and spins until its call is stopped. Once
+;; call returns, the handler logs "after " and the port's first byte.
+;; Built with /usr/bin/wat2wasm.
 (module
   (import "tinyhost_v1" "call" (func $call (param i32 i32 i32 i32) (result i64)))
   (import "tinyhost_v1" "config" (func $config (param i32 i32 i32 i32) (result i64)))
@@ -22,11 +23,12 @@
   (global $mode (mut i32) (i32.const 0))
   (data (i32.const 100) "\06callee\01c\01e\00hello")
   (data (i32.const 200) "after ")
+  (data (i32.const 210) "spin")
   (data (i32.const 300) "a reply written from the callee's memory")
-  (data (i32.const 1024) "{\22abi\22:1,\22name\22:\22callbuf\22,\22version\22:\221.0.0\22,\22components\22:[{\22name\22:\22c\22,\22ports\22:[{\22name\22:\22g\22,\22direction\22:\22input\22},{\22name\22:\22z\22,\22direction\22:\22input\22},{\22name\22:\22o\22,\22direction\22:\22input\22},{\22name\22:\22r\22,\22direction\22:\22input\22},{\22name\22:\22x\22,\22direction\22:\22input\22},{\22name\22:\22e\22,\22direction\22:\22input\22}]}]}")
+  (data (i32.const 1024) "{\22abi\22:1,\22name\22:\22callbuf\22,\22version\22:\221.0.0\22,\22components\22:[{\22name\22:\22c\22,\22ports\22:[{\22name\22:\22g\22,\22direction\22:\22input\22},{\22name\22:\22z\22,\22direction\22:\22input\22},{\22name\22:\22o\22,\22direction\22:\22input\22},{\22name\22:\22r\22,\22direction\22:\22input\22},{\22name\22:\22x\22,\22direction\22:\22input\22},{\22name\22:\22e\22,\22direction\22:\22input\22},{\22name\22:\22s\22,\22direction\22:\22input\22}]}]}")
   (func (export "tinyhost_abi_v1"))
   (func (export "tinyhost_describe") (result i64)
-    (i64.const 0x40000000118)) ;; descriptor at 1024, 280 bytes
+    (i64.const 0x40000000139)) ;; descriptor at 1024, 313 bytes
   (func (export "tinyhost_buffer") (param $size i32) (result i32)
     (select (i32.const 4096) (i32.const 0) (i32.le_u (local.get $size) (i32.const 4095))))
   (func (export "tinyhost_result_buffer") (param $size i32) (result i32)
@@ -38,6 +40,9 @@
       (then (drop (call $config (i32.const 0) (i32.const 0) (i32.const 8192) (i32.const 64)))))
     (if (i32.eq (global.get $mode) (i32.const 120)) ;; x
       (then (call $exit (i32.const 4))))
+    (if (i32.eq (global.get $mode) (i32.const 115)) ;; s
+      (then (call $log (i32.const 2) (i32.const 210) (i32.const 4))
+            (loop $spin (br $spin))))
     (i32.const 8192))
   (func (export "tinyhost_handle") (param $n i32) (result i64)
     (local $p i32) (local $r i64) (local $len i32)
