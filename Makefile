@@ -104,12 +104,13 @@ build: plugins ## Build the binaries of cmd/ into bin/ and the modules into bin/
 	$(GO) build -ldflags "-X github.com/tinyhost/tinyhost/internal/buildinfo.version=$(VERSION)" -o $(BIN)/ ./cmd/...
 
 .PHONY: run
-# The example modules are ours: the host grants them timer too, which a
-# module gets only when granted (common's ticker sets timers). None calls
+# The example modules are ours: the host grants them timer and kv too,
+# which a module gets only when granted (common's ticker sets timers,
+# kvtally keeps its total in its bucket under bin/state). None calls
 # another module (split's emits are wired), so none is granted messaging.
 run: build ## Build everything and run tinyhost on 127.0.0.1:50051 with bin/modules.
 	$(BIN)/tinyhost --listen 127.0.0.1:50051 --modules $(MODULES) --cache-dir $(BIN)/cache \
-	  --capabilities log,config,timer
+	  --capabilities log,config,timer,kv --state-dir $(BIN)/state
 
 # The daemon's end-to-end tests call grpcurl; build it before they run.
 test: tools
