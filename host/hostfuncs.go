@@ -454,6 +454,9 @@ func (in *instance) forward(what string, req []byte, sink *replySink) (abi.Statu
 		return failed(abi.StatusHopLimit, "hop limit %d reached (a cycle?)", v.h.opts.HopLimit)
 	}
 	msg.Metadata = in.forwardMetadata(msg.Metadata, next)
+	if !wait && durableAsked(msg.Metadata) {
+		return in.sendDurable(&msg)
+	}
 	if !wait {
 		return in.sendAway(&msg)
 	}

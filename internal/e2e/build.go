@@ -32,6 +32,7 @@ const (
 	Common  = "plugins/common"
 	Tally   = "examples/flow/tally"
 	KVStore = "internal/e2e/testdata/kvstore"
+	Durable = "internal/e2e/testdata/durable"
 )
 
 var (
