@@ -290,6 +290,7 @@ func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport api.
 	opts.Fetcher = fetcher
 	if kv != nil {
 		opts.KV = kv // a nil *Engine would be a non-nil host.KV
+		opts.Durable = kv
 	}
 	h, err := host.New(ctx, opts)
 	if err != nil {
