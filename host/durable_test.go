@@ -202,3 +202,46 @@ func TestDurableRestart(t *testing.T) {
 		assert.Equal(t, "1", kvValue(t, eng, "durable", fmt.Sprintf("handled.r%d", i)))
 	}
 }
+
+// TestDurableWire: what is emitted on a wire delivered at least once is
+// stored and retried as a send at least once is; and a handler of such a
+// message that is delivered it again and emits the same emits it under
+// the same ID, so the target handles it once.
+func TestDurableWire(t *testing.T) {
+	eng := openState(t, state.Config{MaxAttempts: 3, Backoff: 10 * time.Millisecond})
+	h := durableHost(t, eng, false)
+	require.NoError(t, h.SetWires(1, []host.Wire{{From: "durable/split/out", To: "durable/sink/in", Delivery: abi.DeliveryAtLeastOnce}}))
+	gen, wires := h.Wires()
+	assert.Equal(t, uint64(1), gen)
+	assert.Equal(t, []host.Wire{{From: "durable/split/out", To: "durable/sink/in", Delivery: abi.DeliveryAtLeastOnce}}, wires)
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	_, err := h.Invoke(ctx, api.Request{Module: "durable", Component: "split", Port: "in", Payload: []byte("flaky")})
+	require.NoError(t, err)
+	waitFor(t, func() bool { return kvValue(t, eng, "durable", "handled") == "1" }, "the emitted message handled after its retries")
+
+	// split is delivered "again" twice (it fails its first delivery
+	// after it emitted): sink handles the emitted message once.
+	assert.Equal(t, "ok s1", durableSend(t, h, "durable/split/in", "s1", "again"))
+	waitFor(t, func() bool { return kvValue(t, eng, "durable", "split.s1") == "2" }, "split delivered twice")
+	waitFor(t, func() bool { return pending(t, eng, "durable") == 0 }, "everything acknowledged")
+	assert.Equal(t, "2", kvValue(t, eng, "durable", "handled"), "the emitted message's duplicate dropped")
+}
+
+// TestDurableWireRefused: a delivery other than at least once or none is
+// refused, the rest of the wiring set.
+func TestDurableWireRefused(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	err := h.SetWires(0, []host.Wire{
+		{From: "a/c/out", To: "b/c/in", Delivery: "exactly-once"},
+		{From: "a/c/out", To: "d/c/in"},
+	})
+	var refused *api.WiresRefused
+	require.ErrorAs(t, err, &refused)
+	require.Len(t, refused.Refused, 1)
+	assert.Equal(t, "b/c/in", refused.Refused[0].To)
+	assert.Contains(t, refused.Refused[0].Reason, `delivery "exactly-once"`)
+	_, wiring := h.Wiring()
+	assert.Equal(t, map[string][]string{"a/c/out": {"d/c/in"}}, wiring)
+}

@@ -366,7 +366,13 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 			if in.trace.ctx != nil {
 				out.Metadata, sp = in.emitSpan(from, t, meta)
 			}
-			st, reason := in.sendAway(out)
+			var st abi.Status
+			var reason []byte
+			if v.h.wiredDurable(from, t) {
+				st, reason = in.emitDurable(out)
+			} else {
+				st, reason = in.sendAway(out)
+			}
 			if sp != nil {
 				var err error
 				if st != abi.StatusOK {

@@ -8,6 +8,10 @@
 //	fail    fails every time, with "boom <try>"
 //	flaky   fails its first two tries, with "flaky <try>"
 //	other   succeeds, counting the message in "handled.<id>" and "handled"
+//
+// Its component "split" emits what arrives on "in" on its output "out";
+// delivered at least once, it counts each delivery in "split.<id>", and a
+// body "again" fails its first delivery after it emitted.
 package main
 
 import (
@@ -64,6 +68,24 @@ func sink(ctx *sdk.Context, _ string, payload []byte) ([]byte, error) {
 	return nil, err
 }
 
+func split(ctx *sdk.Context, _ string, payload []byte) ([]byte, error) {
+	if err := ctx.Emit("out", payload); err != nil {
+		return nil, err
+	}
+	id := ctx.MessageID()
+	if id == "" {
+		return nil, nil
+	}
+	try, err := incr(ctx.KV(), "split."+id)
+	if err != nil {
+		return nil, err
+	}
+	if string(payload) == "again" && try == 1 {
+		return nil, errors.New("split fails after it emitted")
+	}
+	return nil, nil
+}
+
 // incr adds one to the decimal count under key, retrying while another
 // writer wins the compare-and-swap.
 func incr(kv sdk.KV, key string) (int, error) {
@@ -89,6 +111,7 @@ func init() {
 	sdk.Register(sdk.Module{Name: "durable", Version: "1.0.0"},
 		sdk.Component{Name: "src", Ports: []sdk.Port{{Name: "send", Handle: send}}},
 		sdk.Component{Name: "sink", Ports: []sdk.Port{{Name: "in", Handle: sink}}},
+		sdk.Component{Name: "split", Ports: []sdk.Port{{Name: "in", Handle: split}, {Name: "out", Direction: sdk.Output}}},
 	)
 }
 
