@@ -289,12 +289,8 @@ func parseWiring(gen uint64, wires []Wire) (*wireTable, []refusedWire) {
 	return next, refused
 }
 
-// Wire is one wire of SetWires: From "module/component/outport", To
-// "module/component/inport", and the delivery of what is emitted on it,
-// "" (at most once) or abi.DeliveryAtLeastOnce.
-type Wire struct {
-	From, To, Delivery string
-}
+// Wire is one wire of SetWires (api.Wire).
+type Wire = api.Wire
 
 // wiresOf is wires at most once, ordered by From, as SetWiring refuses
 // them.

@@ -45,6 +45,17 @@ type Routing interface {
 	Routes() (generation uint64, routes map[string][]string)
 	SetWiring(generation uint64, wires map[string][]string) error
 	Wiring() (generation uint64, wires map[string][]string)
+	// SetWires and Wires are SetWiring and Wiring with each wire's
+	// delivery.
+	SetWires(generation uint64, wires []Wire) error
+	Wires() (generation uint64, wires []Wire)
+}
+
+// Wire is one wire: From "module/component/outport", To
+// "module/component/inport", and the delivery of what is emitted on it,
+// "" (at most once) or abi.DeliveryAtLeastOnce.
+type Wire struct {
+	From, To, Delivery string
 }
 
 // RefusedWire is a wire that SetWiring left out, and why. To is empty

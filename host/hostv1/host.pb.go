@@ -2427,9 +2427,12 @@ func (x *GetRoutesResponse) GetRoutes() []*Route {
 
 // Wire connects an output port to input ports: "module/component/port".
 type Wire struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	To            []string               `protobuf:"bytes,2,rep,name=to,proto3" json:"to,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To    []string               `protobuf:"bytes,2,rep,name=to,proto3" json:"to,omitempty"`
+	// How what is emitted on the wire is delivered: "" at most once, or
+	// "at-least-once" (stored, retried, dead letters; ABI.md section 5).
+	Delivery      string `protobuf:"bytes,3,opt,name=delivery,proto3" json:"delivery,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2476,6 +2479,13 @@ func (x *Wire) GetTo() []string {
 		return x.To
 	}
 	return nil
+}
+
+func (x *Wire) GetDelivery() string {
+	if x != nil {
+		return x.Delivery
+	}
+	return ""
 }
 
 type SetWiringRequest struct {
@@ -3022,10 +3032,11 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12/\n" +
-	"\x06routes\x18\x02 \x03(\v2\x17.tinyhost.host.v1.RouteR\x06routes\"*\n" +
+	"\x06routes\x18\x02 \x03(\v2\x17.tinyhost.host.v1.RouteR\x06routes\"F\n" +
 	"\x04Wire\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
-	"\x02to\x18\x02 \x03(\tR\x02to\"`\n" +
+	"\x02to\x18\x02 \x03(\tR\x02to\x12\x1a\n" +
+	"\bdelivery\x18\x03 \x01(\tR\bdelivery\"`\n" +
 	"\x10SetWiringRequest\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
