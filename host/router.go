@@ -216,7 +216,7 @@ func (h *Host) Routes() (uint64, map[string][]string) {
 // stale generation sets nothing). Wiring needs no Transport unless a
 // target is remote.
 func (h *Host) SetWiring(gen uint64, wires map[string][]string) error {
-	return h.SetWires(gen, wiresOf(wires))
+	return h.SetWires(gen, api.WireList(wires, ""))
 }
 
 // SetWires is SetWiring with each wire's delivery: a wire whose Delivery
@@ -291,22 +291,6 @@ func parseWiring(gen uint64, wires []Wire) (*wireTable, []refusedWire) {
 
 // Wire is one wire of SetWires (api.Wire).
 type Wire = api.Wire
-
-// wiresOf is wires at most once, ordered by From, as SetWiring refuses
-// them.
-func wiresOf(wires map[string][]string) []Wire {
-	var out []Wire
-	for _, from := range slices.Sorted(maps.Keys(wires)) {
-		if len(wires[from]) == 0 {
-			out = append(out, Wire{From: from}) // refused if from is bad
-			continue
-		}
-		for _, to := range wires[from] {
-			out = append(out, Wire{From: from, To: to})
-		}
-	}
-	return out
-}
 
 // Wires returns the wiring with each wire's delivery, and its generation.
 func (h *Host) Wires() (uint64, []Wire) {
