@@ -86,6 +86,14 @@ func split(ctx *sdk.Context, _ string, payload []byte) ([]byte, error) {
 	return nil, nil
 }
 
+func get(ctx *sdk.Context, _ string, key []byte) ([]byte, error) {
+	v, _, err := ctx.KV().Get(string(key))
+	if errors.Is(err, sdk.ErrNotFound) {
+		return nil, nil
+	}
+	return v, err
+}
+
 // incr adds one to the decimal count under key, retrying while another
 // writer wins the compare-and-swap.
 func incr(kv sdk.KV, key string) (int, error) {
@@ -111,6 +119,7 @@ func init() {
 	sdk.Register(sdk.Module{Name: "durable", Version: "1.0.0"},
 		sdk.Component{Name: "src", Ports: []sdk.Port{{Name: "send", Handle: send}}},
 		sdk.Component{Name: "sink", Ports: []sdk.Port{{Name: "in", Handle: sink}}},
+		sdk.Component{Name: "kv", Ports: []sdk.Port{{Name: "get", Handle: get}}},
 		sdk.Component{Name: "split", Ports: []sdk.Port{{Name: "in", Handle: split}, {Name: "out", Direction: sdk.Output}}},
 	)
 }

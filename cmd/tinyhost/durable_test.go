@@ -1,0 +1,70 @@
+package main_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	hostclient "github.com/tinyhost/tinyhost/host/client"
+	"github.com/tinyhost/tinyhost/host/hostv1"
+	"github.com/tinyhost/tinyhost/internal/e2e"
+)
+
+// durableDaemon is a daemon with the durable test module loaded as name.
+func durableDaemon(t *testing.T, name string, args ...string) *kvDaemon {
+	t.Helper()
+	h := e2e.StartHost(t, e2e.HostOptions{Args: args})
+	c, err := hostclient.New(h.Addr, hostclient.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	_, err = c.Load(ctx, hostclient.Module{Name: name, Wasm: e2e.WasmBytes(t, e2e.Durable), Capabilities: []string{"kv", "messaging"}})
+	require.NoError(t, err)
+	return &kvDaemon{h, c}
+}
+
+func (d *kvDaemon) invoke(t *testing.T, module, component, port, payload string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	resp, err := d.c.RPC().Invoke(ctx, &hostv1.InvokeRequest{Module: module, Component: component, Port: port, Payload: []byte(payload)})
+	require.NoError(t, err)
+	return string(resp.GetPayload())
+}
+
+// TestDurableRestart: messages sent at least once to a module that no
+// host loads yet are kept by a standalone daemon across SIGTERM and a
+// start on its --state-dir, and delivered, each once, when the module is
+// loaded there.
+func TestDurableRestart(t *testing.T) {
+	dir := t.TempDir()
+	d := durableDaemon(t, "durable", "--state-dir", dir)
+	const n = 25
+	for i := range n {
+		id := "r" + strconv.Itoa(i)
+		require.Equal(t, "ok "+id, d.invoke(t, "durable", "src", "send", "tally/sink/in "+id+" x"))
+	}
+	d.h.Stop(t, 0)
+	require.Equal(t, 0, d.h.Wait(t, time.Minute), d.h.Log())
+
+	d = durableDaemon(t, "tally", "--state-dir", dir)
+	require.Eventually(t, func() bool {
+		return d.invoke(t, "tally", "kv", "get", "handled") == strconv.Itoa(n)
+	}, 2*time.Minute, 10*time.Millisecond, "every message handled after the restart")
+	for i := range n {
+		assert.Equal(t, "1", d.invoke(t, "tally", "kv", "get", "handled.r"+strconv.Itoa(i)))
+	}
+}
+
+// TestDurableNoStore: a daemon without a state store answers a send at
+// least once with status unavailable, naming why.
+func TestDurableNoStore(t *testing.T) {
+	d := durableDaemon(t, "durable")
+	assert.Equal(t, "unavailable: send tally/sink/in: unavailable: at least once: the host has no durable message store",
+		d.invoke(t, "durable", "src", "send", "tally/sink/in n1 x"))
+}
