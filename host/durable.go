@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
@@ -40,6 +41,65 @@ type Durable interface {
 // DurableHandler handles one delivery of a stored message.
 type DurableHandler func(ctx context.Context, msg *abi.Message) error
 
+// DeadLetters is what a Durable may also do: list and replay a module's
+// dead letters (Host.DeadLetters, Host.ReplayDeadLetter).
+type DeadLetters interface {
+	// DeadLetters returns up to limit dead letters of module, from
+	// sequence from on.
+	DeadLetters(ctx context.Context, module string, from uint64, limit int) ([]DeadLetter, error)
+	// ReplayDeadLetter stores module's dead letter seq as a new message
+	// of the module, with its ID, and removes the dead letter; ErrNoDeadLetter
+	// when there is none.
+	ReplayDeadLetter(ctx context.Context, module string, seq uint64) error
+}
+
+// DeadLetter is a message that failed its every attempt.
+type DeadLetter struct {
+	Seq      uint64 // its sequence among the module's dead letters
+	Message  abi.Message
+	Error    string // the last attempt's
+	Attempts int
+	Time     time.Time // when it became a dead letter
+}
+
+// ErrNoDeadLetter is the error of a dead letter that does not exist.
+var ErrNoDeadLetter = errors.New("no such dead letter")
+
+// DeadLetters returns up to limit dead letters of module, from sequence
+// from on; it fails when the host's durable engine keeps none.
+func (h *Host) DeadLetters(ctx context.Context, module string, from uint64, limit int) ([]DeadLetter, error) {
+	d, err := h.deadLetters(module)
+	if err != nil {
+		return nil, err
+	}
+	return d.DeadLetters(ctx, module, from, limit)
+}
+
+// ReplayDeadLetter makes module's dead letter seq a message of the module
+// again, delivered as a new one with its ID.
+func (h *Host) ReplayDeadLetter(ctx context.Context, module string, seq uint64) error {
+	d, err := h.deadLetters(module)
+	if err != nil {
+		return err
+	}
+	return d.ReplayDeadLetter(ctx, module, seq)
+}
+
+func (h *Host) deadLetters(module string) (DeadLetters, error) {
+	if err := abi.ValidName(module); err != nil {
+		return nil, fmt.Errorf("module: %w", err)
+	}
+	d, ok := h.opts.Durable.(DeadLetters)
+	if !ok {
+		return nil, ErrNoDurable
+	}
+	return d, nil
+}
+
+// ErrNoDurable is the error of what needs a durable engine on a host
+// that has none.
+var ErrNoDurable = errors.New("the host has no durable message store")
+
 // ErrDurableFull is the error of Durable.Publish when the target module's
 // store is full.
 var ErrDurableFull = errors.New("the module's message store is full")
@@ -63,7 +123,7 @@ func (in *instance) sendDurable(msg *api.Request) (abi.Status, []byte) {
 	v := in.v
 	d := v.h.opts.Durable
 	if d == nil {
-		return in.durableFailed("at least once: the host has no durable message store")
+		return in.durableFailed("at least once: " + ErrNoDurable.Error())
 	}
 	id := ""
 	meta := make([]abi.KV, 0, len(msg.Metadata)+1)

@@ -83,7 +83,7 @@ func TestDurableDeadLetter(t *testing.T) {
 	h := durableHost(t, eng, false)
 
 	assert.Equal(t, "ok m1", durableSend(t, h, "durable/sink/in", "m1", "fail"))
-	var dead []state.DeadLetter
+	var dead []host.DeadLetter
 	waitFor(t, func() bool {
 		var err error
 		dead, err = eng.DeadLetters(t.Context(), "durable", 0, 10)
@@ -106,6 +106,20 @@ func TestDurableDeadLetter(t *testing.T) {
 	// The handler saw the trace context the message was stored with.
 	assert.Equal(t, tp, kvValue(t, eng, "durable", "trace.m1"))
 	waitFor(t, func() bool { return pending(t, eng, "durable") == 0 }, "the dead letter leaves the module's stream")
+
+	// The handler fixed, the dead letter replayed: handled under its ID,
+	// and no longer a dead letter.
+	b, err := eng.Bucket(t.Context(), "durable", host.KVQuota{MaxBytes: 16 << 20, MaxValueSize: 64 << 10})
+	require.NoError(t, err)
+	_, err = b.Put(t.Context(), "fixed", []byte("yes"))
+	require.NoError(t, err)
+	require.NoError(t, h.ReplayDeadLetter(t.Context(), "durable", d.Seq))
+	waitFor(t, func() bool { return kvValue(t, eng, "durable", "handled.m1") == "1" }, "the replayed message handled")
+	assert.Equal(t, "4", kvValue(t, eng, "durable", "tries.m1"))
+	dead, err = h.DeadLetters(t.Context(), "durable", 0, 10)
+	require.NoError(t, err)
+	assert.Empty(t, dead)
+	assert.ErrorIs(t, h.ReplayDeadLetter(t.Context(), "durable", d.Seq), host.ErrNoDeadLetter)
 }
 
 // TestDurableRetry: a handler that fails twice and then succeeds handles
@@ -178,6 +192,8 @@ func TestDurableNoEngine(t *testing.T) {
 	assert.Equal(t, "unavailable: send durable/sink/in: unavailable: at least once: the host has no durable message store",
 		durableSend(t, h, "durable/sink/in", "n1", "x"))
 	assert.Equal(t, "", kvValue(t, eng, "durable", "tries.n1"))
+	_, err := h.DeadLetters(t.Context(), "durable", 0, 10)
+	assert.ErrorIs(t, err, host.ErrNoDurable)
 }
 
 // TestDurableRestart: messages stored and not yet delivered when the host

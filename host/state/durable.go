@@ -26,7 +26,10 @@ import (
 // "tinyhost.dead.<namespace>.<module>", with the headers Tinyhost-Error
 // and Tinyhost-Attempts.
 
-var _ host.Durable = (*Engine)(nil)
+var (
+	_ host.Durable     = (*Engine)(nil)
+	_ host.DeadLetters = (*Engine)(nil)
+)
 
 // Headers of a dead letter.
 const (
@@ -261,18 +264,8 @@ func (e *Engine) deadLetter(ctx context.Context, module, subject string, m jetst
 	_ = m.Term()
 }
 
-// DeadLetter is a message that failed its every attempt.
-type DeadLetter struct {
-	Seq      uint64
-	Message  abi.Message
-	Error    string
-	Attempts int
-	Time     time.Time
-}
-
-// DeadLetters returns up to limit dead letters of module, from sequence
-// from on.
-func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, limit int) ([]DeadLetter, error) {
+// DeadLetters implements host.DeadLetters.
+func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, limit int) ([]host.DeadLetter, error) {
 	_, dead, err := e.streams(ctx, module)
 	if err != nil {
 		return nil, err
@@ -281,7 +274,7 @@ func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, li
 	if err != nil {
 		return nil, err
 	}
-	var out []DeadLetter
+	var out []host.DeadLetter
 	if info.State.Msgs == 0 {
 		return nil, nil
 	}
@@ -298,7 +291,7 @@ func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, li
 			continue
 		}
 		n, _ := strconv.Atoi(raw.Header.Get(HeaderAttempts))
-		out = append(out, DeadLetter{Seq: raw.Sequence, Message: msg, Error: raw.Header.Get(HeaderError), Attempts: n, Time: raw.Time})
+		out = append(out, host.DeadLetter{Seq: raw.Sequence, Message: msg, Error: raw.Header.Get(HeaderError), Attempts: n, Time: raw.Time})
 	}
 	return out, nil
 }
@@ -315,4 +308,41 @@ func (e *Engine) Pending(ctx context.Context, module string) (uint64, error) {
 		return 0, err
 	}
 	return info.State.Msgs, nil
+}
+
+// ReplayDeadLetter implements host.DeadLetters: the dead letter goes back
+// onto the module's stream with its ID in its metadata, and under
+// "<ID>.replay.<seq>" as Nats-Msg-Id, so that a replay repeated within the
+// duplicate window is kept once while the original ID's window, if still
+// open, does not drop it. Then the dead letter is removed.
+func (e *Engine) ReplayDeadLetter(ctx context.Context, module string, seq uint64) error {
+	_, dead, err := e.streams(ctx, module)
+	if err != nil {
+		return err
+	}
+	raw, err := dead.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("%w: %d of module %q", host.ErrNoDeadLetter, seq, module)
+	}
+	if err != nil {
+		return err
+	}
+	msg, err := abi.DecodeMessage(raw.Data)
+	if err != nil {
+		return fmt.Errorf("dead letter %d of module %q: %w", seq, module, err)
+	}
+	_, subject, _, _ := StreamNames(e.cfg.Namespace, module)
+	id, _ := msg.Get(abi.MetaMessageID)
+	m := &nats.Msg{Subject: subject, Data: raw.Data, Header: nats.Header{}}
+	if tp, ok := msg.Get(abi.MetaTraceparent); ok {
+		m.Header.Set(abi.MetaTraceparent, tp)
+	}
+	if _, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+".replay."+strconv.FormatUint(seq, 10))); err != nil {
+		return mapPublishErr(err)
+	}
+	if err := dead.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return err
+	}
+	e.cfg.Logger.Info("dead letter replayed", "module", module, "seq", seq, "id", id)
+	return nil
 }

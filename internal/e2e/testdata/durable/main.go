@@ -5,7 +5,7 @@
 // message on its port "in" in the kv key "tries.<id>" and keeps the
 // message's trace context in "trace.<id>"; then, by the body:
 //
-//	fail    fails every time, with "boom <try>"
+//	fail    fails, with "boom <try>", until the key "fixed" has a value
 //	flaky   fails its first two tries, with "flaky <try>"
 //	other   succeeds, counting the message in "handled.<id>" and "handled"
 //
@@ -55,7 +55,9 @@ func sink(ctx *sdk.Context, _ string, payload []byte) ([]byte, error) {
 	}
 	switch string(payload) {
 	case "fail":
-		return nil, fmt.Errorf("boom %d", try)
+		if _, _, err := kv.Get("fixed"); err != nil {
+			return nil, fmt.Errorf("boom %d", try)
+		}
 	case "flaky":
 		if try <= 2 {
 			return nil, fmt.Errorf("flaky %d", try)
