@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,4 +68,48 @@ func TestDurableNoStore(t *testing.T) {
 	d := durableDaemon(t, "durable")
 	assert.Equal(t, "unavailable: send tally/sink/in: unavailable: at least once: the host has no durable message store",
 		d.invoke(t, "durable", "src", "send", "tally/sink/in n1 x"))
+}
+
+// TestDeadLettersCLI: a message whose handler fails every time is, after
+// --durable-max-attempts deliveries, listed by tinyctl deadletters with
+// its error, shown in full, and once the handler is fixed, replayed and
+// handled; then there are no dead letters.
+func TestDeadLettersCLI(t *testing.T) {
+	d := durableDaemon(t, "durable", "--state-dir", t.TempDir(), "--durable-max-attempts", "2", "--durable-backoff", "10ms")
+	tinyctl := e2e.Binary(t, "cmd/tinyctl")
+	ctl := func(args ...string) e2e.Result {
+		t.Helper()
+		res := e2e.Run(t, []string{"TINYCTL_ADDR=" + d.h.Addr}, tinyctl, args...)
+		t.Logf("$ tinyctl %s (exit %d)\n%s%s", strings.Join(args, " "), res.Code, res.Stdout, res.Stderr)
+		return res
+	}
+	require.Equal(t, "ok m1", d.invoke(t, "durable", "src", "send", "durable/sink/in m1 fail"))
+	var list e2e.Result
+	require.Eventually(t, func() bool {
+		list = ctl("deadletters", "list", "durable")
+		return list.Code == 0 && strings.Contains(list.Stdout, "m1")
+	}, 2*time.Minute, 20*time.Millisecond, "the message in the dead letters")
+	lines := strings.Split(strings.TrimSpace(list.Stdout), "\n")
+	require.Len(t, lines, 2, list.Stdout)
+	f := strings.Fields(lines[1])
+	require.GreaterOrEqual(t, len(f), 5, lines[1])
+	assert.Equal(t, []string{"m1", "durable/sink/in", "2"}, f[1:4])
+	assert.Contains(t, lines[1], "boom 2")
+	seq := f[0]
+
+	show := ctl("deadletters", "show", "durable", seq)
+	require.Equal(t, 0, show.Code, show.Stderr)
+	assert.Contains(t, show.Stdout, "attempts:  2\n")
+	assert.Contains(t, show.Stdout, `metadata:  tinyhost-message-id="m1"`)
+	assert.Contains(t, show.Stdout, `payload:   "fail"`)
+
+	d.invoke(t, "durable", "kv", "put", "fixed yes")
+	replay := ctl("deadletters", "replay", "durable", seq)
+	require.Equal(t, 0, replay.Code, replay.Stderr)
+	require.Eventually(t, func() bool { return d.invoke(t, "durable", "kv", "get", "handled.m1") == "1" }, 2*time.Minute, 10*time.Millisecond)
+	list = ctl("deadletters", "list", "durable")
+	require.Equal(t, 0, list.Code, list.Stderr)
+	assert.Equal(t, "SEQ  ID  TO  ATTEMPTS  ERROR\n", list.Stdout)
+	again := ctl("deadletters", "replay", "durable", seq)
+	assert.Equal(t, 3, again.Code, "NOT_FOUND: %s", again.Stderr)
 }

@@ -96,6 +96,12 @@ func get(ctx *sdk.Context, _ string, key []byte) ([]byte, error) {
 	return v, err
 }
 
+func put(ctx *sdk.Context, _ string, kv []byte) ([]byte, error) {
+	k, v, _ := strings.Cut(string(kv), " ")
+	_, err := ctx.KV().Put(k, []byte(v))
+	return nil, err
+}
+
 // incr adds one to the decimal count under key, retrying while another
 // writer wins the compare-and-swap.
 func incr(kv sdk.KV, key string) (int, error) {
@@ -121,7 +127,7 @@ func init() {
 	sdk.Register(sdk.Module{Name: "durable", Version: "1.0.0"},
 		sdk.Component{Name: "src", Ports: []sdk.Port{{Name: "send", Handle: send}}},
 		sdk.Component{Name: "sink", Ports: []sdk.Port{{Name: "in", Handle: sink}}},
-		sdk.Component{Name: "kv", Ports: []sdk.Port{{Name: "get", Handle: get}}},
+		sdk.Component{Name: "kv", Ports: []sdk.Port{{Name: "get", Handle: get}, {Name: "put", Handle: put}}},
 		sdk.Component{Name: "split", Ports: []sdk.Port{{Name: "in", Handle: split}, {Name: "out", Direction: sdk.Output}}},
 	)
 }
