@@ -100,6 +100,19 @@ func (h *Host) deadLetters(module string) (DeadLetters, error) {
 // that has none.
 var ErrNoDurable = errors.New("the host has no durable message store")
 
+// DurableCounts counts what a Durable did with one module's messages
+// since it started.
+type DurableCounts struct {
+	// Published: messages stored (duplicates dropped are not).
+	Published uint64
+	// Delivered: deliveries whose handler succeeded and were acknowledged.
+	Delivered uint64
+	// Redelivered: deliveries after the first of a message.
+	Redelivered uint64
+	// DeadLettered: messages moved to the dead letters.
+	DeadLettered uint64
+}
+
 // ErrDurableFull is the error of Durable.Publish when the target module's
 // store is full.
 var ErrDurableFull = errors.New("the module's message store is full")

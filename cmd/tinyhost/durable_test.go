@@ -75,7 +75,7 @@ func TestDurableNoStore(t *testing.T) {
 // its error, shown in full, and once the handler is fixed, replayed and
 // handled; then there are no dead letters.
 func TestDeadLettersCLI(t *testing.T) {
-	d := durableDaemon(t, "durable", "--state-dir", t.TempDir(), "--durable-max-attempts", "2", "--durable-backoff", "10ms")
+	d := durableDaemon(t, "durable", "--state-dir", t.TempDir(), "--durable-max-attempts", "2", "--durable-backoff", "10ms", "--metrics", "127.0.0.1:0")
 	tinyctl := e2e.Binary(t, "cmd/tinyctl")
 	ctl := func(args ...string) e2e.Result {
 		t.Helper()
@@ -112,4 +112,17 @@ func TestDeadLettersCLI(t *testing.T) {
 	assert.Equal(t, "SEQ  ID  TO  ATTEMPTS  ERROR\n", list.Stdout)
 	again := ctl("deadletters", "replay", "durable", seq)
 	assert.Equal(t, 3, again.Code, "NOT_FOUND: %s", again.Stderr)
+
+	// Published once and again by the replay; delivered twice and
+	// failed (the second a redelivery), dead-lettered, then delivered
+	// once and acknowledged.
+	text := metricsText(t, metricsAddr(t, d.h))
+	for _, want := range []string{
+		`tinyhost_durable_messages_total{event="published",module="durable"} 2`,
+		`tinyhost_durable_messages_total{event="delivered",module="durable"} 1`,
+		`tinyhost_durable_messages_total{event="redelivered",module="durable"} 1`,
+		`tinyhost_durable_messages_total{event="dead_lettered",module="durable"} 1`,
+	} {
+		assert.Contains(t, text, want)
+	}
 }

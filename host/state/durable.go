@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,8 +106,31 @@ func (e *Engine) Publish(ctx context.Context, msg *abi.Message) error {
 	if tp, ok := msg.Get(abi.MetaTraceparent); ok {
 		m.Header.Set(abi.MetaTraceparent, tp) // for the store's own tools
 	}
-	_, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(id))
-	return mapPublishErr(err)
+	ack, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(id))
+	if err != nil {
+		return mapPublishErr(err)
+	}
+	if !ack.Duplicate {
+		e.count(msg.Module, func(c *host.DurableCounts) { c.Published++ })
+	}
+	return nil
+}
+
+// count applies add to module's counts.
+func (e *Engine) count(module string, add func(*host.DurableCounts)) {
+	e.mu.Lock()
+	c := e.counts[module]
+	add(&c)
+	e.counts[module] = c
+	e.mu.Unlock()
+}
+
+// Counts returns what the engine did with each module's messages since it
+// opened.
+func (e *Engine) Counts() map[string]host.DurableCounts {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.counts)
 }
 
 // mapPublishErr maps a stream's refusal of a message for its limits to
@@ -183,6 +207,9 @@ func (e *Engine) deliver(ctx context.Context, module, deadSubject string, m jets
 		return
 	}
 	attempt := int(md.NumDelivered)
+	if attempt > 1 {
+		e.count(module, func(c *host.DurableCounts) { c.Redelivered++ })
+	}
 	if attempt > e.cfg.MaxAttempts {
 		e.deadLetter(ctx, module, deadSubject, m, fmt.Sprintf("not acknowledged within AckWait %v", e.cfg.AckWait), attempt-1)
 		return
@@ -197,7 +224,9 @@ func (e *Engine) deliver(ctx context.Context, module, deadSubject string, m jets
 	case err == nil:
 		if err := m.DoubleAck(ctx); err != nil {
 			e.cfg.Logger.Warn("durable message handled but not acknowledged: it will be delivered again", "module", module, "error", err)
+			return
 		}
+		e.count(module, func(c *host.DurableCounts) { c.Delivered++ })
 	case ctx.Err() != nil:
 		_ = m.Nak() // the consumer stops: another host, or this one later, takes it
 	case attempt >= e.cfg.MaxAttempts:
@@ -261,6 +290,7 @@ func (e *Engine) deadLetter(ctx context.Context, module, subject string, m jetst
 		return
 	}
 	e.cfg.Logger.Warn("message moved to the dead letters", "module", module, "id", id, "attempts", attempts, "error", reason)
+	e.count(module, func(c *host.DurableCounts) { c.DeadLettered++ })
 	_ = m.Term()
 }
 
@@ -337,8 +367,12 @@ func (e *Engine) ReplayDeadLetter(ctx context.Context, module string, seq uint64
 	if tp, ok := msg.Get(abi.MetaTraceparent); ok {
 		m.Header.Set(abi.MetaTraceparent, tp)
 	}
-	if _, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+".replay."+strconv.FormatUint(seq, 10))); err != nil {
+	ack, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+".replay."+strconv.FormatUint(seq, 10)))
+	if err != nil {
 		return mapPublishErr(err)
+	}
+	if !ack.Duplicate {
+		e.count(module, func(c *host.DurableCounts) { c.Published++ })
 	}
 	if err := dead.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return err

@@ -99,6 +99,7 @@ type Engine struct {
 	mu         sync.Mutex
 	buckets    map[string]*bucket
 	msgStreams map[string][2]jetstream.Stream // module → messages, dead letters
+	counts     map[string]host.DurableCounts
 }
 
 var _ host.KV = (*Engine)(nil)
@@ -109,7 +110,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
-	e := &Engine{cfg: cfg, buckets: map[string]*bucket{}, msgStreams: map[string][2]jetstream.Stream{}}
+	e := &Engine{cfg: cfg, buckets: map[string]*bucket{}, msgStreams: map[string][2]jetstream.Stream{}, counts: map[string]host.DurableCounts{}}
 	var opts []nats.Option
 	if cfg.Dir != "" {
 		srv, err := embedded(cfg)

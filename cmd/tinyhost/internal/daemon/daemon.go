@@ -285,6 +285,9 @@ func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport api.
 	// The metrics read the host's modules at scrape time.
 	src := &hostSource{}
 	m := metrics.New(src)
+	if kv != nil {
+		m.WithDurable(kv)
+	}
 	opts := hostOptions(cfg, log, m, transport)
 	opts.Tracer = tracer
 	opts.Fetcher = fetcher
