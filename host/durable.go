@@ -134,6 +134,11 @@ func durableAsked(meta []abi.KV) bool {
 // one the host makes a random one.
 func (in *instance) sendDurable(msg *api.Request) (abi.Status, []byte) {
 	v := in.v
+	if abi.IsSystemPort(msg.Port) {
+		// As route refuses it for a send at most once.
+		err := v.h.systemPort(msg)
+		return failed(kindStatus(err), "%s", cause(err, abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}))
+	}
 	d := v.h.opts.Durable
 	if d == nil {
 		return in.durableFailed("at least once: " + ErrNoDurable.Error())
@@ -213,6 +218,12 @@ func (h *Host) startDurable(ctx context.Context, module string) {
 		return
 	}
 	stop, err := d.Consume(ctx, module, func(ctx context.Context, msg *abi.Message) error {
+		// The store is shared: what it holds is checked as a peer's
+		// message is.
+		msg.Module = module
+		if abi.IsSystemPort(msg.Port) {
+			return h.systemPort(msg)
+		}
 		_, err := h.invoke(ctx, msg, false, nil)
 		return err
 	})

@@ -183,6 +183,16 @@ func TestDurableFull(t *testing.T) {
 	assert.Equal(t, uint64(accepted), pending(t, eng, "elsewhere"))
 }
 
+// TestDurableSystemPort: a send at least once to a system port is denied,
+// as one at most once is, and nothing is stored.
+func TestDurableSystemPort(t *testing.T) {
+	eng := openState(t, state.Config{})
+	h := durableHost(t, eng, false)
+	answer := durableSend(t, h, "durable/sink/_settings", "p1", "{}")
+	assert.True(t, strings.HasPrefix(answer, "denied: send durable/sink/_settings: denied: "), answer)
+	assert.Equal(t, uint64(0), pending(t, eng, "durable"))
+}
+
 // TestDurableNoEngine: a send at least once on a host without a durable
 // engine answers status unavailable with the reason, rather than going
 // at most once.
