@@ -79,7 +79,10 @@ type Config struct {
 	// 64 MiB.
 	MaxStreamBytes int64
 	// MaxInFlight bounds the messages of one module that one host
-	// handles at once. Default 64.
+	// handles at once, and the module's messages delivered and not yet
+	// acknowledged over all its hosts (the shared consumer's
+	// MaxAckPending, as the host that last started it set it). Default
+	// 64.
 	MaxInFlight int
 
 	// Timeout bounds starting the embedded server and connecting.
