@@ -66,7 +66,7 @@ type Config struct {
 	MaxAttempts int
 	// AckWait is how long a delivery may go without word from its host
 	// (a handler still running says so every third of it) before the
-	// message is delivered again. Default 30s.
+	// message is delivered again. At least 1s; default 30s.
 	AckWait time.Duration
 	// Backoff is the delay before a failed message's second attempt,
 	// doubled for each further one, at most AckWait. Default 1s.
@@ -190,6 +190,9 @@ func (cfg *Config) fill() error {
 		if *d.v <= 0 {
 			*d.v = d.def
 		}
+	}
+	if cfg.AckWait < time.Second {
+		return fmt.Errorf("ack wait %v: want at least 1s, so that a running handler's word, every third of it, arrives in time", cfg.AckWait)
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
