@@ -252,7 +252,11 @@
 // reaches a log, an error or a listing. The kv import (kv.go) serves a
 // module granted kv from its own bucket of Options.KV (package host/state
 // on NATS JetStream), the bucket named by the store from the module's
-// name, within the module's KV limits. The host routes
+// name, within the module's KV limits. A send that asks for delivery at
+// least once, and an emit on a wire that does (SetWires), is stored
+// through Options.Durable before it returns, and the module's hosts
+// consume it from there from its load to its unload (durable.go). The
+// host routes
 // what guests send, call
 // and emit on wired ports: it holds the wiring of output ports (SetWiring)
 // and the routes to modules on other hosts (SetRoutes: module → the

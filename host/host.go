@@ -36,6 +36,11 @@ type Host struct {
 	routes  atomic.Pointer[routeTable]
 	wires   atomic.Pointer[wireTable]
 
+	// durStop stops the consumer of each loaded module's durable
+	// messages (durable.go).
+	durMu   sync.Mutex
+	durStop map[string]func()
+
 	rt     wazero.Runtime
 	cache  wazero.CompilationCache
 	modCfg wazero.ModuleConfig
@@ -192,6 +197,7 @@ func (h *Host) Close(ctx context.Context) error {
 	if h.dir != nil {
 		h.dir.close()
 	}
+	h.stopDurable("")
 	for _, m := range mods {
 		m.timers.Stop()
 		if v := m.current.Swap(nil); v != nil {
@@ -355,6 +361,7 @@ func (h *Host) unload(name, source string) error {
 	h.mu.Unlock()
 
 	m.timers.Stop()
+	h.stopDurable(name)
 	v.gone.Store(true)
 	h.dog.Sweep(h.clock())
 	v.retire()

@@ -372,7 +372,13 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 			if in.trace.ctx != nil {
 				out.Metadata, sp = in.emitSpan(from, t, meta)
 			}
-			st, reason := in.sendAway(out)
+			var st abi.Status
+			var reason []byte
+			if v.h.wiredDurable(from, t) {
+				st, reason = in.emitDurable(out)
+			} else {
+				st, reason = in.sendAway(out)
+			}
 			if sp != nil {
 				var err error
 				if st != abi.StatusOK {
@@ -460,6 +466,9 @@ func (in *instance) forward(what string, req []byte, sink *replySink) (abi.Statu
 		return failed(abi.StatusHopLimit, "hop limit %d reached (a cycle?)", v.h.opts.HopLimit)
 	}
 	msg.Metadata = in.forwardMetadata(msg.Metadata, next)
+	if !wait && durableAsked(msg.Metadata) {
+		return in.sendDurable(&msg)
+	}
 	if !wait {
 		return in.sendAway(&msg)
 	}

@@ -79,6 +79,10 @@ type instance struct {
 	violation error
 	stdout    stdio.Writer
 	stderr    stdio.Writer
+
+	// durables counts the call's emits on wires delivered at least once,
+	// which name their messages' IDs (emitDurable).
+	durables int
 }
 
 // newInstance instantiates the version's compiled module, runs
@@ -390,6 +394,7 @@ func (in *instance) handle(ctx context.Context, m *abi.Message, n int, deadline 
 
 	in.component = m.Component
 	in.meta = m.Metadata
+	in.durables = 0
 	in.hops = hops(m.Metadata)
 	in.collect = collect
 	in.begin(ctx, deadline)

@@ -288,6 +288,21 @@ func statusError(s abi.Status, reason []byte) error {
 	return errors.New(s.String() + ": " + string(reason))
 }
 
+// inheritedDelivery counts the delivery entries of meta, the metadata of
+// the message being handled; nil when there are none.
+func inheritedDelivery(meta []abi.KV) map[abi.KV]int {
+	var n map[abi.KV]int
+	for _, kv := range meta {
+		if kv.Key == abi.MetaDelivery || kv.Key == abi.MetaMessageID {
+			if n == nil {
+				n = map[abi.KV]int{}
+			}
+			n[kv]++
+		}
+	}
+	return n
+}
+
 // forwardMetadata returns the metadata of a message the handler forwards:
 // its own entries, the caller's trace context unless it set one (a new one
 // when neither has one, so that the log lines of every host the message
@@ -295,12 +310,20 @@ func statusError(s abi.Status, reason []byte) error {
 func (in *instance) forwardMetadata(own []abi.KV, hops int) []abi.KV {
 	out := make([]abi.KV, 0, len(own)+2)
 	trace := false
+	inherited := inheritedDelivery(in.meta)
 	for _, kv := range own {
 		switch kv.Key {
 		case abi.MetaHops:
 			continue
 		case abi.MetaTraceparent:
 			trace = true
+		case abi.MetaDelivery, abi.MetaMessageID:
+			// The SDK passes the handled message's entries on; only
+			// those the guest added ask for a delivery or name an ID.
+			if inherited[kv] > 0 {
+				inherited[kv]--
+				continue
+			}
 		}
 		out = append(out, kv)
 	}

@@ -73,6 +73,7 @@ func (h *Host) loadDigest(ctx context.Context, sum [32]byte, wasm []byte, file s
 	// The source may be a file's name, which is any bytes.
 	h.log.Info(what, "module", v.name, "version", api.GuestText(v.desc.Version), "source", api.GuestText(source), "digest", v.digest[:12])
 	h.events.publish(Event{Type: typ, Module: v.name, Version: v.desc.Version, Source: source})
+	h.startDurable(ctx, v.name)
 	info := v.info()
 	info.Upgraded = upgraded
 	return info, nil

@@ -129,6 +129,12 @@ type Options struct {
 	// abi.StatusUnavailable.
 	KV KV
 
+	// Durable stores the messages guests send at least once
+	// (abi.MetaDelivery) and delivers them to the modules loaded here;
+	// package host/state is the NATS JetStream one. The host does not
+	// close it. Default nil: such a send answers abi.StatusUnavailable.
+	Durable Durable
+
 	// Snapshots says which modules' instances start from a snapshot of an
 	// initialised instance instead of running the module's start function
 	// and _initialize each time (see Snapshots and "Snapshots" in

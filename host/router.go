@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
@@ -48,6 +49,8 @@ func (rt *route) replicas() api.Replicas {
 type wireTable struct {
 	gen   uint64
 	wires map[abi.Address][]abi.Address
+	// durable holds the wires delivered at least once.
+	durable map[[2]abi.Address]bool
 }
 
 // SetRoutes replaces the route table: module → the addresses
@@ -213,6 +216,13 @@ func (h *Host) Routes() (uint64, map[string][]string) {
 // stale generation sets nothing). Wiring needs no Transport unless a
 // target is remote.
 func (h *Host) SetWiring(gen uint64, wires map[string][]string) error {
+	return h.SetWires(gen, api.WireList(wires, ""))
+}
+
+// SetWires is SetWiring with each wire's delivery: a wire whose Delivery
+// is abi.DeliveryAtLeastOnce sends what is emitted at least once (through
+// Options.Durable, see durable.go).
+func (h *Host) SetWires(gen uint64, wires []Wire) error {
 	next, refused := parseWiring(gen, wires)
 	err := h.replace("wiring", gen, func() uint64 { return h.wires.Load().gen }, func() {
 		h.wires.Store(next)
@@ -241,27 +251,67 @@ type refusedWire struct {
 }
 
 // parseWiring is the table of the good wires, and the refused ones.
-func parseWiring(gen uint64, wires map[string][]string) (*wireTable, []refusedWire) {
+func parseWiring(gen uint64, wires []Wire) (*wireTable, []refusedWire) {
 	next := &wireTable{gen: gen, wires: make(map[abi.Address][]abi.Address, len(wires))}
 	var refused []refusedWire
-	for _, from := range slices.Sorted(maps.Keys(wires)) {
-		f, err := api.ParseWireEnd(from)
-		if err != nil {
-			refused = append(refused, refusedWire{api.RefusedWire{From: from, Reason: err.Error()}, err})
+	badFrom := map[string]bool{}
+	for _, w := range wires {
+		if badFrom[w.From] {
 			continue
 		}
-		for _, to := range wires[from] {
-			t, err := api.ParseWireEnd(to)
-			if err != nil {
-				refused = append(refused, refusedWire{api.RefusedWire{From: from, To: to, Reason: err.Error()}, err})
-				continue
+		f, err := api.ParseWireEnd(w.From)
+		if err != nil {
+			badFrom[w.From] = true
+			refused = append(refused, refusedWire{api.RefusedWire{From: w.From, Reason: err.Error()}, err})
+			continue
+		}
+		if w.To == "" {
+			continue // an output port wired to nothing
+		}
+		t, err := api.ParseWireEnd(w.To)
+		if err == nil && w.Delivery != "" && w.Delivery != abi.DeliveryAtLeastOnce {
+			err = fmt.Errorf("delivery %q: want %q or none (at most once)", w.Delivery, abi.DeliveryAtLeastOnce)
+		}
+		if err != nil {
+			refused = append(refused, refusedWire{api.RefusedWire{From: w.From, To: w.To, Reason: err.Error()}, err})
+			continue
+		}
+		if !slices.Contains(next.wires[f], t) {
+			next.wires[f] = append(next.wires[f], t)
+		}
+		if w.Delivery == abi.DeliveryAtLeastOnce {
+			if next.durable == nil {
+				next.durable = map[[2]abi.Address]bool{}
 			}
-			if !slices.Contains(next.wires[f], t) {
-				next.wires[f] = append(next.wires[f], t)
-			}
+			next.durable[[2]abi.Address{f, t}] = true
 		}
 	}
 	return next, refused
+}
+
+// Wire is one wire of SetWires (api.Wire).
+type Wire = api.Wire
+
+// Wires returns the wiring with each wire's delivery, and its generation.
+func (h *Host) Wires() (uint64, []Wire) {
+	w := h.wires.Load()
+	var out []Wire
+	for _, from := range slices.SortedFunc(maps.Keys(w.wires), func(a, b abi.Address) int { return strings.Compare(a.String(), b.String()) }) {
+		for _, t := range w.wires[from] {
+			wire := Wire{From: from.String(), To: t.String()}
+			if w.durable[[2]abi.Address{from, t}] {
+				wire.Delivery = abi.DeliveryAtLeastOnce
+			}
+			out = append(out, wire)
+		}
+	}
+	return w.gen, out
+}
+
+// wiredDurable reports whether the wire from to is delivered at least
+// once.
+func (h *Host) wiredDurable(from, to abi.Address) bool {
+	return h.wires.Load().durable[[2]abi.Address{from, to}]
 }
 
 // Wiring returns the wiring and its generation.

@@ -110,8 +110,9 @@ func (c *Context) Call(address string, payload []byte) ([]byte, error) {
 	return append([]byte(nil), res...), nil
 }
 
-// send makes the host call fn; a reply in a buffer of its own is owned.
-func (c *Context) send(fn hostFunc, op, address string, payload []byte) (reply []byte, owned bool, err error) {
+// send makes the host call fn, the message carrying the entries extra
+// after the handled message's; a reply in a buffer of its own is owned.
+func (c *Context) send(fn hostFunc, op, address string, payload []byte, extra ...abi.KV) (reply []byte, owned bool, err error) {
 	if c.comp == nil {
 		return nil, false, errOutsideCall
 	}
@@ -120,7 +121,14 @@ func (c *Context) send(fn hostFunc, op, address string, payload []byte) (reply [
 	if !ok1 || !ok2 || module == "" || component == "" || port == "" || strings.IndexByte(port, '/') >= 0 {
 		return nil, false, &Error{Status: abi.StatusBadRequest, Message: fmt.Sprintf("%s: address %q: want module/component/port", op, address)}
 	}
-	s, res, owned := c.in.callOwn(fn, c.in.message(c.in.names(module, component, port), payload), fn == fnCall)
+	names := c.in.names(module, component, port)
+	var msg []byte
+	if len(extra) == 0 {
+		msg = c.in.message(names, payload)
+	} else {
+		msg = c.in.messageWith(names, payload, extra)
+	}
+	s, res, owned := c.in.callOwn(fn, msg, fn == fnCall)
 	if s != abi.StatusOK {
 		return nil, false, hostError(s, op, address, res)
 	}

@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/tinyhost/tinyhost/abi"
@@ -45,6 +47,33 @@ type Routing interface {
 	Routes() (generation uint64, routes map[string][]string)
 	SetWiring(generation uint64, wires map[string][]string) error
 	Wiring() (generation uint64, wires map[string][]string)
+	// SetWires and Wires are SetWiring and Wiring with each wire's
+	// delivery.
+	SetWires(generation uint64, wires []Wire) error
+	Wires() (generation uint64, wires []Wire)
+}
+
+// Wire is one wire: From "module/component/outport", To
+// "module/component/inport", and the delivery of what is emitted on it,
+// "" (at most once) or abi.DeliveryAtLeastOnce.
+type Wire struct {
+	From, To, Delivery string
+}
+
+// WireList is the wires of a wiring table, delivered as delivery says,
+// ordered by output port; an output port wired to nothing is a wire
+// without To.
+func WireList(wiring map[string][]string, delivery string) []Wire {
+	var out []Wire
+	for _, from := range slices.Sorted(maps.Keys(wiring)) {
+		if len(wiring[from]) == 0 {
+			out = append(out, Wire{From: from, Delivery: delivery})
+		}
+		for _, to := range wiring[from] {
+			out = append(out, Wire{From: from, To: to, Delivery: delivery})
+		}
+	}
+	return out
 }
 
 // RefusedWire is a wire that SetWiring left out, and why. To is empty

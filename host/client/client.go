@@ -153,6 +153,20 @@ func (c *Client) SetSecrets(ctx context.Context, module string, secrets map[stri
 	return hostv1.Error(err)
 }
 
+// DeadLetters lists up to limit (0: the host's default) of module's dead
+// letters, from sequence from on (0: the oldest).
+func (c *Client) DeadLetters(ctx context.Context, module string, from uint64, limit uint32) ([]*hostv1.DeadLetter, error) {
+	resp, err := c.rpc.ListDeadLetters(ctx, &hostv1.ListDeadLettersRequest{Module: module, From: from, Limit: limit})
+	return resp.GetDeadLetters(), hostv1.Error(err)
+}
+
+// ReplayDeadLetter makes module's dead letter seq a message of the module
+// again.
+func (c *Client) ReplayDeadLetter(ctx context.Context, module string, seq uint64) error {
+	_, err := c.rpc.ReplayDeadLetter(ctx, &hostv1.ReplayDeadLetterRequest{Module: module, Seq: seq})
+	return hostv1.Error(err)
+}
+
 // Wiring returns the host's wiring and its generation.
 func (c *Client) Wiring(ctx context.Context) (*hostv1.GetWiringResponse, error) {
 	resp, err := c.rpc.GetWiring(ctx, &hostv1.GetWiringRequest{})

@@ -348,6 +348,39 @@ func WiresFromProto(wires []*Wire) map[string][]string {
 	return out
 }
 
+// WireListProto is wires on the wire: one Wire per output port and
+// delivery, in the order of wires.
+func WireListProto(wires []api.Wire) []*Wire {
+	var out []*Wire
+	at := map[[2]string]*Wire{}
+	for _, w := range wires {
+		k := [2]string{w.From, w.Delivery}
+		if pw := at[k]; pw != nil {
+			pw.To = append(pw.To, w.To)
+			continue
+		}
+		pw := &Wire{From: w.From, To: []string{w.To}, Delivery: w.Delivery}
+		at[k] = pw
+		out = append(out, pw)
+	}
+	return out
+}
+
+// WireListFromProto is the wires on the wire, each with its Wire's
+// delivery; an output port wired to nothing is a wire without To.
+func WireListFromProto(wires []*Wire) []api.Wire {
+	var out []api.Wire
+	for _, w := range wires {
+		if len(w.GetTo()) == 0 {
+			out = append(out, api.Wire{From: w.GetFrom(), Delivery: w.GetDelivery()})
+		}
+		for _, to := range w.GetTo() {
+			out = append(out, api.Wire{From: w.GetFrom(), To: to, Delivery: w.GetDelivery()})
+		}
+	}
+	return out
+}
+
 // SetWiringResponseOf is SetWiring's answer when some wires were refused.
 func SetWiringResponseOf(refused *api.WiresRefused) *SetWiringResponse {
 	resp := &SetWiringResponse{Generation: refused.Generation}

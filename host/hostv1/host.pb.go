@@ -2427,9 +2427,12 @@ func (x *GetRoutesResponse) GetRoutes() []*Route {
 
 // Wire connects an output port to input ports: "module/component/port".
 type Wire struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	To            []string               `protobuf:"bytes,2,rep,name=to,proto3" json:"to,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To    []string               `protobuf:"bytes,2,rep,name=to,proto3" json:"to,omitempty"`
+	// How what is emitted on the wire is delivered: "" at most once, or
+	// "at-least-once" (stored, retried, dead letters; ABI.md section 5).
+	Delivery      string `protobuf:"bytes,3,opt,name=delivery,proto3" json:"delivery,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2476,6 +2479,13 @@ func (x *Wire) GetTo() []string {
 		return x.To
 	}
 	return nil
+}
+
+func (x *Wire) GetDelivery() string {
+	if x != nil {
+		return x.Delivery
+	}
+	return ""
 }
 
 type SetWiringRequest struct {
@@ -2825,6 +2835,279 @@ func (*SetSecretsResponse) Descriptor() ([]byte, []int) {
 	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{40}
 }
 
+type ListDeadLettersRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Module string                 `protobuf:"bytes,1,opt,name=module,proto3" json:"module,omitempty"`
+	// The first sequence to list (0: from the oldest).
+	From uint64 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	// At most this many (0: 100; at most 1000).
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLettersRequest) Reset() {
+	*x = ListDeadLettersRequest{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLettersRequest) ProtoMessage() {}
+
+func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListDeadLettersRequest) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *ListDeadLettersRequest) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ListDeadLettersRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListDeadLettersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DeadLetters   []*DeadLetter          `protobuf:"bytes,1,rep,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLettersResponse) Reset() {
+	*x = ListDeadLettersResponse{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLettersResponse) ProtoMessage() {}
+
+func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListDeadLettersResponse) GetDeadLetters() []*DeadLetter {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return nil
+}
+
+// DeadLetter is a message sent at least once whose every attempt failed.
+type DeadLetter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its sequence among the module's dead letters: what replay names.
+	Seq     uint64   `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Message *Message `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The last attempt's error.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Attempts      uint32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	TimeUnixNano  int64  `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetter) Reset() {
+	*x = DeadLetter{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetter) ProtoMessage() {}
+
+func (x *DeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
+func (*DeadLetter) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DeadLetter) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+type ReplayDeadLetterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Module        string                 `protobuf:"bytes,1,opt,name=module,proto3" json:"module,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayDeadLetterRequest) Reset() {
+	*x = ReplayDeadLetterRequest{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayDeadLetterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayDeadLetterRequest) ProtoMessage() {}
+
+func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayDeadLetterRequest.ProtoReflect.Descriptor instead.
+func (*ReplayDeadLetterRequest) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ReplayDeadLetterRequest) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type ReplayDeadLetterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayDeadLetterResponse) Reset() {
+	*x = ReplayDeadLetterResponse{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayDeadLetterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayDeadLetterResponse) ProtoMessage() {}
+
+func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayDeadLetterResponse.ProtoReflect.Descriptor instead.
+func (*ReplayDeadLetterResponse) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{45}
+}
+
 var File_tinyhost_host_v1_host_proto protoreflect.FileDescriptor
 
 const file_tinyhost_host_v1_host_proto_rawDesc = "" +
@@ -3022,10 +3305,11 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12/\n" +
-	"\x06routes\x18\x02 \x03(\v2\x17.tinyhost.host.v1.RouteR\x06routes\"*\n" +
+	"\x06routes\x18\x02 \x03(\v2\x17.tinyhost.host.v1.RouteR\x06routes\"F\n" +
 	"\x04Wire\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
-	"\x02to\x18\x02 \x03(\tR\x02to\"`\n" +
+	"\x02to\x18\x02 \x03(\tR\x02to\x12\x1a\n" +
+	"\bdelivery\x18\x03 \x01(\tR\bdelivery\"`\n" +
 	"\x10SetWiringRequest\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -3052,7 +3336,24 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\fSecretsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x14\n" +
-	"\x12SetSecretsResponse2\xca\t\n" +
+	"\x12SetSecretsResponse\"Z\n" +
+	"\x16ListDeadLettersRequest\x12\x16\n" +
+	"\x06module\x18\x01 \x01(\tR\x06module\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"Z\n" +
+	"\x17ListDeadLettersResponse\x12?\n" +
+	"\fdead_letters\x18\x01 \x03(\v2\x1c.tinyhost.host.v1.DeadLetterR\vdeadLetters\"\xab\x01\n" +
+	"\n" +
+	"DeadLetter\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x123\n" +
+	"\amessage\x18\x02 \x01(\v2\x19.tinyhost.host.v1.MessageR\amessage\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\rR\battempts\x12$\n" +
+	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\"C\n" +
+	"\x17ReplayDeadLetterRequest\x12\x16\n" +
+	"\x06module\x18\x01 \x01(\tR\x06module\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x1a\n" +
+	"\x18ReplayDeadLetterResponse2\x9d\v\n" +
 	"\vHostService\x12E\n" +
 	"\x04Info\x12\x1d.tinyhost.host.v1.InfoRequest\x1a\x1e.tinyhost.host.v1.InfoResponse\x12Z\n" +
 	"\vListModules\x12$.tinyhost.host.v1.ListModulesRequest\x1a%.tinyhost.host.v1.ListModulesResponse\x12Y\n" +
@@ -3069,7 +3370,9 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\tSetWiring\x12\".tinyhost.host.v1.SetWiringRequest\x1a#.tinyhost.host.v1.SetWiringResponse\x12T\n" +
 	"\tGetWiring\x12\".tinyhost.host.v1.GetWiringRequest\x1a#.tinyhost.host.v1.GetWiringResponse\x12W\n" +
 	"\n" +
-	"SetSecrets\x12#.tinyhost.host.v1.SetSecretsRequest\x1a$.tinyhost.host.v1.SetSecretsResponseB1Z/github.com/tinyhost/tinyhost/host/hostv1;hostv1b\x06proto3"
+	"SetSecrets\x12#.tinyhost.host.v1.SetSecretsRequest\x1a$.tinyhost.host.v1.SetSecretsResponse\x12f\n" +
+	"\x0fListDeadLetters\x12(.tinyhost.host.v1.ListDeadLettersRequest\x1a).tinyhost.host.v1.ListDeadLettersResponse\x12i\n" +
+	"\x10ReplayDeadLetter\x12).tinyhost.host.v1.ReplayDeadLetterRequest\x1a*.tinyhost.host.v1.ReplayDeadLetterResponseB1Z/github.com/tinyhost/tinyhost/host/hostv1;hostv1b\x06proto3"
 
 var (
 	file_tinyhost_host_v1_host_proto_rawDescOnce sync.Once
@@ -3084,123 +3387,134 @@ func file_tinyhost_host_v1_host_proto_rawDescGZIP() []byte {
 }
 
 var file_tinyhost_host_v1_host_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_tinyhost_host_v1_host_proto_goTypes = []any{
-	(WatchEvent_Type)(0),          // 0: tinyhost.host.v1.WatchEvent.Type
-	(*InfoRequest)(nil),           // 1: tinyhost.host.v1.InfoRequest
-	(*InfoResponse)(nil),          // 2: tinyhost.host.v1.InfoResponse
-	(*Capacity)(nil),              // 3: tinyhost.host.v1.Capacity
-	(*ListModulesRequest)(nil),    // 4: tinyhost.host.v1.ListModulesRequest
-	(*ListModulesResponse)(nil),   // 5: tinyhost.host.v1.ListModulesResponse
-	(*Module)(nil),                // 6: tinyhost.host.v1.Module
-	(*Component)(nil),             // 7: tinyhost.host.v1.Component
-	(*ComponentInfo)(nil),         // 8: tinyhost.host.v1.ComponentInfo
-	(*Port)(nil),                  // 9: tinyhost.host.v1.Port
-	(*ModuleLimits)(nil),          // 10: tinyhost.host.v1.ModuleLimits
-	(*Pool)(nil),                  // 11: tinyhost.host.v1.Pool
-	(*LoadModuleRequest)(nil),     // 12: tinyhost.host.v1.LoadModuleRequest
-	(*LoadHeader)(nil),            // 13: tinyhost.host.v1.LoadHeader
-	(*LoadModuleResponse)(nil),    // 14: tinyhost.host.v1.LoadModuleResponse
-	(*UnloadModuleRequest)(nil),   // 15: tinyhost.host.v1.UnloadModuleRequest
-	(*UnloadModuleResponse)(nil),  // 16: tinyhost.host.v1.UnloadModuleResponse
-	(*KeyValue)(nil),              // 17: tinyhost.host.v1.KeyValue
-	(*InvokeRequest)(nil),         // 18: tinyhost.host.v1.InvokeRequest
-	(*InvokeResponse)(nil),        // 19: tinyhost.host.v1.InvokeResponse
-	(*Message)(nil),               // 20: tinyhost.host.v1.Message
-	(*InvokeStreamRequest)(nil),   // 21: tinyhost.host.v1.InvokeStreamRequest
-	(*InvokeStreamResponse)(nil),  // 22: tinyhost.host.v1.InvokeStreamResponse
-	(*WatchRequest)(nil),          // 23: tinyhost.host.v1.WatchRequest
-	(*WatchEvent)(nil),            // 24: tinyhost.host.v1.WatchEvent
-	(*DeliverRequest)(nil),        // 25: tinyhost.host.v1.DeliverRequest
-	(*DeliverResponse)(nil),       // 26: tinyhost.host.v1.DeliverResponse
-	(*DeliverStreamRequest)(nil),  // 27: tinyhost.host.v1.DeliverStreamRequest
-	(*DeliverStreamResponse)(nil), // 28: tinyhost.host.v1.DeliverStreamResponse
-	(*Route)(nil),                 // 29: tinyhost.host.v1.Route
-	(*SetRoutesRequest)(nil),      // 30: tinyhost.host.v1.SetRoutesRequest
-	(*SetRoutesResponse)(nil),     // 31: tinyhost.host.v1.SetRoutesResponse
-	(*GetRoutesRequest)(nil),      // 32: tinyhost.host.v1.GetRoutesRequest
-	(*GetRoutesResponse)(nil),     // 33: tinyhost.host.v1.GetRoutesResponse
-	(*Wire)(nil),                  // 34: tinyhost.host.v1.Wire
-	(*SetWiringRequest)(nil),      // 35: tinyhost.host.v1.SetWiringRequest
-	(*SetWiringResponse)(nil),     // 36: tinyhost.host.v1.SetWiringResponse
-	(*RefusedWire)(nil),           // 37: tinyhost.host.v1.RefusedWire
-	(*GetWiringRequest)(nil),      // 38: tinyhost.host.v1.GetWiringRequest
-	(*GetWiringResponse)(nil),     // 39: tinyhost.host.v1.GetWiringResponse
-	(*SetSecretsRequest)(nil),     // 40: tinyhost.host.v1.SetSecretsRequest
-	(*SetSecretsResponse)(nil),    // 41: tinyhost.host.v1.SetSecretsResponse
-	nil,                           // 42: tinyhost.host.v1.InfoResponse.LabelsEntry
-	nil,                           // 43: tinyhost.host.v1.Module.LabelsEntry
-	nil,                           // 44: tinyhost.host.v1.LoadHeader.LabelsEntry
-	nil,                           // 45: tinyhost.host.v1.LoadHeader.SecretsEntry
-	nil,                           // 46: tinyhost.host.v1.SetSecretsRequest.SecretsEntry
-	(*status.Status)(nil),         // 47: google.rpc.Status
+	(WatchEvent_Type)(0),             // 0: tinyhost.host.v1.WatchEvent.Type
+	(*InfoRequest)(nil),              // 1: tinyhost.host.v1.InfoRequest
+	(*InfoResponse)(nil),             // 2: tinyhost.host.v1.InfoResponse
+	(*Capacity)(nil),                 // 3: tinyhost.host.v1.Capacity
+	(*ListModulesRequest)(nil),       // 4: tinyhost.host.v1.ListModulesRequest
+	(*ListModulesResponse)(nil),      // 5: tinyhost.host.v1.ListModulesResponse
+	(*Module)(nil),                   // 6: tinyhost.host.v1.Module
+	(*Component)(nil),                // 7: tinyhost.host.v1.Component
+	(*ComponentInfo)(nil),            // 8: tinyhost.host.v1.ComponentInfo
+	(*Port)(nil),                     // 9: tinyhost.host.v1.Port
+	(*ModuleLimits)(nil),             // 10: tinyhost.host.v1.ModuleLimits
+	(*Pool)(nil),                     // 11: tinyhost.host.v1.Pool
+	(*LoadModuleRequest)(nil),        // 12: tinyhost.host.v1.LoadModuleRequest
+	(*LoadHeader)(nil),               // 13: tinyhost.host.v1.LoadHeader
+	(*LoadModuleResponse)(nil),       // 14: tinyhost.host.v1.LoadModuleResponse
+	(*UnloadModuleRequest)(nil),      // 15: tinyhost.host.v1.UnloadModuleRequest
+	(*UnloadModuleResponse)(nil),     // 16: tinyhost.host.v1.UnloadModuleResponse
+	(*KeyValue)(nil),                 // 17: tinyhost.host.v1.KeyValue
+	(*InvokeRequest)(nil),            // 18: tinyhost.host.v1.InvokeRequest
+	(*InvokeResponse)(nil),           // 19: tinyhost.host.v1.InvokeResponse
+	(*Message)(nil),                  // 20: tinyhost.host.v1.Message
+	(*InvokeStreamRequest)(nil),      // 21: tinyhost.host.v1.InvokeStreamRequest
+	(*InvokeStreamResponse)(nil),     // 22: tinyhost.host.v1.InvokeStreamResponse
+	(*WatchRequest)(nil),             // 23: tinyhost.host.v1.WatchRequest
+	(*WatchEvent)(nil),               // 24: tinyhost.host.v1.WatchEvent
+	(*DeliverRequest)(nil),           // 25: tinyhost.host.v1.DeliverRequest
+	(*DeliverResponse)(nil),          // 26: tinyhost.host.v1.DeliverResponse
+	(*DeliverStreamRequest)(nil),     // 27: tinyhost.host.v1.DeliverStreamRequest
+	(*DeliverStreamResponse)(nil),    // 28: tinyhost.host.v1.DeliverStreamResponse
+	(*Route)(nil),                    // 29: tinyhost.host.v1.Route
+	(*SetRoutesRequest)(nil),         // 30: tinyhost.host.v1.SetRoutesRequest
+	(*SetRoutesResponse)(nil),        // 31: tinyhost.host.v1.SetRoutesResponse
+	(*GetRoutesRequest)(nil),         // 32: tinyhost.host.v1.GetRoutesRequest
+	(*GetRoutesResponse)(nil),        // 33: tinyhost.host.v1.GetRoutesResponse
+	(*Wire)(nil),                     // 34: tinyhost.host.v1.Wire
+	(*SetWiringRequest)(nil),         // 35: tinyhost.host.v1.SetWiringRequest
+	(*SetWiringResponse)(nil),        // 36: tinyhost.host.v1.SetWiringResponse
+	(*RefusedWire)(nil),              // 37: tinyhost.host.v1.RefusedWire
+	(*GetWiringRequest)(nil),         // 38: tinyhost.host.v1.GetWiringRequest
+	(*GetWiringResponse)(nil),        // 39: tinyhost.host.v1.GetWiringResponse
+	(*SetSecretsRequest)(nil),        // 40: tinyhost.host.v1.SetSecretsRequest
+	(*SetSecretsResponse)(nil),       // 41: tinyhost.host.v1.SetSecretsResponse
+	(*ListDeadLettersRequest)(nil),   // 42: tinyhost.host.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),  // 43: tinyhost.host.v1.ListDeadLettersResponse
+	(*DeadLetter)(nil),               // 44: tinyhost.host.v1.DeadLetter
+	(*ReplayDeadLetterRequest)(nil),  // 45: tinyhost.host.v1.ReplayDeadLetterRequest
+	(*ReplayDeadLetterResponse)(nil), // 46: tinyhost.host.v1.ReplayDeadLetterResponse
+	nil,                              // 47: tinyhost.host.v1.InfoResponse.LabelsEntry
+	nil,                              // 48: tinyhost.host.v1.Module.LabelsEntry
+	nil,                              // 49: tinyhost.host.v1.LoadHeader.LabelsEntry
+	nil,                              // 50: tinyhost.host.v1.LoadHeader.SecretsEntry
+	nil,                              // 51: tinyhost.host.v1.SetSecretsRequest.SecretsEntry
+	(*status.Status)(nil),            // 52: google.rpc.Status
 }
 var file_tinyhost_host_v1_host_proto_depIdxs = []int32{
-	42, // 0: tinyhost.host.v1.InfoResponse.labels:type_name -> tinyhost.host.v1.InfoResponse.LabelsEntry
+	47, // 0: tinyhost.host.v1.InfoResponse.labels:type_name -> tinyhost.host.v1.InfoResponse.LabelsEntry
 	3,  // 1: tinyhost.host.v1.InfoResponse.capacity:type_name -> tinyhost.host.v1.Capacity
 	6,  // 2: tinyhost.host.v1.InfoResponse.modules:type_name -> tinyhost.host.v1.Module
 	6,  // 3: tinyhost.host.v1.ListModulesResponse.modules:type_name -> tinyhost.host.v1.Module
 	7,  // 4: tinyhost.host.v1.Module.components:type_name -> tinyhost.host.v1.Component
 	10, // 5: tinyhost.host.v1.Module.limits:type_name -> tinyhost.host.v1.ModuleLimits
 	11, // 6: tinyhost.host.v1.Module.pool:type_name -> tinyhost.host.v1.Pool
-	43, // 7: tinyhost.host.v1.Module.labels:type_name -> tinyhost.host.v1.Module.LabelsEntry
+	48, // 7: tinyhost.host.v1.Module.labels:type_name -> tinyhost.host.v1.Module.LabelsEntry
 	8,  // 8: tinyhost.host.v1.Component.info:type_name -> tinyhost.host.v1.ComponentInfo
 	9,  // 9: tinyhost.host.v1.Component.ports:type_name -> tinyhost.host.v1.Port
 	13, // 10: tinyhost.host.v1.LoadModuleRequest.header:type_name -> tinyhost.host.v1.LoadHeader
 	10, // 11: tinyhost.host.v1.LoadHeader.limits:type_name -> tinyhost.host.v1.ModuleLimits
-	44, // 12: tinyhost.host.v1.LoadHeader.labels:type_name -> tinyhost.host.v1.LoadHeader.LabelsEntry
-	45, // 13: tinyhost.host.v1.LoadHeader.secrets:type_name -> tinyhost.host.v1.LoadHeader.SecretsEntry
+	49, // 12: tinyhost.host.v1.LoadHeader.labels:type_name -> tinyhost.host.v1.LoadHeader.LabelsEntry
+	50, // 13: tinyhost.host.v1.LoadHeader.secrets:type_name -> tinyhost.host.v1.LoadHeader.SecretsEntry
 	6,  // 14: tinyhost.host.v1.LoadModuleResponse.module:type_name -> tinyhost.host.v1.Module
 	17, // 15: tinyhost.host.v1.InvokeRequest.metadata:type_name -> tinyhost.host.v1.KeyValue
 	20, // 16: tinyhost.host.v1.InvokeResponse.emitted:type_name -> tinyhost.host.v1.Message
 	17, // 17: tinyhost.host.v1.Message.metadata:type_name -> tinyhost.host.v1.KeyValue
 	18, // 18: tinyhost.host.v1.InvokeStreamRequest.request:type_name -> tinyhost.host.v1.InvokeRequest
 	19, // 19: tinyhost.host.v1.InvokeStreamResponse.response:type_name -> tinyhost.host.v1.InvokeResponse
-	47, // 20: tinyhost.host.v1.InvokeStreamResponse.error:type_name -> google.rpc.Status
+	52, // 20: tinyhost.host.v1.InvokeStreamResponse.error:type_name -> google.rpc.Status
 	0,  // 21: tinyhost.host.v1.WatchEvent.type:type_name -> tinyhost.host.v1.WatchEvent.Type
 	6,  // 22: tinyhost.host.v1.WatchEvent.info:type_name -> tinyhost.host.v1.Module
 	20, // 23: tinyhost.host.v1.DeliverRequest.message:type_name -> tinyhost.host.v1.Message
 	20, // 24: tinyhost.host.v1.DeliverStreamRequest.message:type_name -> tinyhost.host.v1.Message
-	47, // 25: tinyhost.host.v1.DeliverStreamResponse.error:type_name -> google.rpc.Status
+	52, // 25: tinyhost.host.v1.DeliverStreamResponse.error:type_name -> google.rpc.Status
 	29, // 26: tinyhost.host.v1.SetRoutesRequest.routes:type_name -> tinyhost.host.v1.Route
 	29, // 27: tinyhost.host.v1.GetRoutesResponse.routes:type_name -> tinyhost.host.v1.Route
 	34, // 28: tinyhost.host.v1.SetWiringRequest.wires:type_name -> tinyhost.host.v1.Wire
 	37, // 29: tinyhost.host.v1.SetWiringResponse.refused:type_name -> tinyhost.host.v1.RefusedWire
 	34, // 30: tinyhost.host.v1.GetWiringResponse.wires:type_name -> tinyhost.host.v1.Wire
-	46, // 31: tinyhost.host.v1.SetSecretsRequest.secrets:type_name -> tinyhost.host.v1.SetSecretsRequest.SecretsEntry
-	1,  // 32: tinyhost.host.v1.HostService.Info:input_type -> tinyhost.host.v1.InfoRequest
-	4,  // 33: tinyhost.host.v1.HostService.ListModules:input_type -> tinyhost.host.v1.ListModulesRequest
-	12, // 34: tinyhost.host.v1.HostService.LoadModule:input_type -> tinyhost.host.v1.LoadModuleRequest
-	15, // 35: tinyhost.host.v1.HostService.UnloadModule:input_type -> tinyhost.host.v1.UnloadModuleRequest
-	18, // 36: tinyhost.host.v1.HostService.Invoke:input_type -> tinyhost.host.v1.InvokeRequest
-	21, // 37: tinyhost.host.v1.HostService.InvokeStream:input_type -> tinyhost.host.v1.InvokeStreamRequest
-	23, // 38: tinyhost.host.v1.HostService.Watch:input_type -> tinyhost.host.v1.WatchRequest
-	25, // 39: tinyhost.host.v1.HostService.Deliver:input_type -> tinyhost.host.v1.DeliverRequest
-	27, // 40: tinyhost.host.v1.HostService.DeliverStream:input_type -> tinyhost.host.v1.DeliverStreamRequest
-	30, // 41: tinyhost.host.v1.HostService.SetRoutes:input_type -> tinyhost.host.v1.SetRoutesRequest
-	32, // 42: tinyhost.host.v1.HostService.GetRoutes:input_type -> tinyhost.host.v1.GetRoutesRequest
-	35, // 43: tinyhost.host.v1.HostService.SetWiring:input_type -> tinyhost.host.v1.SetWiringRequest
-	38, // 44: tinyhost.host.v1.HostService.GetWiring:input_type -> tinyhost.host.v1.GetWiringRequest
-	40, // 45: tinyhost.host.v1.HostService.SetSecrets:input_type -> tinyhost.host.v1.SetSecretsRequest
-	2,  // 46: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
-	5,  // 47: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
-	14, // 48: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
-	16, // 49: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
-	19, // 50: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
-	22, // 51: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
-	24, // 52: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
-	26, // 53: tinyhost.host.v1.HostService.Deliver:output_type -> tinyhost.host.v1.DeliverResponse
-	28, // 54: tinyhost.host.v1.HostService.DeliverStream:output_type -> tinyhost.host.v1.DeliverStreamResponse
-	31, // 55: tinyhost.host.v1.HostService.SetRoutes:output_type -> tinyhost.host.v1.SetRoutesResponse
-	33, // 56: tinyhost.host.v1.HostService.GetRoutes:output_type -> tinyhost.host.v1.GetRoutesResponse
-	36, // 57: tinyhost.host.v1.HostService.SetWiring:output_type -> tinyhost.host.v1.SetWiringResponse
-	39, // 58: tinyhost.host.v1.HostService.GetWiring:output_type -> tinyhost.host.v1.GetWiringResponse
-	41, // 59: tinyhost.host.v1.HostService.SetSecrets:output_type -> tinyhost.host.v1.SetSecretsResponse
-	46, // [46:60] is the sub-list for method output_type
-	32, // [32:46] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	51, // 31: tinyhost.host.v1.SetSecretsRequest.secrets:type_name -> tinyhost.host.v1.SetSecretsRequest.SecretsEntry
+	44, // 32: tinyhost.host.v1.ListDeadLettersResponse.dead_letters:type_name -> tinyhost.host.v1.DeadLetter
+	20, // 33: tinyhost.host.v1.DeadLetter.message:type_name -> tinyhost.host.v1.Message
+	1,  // 34: tinyhost.host.v1.HostService.Info:input_type -> tinyhost.host.v1.InfoRequest
+	4,  // 35: tinyhost.host.v1.HostService.ListModules:input_type -> tinyhost.host.v1.ListModulesRequest
+	12, // 36: tinyhost.host.v1.HostService.LoadModule:input_type -> tinyhost.host.v1.LoadModuleRequest
+	15, // 37: tinyhost.host.v1.HostService.UnloadModule:input_type -> tinyhost.host.v1.UnloadModuleRequest
+	18, // 38: tinyhost.host.v1.HostService.Invoke:input_type -> tinyhost.host.v1.InvokeRequest
+	21, // 39: tinyhost.host.v1.HostService.InvokeStream:input_type -> tinyhost.host.v1.InvokeStreamRequest
+	23, // 40: tinyhost.host.v1.HostService.Watch:input_type -> tinyhost.host.v1.WatchRequest
+	25, // 41: tinyhost.host.v1.HostService.Deliver:input_type -> tinyhost.host.v1.DeliverRequest
+	27, // 42: tinyhost.host.v1.HostService.DeliverStream:input_type -> tinyhost.host.v1.DeliverStreamRequest
+	30, // 43: tinyhost.host.v1.HostService.SetRoutes:input_type -> tinyhost.host.v1.SetRoutesRequest
+	32, // 44: tinyhost.host.v1.HostService.GetRoutes:input_type -> tinyhost.host.v1.GetRoutesRequest
+	35, // 45: tinyhost.host.v1.HostService.SetWiring:input_type -> tinyhost.host.v1.SetWiringRequest
+	38, // 46: tinyhost.host.v1.HostService.GetWiring:input_type -> tinyhost.host.v1.GetWiringRequest
+	40, // 47: tinyhost.host.v1.HostService.SetSecrets:input_type -> tinyhost.host.v1.SetSecretsRequest
+	42, // 48: tinyhost.host.v1.HostService.ListDeadLetters:input_type -> tinyhost.host.v1.ListDeadLettersRequest
+	45, // 49: tinyhost.host.v1.HostService.ReplayDeadLetter:input_type -> tinyhost.host.v1.ReplayDeadLetterRequest
+	2,  // 50: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
+	5,  // 51: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
+	14, // 52: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
+	16, // 53: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
+	19, // 54: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
+	22, // 55: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
+	24, // 56: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
+	26, // 57: tinyhost.host.v1.HostService.Deliver:output_type -> tinyhost.host.v1.DeliverResponse
+	28, // 58: tinyhost.host.v1.HostService.DeliverStream:output_type -> tinyhost.host.v1.DeliverStreamResponse
+	31, // 59: tinyhost.host.v1.HostService.SetRoutes:output_type -> tinyhost.host.v1.SetRoutesResponse
+	33, // 60: tinyhost.host.v1.HostService.GetRoutes:output_type -> tinyhost.host.v1.GetRoutesResponse
+	36, // 61: tinyhost.host.v1.HostService.SetWiring:output_type -> tinyhost.host.v1.SetWiringResponse
+	39, // 62: tinyhost.host.v1.HostService.GetWiring:output_type -> tinyhost.host.v1.GetWiringResponse
+	41, // 63: tinyhost.host.v1.HostService.SetSecrets:output_type -> tinyhost.host.v1.SetSecretsResponse
+	43, // 64: tinyhost.host.v1.HostService.ListDeadLetters:output_type -> tinyhost.host.v1.ListDeadLettersResponse
+	46, // 65: tinyhost.host.v1.HostService.ReplayDeadLetter:output_type -> tinyhost.host.v1.ReplayDeadLetterResponse
+	50, // [50:66] is the sub-list for method output_type
+	34, // [34:50] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_tinyhost_host_v1_host_proto_init() }
@@ -3215,7 +3529,7 @@ func file_tinyhost_host_v1_host_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tinyhost_host_v1_host_proto_rawDesc), len(file_tinyhost_host_v1_host_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   46,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -81,20 +81,22 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	HostService_Info_FullMethodName          = "/tinyhost.host.v1.HostService/Info"
-	HostService_ListModules_FullMethodName   = "/tinyhost.host.v1.HostService/ListModules"
-	HostService_LoadModule_FullMethodName    = "/tinyhost.host.v1.HostService/LoadModule"
-	HostService_UnloadModule_FullMethodName  = "/tinyhost.host.v1.HostService/UnloadModule"
-	HostService_Invoke_FullMethodName        = "/tinyhost.host.v1.HostService/Invoke"
-	HostService_InvokeStream_FullMethodName  = "/tinyhost.host.v1.HostService/InvokeStream"
-	HostService_Watch_FullMethodName         = "/tinyhost.host.v1.HostService/Watch"
-	HostService_Deliver_FullMethodName       = "/tinyhost.host.v1.HostService/Deliver"
-	HostService_DeliverStream_FullMethodName = "/tinyhost.host.v1.HostService/DeliverStream"
-	HostService_SetRoutes_FullMethodName     = "/tinyhost.host.v1.HostService/SetRoutes"
-	HostService_GetRoutes_FullMethodName     = "/tinyhost.host.v1.HostService/GetRoutes"
-	HostService_SetWiring_FullMethodName     = "/tinyhost.host.v1.HostService/SetWiring"
-	HostService_GetWiring_FullMethodName     = "/tinyhost.host.v1.HostService/GetWiring"
-	HostService_SetSecrets_FullMethodName    = "/tinyhost.host.v1.HostService/SetSecrets"
+	HostService_Info_FullMethodName             = "/tinyhost.host.v1.HostService/Info"
+	HostService_ListModules_FullMethodName      = "/tinyhost.host.v1.HostService/ListModules"
+	HostService_LoadModule_FullMethodName       = "/tinyhost.host.v1.HostService/LoadModule"
+	HostService_UnloadModule_FullMethodName     = "/tinyhost.host.v1.HostService/UnloadModule"
+	HostService_Invoke_FullMethodName           = "/tinyhost.host.v1.HostService/Invoke"
+	HostService_InvokeStream_FullMethodName     = "/tinyhost.host.v1.HostService/InvokeStream"
+	HostService_Watch_FullMethodName            = "/tinyhost.host.v1.HostService/Watch"
+	HostService_Deliver_FullMethodName          = "/tinyhost.host.v1.HostService/Deliver"
+	HostService_DeliverStream_FullMethodName    = "/tinyhost.host.v1.HostService/DeliverStream"
+	HostService_SetRoutes_FullMethodName        = "/tinyhost.host.v1.HostService/SetRoutes"
+	HostService_GetRoutes_FullMethodName        = "/tinyhost.host.v1.HostService/GetRoutes"
+	HostService_SetWiring_FullMethodName        = "/tinyhost.host.v1.HostService/SetWiring"
+	HostService_GetWiring_FullMethodName        = "/tinyhost.host.v1.HostService/GetWiring"
+	HostService_SetSecrets_FullMethodName       = "/tinyhost.host.v1.HostService/SetSecrets"
+	HostService_ListDeadLetters_FullMethodName  = "/tinyhost.host.v1.HostService/ListDeadLetters"
+	HostService_ReplayDeadLetter_FullMethodName = "/tinyhost.host.v1.HostService/ReplayDeadLetter"
 )
 
 // HostServiceClient is the client API for HostService service.
@@ -170,6 +172,14 @@ type HostServiceClient interface {
 	// module at its next read without a reload. NOT_FOUND when the module is
 	// not loaded. No value is ever returned, logged or listed.
 	SetSecrets(ctx context.Context, in *SetSecretsRequest, opts ...grpc.CallOption) (*SetSecretsResponse, error)
+	// ListDeadLetters lists a module's dead letters: messages sent at least
+	// once whose every attempt failed, with the last error. UNAVAILABLE when
+	// the host has no durable message store.
+	ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error)
+	// ReplayDeadLetter makes a dead letter a message of its module again,
+	// with its ID, and removes it from the dead letters. NOT_FOUND when
+	// there is no such dead letter.
+	ReplayDeadLetter(ctx context.Context, in *ReplayDeadLetterRequest, opts ...grpc.CallOption) (*ReplayDeadLetterResponse, error)
 }
 
 type hostServiceClient struct {
@@ -338,6 +348,26 @@ func (c *hostServiceClient) SetSecrets(ctx context.Context, in *SetSecretsReques
 	return out, nil
 }
 
+func (c *hostServiceClient) ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDeadLettersResponse)
+	err := c.cc.Invoke(ctx, HostService_ListDeadLetters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostServiceClient) ReplayDeadLetter(ctx context.Context, in *ReplayDeadLetterRequest, opts ...grpc.CallOption) (*ReplayDeadLetterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplayDeadLetterResponse)
+	err := c.cc.Invoke(ctx, HostService_ReplayDeadLetter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServiceServer is the server API for HostService service.
 // All implementations must embed UnimplementedHostServiceServer
 // for forward compatibility.
@@ -411,6 +441,14 @@ type HostServiceServer interface {
 	// module at its next read without a reload. NOT_FOUND when the module is
 	// not loaded. No value is ever returned, logged or listed.
 	SetSecrets(context.Context, *SetSecretsRequest) (*SetSecretsResponse, error)
+	// ListDeadLetters lists a module's dead letters: messages sent at least
+	// once whose every attempt failed, with the last error. UNAVAILABLE when
+	// the host has no durable message store.
+	ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error)
+	// ReplayDeadLetter makes a dead letter a message of its module again,
+	// with its ID, and removes it from the dead letters. NOT_FOUND when
+	// there is no such dead letter.
+	ReplayDeadLetter(context.Context, *ReplayDeadLetterRequest) (*ReplayDeadLetterResponse, error)
 	mustEmbedUnimplementedHostServiceServer()
 }
 
@@ -462,6 +500,12 @@ func (UnimplementedHostServiceServer) GetWiring(context.Context, *GetWiringReque
 }
 func (UnimplementedHostServiceServer) SetSecrets(context.Context, *SetSecretsRequest) (*SetSecretsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetSecrets not implemented")
+}
+func (UnimplementedHostServiceServer) ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDeadLetters not implemented")
+}
+func (UnimplementedHostServiceServer) ReplayDeadLetter(context.Context, *ReplayDeadLetterRequest) (*ReplayDeadLetterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReplayDeadLetter not implemented")
 }
 func (UnimplementedHostServiceServer) mustEmbedUnimplementedHostServiceServer() {}
 func (UnimplementedHostServiceServer) testEmbeddedByValue()                     {}
@@ -696,6 +740,42 @@ func _HostService_SetSecrets_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HostService_ListDeadLetters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDeadLettersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).ListDeadLetters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_ListDeadLetters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).ListDeadLetters(ctx, req.(*ListDeadLettersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HostService_ReplayDeadLetter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplayDeadLetterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).ReplayDeadLetter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_ReplayDeadLetter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).ReplayDeadLetter(ctx, req.(*ReplayDeadLetterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HostService_ServiceDesc is the grpc.ServiceDesc for HostService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -742,6 +822,14 @@ var HostService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetSecrets",
 			Handler:    _HostService_SetSecrets_Handler,
+		},
+		{
+			MethodName: "ListDeadLetters",
+			Handler:    _HostService_ListDeadLetters_Handler,
+		},
+		{
+			MethodName: "ReplayDeadLetter",
+			Handler:    _HostService_ReplayDeadLetter_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -35,20 +35,23 @@ const roleOpen api.Role = ""
 // they are the operator's, and they list every peer host's address, which
 // a client calling components has no use for.
 var methodRoles = map[string]api.Role{
-	hostv1.HostService_Info_FullMethodName:          api.RoleInvoke,
-	hostv1.HostService_ListModules_FullMethodName:   api.RoleInvoke,
-	hostv1.HostService_Watch_FullMethodName:         api.RoleInvoke,
-	hostv1.HostService_Invoke_FullMethodName:        api.RoleInvoke,
-	hostv1.HostService_InvokeStream_FullMethodName:  api.RoleInvoke,
-	hostv1.HostService_LoadModule_FullMethodName:    api.RoleAdmin,
-	hostv1.HostService_UnloadModule_FullMethodName:  api.RoleAdmin,
-	hostv1.HostService_SetRoutes_FullMethodName:     api.RoleAdmin,
-	hostv1.HostService_GetRoutes_FullMethodName:     api.RoleAdmin,
-	hostv1.HostService_SetWiring_FullMethodName:     api.RoleAdmin,
-	hostv1.HostService_GetWiring_FullMethodName:     api.RoleAdmin,
-	hostv1.HostService_SetSecrets_FullMethodName:    api.RoleAdmin,
-	hostv1.HostService_Deliver_FullMethodName:       api.RolePeer,
-	hostv1.HostService_DeliverStream_FullMethodName: api.RolePeer,
+	hostv1.HostService_Info_FullMethodName:         api.RoleInvoke,
+	hostv1.HostService_ListModules_FullMethodName:  api.RoleInvoke,
+	hostv1.HostService_Watch_FullMethodName:        api.RoleInvoke,
+	hostv1.HostService_Invoke_FullMethodName:       api.RoleInvoke,
+	hostv1.HostService_InvokeStream_FullMethodName: api.RoleInvoke,
+	hostv1.HostService_LoadModule_FullMethodName:   api.RoleAdmin,
+	hostv1.HostService_UnloadModule_FullMethodName: api.RoleAdmin,
+	hostv1.HostService_SetRoutes_FullMethodName:    api.RoleAdmin,
+	hostv1.HostService_GetRoutes_FullMethodName:    api.RoleAdmin,
+	hostv1.HostService_SetWiring_FullMethodName:    api.RoleAdmin,
+	hostv1.HostService_GetWiring_FullMethodName:    api.RoleAdmin,
+	hostv1.HostService_SetSecrets_FullMethodName:   api.RoleAdmin,
+	// Dead letters hold payloads of every sender to the module.
+	hostv1.HostService_ListDeadLetters_FullMethodName:  api.RoleAdmin,
+	hostv1.HostService_ReplayDeadLetter_FullMethodName: api.RoleAdmin,
+	hostv1.HostService_Deliver_FullMethodName:          api.RolePeer,
+	hostv1.HostService_DeliverStream_FullMethodName:    api.RolePeer,
 
 	// Probes and load balancers rarely carry credentials, and Check answers
 	// only SERVING or not for a name the caller already knows. List names

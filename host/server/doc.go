@@ -67,7 +67,8 @@
 //	invoke   Invoke, InvokeStream, Info, ListModules, Watch, health List
 //	         and Watch, server reflection
 //	admin    all of invoke's, and LoadModule, UnloadModule, SetRoutes,
-//	         GetRoutes, SetWiring, GetWiring, SetSecrets
+//	         GetRoutes, SetWiring, GetWiring, SetSecrets, ListDeadLetters,
+//	         ReplayDeadLetter
 //	peer     Deliver, DeliverStream: host-to-host delivery, nothing else
 //	(none)   health Check
 //

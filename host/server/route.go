@@ -106,7 +106,7 @@ func (s *Server) SetWiring(ctx context.Context, req *hostv1.SetWiringRequest) (*
 		return nil, err
 	}
 	var refused *api.WiresRefused
-	if err := r.SetWiring(req.GetGeneration(), hostv1.WiresFromProto(req.GetWires())); errors.As(err, &refused) {
+	if err := r.SetWires(req.GetGeneration(), hostv1.WireListFromProto(req.GetWires())); errors.As(err, &refused) {
 		return hostv1.SetWiringResponseOf(refused), nil
 	} else if err != nil {
 		return nil, routingStatus(err)
@@ -121,6 +121,6 @@ func (s *Server) GetWiring(ctx context.Context, _ *hostv1.GetWiringRequest) (*ho
 	if err != nil {
 		return nil, err
 	}
-	gen, wires := r.Wiring()
-	return &hostv1.GetWiringResponse{Generation: gen, Wires: hostv1.WiresProto(wires)}, nil
+	gen, wires := r.Wires()
+	return &hostv1.GetWiringResponse{Generation: gen, Wires: hostv1.WireListProto(wires)}, nil
 }

@@ -47,6 +47,31 @@ func TestSetWiringRefusesABadWireAlone(t *testing.T) {
 	assert.Equal(t, map[string][]string{"a/split/out": {"b/counter/in"}, "c/x/out": {"d/y/in"}}, wires)
 }
 
+// TestSetWiringDelivery: a wire's delivery goes over gRPC both ways; an
+// unknown one is refused with the wire alone.
+func TestSetWiringDelivery(t *testing.T) {
+	e := newEnv(t, envOptions{routing: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	resp, err := e.client.SetWiring(ctx, &hostv1.SetWiringRequest{Generation: 1, Wires: []*hostv1.Wire{
+		{From: "a/split/out", To: []string{"b/tally/in"}, Delivery: "at-least-once"},
+		{From: "a/split/out", To: []string{"c/log/in"}},
+		{From: "a/split/out", To: []string{"d/x/in"}, Delivery: "twice"},
+	}})
+	require.NoError(t, err)
+	require.Len(t, resp.GetRefused(), 1)
+	assert.Equal(t, "d/x/in", resp.GetRefused()[0].GetTo())
+	assert.Contains(t, resp.GetRefused()[0].GetReason(), `delivery "twice"`)
+
+	got, err := e.client.GetWiring(ctx, &hostv1.GetWiringRequest{})
+	require.NoError(t, err)
+	want := &hostv1.GetWiringResponse{Generation: 1, Wires: []*hostv1.Wire{
+		{From: "a/split/out", To: []string{"b/tally/in"}, Delivery: "at-least-once"},
+		{From: "a/split/out", To: []string{"c/log/in"}},
+	}}
+	assert.True(t, proto.Equal(want, got), "got %v", got)
+}
+
 // TestSetRoutesDelta: a delta over gRPC changes some modules' routes of
 // the table at its base generation; over another base it is refused with
 // FAILED_PRECONDITION (GENERATION_MOVED) and sets nothing, and with

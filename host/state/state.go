@@ -12,7 +12,9 @@
 // A module's bucket is "tinyhost_<namespace>_<module>" (a "." of the
 // module's name written "_d", a "_" written "__"), made at its first use
 // with the module's quota, so replicas of a module on hosts that share a
-// cluster share its state. The host package does not import this one.
+// cluster share its state. The engine is also a host.Durable: the
+// messages sent at least once are JetStream streams per module
+// (durable.go). The host package does not import this one.
 package state
 
 import (
@@ -59,6 +61,30 @@ type Config struct {
 	Namespace string
 	// Replicas of each bucket in a cluster (1 to 5). Default 1.
 	Replicas int
+	// MaxAttempts is how many times a message sent at least once is
+	// delivered before it goes to its module's dead letters. Default 5.
+	MaxAttempts int
+	// AckWait is how long a delivery may go without word from its host
+	// (a handler still running says so every third of it) before the
+	// message is delivered again. At least 1s; default 30s.
+	AckWait time.Duration
+	// Backoff is the delay before a failed message's second attempt,
+	// doubled for each further one, at most AckWait. Default 1s.
+	Backoff time.Duration
+	// DuplicateWindow is how long a message's ID is remembered: a second
+	// message with its ID within it is dropped. Default 2m.
+	DuplicateWindow time.Duration
+	// MaxStreamBytes bounds the bytes of each module's undelivered
+	// messages, and of its dead letters; a send past it fails. Default
+	// 64 MiB.
+	MaxStreamBytes int64
+	// MaxInFlight bounds the messages of one module that one host
+	// handles at once, and the module's messages delivered and not yet
+	// acknowledged over all its hosts (the shared consumer's
+	// MaxAckPending, as the host that last started it set it). Default
+	// 64.
+	MaxInFlight int
+
 	// Timeout bounds starting the embedded server and connecting.
 	// Default 30s.
 	Timeout time.Duration
@@ -73,8 +99,10 @@ type Engine struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 
-	mu      sync.Mutex
-	buckets map[string]*bucket
+	mu         sync.Mutex
+	buckets    map[string]*bucket
+	msgStreams map[string][2]jetstream.Stream // module → messages, dead letters
+	counts     map[string]host.DurableCounts
 }
 
 var _ host.KV = (*Engine)(nil)
@@ -85,7 +113,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
-	e := &Engine{cfg: cfg, buckets: map[string]*bucket{}}
+	e := &Engine{cfg: cfg, buckets: map[string]*bucket{}, msgStreams: map[string][2]jetstream.Stream{}, counts: map[string]host.DurableCounts{}}
 	var opts []nats.Option
 	if cfg.Dir != "" {
 		srv, err := embedded(cfg)
@@ -154,6 +182,26 @@ func (cfg *Config) fill() error {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&cfg.AckWait, DefaultAckWait}, {&cfg.Backoff, DefaultBackoff}, {&cfg.DuplicateWindow, DefaultDuplicateWindow}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if cfg.AckWait < time.Second {
+		return fmt.Errorf("ack wait %v: want at least 1s, so that a running handler's word, every third of it, arrives in time", cfg.AckWait)
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.MaxStreamBytes <= 0 {
+		cfg.MaxStreamBytes = DefaultMaxStreamBytes
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()

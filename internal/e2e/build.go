@@ -33,6 +33,7 @@ const (
 	Tally   = "examples/flow/tally"
 	KVTally = "examples/flow/kvtally"
 	KVStore = "internal/e2e/testdata/kvstore"
+	Durable = "internal/e2e/testdata/durable"
 )
 
 var (

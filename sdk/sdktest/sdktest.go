@@ -54,6 +54,8 @@ type Harness struct {
 	module, component string
 	inst              bridge.Instance
 	busy              atomic.Bool
+	// handled is the metadata of the message being handled (under busy).
+	handled []abi.KV
 
 	mu        sync.Mutex
 	config    map[string]json.RawMessage
@@ -129,6 +131,7 @@ func (h *Harness) handle(port string, payload []byte, metadata []string) ([]byte
 	for i := 0; i < len(metadata); i += 2 {
 		m.Metadata = append(m.Metadata, abi.KV{Key: metadata[i], Value: metadata[i+1]})
 	}
+	h.handled = m.Metadata
 	s, body, err := abi.DecodeResponse(h.inst.Handle(abi.AppendMessage(nil, &m)))
 	if err != nil {
 		return nil, fmt.Errorf("sdktest: the guest answered a malformed response: %w", err)
@@ -314,9 +317,31 @@ func (x host) Call(name string, req []byte) (abi.Status, []byte) {
 		return abi.StatusOK, nil
 	case abi.ImportSend:
 		rec.Address = abi.Address{Module: m.Module, Component: m.Component, Port: m.Port}.String()
+		var id []byte
+		if rec.Metadata[abi.MetaDelivery] == abi.DeliveryAtLeastOnce {
+			// As a host does: the ID the sender gave, not the one of
+			// the handled message, which the SDK passes on; else one of
+			// its own.
+			given, n := "", 0
+			for _, kv := range m.Metadata {
+				if kv.Key == abi.MetaMessageID {
+					given, n = kv.Value, n+1
+				}
+			}
+			for _, kv := range h.handled {
+				if kv.Key == abi.MetaMessageID {
+					n--
+				}
+			}
+			if n <= 0 {
+				given = fmt.Sprintf("sdktest-%d", len(h.sent)+1)
+			}
+			rec.Metadata[abi.MetaMessageID] = given
+			id = []byte(given)
+		}
 		h.sent = append(h.sent, rec)
 		h.mu.Unlock()
-		return abi.StatusOK, nil
+		return abi.StatusOK, id
 	}
 	rec.Address = abi.Address{Module: m.Module, Component: m.Component, Port: m.Port}.String()
 	h.calls = append(h.calls, rec)

@@ -38,6 +38,12 @@ func init() {
 				return nil, errors.Join(ctx.Emit("out", []byte("a")), ctx.Emit("out", []byte("b")))
 			case "send":
 				return nil, ctx.Send("m/c/p", []byte("s"))
+			case "durable":
+				id, err := ctx.SendAtLeastOnce("m/c/p", "", []byte("d"))
+				return []byte(ctx.MessageID() + " " + id), err
+			case "durable-id":
+				id, err := ctx.SendAtLeastOnce("m/c/p", "mine", []byte("d"))
+				return []byte(id), err
 			case "call":
 				return ctx.Call("m/c/p", []byte("c"))
 			case "timer":
@@ -176,5 +182,24 @@ func TestDescriptor(t *testing.T) {
 	d, err := sdktest.Descriptor()
 	if err != nil || d.Name != "probe" || d.Version != "1.0.0" || len(d.Components) != 1 {
 		t.Fatalf("descriptor %+v, %v", d, err)
+	}
+}
+
+// TestSendAtLeastOnce: a send at least once answers the ID the sender
+// gave, else one of the harness's, not the ID of the message being
+// handled, which the handler reads with MessageID.
+func TestSendAtLeastOnce(t *testing.T) {
+	h := sdktest.New("probe")
+	reply, err := h.Handle("in", []byte("durable"), "tinyhost-message-id", "handled-1")
+	if err != nil || string(reply) != "handled-1 sdktest-1" {
+		t.Fatalf("reply %q, %v", reply, err)
+	}
+	reply, err = h.Handle("in", []byte("durable-id"), "tinyhost-message-id", "handled-2")
+	if err != nil || string(reply) != "mine" {
+		t.Fatalf("reply %q, %v", reply, err)
+	}
+	sent := h.Sent()
+	if len(sent) != 2 || sent[0].Metadata["tinyhost-delivery"] != "at-least-once" || sent[0].Metadata["tinyhost-message-id"] != "sdktest-1" || sent[1].Metadata["tinyhost-message-id"] != "mine" {
+		t.Fatalf("sent %+v", sent)
 	}
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
@@ -69,8 +71,12 @@ func routeTable(mods []v1alpha1.TinyModule) []*hostv1.Route {
 // one bad wire and every other module's wiring would freeze with it.
 //
 // The namespaces of leftOut (wiringLeftOut) are left out whole.
+//
+// A wire named twice, once at least once, is at least once. The wires
+// are ordered by from, delivery and to, as the host answers them, so that
+// a host's table compares equal.
 func wiringTable(mods []v1alpha1.TinyModule, leftOut map[string]string) []*hostv1.Wire {
-	byFrom := map[string][]string{}
+	delivery := map[[2]string]string{}
 	for i := range mods {
 		m := &mods[i]
 		if !m.DeletionTimestamp.IsZero() || len(m.Status.Placements) == 0 || leftOut[m.Namespace] != "" {
@@ -81,14 +87,22 @@ func wiringTable(mods []v1alpha1.TinyModule, leftOut map[string]string) []*hostv
 			if api.CheckWire(from, w.To) != nil {
 				continue
 			}
-			byFrom[from] = append(byFrom[from], w.To)
+			k := [2]string{from, w.To}
+			if w.Delivery == abi.DeliveryAtLeastOnce {
+				delivery[k] = w.Delivery
+			} else if _, ok := delivery[k]; !ok {
+				delivery[k] = "" // at most once, the host's default
+			}
 		}
 	}
-	for from, to := range byFrom {
-		slices.Sort(to)
-		byFrom[from] = slices.Compact(to)
+	wires := make([]api.Wire, 0, len(delivery))
+	for k, d := range delivery {
+		wires = append(wires, api.Wire{From: k[0], To: k[1], Delivery: d})
 	}
-	return hostv1.WiresProto(byFrom)
+	slices.SortFunc(wires, func(a, b api.Wire) int {
+		return cmp.Or(strings.Compare(a.From, b.From), strings.Compare(a.Delivery, b.Delivery), strings.Compare(a.To, b.To))
+	})
+	return hostv1.WireListProto(wires)
 }
 
 // pushTables gives the host the current route table and wiring, t, when

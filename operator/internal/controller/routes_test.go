@@ -243,6 +243,25 @@ func TestRouteTable(t *testing.T) {
 	assert.Empty(t, routeTable(nil))
 }
 
+// TestWiringTableDelivery: a wire's delivery reaches the table, grouped
+// as the host answers it; a wire named at most once and at least once is
+// at least once.
+func TestWiringTableDelivery(t *testing.T) {
+	placed := v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h1", Phase: v1alpha1.PhaseReady}}}
+	m := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "common"}, Status: placed,
+		Spec: v1alpha1.TinyModuleSpec{Wiring: []v1alpha1.Wire{
+			{From: "split/out", To: "tally/counter/in", Delivery: "at-least-once"},
+			{From: "split/out", To: "log/line/in", Delivery: "at-most-once"},
+			{From: "split/out", To: "audit/a/in", Delivery: "at-least-once"},
+			{From: "split/out", To: "audit/a/in"},
+		}}}
+	got := wiringTable([]v1alpha1.TinyModule{m}, nil)
+	assert.True(t, sameList(got, []*hostv1.Wire{
+		{From: "common/split/out", To: []string{"log/line/in"}},
+		{From: "common/split/out", To: []string{"audit/a/in", "tally/counter/in"}, Delivery: "at-least-once"},
+	}), "%v", got)
+}
+
 // TestWiringTableDropsBadWires: a wire a host would refuse (a system port,
 // a 64-byte name; stored before the schema refused them) is left out of the
 // table every host gets, the rest of the table is kept, and the module that

@@ -160,7 +160,7 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-var commands = []*command{cmdCall, cmdList, cmdInfo, cmdLoad, cmdUnload, cmdWatch, cmdBuild, cmdPush, cmdInspect, cmdRoutes, cmdWiring}
+var commands = []*command{cmdCall, cmdList, cmdInfo, cmdLoad, cmdUnload, cmdWatch, cmdBuild, cmdPush, cmdInspect, cmdRoutes, cmdWiring, cmdDeadLetters}
 
 func lookup(name string) *command {
 	for _, c := range commands {

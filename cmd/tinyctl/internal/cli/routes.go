@@ -55,7 +55,11 @@ Examples:
 		return show(ctx, c, "wiring", args, query, func(w io.Writer, resp *hostv1.GetWiringResponse) error {
 			rows := make([][2]string, len(resp.GetWires()))
 			for i, wire := range resp.GetWires() {
-				rows[i] = [2]string{wire.GetFrom(), strings.Join(wire.GetTo(), ",")}
+				to := strings.Join(wire.GetTo(), ",")
+				if d := wire.GetDelivery(); d != "" {
+					to += " (" + d + ")"
+				}
+				rows[i] = [2]string{wire.GetFrom(), to}
 			}
 			return writeTable(w, "FROM", "TO", resp.GetGeneration(), rows)
 		})

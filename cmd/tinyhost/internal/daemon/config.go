@@ -83,6 +83,10 @@ type Config struct {
 	Wiring    map[string][]string `koanf:"wiring"`
 	PeerTLSCA string              `koanf:"peer-tls-ca"`
 
+	// DurableWiring is wiring whose emits are delivered at least once
+	// (host.Wire.Delivery). File only.
+	DurableWiring map[string][]string `koanf:"wiring-at-least-once"`
+
 	// Limits are the default limits of every module, their keys flat
 	// (memory-pages, http-timeout); zero means the host library's default,
 	// and so does a nil MinInstances.

@@ -285,11 +285,15 @@ func startHost(ctx context.Context, cfg Config, log hclog.Logger, transport api.
 	// The metrics read the host's modules at scrape time.
 	src := &hostSource{}
 	m := metrics.New(src)
+	if kv != nil {
+		m.WithDurable(kv)
+	}
 	opts := hostOptions(cfg, log, m, transport)
 	opts.Tracer = tracer
 	opts.Fetcher = fetcher
 	if kv != nil {
 		opts.KV = kv // a nil *Engine would be a non-nil host.KV
+		opts.Durable = kv
 	}
 	h, err := host.New(ctx, opts)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
+	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/client"
@@ -51,7 +52,9 @@ func setRouting(h *host.Host, cfg Config) error {
 	if err := h.SetRoutes(0, cfg.Routes); err != nil {
 		return fmt.Errorf("routes: %w", err)
 	}
-	if err := h.SetWiring(0, cfg.Wiring); err != nil {
+	wires := api.WireList(cfg.Wiring, "")
+	wires = append(wires, api.WireList(cfg.DurableWiring, abi.DeliveryAtLeastOnce)...)
+	if err := h.SetWires(0, wires); err != nil {
 		return fmt.Errorf("wiring: %w", err)
 	}
 	return nil

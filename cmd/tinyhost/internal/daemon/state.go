@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/pflag"
@@ -21,6 +22,14 @@ type State struct {
 	Creds     string `koanf:"nats-creds"`
 	Namespace string `koanf:"state-namespace"`
 	Replicas  int    `koanf:"state-replicas"`
+
+	// Durable delivery (messages sent at least once), on the same store.
+	MaxAttempts     int           `koanf:"durable-max-attempts"`
+	AckWait         time.Duration `koanf:"durable-ack-wait"`
+	Backoff         time.Duration `koanf:"durable-backoff"`
+	DuplicateWindow time.Duration `koanf:"durable-duplicate-window"`
+	MaxStreamBytes  int64         `koanf:"durable-max-bytes"`
+	MaxInFlight     int           `koanf:"durable-max-in-flight"`
 }
 
 func stateFlags(fs *pflag.FlagSet) {
@@ -33,6 +42,12 @@ func stateFlags(fs *pflag.FlagSet) {
 	fs.String("nats-creds", "", "with --nats-url: NATS credentials file (.creds)")
 	fs.String("state-namespace", "", `namespace of the modules' buckets, so that modules of one name in two namespaces keep apart: a-z, 0-9, '-' (default "default")`)
 	fs.Int("state-replicas", 0, "with --nats-url: replicas of each module's bucket in the cluster, 1 to 5 (default 1)")
+	fs.Int("durable-max-attempts", 0, "deliveries of a message sent at least once before it goes to its module's dead letters, with its last error (default 5)")
+	fs.Duration("durable-ack-wait", 0, "how long a delivery of a message sent at least once may go without word from its host before it is delivered again; a handler still running says so every third of it (default 30s)")
+	fs.Duration("durable-backoff", 0, "delay before a failed message's second delivery, doubled for each further one, at most --durable-ack-wait (default 1s)")
+	fs.Duration("durable-duplicate-window", 0, "how long the ID of a message sent at least once is remembered: another with its ID is dropped (default 2m)")
+	fs.Int64("durable-max-bytes", 0, "bytes of a module's undelivered messages, and of its dead letters; a send at least once past it answers status 7 (default 64 MiB)")
+	fs.Int("durable-max-in-flight", 0, "messages of one module this host handles at once from its durable stream, and delivered unacknowledged over all its hosts (default 64)")
 	fs.Int("kv-max-key-bytes", 0, "module default: longest key of the kv import, at most 1024 (default 256)")
 	fs.Int("kv-max-value-bytes", 0, "module default: largest value of the kv import, at most 512 KiB (default 64 KiB)")
 	fs.Int64("kv-max-bytes", 0, "module default: most bytes a module's bucket holds, over all its replicas; writes past it fail with status quota (default 16 MiB)")
@@ -53,6 +68,12 @@ func (s State) validate(insecure bool) []string {
 	if s.URL == "" && (s.CA != "" || s.Cert != "" || s.Key != "" || s.Creds != "" || s.Replicas != 0) {
 		errs = append(errs, "nats-ca, nats-cert, nats-key, nats-creds and state-replicas need nats-url")
 	}
+	if s.MaxAttempts < 0 || s.AckWait < 0 || s.Backoff < 0 || s.DuplicateWindow < 0 || s.MaxStreamBytes < 0 || s.MaxInFlight < 0 {
+		errs = append(errs, "durable-max-attempts, durable-ack-wait, durable-backoff, durable-duplicate-window, durable-max-bytes and durable-max-in-flight must not be negative")
+	}
+	if s.AckWait > 0 && s.AckWait < time.Second {
+		errs = append(errs, fmt.Sprintf("durable-ack-wait %v is below 1s: a handler's in-progress word, every third of it, would hardly arrive in time", s.AckWait))
+	}
 	if (s.Cert == "") != (s.Key == "") {
 		errs = append(errs, "nats-cert and nats-key go together")
 	}
@@ -69,6 +90,8 @@ func openState(ctx context.Context, s State, log hclog.Logger) (*state.Engine, e
 		Dir: s.Dir, Listen: s.Listen, URL: s.URL,
 		CAFile: s.CA, CertFile: s.Cert, KeyFile: s.Key, CredsFile: s.Creds,
 		Namespace: s.Namespace, Replicas: s.Replicas, Logger: log,
+		MaxAttempts: s.MaxAttempts, AckWait: s.AckWait, Backoff: s.Backoff,
+		DuplicateWindow: s.DuplicateWindow, MaxStreamBytes: s.MaxStreamBytes, MaxInFlight: s.MaxInFlight,
 	})
 	if err != nil {
 		return nil, err

@@ -45,6 +45,8 @@ type Metrics struct {
 	created     *prometheus.Desc
 	discarded   *prometheus.Desc
 	memoryBytes *prometheus.Desc
+
+	durable DurableSource // nil: none (durable.go)
 }
 
 // latencyBuckets span a guest call from 50 µs to 25 s, by factors of 4.
@@ -111,6 +113,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.modules, m.instances, m.inUse, m.idle, m.waiting, m.maxInst, m.created, m.discarded, m.memoryBytes} {
 		ch <- d
 	}
+	if m.durable != nil {
+		ch <- durableDesc
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -122,6 +127,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.compile.Collect(ch)
 	m.replaced.Collect(ch)
 	m.http.Collect(ch)
+	m.collectDurable(ch)
 	mods := m.src.Modules()
 	ch <- prometheus.MustNewConstMetric(m.modules, prometheus.GaugeValue, float64(len(mods)))
 	for _, mod := range mods {

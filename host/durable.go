@@ -1,0 +1,248 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/watchdog"
+)
+
+// At-least-once delivery (abi.MetaDelivery): a guest's send that asks for
+// it is stored by Options.Durable before the send returns, and the hosts
+// that serve the target take it from there. The engine is plugged in by
+// the embedder (package host/state is the NATS JetStream one), so that
+// the host links none.
+
+// Durable is the engine of at-least-once delivery. Messages are kept per
+// target module; the hosts that consume a module's messages share them,
+// each message going to one of them at a time.
+type Durable interface {
+	// Publish stores msg for msg.Module and returns once the engine has
+	// it. msg carries its ID as abi.MetaMessageID: a message with the ID
+	// of one stored within the engine's duplicate window is dropped, with
+	// no error. A module whose store is full fails with ErrDurableFull.
+	Publish(ctx context.Context, msg *abi.Message) error
+	// Consume starts delivering module's stored messages to handle until
+	// stop is called; stop returns once no handle runs. A message whose
+	// handle returns nil is done; one that fails is delivered again later,
+	// and after the engine's bound of attempts set aside as a dead letter
+	// with its last error.
+	Consume(ctx context.Context, module string, handle DurableHandler) (stop func(), err error)
+}
+
+// DurableHandler handles one delivery of a stored message.
+type DurableHandler func(ctx context.Context, msg *abi.Message) error
+
+// DeadLetters is what a Durable may also do: list and replay a module's
+// dead letters (Host.DeadLetters, Host.ReplayDeadLetter).
+type DeadLetters interface {
+	// DeadLetters returns up to limit dead letters of module, from
+	// sequence from on.
+	DeadLetters(ctx context.Context, module string, from uint64, limit int) ([]DeadLetter, error)
+	// ReplayDeadLetter stores module's dead letter seq as a new message
+	// of the module, with its ID, and removes the dead letter; ErrNoDeadLetter
+	// when there is none.
+	ReplayDeadLetter(ctx context.Context, module string, seq uint64) error
+}
+
+// DeadLetter is a message that failed its every attempt.
+type DeadLetter struct {
+	Seq      uint64 // its sequence among the module's dead letters
+	Message  abi.Message
+	Error    string // the last attempt's
+	Attempts int
+	Time     time.Time // when it became a dead letter
+}
+
+// ErrNoDeadLetter is the error of a dead letter that does not exist.
+var ErrNoDeadLetter = errors.New("no such dead letter")
+
+// DeadLetters returns up to limit dead letters of module, from sequence
+// from on; it fails when the host's durable engine keeps none.
+func (h *Host) DeadLetters(ctx context.Context, module string, from uint64, limit int) ([]DeadLetter, error) {
+	d, err := h.deadLetters(module)
+	if err != nil {
+		return nil, err
+	}
+	return d.DeadLetters(ctx, module, from, limit)
+}
+
+// ReplayDeadLetter makes module's dead letter seq a message of the module
+// again, delivered as a new one with its ID.
+func (h *Host) ReplayDeadLetter(ctx context.Context, module string, seq uint64) error {
+	d, err := h.deadLetters(module)
+	if err != nil {
+		return err
+	}
+	return d.ReplayDeadLetter(ctx, module, seq)
+}
+
+func (h *Host) deadLetters(module string) (DeadLetters, error) {
+	if err := abi.ValidName(module); err != nil {
+		return nil, fmt.Errorf("module: %w", err)
+	}
+	d, ok := h.opts.Durable.(DeadLetters)
+	if !ok {
+		return nil, ErrNoDurable
+	}
+	return d, nil
+}
+
+// ErrNoDurable is the error of what needs a durable engine on a host
+// that has none.
+var ErrNoDurable = errors.New("the host has no durable message store")
+
+// DurableCounts counts what a Durable did with one module's messages
+// since it started.
+type DurableCounts struct {
+	// Published: messages stored (duplicates dropped are not).
+	Published uint64
+	// Delivered: deliveries whose handler succeeded and were acknowledged.
+	Delivered uint64
+	// Redelivered: deliveries after the first of a message.
+	Redelivered uint64
+	// DeadLettered: messages moved to the dead letters.
+	DeadLettered uint64
+}
+
+// ErrDurableFull is the error of Durable.Publish when the target module's
+// store is full.
+var ErrDurableFull = errors.New("the module's message store is full")
+
+// durableAsked returns whether meta, the metadata of a guest's send, asks
+// for at-least-once delivery.
+func durableAsked(meta []abi.KV) bool {
+	for _, kv := range slices.Backward(meta) {
+		if kv.Key == abi.MetaDelivery {
+			return kv.Value == abi.DeliveryAtLeastOnce
+		}
+	}
+	return false
+}
+
+// sendDurable stores a message the guest sends at least once, and answers
+// its ID. The last abi.MetaMessageID entry the guest set is the ID (a
+// sender that sends a message again under one ID has it dropped); without
+// one the host makes a random one.
+func (in *instance) sendDurable(msg *api.Request) (abi.Status, []byte) {
+	v := in.v
+	if abi.IsSystemPort(msg.Port) {
+		// As route refuses it for a send at most once.
+		err := v.h.systemPort(msg)
+		return failed(kindStatus(err), "%s", cause(err, abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}))
+	}
+	d := v.h.opts.Durable
+	if d == nil {
+		return in.durableFailed("at least once: " + ErrNoDurable.Error())
+	}
+	id := ""
+	meta := make([]abi.KV, 0, len(msg.Metadata)+1)
+	for _, kv := range msg.Metadata {
+		switch kv.Key {
+		case abi.MetaMessageID:
+			id = kv.Value
+		case abi.MetaDelivery:
+		default:
+			meta = append(meta, kv)
+		}
+	}
+	if id == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	msg.Metadata = append(meta, abi.KV{Key: abi.MetaMessageID, Value: id})
+	dl := in.armed.Deadline()
+	if dl <= watchdog.Idle {
+		return failed(abi.StatusTimeout, "send: the caller's deadline passed")
+	}
+	ctx, cancel := in.forwardContext(dl)
+	defer cancel()
+	if err := d.Publish(ctx, msg); err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ErrDurableFull) {
+			return failed(abi.StatusTimeout, "at least once: the deadline passed")
+		}
+		return in.durableFailed("at least once: " + err.Error())
+	}
+	return abi.StatusOK, []byte(id)
+}
+
+// emitDurable sends a message emitted on a wire delivered at least once.
+// Emitted while handling a message that has an ID, it is given an ID made
+// of that one, its target and its place among the call's emits: a handler
+// that is delivered its message again and emits the same makes the same
+// IDs, and the duplicates are dropped.
+func (in *instance) emitDurable(msg *api.Request) (abi.Status, []byte) {
+	in.durables++
+	if _, own := msg.Get(abi.MetaMessageID); !own {
+		for _, kv := range in.meta {
+			if kv.Key == abi.MetaMessageID {
+				to := abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}
+				sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", kv.Value, to, in.durables))
+				msg.Metadata = append(slices.Clip(msg.Metadata), abi.KV{Key: abi.MetaMessageID, Value: hex.EncodeToString(sum[:16])})
+				break
+			}
+		}
+	}
+	return in.sendDurable(msg)
+}
+
+// durableFailed logs a durable send that failed within the module's log
+// rate; a full store, as any other failure, is abi.StatusUnavailable.
+func (in *instance) durableFailed(reason string) (abi.Status, []byte) {
+	in.logFailure("durable send failed", reason)
+	return abi.StatusUnavailable, []byte(reason)
+}
+
+// startDurable starts consuming the stored messages of module, loaded
+// here, unless it is consumed already or the host has no engine.
+func (h *Host) startDurable(ctx context.Context, module string) {
+	d := h.opts.Durable
+	if d == nil {
+		return
+	}
+	h.durMu.Lock()
+	defer h.durMu.Unlock()
+	if h.durStop == nil {
+		h.durStop = map[string]func(){}
+	}
+	if _, ok := h.durStop[module]; ok || !h.Loaded(module) {
+		return
+	}
+	stop, err := d.Consume(ctx, module, func(ctx context.Context, msg *abi.Message) error {
+		// The store is shared: what it holds is checked as a peer's
+		// message is.
+		msg.Module = module
+		if abi.IsSystemPort(msg.Port) {
+			return h.systemPort(msg)
+		}
+		_, err := h.invoke(ctx, msg, false, nil)
+		return err
+	})
+	if err != nil {
+		h.log.Error("durable messages not consumed", "module", module, "error", err)
+		return
+	}
+	h.durStop[module] = stop
+}
+
+// stopDurable stops consuming module's stored messages ("" for every
+// module's), once no delivery runs.
+func (h *Host) stopDurable(module string) {
+	h.durMu.Lock()
+	defer h.durMu.Unlock()
+	for m, stop := range h.durStop {
+		if module == "" || m == module {
+			stop()
+			delete(h.durStop, m)
+		}
+	}
+}
