@@ -113,7 +113,9 @@ func TestSharedConsumer(t *testing.T) {
 // whose CallTimeout is longer may) keeps its message: it is delivered
 // once, not again to another consumer meanwhile.
 func TestInProgress(t *testing.T) {
-	const ackWait = 3 * time.Second
+	// The heartbeat goes every third of AckWait: only a stall of the
+	// process longer than two thirds of it (over 5 s) redelivers.
+	const ackWait = 8 * time.Second
 	e := open(t, state.Config{Dir: t.TempDir(), AckWait: ackWait})
 	var mu sync.Mutex
 	deliveries := 0
@@ -123,7 +125,7 @@ func TestInProgress(t *testing.T) {
 		mu.Unlock()
 		// The work of a long handler: more than twice AckWait.
 		select {
-		case <-time.After(7 * time.Second):
+		case <-time.After(2*ackWait + ackWait/4):
 		case <-ctx.Done():
 		}
 		return nil
