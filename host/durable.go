@@ -203,8 +203,23 @@ func (in *instance) durableFailed(reason string) (abi.Status, []byte) {
 }
 
 // startDurable starts consuming the stored messages of module, loaded
-// here, unless it is consumed already or the host has no engine.
+// here, unless it is consumed already or the host has no engine. A store
+// that cannot be reached now is tried again, with a backoff, until it can
+// or the module is unloaded: messages wait in the store meanwhile.
 func (h *Host) startDurable(ctx context.Context, module string) {
+	h.consumeDurable(ctx, module, 0, nil)
+}
+
+// consumer is what stops a module's consuming: the engine's consumer, or
+// the timer of the next try.
+type consumer struct{ stop func() }
+
+// durableRetryMax is the longest wait between two tries to consume.
+const durableRetryMax = 30 * time.Second
+
+// consumeDurable is startDurable's try number attempt; retry is the
+// entry in durStop of the try that runs it.
+func (h *Host) consumeDurable(ctx context.Context, module string, attempt int, retry *consumer) {
 	d := h.opts.Durable
 	if d == nil {
 		return
@@ -212,9 +227,17 @@ func (h *Host) startDurable(ctx context.Context, module string) {
 	h.durMu.Lock()
 	defer h.durMu.Unlock()
 	if h.durStop == nil {
-		h.durStop = map[string]func(){}
+		h.durStop = map[string]*consumer{}
 	}
-	if _, ok := h.durStop[module]; ok || !h.Loaded(module) {
+	if c, ok := h.durStop[module]; ok {
+		if c != retry {
+			return // consumed already, or another try is due
+		}
+		delete(h.durStop, module)
+	} else if retry != nil {
+		return // stopped since the try was set
+	}
+	if !h.Loaded(module) {
 		return
 	}
 	stop, err := d.Consume(ctx, module, func(ctx context.Context, msg *abi.Message) error {
@@ -227,11 +250,20 @@ func (h *Host) startDurable(ctx context.Context, module string) {
 		_, err := h.invoke(ctx, msg, false, nil)
 		return err
 	})
-	if err != nil {
-		h.log.Error("durable messages not consumed", "module", module, "error", err)
+	if err == nil {
+		h.durStop[module] = &consumer{stop}
 		return
 	}
-	h.durStop[module] = stop
+	wait := min(time.Second<<min(attempt, 5), durableRetryMax)
+	h.log.Error("durable messages not consumed; trying again", "module", module, "error", err, "in", wait)
+	next := &consumer{}
+	t := time.AfterFunc(wait, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), durableRetryMax)
+		defer cancel()
+		h.consumeDurable(ctx, module, attempt+1, next)
+	})
+	next.stop = func() { t.Stop() }
+	h.durStop[module] = next
 }
 
 // stopDurable stops consuming module's stored messages ("" for every
@@ -239,9 +271,9 @@ func (h *Host) startDurable(ctx context.Context, module string) {
 func (h *Host) stopDurable(module string) {
 	h.durMu.Lock()
 	defer h.durMu.Unlock()
-	for m, stop := range h.durStop {
+	for m, c := range h.durStop {
 		if module == "" || m == module {
-			stop()
+			c.stop()
 			delete(h.durStop, m)
 		}
 	}

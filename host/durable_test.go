@@ -2,9 +2,11 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -270,4 +272,49 @@ func TestDurableWireRefused(t *testing.T) {
 	assert.Contains(t, refused.Refused[0].Reason, `delivery "exactly-once"`)
 	_, wiring := h.Wiring()
 	assert.Equal(t, map[string][]string{"a/c/out": {"d/c/in"}}, wiring)
+}
+
+// flakyDurable is an engine whose first fails tries to consume fail, as a
+// store not yet reachable when a module loads.
+type flakyDurable struct {
+	*state.Engine
+	mu    sync.Mutex
+	fails int
+	tries int
+}
+
+func (f *flakyDurable) Consume(ctx context.Context, module string, handle host.DurableHandler) (func(), error) {
+	f.mu.Lock()
+	f.tries++
+	fail := f.tries <= f.fails
+	f.mu.Unlock()
+	if fail {
+		return nil, errors.New("store unreachable")
+	}
+	return f.Engine.Consume(ctx, module, handle)
+}
+
+// TestDurableConsumeRetried: a module loaded while its store cannot be
+// consumed from gets its stored messages once the store can: the host
+// tries again, rather than leaving them until the module is reloaded.
+func TestDurableConsumeRetried(t *testing.T) {
+	eng := openState(t, state.Config{})
+	flaky := &flakyDurable{Engine: eng, fails: 2}
+	h, _ := newHost(t, host.Options{KV: eng, Durable: flaky})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
+		defer cancel()
+		require.NoError(t, h.Close(ctx))
+		require.NoError(t, eng.Close())
+	})
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Durable), host.LoadOptions{Capabilities: []string{abi.CapKV, abi.CapMessaging}})
+	require.NoError(t, err)
+
+	answer := durableSend(t, h, "durable/sink/in", "-", "ok")
+	require.True(t, strings.HasPrefix(answer, "ok "), answer)
+	id := strings.TrimPrefix(answer, "ok ")
+	waitFor(t, func() bool { return kvValue(t, eng, "durable", "handled."+id) == "1" }, "the message handled once the store can be consumed from")
+	flaky.mu.Lock()
+	defer flaky.mu.Unlock()
+	assert.Equal(t, 3, flaky.tries, "two failed tries, then one that consumes")
 }
