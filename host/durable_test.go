@@ -20,16 +20,12 @@ import (
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
-// durableHost is a host on eng (its state store and its durable engine,
-// unless noDurable) with the durable module loaded; the host closes
+// durableHost is a host on eng, its state store, and on d, its durable
+// engine (nil for none), with the durable module loaded; the host closes
 // before the engine when the test ends.
-func durableHost(t *testing.T, eng *state.Engine, noDurable bool) *host.Host {
+func durableHost(t *testing.T, eng *state.Engine, d host.Durable) *host.Host {
 	t.Helper()
-	opts := host.Options{KV: eng, Durable: eng}
-	if noDurable {
-		opts.Durable = nil
-	}
-	h, _ := newHost(t, opts)
+	h, _ := newHost(t, host.Options{KV: eng, Durable: d})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
 		defer cancel()
@@ -82,7 +78,7 @@ func pending(t *testing.T, eng *state.Engine, module string) uint64 {
 // its attempts, its ID and its trace context, and no longer pending.
 func TestDurableDeadLetter(t *testing.T) {
 	eng := openState(t, state.Config{MaxAttempts: 3, Backoff: 10 * time.Millisecond})
-	h := durableHost(t, eng, false)
+	h := durableHost(t, eng, eng)
 
 	assert.Equal(t, "ok m1", durableSend(t, h, "durable/sink/in", "m1", "fail"))
 	var dead []host.DeadLetter
@@ -129,7 +125,7 @@ func TestDurableDeadLetter(t *testing.T) {
 // dead letter. The ID the host picks is the one the handler reads.
 func TestDurableRetry(t *testing.T) {
 	eng := openState(t, state.Config{MaxAttempts: 3, Backoff: 10 * time.Millisecond})
-	h := durableHost(t, eng, false)
+	h := durableHost(t, eng, eng)
 
 	answer := durableSend(t, h, "durable/sink/in", "-", "flaky")
 	require.True(t, strings.HasPrefix(answer, "ok "), answer)
@@ -147,7 +143,7 @@ func TestDurableRetry(t *testing.T) {
 // stored is dropped; another ID is not.
 func TestDurableDuplicate(t *testing.T) {
 	eng := openState(t, state.Config{})
-	h := durableHost(t, eng, false)
+	h := durableHost(t, eng, eng)
 
 	for range 3 {
 		assert.Equal(t, "ok d1", durableSend(t, h, "durable/sink/in", "d1", "x"))
@@ -165,7 +161,7 @@ func TestDurableDuplicate(t *testing.T) {
 // stored.
 func TestDurableFull(t *testing.T) {
 	eng := openState(t, state.Config{MaxStreamBytes: 4 << 10})
-	h := durableHost(t, eng, false)
+	h := durableHost(t, eng, eng)
 
 	body := strings.Repeat("x", 500)
 	accepted := 0
@@ -189,7 +185,7 @@ func TestDurableFull(t *testing.T) {
 // as one at most once is, and nothing is stored.
 func TestDurableSystemPort(t *testing.T) {
 	eng := openState(t, state.Config{})
-	h := durableHost(t, eng, false)
+	h := durableHost(t, eng, eng)
 	answer := durableSend(t, h, "durable/sink/_settings", "p1", "{}")
 	assert.True(t, strings.HasPrefix(answer, "denied: send durable/sink/_settings: denied: "), answer)
 	assert.Equal(t, uint64(0), pending(t, eng, "durable"))
@@ -200,7 +196,7 @@ func TestDurableSystemPort(t *testing.T) {
 // at most once.
 func TestDurableNoEngine(t *testing.T) {
 	eng := openState(t, state.Config{})
-	h := durableHost(t, eng, true)
+	h := durableHost(t, eng, nil)
 	assert.Equal(t, "unavailable: send durable/sink/in: unavailable: at least once: the host has no durable message store",
 		durableSend(t, h, "durable/sink/in", "n1", "x"))
 	assert.Equal(t, "", kvValue(t, eng, "durable", "tries.n1"))
@@ -223,7 +219,7 @@ func TestDurableRestart(t *testing.T) {
 	require.NoError(t, eng.Close())
 
 	eng = openState(t, state.Config{Dir: dir})
-	durableHost(t, eng, false)
+	durableHost(t, eng, eng)
 	waitFor(t, func() bool { return kvValue(t, eng, "durable", "handled") == strconv.Itoa(n) }, "every stored message handled after the restart")
 	waitFor(t, func() bool { return pending(t, eng, "durable") == 0 }, "every message acknowledged")
 	for i := range n {
@@ -237,7 +233,7 @@ func TestDurableRestart(t *testing.T) {
 // the same ID, so the target handles it once.
 func TestDurableWire(t *testing.T) {
 	eng := openState(t, state.Config{MaxAttempts: 3, Backoff: 10 * time.Millisecond})
-	h := durableHost(t, eng, false)
+	h := durableHost(t, eng, eng)
 	require.NoError(t, h.SetWires(1, []host.Wire{{From: "durable/split/out", To: "durable/sink/in", Delivery: abi.DeliveryAtLeastOnce}}))
 	gen, wires := h.Wires()
 	assert.Equal(t, uint64(1), gen)
@@ -300,15 +296,7 @@ func (f *flakyDurable) Consume(ctx context.Context, module string, handle host.D
 func TestDurableConsumeRetried(t *testing.T) {
 	eng := openState(t, state.Config{})
 	flaky := &flakyDurable{Engine: eng, fails: 2}
-	h, _ := newHost(t, host.Options{KV: eng, Durable: flaky})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
-		defer cancel()
-		require.NoError(t, h.Close(ctx))
-		require.NoError(t, eng.Close())
-	})
-	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Durable), host.LoadOptions{Capabilities: []string{abi.CapKV, abi.CapMessaging}})
-	require.NoError(t, err)
+	h := durableHost(t, eng, flaky)
 
 	answer := durableSend(t, h, "durable/sink/in", "-", "ok")
 	require.True(t, strings.HasPrefix(answer, "ok "), answer)

@@ -40,9 +40,9 @@ func TestResultBuffer(t *testing.T) {
 		{port: "g"},
 	} {
 		t.Run(tc.port, func(t *testing.T) {
-			before := afterLines(sink, tc.port)
+			before := afterLines(sink, "resultbuf", tc.port)
 			resp, err := invoke(t, h, "resultbuf", "c", tc.port, nil)
-			ran := afterLines(sink, tc.port) - before
+			ran := afterLines(sink, "resultbuf", tc.port) - before
 			if tc.kind == 0 {
 				assert.Equal(t, 1, ran, "the handler ran on after the host call")
 				require.NoError(t, err)
@@ -56,10 +56,10 @@ func TestResultBuffer(t *testing.T) {
 	}
 }
 
-// afterLines counts the lines "after" resultbuf logged on port.
-func afterLines(sink *logSink, port string) int {
+// afterLines counts the lines "after <port>" module logged.
+func afterLines(sink *logSink, module, port string) int {
 	n := 0
-	for _, l := range sink.of("resultbuf") {
+	for _, l := range sink.of(module) {
 		if l.line == "after "+port {
 			n++
 		}
@@ -94,9 +94,9 @@ func TestCallReplyBuffer(t *testing.T) {
 		{port: "g"},
 	} {
 		t.Run(tc.port, func(t *testing.T) {
-			before := callbufLines(sink, tc.port)
+			before := afterLines(sink, "callbuf", tc.port)
 			resp, err := invoke(t, h, "callbuf", "c", tc.port, nil)
-			ran := callbufLines(sink, tc.port) - before
+			ran := afterLines(sink, "callbuf", tc.port) - before
 			if tc.kind == 0 {
 				assert.Equal(t, 1, ran, "the handler ran on after the call")
 				require.NoError(t, err)
@@ -108,17 +108,6 @@ func TestCallReplyBuffer(t *testing.T) {
 			assert.Zero(t, ran, "the handler ran on after the failed export")
 		})
 	}
-}
-
-// callbufLines counts the lines "after" callbuf logged on port.
-func callbufLines(sink *logSink, port string) int {
-	n := 0
-	for _, l := range sink.of("callbuf") {
-		if l.line == "after "+port {
-			n++
-		}
-	}
-	return n
 }
 
 // TestCallReplyBufferCalleeFree: a caller's tinyhost_result_buffer, its
@@ -159,5 +148,5 @@ func TestCallReplyBufferCalleeFree(t *testing.T) {
 	cancel()
 	err = <-spun
 	assert.Equal(t, api.KindCanceled, kindOf(err), "%v", err)
-	assert.Zero(t, callbufLines(sink, "s"), "the handler ran on after the stopped export")
+	assert.Zero(t, afterLines(sink, "callbuf", "s"), "the handler ran on after the stopped export")
 }
