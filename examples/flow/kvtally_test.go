@@ -20,7 +20,12 @@ import (
 // kv.
 func kvTallyHost(t *testing.T, args ...string) *hostclient.Client {
 	t.Helper()
-	h := e2e.StartHost(t, e2e.HostOptions{Args: args})
+	return loadKVTally(t, e2e.StartHost(t, e2e.HostOptions{Args: args}))
+}
+
+// loadKVTally loads kvtally into h, granted kv, and returns its client.
+func loadKVTally(t *testing.T, h *e2e.Host) *hostclient.Client {
+	t.Helper()
 	c := e2e.Client(t, h.Addr)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

@@ -313,7 +313,7 @@ func ParseConfig(args, environ []string) (Config, error) {
 	if fs.NArg() > 0 {
 		return Config{}, usageErr("unexpected arguments %q: tinyhost takes only flags", fs.Args())
 	}
-	known := map[string]bool{"labels": true, "routes": true, "wiring": true}
+	known := map[string]bool{"labels": true, "routes": true, "wiring": true, "wiring-at-least-once": true}
 	fs.VisitAll(func(f *pflag.Flag) {
 		switch f.Name {
 		case "config", "help", "version", "label":
@@ -367,7 +367,7 @@ func ParseConfig(args, environ []string) (Config, error) {
 				return artifactsKey(key), splitList(v)
 			case key == "config":
 				return "", nil // read above
-			case key == "routes", key == "wiring":
+			case key == "routes", key == "wiring", key == "wiring-at-least-once":
 				if envErr == nil {
 					envErr = usageErr("%s: %s is set in the config file only", "TINYHOST_"+strings.ToUpper(strings.ReplaceAll(key, "-", "_")), key)
 				}

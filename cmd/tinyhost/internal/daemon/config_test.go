@@ -88,6 +88,23 @@ func TestParseConfigFromEnvFile(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:2000", c.Listen)
 }
 
+// TestParseConfigWiring: the config file's routes, wiring and wiring at
+// least once, as cmd/README.md shows them, are read.
+func TestParseConfigWiring(t *testing.T) {
+	file := writeConfig(t, `routes:
+  tally: ["10.0.0.2:50051"]
+wiring:
+  common/split/out: [tally/counter/in]
+wiring-at-least-once:
+  common/split/audit: [audit/log/in]
+`)
+	c, err := daemon.ParseConfig([]string{"--config", file}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]string{"tally": {"10.0.0.2:50051"}}, c.Routes)
+	assert.Equal(t, map[string][]string{"common/split/out": {"tally/counter/in"}}, c.Wiring)
+	assert.Equal(t, map[string][]string{"common/split/audit": {"audit/log/in"}}, c.DurableWiring)
+}
+
 func TestParseConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -126,6 +143,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "unknown variable", env: []string{"TINYHOST_TOKENFILE=/t", "TINYHOST_SOMETHING_ELSE=x"},
 			want: "unknown environment variables TINYHOST_SOMETHING_ELSE, TINYHOST_TOKENFILE (did you mean TINYHOST_TOKEN_FILE?)"},
 		{name: "routes variable", env: []string{"TINYHOST_ROUTES=a"}, want: "TINYHOST_ROUTES: routes is set in the config file only"},
+		{name: "durable wiring variable", env: []string{"TINYHOST_WIRING_AT_LEAST_ONCE=a"}, want: "TINYHOST_WIRING_AT_LEAST_ONCE: wiring-at-least-once is set in the config file only"},
 		{name: "name not a DNS subdomain", args: []string{"--name", "Edge_1"}, want: `name "Edge_1" is not a DNS subdomain (RFC 1123)`},
 		{name: "name too long", args: []string{"--name", strings.Repeat("a", 254)}, want: "is not a DNS subdomain (RFC 1123): 1 to 253 characters"},
 		{name: "label value too long", args: []string{"--label", "zone=" + strings.Repeat("a", 64)}, want: "label zone: value"},
