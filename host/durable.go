@@ -25,11 +25,13 @@ import (
 // target module; the hosts that consume a module's messages share them,
 // each message going to one of them at a time.
 type Durable interface {
-	// Publish stores msg for msg.Module and returns once the engine has
-	// it. msg carries its ID as abi.MetaMessageID: a message with the ID
-	// of one stored within the engine's duplicate window is dropped, with
-	// no error. A module whose store is full fails with ErrDurableFull.
-	Publish(ctx context.Context, msg *abi.Message) error
+	// Publish stores msg, sent by module from, for msg.Module and returns
+	// once the engine has it. msg carries its ID as abi.MetaMessageID: a
+	// message with the ID and sender of one stored within the engine's
+	// duplicate window is dropped, with no error (a sender's ID does not
+	// drop another's message). A module whose store is full fails with
+	// ErrDurableFull.
+	Publish(ctx context.Context, from string, msg *abi.Message) error
 	// Consume starts delivering module's stored messages to handle until
 	// stop is called; stop returns once no handle runs. A message whose
 	// handle returns nil is done; one that fails is delivered again later,
@@ -166,7 +168,7 @@ func (in *instance) sendDurable(msg *api.Request) (abi.Status, []byte) {
 	}
 	ctx, cancel := in.forwardContext(dl)
 	defer cancel()
-	if err := d.Publish(ctx, msg); err != nil {
+	if err := d.Publish(ctx, v.name, msg); err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ErrDurableFull) {
 			return failed(abi.StatusTimeout, "at least once: the deadline passed")
 		}

@@ -43,9 +43,16 @@ func durableHost(t *testing.T, eng *state.Engine, noDurable bool) *host.Host {
 // least once with id ("-" for the host's) and returns its answer.
 func durableSend(t *testing.T, h *host.Host, address, id, body string) string {
 	t.Helper()
+	return durableSendFrom(t, h, "durable", address, id, body)
+}
+
+// durableSendFrom is durableSend from module, the durable module loaded
+// under another name.
+func durableSendFrom(t *testing.T, h *host.Host, module, address, id, body string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	resp, err := h.Invoke(ctx, api.Request{Module: "durable", Component: "src", Port: "send", Payload: []byte(address + " " + id + " " + body)})
+	resp, err := h.Invoke(ctx, api.Request{Module: module, Component: "src", Port: "send", Payload: []byte(address + " " + id + " " + body)})
 	require.NoError(t, err)
 	return string(resp.Payload)
 }
@@ -216,7 +223,7 @@ func TestDurableRestart(t *testing.T) {
 	for i := range n {
 		msg := &abi.Message{Module: "durable", Component: "sink", Port: "in", Payload: []byte("x"),
 			Metadata: []abi.KV{{Key: abi.MetaMessageID, Value: fmt.Sprintf("r%d", i)}}}
-		require.NoError(t, eng.Publish(t.Context(), msg))
+		require.NoError(t, eng.Publish(t.Context(), "durable", msg))
 	}
 	require.NoError(t, eng.Close())
 

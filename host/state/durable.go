@@ -94,9 +94,10 @@ func (e *Engine) streams(ctx context.Context, module string) (msgs, dead jetstre
 }
 
 // Publish implements host.Durable: the message, encoded as the ABI does,
-// with its ID as Nats-Msg-Id, so that JetStream drops a duplicate within
-// DuplicateWindow.
-func (e *Engine) Publish(ctx context.Context, msg *abi.Message) error {
+// with "<from>/<ID>" as Nats-Msg-Id, so that JetStream drops a duplicate
+// of the sender's within DuplicateWindow and no sender can have another's
+// message dropped by naming its ID.
+func (e *Engine) Publish(ctx context.Context, from string, msg *abi.Message) error {
 	if _, _, err := e.streams(ctx, msg.Module); err != nil {
 		return err
 	}
@@ -106,7 +107,7 @@ func (e *Engine) Publish(ctx context.Context, msg *abi.Message) error {
 	if tp, ok := msg.Get(abi.MetaTraceparent); ok {
 		m.Header.Set(abi.MetaTraceparent, tp) // for the store's own tools
 	}
-	ack, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(id))
+	ack, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(from+"/"+id))
 	if err != nil {
 		return mapPublishErr(err)
 	}
@@ -342,9 +343,10 @@ func (e *Engine) Pending(ctx context.Context, module string) (uint64, error) {
 
 // ReplayDeadLetter implements host.DeadLetters: the dead letter goes back
 // onto the module's stream with its ID in its metadata, and under
-// "<ID>.replay.<seq>" as Nats-Msg-Id, so that a replay repeated within the
-// duplicate window is kept once while the original ID's window, if still
-// open, does not drop it. Then the dead letter is removed.
+// "/replay/<seq>/<ID>" as Nats-Msg-Id, so that a replay repeated within
+// the duplicate window is kept once while the original ID's window, if
+// still open, does not drop it; no sender's "<from>/<ID>" is one of these.
+// Then the dead letter is removed.
 func (e *Engine) ReplayDeadLetter(ctx context.Context, module string, seq uint64) error {
 	_, dead, err := e.streams(ctx, module)
 	if err != nil {
@@ -367,7 +369,7 @@ func (e *Engine) ReplayDeadLetter(ctx context.Context, module string, seq uint64
 	if tp, ok := msg.Get(abi.MetaTraceparent); ok {
 		m.Header.Set(abi.MetaTraceparent, tp)
 	}
-	ack, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+".replay."+strconv.FormatUint(seq, 10)))
+	ack, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID("/replay/"+strconv.FormatUint(seq, 10)+"/"+id))
 	if err != nil {
 		return mapPublishErr(err)
 	}

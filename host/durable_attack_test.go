@@ -1,0 +1,56 @@
+package host_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/state"
+	"github.com/tinyhost/tinyhost/internal/e2e"
+)
+
+// loadDurableAs loads the durable test module a second time under name.
+func loadDurableAs(t *testing.T, h *host.Host, name string) {
+	t.Helper()
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Durable), host.LoadOptions{Name: name, Capabilities: []string{abi.CapKV, abi.CapMessaging}})
+	require.NoError(t, err)
+}
+
+// TestDurableIDPerSender: the ID a sender sets drops only that sender's
+// own duplicates: another module that sends the same target a message
+// under the same ID, by chance or to have the first one's dropped, does
+// not make either lost.
+func TestDurableIDPerSender(t *testing.T) {
+	eng := openState(t, state.Config{})
+	h := durableHost(t, eng, false)
+	loadDurableAs(t, h, "other")
+
+	assert.Equal(t, "ok x1", durableSend(t, h, "durable/sink/in", "x1", "a"))
+	assert.Equal(t, "ok x1", durableSendFrom(t, h, "other", "durable/sink/in", "x1", "b"))
+	waitFor(t, func() bool { return kvValue(t, eng, "durable", "handled") == "2" }, "both senders' messages handled")
+	waitFor(t, func() bool { return pending(t, eng, "durable") == 0 }, "both acknowledged")
+}
+
+// TestDurableEmitIDPerEmitter: two modules each handling a message of the
+// same ID (one sender's, sent to both) and emitting on a wire delivered
+// at least once to the same target emit two messages, not one under one
+// derived ID.
+func TestDurableEmitIDPerEmitter(t *testing.T) {
+	eng := openState(t, state.Config{})
+	h := durableHost(t, eng, false)
+	loadDurableAs(t, h, "other")
+	require.NoError(t, h.SetWires(1, []host.Wire{
+		{From: "durable/split/out", To: "durable/sink/in", Delivery: abi.DeliveryAtLeastOnce},
+		{From: "other/split/out", To: "durable/sink/in", Delivery: abi.DeliveryAtLeastOnce},
+	}))
+
+	assert.Equal(t, "ok s1", durableSend(t, h, "durable/split/in", "s1", "x"))
+	assert.Equal(t, "ok s1", durableSend(t, h, "other/split/in", "s1", "x"))
+	waitFor(t, func() bool { return kvValue(t, eng, "durable", "handled") == "2" }, "both emits handled")
+	waitFor(t, func() bool { return pending(t, eng, "durable") == 0 }, "everything acknowledged")
+	assert.Equal(t, "1", kvValue(t, eng, "other", "split.s1"))
+	assert.Equal(t, "1", kvValue(t, eng, "durable", "split.s1"))
+}
