@@ -179,16 +179,17 @@ func (in *instance) sendDurable(msg *api.Request) (abi.Status, []byte) {
 
 // emitDurable sends a message emitted on a wire delivered at least once.
 // Emitted while handling a message that has an ID, it is given an ID made
-// of that one, its target and its place among the call's emits: a handler
-// that is delivered its message again and emits the same makes the same
-// IDs, and the duplicates are dropped.
-func (in *instance) emitDurable(msg *api.Request) (abi.Status, []byte) {
+// of that one, its output port from, its target and its place among the
+// call's emits: a handler that is delivered its message again and emits
+// the same makes the same IDs, and the duplicates are dropped, while
+// another module's emits under a message of the same ID make others.
+func (in *instance) emitDurable(from abi.Address, msg *api.Request) (abi.Status, []byte) {
 	in.durables++
 	if _, own := msg.Get(abi.MetaMessageID); !own {
 		for _, kv := range in.meta {
 			if kv.Key == abi.MetaMessageID {
 				to := abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}
-				sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", kv.Value, to, in.durables))
+				sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d", kv.Value, from, to, in.durables))
 				msg.Metadata = append(slices.Clip(msg.Metadata), abi.KV{Key: abi.MetaMessageID, Value: hex.EncodeToString(sum[:16])})
 				break
 			}

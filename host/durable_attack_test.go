@@ -37,7 +37,8 @@ func TestDurableIDPerSender(t *testing.T) {
 // TestDurableEmitIDPerEmitter: two modules each handling a message of the
 // same ID (one sender's, sent to both) and emitting on a wire delivered
 // at least once to the same target emit two messages, not one under one
-// derived ID.
+// derived ID: the target sees two IDs, so that it drops neither as one
+// it has seen.
 func TestDurableEmitIDPerEmitter(t *testing.T) {
 	eng := openState(t, state.Config{})
 	h := durableHost(t, eng, false)
@@ -53,4 +54,9 @@ func TestDurableEmitIDPerEmitter(t *testing.T) {
 	waitFor(t, func() bool { return pending(t, eng, "durable") == 0 }, "everything acknowledged")
 	assert.Equal(t, "1", kvValue(t, eng, "other", "split.s1"))
 	assert.Equal(t, "1", kvValue(t, eng, "durable", "split.s1"))
+	b, err := eng.Bucket(t.Context(), "durable", host.KVQuota{MaxBytes: 16 << 20, MaxValueSize: 64 << 10})
+	require.NoError(t, err)
+	ids, _, err := b.Keys(t.Context(), "handled.", 10)
+	require.NoError(t, err)
+	assert.Len(t, ids, 2, "the IDs the target saw: %v", ids)
 }
