@@ -206,7 +206,10 @@ func (in *instance) durableFailed(reason string) (abi.Status, []byte) {
 }
 
 // startDurable starts consuming the stored messages of module, loaded
-// here, unless it is consumed already or the host has no engine.
+// here, unless it is consumed already or the host has no engine. When the
+// store refuses (down, restarting), it tries again in the background until
+// it takes, or the module is unloaded or the host closes: a module loaded
+// meanwhile is not left without its messages.
 func (h *Host) startDurable(ctx context.Context, module string) {
 	d := h.opts.Durable
 	if d == nil {
@@ -220,7 +223,7 @@ func (h *Host) startDurable(ctx context.Context, module string) {
 	if _, ok := h.durStop[module]; ok || !h.Loaded(module) {
 		return
 	}
-	stop, err := d.Consume(ctx, module, func(ctx context.Context, msg *abi.Message) error {
+	handle := func(ctx context.Context, msg *abi.Message) error {
 		// The store is shared: what it holds is checked as a peer's
 		// message is.
 		msg.Module = module
@@ -229,13 +232,52 @@ func (h *Host) startDurable(ctx context.Context, module string) {
 		}
 		_, err := h.invoke(ctx, msg, false, nil)
 		return err
-	})
-	if err != nil {
-		h.log.Error("durable messages not consumed", "module", module, "error", err)
+	}
+	stop, err := d.Consume(ctx, module, handle)
+	if err == nil {
+		h.durStop[module] = stop
 		return
 	}
-	h.durStop[module] = stop
+	h.log.Error("durable messages not consumed yet: trying again", "module", module, "error", err)
+	retry, cancel := context.WithCancel(h.ctx)
+	done := make(chan struct{})
+	var consumer func()
+	go func() {
+		defer close(done)
+		wait := durableRetryFirst
+		for {
+			t := time.NewTimer(wait)
+			select {
+			case <-retry.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			stop, err := d.Consume(retry, module, handle)
+			if err == nil {
+				consumer = stop
+				h.log.Info("durable messages consumed", "module", module)
+				return
+			}
+			h.log.Warn("durable messages not consumed yet: trying again", "module", module, "error", err, "in", wait)
+			wait = min(2*wait, durableRetryMost)
+		}
+	}()
+	h.durStop[module] = func() {
+		cancel()
+		<-done
+		if consumer != nil {
+			consumer()
+		}
+	}
 }
+
+// The delays between a module's tries to start consuming its stored
+// messages while the store refuses: the first, doubled up to the most.
+const (
+	durableRetryFirst = 100 * time.Millisecond
+	durableRetryMost  = 30 * time.Second
+)
 
 // stopDurable stops consuming module's stored messages ("" for every
 // module's), once no delivery runs.

@@ -1,7 +1,11 @@
 package host_test
 
 import (
+	"context"
+	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,4 +63,54 @@ func TestDurableEmitIDPerEmitter(t *testing.T) {
 	ids, _, err := b.Keys(t.Context(), "handled.", 10)
 	require.NoError(t, err)
 	assert.Len(t, ids, 2, "the IDs the target saw: %v", ids)
+}
+
+// unavailableDurable is a durable engine whose store refuses the first
+// fails consumers, as one that is down or restarting when a module loads;
+// then each consumer it starts is handed one message for durable/sink/in.
+type unavailableDurable struct {
+	fails     int
+	mu        sync.Mutex
+	calls     int
+	delivered chan error
+}
+
+func (d *unavailableDurable) Publish(context.Context, string, *abi.Message) error {
+	return errors.New("not here")
+}
+
+func (d *unavailableDurable) Consume(ctx context.Context, module string, handle host.DurableHandler) (func(), error) {
+	d.mu.Lock()
+	d.calls++
+	n := d.calls
+	d.mu.Unlock()
+	if n <= d.fails {
+		return nil, errors.New("nats: no responders available for request")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		msg := &abi.Message{Module: module, Component: "sink", Port: "in", Metadata: []abi.KV{{Key: abi.MetaMessageID, Value: "u1"}}, Payload: []byte("x")}
+		d.delivered <- handle(context.WithoutCancel(ctx), msg)
+	}()
+	return func() { <-done }, nil
+}
+
+// TestDurableStoreDownAtLoad: a module loaded while the store refuses its
+// consumer still has its stored messages delivered once the store is
+// back, without being loaded again.
+func TestDurableStoreDownAtLoad(t *testing.T) {
+	eng := openState(t, state.Config{})
+	d := &unavailableDurable{fails: 2, delivered: make(chan error, 1)}
+	h, _ := newHost(t, host.Options{KV: eng, Durable: d})
+	closeState(t, eng)
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Durable), host.LoadOptions{Capabilities: []string{abi.CapKV, abi.CapMessaging}})
+	require.NoError(t, err)
+	select {
+	case err := <-d.delivered:
+		require.NoError(t, err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no consumer started after the store came back")
+	}
+	assert.Equal(t, "1", kvValue(t, eng, "durable", "handled.u1"))
 }
