@@ -317,12 +317,18 @@ func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, li
 		if err != nil {
 			return nil, err
 		}
+		reason := raw.Header.Get(HeaderError)
 		msg, err := abi.DecodeMessage(raw.Data)
 		if err != nil {
-			continue
+			// Bytes another client of the store put there: listed as they
+			// are, so that what fills the dead letters is seen.
+			msg = abi.Message{Module: module, Payload: raw.Data}
+			if reason == "" {
+				reason = "undecodable: " + err.Error()
+			}
 		}
 		n, _ := strconv.Atoi(raw.Header.Get(HeaderAttempts))
-		out = append(out, host.DeadLetter{Seq: raw.Sequence, Message: msg, Error: raw.Header.Get(HeaderError), Attempts: n, Time: raw.Time})
+		out = append(out, host.DeadLetter{Seq: raw.Sequence, Message: msg, Error: reason, Attempts: n, Time: raw.Time})
 	}
 	return out, nil
 }
