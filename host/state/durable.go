@@ -285,7 +285,14 @@ func (e *Engine) deadLetter(ctx context.Context, module, subject string, m jetst
 	d.Header.Set(HeaderError, reason)
 	d.Header.Set(HeaderAttempts, strconv.Itoa(attempts))
 	id := m.Headers().Get(nats.MsgIdHdr)
-	if _, err := e.js.PublishMsg(ctx, d, jetstream.WithMsgID(id)); err != nil {
+	// Its place in the module's stream names the dead letter: one stored
+	// twice (its Term lost) is kept once, while another message its
+	// sender sent later under the same ID is not taken for it.
+	var opts []jetstream.PublishOpt
+	if md, err := m.Metadata(); err == nil {
+		opts = append(opts, jetstream.WithMsgID("/dead/"+strconv.FormatUint(md.Sequence.Stream, 10)))
+	}
+	if _, err := e.js.PublishMsg(ctx, d, opts...); err != nil {
 		e.cfg.Logger.Warn("dead letter not stored: the message stays", "module", module, "error", mapPublishErr(err))
 		_ = m.NakWithDelay(e.cfg.AckWait)
 		return

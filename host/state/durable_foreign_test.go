@@ -1,6 +1,8 @@
 package state_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/state"
 )
@@ -38,4 +41,47 @@ func TestForeignMessage(t *testing.T) {
 	assert.Contains(t, dead[0].Error, "undecodable")
 	assert.Equal(t, "not a message", string(dead[0].Message.Payload))
 	assert.Equal(t, 0, r.count(), "never handed to the module")
+}
+
+// TestDeadLettersOfOneID: two messages a sender sent under one ID, the
+// second once the first's duplicate window had passed, are both kept
+// when both fail, the first after the second: neither is dropped as the
+// other's duplicate among the dead letters.
+func TestDeadLettersOfOneID(t *testing.T) {
+	const window = 2 * time.Second
+	e := open(t, state.Config{Dir: t.TempDir(), MaxAttempts: 1, DuplicateWindow: window})
+	first := make(chan struct{})
+	release := make(chan struct{})
+	stop, err := e.Consume(t.Context(), "m", func(_ context.Context, m *abi.Message) error {
+		if string(m.Payload) == "first" {
+			close(first)
+			<-release // fails once the second is a dead letter
+		}
+		return errors.New("boom " + string(m.Payload))
+	})
+	require.NoError(t, err)
+	t.Cleanup(stop)
+
+	send := func(body string) {
+		msg := &abi.Message{Module: "m", Component: "c", Port: "p", Payload: []byte(body),
+			Metadata: []abi.KV{{Key: abi.MetaMessageID, Value: "x"}}}
+		require.NoError(t, e.Publish(t.Context(), "src", msg))
+	}
+	send("first")
+	<-first
+	// Sent again until the store takes it: the first's window passed.
+	require.Eventually(t, func() bool {
+		send("second")
+		return e.Counts()["m"].Published == 2
+	}, 2*time.Minute, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return e.Counts()["m"].DeadLettered == 1 }, 2*time.Minute, 5*time.Millisecond)
+	close(release)
+	require.Eventually(t, func() bool { return e.Counts()["m"].DeadLettered == 2 }, 2*time.Minute, 5*time.Millisecond)
+	dead, err := e.DeadLetters(t.Context(), "m", 0, 10)
+	require.NoError(t, err)
+	var errs []string
+	for _, d := range dead {
+		errs = append(errs, d.Error)
+	}
+	assert.ElementsMatch(t, []string{"boom first", "boom second"}, errs)
 }
