@@ -50,6 +50,7 @@ const (
 	DefaultBackoff         = time.Second
 	DefaultMaxStreamBytes  = 64 << 20
 	DefaultMaxInFlight     = 64
+	DefaultMaxModules      = 1024
 )
 
 // StreamNames returns the names of module's stream of messages and of its
@@ -65,9 +66,13 @@ func StreamNames(namespace, module string) (stream, subject, dead, deadSubject s
 func (e *Engine) streams(ctx context.Context, module string) (msgs, dead jetstream.Stream, err error) {
 	e.mu.Lock()
 	s, ok := e.msgStreams[module]
+	n := len(e.msgStreams)
 	e.mu.Unlock()
 	if ok {
 		return s[0], s[1], nil
+	}
+	if n >= e.cfg.MaxModules {
+		return nil, nil, fmt.Errorf("%w: the store keeps the messages of %d modules, the most it may (MaxModules)", host.ErrDurableFull, n)
 	}
 	name, subject, deadName, deadSubject := StreamNames(e.cfg.Namespace, module)
 	cfg := jetstream.StreamConfig{
@@ -107,7 +112,11 @@ func (e *Engine) Publish(ctx context.Context, from string, msg *abi.Message) err
 	if tp, ok := msg.Get(abi.MetaTraceparent); ok {
 		m.Header.Set(abi.MetaTraceparent, tp) // for the store's own tools
 	}
-	ack, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(from+"/"+id))
+	var opts []jetstream.PublishOpt
+	if id != "" {
+		opts = append(opts, jetstream.WithMsgID(from+"/"+id))
+	}
+	ack, err := e.js.PublishMsg(ctx, m, opts...)
 	if err != nil {
 		return mapPublishErr(err)
 	}

@@ -85,3 +85,23 @@ func TestDeadLettersOfOneID(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"boom first", "boom second"}, errs)
 }
+
+// TestMaxModules: sends at least once to ever new module names (one that
+// a guest granted every target may make up) make streams up to
+// MaxModules; past it a send to a new one fails as full, and the
+// modules that have streams are still sent to.
+func TestMaxModules(t *testing.T) {
+	e := open(t, state.Config{Dir: t.TempDir(), MaxModules: 2})
+	send := func(module string) error {
+		return e.Publish(t.Context(), "src", &abi.Message{Module: module, Component: "c", Port: "p", Payload: []byte("x")})
+	}
+	require.NoError(t, send("a"))
+	require.NoError(t, send("b"))
+	err := send("c")
+	require.ErrorIs(t, err, host.ErrDurableFull)
+	assert.ErrorContains(t, err, "2 modules")
+	require.NoError(t, send("a"))
+	n, err := e.Pending(t.Context(), "a")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), n)
+}

@@ -81,6 +81,11 @@ type Config struct {
 	// MaxInFlight bounds the messages of one module that one host
 	// handles at once. Default 64.
 	MaxInFlight int
+	// MaxModules bounds the modules whose message streams the engine
+	// makes or uses: a guest may send at least once to any name it is
+	// granted, and each new one is two streams. Past it a send to another
+	// module fails with host.ErrDurableFull. Default 1024.
+	MaxModules int
 
 	// Timeout bounds starting the embedded server and connecting.
 	// Default 30s.
@@ -196,6 +201,9 @@ func (cfg *Config) fill() error {
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.MaxModules <= 0 {
+		cfg.MaxModules = DefaultMaxModules
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
