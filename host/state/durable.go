@@ -317,22 +317,19 @@ func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, li
 	if err != nil {
 		return nil, err
 	}
-	info, err := dead.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
+	_, _, _, subject := StreamNames(e.cfg.Namespace, module)
 	var out []host.DeadLetter
-	if info.State.Msgs == 0 {
-		return nil, nil
-	}
-	for seq := max(from, info.State.FirstSeq, 1); seq <= info.State.LastSeq && len(out) < limit; seq++ {
-		raw, err := dead.GetMsg(ctx, seq)
+	for seq := max(from, 1); len(out) < limit; {
+		// The next one from seq on, in one request however many were
+		// removed (replayed) before it.
+		raw, err := dead.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue // removed
+			break
 		}
 		if err != nil {
 			return nil, err
 		}
+		seq = raw.Sequence + 1
 		reason := raw.Header.Get(HeaderError)
 		msg, err := abi.DecodeMessage(raw.Data)
 		if err != nil {

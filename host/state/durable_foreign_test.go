@@ -3,10 +3,12 @@ package state_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -104,4 +106,44 @@ func TestMaxModules(t *testing.T) {
 	n, err := e.Pending(t.Context(), "a")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), n)
+}
+
+// TestDeadLettersSkipRemoved: listing dead letters asks the store for
+// each one listed, not for every sequence a removed (replayed) one left
+// behind: 500 removed between the two left cost no more requests than
+// none.
+func TestDeadLettersSkipRemoved(t *testing.T) {
+	e := open(t, state.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
+	_, err := e.DeadLetters(t.Context(), "m", 0, 10) // makes the streams
+	require.NoError(t, err)
+	nc, err := nats.Connect(e.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, _, deadName, deadSubject := state.StreamNames("default", "m")
+	dead, err := js.Stream(t.Context(), deadName)
+	require.NoError(t, err)
+	const removed = 500
+	for i := range removed + 2 {
+		_, err := js.Publish(t.Context(), deadSubject, abi.AppendMessage(nil, &abi.Message{Module: "m", Component: "c", Port: "p", Payload: []byte(strconv.Itoa(i))}))
+		require.NoError(t, err)
+	}
+	for seq := uint64(2); seq <= removed+1; seq++ {
+		require.NoError(t, dead.DeleteMsg(t.Context(), seq))
+	}
+	requests := func() uint64 {
+		info, err := js.AccountInfo(t.Context())
+		require.NoError(t, err)
+		return info.API.Total
+	}
+	before := requests()
+	list, err := e.DeadLetters(t.Context(), "m", 0, 10)
+	require.NoError(t, err)
+	used := requests() - before - 1 // the second AccountInfo counts itself
+	t.Logf("store requests of one listing: %d", used)
+	require.Len(t, list, 2)
+	assert.Equal(t, "0", string(list[0].Message.Payload))
+	assert.Equal(t, strconv.Itoa(removed+1), string(list[1].Message.Payload))
+	assert.LessOrEqual(t, used, uint64(4), "store requests of one listing")
 }
