@@ -259,8 +259,8 @@ func (h *Host) startDurable(ctx context.Context, module string) {
 				h.log.Info("durable messages consumed", "module", module)
 				return
 			}
-			h.log.Warn("durable messages not consumed yet: trying again", "module", module, "error", err, "in", wait)
 			wait = min(2*wait, durableRetryMost)
+			h.log.Warn("durable messages not consumed yet: trying again", "module", module, "error", err, "in", wait)
 		}
 	}()
 	h.durStop[module] = func() {
