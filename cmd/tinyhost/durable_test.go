@@ -126,3 +126,20 @@ func TestDeadLettersCLI(t *testing.T) {
 		assert.Contains(t, text, want)
 	}
 }
+
+// TestDurableFlags: an ack wait under a second, and a negative bound, are
+// usage errors (exit 2) naming the flag.
+func TestDurableFlags(t *testing.T) {
+	bin := e2e.Binary(t, "cmd/tinyhost")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--state-dir", t.TempDir(), "--durable-ack-wait", "10ms"}, "durable-ack-wait 10ms is below 1s"},
+		{[]string{"--state-dir", t.TempDir(), "--durable-max-attempts", "-1"}, "must not be negative"},
+	} {
+		res := e2e.Run(t, nil, bin, c.args...)
+		assert.Equal(t, 2, res.Code, "%v: %s", c.args, res.Stderr)
+		assert.Contains(t, res.Stderr, c.want, c.args)
+	}
+}

@@ -108,3 +108,37 @@ func TestSharedConsumer(t *testing.T) {
 	assert.Equal(t, n, r.n, "no message handled twice")
 	assert.Len(t, r.seen, n)
 }
+
+// TestInProgress: a handler that runs longer than AckWait (as a module
+// whose CallTimeout is longer may) keeps its message: it is delivered
+// once, not again to another consumer meanwhile.
+func TestInProgress(t *testing.T) {
+	const ackWait = 3 * time.Second
+	e := open(t, state.Config{Dir: t.TempDir(), AckWait: ackWait})
+	var mu sync.Mutex
+	deliveries := 0
+	stop, err := e.Consume(t.Context(), "m", func(ctx context.Context, _ *abi.Message) error {
+		mu.Lock()
+		deliveries++
+		mu.Unlock()
+		// The work of a long handler: more than twice AckWait.
+		select {
+		case <-time.After(7 * time.Second):
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	publish(t, e, "m", 1)
+	require.Eventually(t, func() bool {
+		n, err := e.Pending(t.Context(), "m")
+		require.NoError(t, err)
+		return n == 0
+	}, 2*time.Minute, 10*time.Millisecond, "the message acknowledged")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 1, deliveries)
+	assert.Equal(t, uint64(0), e.Counts()["m"].Redelivered)
+	assert.Equal(t, uint64(1), e.Counts()["m"].Delivered)
+}

@@ -66,7 +66,7 @@ type Config struct {
 	MaxAttempts int
 	// AckWait is how long a delivery may go without word from its host
 	// (a handler still running says so every third of it) before the
-	// message is delivered again. Default 30s.
+	// message is delivered again. At least 1s; default 30s.
 	AckWait time.Duration
 	// Backoff is the delay before a failed message's second attempt,
 	// doubled for each further one, at most AckWait. Default 1s.
@@ -79,7 +79,10 @@ type Config struct {
 	// 64 MiB.
 	MaxStreamBytes int64
 	// MaxInFlight bounds the messages of one module that one host
-	// handles at once. Default 64.
+	// handles at once, and the module's messages delivered and not yet
+	// acknowledged over all its hosts (the shared consumer's
+	// MaxAckPending, as the host that last started it set it). Default
+	// 64.
 	MaxInFlight int
 	// MaxModules bounds the modules whose message streams the engine
 	// makes or uses: a guest may send at least once to any name it is
@@ -192,6 +195,9 @@ func (cfg *Config) fill() error {
 		if *d.v <= 0 {
 			*d.v = d.def
 		}
+	}
+	if cfg.AckWait < time.Second {
+		return fmt.Errorf("ack wait %v: want at least 1s, so that a running handler's word, every third of it, arrives in time", cfg.AckWait)
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts

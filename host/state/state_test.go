@@ -37,6 +37,7 @@ func TestConfig(t *testing.T) {
 		{state.Config{URL: "nats://127.0.0.1:1", Listen: "127.0.0.1:0"}, "a listen address is for the embedded server"},
 		{state.Config{Dir: t.TempDir(), Namespace: "Bad_NS"}, `namespace "Bad_NS"`},
 		{state.Config{Dir: t.TempDir(), Replicas: 6}, "replicas 6"},
+		{state.Config{Dir: t.TempDir(), AckWait: time.Millisecond}, "ack wait 1ms: want at least 1s"},
 	} {
 		_, err := state.Open(t.Context(), c.cfg)
 		assert.ErrorContains(t, err, c.want)

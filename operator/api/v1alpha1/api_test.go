@@ -239,6 +239,7 @@ spec: {image: r/m:v1}`, "be at most 63 characters"},
 			// author alone rather than by every host for every tenant.
 			{"a wire from a system port", `spec: {image: r/m:v1, wiring: [{from: c/_tick, to: m/c/in}]}`, "spec.wiring[0].from: Invalid value: \"c/_tick\": wiring.from must be component/port"},
 			{"a wire to a system port", `spec: {image: r/m:v1, wiring: [{from: c/out, to: other/sink/_settings}]}`, "spec.wiring[0].to: Invalid value: \"other/sink/_settings\": wiring.to must be module/component/port"},
+			{"a wire with an unknown delivery", `spec: {image: r/m:v1, wiring: [{from: c/out, to: m/c/in, delivery: exactly-once}]}`, `spec.wiring[0].delivery: Unsupported value: "exactly-once": supported values: "at-most-once", "at-least-once"`},
 			{"a wire to a 64-byte port name", `spec: {image: r/m:v1, wiring: [{from: c/out, to: "m/c/` + strings.Repeat("p", 64) + `"}]}`, "system ports (starting with '_') cannot be wired"},
 			{"a wire from a 64-byte component name", `spec: {image: r/m:v1, wiring: [{from: "` + strings.Repeat("c", 64) + `/out", to: m/c/in}]}`, "spec.wiring[0].from"},
 			{"a wire to an upper-case module", `spec: {image: r/m:v1, wiring: [{from: c/out, to: Other/c/in}]}`, "spec.wiring[0].to"},

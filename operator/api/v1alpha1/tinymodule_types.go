@@ -517,16 +517,16 @@ type Wire struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z][a-z0-9._-]{0,62}/[a-z][a-z0-9._-]{0,62}/[a-z][a-z0-9._-]{0,62}$')",message="wiring.to must be module/component/port: names of a-z, 0-9, '-', '_', '.' starting with a letter, at most 63 bytes each; system ports (starting with '_') cannot be wired"
 	To string `json:"to"`
 
-	// Delivery of what is emitted on the wire: at most once when unset
-	// (bounded in flight, lost if the target's host stops or its handler
-	// fails), or "at-least-once": stored before the emit returns,
+	// Delivery of what is emitted on the wire: "at-most-once", the
+	// default (bounded in flight, lost if the target's host stops or its
+	// handler fails), or "at-least-once": stored before the emit returns,
 	// delivered again with backoff until the handler succeeds, then kept
 	// as a dead letter of the target module; the handler reads the
 	// message's ID from its metadata (tinyhost-message-id) to drop
 	// duplicates. Needs hosts with a state store.
 	//
 	// +optional
-	// +kubebuilder:validation:Enum=at-least-once
+	// +kubebuilder:validation:Enum=at-most-once;at-least-once
 	Delivery string `json:"delivery,omitempty"`
 }
 

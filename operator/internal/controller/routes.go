@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
@@ -87,7 +88,11 @@ func wiringTable(mods []v1alpha1.TinyModule, leftOut map[string]string) []*hostv
 				continue
 			}
 			k := [2]string{from, w.To}
-			delivery[k] = max(delivery[k], w.Delivery)
+			if w.Delivery == abi.DeliveryAtLeastOnce {
+				delivery[k] = w.Delivery
+			} else if _, ok := delivery[k]; !ok {
+				delivery[k] = "" // at most once, the host's default
+			}
 		}
 	}
 	wires := make([]api.Wire, 0, len(delivery))

@@ -251,7 +251,7 @@ func TestWiringTableDelivery(t *testing.T) {
 	m := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "common"}, Status: placed,
 		Spec: v1alpha1.TinyModuleSpec{Wiring: []v1alpha1.Wire{
 			{From: "split/out", To: "tally/counter/in", Delivery: "at-least-once"},
-			{From: "split/out", To: "log/line/in"},
+			{From: "split/out", To: "log/line/in", Delivery: "at-most-once"},
 			{From: "split/out", To: "audit/a/in", Delivery: "at-least-once"},
 			{From: "split/out", To: "audit/a/in"},
 		}}}

@@ -48,7 +48,7 @@ func stateFlags(fs *pflag.FlagSet) {
 	fs.Duration("durable-backoff", 0, "delay before a failed message's second delivery, doubled for each further one, at most --durable-ack-wait (default 1s)")
 	fs.Duration("durable-duplicate-window", 0, "how long the ID of a message sent at least once is remembered: another with its ID is dropped (default 2m)")
 	fs.Int64("durable-max-bytes", 0, "bytes of a module's undelivered messages, and of its dead letters; a send at least once past it answers status 7 (default 64 MiB)")
-	fs.Int("durable-max-in-flight", 0, "messages of one module this host handles at once from its durable stream (default 64)")
+	fs.Int("durable-max-in-flight", 0, "messages of one module this host handles at once from its durable stream, and delivered unacknowledged over all its hosts (default 64)")
 	fs.Int("durable-max-modules", 0, "modules whose durable streams this host makes or uses; a send at least once to another answers status 7 (default 1024)")
 	fs.Int("kv-max-key-bytes", 0, "module default: longest key of the kv import, at most 1024 (default 256)")
 	fs.Int("kv-max-value-bytes", 0, "module default: largest value of the kv import, at most 512 KiB (default 64 KiB)")
