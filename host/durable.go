@@ -25,11 +25,13 @@ import (
 // target module; the hosts that consume a module's messages share them,
 // each message going to one of them at a time.
 type Durable interface {
-	// Publish stores msg for msg.Module and returns once the engine has
-	// it. msg carries its ID as abi.MetaMessageID: a message with the ID
-	// of one stored within the engine's duplicate window is dropped, with
-	// no error. A module whose store is full fails with ErrDurableFull.
-	Publish(ctx context.Context, msg *abi.Message) error
+	// Publish stores msg, sent by module from, for msg.Module and returns
+	// once the engine has it. msg carries its ID as abi.MetaMessageID: a
+	// message with the ID and sender of one stored within the engine's
+	// duplicate window is dropped, with no error (a sender's ID does not
+	// drop another's message). A module whose store is full fails with
+	// ErrDurableFull.
+	Publish(ctx context.Context, from string, msg *abi.Message) error
 	// Consume starts delivering module's stored messages to handle until
 	// stop is called; stop returns once no handle runs. A message whose
 	// handle returns nil is done; one that fails is delivered again later,
@@ -166,7 +168,7 @@ func (in *instance) sendDurable(msg *api.Request) (abi.Status, []byte) {
 	}
 	ctx, cancel := in.forwardContext(dl)
 	defer cancel()
-	if err := d.Publish(ctx, msg); err != nil {
+	if err := d.Publish(ctx, v.name, msg); err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ErrDurableFull) {
 			return failed(abi.StatusTimeout, "at least once: the deadline passed")
 		}
@@ -177,16 +179,17 @@ func (in *instance) sendDurable(msg *api.Request) (abi.Status, []byte) {
 
 // emitDurable sends a message emitted on a wire delivered at least once.
 // Emitted while handling a message that has an ID, it is given an ID made
-// of that one, its target and its place among the call's emits: a handler
-// that is delivered its message again and emits the same makes the same
-// IDs, and the duplicates are dropped.
-func (in *instance) emitDurable(msg *api.Request) (abi.Status, []byte) {
+// of that one, its output port from, its target and its place among the
+// call's emits: a handler that is delivered its message again and emits
+// the same makes the same IDs, and the duplicates are dropped, while
+// another module's emits under a message of the same ID make others.
+func (in *instance) emitDurable(from abi.Address, msg *api.Request) (abi.Status, []byte) {
 	in.durables++
 	if _, own := msg.Get(abi.MetaMessageID); !own {
 		for _, kv := range in.meta {
 			if kv.Key == abi.MetaMessageID {
 				to := abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}
-				sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", kv.Value, to, in.durables))
+				sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d", kv.Value, from, to, in.durables))
 				msg.Metadata = append(slices.Clip(msg.Metadata), abi.KV{Key: abi.MetaMessageID, Value: hex.EncodeToString(sum[:16])})
 				break
 			}
@@ -203,23 +206,11 @@ func (in *instance) durableFailed(reason string) (abi.Status, []byte) {
 }
 
 // startDurable starts consuming the stored messages of module, loaded
-// here, unless it is consumed already or the host has no engine. A store
-// that cannot be reached now is tried again, with a backoff, until it can
-// or the module is unloaded: messages wait in the store meanwhile.
+// here, unless it is consumed already or the host has no engine. When the
+// store refuses (down, restarting), it tries again in the background until
+// it takes, or the module is unloaded or the host closes: a module loaded
+// meanwhile is not left without its messages.
 func (h *Host) startDurable(ctx context.Context, module string) {
-	h.consumeDurable(ctx, module, 0, nil)
-}
-
-// consumer is what stops a module's consuming: the engine's consumer, or
-// the timer of the next try.
-type consumer struct{ stop func() }
-
-// durableRetryMax is the longest wait between two tries to consume.
-const durableRetryMax = 30 * time.Second
-
-// consumeDurable is startDurable's try number attempt; retry is the
-// entry in durStop of the try that runs it.
-func (h *Host) consumeDurable(ctx context.Context, module string, attempt int, retry *consumer) {
 	d := h.opts.Durable
 	if d == nil {
 		return
@@ -227,20 +218,12 @@ func (h *Host) consumeDurable(ctx context.Context, module string, attempt int, r
 	h.durMu.Lock()
 	defer h.durMu.Unlock()
 	if h.durStop == nil {
-		h.durStop = map[string]*consumer{}
+		h.durStop = map[string]func(){}
 	}
-	if c, ok := h.durStop[module]; ok {
-		if c != retry {
-			return // consumed already, or another try is due
-		}
-		delete(h.durStop, module)
-	} else if retry != nil {
-		return // stopped since the try was set
-	}
-	if !h.Loaded(module) {
+	if _, ok := h.durStop[module]; ok || !h.Loaded(module) {
 		return
 	}
-	stop, err := d.Consume(ctx, module, func(ctx context.Context, msg *abi.Message) error {
+	handle := func(ctx context.Context, msg *abi.Message) error {
 		// The store is shared: what it holds is checked as a peer's
 		// message is.
 		msg.Module = module
@@ -249,31 +232,61 @@ func (h *Host) consumeDurable(ctx context.Context, module string, attempt int, r
 		}
 		_, err := h.invoke(ctx, msg, false, nil)
 		return err
-	})
+	}
+	stop, err := d.Consume(ctx, module, handle)
 	if err == nil {
-		h.durStop[module] = &consumer{stop}
+		h.durStop[module] = stop
 		return
 	}
-	wait := min(time.Second<<min(attempt, 5), durableRetryMax)
-	h.log.Error("durable messages not consumed; trying again", "module", module, "error", err, "in", wait)
-	next := &consumer{}
-	t := time.AfterFunc(wait, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), durableRetryMax)
-		defer cancel()
-		h.consumeDurable(ctx, module, attempt+1, next)
-	})
-	next.stop = func() { t.Stop() }
-	h.durStop[module] = next
+	h.log.Error("durable messages not consumed yet: trying again", "module", module, "error", err)
+	retry, cancel := context.WithCancel(h.ctx)
+	done := make(chan struct{})
+	var consumer func()
+	go func() {
+		defer close(done)
+		wait := durableRetryFirst
+		for {
+			t := time.NewTimer(wait)
+			select {
+			case <-retry.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			stop, err := d.Consume(retry, module, handle)
+			if err == nil {
+				consumer = stop
+				h.log.Info("durable messages consumed", "module", module)
+				return
+			}
+			wait = min(2*wait, durableRetryMost)
+			h.log.Warn("durable messages not consumed yet: trying again", "module", module, "error", err, "in", wait)
+		}
+	}()
+	h.durStop[module] = func() {
+		cancel()
+		<-done
+		if consumer != nil {
+			consumer()
+		}
+	}
 }
+
+// The delays between a module's tries to start consuming its stored
+// messages while the store refuses: the first, doubled up to the most.
+const (
+	durableRetryFirst = 100 * time.Millisecond
+	durableRetryMost  = 30 * time.Second
+)
 
 // stopDurable stops consuming module's stored messages ("" for every
 // module's), once no delivery runs.
 func (h *Host) stopDurable(module string) {
 	h.durMu.Lock()
 	defer h.durMu.Unlock()
-	for m, c := range h.durStop {
+	for m, stop := range h.durStop {
 		if module == "" || m == module {
-			c.stop()
+			stop()
 			delete(h.durStop, m)
 		}
 	}

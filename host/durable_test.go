@@ -2,11 +2,9 @@ package host_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,9 +39,16 @@ func durableHost(t *testing.T, eng *state.Engine, d host.Durable) *host.Host {
 // least once with id ("-" for the host's) and returns its answer.
 func durableSend(t *testing.T, h *host.Host, address, id, body string) string {
 	t.Helper()
+	return durableSendFrom(t, h, "durable", address, id, body)
+}
+
+// durableSendFrom is durableSend from module, the durable module loaded
+// under another name.
+func durableSendFrom(t *testing.T, h *host.Host, module, address, id, body string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	resp, err := h.Invoke(ctx, api.Request{Module: "durable", Component: "src", Port: "send", Payload: []byte(address + " " + id + " " + body)})
+	resp, err := h.Invoke(ctx, api.Request{Module: module, Component: "src", Port: "send", Payload: []byte(address + " " + id + " " + body)})
 	require.NoError(t, err)
 	return string(resp.Payload)
 }
@@ -214,7 +219,7 @@ func TestDurableRestart(t *testing.T) {
 	for i := range n {
 		msg := &abi.Message{Module: "durable", Component: "sink", Port: "in", Payload: []byte("x"),
 			Metadata: []abi.KV{{Key: abi.MetaMessageID, Value: fmt.Sprintf("r%d", i)}}}
-		require.NoError(t, eng.Publish(t.Context(), msg))
+		require.NoError(t, eng.Publish(t.Context(), "durable", msg))
 	}
 	require.NoError(t, eng.Close())
 
@@ -268,41 +273,4 @@ func TestDurableWireRefused(t *testing.T) {
 	assert.Contains(t, refused.Refused[0].Reason, `delivery "exactly-once"`)
 	_, wiring := h.Wiring()
 	assert.Equal(t, map[string][]string{"a/c/out": {"d/c/in"}}, wiring)
-}
-
-// flakyDurable is an engine whose first fails tries to consume fail, as a
-// store not yet reachable when a module loads.
-type flakyDurable struct {
-	*state.Engine
-	mu    sync.Mutex
-	fails int
-	tries int
-}
-
-func (f *flakyDurable) Consume(ctx context.Context, module string, handle host.DurableHandler) (func(), error) {
-	f.mu.Lock()
-	f.tries++
-	fail := f.tries <= f.fails
-	f.mu.Unlock()
-	if fail {
-		return nil, errors.New("store unreachable")
-	}
-	return f.Engine.Consume(ctx, module, handle)
-}
-
-// TestDurableConsumeRetried: a module loaded while its store cannot be
-// consumed from gets its stored messages once the store can: the host
-// tries again, rather than leaving them until the module is reloaded.
-func TestDurableConsumeRetried(t *testing.T) {
-	eng := openState(t, state.Config{})
-	flaky := &flakyDurable{Engine: eng, fails: 2}
-	h := durableHost(t, eng, flaky)
-
-	answer := durableSend(t, h, "durable/sink/in", "-", "ok")
-	require.True(t, strings.HasPrefix(answer, "ok "), answer)
-	id := strings.TrimPrefix(answer, "ok ")
-	waitFor(t, func() bool { return kvValue(t, eng, "durable", "handled."+id) == "1" }, "the message handled once the store can be consumed from")
-	flaky.mu.Lock()
-	defer flaky.mu.Unlock()
-	assert.Equal(t, 3, flaky.tries, "two failed tries, then one that consumes")
 }

@@ -39,7 +39,7 @@ type Host struct {
 	// durStop stops the consumer of each loaded module's durable
 	// messages (durable.go).
 	durMu   sync.Mutex
-	durStop map[string]*consumer
+	durStop map[string]func()
 
 	rt     wazero.Runtime
 	cache  wazero.CompilationCache

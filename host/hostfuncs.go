@@ -375,7 +375,7 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 			var st abi.Status
 			var reason []byte
 			if v.h.wiredDurable(from, t) {
-				st, reason = in.emitDurable(out)
+				st, reason = in.emitDurable(from, out)
 			} else {
 				st, reason = in.sendAway(out)
 			}

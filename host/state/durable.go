@@ -50,6 +50,7 @@ const (
 	DefaultBackoff         = time.Second
 	DefaultMaxStreamBytes  = 64 << 20
 	DefaultMaxInFlight     = 64
+	DefaultMaxModules      = 1024
 )
 
 // StreamNames returns the names of module's stream of messages and of its
@@ -65,9 +66,13 @@ func StreamNames(namespace, module string) (stream, subject, dead, deadSubject s
 func (e *Engine) streams(ctx context.Context, module string) (msgs, dead jetstream.Stream, err error) {
 	e.mu.Lock()
 	s, ok := e.msgStreams[module]
+	n := len(e.msgStreams)
 	e.mu.Unlock()
 	if ok {
 		return s[0], s[1], nil
+	}
+	if n >= e.cfg.MaxModules {
+		return nil, nil, fmt.Errorf("%w: the store keeps the messages of %d modules, the most it may (MaxModules)", host.ErrDurableFull, n)
 	}
 	name, subject, deadName, deadSubject := StreamNames(e.cfg.Namespace, module)
 	cfg := jetstream.StreamConfig{
@@ -94,9 +99,10 @@ func (e *Engine) streams(ctx context.Context, module string) (msgs, dead jetstre
 }
 
 // Publish implements host.Durable: the message, encoded as the ABI does,
-// with its ID as Nats-Msg-Id, so that JetStream drops a duplicate within
-// DuplicateWindow.
-func (e *Engine) Publish(ctx context.Context, msg *abi.Message) error {
+// with "<from>/<ID>" as Nats-Msg-Id, so that JetStream drops a duplicate
+// of the sender's within DuplicateWindow and no sender can have another's
+// message dropped by naming its ID.
+func (e *Engine) Publish(ctx context.Context, from string, msg *abi.Message) error {
 	if _, _, err := e.streams(ctx, msg.Module); err != nil {
 		return err
 	}
@@ -106,7 +112,11 @@ func (e *Engine) Publish(ctx context.Context, msg *abi.Message) error {
 	if tp, ok := msg.Get(abi.MetaTraceparent); ok {
 		m.Header.Set(abi.MetaTraceparent, tp) // for the store's own tools
 	}
-	ack, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(id))
+	var opts []jetstream.PublishOpt
+	if id != "" {
+		opts = append(opts, jetstream.WithMsgID(from+"/"+id))
+	}
+	ack, err := e.js.PublishMsg(ctx, m, opts...)
 	if err != nil {
 		return mapPublishErr(err)
 	}
@@ -284,7 +294,14 @@ func (e *Engine) deadLetter(ctx context.Context, module, subject string, m jetst
 	d.Header.Set(HeaderError, reason)
 	d.Header.Set(HeaderAttempts, strconv.Itoa(attempts))
 	id := m.Headers().Get(nats.MsgIdHdr)
-	if _, err := e.js.PublishMsg(ctx, d, jetstream.WithMsgID(id)); err != nil {
+	// Its place in the module's stream names the dead letter: one stored
+	// twice (its Term lost) is kept once, while another message its
+	// sender sent later under the same ID is not taken for it.
+	var opts []jetstream.PublishOpt
+	if md, err := m.Metadata(); err == nil {
+		opts = append(opts, jetstream.WithMsgID("/dead/"+strconv.FormatUint(md.Sequence.Stream, 10)))
+	}
+	if _, err := e.js.PublishMsg(ctx, d, opts...); err != nil {
 		e.cfg.Logger.Warn("dead letter not stored: the message stays", "module", module, "error", mapPublishErr(err))
 		_ = m.NakWithDelay(e.cfg.AckWait)
 		return
@@ -313,12 +330,18 @@ func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, li
 			return nil, err
 		}
 		seq = raw.Sequence + 1
+		reason := raw.Header.Get(HeaderError)
 		msg, err := abi.DecodeMessage(raw.Data)
 		if err != nil {
-			continue
+			// Bytes another client of the store put there: listed as they
+			// are, so that what fills the dead letters is seen.
+			msg = abi.Message{Module: module, Payload: raw.Data}
+			if reason == "" {
+				reason = "undecodable: " + err.Error()
+			}
 		}
 		n, _ := strconv.Atoi(raw.Header.Get(HeaderAttempts))
-		out = append(out, host.DeadLetter{Seq: raw.Sequence, Message: msg, Error: raw.Header.Get(HeaderError), Attempts: n, Time: raw.Time})
+		out = append(out, host.DeadLetter{Seq: raw.Sequence, Message: msg, Error: reason, Attempts: n, Time: raw.Time})
 	}
 	return out, nil
 }
@@ -339,9 +362,10 @@ func (e *Engine) Pending(ctx context.Context, module string) (uint64, error) {
 
 // ReplayDeadLetter implements host.DeadLetters: the dead letter goes back
 // onto the module's stream with its ID in its metadata, and under
-// "<ID>.replay.<seq>" as Nats-Msg-Id, so that a replay repeated within the
-// duplicate window is kept once while the original ID's window, if still
-// open, does not drop it. Then the dead letter is removed.
+// "/replay/<seq>/<ID>" as Nats-Msg-Id, so that a replay repeated within
+// the duplicate window is kept once while the original ID's window, if
+// still open, does not drop it; no sender's "<from>/<ID>" is one of these.
+// Then the dead letter is removed.
 func (e *Engine) ReplayDeadLetter(ctx context.Context, module string, seq uint64) error {
 	_, dead, err := e.streams(ctx, module)
 	if err != nil {
@@ -364,7 +388,7 @@ func (e *Engine) ReplayDeadLetter(ctx context.Context, module string, seq uint64
 	if tp, ok := msg.Get(abi.MetaTraceparent); ok {
 		m.Header.Set(abi.MetaTraceparent, tp)
 	}
-	ack, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+".replay."+strconv.FormatUint(seq, 10)))
+	ack, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID("/replay/"+strconv.FormatUint(seq, 10)+"/"+id))
 	if err != nil {
 		return mapPublishErr(err)
 	}

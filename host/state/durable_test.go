@@ -48,7 +48,7 @@ func publish(t *testing.T, e *state.Engine, module string, n int) {
 	for i := range n {
 		msg := &abi.Message{Module: module, Component: "c", Port: "p", Payload: []byte("x"),
 			Metadata: []abi.KV{{Key: abi.MetaMessageID, Value: "m" + strconv.Itoa(i)}}}
-		require.NoError(t, e.Publish(t.Context(), msg))
+		require.NoError(t, e.Publish(t.Context(), "src", msg))
 	}
 }
 

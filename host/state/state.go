@@ -84,6 +84,11 @@ type Config struct {
 	// MaxAckPending, as the host that last started it set it). Default
 	// 64.
 	MaxInFlight int
+	// MaxModules bounds the modules whose message streams the engine
+	// makes or uses: a guest may send at least once to any name it is
+	// granted, and each new one is two streams. Past it a send to another
+	// module fails with host.ErrDurableFull. Default 1024.
+	MaxModules int
 
 	// Timeout bounds starting the embedded server and connecting.
 	// Default 30s.
@@ -202,6 +207,9 @@ func (cfg *Config) fill() error {
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.MaxModules <= 0 {
+		cfg.MaxModules = DefaultMaxModules
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()

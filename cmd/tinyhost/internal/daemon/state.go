@@ -30,6 +30,7 @@ type State struct {
 	DuplicateWindow time.Duration `koanf:"durable-duplicate-window"`
 	MaxStreamBytes  int64         `koanf:"durable-max-bytes"`
 	MaxInFlight     int           `koanf:"durable-max-in-flight"`
+	MaxModules      int           `koanf:"durable-max-modules"`
 }
 
 func stateFlags(fs *pflag.FlagSet) {
@@ -48,6 +49,7 @@ func stateFlags(fs *pflag.FlagSet) {
 	fs.Duration("durable-duplicate-window", 0, "how long the ID of a message sent at least once is remembered: another with its ID is dropped (default 2m)")
 	fs.Int64("durable-max-bytes", 0, "bytes of a module's undelivered messages, and of its dead letters; a send at least once past it answers status 7 (default 64 MiB)")
 	fs.Int("durable-max-in-flight", 0, "messages of one module this host handles at once from its durable stream, and delivered unacknowledged over all its hosts (default 64)")
+	fs.Int("durable-max-modules", 0, "modules whose durable streams this host makes or uses; a send at least once to another answers status 7 (default 1024)")
 	fs.Int("kv-max-key-bytes", 0, "module default: longest key of the kv import, at most 1024 (default 256)")
 	fs.Int("kv-max-value-bytes", 0, "module default: largest value of the kv import, at most 512 KiB (default 64 KiB)")
 	fs.Int64("kv-max-bytes", 0, "module default: most bytes a module's bucket holds, over all its replicas; writes past it fail with status quota (default 16 MiB)")
@@ -68,8 +70,8 @@ func (s State) validate(insecure bool) []string {
 	if s.URL == "" && (s.CA != "" || s.Cert != "" || s.Key != "" || s.Creds != "" || s.Replicas != 0) {
 		errs = append(errs, "nats-ca, nats-cert, nats-key, nats-creds and state-replicas need nats-url")
 	}
-	if s.MaxAttempts < 0 || s.AckWait < 0 || s.Backoff < 0 || s.DuplicateWindow < 0 || s.MaxStreamBytes < 0 || s.MaxInFlight < 0 {
-		errs = append(errs, "durable-max-attempts, durable-ack-wait, durable-backoff, durable-duplicate-window, durable-max-bytes and durable-max-in-flight must not be negative")
+	if s.MaxAttempts < 0 || s.AckWait < 0 || s.Backoff < 0 || s.DuplicateWindow < 0 || s.MaxStreamBytes < 0 || s.MaxInFlight < 0 || s.MaxModules < 0 {
+		errs = append(errs, "durable-max-attempts, durable-ack-wait, durable-backoff, durable-duplicate-window, durable-max-bytes, durable-max-in-flight and durable-max-modules must not be negative")
 	}
 	if s.AckWait > 0 && s.AckWait < time.Second {
 		errs = append(errs, fmt.Sprintf("durable-ack-wait %v is below 1s: a handler's in-progress word, every third of it, would hardly arrive in time", s.AckWait))
@@ -92,6 +94,7 @@ func openState(ctx context.Context, s State, log hclog.Logger) (*state.Engine, e
 		Namespace: s.Namespace, Replicas: s.Replicas, Logger: log,
 		MaxAttempts: s.MaxAttempts, AckWait: s.AckWait, Backoff: s.Backoff,
 		DuplicateWindow: s.DuplicateWindow, MaxStreamBytes: s.MaxStreamBytes, MaxInFlight: s.MaxInFlight,
+		MaxModules: s.MaxModules,
 	})
 	if err != nil {
 		return nil, err
