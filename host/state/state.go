@@ -138,10 +138,23 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
 		}
 	}
-	opts = append(opts, nats.Name("tinyhost"), nats.Timeout(cfg.Timeout), nats.MaxReconnects(-1))
+	opts = append(opts, nats.Name("tinyhost"), nats.Timeout(cfg.Timeout), nats.MaxReconnects(-1),
+		// What is sent while the connection is down fails at once
+		// (the guest gets status 7), rather than waiting in a buffer
+		// for its deadline.
+		nats.ReconnectBufSize(-1))
 	url := cfg.URL
 	if e.srv != nil {
 		url = ""
+	} else {
+		// A cluster not reachable yet (its servers starting with the
+		// hosts) does not stop the host: the engine keeps trying, and
+		// kv and sends at least once answer unavailable meanwhile.
+		opts = append(opts, nats.RetryOnFailedConnect(true),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				cfg.Logger.Warn("state store disconnected; trying again", "url", cfg.URL, "error", err)
+			}),
+			nats.ReconnectHandler(func(*nats.Conn) { cfg.Logger.Info("state store connected", "url", cfg.URL) }))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -152,6 +165,10 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if e.js, err = jetstream.New(nc); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("state: %w", err)
+	}
+	if !nc.IsConnected() {
+		cfg.Logger.Warn("state store not reachable yet; kv and sends at least once answer unavailable until it is", "url", cfg.URL)
+		return e, nil
 	}
 	// One round trip, so that a cluster without JetStream fails here.
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)

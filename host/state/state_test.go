@@ -50,15 +50,28 @@ func TestNoListener(t *testing.T) {
 	assert.Empty(t, e.ClientURL())
 }
 
-// TestUnreachable: a cluster that does not answer fails Open with an
-// error naming it, and leaves nothing running.
+// TestUnreachable: a cluster that does not answer yet (its servers start
+// with the hosts) does not fail Open: what needs the store fails until a
+// server listens there, and then works.
 func TestUnreachable(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := lis.Addr().String()
 	require.NoError(t, lis.Close()) // a port nothing listens on
-	_, err = state.Open(t.Context(), state.Config{URL: "nats://" + addr, Timeout: 5 * time.Second})
-	assert.ErrorContains(t, err, "state: connect")
+	e := open(t, state.Config{URL: "nats://" + addr, Timeout: 5 * time.Second})
+	quota := host.KVQuota{MaxBytes: 1 << 20, MaxValueSize: 1 << 10}
+	_, err = e.Bucket(t.Context(), "m", quota)
+	require.Error(t, err, "no store yet")
+
+	// A server comes up at the address: an embedded one, listening.
+	open(t, state.Config{Dir: t.TempDir(), Listen: addr})
+	var b host.KVBucket
+	require.Eventually(t, func() bool {
+		b, err = e.Bucket(t.Context(), "m", quota)
+		return err == nil
+	}, 2*time.Minute, 50*time.Millisecond, "the engine connects once the server is up")
+	_, err = b.Put(t.Context(), "k", []byte("v"))
+	require.NoError(t, err)
 }
 
 // TestBuckets: modules in different namespaces, and modules whose names
