@@ -1,15 +1,21 @@
 package controller
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	hostclient "github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/host/hostv1"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 	"github.com/tinyhost/tinyhost/operator/api/v1alpha1"
@@ -19,7 +25,7 @@ import (
 // deadLetters waits until the module's status counts want dead letters
 // with its DeadLetters condition status and reason, and returns the
 // condition.
-func (b *bed) deadLetters(t *testing.T, name string, want int64, status metav1.ConditionStatus, reason string) metav1.Condition {
+func (b *bed) deadLetters(t *testing.T, name string, want int64, cs metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
 	var got metav1.Condition
 	eventually(t, 3*time.Minute, fmt.Sprintf("%s to count %d dead letters", name, want), func() error {
@@ -28,7 +34,7 @@ func (b *bed) deadLetters(t *testing.T, name string, want int64, status metav1.C
 		switch {
 		case m.Status.DeadLetters == nil || c == nil:
 			return fmt.Errorf("no count or no condition yet: %s", brief(m))
-		case *m.Status.DeadLetters != want || c.Status != status || c.Reason != reason:
+		case *m.Status.DeadLetters != want || c.Status != cs || c.Reason != reason:
 			return fmt.Errorf("deadLetters %d, condition %s %s %q", *m.Status.DeadLetters, c.Status, c.Reason, c.Message)
 		}
 		got = *c
@@ -106,4 +112,75 @@ func idOf(d *hostv1.DeadLetter) string {
 		}
 	}
 	return ""
+}
+
+// countServer answers CountDeadLetters with err, or with n and kept.
+type countServer struct {
+	hostv1.UnimplementedHostServiceServer
+	n    uint64
+	kept bool
+	err  error
+}
+
+func (s *countServer) CountDeadLetters(context.Context, *hostv1.CountDeadLettersRequest) (*hostv1.CountDeadLettersResponse, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return &hostv1.CountDeadLettersResponse{Count: s.n, Kept: s.kept}, nil
+}
+
+// TestCountDeadLettersUnanswered: a Ready host that fails the count keeps
+// the last known count and condition status, the reason CountStale naming
+// the host, and the module asked again; a host that keeps no store, or
+// knows no such call, takes both away and the module is not asked again.
+func TestCountDeadLettersUnanswered(t *testing.T) {
+	srv := &countServer{err: status.Error(codes.Unavailable, "nats: no responders")}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gs := grpc.NewServer()
+	hostv1.RegisterHostServiceServer(gs, srv)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	cl, err := hostclient.New(lis.Addr().String(), hostclient.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cl.Close() })
+	hs := newHosts(Options{})
+	hs.conns["host-a"] = &conn{name: "host-a", client: cl, probe: probe{Done: true, Ready: true}}
+	r := &modules{opts: Options{ProbeTimeout: time.Minute}, hosts: hs}
+
+	three := int64(3)
+	now := metav1.Now()
+	m := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "durable", Generation: 2}, Status: v1alpha1.TinyModuleStatus{
+		DeadLetters: &three,
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionDeadLetters, Status: metav1.ConditionTrue, Reason: reasonDeadLettersPresent,
+			Message: "3 dead letter(s)", ObservedGeneration: 1, LastTransitionTime: now}},
+	}}
+	placed := func() *v1alpha1.TinyModuleStatus {
+		return &v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "host-a", Phase: v1alpha1.PhaseReady}}}
+	}
+
+	st := placed()
+	assert.True(t, r.countDeadLetters(t.Context(), m, st, now), "asked again after a resync period")
+	require.NotNil(t, st.DeadLetters)
+	assert.Equal(t, int64(3), *st.DeadLetters, "the last known count")
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDeadLetters)
+	require.NotNil(t, c)
+	assert.Equal(t, metav1.ConditionTrue, c.Status)
+	assert.Equal(t, reasonCountStale, c.Reason)
+	assert.Contains(t, c.Message, "host host-a did not answer")
+	assert.Contains(t, c.Message, "nats: no responders")
+
+	// Never counted and not answered: nothing to say yet.
+	st = placed()
+	assert.True(t, r.countDeadLetters(t.Context(), &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, st, now))
+	assert.Nil(t, st.DeadLetters)
+	assert.Empty(t, st.Conditions)
+
+	for _, s := range []*countServer{{kept: false}, {err: status.Error(codes.Unimplemented, "unknown method")}} {
+		srv.n, srv.kept, srv.err = s.n, s.kept, s.err
+		st = placed()
+		assert.False(t, r.countDeadLetters(t.Context(), m, st, now))
+		assert.Nil(t, st.DeadLetters)
+		assert.Nil(t, meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDeadLetters))
+	}
 }
