@@ -328,6 +328,7 @@ func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, li
 // (a module no message was ever sent to at least once has none: 0).
 func (e *Engine) CountDeadLetters(ctx context.Context, module string) (uint64, error) {
 	_, _, name, _ := StreamNames(e.cfg.Namespace, module)
+	// The lookup is one STREAM.INFO request; its answer is the count.
 	s, err := e.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, nil
@@ -335,11 +336,7 @@ func (e *Engine) CountDeadLetters(ctx context.Context, module string) (uint64, e
 	if err != nil {
 		return 0, err
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return info.State.Msgs, nil
+	return s.CachedInfo().State.Msgs, nil
 }
 
 // Pending returns how many of module's messages are stored and not yet
