@@ -53,6 +53,9 @@ type DeadLetters interface {
 	// of the module, with its ID, and removes the dead letter; ErrNoDeadLetter
 	// when there is none.
 	ReplayDeadLetter(ctx context.Context, module string, seq uint64) error
+	// CountDeadLetters returns how many dead letters module has, from the
+	// store's state, reading none: 0 when none was ever set aside.
+	CountDeadLetters(ctx context.Context, module string) (uint64, error)
 }
 
 // DeadLetter is a message that failed its every attempt.
@@ -85,6 +88,21 @@ func (h *Host) ReplayDeadLetter(ctx context.Context, module string, seq uint64) 
 		return err
 	}
 	return d.ReplayDeadLetter(ctx, module, seq)
+}
+
+// CountDeadLetters returns how many dead letters module has; kept is
+// false, with no error, when the host's durable engine keeps none, so
+// that a caller polling the count tells "no store" from "no answer".
+func (h *Host) CountDeadLetters(ctx context.Context, module string) (n uint64, kept bool, err error) {
+	d, err := h.deadLetters(module)
+	if errors.Is(err, ErrNoDurable) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	n, err = d.CountDeadLetters(ctx, module)
+	return n, err == nil, err
 }
 
 func (h *Host) deadLetters(module string) (DeadLetters, error) {

@@ -84,6 +84,10 @@ func pending(t *testing.T, eng *state.Engine, module string) uint64 {
 func TestDurableDeadLetter(t *testing.T) {
 	eng := openState(t, state.Config{MaxAttempts: 3, Backoff: 10 * time.Millisecond})
 	h := durableHost(t, eng, eng)
+	n, kept, err := h.CountDeadLetters(t.Context(), "durable")
+	require.NoError(t, err)
+	assert.True(t, kept)
+	assert.Zero(t, n, "no dead-letter stream yet: none")
 
 	assert.Equal(t, "ok m1", durableSend(t, h, "durable/sink/in", "m1", "fail"))
 	var dead []host.DeadLetter
@@ -109,6 +113,10 @@ func TestDurableDeadLetter(t *testing.T) {
 	// The handler saw the trace context the message was stored with.
 	assert.Equal(t, tp, kvValue(t, eng, "durable", "trace.m1"))
 	waitFor(t, func() bool { return pending(t, eng, "durable") == 0 }, "the dead letter leaves the module's stream")
+	n, kept, err = h.CountDeadLetters(t.Context(), "durable")
+	require.NoError(t, err)
+	assert.True(t, kept)
+	assert.Equal(t, uint64(1), n)
 
 	// The handler fixed, the dead letter replayed: handled under its ID,
 	// and no longer a dead letter.
@@ -122,6 +130,9 @@ func TestDurableDeadLetter(t *testing.T) {
 	dead, err = h.DeadLetters(t.Context(), "durable", 0, 10)
 	require.NoError(t, err)
 	assert.Empty(t, dead)
+	n, _, err = h.CountDeadLetters(t.Context(), "durable")
+	require.NoError(t, err)
+	assert.Zero(t, n, "the replayed dead letter is counted no more")
 	assert.ErrorIs(t, h.ReplayDeadLetter(t.Context(), "durable", d.Seq), host.ErrNoDeadLetter)
 }
 
@@ -207,6 +218,10 @@ func TestDurableNoEngine(t *testing.T) {
 	assert.Equal(t, "", kvValue(t, eng, "durable", "tries.n1"))
 	_, err := h.DeadLetters(t.Context(), "durable", 0, 10)
 	assert.ErrorIs(t, err, host.ErrNoDurable)
+	n, kept, err := h.CountDeadLetters(t.Context(), "durable")
+	require.NoError(t, err, "no store is an answer, not a failure")
+	assert.False(t, kept)
+	assert.Zero(t, n)
 }
 
 // TestDurableRestart: messages stored and not yet delivered when the host

@@ -74,7 +74,8 @@ const DefaultHostLeaseNamespace = "tinyhost-system"
 type Options struct {
 	// ProbeInterval is how often each host is probed (Info). Default 1s.
 	ProbeInterval time.Duration
-	// ProbeTimeout bounds one probe. Default 1s.
+	// ProbeTimeout bounds one probe, and one count of a module's dead
+	// letters (TinyModule status.deadLetters). Default 1s.
 	ProbeTimeout time.Duration
 	// FailureThreshold is how many probes in a row must fail before the
 	// host is NotReady and its modules are placed elsewhere. Default 3: with

@@ -86,7 +86,7 @@ func parseConfig(args, environ []string) (config, error) {
 	fs.DurationVar(&c.ShardRenewDeadline, "shard-renew-deadline", 0, "with --shards: how long a replica acts on a shard without renewing its Lease, below --shard-lease-duration (default 10s)")
 	fs.DurationVar(&c.ShardRetryPeriod, "shard-retry-period", 0, "with --shards: how often a replica renews, balances and retries (default 2s)")
 	fs.DurationVar(&c.Operator.ProbeInterval, "probe-interval", 0, "how often each host is probed (default 1s)")
-	fs.DurationVar(&c.Operator.ProbeTimeout, "probe-timeout", 0, "how long one probe may take (default 1s)")
+	fs.DurationVar(&c.Operator.ProbeTimeout, "probe-timeout", 0, "how long one probe, or one dead-letter count, may take (default 1s)")
 	fs.IntVar(&c.Operator.FailureThreshold, "failure-threshold", 0, "failed probes in a row after which a host is NotReady and its modules move (default 3); a host whose connection closed and whose address refuses connections is NotReady at once")
 	fs.DurationVar(&c.Operator.ResyncPeriod, "resync-period", 0, "how often a ready host is converged without an event (default 30s)")
 	fs.IntVar(&c.Operator.MaxConcurrentReconciles, "max-concurrent-reconciles", 0, "how many modules, and how many hosts, are reconciled at once (default 8)")

@@ -167,6 +167,13 @@ func (c *Client) ReplayDeadLetter(ctx context.Context, module string, seq uint64
 	return hostv1.Error(err)
 }
 
+// CountDeadLetters returns how many dead letters module has; kept is false
+// when the host has no durable message store.
+func (c *Client) CountDeadLetters(ctx context.Context, module string) (n uint64, kept bool, err error) {
+	resp, err := c.rpc.CountDeadLetters(ctx, &hostv1.CountDeadLettersRequest{Module: module})
+	return resp.GetCount(), resp.GetKept(), hostv1.Error(err)
+}
+
 // Wiring returns the host's wiring and its generation.
 func (c *Client) Wiring(ctx context.Context) (*hostv1.GetWiringResponse, error) {
 	resp, err := c.rpc.GetWiring(ctx, &hostv1.GetWiringRequest{})

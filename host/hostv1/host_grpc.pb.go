@@ -97,6 +97,7 @@ const (
 	HostService_SetSecrets_FullMethodName       = "/tinyhost.host.v1.HostService/SetSecrets"
 	HostService_ListDeadLetters_FullMethodName  = "/tinyhost.host.v1.HostService/ListDeadLetters"
 	HostService_ReplayDeadLetter_FullMethodName = "/tinyhost.host.v1.HostService/ReplayDeadLetter"
+	HostService_CountDeadLetters_FullMethodName = "/tinyhost.host.v1.HostService/CountDeadLetters"
 )
 
 // HostServiceClient is the client API for HostService service.
@@ -180,6 +181,10 @@ type HostServiceClient interface {
 	// with its ID, and removes it from the dead letters. NOT_FOUND when
 	// there is no such dead letter.
 	ReplayDeadLetter(ctx context.Context, in *ReplayDeadLetterRequest, opts ...grpc.CallOption) (*ReplayDeadLetterResponse, error)
+	// CountDeadLetters counts a module's dead letters from the store's state
+	// of its dead-letter stream, reading none of them: what a status that
+	// polls the count needs, at the cost of one lookup.
+	CountDeadLetters(ctx context.Context, in *CountDeadLettersRequest, opts ...grpc.CallOption) (*CountDeadLettersResponse, error)
 }
 
 type hostServiceClient struct {
@@ -368,6 +373,16 @@ func (c *hostServiceClient) ReplayDeadLetter(ctx context.Context, in *ReplayDead
 	return out, nil
 }
 
+func (c *hostServiceClient) CountDeadLetters(ctx context.Context, in *CountDeadLettersRequest, opts ...grpc.CallOption) (*CountDeadLettersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CountDeadLettersResponse)
+	err := c.cc.Invoke(ctx, HostService_CountDeadLetters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServiceServer is the server API for HostService service.
 // All implementations must embed UnimplementedHostServiceServer
 // for forward compatibility.
@@ -449,6 +464,10 @@ type HostServiceServer interface {
 	// with its ID, and removes it from the dead letters. NOT_FOUND when
 	// there is no such dead letter.
 	ReplayDeadLetter(context.Context, *ReplayDeadLetterRequest) (*ReplayDeadLetterResponse, error)
+	// CountDeadLetters counts a module's dead letters from the store's state
+	// of its dead-letter stream, reading none of them: what a status that
+	// polls the count needs, at the cost of one lookup.
+	CountDeadLetters(context.Context, *CountDeadLettersRequest) (*CountDeadLettersResponse, error)
 	mustEmbedUnimplementedHostServiceServer()
 }
 
@@ -506,6 +525,9 @@ func (UnimplementedHostServiceServer) ListDeadLetters(context.Context, *ListDead
 }
 func (UnimplementedHostServiceServer) ReplayDeadLetter(context.Context, *ReplayDeadLetterRequest) (*ReplayDeadLetterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReplayDeadLetter not implemented")
+}
+func (UnimplementedHostServiceServer) CountDeadLetters(context.Context, *CountDeadLettersRequest) (*CountDeadLettersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CountDeadLetters not implemented")
 }
 func (UnimplementedHostServiceServer) mustEmbedUnimplementedHostServiceServer() {}
 func (UnimplementedHostServiceServer) testEmbeddedByValue()                     {}
@@ -776,6 +798,24 @@ func _HostService_ReplayDeadLetter_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HostService_CountDeadLetters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CountDeadLettersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).CountDeadLetters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_CountDeadLetters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).CountDeadLetters(ctx, req.(*CountDeadLettersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HostService_ServiceDesc is the grpc.ServiceDesc for HostService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -830,6 +870,10 @@ var HostService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReplayDeadLetter",
 			Handler:    _HostService_ReplayDeadLetter_Handler,
+		},
+		{
+			MethodName: "CountDeadLetters",
+			Handler:    _HostService_CountDeadLetters_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

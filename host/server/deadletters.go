@@ -54,6 +54,18 @@ func (s *Server) ReplayDeadLetter(ctx context.Context, req *hostv1.ReplayDeadLet
 	return &hostv1.ReplayDeadLetterResponse{}, nil
 }
 
+// CountDeadLetters implements HostService.CountDeadLetters.
+func (s *Server) CountDeadLetters(ctx context.Context, req *hostv1.CountDeadLettersRequest) (*hostv1.CountDeadLettersResponse, error) {
+	if err := abi.ValidName(req.GetModule()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, "module: "+err.Error())
+	}
+	n, kept, err := s.h.CountDeadLetters(ctx, req.GetModule())
+	if err != nil {
+		return nil, deadLetterStatus(err)
+	}
+	return &hostv1.CountDeadLettersResponse{Count: n, Kept: kept}, nil
+}
+
 func deadLetterStatus(err error) error {
 	switch {
 	case errors.Is(err, host.ErrNoDurable):

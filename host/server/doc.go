@@ -68,7 +68,7 @@
 //	         and Watch, server reflection
 //	admin    all of invoke's, and LoadModule, UnloadModule, SetRoutes,
 //	         GetRoutes, SetWiring, GetWiring, SetSecrets, ListDeadLetters,
-//	         ReplayDeadLetter
+//	         ReplayDeadLetter, CountDeadLetters
 //	peer     Deliver, DeliverStream: host-to-host delivery, nothing else
 //	(none)   health Check
 //

@@ -346,6 +346,22 @@ func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, li
 	return out, nil
 }
 
+// CountDeadLetters implements host.DeadLetters: the message count of the
+// module's dead-letter stream, from its info, without making the stream
+// (a module no message was ever sent to at least once has none: 0).
+func (e *Engine) CountDeadLetters(ctx context.Context, module string) (uint64, error) {
+	_, _, name, _ := StreamNames(e.cfg.Namespace, module)
+	// The lookup is one STREAM.INFO request; its answer is the count.
+	s, err := e.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return s.CachedInfo().State.Msgs, nil
+}
+
 // Pending returns how many of module's messages are stored and not yet
 // acknowledged.
 func (e *Engine) Pending(ctx context.Context, module string) (uint64, error) {

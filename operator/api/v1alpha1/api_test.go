@@ -182,7 +182,7 @@ func TestAPI(t *testing.T) {
 		assert.Regexp(t, `tinysystems\s+common-module-v1\s+True\s+1\.0\.0\s+10\.0\.12\.7:50051\s`, out)
 		out, err = env.Kubectl(ctx, "get", "tm", "-n", "tinysystems", "-o", "wide")
 		require.NoError(t, err)
-		assert.Equal(t, []string{"NAME", "READY", "VERSION", "ADDRESS", "AGE", "STATE", "REPLICAS", "AVAILABLE", "UPDATED", "IMAGE", "PROVIDED-BY"}, strings.Fields(firstLine(out)))
+		assert.Equal(t, []string{"NAME", "READY", "VERSION", "ADDRESS", "AGE", "STATE", "REPLICAS", "AVAILABLE", "UPDATED", "IMAGE", "DEAD-LETTERS", "PROVIDED-BY"}, strings.Fields(firstLine(out)))
 
 		h := &v1alpha1.TinyHost{}
 		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Name: "edge-1"}, h))

@@ -35,6 +35,7 @@ import (
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.readyReplicas`,priority=1
 // +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.updatedReplicas`,priority=1
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
+// +kubebuilder:printcolumn:name="Dead-Letters",type=integer,JSONPath=`.status.deadLetters`,priority=1
 // +kubebuilder:printcolumn:name="Provided-By",type=string,JSONPath=`.spec.providedBy`,priority=1
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z][a-z0-9._-]{0,62}$')",message="metadata.name is the module's name on hosts: it must start with a lower-case letter, use only a-z, 0-9, '-' and '.', and be at most 63 characters"
 type TinyModule struct {
@@ -624,8 +625,19 @@ type TinyModuleStatus struct {
 	// +listType=atomic
 	Inventory []InventoryItem `json:"inventory,omitempty"`
 
-	// Conditions: Scheduled, Ready, Degraded, and Wired when the module
-	// has wiring.
+	// DeadLetters is how many of the module's messages sent at least once
+	// failed every attempt and wait in its dead-letter stream, as a Ready
+	// host of the module counted them from the durable store, asked once a
+	// resync period (--resync-period). Absent when the module runs on no
+	// host with a durable store (--state-dir or --nats-url); when the host
+	// asked does not answer, the last known count stays (condition
+	// DeadLetters, reason CountStale).
+	//
+	// +optional
+	DeadLetters *int64 `json:"deadLetters,omitempty"`
+
+	// Conditions: Scheduled, Ready, Degraded, Wired when the module has
+	// wiring, and DeadLetters when its hosts keep a durable store.
 	//
 	// +optional
 	// +listType=map
@@ -803,6 +815,12 @@ const (
 	// NotDelivered, naming the host and its answer). Absent without
 	// wiring.
 	ConditionWired = "Wired"
+	// ConditionDeadLetters is True (reason Present) when the module has
+	// dead letters (status.deadLetters), the message counting them and
+	// naming `tinyctl deadletters list`; False (reason None) when it has
+	// none; reason CountStale, status unchanged, when the host asked did
+	// not answer. Absent when the module's hosts keep no durable store.
+	ConditionDeadLetters = "DeadLetters"
 )
 
 // Condition reasons shared by the controllers.

@@ -648,6 +648,11 @@ func (in *TinyModuleStatus) DeepCopyInto(out *TinyModuleStatus) {
 		*out = make([]InventoryItem, len(*in))
 		copy(*out, *in)
 	}
+	if in.DeadLetters != nil {
+		in, out := &in.DeadLetters, &out.DeadLetters
+		*out = new(int64)
+		**out = **in
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

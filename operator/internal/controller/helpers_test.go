@@ -64,6 +64,8 @@ type bedOptions struct {
 	noAdmission bool
 	// tracerProvider, when set, records the reconciles' spans.
 	tracerProvider trace.TracerProvider
+	// resync, when not 0, replaces the bed's 30s resync period.
+	resync time.Duration
 }
 
 // hostSpec is a host to start: its name, labels and more daemon flags.
@@ -119,6 +121,9 @@ func (b *bed) start(t testing.TB) {
 	}
 	if b.failureThreshold != 0 {
 		b.opts.FailureThreshold = b.failureThreshold
+	}
+	if b.resync != 0 {
+		b.opts.Resync = b.resync
 	}
 	if len(b.shards) == 0 {
 		b.mgr = testbed.StartManager(t, b.env, func(mgr ctrl.Manager) error { return Setup(mgr, b.opts) })

@@ -129,6 +129,7 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		undo()
 		return ctrl.Result{}, err
 	}
+	again := r.countDeadLetters(ctx, &m, &d.status, metav1.Now())
 	stamp(&m.Status, &d.status, m.Generation, time.Now(), r.opts.Resync)
 	if !equality.Semantic.DeepEqual(m.Status, d.status) {
 		m.Status = d.status
@@ -153,6 +154,9 @@ func (r *modules) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	}
 	if d.invalid != nil {
 		return ctrl.Result{}, reconcile.TerminalError(d.invalid)
+	}
+	if again {
+		return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
 	}
 	return ctrl.Result{}, nil
 }

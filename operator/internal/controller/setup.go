@@ -35,7 +35,7 @@ import (
 // Options of the controllers; operator.Setup fills in every default.
 type Options struct {
 	// ProbeInterval is how often each host is probed; ProbeTimeout bounds
-	// one probe. A host is NotReady after FailureThreshold failed probes in
+	// one probe, and one count of a module's dead letters. A host is NotReady after FailureThreshold failed probes in
 	// a row, or at once when its connection closed and nothing listens at
 	// its address any more (probe.Gone).
 	ProbeInterval    time.Duration
