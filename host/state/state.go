@@ -59,7 +59,8 @@ type Config struct {
 	// different namespaces keep apart: lower-case letters, digits and '-'.
 	// Default "default".
 	Namespace string
-	// Replicas of each bucket in a cluster (1 to 5). Default 1.
+	// Replicas of each bucket and message stream in a cluster (1 to 5).
+	// Default 1.
 	Replicas int
 	// MaxAttempts is how many times a message sent at least once is
 	// delivered before it goes to its module's dead letters. Default 5.

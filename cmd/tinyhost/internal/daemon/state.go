@@ -42,7 +42,7 @@ func stateFlags(fs *pflag.FlagSet) {
 	fs.String("nats-key", "", "with --nats-url: PEM key of --nats-cert")
 	fs.String("nats-creds", "", "with --nats-url: NATS credentials file (.creds)")
 	fs.String("state-namespace", "", `namespace of the modules' buckets, so that modules of one name in two namespaces keep apart: a-z, 0-9, '-' (default "default")`)
-	fs.Int("state-replicas", 0, "with --nats-url: replicas of each module's bucket in the cluster, 1 to 5 (default 1)")
+	fs.Int("state-replicas", 0, "with --nats-url: replicas of each module's bucket and streams in the cluster, 1 to 5 (default 1)")
 	fs.Int("durable-max-attempts", 0, "deliveries of a message sent at least once before it goes to its module's dead letters, with its last error (default 5)")
 	fs.Duration("durable-ack-wait", 0, "how long a delivery of a message sent at least once may go without word from its host before it is delivered again; a handler still running says so every third of it (default 30s)")
 	fs.Duration("durable-backoff", 0, "delay before a failed message's second delivery, doubled for each further one, at most --durable-ack-wait (default 1s)")
