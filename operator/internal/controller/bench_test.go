@@ -54,15 +54,20 @@ func BenchmarkApplyToReady(b *testing.B) {
 }
 
 // applyAll creates n TinyModules of hello named prefix-<i> with replicas,
-// and waits until every one is Ready.
+// and waits until every one is Ready. Each asks for one instance of 32 MiB:
+// a host admits a module by the memory its pool may reserve, and at the
+// default limits (4 instances of 256 MiB) a host of this machine's
+// default budget takes fewer modules than the benchmarks place.
 func (b *bed) applyAll(t testing.TB, prefix string, n int, replicas int32) []string {
 	t.Helper()
 	ctx := t.Context()
 	names := make([]string, n)
+	pages, instances := int32(512), int32(1)
 	for i := range n {
 		names[i] = fmt.Sprintf("%s-%d", prefix, i)
 		m := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: "default"},
-			Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref, Replicas: &replicas}}
+			Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref, Replicas: &replicas,
+				Limits: &v1alpha1.Limits{MemoryPages: &pages, MaxInstances: &instances}}}
 		if err := b.c.Create(ctx, m); err != nil {
 			t.Fatal(err)
 		}
