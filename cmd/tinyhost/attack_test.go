@@ -5,7 +5,6 @@ package main_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -123,7 +122,7 @@ func startAttacked(t *testing.T) *attackDaemon {
 	})
 	d := &attackDaemon{h: h, dir: dir, admin: tokenConn(t, h.Addr, "admin-s3cret"), invoke: tokenConn(t, h.Addr, "invoke-s3cret")}
 	d.mon = watch(t, h)
-	d.metrics = metricsAddr(t, h)
+	d.metrics = h.MetricsAddr(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	loadBytes(ctx, t, hostv1.NewHostServiceClient(d.admin), "echo", e2e.Guest(t, "echo"))
@@ -480,25 +479,6 @@ func writeHeaders(fr *http2.Framer, id uint32, block []byte) (int, error) {
 		n += m
 	}
 	return n, nil
-}
-
-// metricsAddr is the address the daemon logged it serves /metrics on.
-func metricsAddr(t *testing.T, h *e2e.Host) string {
-	var addr string
-	require.Eventually(t, func() bool {
-		for _, line := range strings.Split(h.Log(), "\n") {
-			var rec struct {
-				Message string `json:"@message"`
-				Addr    string `json:"addr"`
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Message == "serving metrics" {
-				addr = rec.Addr
-				return true
-			}
-		}
-		return false
-	}, time.Minute, 5*time.Millisecond, "the metrics address in the log")
-	return addr
 }
 
 // heapInUse is the daemon's go_memstats_heap_inuse_bytes; 0 when it cannot

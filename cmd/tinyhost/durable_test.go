@@ -116,7 +116,7 @@ func TestDeadLettersCLI(t *testing.T) {
 	// Published once and again by the replay; delivered twice and
 	// failed (the second a redelivery), dead-lettered, then delivered
 	// once and acknowledged.
-	text := metricsText(t, metricsAddr(t, d.h))
+	text := metricsText(t, d.h.MetricsAddr(t))
 	for _, want := range []string{
 		`tinyhost_durable_messages_total{event="published",module="durable"} 2`,
 		`tinyhost_durable_messages_total{event="delivered",module="durable"} 1`,

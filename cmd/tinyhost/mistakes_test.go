@@ -144,7 +144,7 @@ func TestGoMemoryLimit(t *testing.T) {
 	limit := func(t *testing.T, o e2e.HostOptions) string {
 		o.Args = append(o.Args, "--metrics", "127.0.0.1:0")
 		h := e2e.StartHost(t, o)
-		body := metricsText(t, metricsAddr(t, h))
+		body := metricsText(t, h.MetricsAddr(t))
 		for _, line := range strings.Split(body, "\n") {
 			if v, ok := strings.CutPrefix(line, "go_gc_gomemlimit_bytes "); ok {
 				return v

@@ -513,7 +513,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		Modules: []string{e2e.Wasm(t, e2e.Hello)},
 		Args:    []string{"--metrics", "127.0.0.1:0"},
 	})
-	metricsAddr := metricsAddr(t, h)
+	metricsAddr := h.MetricsAddr(t)
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

@@ -169,21 +169,7 @@ func readTotal(ctx context.Context, c *hostclient.Client) (total, error) {
 // event, from its metrics.
 func durableCount(t *testing.T, h *e2e.Host, event string) int {
 	t.Helper()
-	var addr string
-	require.Eventually(t, func() bool {
-		for line := range strings.Lines(h.Log()) {
-			var rec struct {
-				Message string `json:"@message"`
-				Addr    string `json:"addr"`
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Message == "serving metrics" {
-				addr = rec.Addr
-				return true
-			}
-		}
-		return false
-	}, time.Minute, 5*time.Millisecond, "the metrics address in the log")
-	resp, err := http.Get("http://" + addr + "/metrics")
+	resp, err := http.Get("http://" + h.MetricsAddr(t) + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

@@ -143,6 +143,28 @@ func StartHost(t testing.TB, o HostOptions) *Host {
 // Log returns what the host logged so far.
 func (h *Host) Log() string { return h.log.String() }
 
+// MetricsAddr is the address the daemon logged it serves /metrics on
+// ("serving metrics"), waited for as long as a minute.
+func (h *Host) MetricsAddr(t testing.TB) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		for line := range strings.Lines(h.Log()) {
+			var rec struct {
+				Message string `json:"@message"`
+				Addr    string `json:"addr"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Message == "serving metrics" {
+				return rec.Addr
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no metrics address in the log within a minute:\n%s", h.Log())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // PID is the host's process id (podman's, for a host in a container).
 func (h *Host) PID() int { return h.cmd.Process.Pid }
 
