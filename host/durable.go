@@ -43,16 +43,23 @@ type Durable interface {
 // DurableHandler handles one delivery of a stored message.
 type DurableHandler func(ctx context.Context, msg *abi.Message) error
 
-// DeadLetters is what a Durable may also do: list and replay a module's
-// dead letters (Host.DeadLetters, Host.ReplayDeadLetter).
+// DeadLetters is what a Durable may also do: list, replay and delete a
+// module's dead letters (Host.DeadLetters, Host.ReplayDeadLetter,
+// Host.DeleteDeadLetter).
 type DeadLetters interface {
 	// DeadLetters returns up to limit dead letters of module, from
-	// sequence from on.
-	DeadLetters(ctx context.Context, module string, from uint64, limit int) ([]DeadLetter, error)
+	// sequence from on, and stops after the first that brings the
+	// payloads and metadata read to maxBytes or more (so that one page
+	// fits one answer, and reading it holds a bounded amount).
+	DeadLetters(ctx context.Context, module string, from uint64, limit, maxBytes int) ([]DeadLetter, error)
 	// ReplayDeadLetter stores module's dead letter seq as a new message
 	// of the module, with its ID, and removes the dead letter; ErrNoDeadLetter
-	// when there is none.
+	// when there is none, ErrUndecodableDeadLetter when its bytes are no
+	// message.
 	ReplayDeadLetter(ctx context.Context, module string, seq uint64) error
+	// DeleteDeadLetter removes module's dead letter seq; ErrNoDeadLetter
+	// when there is none.
+	DeleteDeadLetter(ctx context.Context, module string, seq uint64) error
 	// CountDeadLetters returns how many dead letters module has, from the
 	// store's state, reading none: 0 when none was ever set aside.
 	CountDeadLetters(ctx context.Context, module string) (uint64, error)
@@ -70,14 +77,20 @@ type DeadLetter struct {
 // ErrNoDeadLetter is the error of a dead letter that does not exist.
 var ErrNoDeadLetter = errors.New("no such dead letter")
 
+// ErrUndecodableDeadLetter is the error of replaying a dead letter whose
+// bytes are no message (another client of the store put them there): it
+// can only be deleted.
+var ErrUndecodableDeadLetter = errors.New("the dead letter is not a message")
+
 // DeadLetters returns up to limit dead letters of module, from sequence
-// from on; it fails when the host's durable engine keeps none.
-func (h *Host) DeadLetters(ctx context.Context, module string, from uint64, limit int) ([]DeadLetter, error) {
+// from on, ending after the first that brings the page to maxBytes; it
+// fails when the host's durable engine keeps none.
+func (h *Host) DeadLetters(ctx context.Context, module string, from uint64, limit, maxBytes int) ([]DeadLetter, error) {
 	d, err := h.deadLetters(module)
 	if err != nil {
 		return nil, err
 	}
-	return d.DeadLetters(ctx, module, from, limit)
+	return d.DeadLetters(ctx, module, from, limit, maxBytes)
 }
 
 // ReplayDeadLetter makes module's dead letter seq a message of the module
@@ -88,6 +101,15 @@ func (h *Host) ReplayDeadLetter(ctx context.Context, module string, seq uint64) 
 		return err
 	}
 	return d.ReplayDeadLetter(ctx, module, seq)
+}
+
+// DeleteDeadLetter removes module's dead letter seq without delivering it.
+func (h *Host) DeleteDeadLetter(ctx context.Context, module string, seq uint64) error {
+	d, err := h.deadLetters(module)
+	if err != nil {
+		return err
+	}
+	return d.DeleteDeadLetter(ctx, module, seq)
 }
 
 // CountDeadLetters returns how many dead letters module has; kept is

@@ -93,7 +93,7 @@ func TestDurableDeadLetter(t *testing.T) {
 	var dead []host.DeadLetter
 	waitFor(t, func() bool {
 		var err error
-		dead, err = eng.DeadLetters(t.Context(), "durable", 0, 10)
+		dead, err = eng.DeadLetters(t.Context(), "durable", 0, 10, 1<<20)
 		require.NoError(t, err)
 		return len(dead) > 0
 	}, "the failing message in the dead letters")
@@ -127,7 +127,7 @@ func TestDurableDeadLetter(t *testing.T) {
 	require.NoError(t, h.ReplayDeadLetter(t.Context(), "durable", d.Seq))
 	waitFor(t, func() bool { return kvValue(t, eng, "durable", "handled.m1") == "1" }, "the replayed message handled")
 	assert.Equal(t, "4", kvValue(t, eng, "durable", "tries.m1"))
-	dead, err = h.DeadLetters(t.Context(), "durable", 0, 10)
+	dead, err = h.DeadLetters(t.Context(), "durable", 0, 10, 1<<20)
 	require.NoError(t, err)
 	assert.Empty(t, dead)
 	n, _, err = h.CountDeadLetters(t.Context(), "durable")
@@ -150,7 +150,7 @@ func TestDurableRetry(t *testing.T) {
 	waitFor(t, func() bool { return kvValue(t, eng, "durable", "handled."+id) == "1" }, "the flaky message handled")
 	waitFor(t, func() bool { return pending(t, eng, "durable") == 0 }, "the message acknowledged")
 	assert.Equal(t, "3", kvValue(t, eng, "durable", "tries."+id))
-	dead, err := eng.DeadLetters(t.Context(), "durable", 0, 10)
+	dead, err := eng.DeadLetters(t.Context(), "durable", 0, 10, 1<<20)
 	require.NoError(t, err)
 	assert.Empty(t, dead)
 }
@@ -216,7 +216,7 @@ func TestDurableNoEngine(t *testing.T) {
 	assert.Equal(t, "unavailable: send durable/sink/in: unavailable: at least once: the host has no durable message store",
 		durableSend(t, h, "durable/sink/in", "n1", "x"))
 	assert.Equal(t, "", kvValue(t, eng, "durable", "tries.n1"))
-	_, err := h.DeadLetters(t.Context(), "durable", 0, 10)
+	_, err := h.DeadLetters(t.Context(), "durable", 0, 10, 1<<20)
 	assert.ErrorIs(t, err, host.ErrNoDurable)
 	n, kept, err := h.CountDeadLetters(t.Context(), "durable")
 	require.NoError(t, err, "no store is an answer, not a failure")

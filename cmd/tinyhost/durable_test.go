@@ -125,6 +125,36 @@ func TestDeadLettersCLI(t *testing.T) {
 	} {
 		assert.Contains(t, text, want)
 	}
+
+}
+
+// TestDeadLettersCLIPages: more dead letters than a page of the host's
+// answer holds (100) are all listed by tinyctl; delete removes one, and a
+// second delete of it is NOT_FOUND (exit 3).
+func TestDeadLettersCLIPages(t *testing.T) {
+	d := durableDaemon(t, "durable", "--state-dir", t.TempDir(), "--durable-max-attempts", "1")
+	tinyctl := e2e.Binary(t, "cmd/tinyctl")
+	ctl := func(args ...string) e2e.Result {
+		t.Helper()
+		return e2e.Run(t, []string{"TINYCTL_ADDR=" + d.h.Addr}, tinyctl, args...)
+	}
+	const n = 101
+	for i := range n {
+		id := "p" + strconv.Itoa(i)
+		require.Equal(t, "ok "+id, d.invoke(t, "durable", "src", "send", "durable/sink/in "+id+" fail"))
+	}
+	rows := func() []string {
+		list := ctl("deadletters", "list", "durable")
+		require.Equal(t, 0, list.Code, list.Stderr)
+		return strings.Split(strings.TrimSpace(list.Stdout), "\n")[1:]
+	}
+	require.Eventually(t, func() bool { return len(rows()) == n }, 2*time.Minute, 50*time.Millisecond, "all %d dead letters listed", n)
+	last := strings.Fields(rows()[n-1])
+	del := ctl("deadletters", "delete", "durable", last[0])
+	require.Equal(t, 0, del.Code, del.Stderr)
+	assert.Len(t, rows(), n-1)
+	del = ctl("deadletters", "delete", "durable", last[0])
+	assert.Equal(t, 3, del.Code, "NOT_FOUND: %s", del.Stderr)
 }
 
 // TestDurableFlags: an ack wait under a second, and a negative bound, are

@@ -154,7 +154,9 @@ func (c *Client) SetSecrets(ctx context.Context, module string, secrets map[stri
 }
 
 // DeadLetters lists up to limit (0: the host's default) of module's dead
-// letters, from sequence from on (0: the oldest).
+// letters, from sequence from on (0: the oldest). A page may hold fewer
+// than limit (the host bounds its bytes): the next starts after the last
+// sequence, and an empty page is the end.
 func (c *Client) DeadLetters(ctx context.Context, module string, from uint64, limit uint32) ([]*hostv1.DeadLetter, error) {
 	resp, err := c.rpc.ListDeadLetters(ctx, &hostv1.ListDeadLettersRequest{Module: module, From: from, Limit: limit})
 	return resp.GetDeadLetters(), hostv1.Error(err)
@@ -164,6 +166,12 @@ func (c *Client) DeadLetters(ctx context.Context, module string, from uint64, li
 // again.
 func (c *Client) ReplayDeadLetter(ctx context.Context, module string, seq uint64) error {
 	_, err := c.rpc.ReplayDeadLetter(ctx, &hostv1.ReplayDeadLetterRequest{Module: module, Seq: seq})
+	return hostv1.Error(err)
+}
+
+// DeleteDeadLetter removes module's dead letter seq without delivering it.
+func (c *Client) DeleteDeadLetter(ctx context.Context, module string, seq uint64) error {
+	_, err := c.rpc.DeleteDeadLetter(ctx, &hostv1.DeleteDeadLetterRequest{Module: module, Seq: seq})
 	return hostv1.Error(err)
 }
 

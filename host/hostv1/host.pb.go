@@ -2840,7 +2840,10 @@ type ListDeadLettersRequest struct {
 	Module string                 `protobuf:"bytes,1,opt,name=module,proto3" json:"module,omitempty"`
 	// The first sequence to list (0: from the oldest).
 	From uint64 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
-	// At most this many (0: 100; at most 1000).
+	// At most this many (0: 100; at most 1000). An answer also ends after
+	// the letter that brings its messages to 2 MiB, so that it stays within
+	// a client's default receive limit: list the next page from the last
+	// sequence + 1 until an answer is empty.
 	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3108,6 +3111,94 @@ func (*ReplayDeadLetterResponse) Descriptor() ([]byte, []int) {
 	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{45}
 }
 
+type DeleteDeadLetterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Module        string                 `protobuf:"bytes,1,opt,name=module,proto3" json:"module,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteDeadLetterRequest) Reset() {
+	*x = DeleteDeadLetterRequest{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteDeadLetterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteDeadLetterRequest) ProtoMessage() {}
+
+func (x *DeleteDeadLetterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteDeadLetterRequest.ProtoReflect.Descriptor instead.
+func (*DeleteDeadLetterRequest) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *DeleteDeadLetterRequest) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *DeleteDeadLetterRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type DeleteDeadLetterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteDeadLetterResponse) Reset() {
+	*x = DeleteDeadLetterResponse{}
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteDeadLetterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteDeadLetterResponse) ProtoMessage() {}
+
+func (x *DeleteDeadLetterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteDeadLetterResponse.ProtoReflect.Descriptor instead.
+func (*DeleteDeadLetterResponse) Descriptor() ([]byte, []int) {
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{47}
+}
+
 type CountDeadLettersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Module        string                 `protobuf:"bytes,1,opt,name=module,proto3" json:"module,omitempty"`
@@ -3117,7 +3208,7 @@ type CountDeadLettersRequest struct {
 
 func (x *CountDeadLettersRequest) Reset() {
 	*x = CountDeadLettersRequest{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[46]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3129,7 +3220,7 @@ func (x *CountDeadLettersRequest) String() string {
 func (*CountDeadLettersRequest) ProtoMessage() {}
 
 func (x *CountDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[46]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3142,7 +3233,7 @@ func (x *CountDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*CountDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{46}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CountDeadLettersRequest) GetModule() string {
@@ -3166,7 +3257,7 @@ type CountDeadLettersResponse struct {
 
 func (x *CountDeadLettersResponse) Reset() {
 	*x = CountDeadLettersResponse{}
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[47]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3178,7 +3269,7 @@ func (x *CountDeadLettersResponse) String() string {
 func (*CountDeadLettersResponse) ProtoMessage() {}
 
 func (x *CountDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tinyhost_host_v1_host_proto_msgTypes[47]
+	mi := &file_tinyhost_host_v1_host_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3191,7 +3282,7 @@ func (x *CountDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*CountDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{47}
+	return file_tinyhost_host_v1_host_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CountDeadLettersResponse) GetCount() uint64 {
@@ -3453,12 +3544,16 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x17ReplayDeadLetterRequest\x12\x16\n" +
 	"\x06module\x18\x01 \x01(\tR\x06module\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x1a\n" +
-	"\x18ReplayDeadLetterResponse\"1\n" +
+	"\x18ReplayDeadLetterResponse\"C\n" +
+	"\x17DeleteDeadLetterRequest\x12\x16\n" +
+	"\x06module\x18\x01 \x01(\tR\x06module\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x1a\n" +
+	"\x18DeleteDeadLetterResponse\"1\n" +
 	"\x17CountDeadLettersRequest\x12\x16\n" +
 	"\x06module\x18\x01 \x01(\tR\x06module\"D\n" +
 	"\x18CountDeadLettersResponse\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x04R\x05count\x12\x12\n" +
-	"\x04kept\x18\x02 \x01(\bR\x04kept2\x88\f\n" +
+	"\x04kept\x18\x02 \x01(\bR\x04kept2\xf3\f\n" +
 	"\vHostService\x12E\n" +
 	"\x04Info\x12\x1d.tinyhost.host.v1.InfoRequest\x1a\x1e.tinyhost.host.v1.InfoResponse\x12Z\n" +
 	"\vListModules\x12$.tinyhost.host.v1.ListModulesRequest\x1a%.tinyhost.host.v1.ListModulesResponse\x12Y\n" +
@@ -3478,6 +3573,7 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"SetSecrets\x12#.tinyhost.host.v1.SetSecretsRequest\x1a$.tinyhost.host.v1.SetSecretsResponse\x12f\n" +
 	"\x0fListDeadLetters\x12(.tinyhost.host.v1.ListDeadLettersRequest\x1a).tinyhost.host.v1.ListDeadLettersResponse\x12i\n" +
 	"\x10ReplayDeadLetter\x12).tinyhost.host.v1.ReplayDeadLetterRequest\x1a*.tinyhost.host.v1.ReplayDeadLetterResponse\x12i\n" +
+	"\x10DeleteDeadLetter\x12).tinyhost.host.v1.DeleteDeadLetterRequest\x1a*.tinyhost.host.v1.DeleteDeadLetterResponse\x12i\n" +
 	"\x10CountDeadLetters\x12).tinyhost.host.v1.CountDeadLettersRequest\x1a*.tinyhost.host.v1.CountDeadLettersResponseB1Z/github.com/tinyhost/tinyhost/host/hostv1;hostv1b\x06proto3"
 
 var (
@@ -3493,7 +3589,7 @@ func file_tinyhost_host_v1_host_proto_rawDescGZIP() []byte {
 }
 
 var file_tinyhost_host_v1_host_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_tinyhost_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_tinyhost_host_v1_host_proto_goTypes = []any{
 	(WatchEvent_Type)(0),             // 0: tinyhost.host.v1.WatchEvent.Type
 	(*InfoRequest)(nil),              // 1: tinyhost.host.v1.InfoRequest
@@ -3542,48 +3638,50 @@ var file_tinyhost_host_v1_host_proto_goTypes = []any{
 	(*DeadLetter)(nil),               // 44: tinyhost.host.v1.DeadLetter
 	(*ReplayDeadLetterRequest)(nil),  // 45: tinyhost.host.v1.ReplayDeadLetterRequest
 	(*ReplayDeadLetterResponse)(nil), // 46: tinyhost.host.v1.ReplayDeadLetterResponse
-	(*CountDeadLettersRequest)(nil),  // 47: tinyhost.host.v1.CountDeadLettersRequest
-	(*CountDeadLettersResponse)(nil), // 48: tinyhost.host.v1.CountDeadLettersResponse
-	nil,                              // 49: tinyhost.host.v1.InfoResponse.LabelsEntry
-	nil,                              // 50: tinyhost.host.v1.Module.LabelsEntry
-	nil,                              // 51: tinyhost.host.v1.LoadHeader.LabelsEntry
-	nil,                              // 52: tinyhost.host.v1.LoadHeader.SecretsEntry
-	nil,                              // 53: tinyhost.host.v1.SetSecretsRequest.SecretsEntry
-	(*status.Status)(nil),            // 54: google.rpc.Status
+	(*DeleteDeadLetterRequest)(nil),  // 47: tinyhost.host.v1.DeleteDeadLetterRequest
+	(*DeleteDeadLetterResponse)(nil), // 48: tinyhost.host.v1.DeleteDeadLetterResponse
+	(*CountDeadLettersRequest)(nil),  // 49: tinyhost.host.v1.CountDeadLettersRequest
+	(*CountDeadLettersResponse)(nil), // 50: tinyhost.host.v1.CountDeadLettersResponse
+	nil,                              // 51: tinyhost.host.v1.InfoResponse.LabelsEntry
+	nil,                              // 52: tinyhost.host.v1.Module.LabelsEntry
+	nil,                              // 53: tinyhost.host.v1.LoadHeader.LabelsEntry
+	nil,                              // 54: tinyhost.host.v1.LoadHeader.SecretsEntry
+	nil,                              // 55: tinyhost.host.v1.SetSecretsRequest.SecretsEntry
+	(*status.Status)(nil),            // 56: google.rpc.Status
 }
 var file_tinyhost_host_v1_host_proto_depIdxs = []int32{
-	49, // 0: tinyhost.host.v1.InfoResponse.labels:type_name -> tinyhost.host.v1.InfoResponse.LabelsEntry
+	51, // 0: tinyhost.host.v1.InfoResponse.labels:type_name -> tinyhost.host.v1.InfoResponse.LabelsEntry
 	3,  // 1: tinyhost.host.v1.InfoResponse.capacity:type_name -> tinyhost.host.v1.Capacity
 	6,  // 2: tinyhost.host.v1.InfoResponse.modules:type_name -> tinyhost.host.v1.Module
 	6,  // 3: tinyhost.host.v1.ListModulesResponse.modules:type_name -> tinyhost.host.v1.Module
 	7,  // 4: tinyhost.host.v1.Module.components:type_name -> tinyhost.host.v1.Component
 	10, // 5: tinyhost.host.v1.Module.limits:type_name -> tinyhost.host.v1.ModuleLimits
 	11, // 6: tinyhost.host.v1.Module.pool:type_name -> tinyhost.host.v1.Pool
-	50, // 7: tinyhost.host.v1.Module.labels:type_name -> tinyhost.host.v1.Module.LabelsEntry
+	52, // 7: tinyhost.host.v1.Module.labels:type_name -> tinyhost.host.v1.Module.LabelsEntry
 	8,  // 8: tinyhost.host.v1.Component.info:type_name -> tinyhost.host.v1.ComponentInfo
 	9,  // 9: tinyhost.host.v1.Component.ports:type_name -> tinyhost.host.v1.Port
 	13, // 10: tinyhost.host.v1.LoadModuleRequest.header:type_name -> tinyhost.host.v1.LoadHeader
 	10, // 11: tinyhost.host.v1.LoadHeader.limits:type_name -> tinyhost.host.v1.ModuleLimits
-	51, // 12: tinyhost.host.v1.LoadHeader.labels:type_name -> tinyhost.host.v1.LoadHeader.LabelsEntry
-	52, // 13: tinyhost.host.v1.LoadHeader.secrets:type_name -> tinyhost.host.v1.LoadHeader.SecretsEntry
+	53, // 12: tinyhost.host.v1.LoadHeader.labels:type_name -> tinyhost.host.v1.LoadHeader.LabelsEntry
+	54, // 13: tinyhost.host.v1.LoadHeader.secrets:type_name -> tinyhost.host.v1.LoadHeader.SecretsEntry
 	6,  // 14: tinyhost.host.v1.LoadModuleResponse.module:type_name -> tinyhost.host.v1.Module
 	17, // 15: tinyhost.host.v1.InvokeRequest.metadata:type_name -> tinyhost.host.v1.KeyValue
 	20, // 16: tinyhost.host.v1.InvokeResponse.emitted:type_name -> tinyhost.host.v1.Message
 	17, // 17: tinyhost.host.v1.Message.metadata:type_name -> tinyhost.host.v1.KeyValue
 	18, // 18: tinyhost.host.v1.InvokeStreamRequest.request:type_name -> tinyhost.host.v1.InvokeRequest
 	19, // 19: tinyhost.host.v1.InvokeStreamResponse.response:type_name -> tinyhost.host.v1.InvokeResponse
-	54, // 20: tinyhost.host.v1.InvokeStreamResponse.error:type_name -> google.rpc.Status
+	56, // 20: tinyhost.host.v1.InvokeStreamResponse.error:type_name -> google.rpc.Status
 	0,  // 21: tinyhost.host.v1.WatchEvent.type:type_name -> tinyhost.host.v1.WatchEvent.Type
 	6,  // 22: tinyhost.host.v1.WatchEvent.info:type_name -> tinyhost.host.v1.Module
 	20, // 23: tinyhost.host.v1.DeliverRequest.message:type_name -> tinyhost.host.v1.Message
 	20, // 24: tinyhost.host.v1.DeliverStreamRequest.message:type_name -> tinyhost.host.v1.Message
-	54, // 25: tinyhost.host.v1.DeliverStreamResponse.error:type_name -> google.rpc.Status
+	56, // 25: tinyhost.host.v1.DeliverStreamResponse.error:type_name -> google.rpc.Status
 	29, // 26: tinyhost.host.v1.SetRoutesRequest.routes:type_name -> tinyhost.host.v1.Route
 	29, // 27: tinyhost.host.v1.GetRoutesResponse.routes:type_name -> tinyhost.host.v1.Route
 	34, // 28: tinyhost.host.v1.SetWiringRequest.wires:type_name -> tinyhost.host.v1.Wire
 	37, // 29: tinyhost.host.v1.SetWiringResponse.refused:type_name -> tinyhost.host.v1.RefusedWire
 	34, // 30: tinyhost.host.v1.GetWiringResponse.wires:type_name -> tinyhost.host.v1.Wire
-	53, // 31: tinyhost.host.v1.SetSecretsRequest.secrets:type_name -> tinyhost.host.v1.SetSecretsRequest.SecretsEntry
+	55, // 31: tinyhost.host.v1.SetSecretsRequest.secrets:type_name -> tinyhost.host.v1.SetSecretsRequest.SecretsEntry
 	44, // 32: tinyhost.host.v1.ListDeadLettersResponse.dead_letters:type_name -> tinyhost.host.v1.DeadLetter
 	20, // 33: tinyhost.host.v1.DeadLetter.message:type_name -> tinyhost.host.v1.Message
 	1,  // 34: tinyhost.host.v1.HostService.Info:input_type -> tinyhost.host.v1.InfoRequest
@@ -3602,26 +3700,28 @@ var file_tinyhost_host_v1_host_proto_depIdxs = []int32{
 	40, // 47: tinyhost.host.v1.HostService.SetSecrets:input_type -> tinyhost.host.v1.SetSecretsRequest
 	42, // 48: tinyhost.host.v1.HostService.ListDeadLetters:input_type -> tinyhost.host.v1.ListDeadLettersRequest
 	45, // 49: tinyhost.host.v1.HostService.ReplayDeadLetter:input_type -> tinyhost.host.v1.ReplayDeadLetterRequest
-	47, // 50: tinyhost.host.v1.HostService.CountDeadLetters:input_type -> tinyhost.host.v1.CountDeadLettersRequest
-	2,  // 51: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
-	5,  // 52: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
-	14, // 53: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
-	16, // 54: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
-	19, // 55: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
-	22, // 56: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
-	24, // 57: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
-	26, // 58: tinyhost.host.v1.HostService.Deliver:output_type -> tinyhost.host.v1.DeliverResponse
-	28, // 59: tinyhost.host.v1.HostService.DeliverStream:output_type -> tinyhost.host.v1.DeliverStreamResponse
-	31, // 60: tinyhost.host.v1.HostService.SetRoutes:output_type -> tinyhost.host.v1.SetRoutesResponse
-	33, // 61: tinyhost.host.v1.HostService.GetRoutes:output_type -> tinyhost.host.v1.GetRoutesResponse
-	36, // 62: tinyhost.host.v1.HostService.SetWiring:output_type -> tinyhost.host.v1.SetWiringResponse
-	39, // 63: tinyhost.host.v1.HostService.GetWiring:output_type -> tinyhost.host.v1.GetWiringResponse
-	41, // 64: tinyhost.host.v1.HostService.SetSecrets:output_type -> tinyhost.host.v1.SetSecretsResponse
-	43, // 65: tinyhost.host.v1.HostService.ListDeadLetters:output_type -> tinyhost.host.v1.ListDeadLettersResponse
-	46, // 66: tinyhost.host.v1.HostService.ReplayDeadLetter:output_type -> tinyhost.host.v1.ReplayDeadLetterResponse
-	48, // 67: tinyhost.host.v1.HostService.CountDeadLetters:output_type -> tinyhost.host.v1.CountDeadLettersResponse
-	51, // [51:68] is the sub-list for method output_type
-	34, // [34:51] is the sub-list for method input_type
+	47, // 50: tinyhost.host.v1.HostService.DeleteDeadLetter:input_type -> tinyhost.host.v1.DeleteDeadLetterRequest
+	49, // 51: tinyhost.host.v1.HostService.CountDeadLetters:input_type -> tinyhost.host.v1.CountDeadLettersRequest
+	2,  // 52: tinyhost.host.v1.HostService.Info:output_type -> tinyhost.host.v1.InfoResponse
+	5,  // 53: tinyhost.host.v1.HostService.ListModules:output_type -> tinyhost.host.v1.ListModulesResponse
+	14, // 54: tinyhost.host.v1.HostService.LoadModule:output_type -> tinyhost.host.v1.LoadModuleResponse
+	16, // 55: tinyhost.host.v1.HostService.UnloadModule:output_type -> tinyhost.host.v1.UnloadModuleResponse
+	19, // 56: tinyhost.host.v1.HostService.Invoke:output_type -> tinyhost.host.v1.InvokeResponse
+	22, // 57: tinyhost.host.v1.HostService.InvokeStream:output_type -> tinyhost.host.v1.InvokeStreamResponse
+	24, // 58: tinyhost.host.v1.HostService.Watch:output_type -> tinyhost.host.v1.WatchEvent
+	26, // 59: tinyhost.host.v1.HostService.Deliver:output_type -> tinyhost.host.v1.DeliverResponse
+	28, // 60: tinyhost.host.v1.HostService.DeliverStream:output_type -> tinyhost.host.v1.DeliverStreamResponse
+	31, // 61: tinyhost.host.v1.HostService.SetRoutes:output_type -> tinyhost.host.v1.SetRoutesResponse
+	33, // 62: tinyhost.host.v1.HostService.GetRoutes:output_type -> tinyhost.host.v1.GetRoutesResponse
+	36, // 63: tinyhost.host.v1.HostService.SetWiring:output_type -> tinyhost.host.v1.SetWiringResponse
+	39, // 64: tinyhost.host.v1.HostService.GetWiring:output_type -> tinyhost.host.v1.GetWiringResponse
+	41, // 65: tinyhost.host.v1.HostService.SetSecrets:output_type -> tinyhost.host.v1.SetSecretsResponse
+	43, // 66: tinyhost.host.v1.HostService.ListDeadLetters:output_type -> tinyhost.host.v1.ListDeadLettersResponse
+	46, // 67: tinyhost.host.v1.HostService.ReplayDeadLetter:output_type -> tinyhost.host.v1.ReplayDeadLetterResponse
+	48, // 68: tinyhost.host.v1.HostService.DeleteDeadLetter:output_type -> tinyhost.host.v1.DeleteDeadLetterResponse
+	50, // 69: tinyhost.host.v1.HostService.CountDeadLetters:output_type -> tinyhost.host.v1.CountDeadLettersResponse
+	52, // [52:70] is the sub-list for method output_type
+	34, // [34:52] is the sub-list for method input_type
 	34, // [34:34] is the sub-list for extension type_name
 	34, // [34:34] is the sub-list for extension extendee
 	0,  // [0:34] is the sub-list for field type_name
@@ -3639,7 +3739,7 @@ func file_tinyhost_host_v1_host_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tinyhost_host_v1_host_proto_rawDesc), len(file_tinyhost_host_v1_host_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   53,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -97,6 +97,7 @@ const (
 	HostService_SetSecrets_FullMethodName       = "/tinyhost.host.v1.HostService/SetSecrets"
 	HostService_ListDeadLetters_FullMethodName  = "/tinyhost.host.v1.HostService/ListDeadLetters"
 	HostService_ReplayDeadLetter_FullMethodName = "/tinyhost.host.v1.HostService/ReplayDeadLetter"
+	HostService_DeleteDeadLetter_FullMethodName = "/tinyhost.host.v1.HostService/DeleteDeadLetter"
 	HostService_CountDeadLetters_FullMethodName = "/tinyhost.host.v1.HostService/CountDeadLetters"
 )
 
@@ -181,6 +182,11 @@ type HostServiceClient interface {
 	// with its ID, and removes it from the dead letters. NOT_FOUND when
 	// there is no such dead letter.
 	ReplayDeadLetter(ctx context.Context, in *ReplayDeadLetterRequest, opts ...grpc.CallOption) (*ReplayDeadLetterResponse, error)
+	// DeleteDeadLetter removes a dead letter without delivering it: what is
+	// left for one that is no message (another client of the store put its
+	// bytes there), which replay refuses with FAILED_PRECONDITION. NOT_FOUND
+	// when there is no such dead letter.
+	DeleteDeadLetter(ctx context.Context, in *DeleteDeadLetterRequest, opts ...grpc.CallOption) (*DeleteDeadLetterResponse, error)
 	// CountDeadLetters counts a module's dead letters from the store's state
 	// of its dead-letter stream, reading none of them: what a status that
 	// polls the count needs, at the cost of one lookup.
@@ -373,6 +379,16 @@ func (c *hostServiceClient) ReplayDeadLetter(ctx context.Context, in *ReplayDead
 	return out, nil
 }
 
+func (c *hostServiceClient) DeleteDeadLetter(ctx context.Context, in *DeleteDeadLetterRequest, opts ...grpc.CallOption) (*DeleteDeadLetterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteDeadLetterResponse)
+	err := c.cc.Invoke(ctx, HostService_DeleteDeadLetter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *hostServiceClient) CountDeadLetters(ctx context.Context, in *CountDeadLettersRequest, opts ...grpc.CallOption) (*CountDeadLettersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CountDeadLettersResponse)
@@ -464,6 +480,11 @@ type HostServiceServer interface {
 	// with its ID, and removes it from the dead letters. NOT_FOUND when
 	// there is no such dead letter.
 	ReplayDeadLetter(context.Context, *ReplayDeadLetterRequest) (*ReplayDeadLetterResponse, error)
+	// DeleteDeadLetter removes a dead letter without delivering it: what is
+	// left for one that is no message (another client of the store put its
+	// bytes there), which replay refuses with FAILED_PRECONDITION. NOT_FOUND
+	// when there is no such dead letter.
+	DeleteDeadLetter(context.Context, *DeleteDeadLetterRequest) (*DeleteDeadLetterResponse, error)
 	// CountDeadLetters counts a module's dead letters from the store's state
 	// of its dead-letter stream, reading none of them: what a status that
 	// polls the count needs, at the cost of one lookup.
@@ -525,6 +546,9 @@ func (UnimplementedHostServiceServer) ListDeadLetters(context.Context, *ListDead
 }
 func (UnimplementedHostServiceServer) ReplayDeadLetter(context.Context, *ReplayDeadLetterRequest) (*ReplayDeadLetterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReplayDeadLetter not implemented")
+}
+func (UnimplementedHostServiceServer) DeleteDeadLetter(context.Context, *DeleteDeadLetterRequest) (*DeleteDeadLetterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteDeadLetter not implemented")
 }
 func (UnimplementedHostServiceServer) CountDeadLetters(context.Context, *CountDeadLettersRequest) (*CountDeadLettersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CountDeadLetters not implemented")
@@ -798,6 +822,24 @@ func _HostService_ReplayDeadLetter_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HostService_DeleteDeadLetter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteDeadLetterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).DeleteDeadLetter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_DeleteDeadLetter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).DeleteDeadLetter(ctx, req.(*DeleteDeadLetterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _HostService_CountDeadLetters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CountDeadLettersRequest)
 	if err := dec(in); err != nil {
@@ -870,6 +912,10 @@ var HostService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReplayDeadLetter",
 			Handler:    _HostService_ReplayDeadLetter_Handler,
+		},
+		{
+			MethodName: "DeleteDeadLetter",
+			Handler:    _HostService_DeleteDeadLetter_Handler,
 		},
 		{
 			MethodName: "CountDeadLetters",

@@ -50,6 +50,7 @@ var methodRoles = map[string]api.Role{
 	// Dead letters hold payloads of every sender to the module.
 	hostv1.HostService_ListDeadLetters_FullMethodName:  api.RoleAdmin,
 	hostv1.HostService_ReplayDeadLetter_FullMethodName: api.RoleAdmin,
+	hostv1.HostService_DeleteDeadLetter_FullMethodName: api.RoleAdmin,
 	hostv1.HostService_CountDeadLetters_FullMethodName: api.RoleAdmin,
 	hostv1.HostService_Deliver_FullMethodName:          api.RolePeer,
 	hostv1.HostService_DeliverStream_FullMethodName:    api.RolePeer,

@@ -42,6 +42,7 @@ var wantRoles = map[string]api.Role{
 	"/tinyhost.host.v1.HostService/SetSecrets":                       api.RoleAdmin,
 	"/tinyhost.host.v1.HostService/ListDeadLetters":                  api.RoleAdmin,
 	"/tinyhost.host.v1.HostService/ReplayDeadLetter":                 api.RoleAdmin,
+	"/tinyhost.host.v1.HostService/DeleteDeadLetter":                 api.RoleAdmin,
 	"/tinyhost.host.v1.HostService/CountDeadLetters":                 api.RoleAdmin,
 	"/tinyhost.host.v1.HostService/Deliver":                          api.RolePeer,
 	"/tinyhost.host.v1.HostService/DeliverStream":                    api.RolePeer,

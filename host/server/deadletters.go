@@ -12,10 +12,12 @@ import (
 	"github.com/tinyhost/tinyhost/host/hostv1"
 )
 
-// Bounds of a ListDeadLetters answer.
+// Bounds of a ListDeadLetters answer: a count, and the bytes of its
+// messages, kept under grpc-go's default 4 MiB that a client receives.
 const (
 	defaultDeadLetters = 100
 	maxDeadLetters     = 1000
+	maxDeadLetterBytes = 2 << 20
 )
 
 // ListDeadLetters implements HostService.ListDeadLetters.
@@ -28,7 +30,7 @@ func (s *Server) ListDeadLetters(ctx context.Context, req *hostv1.ListDeadLetter
 		limit = defaultDeadLetters
 	}
 	limit = min(limit, maxDeadLetters)
-	dls, err := s.h.DeadLetters(ctx, req.GetModule(), req.GetFrom(), limit)
+	dls, err := s.h.DeadLetters(ctx, req.GetModule(), req.GetFrom(), limit, maxDeadLetterBytes)
 	if err != nil {
 		return nil, deadLetterStatus(err)
 	}
@@ -54,6 +56,17 @@ func (s *Server) ReplayDeadLetter(ctx context.Context, req *hostv1.ReplayDeadLet
 	return &hostv1.ReplayDeadLetterResponse{}, nil
 }
 
+// DeleteDeadLetter implements HostService.DeleteDeadLetter.
+func (s *Server) DeleteDeadLetter(ctx context.Context, req *hostv1.DeleteDeadLetterRequest) (*hostv1.DeleteDeadLetterResponse, error) {
+	if err := abi.ValidName(req.GetModule()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, "module: "+err.Error())
+	}
+	if err := s.h.DeleteDeadLetter(ctx, req.GetModule(), req.GetSeq()); err != nil {
+		return nil, deadLetterStatus(err)
+	}
+	return &hostv1.DeleteDeadLetterResponse{}, nil
+}
+
 // CountDeadLetters implements HostService.CountDeadLetters.
 func (s *Server) CountDeadLetters(ctx context.Context, req *hostv1.CountDeadLettersRequest) (*hostv1.CountDeadLettersResponse, error) {
 	if err := abi.ValidName(req.GetModule()); err != nil {
@@ -72,6 +85,8 @@ func deadLetterStatus(err error) error {
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, host.ErrNoDeadLetter):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, host.ErrUndecodableDeadLetter):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return status.FromContextError(err).Err()
 	}

@@ -314,14 +314,15 @@ func (e *Engine) deadLetter(ctx context.Context, module, subject string, m jetst
 // DeadLetters implements host.DeadLetters. Each is one request for the
 // next dead letter from a sequence on, so that the gaps replays leave
 // cost nothing.
-func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, limit int) ([]host.DeadLetter, error) {
+func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, limit, maxBytes int) ([]host.DeadLetter, error) {
 	_, dead, err := e.streams(ctx, module)
 	if err != nil {
 		return nil, err
 	}
 	_, _, _, subject := StreamNames(e.cfg.Namespace, module)
 	var out []host.DeadLetter
-	for seq := max(from, 1); len(out) < limit; {
+	size := 0
+	for seq := max(from, 1); len(out) < limit && size < maxBytes; {
 		raw, err := dead.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break // none from seq on
@@ -341,6 +342,7 @@ func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, li
 			}
 		}
 		n, _ := strconv.Atoi(raw.Header.Get(HeaderAttempts))
+		size += len(raw.Data) + len(reason)
 		out = append(out, host.DeadLetter{Seq: raw.Sequence, Message: msg, Error: reason, Attempts: n, Time: raw.Time})
 	}
 	return out, nil
@@ -396,7 +398,7 @@ func (e *Engine) ReplayDeadLetter(ctx context.Context, module string, seq uint64
 	}
 	msg, err := abi.DecodeMessage(raw.Data)
 	if err != nil {
-		return fmt.Errorf("dead letter %d of module %q: %w", seq, module, err)
+		return fmt.Errorf("%w: %d of module %q: %w", host.ErrUndecodableDeadLetter, seq, module, err)
 	}
 	_, subject, _, _ := StreamNames(e.cfg.Namespace, module)
 	id, _ := msg.Get(abi.MetaMessageID)
@@ -415,5 +417,23 @@ func (e *Engine) ReplayDeadLetter(ctx context.Context, module string, seq uint64
 		return err
 	}
 	e.cfg.Logger.Info("dead letter replayed", "module", module, "seq", seq, "id", id)
+	return nil
+}
+
+// DeleteDeadLetter implements host.DeadLetters.
+func (e *Engine) DeleteDeadLetter(ctx context.Context, module string, seq uint64) error {
+	_, dead, err := e.streams(ctx, module)
+	if err != nil {
+		return err
+	}
+	if err := dead.DeleteMsg(ctx, seq); err != nil {
+		// The store answers a sequence it lacks with "deletion
+		// unsuccessful", not "not found": tell the two apart by asking.
+		if _, gerr := dead.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("%w: %d of module %q", host.ErrNoDeadLetter, seq, module)
+		}
+		return err
+	}
+	e.cfg.Logger.Info("dead letter deleted", "module", module, "seq", seq)
 	return nil
 }

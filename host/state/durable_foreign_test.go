@@ -36,13 +36,59 @@ func TestForeignMessage(t *testing.T) {
 
 	var dead []host.DeadLetter
 	require.Eventually(t, func() bool {
-		dead, err = e.DeadLetters(t.Context(), "m", 0, 10)
+		dead, err = e.DeadLetters(t.Context(), "m", 0, 10, 1<<20)
 		require.NoError(t, err)
 		return len(dead) == 1
 	}, 2*time.Minute, 5*time.Millisecond, "the foreign message listed as a dead letter")
 	assert.Contains(t, dead[0].Error, "undecodable")
 	assert.Equal(t, "not a message", string(dead[0].Message.Payload))
 	assert.Equal(t, 0, r.count(), "never handed to the module")
+
+	// It cannot be replayed (it is no message); it can be deleted, once.
+	seq := dead[0].Seq
+	require.ErrorIs(t, e.ReplayDeadLetter(t.Context(), "m", seq), host.ErrUndecodableDeadLetter)
+	require.NoError(t, e.DeleteDeadLetter(t.Context(), "m", seq))
+	dead, err = e.DeadLetters(t.Context(), "m", 0, 10, 1<<20)
+	require.NoError(t, err)
+	assert.Empty(t, dead)
+	require.ErrorIs(t, e.DeleteDeadLetter(t.Context(), "m", seq), host.ErrNoDeadLetter)
+	assert.Equal(t, 0, r.count(), "never handed to the module")
+}
+
+// TestDeadLetterPages: a listing ends after the letter that brings its
+// bytes to the bound, and the next page, from the last sequence + 1, has
+// the rest: five letters of 300 KiB with a bound of 1 MiB are a page of
+// four, a page of one, and an empty page.
+func TestDeadLetterPages(t *testing.T) {
+	e := open(t, state.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
+	_, err := e.DeadLetters(t.Context(), "m", 0, 10, 1<<20) // makes the streams
+	require.NoError(t, err)
+	nc, err := nats.Connect(e.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, _, _, deadSubject := state.StreamNames("default", "m")
+	for i := range 5 {
+		payload := append([]byte(strconv.Itoa(i)), make([]byte, 300<<10)...)
+		_, err := js.Publish(t.Context(), deadSubject, abi.AppendMessage(nil, &abi.Message{Module: "m", Component: "c", Port: "p", Payload: payload}))
+		require.NoError(t, err)
+	}
+	var pages [][]string
+	for from := uint64(0); len(pages) < 10; {
+		page, err := e.DeadLetters(t.Context(), "m", from, 100, 1<<20)
+		require.NoError(t, err)
+		var got []string
+		for _, d := range page {
+			got = append(got, string(d.Message.Payload[:1]))
+		}
+		pages = append(pages, got)
+		if len(page) == 0 {
+			break
+		}
+		from = page[len(page)-1].Seq + 1
+	}
+	assert.Equal(t, [][]string{{"0", "1", "2", "3"}, {"4"}, nil}, pages)
 }
 
 // TestDeadLettersOfOneID: two messages a sender sent under one ID, the
@@ -79,7 +125,7 @@ func TestDeadLettersOfOneID(t *testing.T) {
 	require.Eventually(t, func() bool { return e.Counts()["m"].DeadLettered == 1 }, 2*time.Minute, 5*time.Millisecond)
 	close(release)
 	require.Eventually(t, func() bool { return e.Counts()["m"].DeadLettered == 2 }, 2*time.Minute, 5*time.Millisecond)
-	dead, err := e.DeadLetters(t.Context(), "m", 0, 10)
+	dead, err := e.DeadLetters(t.Context(), "m", 0, 10, 1<<20)
 	require.NoError(t, err)
 	var errs []string
 	for _, d := range dead {
@@ -114,7 +160,7 @@ func TestMaxModules(t *testing.T) {
 // none.
 func TestDeadLettersSkipRemoved(t *testing.T) {
 	e := open(t, state.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
-	_, err := e.DeadLetters(t.Context(), "m", 0, 10) // makes the streams
+	_, err := e.DeadLetters(t.Context(), "m", 0, 10, 1<<20) // makes the streams
 	require.NoError(t, err)
 	nc, err := nats.Connect(e.ClientURL())
 	require.NoError(t, err)
@@ -138,7 +184,7 @@ func TestDeadLettersSkipRemoved(t *testing.T) {
 		return info.API.Total
 	}
 	before := requests()
-	list, err := e.DeadLetters(t.Context(), "m", 0, 10)
+	list, err := e.DeadLetters(t.Context(), "m", 0, 10, 1<<20)
 	require.NoError(t, err)
 	used := requests() - before - 1 // the second AccountInfo counts itself
 	t.Logf("store requests of one listing: %d", used)
