@@ -320,14 +320,19 @@ const (
 )
 
 // stopDurable stops consuming module's stored messages ("" for every
-// module's), once no delivery runs.
+// module's), once no delivery runs. It waits for those deliveries without
+// the lock, so that other modules' loads and unloads do not wait for them.
 func (h *Host) stopDurable(module string) {
+	var stops []func()
 	h.durMu.Lock()
-	defer h.durMu.Unlock()
 	for m, stop := range h.durStop {
 		if module == "" || m == module {
-			stop()
+			stops = append(stops, stop)
 			delete(h.durStop, m)
 		}
+	}
+	h.durMu.Unlock()
+	for _, stop := range stops {
+		stop()
 	}
 }

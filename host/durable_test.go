@@ -289,3 +289,72 @@ func TestDurableWireRefused(t *testing.T) {
 	_, wiring := h.Wiring()
 	assert.Equal(t, map[string][]string{"a/c/out": {"d/c/in"}}, wiring)
 }
+
+// gatedDurable is eng, whose deliveries to the module gated wait, once
+// each has begun (entered), until release closes; stopping announces
+// that the module's consumer is being stopped.
+type gatedDurable struct {
+	*state.Engine
+	gated             string
+	entered, stopping chan struct{}
+	release           chan struct{}
+}
+
+func (g *gatedDurable) Consume(ctx context.Context, module string, handle host.DurableHandler) (func(), error) {
+	if module != g.gated {
+		return g.Engine.Consume(ctx, module, handle)
+	}
+	stop, err := g.Engine.Consume(ctx, module, func(ctx context.Context, msg *abi.Message) error {
+		g.entered <- struct{}{}
+		<-g.release
+		return handle(ctx, msg)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() { close(g.stopping); stop() }, nil
+}
+
+// TestUnloadWaitsAlone: unloading a module waits for its delivery in
+// flight, and meanwhile another module loads (and starts consuming its
+// own stored messages) without waiting for it.
+func TestUnloadWaitsAlone(t *testing.T) {
+	eng := openState(t, state.Config{})
+	g := &gatedDurable{Engine: eng, gated: "slow", entered: make(chan struct{}, 1), stopping: make(chan struct{}), release: make(chan struct{})}
+	h := durableHost(t, eng, g)
+	var released bool
+	release := func() {
+		if !released {
+			released = true
+			close(g.release)
+		}
+	}
+	t.Cleanup(release)
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Durable), host.LoadOptions{Name: "slow", Capabilities: []string{abi.CapKV, abi.CapMessaging}})
+	require.NoError(t, err)
+	require.Equal(t, "ok m1", durableSend(t, h, "slow/sink/in", "m1", "x"))
+	<-g.entered
+
+	unloaded := make(chan error, 1)
+	go func() { unloaded <- h.Unload(context.WithoutCancel(t.Context()), "slow") }()
+	<-g.stopping // the unload waits for the delivery in flight
+
+	loaded := make(chan error, 1)
+	go func() {
+		_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Durable), host.LoadOptions{Name: "other", Capabilities: []string{abi.CapKV, abi.CapMessaging}})
+		loaded <- err
+	}()
+	select {
+	case err := <-loaded:
+		require.NoError(t, err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("a load waited for another module's unload to finish its delivery")
+	}
+	select {
+	case err := <-unloaded:
+		t.Fatalf("the unload returned (%v) while its delivery ran", err)
+	default:
+	}
+	release()
+	require.NoError(t, <-unloaded)
+}
