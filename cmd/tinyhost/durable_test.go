@@ -167,6 +167,7 @@ func TestDurableFlags(t *testing.T) {
 	}{
 		{[]string{"--state-dir", t.TempDir(), "--durable-ack-wait", "10ms"}, "durable-ack-wait 10ms is below 1s"},
 		{[]string{"--state-dir", t.TempDir(), "--durable-max-attempts", "-1"}, "must not be negative"},
+		{[]string{"--nats-url", "nats://127.0.0.1:1", "--state-max-bytes", "1000000"}, "state-max-bytes needs state-dir"},
 	} {
 		res := e2e.Run(t, nil, bin, c.args...)
 		assert.Equal(t, 2, res.Code, "%v: %s", c.args, res.Stderr)

@@ -86,11 +86,11 @@ func (e *Engine) streams(ctx context.Context, module string) (msgs, dead jetstre
 		Duplicates: e.cfg.DuplicateWindow,
 	}
 	if msgs, err = e.js.CreateOrUpdateStream(ctx, cfg); err != nil {
-		return nil, nil, fmt.Errorf("stream %s: %w", name, err)
+		return nil, nil, fmt.Errorf("stream %s: %w", name, mapReserveErr(err))
 	}
 	cfg.Name, cfg.Subjects, cfg.Retention = deadName, []string{deadSubject}, jetstream.LimitsPolicy
 	if dead, err = e.js.CreateOrUpdateStream(ctx, cfg); err != nil {
-		return nil, nil, fmt.Errorf("stream %s: %w", deadName, err)
+		return nil, nil, fmt.Errorf("stream %s: %w", deadName, mapReserveErr(err))
 	}
 	e.mu.Lock()
 	e.msgStreams[module] = [2]jetstream.Stream{msgs, dead}
@@ -152,6 +152,23 @@ func mapPublishErr(err error) error {
 	}
 	return err
 }
+
+// mapReserveErr makes the server's refusal to reserve a new stream's
+// MaxBytes (its store bound reached: MaxStoreBytes, or a cluster's own)
+// host.ErrDurableFull, as a full stream is.
+func mapReserveErr(err error) error {
+	var api *jetstream.APIError
+	if errors.As(err, &api) && (api.ErrorCode == jsErrCodeStorageExceeded || api.ErrorCode == jsErrCodeInsufficientResources) {
+		return fmt.Errorf("%w: the store has no room for another module's streams: %s", host.ErrDurableFull, api.Description)
+	}
+	return err
+}
+
+// The server's JSStorageResourcesExceededErr and JSInsufficientResourcesErr.
+const (
+	jsErrCodeStorageExceeded       jetstream.ErrorCode = 10047
+	jsErrCodeInsufficientResources jetstream.ErrorCode = 10023
+)
 
 // Consume implements host.Durable. At most MaxInFlight messages of the
 // module are handled at once on this host; a handler that runs longer

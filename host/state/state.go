@@ -91,6 +91,15 @@ type Config struct {
 	// module fails with host.ErrDurableFull. Default 1024.
 	MaxModules int
 
+	// MaxStoreBytes bounds the disk the embedded server keeps under Dir
+	// for every module's bucket and streams together (its JetStream
+	// max_file_store). The server reserves each bucket's and stream's
+	// MaxBytes when it makes it, so a bucket or stream that would not fit
+	// is refused (host.ErrDurableFull for streams), never a full disk.
+	// Default: the server's own, 75% of the disk space free when it
+	// starts.
+	MaxStoreBytes int64
+
 	// Timeout bounds starting the embedded server and connecting.
 	// Default 30s.
 	Timeout time.Duration
@@ -188,6 +197,9 @@ func (cfg *Config) fill() error {
 	if cfg.URL != "" && cfg.Listen != "" {
 		return errors.New("a listen address is for the embedded server, not with URL")
 	}
+	if cfg.URL != "" && cfg.MaxStoreBytes != 0 {
+		return errors.New("a store bound is for the embedded server, not with URL: a cluster's servers set their own")
+	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = "default"
 	}
@@ -241,12 +253,13 @@ func embedded(cfg Config) (*server.Server, error) {
 		return nil, err
 	}
 	o := &server.Options{
-		ServerName: "tinyhost",
-		JetStream:  true,
-		StoreDir:   cfg.Dir,
-		DontListen: cfg.Listen == "",
-		NoSigs:     true, // the daemon owns the signals
-		NoLog:      true,
+		ServerName:        "tinyhost",
+		JetStream:         true,
+		StoreDir:          cfg.Dir,
+		DontListen:        cfg.Listen == "",
+		JetStreamMaxStore: cfg.MaxStoreBytes,
+		NoSigs:            true, // the daemon owns the signals
+		NoLog:             true,
 		// No HTTP monitoring, no cluster, no leaf nodes: nothing listens
 		// but the client port, and that only when asked.
 	}

@@ -22,6 +22,7 @@ type State struct {
 	Creds     string `koanf:"nats-creds"`
 	Namespace string `koanf:"state-namespace"`
 	Replicas  int    `koanf:"state-replicas"`
+	MaxBytes  int64  `koanf:"state-max-bytes"`
 
 	// Durable delivery (messages sent at least once), on the same store.
 	MaxAttempts     int           `koanf:"durable-max-attempts"`
@@ -42,6 +43,7 @@ func stateFlags(fs *pflag.FlagSet) {
 	fs.String("nats-key", "", "with --nats-url: PEM key of --nats-cert")
 	fs.String("nats-creds", "", "with --nats-url: NATS credentials file (.creds)")
 	fs.String("state-namespace", "", `namespace of the modules' buckets, so that modules of one name in two namespaces keep apart: a-z, 0-9, '-' (default "default")`)
+	fs.Int64("state-max-bytes", 0, "with --state-dir: disk the embedded server keeps for every module's bucket and streams together; each bucket and stream reserves its whole bound when it is made, and one that would not fit is refused (default the server's: 75% of the disk space free at start)")
 	fs.Int("state-replicas", 0, "with --nats-url: replicas of each module's bucket and streams in the cluster, 1 to 5 (default 1)")
 	fs.Int("durable-max-attempts", 0, "deliveries of a message sent at least once before it goes to its module's dead letters, with its last error (default 5)")
 	fs.Duration("durable-ack-wait", 0, "how long a delivery of a message sent at least once may go without word from its host before it is delivered again; a handler still running says so every third of it (default 30s)")
@@ -67,6 +69,12 @@ func (s State) validate(insecure bool) []string {
 	if s.Listen != "" && !insecure && !loopback(s.Listen) {
 		errs = append(errs, fmt.Sprintf("nats-listen %s is not a loopback address, and the embedded NATS server asks no credential: anyone who reaches it could read and write every module's state; set --insecure to serve it anyway", s.Listen))
 	}
+	if s.MaxBytes != 0 && s.Dir == "" {
+		errs = append(errs, "state-max-bytes needs state-dir: it bounds the embedded server's store (a cluster's servers set their own)")
+	}
+	if s.MaxBytes < 0 {
+		errs = append(errs, "state-max-bytes must not be negative")
+	}
 	if s.URL == "" && (s.CA != "" || s.Cert != "" || s.Key != "" || s.Creds != "" || s.Replicas != 0) {
 		errs = append(errs, "nats-ca, nats-cert, nats-key, nats-creds and state-replicas need nats-url")
 	}
@@ -91,7 +99,7 @@ func openState(ctx context.Context, s State, log hclog.Logger) (*state.Engine, e
 	e, err := state.Open(ctx, state.Config{
 		Dir: s.Dir, Listen: s.Listen, URL: s.URL,
 		CAFile: s.CA, CertFile: s.Cert, KeyFile: s.Key, CredsFile: s.Creds,
-		Namespace: s.Namespace, Replicas: s.Replicas, Logger: log,
+		Namespace: s.Namespace, Replicas: s.Replicas, MaxStoreBytes: s.MaxBytes, Logger: log,
 		MaxAttempts: s.MaxAttempts, AckWait: s.AckWait, Backoff: s.Backoff,
 		DuplicateWindow: s.DuplicateWindow, MaxStreamBytes: s.MaxStreamBytes, MaxInFlight: s.MaxInFlight,
 		MaxModules: s.MaxModules,
