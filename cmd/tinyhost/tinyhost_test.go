@@ -589,3 +589,18 @@ func TestMinInstancesZero(t *testing.T) {
 	assert.Contains(t, reply, "Hello, Ada")
 	assert.Equal(t, uint64(2), pool().GetCreated(), "the call started an instance")
 }
+
+// TestLargeReply: tinyctl receives a reply as large as the host lets a
+// module make it, past grpc-go's default 4 MiB receive limit.
+func TestLargeReply(t *testing.T) {
+	h := e2e.StartHost(t, e2e.HostOptions{
+		Modules: []string{e2e.Wasm(t, "internal/e2e/testdata/sdkecho")},
+		Args:    []string{"--max-message-bytes", "8388608"},
+	})
+	payload := strings.Repeat("a", 5<<20)
+	file := filepath.Join(t.TempDir(), "payload")
+	require.NoError(t, os.WriteFile(file, []byte(payload), 0o600))
+	res := e2e.Run(t, []string{"TINYCTL_ADDR=" + h.Addr}, e2e.Binary(t, "cmd/tinyctl"), "call", "sdkecho/echo/in", "@"+file)
+	require.Equal(t, 0, res.Code, "stderr: %s", res.Stderr)
+	assert.Equal(t, payload, strings.TrimSuffix(res.Stdout, "\n"))
+}

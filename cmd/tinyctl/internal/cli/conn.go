@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/client"
 	"github.com/tinyhost/tinyhost/internal/buildinfo"
 )
@@ -20,6 +21,9 @@ func (c *ctl) client() (*client.Client, error) {
 		ServerName: o.tlsServerName,
 		Token:      o.token, TokenFile: o.tokenFile,
 		UserAgent: "tinyctl/" + buildinfo.Version(),
+		// A reply may be as large as a host lets a module make it, and a
+		// listing of ten thousand modules passes grpc-go's default 4 MiB.
+		MaxMessageBytes: abi.MaxMessageSize + 64<<10,
 	})
 	if errors.Is(err, client.ErrOptions) {
 		return nil, usagef("%v", err)
