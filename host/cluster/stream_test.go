@@ -174,7 +174,9 @@ func (wedgedPeer) DeliverStream(stream hostv1.HostService_DeliverStreamServer) e
 }
 
 // TestWedgedPeer: callers to a peer that stops reading end at their
-// deadlines, though their messages are stuck in gRPC flow control.
+// deadlines, though their messages are stuck in gRPC flow control:
+// callers at once, and callers one after another, each coming after the
+// one before gave up.
 func TestWedgedPeer(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -182,24 +184,49 @@ func TestWedgedPeer(t *testing.T) {
 	hostv1.RegisterHostServiceServer(s, wedgedPeer{})
 	go s.Serve(lis)
 	t.Cleanup(s.Stop)
-	r := newPeers(t, cluster.Options{}, lis.Addr().String())
 
 	big := abi.Message{Module: "sleeper", Component: "sleeper", Port: "in", Payload: make([]byte, 3<<20)}
-	errs := make(chan error, 4)
-	for range 4 {
-		go func() {
-			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-			defer cancel()
-			_, err := r.call(ctx, big)
-			errs <- err
-		}()
+	small := abi.Message{Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":1}`)}
+	for _, tc := range []struct {
+		name     string
+		msgs     []abi.Message
+		together bool
+	}{
+		{"together", []abi.Message{big, big, big, big}, true},
+		{"one after another", []abi.Message{big, small, small}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newPeers(t, cluster.Options{}, lis.Addr().String())
+			errs := make(chan error, len(tc.msgs))
+			call := func(msg abi.Message) {
+				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+				defer cancel()
+				_, err := r.call(ctx, msg)
+				errs <- err
+			}
+			for _, msg := range tc.msgs {
+				go call(msg)
+				if !tc.together {
+					// The next call comes after this one gave up, its
+					// message still in flow control.
+					checkTimeout(t, answered(t, errs, 20*time.Second, "a call to a wedged peer, 300 ms deadline"))
+				}
+			}
+			if tc.together {
+				for range tc.msgs {
+					checkTimeout(t, answered(t, errs, 20*time.Second, "a call to a wedged peer, 300 ms deadline"))
+				}
+			}
+		})
 	}
-	for range 4 {
-		err := answered(t, errs, 20*time.Second, "a call to a wedged peer, 300 ms deadline")
-		var ce *api.CallError
-		require.ErrorAs(t, err, &ce)
-		assert.Equal(t, api.KindTimeout, ce.Kind, "%v", err)
-	}
+}
+
+// checkTimeout checks that err is a call that ended at its deadline.
+func checkTimeout(t *testing.T, err error) {
+	t.Helper()
+	var ce *api.CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, api.KindTimeout, ce.Kind, "%v", err)
 }
 
 // TestPeerCredentials: a host sends a peer the peer credential, token or

@@ -42,19 +42,18 @@ func (s *Server) DeliverStream(stream hostv1.HostService_DeliverStreamServer) er
 	if err := stream.SendHeader(metadata.Pairs(hostv1.WindowHeader, strconv.Itoa(s.opts.StreamWindow))); err != nil {
 		return err
 	}
-	// The requests in flight, by id, for cancel requests.
-	type call struct{ cancel context.CancelFunc }
+	// The cancel of each request in flight, by id, for cancel requests.
 	var (
 		mu    sync.Mutex
-		calls = map[uint64]*call{}
+		calls = map[uint64]context.CancelFunc{}
 	)
 	closed := hostv1.NewStatus(codes.Unavailable, api.ReasonClosed, nil, "host is shutting down: requests without a response were not run").Err()
 	return serveStream(s, stream, closed, func(req *hostv1.DeliverStreamRequest) func() *hostv1.DeliverStreamResponse {
 		id := req.GetId()
 		if req.GetCancel() {
 			mu.Lock()
-			if c := calls[id]; c != nil {
-				c.cancel()
+			if cancel := calls[id]; cancel != nil {
+				cancel()
 			}
 			mu.Unlock()
 			return nil
@@ -78,7 +77,6 @@ func (s *Server) DeliverStream(stream hostv1.HostService_DeliverStreamServer) er
 		} else {
 			cctx, cancel = context.WithCancel(ctx)
 		}
-		c := &call{cancel: cancel}
 		mu.Lock()
 		if calls[id] != nil {
 			mu.Unlock()
@@ -88,7 +86,7 @@ func (s *Server) DeliverStream(stream hostv1.HostService_DeliverStreamServer) er
 				return resp
 			}
 		}
-		calls[id] = c
+		calls[id] = cancel
 		mu.Unlock()
 		return func() *hostv1.DeliverStreamResponse {
 			defer func() {
