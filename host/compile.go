@@ -80,7 +80,11 @@ type compiled struct {
 // deadline all the same, and the compile keeps its slot (and the runtime
 // stays open) until it has really ended, so that the bound on compiles at
 // once holds.
-func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32) (*compiled, error) {
+//
+// With key, the rewrite is looked up in and kept in the rewrite cache
+// (rewritecache.go); a snapshot, whose bytes no later load repeats, has
+// none.
+func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32, key *sharedKey) (*compiled, error) {
 	ctx, stop := h.loadContext(ctx)
 	defer stop()
 	cost, functions := compileCost(wasm)
@@ -114,7 +118,7 @@ func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32) (*compile
 			giveBack()
 			h.releaseRuntime()
 		}()
-		c, err := h.compileNow(cctx, wasm, pages)
+		c, err := h.compileNow(cctx, wasm, pages, key)
 		select {
 		case done <- result{c, err}:
 		case <-abandoned:
@@ -149,11 +153,51 @@ func cutOff(cctx context.Context) error {
 // compileNow does the work of compile: the rewrite, for the memory limit
 // of pages, and wazero's compile. A panic in either is an error for this
 // module.
-func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32) (c *compiled, err error) {
+func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32, key *sharedKey) (c *compiled, err error) {
 	defer recovered(h.log, "compile", &err)
 	if hook := panicHook.Load(); hook != nil {
 		(*hook)("compile")
 	}
+	var rkey *rewriteKey
+	var res *instrument.Result
+	if key != nil {
+		rkey = &rewriteKey{sharedKey: *key, globals: h.opts.Snapshots.on()}
+		res = h.cachedRewrite(*rkey)
+	}
+	kept := res != nil
+	if res == nil {
+		res, err = h.rewrite(wasm, pages)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := checkInterface(res); err != nil {
+		var verr *api.VersionError
+		if errors.As(err, &verr) {
+			return nil, err
+		}
+		return nil, withKind(api.KindABIViolation, err)
+	}
+	// A Go guest has thousands of functions: compile them on every core,
+	// and on two workers at least, since wazero checks ctx only between
+	// the functions of a compile with several.
+	workers := max(2, runtime.GOMAXPROCS(0))
+	start := time.Now()
+	code, err := h.compileModule(experimental.WithCompilationWorkers(ctx, workers), res.Wasm)
+	if err != nil {
+		return nil, fmt.Errorf("compile: %w", err)
+	}
+	if rkey != nil && !kept {
+		h.keepRewrite(*rkey, res)
+	}
+	optIn := slices.ContainsFunc(res.Exports, func(e instrument.Export) bool { return e.Name == abi.ExportSnapshot })
+	return &compiled{code: code, took: time.Since(start), start: res.Start, tableElements: res.TableElements,
+		globals: res.Globals, tableWrites: res.TableWrites, manyGlobals: res.ManyGlobals, optIn: optIn}, nil
+}
+
+// rewrite instruments wasm for the memory limit of pages (see "Timeouts"
+// in the package doc).
+func (h *Host) rewrite(wasm []byte, pages uint32) (*instrument.Result, error) {
 	opts := []instrument.Option{
 		instrument.WithPoll(pollInterval),
 		instrument.WithStart(startExport),
@@ -174,25 +218,7 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32) (c *co
 		}
 		return nil, err
 	}
-	if err := checkInterface(res); err != nil {
-		var verr *api.VersionError
-		if errors.As(err, &verr) {
-			return nil, err
-		}
-		return nil, withKind(api.KindABIViolation, err)
-	}
-	// A Go guest has thousands of functions: compile them on every core,
-	// and on two workers at least, since wazero checks ctx only between
-	// the functions of a compile with several.
-	workers := max(2, runtime.GOMAXPROCS(0))
-	start := time.Now()
-	code, err := h.compileModule(experimental.WithCompilationWorkers(ctx, workers), res.Wasm)
-	if err != nil {
-		return nil, fmt.Errorf("compile: %w", err)
-	}
-	optIn := slices.ContainsFunc(res.Exports, func(e instrument.Export) bool { return e.Name == abi.ExportSnapshot })
-	return &compiled{code: code, took: time.Since(start), start: res.Start, tableElements: res.TableElements,
-		globals: res.Globals, tableWrites: res.TableWrites, manyGlobals: res.ManyGlobals, optIn: optIn}, nil
+	return res, nil
 }
 
 // checkInterface checks what can be checked before compiling: the declared

@@ -254,7 +254,7 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 	if err == nil {
 		var cc *compiled
 		before := cacheEntries(v.h.opts.CacheDir)
-		cc, err = v.h.compile(ctx, wasm, v.limits.MemoryPages)
+		cc, err = v.h.compile(ctx, wasm, v.limits.MemoryPages, nil)
 		v.h.dropRepeatedEntries(before)
 		if err == nil {
 			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code})
