@@ -159,24 +159,63 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32, key *s
 		(*hook)("compile")
 	}
 	var rkey *rewriteKey
-	var res *instrument.Result
 	if key != nil {
 		rkey = &rewriteKey{sharedKey: *key, globals: h.opts.Snapshots.on()}
-		res = h.cachedRewrite(*rkey)
 	}
-	kept := res != nil
+	res, check := h.cachedRewrite(rkey)
 	if res == nil {
-		res, err = h.rewrite(wasm, pages)
-		if err != nil {
+		if res, err = h.rewrite(wasm, pages); err != nil {
 			return nil, err
 		}
 	}
+	code, took, err := h.compileRewrite(ctx, res, check)
+	if errors.Is(err, errRewriteChanged) {
+		check = nil
+		if res, err = h.rewrite(wasm, pages); err != nil {
+			return nil, err
+		}
+		code, took, err = h.compileRewrite(ctx, res, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rkey != nil && check == nil {
+		h.keepRewrite(*rkey, res)
+	}
+	optIn := slices.ContainsFunc(res.Exports, func(e instrument.Export) bool { return e.Name == abi.ExportSnapshot })
+	return &compiled{code: code, took: took, start: res.Start, tableElements: res.TableElements,
+		globals: res.Globals, tableWrites: res.TableWrites, manyGlobals: res.ManyGlobals, optIn: optIn}, nil
+}
+
+// errRewriteChanged is compileRewrite's error when check found the
+// rewrite's bytes other than those the host wrote.
+var errRewriteChanged = errors.New("the cached rewrite changed")
+
+// compileRewrite checks res's interface and compiles it, returning the
+// time wazero took. With check (see cachedRewrite), res's bytes are
+// checked while they compile, and the compile is thrown away, with
+// errRewriteChanged, unless they are those the host wrote.
+func (h *Host) compileRewrite(ctx context.Context, res *instrument.Result, check func() bool) (wazero.CompiledModule, time.Duration, error) {
 	if err := checkInterface(res); err != nil {
 		var verr *api.VersionError
 		if errors.As(err, &verr) {
-			return nil, err
+			return nil, 0, err
 		}
-		return nil, withKind(api.KindABIViolation, err)
+		return nil, 0, withKind(api.KindABIViolation, err)
+	}
+	var checked chan bool
+	if check != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		checked = make(chan bool, 1)
+		go func() {
+			ok := check()
+			if !ok {
+				cancel() // what compiles is not the module's
+			}
+			checked <- ok
+		}()
 	}
 	// A Go guest has thousands of functions: compile them on every core,
 	// and on two workers at least, since wazero checks ctx only between
@@ -184,15 +223,17 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32, key *s
 	workers := max(2, runtime.GOMAXPROCS(0))
 	start := time.Now()
 	code, err := h.compileModule(experimental.WithCompilationWorkers(ctx, workers), res.Wasm)
+	took := time.Since(start)
+	if checked != nil && !<-checked {
+		if err == nil {
+			_ = code.Close(context.Background())
+		}
+		return nil, 0, errRewriteChanged
+	}
 	if err != nil {
-		return nil, fmt.Errorf("compile: %w", err)
+		return nil, 0, fmt.Errorf("compile: %w", err)
 	}
-	if rkey != nil && !kept {
-		h.keepRewrite(*rkey, res)
-	}
-	optIn := slices.ContainsFunc(res.Exports, func(e instrument.Export) bool { return e.Name == abi.ExportSnapshot })
-	return &compiled{code: code, took: time.Since(start), start: res.Start, tableElements: res.TableElements,
-		globals: res.Globals, tableWrites: res.TableWrites, manyGlobals: res.ManyGlobals, optIn: optIn}, nil
+	return code, took, nil
 }
 
 // rewrite instruments wasm for the memory limit of pages (see "Timeouts"

@@ -68,45 +68,61 @@ func (h *Host) rewriteDir() string {
 	return filepath.Join(h.opts.CacheDir, fmt.Sprintf("tinyhost-rewrite-v%d", rewriteVersion))
 }
 
-// cachedRewrite returns the rewrite of key kept on disk, checked against
-// the process's record of it, or nil.
-func (h *Host) cachedRewrite(key rewriteKey) *instrument.Result {
+// cachedRewrite returns the rewrite of key kept on disk, when its size
+// is the one this process recorded, and check, which reports whether its
+// bytes are those recorded (forgetting the entry when not). The caller
+// may compile the bytes while check runs, on another core, but must use
+// nothing it made of them unless check reports true. With key nil, or no
+// entry, it returns nil.
+func (h *Host) cachedRewrite(key *rewriteKey) (res *instrument.Result, check func() bool) {
 	dir := h.rewriteDir()
-	if dir == "" {
-		return nil
+	if dir == "" || key == nil {
+		return nil, nil
 	}
 	c := &h.rewrites
 	c.mu.Lock()
-	e := c.entries[key]
+	e := c.entries[*key]
 	if e == nil {
 		c.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	c.clock++
 	e.used = c.clock
-	sum, size, res := e.sum, e.size, e.res
+	meta := e.res
 	c.mu.Unlock()
 
 	path := filepath.Join(dir, key.file())
-	b, err := readAtMost(path, size)
+	b, err := readAtMost(path, e.size)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		h.forgetRewrite(key, e, "")
-		return nil
+		h.forgetRewrite(*key, e, "")
+		return nil, nil
 	case err != nil:
 		// Perhaps transient (no descriptor left): the entry stays.
 		h.log.Warn("rewrite cache: an entry cannot be read; rewriting", "file", path, "error", err)
-		return nil
-	case int64(len(b)) != size || sha256.Sum256(b) != sum:
-		h.log.Warn("rewrite cache: an entry is not what was written; rewriting", "file", path)
-		h.forgetRewrite(key, e, path)
-		return nil
+		return nil, nil
+	case int64(len(b)) != e.size:
+		h.changedRewrite(*key, e, path)
+		return nil, nil
 	}
-	c.mu.Lock()
-	c.hits++
-	c.mu.Unlock()
-	res.Wasm = b
-	return &res
+	meta.Wasm = b
+	return &meta, func() bool {
+		if sha256.Sum256(b) != e.sum {
+			h.changedRewrite(*key, e, path)
+			return false
+		}
+		c.mu.Lock()
+		c.hits++
+		c.mu.Unlock()
+		return true
+	}
+}
+
+// changedRewrite forgets and removes an entry whose bytes are not those
+// written.
+func (h *Host) changedRewrite(key rewriteKey, e *rewriteEntry, path string) {
+	h.log.Warn("rewrite cache: an entry is not what was written; rewriting", "file", path)
+	h.forgetRewrite(key, e, path)
 }
 
 // readAtMost reads the file at path, or its first size+1 bytes: enough to
