@@ -178,7 +178,8 @@ func (h *Host) removeRewrite(path string) {
 
 // keepRewrite writes res's module to disk under key (to a temporary file
 // renamed into place, so that no reader sees it half written) and records
-// it, evicting the least recently used entries beyond RewriteCacheBytes.
+// it, evicting the least recently used entries beyond RewriteCacheBytes
+// (or maxRewriteEntries).
 // A rewrite that cannot be kept is only logged: the load goes on.
 func (h *Host) keepRewrite(key rewriteKey, res *instrument.Result) {
 	dir := h.rewriteDir()
@@ -188,7 +189,6 @@ func (h *Host) keepRewrite(key rewriteKey, res *instrument.Result) {
 	}
 	c := &h.rewrites
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if !c.cleared {
 		// An earlier process's entries cannot be checked: they go, so
 		// that the directory holds no more than the bound.
@@ -197,10 +197,15 @@ func (h *Host) keepRewrite(key rewriteKey, res *instrument.Result) {
 		}
 		c.cleared = true
 	}
+	c.mu.Unlock()
+	// Written unlocked: the rewrite is the same bytes whoever writes it.
 	if err := writeAtomic(dir, key.file(), res.Wasm); err != nil {
 		h.log.Warn("rewrite cache: not written (full or read-only?)", "dir", dir, "error", err)
 		return
 	}
+	sum := sha256.Sum256(res.Wasm)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if old := c.entries[key]; old != nil {
 		c.bytes -= old.size
 	}
@@ -210,9 +215,9 @@ func (h *Host) keepRewrite(key rewriteKey, res *instrument.Result) {
 	meta := *res
 	meta.Wasm = nil
 	c.clock++
-	c.entries[key] = &rewriteEntry{sum: sha256.Sum256(res.Wasm), size: size, res: meta, used: c.clock}
+	c.entries[key] = &rewriteEntry{sum: sum, size: size, res: meta, used: c.clock}
 	c.bytes += size
-	for c.bytes > h.opts.RewriteCacheBytes {
+	for c.bytes > h.opts.RewriteCacheBytes || len(c.entries) > maxRewriteEntries {
 		var lk rewriteKey
 		var le *rewriteEntry
 		for k, e := range c.entries {
@@ -248,6 +253,10 @@ func writeAtomic(dir, name string, b []byte) error {
 	}
 	return err
 }
+
+// maxRewriteEntries bounds the entries kept however small, and so the
+// host's record of them.
+const maxRewriteEntries = 4096
 
 // defaultRewriteCacheBytes is Options.RewriteCacheBytes's default: the
 // rewrites of some tens of Go modules.
