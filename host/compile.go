@@ -80,7 +80,11 @@ type compiled struct {
 // deadline all the same, and the compile keeps its slot (and the runtime
 // stays open) until it has really ended, so that the bound on compiles at
 // once holds.
-func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32) (*compiled, error) {
+//
+// With key, the rewrite is looked up in and kept in the rewrite cache
+// (rewritecache.go); a snapshot, whose bytes no later load repeats, has
+// none.
+func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32, key *sharedKey) (*compiled, error) {
 	ctx, stop := h.loadContext(ctx)
 	defer stop()
 	cost, functions := compileCost(wasm)
@@ -114,7 +118,7 @@ func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32) (*compile
 			giveBack()
 			h.releaseRuntime()
 		}()
-		c, err := h.compileNow(cctx, wasm, pages)
+		c, err := h.compileNow(cctx, wasm, pages, key)
 		select {
 		case done <- result{c, err}:
 		case <-abandoned:
@@ -149,11 +153,92 @@ func cutOff(cctx context.Context) error {
 // compileNow does the work of compile: the rewrite, for the memory limit
 // of pages, and wazero's compile. A panic in either is an error for this
 // module.
-func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32) (c *compiled, err error) {
+func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32, key *sharedKey) (c *compiled, err error) {
 	defer recovered(h.log, "compile", &err)
 	if hook := panicHook.Load(); hook != nil {
 		(*hook)("compile")
 	}
+	var rkey *rewriteKey
+	if key != nil {
+		rkey = &rewriteKey{sharedKey: *key, globals: h.opts.Snapshots.on()}
+	}
+	res, check := h.cachedRewrite(rkey)
+	if res == nil {
+		if res, err = h.rewrite(wasm, pages); err != nil {
+			return nil, err
+		}
+	}
+	code, took, err := h.compileRewrite(ctx, res, check)
+	if errors.Is(err, errRewriteChanged) {
+		check = nil
+		if res, err = h.rewrite(wasm, pages); err != nil {
+			return nil, err
+		}
+		code, took, err = h.compileRewrite(ctx, res, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rkey != nil && check == nil {
+		h.keepRewrite(*rkey, res)
+	}
+	optIn := slices.ContainsFunc(res.Exports, func(e instrument.Export) bool { return e.Name == abi.ExportSnapshot })
+	return &compiled{code: code, took: took, start: res.Start, tableElements: res.TableElements,
+		globals: res.Globals, tableWrites: res.TableWrites, manyGlobals: res.ManyGlobals, optIn: optIn}, nil
+}
+
+// errRewriteChanged is compileRewrite's error when check found the
+// rewrite's bytes other than those the host wrote.
+var errRewriteChanged = errors.New("the cached rewrite changed")
+
+// compileRewrite checks res's interface and compiles it, returning the
+// time wazero took. With check (see cachedRewrite), res's bytes are
+// checked while they compile, and the compile is thrown away, with
+// errRewriteChanged, unless they are those the host wrote.
+func (h *Host) compileRewrite(ctx context.Context, res *instrument.Result, check func() bool) (wazero.CompiledModule, time.Duration, error) {
+	if err := checkInterface(res); err != nil {
+		var verr *api.VersionError
+		if errors.As(err, &verr) {
+			return nil, 0, err
+		}
+		return nil, 0, withKind(api.KindABIViolation, err)
+	}
+	var checked chan bool
+	if check != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		checked = make(chan bool, 1)
+		go func() {
+			ok := check()
+			if !ok {
+				cancel() // what compiles is not the module's
+			}
+			checked <- ok
+		}()
+	}
+	// A Go guest has thousands of functions: compile them on every core,
+	// and on two workers at least, since wazero checks ctx only between
+	// the functions of a compile with several.
+	workers := max(2, runtime.GOMAXPROCS(0))
+	start := time.Now()
+	code, err := h.compileModule(experimental.WithCompilationWorkers(ctx, workers), res.Wasm)
+	took := time.Since(start)
+	if checked != nil && !<-checked {
+		if err == nil {
+			_ = code.Close(context.Background())
+		}
+		return nil, 0, errRewriteChanged
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("compile: %w", err)
+	}
+	return code, took, nil
+}
+
+// rewrite instruments wasm for the memory limit of pages (see "Timeouts"
+// in the package doc).
+func (h *Host) rewrite(wasm []byte, pages uint32) (*instrument.Result, error) {
 	opts := []instrument.Option{
 		instrument.WithPoll(pollInterval),
 		instrument.WithStart(startExport),
@@ -174,25 +259,7 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32) (c *co
 		}
 		return nil, err
 	}
-	if err := checkInterface(res); err != nil {
-		var verr *api.VersionError
-		if errors.As(err, &verr) {
-			return nil, err
-		}
-		return nil, withKind(api.KindABIViolation, err)
-	}
-	// A Go guest has thousands of functions: compile them on every core,
-	// and on two workers at least, since wazero checks ctx only between
-	// the functions of a compile with several.
-	workers := max(2, runtime.GOMAXPROCS(0))
-	start := time.Now()
-	code, err := h.compileModule(experimental.WithCompilationWorkers(ctx, workers), res.Wasm)
-	if err != nil {
-		return nil, fmt.Errorf("compile: %w", err)
-	}
-	optIn := slices.ContainsFunc(res.Exports, func(e instrument.Export) bool { return e.Name == abi.ExportSnapshot })
-	return &compiled{code: code, took: time.Since(start), start: res.Start, tableElements: res.TableElements,
-		globals: res.Globals, tableWrites: res.TableWrites, manyGlobals: res.ManyGlobals, optIn: optIn}, nil
+	return res, nil
 }
 
 // checkInterface checks what can be checked before compiling: the declared

@@ -397,7 +397,7 @@ func readModuleFile(path string, limit int64, quiet time.Duration) ([]byte, erro
 	if age := time.Since(before.ModTime()); quiet > 0 && age >= 0 && age < quiet {
 		return nil, errChanged
 	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	b, err := readAll(io.LimitReader(f, limit+1), min(before.Size(), limit))
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,10 @@
 // module without a tinyhost_abi_v1 export, or with another version, is
 // refused there. The module is then rewritten by host/internal/instrument
 // (see "Timeouts" below) and compiled (once: the compiled code is cached in
-// Options.CacheDir across restarts). Compiling is bounded: at most
+// Options.CacheDir across restarts; the rewrite is kept there too, up to
+// Options.RewriteCacheBytes, for a module loaded again while the host
+// runs, and used only when its bytes hash to what the host recorded when
+// it wrote them). Compiling is bounded: at most
 // Options.MaxCompiles at once (GOMAXPROCS; a load waits for a slot as long
 // as its context allows), each for at most Options.CompileTimeout (5m).
 // wazero checks for cancellation between the functions it compiles, so a

@@ -122,3 +122,13 @@ func SnapshotsInUse(h *Host) int {
 	defer h.snapMu.Unlock()
 	return len(h.snaps)
 }
+
+// RewriteCacheHits is how many rewrites h took from its rewrite cache.
+func RewriteCacheHits(h *Host) int {
+	h.rewrites.mu.Lock()
+	defer h.rewrites.mu.Unlock()
+	return h.rewrites.hits
+}
+
+// RewriteCacheDir is where h keeps its rewrites.
+func RewriteCacheDir(h *Host) string { return h.rewriteDir() }

@@ -65,6 +65,8 @@ type Host struct {
 	compileMem compileMemory
 	// shared is the compiled code, one per distinct module (shared.go).
 	shared sharedSet
+	// rewrites are the rewritten modules kept in CacheDir (rewritecache.go).
+	rewrites rewriteCache
 
 	// modules is an immutable map, replaced whole (under mu) on every
 	// change, so that the call path reads it without a lock.

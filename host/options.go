@@ -34,6 +34,15 @@ type Options struct {
 	// if missing. Default "": an in-memory cache only.
 	CacheDir string
 
+	// RewriteCacheBytes bounds the rewritten modules kept in CacheDir, in
+	// bytes, so that a module loaded again while the host runs (a file
+	// dropped anew, a module unloaded and loaded back) skips the host's
+	// rewrite (see "Timeouts" in the package doc); the least recently used
+	// go first. An entry is used only if its bytes are those this process
+	// wrote; an earlier process's are removed. Default 256 MiB; negative
+	// keeps none.
+	RewriteCacheBytes int64
+
 	// ModulesDir is watched for *.wasm files: a file added is loaded, a
 	// file replaced upgrades its module, a file removed unloads it. Files
 	// present when the host starts are loaded by New. It is created if
@@ -339,6 +348,9 @@ func (o *Options) fill() {
 	}
 	if o.MaxModuleSize == 0 {
 		o.MaxModuleSize = defaultMaxModuleSize
+	}
+	if o.RewriteCacheBytes == 0 {
+		o.RewriteCacheBytes = defaultRewriteCacheBytes
 	}
 	if o.CompileTimeout == 0 {
 		o.CompileTimeout = defaultCompileTimeout

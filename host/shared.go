@@ -106,7 +106,7 @@ func (h *Host) sharedCode(ctx context.Context, wasm []byte, digest [32]byte, pag
 	set.codes[key] = s
 	set.mu.Unlock()
 
-	c, err := h.compile(ctx, wasm, pages)
+	c, err := h.compile(ctx, wasm, pages, &key)
 
 	set.mu.Lock()
 	defer set.mu.Unlock()

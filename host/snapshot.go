@@ -60,7 +60,10 @@ const globalExportPrefix = "tinyhost_global_"
 type snapshot struct {
 	key  snapshotKey
 	code wazero.CompiledModule
-	refs int // versions using it; guarded by Host.snapMu
+	// written is the memory its data segments write (instrument.Image's
+	// Written), made resident at once when an instance starts.
+	written [][2]uint64
+	refs    int // versions using it; guarded by Host.snapMu
 }
 
 // snapshotKey is what a snapshot depends on: the module's bytes, its
@@ -254,10 +257,10 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 	if err == nil {
 		var cc *compiled
 		before := cacheEntries(v.h.opts.CacheDir)
-		cc, err = v.h.compile(ctx, wasm, v.limits.MemoryPages)
+		cc, err = v.h.compile(ctx, wasm, v.limits.MemoryPages, nil)
 		v.h.dropRepeatedEntries(before)
 		if err == nil {
-			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code})
+			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code, written: c.image.Written()})
 			v.logger().Info("instances start from a snapshot", "pages", c.image.Pages(), "bytes", len(wasm))
 			return
 		}
@@ -279,6 +282,7 @@ func (v *version) startCode(in *instance, level abi.LogLevel) (wazero.CompiledMo
 		}
 	}
 	if s := v.snap; s != nil && s.key.level == level {
+		in.memory.Populate(s.written)
 		return s.code, true
 	}
 	return v.compiled, false

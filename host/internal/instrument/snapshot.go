@@ -15,11 +15,13 @@ type Image struct {
 	// missing here keeps its initialiser.
 	Globals map[uint32]uint64
 
-	// Set by Compact: Memory's size and its data segments.
+	// Set by Compact: Memory's size and its data segments, and their
+	// bounds in memory.
 	compact  bool
 	size     int
 	data     []byte
 	segments int
+	bounds   [][2]uint64
 }
 
 // Compact encodes the image's memory as the data segments Snapshot
@@ -32,8 +34,27 @@ func (img *Image) Compact() {
 	}
 	img.size = len(img.Memory)
 	img.data, img.segments = dataSegments(img.Memory)
+	eachSegment(img.Memory, func(i, end int) {
+		if n := len(img.bounds); n > 0 && uint64(i)-img.bounds[n-1][1] < writtenGap {
+			img.bounds[n-1][1] = uint64(end)
+			return
+		}
+		img.bounds = append(img.bounds, [2]uint64{uint64(i), uint64(end)})
+	})
 	img.Memory, img.compact = nil, true
 }
+
+// writtenGap is the shortest run of zeros between segments that ends a
+// range of Written: a shorter one holds no whole page of any system, and
+// the ranges then number at most one per 4 KiB of memory however the
+// segments fall.
+const writtenGap = 4096
+
+// Written returns, once the image is compacted, the ranges of memory its
+// data segments write, [from, to) in bytes, in order, with the runs of
+// fewer than writtenGap zeros between them: an instance of its snapshot
+// has written the pages they span when its instantiation ends.
+func (img *Image) Written() [][2]uint64 { return img.bounds }
 
 // Pages is the size of the image's memory in pages.
 func (img *Image) Pages() int {

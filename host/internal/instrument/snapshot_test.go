@@ -170,6 +170,19 @@ func TestDataSize(t *testing.T) {
 	}
 }
 
+// TestWritten: an image's Written ranges hold every non-zero byte of its
+// memory, and besides only runs of zeros shorter than a page of 4 KiB.
+func TestWritten(t *testing.T) {
+	mem := make([]byte, 2*PageSize)
+	mem[3], mem[3+zeroGap] = 1, 2         // one segment across a short gap
+	mem[PageSize], mem[PageSize+5] = 3, 4 // another after a long one
+	mem[PageSize+600] = 5                 // a segment of its own, in the same range
+	mem[2*PageSize-1] = 6
+	img := &Image{Memory: mem}
+	img.Compact()
+	assert.Equal(t, [][2]uint64{{3, 4 + zeroGap}, {PageSize, PageSize + 601}, {2*PageSize - 1, 2 * PageSize}}, img.Written())
+}
+
 // TestManyGlobals: a module of more than MaxGlobalExports mutable globals
 // (one more, and a million) has none exported, so that its rewritten form
 // stays the size of the module rather than five times it, and Snapshot

@@ -38,6 +38,7 @@ package memlimit
 
 import (
 	"fmt"
+	"os"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero/experimental"
@@ -63,6 +64,8 @@ type Memory struct {
 	// left is the reservation the memory moved out of (see unmapped),
 	// kept mapped until Free.
 	left *region
+	// written are the pages the instantiation writes (see Populate).
+	written [][2]uint64
 }
 
 // InitialError is the panic of a Reallocate asked for an initial size
@@ -94,6 +97,14 @@ func (m *Memory) CheckInitial(pages uint32) error {
 	return nil
 }
 
+// Populate says that the instantiation will write the byte ranges
+// written of the initial memory ([from, to), in order), as the data
+// segments of a snapshot do: the initial allocation makes their pages
+// resident at once, in one call each, which costs the system less than a
+// fault on every page the copy touches. It is only a hint: pages are
+// otherwise made resident as they are written, and none outside written.
+func (m *Memory) Populate(written [][2]uint64) { m.written = written }
+
 // Reallocate implements experimental.LinearMemory. It returns nil, and
 // records the breach, when size exceeds the limit; for the initial size,
 // which wazero cannot refuse, it panics with an *InitialError instead.
@@ -117,12 +128,42 @@ func (m *Memory) Reallocate(size uint64) []byte {
 			}
 			m.open = size
 		}
+		if first {
+			m.populate(size)
+		}
 		m.buf = m.mapped.b[:size:size]
 		m.size.Store(size)
 		return m.buf
 	}
 	return m.grow(size)
 }
+
+// populate populates the pages of m.written within size, those of ranges
+// that share or abut a page at once.
+func (m *Memory) populate(size uint64) {
+	var from, to uint64
+	for _, w := range m.written {
+		f := min(w[0], size) / pageSize * pageSize
+		t := min((w[1]+pageSize-1)/pageSize*pageSize, size)
+		if f >= t {
+			continue
+		}
+		if to > from && f > to {
+			m.mapped.populate(from, to)
+			from = f
+		} else if to == from {
+			from = f
+		}
+		to = max(to, t)
+	}
+	if to > from {
+		m.mapped.populate(from, to)
+	}
+	m.written = nil
+}
+
+// pageSize is the system's page size, by which memory is made resident.
+var pageSize = uint64(os.Getpagesize())
 
 // unmapped moves the memory into the Go heap, for when the system refuses
 // to open more of the reservation: the guest goes on, within its limit.

@@ -87,3 +87,30 @@ func TestUnmappedKeepsTheOldMapping(t *testing.T) {
 	m.Free()
 	assert.True(t, old.freed.Load(), "Free unmaps it")
 }
+
+// TestPopulate: the pages a memory is told its instantiation writes are
+// resident once it is allocated, before anything is written; the pages
+// between them are not, and read as zeros.
+func TestPopulate(t *testing.T) {
+	const page = 65536
+	m := New(64 * page)
+	ps := uint64(os.Getpagesize())
+	// Two ranges sharing a page, one alone, one past the initial size.
+	m.Populate([][2]uint64{{10, 20}, {30, ps + 1}, {8 * ps, 8*ps + 1}, {5 * page, 6 * page}})
+	b := m.Reallocate(4 * page)
+	require.True(t, m.Mapped())
+	defer m.Free()
+	vec := make([]byte, len(b)/int(ps))
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
+	require.Zero(t, errno, "mincore")
+	var resident []int
+	for i, v := range vec {
+		if v&1 != 0 {
+			resident = append(resident, i)
+		}
+	}
+	assert.Equal(t, []int{0, 1, 8}, resident, "pages resident before anything is written")
+	for _, i := range []uint64{0, ps, 2 * ps, 8 * ps, 4*page - 1} {
+		assert.Zero(t, b[i])
+	}
+}

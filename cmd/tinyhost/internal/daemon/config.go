@@ -60,6 +60,9 @@ type Config struct {
 	MaxCompiles    int           `koanf:"max-compiles"`
 	Snapshots      string        `koanf:"snapshots"`
 
+	// RewriteCacheBytes bounds the rewrites kept in CacheDir (host.Options).
+	RewriteCacheBytes int64 `koanf:"rewrite-cache-bytes"`
+
 	// What callers may make the server hold (server.Options); zero means
 	// the server's default.
 	MaxLoads                int           `koanf:"max-loads"`
@@ -191,6 +194,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Duration("compile-timeout", 0, "how long compiling one module may take (default 5m)")
 	fs.Int("max-compiles", 0, "how many modules may compile at once; more loads wait (default GOMAXPROCS)")
 	fs.String("snapshots", "off", "start instances from a snapshot of an initialised one: off, opt-in (modules whose initialisation is deterministic, or that export tinyhost_snapshot) or all")
+	fs.Int64("rewrite-cache-bytes", 256<<20, "bytes of rewritten modules kept in --cache-dir, so that a module loaded again while the host runs skips the rewrite (negative: none)")
 	fs.Int("max-loads", 0, "LoadModule calls that gather their bytes or fetch their source at once; more wait (default 4)")
 	fs.Duration("load-stall-timeout", 0, "a LoadModule whose client sends nothing for this long fails (default 30s)")
 	fs.Int("max-connections", 0, "gRPC connections open at once; the next waits until one closes (default 1024, or half the descriptor limit if less)")

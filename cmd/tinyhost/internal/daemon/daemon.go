@@ -370,7 +370,8 @@ func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport
 			MaxInstances:   cfg.MaximumInstances,
 			MaxKVBytes:     cfg.MaximumKVBytes,
 		},
-		Limits: cfg.Limits,
+		Limits:            cfg.Limits,
+		RewriteCacheBytes: cfg.RewriteCacheBytes,
 	}
 }
 
