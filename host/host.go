@@ -63,6 +63,9 @@ type Host struct {
 	compiles chan struct{}
 	// compileMem is the memory budget the compiles running hold.
 	compileMem compileMemory
+	// admit is the memory budget the modules and their instances hold
+	// (admit.go).
+	admit admission
 	// shared is the compiled code, one per distinct module (shared.go).
 	shared sharedSet
 
@@ -191,6 +194,7 @@ func (h *Host) Close(ctx context.Context) error {
 	h.closed = true
 	mods := *h.modules.Load()
 	h.modules.Store(&map[string]*module{})
+	h.recountWarm()
 	h.mu.Unlock()
 
 	h.stopLoads()
@@ -358,6 +362,7 @@ func (h *Host) unload(name, source string) error {
 	}
 	h.setModule(name, nil)
 	m.current.Store(nil)
+	h.recountWarm()
 	h.mu.Unlock()
 
 	m.timers.Stop()
