@@ -85,8 +85,7 @@ const evictTries = 64
 // reserveInstance takes the memory of one instance beyond its module's
 // MinInstances from the budget. Without room, it closes the instances
 // idle longest beyond their modules' MinInstances until there is; when
-// none is left, it refuses with an error that matches api.ErrBusy (no
-// free instance) and api.ErrCapacity.
+// none is left, it refuses with a noRoomError.
 func (h *Host) reserveInstance(v *version) error {
 	n := instanceBytes(&v.limits)
 	a := &h.admit
@@ -104,9 +103,18 @@ func (h *Host) reserveInstance(v *version) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return fmt.Errorf("%w, %w: another instance of module %q would take %d MiB; of the host's %d MiB (%s) the modules' warm instances hold %d MiB and their other instances, busy, %d MiB",
-		api.ErrBusy, api.ErrCapacity, v.name, n>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote, a.warm>>20, a.extra>>20)
+	return noRoomError(fmt.Sprintf("no room in the memory budget: another instance of module %q would take %d MiB; of the host's %d MiB (%s) the modules' warm instances hold %d MiB and their other instances, busy, %d MiB",
+		v.name, n>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote, a.warm>>20, a.extra>>20))
 }
+
+// noRoomError refuses an instance the memory budget has no room for. A
+// call hears it as api.ErrBusy (no free instance, try again later), the
+// host's operator as api.ErrCapacity.
+type noRoomError string
+
+func (e noRoomError) Error() string { return string(e) }
+
+func (e noRoomError) Is(target error) bool { return target == api.ErrBusy || target == api.ErrCapacity }
 
 // evictIdle closes the instance idle longest, of all modules, that holds
 // a reservation, and reports whether there was one. An instance the race

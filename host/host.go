@@ -328,6 +328,12 @@ func (h *Host) Module(name string) (ModuleInfo, bool) {
 // Capacity returns the host's Options.Capacity.
 func (h *Host) Capacity() Capacity { return h.opts.Capacity }
 
+// MemoryHeld returns the memory the loaded modules hold of
+// Capacity.MemoryBytes: MinInstances × MemoryPages × 64 KiB of each
+// module, and MemoryPages × 64 KiB of each instance beyond its module's
+// MinInstances that is alive now.
+func (h *Host) MemoryHeld() uint64 { return h.admit.held() }
+
 // Loaded reports whether a module with the name is loaded. It is cheap (no
 // allocation): routing asks it of every message, to tell local modules
 // from remote ones.
