@@ -152,10 +152,12 @@ type Capacity struct {
 	// bound.
 	MaxModules int
 	// MemoryBytes is the host's memory budget: it bounds the memory the
-	// loaded modules' pools may grow to, the sum of MemoryPages × 64 KiB ×
-	// MaxInstances over the modules, and with it the compiles running
-	// (see "Compile memory" in the package documentation); a load that
-	// would pass it fails with ErrCapacity, naming the figures. Default:
+	// loaded modules hold, MinInstances × MemoryPages × 64 KiB of each
+	// from its load and MemoryPages × 64 KiB of each instance beyond
+	// those while it lives, and with it the compiles running (see
+	// "Compile memory" in the package documentation); a load that would
+	// pass it fails with ErrCapacity, naming the figures, and an instance
+	// that would is not made (see "Host memory"). Default:
 	// 3/4 of the memory the host has, its cgroup's memory limit when it
 	// has one, else physical memory (none when it can tell neither);
 	// Host.Capacity says what it is. NoMemoryBound bounds nothing.
