@@ -40,6 +40,12 @@ func settledKiB(t testing.TB) int64 {
 	t.Helper()
 	runtime.GC()
 	debug.FreeOSMemory()
+	return residentKiB(t)
+}
+
+// residentKiB is the process's resident memory now.
+func residentKiB(t testing.TB) int64 {
+	t.Helper()
 	b, err := os.ReadFile("/proc/self/status")
 	require.NoError(t, err)
 	for line := range strings.Lines(string(b)) {
@@ -203,6 +209,56 @@ func BenchmarkDensity(b *testing.B) {
 			}
 		})
 	}
+	b.Run("idle-return", benchIdleReturn)
+}
+
+// benchIdleReturn is the host's resident memory after a burst of
+// instances idles out, against its level at zero instances before: 50
+// copies at zero instances each start one for a call, which closes after
+// its idle timeout of a second. Read as a host at rest is, without a
+// collection forced: at-6s-ratio is the ratio idle timeout + 5 s after the
+// last call, return-s how long after that call it first came within 10%
+// (at most 30 s, when it did not).
+func benchIdleReturn(b *testing.B) {
+	const (
+		copies = 50
+		idle   = time.Second
+	)
+	wasm := e2e.WasmBytes(b, helloPkg)
+	limits := api.Limits{MinInstances: new(0), IdleTimeout: idle}
+	for b.Loop() {
+		h := densityHost(b)
+		_, err := h.Load(loadCtx(b), wasm, host.LoadOptions{Name: "base", Limits: limits})
+		require.NoError(b, err)
+		loadCopies(b, h, wasm, "copy", copies, limits, true)
+		waitIdle(b, h)
+		zero := settledKiB(b)
+		require.Equal(b, copies, callCopies(b, h, "copy", copies))
+		end := time.Now()
+		peak := residentKiB(b)
+		var at, back float64
+		for took := time.Duration(0); took < 30*time.Second; took = time.Since(end) {
+			rss := residentKiB(b)
+			if at == 0 && took >= idle+5*time.Second {
+				at = float64(rss) / float64(zero)
+			}
+			if back == 0 && float64(rss) <= 1.1*float64(zero) {
+				back = took.Seconds()
+			}
+			if at != 0 && back != 0 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // sampling the kernel's figure, not waiting on the host
+		}
+		if back == 0 {
+			back = 30
+		}
+		b.ReportMetric(float64(zero)/1024, "zero-MiB")
+		b.ReportMetric(float64(peak)/1024, "peak-MiB")
+		b.ReportMetric(at, "at-6s-ratio")
+		b.ReportMetric(back, "return-s")
+		require.NoError(b, h.Close(b.Context()))
+	}
 }
 
 // BenchmarkDropToCall is the time from a module file moved into the
@@ -274,4 +330,29 @@ func BenchmarkTenThousand(b *testing.B) {
 		b.ReportMetric(float64(h.Capacity().MemoryBytes>>20), "budget-MiB")
 		require.NoError(b, h.Close(b.Context()))
 	}
+}
+
+// TestIdleReturnsMemory: once a burst of instances has idled out, the
+// host's resident memory comes back within 10% of its level at zero
+// instances without anyone forcing a collection: the host hands the
+// memory of the instances it closed back to the system itself.
+func TestIdleReturnsMemory(t *testing.T) {
+	const copies = 50
+	h := densityHost(t)
+	wasm := e2e.WasmBytes(t, helloPkg)
+	limits := api.Limits{MinInstances: new(0), IdleTimeout: time.Second}
+	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "base", Limits: limits})
+	require.NoError(t, err)
+	loadCopies(t, h, wasm, "copy", copies, limits, true)
+	waitIdle(t, h)
+	zero := settledKiB(t)
+	require.Equal(t, copies, callCopies(t, h, "copy", copies))
+	peak := residentKiB(t)
+	waitIdle(t, h)
+	var last int64
+	require.Eventually(t, func() bool {
+		last = residentKiB(t)
+		return float64(last) <= 1.1*float64(zero)
+	}, time.Minute, 50*time.Millisecond, "resident memory back within 10%% of %d KiB", zero)
+	t.Logf("resident: %d KiB at zero instances, %d KiB after %d calls, %d KiB once idle", zero, peak, copies, last)
 }

@@ -66,6 +66,8 @@ type Host struct {
 	// admit is the memory budget the modules and their instances hold
 	// (admit.go).
 	admit admission
+	// ret hands the memory of closed instances back (release.go).
+	ret memoryReturn
 	// shared is the compiled code, one per distinct module (shared.go).
 	shared sharedSet
 
@@ -251,6 +253,7 @@ func (h *Host) Close(ctx context.Context) error {
 func (h *Host) finish() error {
 	h.cancel()
 	h.dog.Stop()
+	h.ret.wg.Wait() // started by the watchdog only
 	// As http.Client does with its transport: a fetcher's idle
 	// connections (host/artifact's) go with the host.
 	if c, ok := h.opts.Fetcher.(interface{ CloseIdleConnections() }); ok {
