@@ -113,6 +113,13 @@ type Options struct {
 	// GOMAXPROCS.
 	MaxCompiles int
 
+	// ReturnMemoryEvery is the least time between two hand-backs to the
+	// system of the memory of the instances the idle sweeps closed: each
+	// forces a collection of the Go heap (debug.FreeOSMemory), so that a
+	// host's resident memory comes back after a burst idles out, not
+	// minutes later. Default 2s; negative: never, left to the Go runtime.
+	ReturnMemoryEvery time.Duration
+
 	// SecretFiles and SecretsDir hold the secrets a module may be granted
 	// (secret:<name>, abi.ImportSecret): SecretFiles maps a name to the
 	// file of its value, and any other name is the file of that name in
@@ -287,6 +294,7 @@ const (
 	maxMemoryPages        = 65536
 	defaultMaxModuleSize  = 64 << 20
 	defaultCompileTimeout = 5 * time.Minute
+	defaultReturnMemory   = 2 * time.Second
 
 	defaultLogLinesPerSecond = 200
 	defaultLogBytesPerSecond = 256 << 10
@@ -347,6 +355,9 @@ func (o *Options) fill() {
 	}
 	if o.MaxCompiles == 0 {
 		o.MaxCompiles = runtime.GOMAXPROCS(0)
+	}
+	if o.ReturnMemoryEvery == 0 {
+		o.ReturnMemoryEvery = defaultReturnMemory
 	}
 	if o.HopLimit == 0 {
 		o.HopLimit = defaultHopLimit

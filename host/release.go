@@ -4,13 +4,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"time"
 )
-
-// returnEvery is the least time between two hand-backs of freed memory
-// to the system (see memoryReturn): each forces a collection, which a
-// host whose instances idle out every second must not pay every second.
-const returnEvery = 2 * time.Second
 
 // memoryReturn hands the Go memory of the instances an idle sweep closed
 // back to the system. Their linear memory is unmapped when they close;
@@ -18,7 +12,9 @@ const returnEvery = 2 * time.Second
 // function tables and globals, the host's buffers) is garbage that a host
 // at rest would not collect, nor return, for minutes: no allocation
 // triggers a collection, and the scavenger returns slowly. So after a
-// sweep that closed instances, at most once every returnEvery, the host
+// sweep that closed instances, at most once every ReturnMemoryEvery (each
+// forces a collection, which a host whose instances idle out every second
+// must not pay every second), the host
 // collects and returns what is free (debug.FreeOSMemory), off the
 // watchdog's goroutine.
 type memoryReturn struct {
@@ -35,7 +31,8 @@ func (h *Host) returnMemory(now int64, closed int) {
 	if closed > 0 {
 		r.owed = true
 	}
-	if !r.owed || now-r.last < int64(returnEvery) || !r.running.CompareAndSwap(false, true) {
+	every := h.opts.ReturnMemoryEvery
+	if !r.owed || every < 0 || now-r.last < int64(every) || !r.running.CompareAndSwap(false, true) {
 		return
 	}
 	r.owed, r.last = false, now
