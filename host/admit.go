@@ -17,7 +17,7 @@ import (
 type admission struct {
 	mu sync.Mutex
 	// warm is what the loaded modules, and the versions being built, hold
-	// for their warm instances (see Host.recountWarm); written under h.mu.
+	// for their warm instances (see Host.rewarm); written under h.mu.
 	warm uint64
 	// extra is what the instances beyond MinInstances hold.
 	extra uint64
@@ -48,33 +48,29 @@ func reserved(l *api.Limits) uint64 {
 	return instanceBytes(l) * uint64(minInstances(*l))
 }
 
-// warmHeld sums what the modules hold for their warm instances, leaving
-// out skip: a module whose version is being built counts too, or two
-// loads at once would each find room for itself alone; an upgrade's
-// counts once, by the larger of its versions. The caller holds h.mu.
-func (h *Host) warmHeld(skip *module) uint64 {
-	var sum uint64
-	for _, m := range *h.modules.Load() {
-		if m == skip {
-			continue
-		}
-		var have uint64
-		if v := m.current.Load(); v != nil {
-			have = reserved(&v.limits)
-		}
-		sum += max(have, m.building)
+// warmOf is what m holds for its warm instances while it is loaded: a
+// version being built counts too, or two loads at once would each find
+// room for itself alone; an upgrade's counts once, by the larger of its
+// versions. The caller holds h.mu.
+func warmOf(m *module) uint64 {
+	var have uint64
+	if v := m.current.Load(); v != nil {
+		have = reserved(&v.limits)
 	}
-	return sum
+	return max(have, m.building)
 }
 
-// recountWarm updates what the modules hold for their warm instances,
-// after a module, a version being built or a current version changed.
-// The caller holds h.mu.
-func (h *Host) recountWarm() {
-	w := h.warmHeld(nil)
+// rewarm brings what m holds in the budget up to date, after its versions
+// changed or it left the host's modules. The caller holds h.mu.
+func (h *Host) rewarm(m *module) {
+	var w uint64
+	if (*h.modules.Load())[m.name] == m {
+		w = warmOf(m)
+	}
 	h.admit.mu.Lock()
-	h.admit.warm = w
+	h.admit.warm += w - m.held
 	h.admit.mu.Unlock()
+	m.held = w
 }
 
 // evictTries bounds how many idle instances one reservation closes to

@@ -34,6 +34,7 @@ func TestMemoryBudget(t *testing.T) {
 	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "second"})
 	require.ErrorIs(t, err, api.ErrCapacity)
 	assert.ErrorContains(t, err, "the modules' warm instances would hold 128 MiB of memory and their other instances hold 0 MiB, the host takes 100 MiB (Capacity.MemoryBytes; MinInstances × MemoryPages × 64 KiB of each module, MemoryPages × 64 KiB of each instance beyond)")
+	assert.Equal(t, uint64(64<<20), h.MemoryHeld(), "the first's two warm instances, nothing of the refused")
 
 	var wg sync.WaitGroup
 	for range 2 {
@@ -48,6 +49,13 @@ func TestMemoryBudget(t *testing.T) {
 	info, _ := h.Module("memgrow")
 	t.Logf("grown: %d MiB in %d instances, budget %d MiB", info.Pool.MemoryBytes>>20, info.Pool.Instances, budget>>20)
 	assert.LessOrEqual(t, info.Pool.MemoryBytes, uint64(budget))
+
+	// Unloaded, the first gives its memory back, and the second fits.
+	require.NoError(t, h.Unload(t.Context(), "memgrow"))
+	assert.Zero(t, h.MemoryHeld())
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "second"})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(64<<20), h.MemoryHeld())
 }
 
 // TestMemoryBudgetConcurrentLoads: a module whose first version is still
@@ -163,6 +171,7 @@ func TestMemoryBudgetAtZero(t *testing.T) {
 	assert.Equal(t, "again", string(resp.Payload))
 
 	require.Eventually(t, func() bool { return live() == 0 }, time.Minute, 10*time.Millisecond, "idled out")
+	assert.Zero(t, h.MemoryHeld(), "every reservation given back")
 	info, _ := h.Module(name(3))
 	assert.Equal(t, host.PoolStats{Created: 2}, info.Pool, "one instance for each of its two calls")
 }

@@ -196,7 +196,9 @@ func (h *Host) Close(ctx context.Context) error {
 	h.closed = true
 	mods := *h.modules.Load()
 	h.modules.Store(&map[string]*module{})
-	h.recountWarm()
+	for _, m := range mods {
+		h.rewarm(m)
+	}
 	h.mu.Unlock()
 
 	h.stopLoads()
@@ -371,7 +373,7 @@ func (h *Host) unload(name, source string) error {
 	}
 	h.setModule(name, nil)
 	m.current.Store(nil)
-	h.recountWarm()
+	h.rewarm(m)
 	h.mu.Unlock()
 
 	m.timers.Stop()

@@ -305,6 +305,7 @@ func (h *Host) join(v *version) (*module, error) {
 	}
 	m.loading++
 	m.building += reserved(&v.limits)
+	h.rewarm(m)
 	v.mod = m
 	return m, nil
 }
@@ -342,7 +343,7 @@ func (v *version) warm(first *instance, cfg *moduleConfig) error {
 func (h *Host) publish(v *version, m *module, cfg *moduleConfig, err error) (*version, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	defer h.recountWarm()
+	defer h.rewarm(m)
 	m.loading--
 	m.building -= reserved(&v.limits)
 	if err == nil && h.closed {
@@ -383,31 +384,30 @@ func (h *Host) loadContext(ctx context.Context) (context.Context, context.Cancel
 }
 
 // roomFor checks that a version with limits fits Options.Capacity, beside
-// m's current one (m is nil for a new module), and takes its warm
-// instances' memory from the budget (admission). The caller holds h.mu and
-// counts the version in m.building; a module counts from the moment its
-// first version is being built.
+// m's current one (m is nil for a new module). The caller holds h.mu, and
+// then counts the version in m.building and its module in the budget
+// (rewarm): a module counts from the moment its first version is being
+// built.
 func (h *Host) roomFor(m *module, limits *api.Limits) error {
 	c := h.opts.Capacity
 	mods := *h.modules.Load()
 	if c.MaxModules > 0 && m == nil && len(mods) >= c.MaxModules {
 		return fmt.Errorf("%w: the host takes at most %d modules, and %d are loaded", api.ErrCapacity, c.MaxModules, len(mods))
 	}
-	warm := h.warmHeld(m) + reserved(limits)
+	a := &h.admit
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	warm := a.warm + reserved(limits)
 	if m != nil {
 		var have uint64
 		if v := m.current.Load(); v != nil {
 			have = reserved(&v.limits)
 		}
-		warm = h.warmHeld(m) + max(have, m.building+reserved(limits))
+		warm = a.warm - m.held + max(have, m.building+reserved(limits))
 	}
-	a := &h.admit
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if h.bounded() && warm+a.extra > c.MemoryBytes {
 		return fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory and their other instances hold %d MiB, the host takes %d MiB (%s; MinInstances × MemoryPages × 64 KiB of each module, MemoryPages × 64 KiB of each instance beyond)",
 			api.ErrCapacity, warm>>20, a.extra>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
-	a.warm = warm
 	return nil
 }
