@@ -112,6 +112,19 @@ func (e noRoomError) Error() string { return string(e) }
 
 func (e noRoomError) Is(target error) bool { return target == api.ErrBusy || target == api.ErrCapacity }
 
+// makeRoom closes the instances idle longest beyond their modules'
+// MinInstances while the budget lacks n bytes, so that a load's warm
+// instances do not find it spent by instances kept only to spare a call a
+// start. It is best effort: the load's own check (roomFor, roomForFirst)
+// decides. The caller holds no lock.
+func (h *Host) makeRoom(n uint64) {
+	for range evictTries {
+		if !h.bounded() || h.admit.held()+n <= h.opts.Capacity.MemoryBytes || !h.evictIdle() {
+			return
+		}
+	}
+}
+
 // evictIdle closes the instance idle longest, of all modules, that holds
 // a reservation, and reports whether there was one. An instance the race
 // with a call took away counts as closed: the caller tries again.
@@ -145,6 +158,7 @@ func (h *Host) roomForFirst(l *api.Limits) error {
 	if !h.bounded() {
 		return nil
 	}
+	h.makeRoom(max(instanceBytes(l), reserved(l)))
 	if n, held := instanceBytes(l), h.admit.held(); held+n > h.opts.Capacity.MemoryBytes {
 		return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules and their instances hold %d MiB of the host's %d MiB (%s)",
 			api.ErrCapacity, n>>20, held>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)

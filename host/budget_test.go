@@ -170,8 +170,48 @@ func TestMemoryBudgetAtZero(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "again", string(resp.Payload))
 
-	require.Eventually(t, func() bool { return live() == 0 }, time.Minute, 10*time.Millisecond, "idled out")
-	assert.Zero(t, h.MemoryHeld(), "every reservation given back")
+	// An instance leaves the count before it has closed, and gives its
+	// reservation back once it has.
+	require.Eventually(t, func() bool { return live() == 0 && h.MemoryHeld() == 0 }, time.Minute, 10*time.Millisecond,
+		"idled out, every reservation given back")
 	info, _ := h.Module(name(3))
 	assert.Equal(t, host.PoolStats{Created: 2}, info.Pool, "one instance for each of its two calls")
+}
+
+// TestMemoryBudgetEvictsIdle: instances kept idle beyond their modules'
+// MinInstances give way to an instance of another module and to a load's
+// warm instance, on a budget they fill (which one goes first, the one idle
+// longest at the host's coarse clock, package pool's TestPoolEvict shows).
+func TestMemoryBudgetEvictsIdle(t *testing.T) {
+	h, _ := newHost(t, host.Options{
+		Capacity: host.Capacity{MemoryBytes: 100 << 20},
+		Limits:   api.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: new(0), IdleTimeout: time.Hour},
+	})
+	wasm := abitest.Guest(t, "slow")
+	instances := func(name string) int {
+		info, ok := h.Module(name)
+		require.True(t, ok, name)
+		return info.Pool.Instances
+	}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: name})
+		require.NoError(t, err)
+	}
+	// The first load's instance, made to describe the module, stays idle.
+	for _, name := range []string{"a", "b", "c"} {
+		_, err := invoke(t, h, name, "sleeper", "ok", nil)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 3, instances("a")+instances("b")+instances("c")+instances("d"), "96 MiB of 100")
+
+	_, err := invoke(t, h, "d", "sleeper", "ok", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, instances("d"))
+	assert.Equal(t, 2, instances("a")+instances("b")+instances("c"), "one closed for d")
+
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "warm", Limits: api.Limits{MinInstances: new(1)}})
+	require.NoError(t, err)
+	assert.Equal(t, 1, instances("warm"))
+	assert.Equal(t, 2, instances("a")+instances("b")+instances("c")+instances("d"), "one closed for warm's")
+	assert.Equal(t, uint64(96<<20), h.MemoryHeld())
 }

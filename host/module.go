@@ -98,6 +98,9 @@ func (h *Host) build(ctx context.Context, sum [32]byte, wasm []byte, source stri
 		return v, false, err
 	}
 	v.snapshot(ctx, first)
+	if first == nil {
+		h.makeRoom(reserved(&v.limits)) // roomForFirst did with an instance
+	}
 	m, err := h.join(v)
 	if err != nil {
 		if first != nil {
