@@ -125,7 +125,7 @@ func TestPool(t *testing.T) {
 	}, &group)
 
 	a := &fake{name: "a", mem: page}
-	p.Add(a)
+	require.NoError(t, p.Add(a))
 	assert.Equal(t, pool.Stats{Instances: 1, Idle: 1, Created: 1}, p.Stats())
 
 	got, err := p.Get(t.Context())
@@ -175,7 +175,7 @@ func TestPoolReplace(t *testing.T) {
 	var group sync.WaitGroup
 	p := pool.New[*fake](o, pool.Limits{MinInstances: 1, MaxInstances: 1, QueueTimeout: time.Hour, RecyclePages: 2}, &group)
 	a := &fake{name: "a", mem: page}
-	p.Add(a)
+	require.NoError(t, p.Add(a))
 
 	got, err := p.Get(t.Context())
 	require.NoError(t, err)
@@ -215,7 +215,7 @@ func TestPoolBaseline(t *testing.T) {
 	var group sync.WaitGroup
 	p := pool.New[*fake](o, pool.Limits{MaxInstances: 1, QueueTimeout: time.Hour, RecyclePages: 1}, &group)
 	a := &fake{name: "a", mem: 2 * page}
-	p.Add(a)
+	require.NoError(t, p.Add(a))
 	in, err := p.Get(t.Context())
 	require.NoError(t, err)
 	p.Put(in)
@@ -237,7 +237,7 @@ func TestPoolErrors(t *testing.T) {
 	var group sync.WaitGroup
 	p := pool.New[*fake](o, pool.Limits{MaxInstances: 1, QueueTimeout: time.Millisecond}, &group)
 	a := &fake{name: "a", mem: page}
-	p.Add(a)
+	require.NoError(t, p.Add(a))
 	_, err := p.Get(t.Context())
 	require.NoError(t, err)
 	_, err = p.Get(t.Context())
