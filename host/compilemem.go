@@ -70,9 +70,9 @@ type compileMemory struct {
 // waiting as long as ctx allows while other compiles hold what it needs.
 // It fails at once, with ErrCapacity naming the figures, when the budget
 // less the linear memory the instances hold cannot hold it. It counts the
-// instances' memory, not what the pools reserve: a reservation is what
-// the pools may grow to, and a host whose pools reserve its whole budget
-// must still be able to compile the upgrade of a module. It returns the
+// instances' memory, not what the modules hold: a reservation is what
+// the instances may grow to, and a host whose modules hold its whole
+// budget must still be able to compile the upgrade of a module. It returns the
 // function that gives the memory back.
 func (h *Host) admitCompile(ctx context.Context, cost, functions uint64, size int) (func(), error) {
 	budget := h.opts.Capacity.MemoryBytes

@@ -204,8 +204,12 @@
 //     itself (at most a second's worth of its rate).
 //   - Host memory: Capacity.MemoryBytes is a budget for the whole host,
 //     3/4 of the memory it has (its cgroup limit, else physical memory)
-//     unless set. A load whose pools (MemoryPages × 64 KiB × MaxInstances,
-//     summed over the modules) would pass it fails with ErrCapacity.
+//     unless set. A module holds MinInstances × MemoryPages × 64 KiB of it
+//     from its load, an instance beyond those MemoryPages × 64 KiB while
+//     it lives: a load that would pass it fails with ErrCapacity; an
+//     instance that would, once the instances of other modules idle
+//     longest are closed for it, is not made, and a call that finds no
+//     other fails with an error matching ErrBusy and ErrCapacity.
 //   - Compile memory: before a module is rewritten and compiled, its peak
 //     memory is estimated (32 bytes per byte of module and 1 KiB per
 //     function, measured at 17 to 27 and 680 to 830) and admitted against

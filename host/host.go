@@ -63,6 +63,11 @@ type Host struct {
 	compiles chan struct{}
 	// compileMem is the memory budget the compiles running hold.
 	compileMem compileMemory
+	// admit is the memory budget the modules and their instances hold
+	// (admit.go).
+	admit admission
+	// ret hands the memory of closed instances back (release.go).
+	ret memoryReturn
 	// shared is the compiled code, one per distinct module (shared.go).
 	shared sharedSet
 	// rewrites are the rewritten modules kept in CacheDir (rewritecache.go).
@@ -193,6 +198,9 @@ func (h *Host) Close(ctx context.Context) error {
 	h.closed = true
 	mods := *h.modules.Load()
 	h.modules.Store(&map[string]*module{})
+	for _, m := range mods {
+		h.rewarm(m)
+	}
 	h.mu.Unlock()
 
 	h.stopLoads()
@@ -249,6 +257,7 @@ func (h *Host) Close(ctx context.Context) error {
 func (h *Host) finish() error {
 	h.cancel()
 	h.dog.Stop()
+	h.ret.wg.Wait() // started by the watchdog only
 	// As http.Client does with its transport: a fetcher's idle
 	// connections (host/artifact's) go with the host.
 	if c, ok := h.opts.Fetcher.(interface{ CloseIdleConnections() }); ok {
@@ -326,6 +335,12 @@ func (h *Host) Module(name string) (ModuleInfo, bool) {
 // Capacity returns the host's Options.Capacity.
 func (h *Host) Capacity() Capacity { return h.opts.Capacity }
 
+// MemoryHeld returns the memory the loaded modules hold of
+// Capacity.MemoryBytes: MinInstances × MemoryPages × 64 KiB of each
+// module, and MemoryPages × 64 KiB of each instance beyond its module's
+// MinInstances that is alive now.
+func (h *Host) MemoryHeld() uint64 { return h.admit.held() }
+
 // Loaded reports whether a module with the name is loaded. It is cheap (no
 // allocation): routing asks it of every message, to tell local modules
 // from remote ones.
@@ -360,6 +375,7 @@ func (h *Host) unload(name, source string) error {
 	}
 	h.setModule(name, nil)
 	m.current.Store(nil)
+	h.rewarm(m)
 	h.mu.Unlock()
 
 	m.timers.Stop()

@@ -98,6 +98,9 @@ func (h *Host) build(ctx context.Context, sum [32]byte, wasm []byte, source stri
 		return v, false, err
 	}
 	v.snapshot(ctx, first)
+	if first == nil {
+		h.makeRoom(reserved(&v.limits)) // roomForFirst did with an instance
+	}
 	m, err := h.join(v)
 	if err != nil {
 		if first != nil {
@@ -245,6 +248,10 @@ func (v *version) describeFirst() (*instance, error) {
 		v.setDescriptor(d)
 		return nil, nil
 	}
+	if err := v.h.roomForFirst(&v.limits); err != nil {
+		v.described(v.sourceFields()...)
+		return nil, err
+	}
 	first, err := v.newInstance(nil)
 	if err != nil {
 		v.described(v.sourceFields()...)
@@ -301,6 +308,7 @@ func (h *Host) join(v *version) (*module, error) {
 	}
 	m.loading++
 	m.building += reserved(&v.limits)
+	h.rewarm(m)
 	v.mod = m
 	return m, nil
 }
@@ -315,7 +323,9 @@ func (v *version) warm(first *instance, cfg *moduleConfig) error {
 			first.Close()
 			return err
 		}
-		v.pool.Add(first)
+		// At zero instances it stays until its idle timeout only while
+		// the memory budget has room for it; refused, Add closes it.
+		_ = v.pool.Add(first)
 		n = 1
 	}
 	for i := n; i < minInstances(v.limits); i++ {
@@ -323,7 +333,9 @@ func (v *version) warm(first *instance, cfg *moduleConfig) error {
 		if err != nil {
 			return err
 		}
-		v.pool.Add(in)
+		if err := v.pool.Add(in); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -334,6 +346,7 @@ func (v *version) warm(first *instance, cfg *moduleConfig) error {
 func (h *Host) publish(v *version, m *module, cfg *moduleConfig, err error) (*version, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer h.rewarm(m)
 	m.loading--
 	m.building -= reserved(&v.limits)
 	if err == nil && h.closed {
@@ -373,40 +386,31 @@ func (h *Host) loadContext(ctx context.Context) (context.Context, context.Cancel
 	}
 }
 
-// roomFor checks that a version with limits fits Options.Capacity, in
-// place of m's current one (m is nil for a new module). The caller holds
-// h.mu; a module counts from the moment its first version is being built.
+// roomFor checks that a version with limits fits Options.Capacity, beside
+// m's current one (m is nil for a new module). The caller holds h.mu, and
+// then counts the version in m.building and its module in the budget
+// (rewarm): a module counts from the moment its first version is being
+// built.
 func (h *Host) roomFor(m *module, limits *api.Limits) error {
 	c := h.opts.Capacity
 	mods := *h.modules.Load()
 	if c.MaxModules > 0 && m == nil && len(mods) >= c.MaxModules {
 		return fmt.Errorf("%w: the host takes at most %d modules, and %d are loaded", api.ErrCapacity, c.MaxModules, len(mods))
 	}
-	if c.MemoryBytes == 0 || c.MemoryBytes == NoMemoryBound {
-		return nil
-	}
-	need := reserved(limits)
-	for _, other := range mods {
-		if other == m {
-			continue
-		}
-		// A module whose version is being built counts too, or two
-		// loads at once would each find room for itself alone; an
-		// upgrade's counts once, by the larger of its versions.
+	a := &h.admit
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	warm := a.warm + reserved(limits)
+	if m != nil {
 		var have uint64
-		if v := other.current.Load(); v != nil {
+		if v := m.current.Load(); v != nil {
 			have = reserved(&v.limits)
 		}
-		need += max(have, other.building)
+		warm = a.warm - m.held + max(have, m.building+reserved(limits))
 	}
-	if need > c.MemoryBytes {
-		return fmt.Errorf("%w: the pools would reserve %d MiB of memory, the host takes %d MiB (%s; MemoryPages × 64 KiB × MaxInstances of each module)",
-			api.ErrCapacity, need>>20, c.MemoryBytes>>20, h.opts.budgetNote)
+	if h.bounded() && warm+a.extra > c.MemoryBytes {
+		return fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory and their other instances hold %d MiB, the host takes %d MiB (%s; MinInstances × MemoryPages × 64 KiB of each module, MemoryPages × 64 KiB of each instance beyond)",
+			api.ErrCapacity, warm>>20, a.extra>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
 	return nil
-}
-
-// reserved is the memory a pool with these limits may grow to.
-func reserved(l *api.Limits) uint64 {
-	return uint64(l.MemoryPages) * 65536 * uint64(l.MaxInstances)
 }

@@ -122,6 +122,13 @@ type Options struct {
 	// GOMAXPROCS.
 	MaxCompiles int
 
+	// ReturnMemoryEvery is the least time between two hand-backs to the
+	// system of the memory of the instances the idle sweeps closed: each
+	// forces a collection of the Go heap (debug.FreeOSMemory), so that a
+	// host's resident memory comes back after a burst idles out, not
+	// minutes later. Default 2s; negative: never, left to the Go runtime.
+	ReturnMemoryEvery time.Duration
+
 	// SecretFiles and SecretsDir hold the secrets a module may be granted
 	// (secret:<name>, abi.ImportSecret): SecretFiles maps a name to the
 	// file of its value, and any other name is the file of that name in
@@ -161,10 +168,12 @@ type Capacity struct {
 	// bound.
 	MaxModules int
 	// MemoryBytes is the host's memory budget: it bounds the memory the
-	// loaded modules' pools may grow to, the sum of MemoryPages × 64 KiB ×
-	// MaxInstances over the modules, and with it the compiles running
-	// (see "Compile memory" in the package documentation); a load that
-	// would pass it fails with ErrCapacity, naming the figures. Default:
+	// loaded modules hold, MinInstances × MemoryPages × 64 KiB of each
+	// from its load and MemoryPages × 64 KiB of each instance beyond
+	// those while it lives, and with it the compiles running (see
+	// "Compile memory" in the package documentation); a load that would
+	// pass it fails with ErrCapacity, naming the figures, and an instance
+	// that would is not made (see "Host memory"). Default:
 	// 3/4 of the memory the host has, its cgroup's memory limit when it
 	// has one, else physical memory (none when it can tell neither);
 	// Host.Capacity says what it is. NoMemoryBound bounds nothing.
@@ -294,6 +303,7 @@ const (
 	maxMemoryPages        = 65536
 	defaultMaxModuleSize  = 64 << 20
 	defaultCompileTimeout = 5 * time.Minute
+	defaultReturnMemory   = 2 * time.Second
 
 	defaultLogLinesPerSecond = 200
 	defaultLogBytesPerSecond = 256 << 10
@@ -357,6 +367,9 @@ func (o *Options) fill() {
 	}
 	if o.MaxCompiles == 0 {
 		o.MaxCompiles = runtime.GOMAXPROCS(0)
+	}
+	if o.ReturnMemoryEvery == 0 {
+		o.ReturnMemoryEvery = defaultReturnMemory
 	}
 	if o.HopLimit == 0 {
 		o.HopLimit = defaultHopLimit

@@ -92,9 +92,12 @@ type module struct {
 	config  atomic.Pointer[moduleConfig]
 	loading int // loads in progress under this name; guarded by h.mu
 	// building is the memory the versions being built under this name
-	// reserve (Limits.reserved), counted against the budget from the
-	// moment they join until they are published or fail; guarded by h.mu.
+	// reserve (reserved), counted against the budget from the moment they
+	// join until they are published or fail; guarded by h.mu.
 	building uint64
+	// held is what the module counts in the budget's warm (warmOf);
+	// guarded by h.mu.
+	held uint64
 
 	timers *timer.Set
 

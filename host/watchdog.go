@@ -44,19 +44,23 @@ func (h *Host) memoryOf(v *version) uint64 {
 }
 
 // reapIdle closes the instances of every module that have been idle for its
-// IdleTimeout, beyond its MinInstances, and reports the guest log lines
-// dropped in the last second.
+// IdleTimeout, beyond its MinInstances, hands their memory back to the
+// system (returnMemory), and reports the guest log lines dropped in the
+// last second.
 func (h *Host) reapIdle(now int64) {
+	closed := 0
 	for _, m := range *h.modules.Load() {
 		v := m.current.Load()
 		if v == nil {
 			continue
 		}
 		if n := v.pool.Reap(now); n > 0 {
+			closed += n
 			v.log.Debug("idle instances closed", "closed", n, "idle_timeout", v.limits.IdleTimeout)
 		}
 		if n := m.budget.log.Pending(now); n > 0 {
 			v.logDropped(n)
 		}
 	}
+	h.returnMemory(now, closed)
 }

@@ -101,7 +101,9 @@ var (
 	ErrNotFound = newSentinel(CodeNotFound, ReasonNotFound, "not found", KindNotFound)
 
 	// ErrBusy is matched by the error of a call that waited QueueTimeout
-	// for a free instance of its module and got none (KindBusy).
+	// for a free instance of its module and got none (KindBusy), and of
+	// one that found none and no room in the host's memory budget for
+	// another (then it matches ErrCapacity too).
 	ErrBusy = newSentinel(CodeResourceExhausted, ReasonBusy, "busy: no free instance", KindBusy)
 
 	// ErrClosed is returned by every method of a closed host, and matched

@@ -294,7 +294,9 @@ type Capacity struct {
 	LoadedModules uint32 `protobuf:"varint,2,opt,name=loaded_modules,json=loadedModules,proto3" json:"loaded_modules,omitempty"`
 	// Memory the host may give guest instances, in bytes; 0 means no limit.
 	MemoryBytes uint64 `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	// Memory that the pools of the loaded modules may grow to, in bytes.
+	// Memory the loaded modules hold, in bytes: the memory limit of each
+	// warm instance (min_instances of each module), and of each instance
+	// beyond those that is alive now.
 	MemoryReservedBytes uint64 `protobuf:"varint,4,opt,name=memory_reserved_bytes,json=memoryReservedBytes,proto3" json:"memory_reserved_bytes,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache

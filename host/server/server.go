@@ -335,8 +335,8 @@ func (s *Server) Info(ctx context.Context, req *hostv1.InfoRequest) (*hostv1.Inf
 		Modules:     make([]*hostv1.Module, 0, len(mods)),
 		RouteDeltas: s.opts.Routing != nil,
 	}
+	resp.Capacity.MemoryReservedBytes = s.h.MemoryHeld()
 	for i := range mods {
-		resp.Capacity.MemoryReservedBytes += uint64(mods[i].Limits.MemoryPages) * 65536 * uint64(mods[i].Limits.MaxInstances)
 		m := s.module(&mods[i])
 		if req.GetSummary() {
 			m.Components, m.Capabilities, m.Pool = nil, nil, nil

@@ -256,7 +256,7 @@ func TestInfo(t *testing.T) {
 	assert.Equal(t, uint32(10), info.GetCapacity().GetMaxModules())
 	assert.Equal(t, uint64(1<<30), info.GetCapacity().GetMemoryBytes())
 	assert.Equal(t, uint32(1), info.GetCapacity().GetLoadedModules())
-	assert.Equal(t, uint64(2*100*65536), info.GetCapacity().GetMemoryReservedBytes())
+	assert.Equal(t, uint64(100*65536), info.GetCapacity().GetMemoryReservedBytes(), "its one warm instance")
 	require.Len(t, info.GetModules(), 1)
 	m := info.GetModules()[0]
 	assert.Equal(t, "echo", m.GetName())
@@ -285,9 +285,9 @@ func TestInfo(t *testing.T) {
 // the reason CAPACITY, and says what is full; an upgrade of a loaded module
 // is not a new one.
 func TestCapacity(t *testing.T) {
-	// 2 modules, and 128 MiB: echo with 4 instances of 4 MiB (64 pages)
-	// takes 16 MiB, and compiling it (3 MB of Go) about 100 MiB for a
-	// moment.
+	// 2 modules, and 128 MiB: echo with one warm instance of 4 MiB (64
+	// pages) holds 4 MiB, and compiling it (3 MB of Go) about 100 MiB for
+	// a moment.
 	e := newEnv(t, envOptions{host: host.Options{Capacity: host.Capacity{MaxModules: 2, MemoryBytes: 128 << 20}}})
 	small := api.Limits{MemoryPages: 64, MaxInstances: 4}
 	e.load(t, guest(t, "echo"), "", small)
@@ -301,8 +301,8 @@ func TestCapacity(t *testing.T) {
 		return err
 	}
 	smallProto := &hostv1.ModuleLimits{MemoryPages: 64, MaxInstances: 4}
-	wantStatus(t, load("big", &hostv1.ModuleLimits{MemoryPages: 1024, MaxInstances: 4}), codes.ResourceExhausted, api.ReasonCapacity,
-		"no capacity", "would reserve 272 MiB of memory, the host takes 128 MiB")
+	wantStatus(t, load("big", &hostv1.ModuleLimits{MemoryPages: 1024, MinInstances: new(uint32(2)), MaxInstances: 4}), codes.ResourceExhausted, api.ReasonCapacity,
+		"no capacity", "warm instances would hold 132 MiB of memory and their other instances hold 0 MiB, the host takes 128 MiB")
 	require.NoError(t, load("echo", &hostv1.ModuleLimits{MemoryPages: 64, MaxInstances: 8}), "an upgrade replaces its own reservation")
 	require.NoError(t, load("second", smallProto))
 	wantStatus(t, load("third", smallProto), codes.ResourceExhausted, api.ReasonCapacity, "the host takes at most 2 modules, and 2 are loaded")

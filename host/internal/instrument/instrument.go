@@ -216,6 +216,12 @@ func Rewrite(wasm []byte, globalName string, opts ...Option) (*Result, error) {
 			return nil, err
 		}
 	}
+	if s, ok := m.section(secData); ok {
+		// A data count section counts the segments that code may name.
+		if _, counted := m.section(secDataCount); !counted {
+			m.dataSec, _ = m.mergeData(s)
+		}
+	}
 	out, err := m.write(globalName)
 	if err != nil {
 		return nil, err
@@ -366,6 +372,7 @@ type module struct {
 	// What write changes besides the code.
 	startExport string // export the start function under this name, and drop the start section
 	tableSec    []byte // the table section's new payload, with capped limits
+	dataSec     []byte // the data section's new payload, segments merged (mergeData)
 }
 
 func sectionErr(s section, err error) error {
@@ -864,6 +871,8 @@ func (m *module) write(globalName string) ([]byte, error) {
 			w.out = append(w.out, secTable)
 			w.out = appendULEB(w.out, uint64(len(m.tableSec)))
 			w.out = append(w.out, m.tableSec...)
+		case s.id == secData && m.dataSec != nil:
+			w.out = appendSection(w.out, secData, m.dataSec)
 		case add[s.id].n > 0:
 			w.writeExtended(s)
 		default:

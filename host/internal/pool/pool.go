@@ -32,6 +32,7 @@ type Instance interface {
 type Slot struct {
 	idleSince int64  // the owner's clock when it was last put back; guarded by Pool.mu
 	baseline  uint64 // memory in bytes once created (see Pool.Put)
+	reserved  bool   // holds a reservation of the owner's (Owner.Reserve)
 }
 
 // Owner is what a pool needs from the version whose instances it holds.
@@ -49,6 +50,13 @@ type Owner[I Instance] interface {
 	// Recycled reports a healthy instance closed because its memory of
 	// size bytes had grown past RecyclePages.
 	Recycled(size uint64)
+	// Reserve takes what one instance beyond MinInstances needs (the
+	// owner's memory budget) before the pool creates or keeps it; an error
+	// refuses the instance. The pool holds no lock meanwhile, so that it
+	// may make room by closing idle instances of other pools (Evict).
+	Reserve() error
+	// Release gives back what Reserve took, when that instance closes.
+	Release()
 }
 
 // Limits bound a pool.
@@ -109,15 +117,30 @@ func New[I Instance](owner Owner[I], limits Limits, group *sync.WaitGroup) *Pool
 	return p
 }
 
-// Add puts a new instance, created by the caller, into the pool.
-func (p *Pool[I]) Add(in I) {
+// Add puts a new instance, created by the caller, into the pool. One
+// beyond MinInstances needs a reservation (Owner.Reserve): when refused,
+// Add closes the instance and returns the refusal.
+func (p *Pool[I]) Add(in I) error {
 	in.Slot().baseline = in.MemorySize() // settings may have grown it
-	p.created.Add(1)
 	p.mu.Lock()
+	reserve := p.live >= p.limits.MinInstances
 	p.live++
 	p.inUse++
 	p.mu.Unlock()
+	if reserve {
+		if err := p.owner.Reserve(); err != nil {
+			p.mu.Lock()
+			p.live--
+			p.inUse--
+			p.mu.Unlock()
+			in.Close()
+			return err
+		}
+		in.Slot().reserved = true
+	}
+	p.created.Add(1)
 	p.Put(in)
+	return nil
 }
 
 // Get returns an idle instance, or waits for one until QueueTimeout or ctx
@@ -134,12 +157,16 @@ func (p *Pool[I]) Get(ctx context.Context) (I, error) {
 		p.mu.Unlock()
 		return in, nil
 	}
-	if p.live < p.limits.MaxInstances {
-		p.spawnLocked()
+	spawn, reserve := p.live < p.limits.MaxInstances, p.live >= p.limits.MinInstances
+	if spawn {
+		p.live++
 	}
 	w := p.free.Get().(*waiter[I])
 	p.waiters = append(p.waiters, w)
 	p.mu.Unlock()
+	if spawn {
+		p.spawn(reserve)
+	}
 
 	t := time.NewTimer(p.limits.QueueTimeout)
 	var cause error
@@ -187,7 +214,7 @@ func (p *Pool[I]) Put(in I) {
 		p.live--
 		p.inUse--
 		p.mu.Unlock()
-		in.Close()
+		p.close(in)
 		return
 	}
 	if len(p.waiters) > 0 {
@@ -224,15 +251,24 @@ func (p *Pool[I]) Reap(now int64) int {
 	p.live -= n
 	p.mu.Unlock()
 	for _, in := range old {
-		in.Close()
+		p.close(in)
 	}
 	return n
+}
+
+// close closes an instance the pool no longer counts, and gives back its
+// reservation.
+func (p *Pool[I]) close(in I) {
+	in.Close()
+	if in.Slot().reserved {
+		p.owner.Release()
+	}
 }
 
 // discard closes an instance that trapped, timed out, broke its memory limit
 // or the ABI, and replaces it.
 func (p *Pool[I]) discard(in I) {
-	in.Close()
+	p.close(in)
 	p.owner.Discarded(in)
 	p.discarded.Add(1)
 	p.replace()
@@ -242,7 +278,7 @@ func (p *Pool[I]) discard(in I) {
 // shrinks, has grown past RecyclePages, and replaces it. The call that grew
 // it has its reply already.
 func (p *Pool[I]) recycle(in I, size uint64) {
-	in.Close()
+	p.close(in)
 	p.recycled.Add(1)
 	p.owner.Recycled(size)
 	p.replace()
@@ -254,15 +290,48 @@ func (p *Pool[I]) replace() {
 	p.mu.Lock()
 	p.live--
 	p.inUse--
-	if !p.closed && (p.live < p.limits.MinInstances || len(p.waiters) > 0 && p.live < p.limits.MaxInstances) {
-		p.spawnLocked()
+	spawn := !p.closed && (p.live < p.limits.MinInstances || len(p.waiters) > 0 && p.live < p.limits.MaxInstances)
+	reserve := p.live >= p.limits.MinInstances
+	if spawn {
+		p.live++
 	}
 	p.mu.Unlock()
+	if spawn {
+		p.spawn(reserve)
+	}
 }
 
-// spawnLocked creates an instance in the background; the caller holds p.mu.
-func (p *Pool[I]) spawnLocked() {
-	p.live++
+// spawn creates an instance in the background, counted in live by the
+// caller already. One beyond MinInstances (reserve) it creates only with
+// a reservation (Owner.Reserve). Refused one, the calls waiting wait for
+// the other instances; with none alive they fail with the refusal, as
+// nothing would come.
+func (p *Pool[I]) spawn(reserve bool) {
+	if reserve {
+		if err := p.owner.Reserve(); err != nil {
+			p.mu.Lock()
+			p.live--
+			var waiters []*waiter[I]
+			if p.live == 0 {
+				waiters = p.waiters
+				p.waiters = nil
+			}
+			p.mu.Unlock()
+			for _, w := range waiters {
+				w.ch <- handoff[I]{err: fmt.Errorf("create instance: %w", err)}
+			}
+			return
+		}
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.live--
+		p.mu.Unlock()
+		if reserve {
+			p.owner.Release()
+		}
+		return
+	}
 	p.spawns.Add(1)
 	p.group.Add(1) // the pool is open, so the count is positive
 	go func() {
@@ -270,9 +339,13 @@ func (p *Pool[I]) spawnLocked() {
 		defer p.spawns.Done()
 		in, err := p.owner.NewInstance()
 		if err != nil {
+			if reserve {
+				p.owner.Release()
+			}
 			p.owner.CreateFailed(err)
 		} else {
 			in.Slot().baseline = in.MemorySize()
+			in.Slot().reserved = reserve
 			p.created.Add(1)
 		}
 		p.mu.Lock()
@@ -289,7 +362,7 @@ func (p *Pool[I]) spawnLocked() {
 		case p.closed:
 			p.live--
 			p.mu.Unlock()
-			in.Close()
+			p.close(in)
 			return
 		case len(p.waiters) > 0:
 			w := p.waiters[0]
@@ -304,6 +377,54 @@ func (p *Pool[I]) spawnLocked() {
 		}
 		p.mu.Unlock()
 	}()
+	p.mu.Unlock()
+}
+
+// Oldest returns when the instance idle longest that holds a reservation
+// became idle, at the owner's clock, if the pool is above MinInstances and
+// has one.
+func (p *Pool[I]) Oldest() (int64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i := p.evictable(); i >= 0 {
+		return p.idle[i].Slot().idleSince, true
+	}
+	return 0, false
+}
+
+// Evict closes the instance Oldest named, idle since then, if it still
+// is, and reports whether it did: it gives back its reservation for an
+// instance of another pool.
+func (p *Pool[I]) Evict(since int64) bool {
+	p.mu.Lock()
+	i := p.evictable()
+	if i < 0 || p.idle[i].Slot().idleSince != since {
+		p.mu.Unlock()
+		return false
+	}
+	in := p.idle[i]
+	p.idle = append(p.idle[:i], p.idle[i+1:]...)
+	var zero I
+	p.idle[:len(p.idle)+1][len(p.idle)] = zero
+	p.live--
+	p.mu.Unlock()
+	p.close(in)
+	return true
+}
+
+// evictable is the index in the idle stack of the instance idle longest
+// that holds a reservation, -1 without, or when the pool is closed or at
+// MinInstances. The caller holds p.mu.
+func (p *Pool[I]) evictable() int {
+	if p.closed || p.live <= p.limits.MinInstances {
+		return -1
+	}
+	for i, in := range p.idle {
+		if in.Slot().reserved {
+			return i
+		}
+	}
+	return -1
 }
 
 // TakeIdle removes and returns every idle instance; the caller gives each
@@ -328,7 +449,7 @@ func (p *Pool[I]) Close() {
 	p.live -= len(idle)
 	p.mu.Unlock()
 	for _, in := range idle {
-		in.Close()
+		p.close(in)
 	}
 	p.spawns.Wait()
 }

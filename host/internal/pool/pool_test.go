@@ -38,6 +38,10 @@ type owner struct {
 	failed    []error
 	discarded []*fake
 	recycled  []uint64
+	// room is how many reservations it grants at once, unbounded when
+	// negative; held is how many are taken.
+	room int
+	held int
 }
 
 func (o *owner) NewInstance() (*fake, error) {
@@ -81,12 +85,36 @@ func (o *owner) Recycled(size uint64) {
 	o.mu.Unlock()
 }
 
+var errNoRoom = errors.New("no room")
+
+func (o *owner) Reserve() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.room >= 0 && o.held >= o.room {
+		return errNoRoom
+	}
+	o.held++
+	return nil
+}
+
+func (o *owner) Release() {
+	o.mu.Lock()
+	o.held--
+	o.mu.Unlock()
+}
+
+func (o *owner) holding() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.held
+}
+
 // TestPool: the most recently used idle instance serves first, a call
 // with none idle gets a new one, the instances idle for IdleTimeout beyond
 // MinInstances are reaped at the clock the test sets, and Close closes
 // what is left.
 func TestPool(t *testing.T) {
-	o := &owner{}
+	o := &owner{room: -1}
 	var group sync.WaitGroup
 	p := pool.New[*fake](o, pool.Limits{
 		MinInstances: 1,
@@ -97,7 +125,7 @@ func TestPool(t *testing.T) {
 	}, &group)
 
 	a := &fake{name: "a", mem: page}
-	p.Add(a)
+	require.NoError(t, p.Add(a))
 	assert.Equal(t, pool.Stats{Instances: 1, Idle: 1, Created: 1}, p.Stats())
 
 	got, err := p.Get(t.Context())
@@ -143,11 +171,11 @@ func TestPool(t *testing.T) {
 // made, and one at RecyclePages is kept. MaxInstances is 1, so that a call
 // never starts a second instance beside the replacement.
 func TestPoolReplace(t *testing.T) {
-	o := &owner{}
+	o := &owner{room: -1}
 	var group sync.WaitGroup
 	p := pool.New[*fake](o, pool.Limits{MinInstances: 1, MaxInstances: 1, QueueTimeout: time.Hour, RecyclePages: 2}, &group)
 	a := &fake{name: "a", mem: page}
-	p.Add(a)
+	require.NoError(t, p.Add(a))
 
 	got, err := p.Get(t.Context())
 	require.NoError(t, err)
@@ -183,11 +211,11 @@ func TestPoolReplace(t *testing.T) {
 // TestPoolBaseline: an instance made past RecyclePages is recycled only
 // once it grows further.
 func TestPoolBaseline(t *testing.T) {
-	o := &owner{}
+	o := &owner{room: -1}
 	var group sync.WaitGroup
 	p := pool.New[*fake](o, pool.Limits{MaxInstances: 1, QueueTimeout: time.Hour, RecyclePages: 1}, &group)
 	a := &fake{name: "a", mem: 2 * page}
-	p.Add(a)
+	require.NoError(t, p.Add(a))
 	in, err := p.Get(t.Context())
 	require.NoError(t, err)
 	p.Put(in)
@@ -205,11 +233,11 @@ func TestPoolBaseline(t *testing.T) {
 // TestPoolErrors: a call that finds the pool full waits QueueTimeout and
 // fails with ErrBusy; one whose instance cannot be made gets that error.
 func TestPoolErrors(t *testing.T) {
-	o := &owner{}
+	o := &owner{room: -1}
 	var group sync.WaitGroup
 	p := pool.New[*fake](o, pool.Limits{MaxInstances: 1, QueueTimeout: time.Millisecond}, &group)
 	a := &fake{name: "a", mem: page}
-	p.Add(a)
+	require.NoError(t, p.Add(a))
 	_, err := p.Get(t.Context())
 	require.NoError(t, err)
 	_, err = p.Get(t.Context())
@@ -229,4 +257,109 @@ func TestPoolErrors(t *testing.T) {
 	group.Wait()
 	assert.Equal(t, []error{boom}, o.failed)
 	assert.Equal(t, pool.Stats{Created: 1, Discarded: 1}, p.Stats())
+}
+
+// TestPoolReserve: an instance beyond MinInstances is made or kept only
+// with a reservation, which it gives back when it closes. Refused one, a
+// call waits for a busy instance; with none alive it fails at once with
+// the refusal, and works again once an instance closed.
+func TestPoolReserve(t *testing.T) {
+	o := &owner{room: 1}
+	var group sync.WaitGroup
+	p := pool.New[*fake](o, pool.Limits{MinInstances: 1, MaxInstances: 3, QueueTimeout: time.Hour, IdleTimeout: 1000}, &group)
+	a := &fake{name: "a", mem: page}
+	require.NoError(t, p.Add(a), "the MinInstances one needs no reservation")
+	assert.Zero(t, o.holding())
+
+	_, err := p.Get(t.Context())
+	require.NoError(t, err)
+	b, err := p.Get(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 1, o.holding(), "b is beyond MinInstances")
+
+	// No room for a third: the call waits for a or b.
+	got := make(chan *fake, 1)
+	go func() {
+		in, err := p.Get(t.Context())
+		assert.NoError(t, err)
+		got <- in
+	}()
+	require.Eventually(t, func() bool { return p.Stats().Waiting == 1 }, time.Minute, time.Millisecond)
+	assert.Equal(t, 2, p.Stats().Instances)
+	p.Put(b)
+	assert.Same(t, b, <-got)
+	p.Put(b)
+	p.Put(a)
+	assert.Equal(t, 1, p.Reap(1000), "b idle for IdleTimeout")
+	assert.Zero(t, o.holding(), "b gave its reservation back")
+
+	extra := &fake{name: "x", mem: page}
+	o.room = 0
+	require.ErrorIs(t, p.Add(extra), errNoRoom)
+	assert.Equal(t, 1, extra.closed, "refused, closed")
+	p.Close()
+	group.Wait()
+
+	// At MinInstances 0, a pool with nothing alive and no room fails the
+	// call at once.
+	o = &owner{room: 0}
+	p = pool.New[*fake](o, pool.Limits{MaxInstances: 2, QueueTimeout: time.Hour}, &group)
+	_, err = p.Get(t.Context())
+	require.ErrorIs(t, err, errNoRoom)
+	assert.EqualError(t, err, "create instance: no room")
+	o.mu.Lock()
+	o.room = 1
+	o.mu.Unlock()
+	c, err := p.Get(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 1, o.holding())
+	c.dead = true
+	p.Put(c)
+	assert.Zero(t, o.holding(), "discarded, gave its reservation back")
+	p.Close()
+	group.Wait()
+	assert.Zero(t, o.holding())
+	assert.Empty(t, o.failed, "a refusal is not a failure to create")
+}
+
+// TestPoolEvict: Oldest names the instance idle longest that holds a
+// reservation, and Evict closes it only while it still is.
+func TestPoolEvict(t *testing.T) {
+	o := &owner{room: -1}
+	var group sync.WaitGroup
+	p := pool.New[*fake](o, pool.Limits{MinInstances: 1, MaxInstances: 3, QueueTimeout: time.Hour, IdleTimeout: time.Hour}, &group)
+	a := &fake{name: "a", mem: page}
+	require.NoError(t, p.Add(a))
+	_, err := p.Get(t.Context())
+	require.NoError(t, err)
+	b, err := p.Get(t.Context())
+	require.NoError(t, err)
+	c, err := p.Get(t.Context())
+	require.NoError(t, err)
+	o.set(100)
+	p.Put(a) // the MinInstances one, idle longest: no reservation
+	o.set(200)
+	p.Put(c)
+	o.set(300)
+	p.Put(b)
+	assert.Equal(t, 2, o.holding())
+
+	since, ok := p.Oldest()
+	require.True(t, ok)
+	assert.Equal(t, int64(200), since, "c, not a")
+	assert.False(t, p.Evict(100))
+	assert.True(t, p.Evict(200))
+	assert.Equal(t, 1, c.closed)
+	assert.False(t, p.Evict(200), "gone")
+	assert.Equal(t, 1, o.holding())
+	since, ok = p.Oldest()
+	require.True(t, ok)
+	assert.True(t, p.Evict(since))
+	assert.Equal(t, 1, b.closed)
+	_, ok = p.Oldest()
+	assert.False(t, ok, "at MinInstances")
+	assert.Zero(t, o.holding())
+	assert.Equal(t, pool.Stats{Instances: 1, Idle: 1, Created: 3}, p.Stats())
+	p.Close()
+	group.Wait()
 }

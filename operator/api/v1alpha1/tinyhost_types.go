@@ -111,7 +111,8 @@ type TinyHostStatus struct {
 	Capacity *HostResources `json:"capacity,omitempty"`
 
 	// Allocated is what the host reports in use: modules loaded and the
-	// memory their pools may grow to.
+	// memory they hold (each warm instance's memory limit, and that of
+	// each instance beyond those alive when it was probed).
 	//
 	// +optional
 	Allocated *HostResources `json:"allocated,omitempty"`

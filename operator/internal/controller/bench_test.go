@@ -55,8 +55,8 @@ func BenchmarkApplyToReady(b *testing.B) {
 
 // applyAll creates n TinyModules of hello named prefix-<i> with replicas,
 // and waits until every one is Ready. Each asks for one instance of 32 MiB:
-// a host admits a module by the memory its pool may reserve, and at the
-// default limits (4 instances of 256 MiB) a host of this machine's
+// a host admits a module by the memory of its warm instances, and at the
+// default limits (one warm instance of 256 MiB) a host of this machine's
 // default budget takes fewer modules than the benchmarks place.
 func (b *bed) applyAll(t testing.TB, prefix string, n int, replicas int32) []string {
 	t.Helper()

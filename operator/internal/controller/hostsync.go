@@ -586,11 +586,17 @@ func fillActual(e *v1alpha1.HostModule, m *hostv1.Module) {
 }
 
 // allocated is what the loaded modules take: a slot each, and the memory
-// their pools may grow to, as the host counts it in Info.
+// of their warm instances (an absent min_instances is the host's default
+// of one), as the host counts it in Info less the instances beyond those,
+// which come and go with the calls.
 func allocated(loaded map[string]*hostv1.Module) *v1alpha1.HostResources {
 	var mem int64
 	for _, m := range loaded {
-		mem += int64(m.GetLimits().GetMemoryPages()) * 64 << 10 * int64(m.GetLimits().GetMaxInstances())
+		warm := int64(1)
+		if m.GetLimits().MinInstances != nil {
+			warm = int64(m.GetLimits().GetMinInstances())
+		}
+		mem += int64(m.GetLimits().GetMemoryPages()) * 64 << 10 * warm
 	}
 	return &v1alpha1.HostResources{Modules: ptr(int32(len(loaded))), Memory: resource.NewQuantity(mem, resource.BinarySI)}
 }

@@ -115,12 +115,19 @@ func artifact(image string, s *v1alpha1.Source) Artifact {
 }
 
 // Request is what one replica of a module with these limits takes from a
-// host: a module slot, and memoryPages × maxInstances of memory when both
-// are set (otherwise the host's defaults decide, and placement counts none).
+// host, as the host admits it: a module slot, and the memory of its warm
+// instances, memoryPages × minInstances (absent: the host's default of
+// one), when memoryPages is set (otherwise the host's defaults decide, and
+// placement counts none). Instances beyond those take their memory while
+// they live, which the host reports in what it has allocated.
 func Request(l *v1alpha1.Limits) Resources {
 	r := Resources{Modules: 1}
-	if l != nil && l.MemoryPages != nil && l.MaxInstances != nil {
-		r.Memory = int64(*l.MemoryPages) * pageBytes * int64(*l.MaxInstances)
+	if l != nil && l.MemoryPages != nil {
+		warm := int64(1)
+		if l.MinInstances != nil {
+			warm = int64(*l.MinInstances)
+		}
+		r.Memory = int64(*l.MemoryPages) * pageBytes * warm
 	}
 	return r
 }

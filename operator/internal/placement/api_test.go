@@ -39,7 +39,7 @@ func TestModuleFrom(t *testing.T) {
 					{ABI: ptr.To[int32](2), Image: "r/m:abi2"},
 					{HostVersionRegexp: `^0\.1\.`},
 				},
-				Limits: &v1alpha1.Limits{MemoryPages: ptr.To[int32](16), MaxInstances: ptr.To[int32](4)},
+				Limits: &v1alpha1.Limits{MemoryPages: ptr.To[int32](16), MinInstances: ptr.To[int32](2), MaxInstances: ptr.To[int32](4)},
 			},
 			check: func(t *testing.T, m Module) {
 				assert.Equal(t, 3, m.Replicas)
@@ -49,7 +49,7 @@ func TestModuleFrom(t *testing.T) {
 				assert.Equal(t, int32(2), m.Mappings[0].ABI)
 				assert.Equal(t, Artifact{Image: "r/m:abi2"}, m.Mappings[0].Artifact)
 				assert.True(t, m.Mappings[1].HostVersionRegexp.MatchString("0.1.7"))
-				assert.Equal(t, Resources{Modules: 1, Memory: 16 * 64 << 10 * 4}, m.Request)
+				assert.Equal(t, Resources{Modules: 1, Memory: 16 * 64 << 10 * 2}, m.Request, "its warm instances")
 			},
 		},
 		{

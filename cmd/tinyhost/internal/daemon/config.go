@@ -58,6 +58,7 @@ type Config struct {
 	MaxMemoryBytes uint64        `koanf:"max-memory-bytes"`
 	CompileTimeout time.Duration `koanf:"compile-timeout"`
 	MaxCompiles    int           `koanf:"max-compiles"`
+	ReturnMemory   time.Duration `koanf:"return-memory-every"`
 	Snapshots      string        `koanf:"snapshots"`
 
 	// RewriteCacheBytes bounds the rewrites kept in CacheDir (host.Options).
@@ -193,6 +194,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Duration("shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long accepted calls may take to finish; the daemon exits at most 5s after it")
 	fs.Duration("compile-timeout", 0, "how long compiling one module may take (default 5m)")
 	fs.Int("max-compiles", 0, "how many modules may compile at once; more loads wait (default GOMAXPROCS)")
+	fs.Duration("return-memory-every", 0, "least time between two hand-backs to the system of the memory of instances that idled out, each a forced garbage collection (default 2s; negative: never)")
 	fs.String("snapshots", "off", "start instances from a snapshot of an initialised one: off, opt-in (modules whose initialisation is deterministic, or that export tinyhost_snapshot) or all")
 	fs.Int64("rewrite-cache-bytes", 256<<20, "bytes of rewritten modules kept in --cache-dir, so that a module loaded again while the host runs skips the rewrite (negative: none)")
 	fs.Int("max-loads", 0, "LoadModule calls that gather their bytes or fetch their source at once; more wait (default 4)")

@@ -264,6 +264,11 @@ func TestParseConfigCompiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 30*time.Second, c.CompileTimeout, "flag over file")
 
+	assert.Zero(t, c.ReturnMemory, "the host's default")
+	c, err = daemon.ParseConfig([]string{"--return-memory-every", "-1s"}, []string{"TINYHOST_RETURN_MEMORY_EVERY=5s"})
+	require.NoError(t, err)
+	assert.Equal(t, -time.Second, c.ReturnMemory, "flag over env; negative: never")
+
 	assert.Equal(t, "off", c.Snapshots, "the default")
 	c, err = daemon.ParseConfig([]string{"--snapshots", "opt-in"}, []string{"TINYHOST_SNAPSHOTS=all"})
 	require.NoError(t, err)

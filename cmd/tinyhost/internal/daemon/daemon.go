@@ -362,6 +362,7 @@ func hostOptions(cfg Config, log hclog.Logger, observer host.Observer, transport
 		// nil is the host's default (log, config); empty grants none.
 		DefaultCapabilities: cfg.Capabilities,
 		HopLimit:            cfg.HopLimit,
+		ReturnMemoryEvery:   cfg.ReturnMemory,
 		Capacity:            host.Capacity{MaxModules: cfg.MaxModules, MemoryBytes: cfg.MaxMemoryBytes},
 		Maxima: host.Maxima{
 			MemoryPages:    cfg.MaximumMemoryPages,

@@ -1,0 +1,180 @@
+package host
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tinyhost/tinyhost/host/api"
+)
+
+// admission is the host's account of its memory budget
+// (Capacity.MemoryBytes). A module holds the memory of its warm instances
+// (MinInstances × MemoryPages × 64 KiB) from its load to its unload; an
+// instance beyond those holds its own MemoryPages × 64 KiB from its
+// creation to its close. Their sum never passes the budget: a load, or an
+// instance, that would pass it is refused.
+type admission struct {
+	mu sync.Mutex
+	// warm is what the loaded modules, and the versions being built, hold
+	// for their warm instances (see Host.rewarm); written under h.mu.
+	warm uint64
+	// extra is what the instances beyond MinInstances hold.
+	extra uint64
+}
+
+// held returns what the modules and their instances hold now.
+func (a *admission) held() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.warm + a.extra
+}
+
+// bounded reports whether the host bounds memory at all.
+func (h *Host) bounded() bool {
+	b := h.opts.Capacity.MemoryBytes
+	return b != 0 && b != NoMemoryBound
+}
+
+// instanceBytes is what one instance of a module with these limits may
+// grow to: its linear memory and its tables (see tableBudget).
+func instanceBytes(l *api.Limits) uint64 {
+	return uint64(l.MemoryPages) * 65536
+}
+
+// reserved is what a module with these limits holds from its load: its
+// warm instances.
+func reserved(l *api.Limits) uint64 {
+	return instanceBytes(l) * uint64(minInstances(*l))
+}
+
+// warmOf is what m holds for its warm instances while it is loaded: a
+// version being built counts too, or two loads at once would each find
+// room for itself alone; an upgrade's counts once, by the larger of its
+// versions. The caller holds h.mu.
+func warmOf(m *module) uint64 {
+	var have uint64
+	if v := m.current.Load(); v != nil {
+		have = reserved(&v.limits)
+	}
+	return max(have, m.building)
+}
+
+// rewarm brings what m holds in the budget up to date, after its versions
+// changed or it left the host's modules. The caller holds h.mu.
+func (h *Host) rewarm(m *module) {
+	var w uint64
+	if (*h.modules.Load())[m.name] == m {
+		w = warmOf(m)
+	}
+	h.admit.mu.Lock()
+	h.admit.warm += w - m.held
+	h.admit.mu.Unlock()
+	m.held = w
+}
+
+// evictTries bounds how many idle instances one reservation closes to
+// make room, so that calls racing for the instances it frees cannot keep
+// it looping.
+const evictTries = 64
+
+// reserveInstance takes the memory of one instance beyond its module's
+// MinInstances from the budget. Without room, it closes the instances
+// idle longest beyond their modules' MinInstances until there is; when
+// none is left, it refuses with a noRoomError.
+func (h *Host) reserveInstance(v *version) error {
+	n := instanceBytes(&v.limits)
+	a := &h.admit
+	for range evictTries {
+		a.mu.Lock()
+		if !h.bounded() || a.warm+a.extra+n <= h.opts.Capacity.MemoryBytes {
+			a.extra += n
+			a.mu.Unlock()
+			return nil
+		}
+		a.mu.Unlock()
+		if !h.evictIdle() {
+			break
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return noRoomError(fmt.Sprintf("no room in the memory budget: another instance of module %q would take %d MiB; of the host's %d MiB (%s) the modules' warm instances hold %d MiB and their other instances, busy, %d MiB",
+		v.name, n>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote, a.warm>>20, a.extra>>20))
+}
+
+// noRoomError refuses an instance the memory budget has no room for. A
+// call hears it as api.ErrBusy (no free instance, try again later), the
+// host's operator as api.ErrCapacity.
+type noRoomError string
+
+func (e noRoomError) Error() string { return string(e) }
+
+func (e noRoomError) Is(target error) bool { return target == api.ErrBusy || target == api.ErrCapacity }
+
+// makeRoom closes the instances idle longest beyond their modules'
+// MinInstances while the budget lacks n bytes, so that a load's warm
+// instances do not find it spent by instances kept only to spare a call a
+// start. It is best effort: the load's own check (roomFor, roomForFirst)
+// decides. The caller holds no lock.
+func (h *Host) makeRoom(n uint64) {
+	for range evictTries {
+		if !h.bounded() || h.admit.held()+n <= h.opts.Capacity.MemoryBytes || !h.evictIdle() {
+			return
+		}
+	}
+}
+
+// evictIdle closes the instance idle longest, of all modules, that holds
+// a reservation, and reports whether there was one. An instance the race
+// with a call took away counts as closed: the caller tries again.
+func (h *Host) evictIdle() bool {
+	var (
+		oldest *version
+		since  int64
+	)
+	for _, m := range *h.modules.Load() {
+		v := m.current.Load()
+		if v == nil {
+			continue
+		}
+		if t, ok := v.pool.Oldest(); ok && (oldest == nil || t < since) {
+			oldest, since = v, t
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	if oldest.pool.Evict(since) {
+		oldest.log.Debug("idle instance closed for another module's", "idle_since", time.Duration(h.clock()-since))
+	}
+	return true
+}
+
+// roomForFirst checks that the budget has room for the instance a load
+// makes to describe its module, before it is made: the load takes the
+// memory of its warm instances only once the module is named (roomFor).
+func (h *Host) roomForFirst(l *api.Limits) error {
+	if !h.bounded() {
+		return nil
+	}
+	h.makeRoom(max(instanceBytes(l), reserved(l)))
+	if n, held := instanceBytes(l), h.admit.held(); held+n > h.opts.Capacity.MemoryBytes {
+		return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules and their instances hold %d MiB of the host's %d MiB (%s)",
+			api.ErrCapacity, n>>20, held>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
+	}
+	return nil
+}
+
+// releaseInstance gives back what reserveInstance took.
+func (h *Host) releaseInstance(v *version) {
+	h.admit.mu.Lock()
+	h.admit.extra -= instanceBytes(&v.limits)
+	h.admit.mu.Unlock()
+}
+
+// Reserve takes the memory of an instance beyond MinInstances.
+func (o *poolOwner) Reserve() error { return o.h.reserveInstance((*version)(o)) }
+
+// Release gives it back when that instance closes.
+func (o *poolOwner) Release() { o.h.releaseInstance((*version)(o)) }
