@@ -18,6 +18,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	hostapi "github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/guest"
 	"github.com/tinyhost/tinyhost/host/internal/memlimit"
 	"github.com/tinyhost/tinyhost/host/internal/pool"
 	"github.com/tinyhost/tinyhost/host/internal/stdio"
@@ -60,7 +61,7 @@ type instance struct {
 	armed watchdog.Call
 	// calling is the context of the call the guest is making (call), which
 	// the watchdog ends with the guest's own call.
-	calling atomic.Pointer[callContext]
+	calling atomic.Pointer[guest.CallContext]
 
 	// Per-call state.
 	byCaller  bool // the deadline is the caller's, sooner than CallTimeout
@@ -129,7 +130,7 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		return nil, errors.New("instantiate: exports missing after instrumentation")
 	}
 	in.interrupt = g
-	if in.resultFn = mod.ExportedFunction(abi.ExportResultBuffer); in.resultFn != nil && !resultBufferType(in.resultFn) {
+	if in.resultFn = mod.ExportedFunction(abi.ExportResultBuffer); in.resultFn != nil && !guest.ResultBufferType(in.resultFn) {
 		_ = mod.Close(h.ctx)
 		return nil, withKind(hostapi.KindABIViolation, fmt.Errorf("instantiate: %s must be (i32) -> i32", abi.ExportResultBuffer))
 	}

@@ -3,7 +3,6 @@ package host
 import (
 	"errors"
 
-	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/tinyhost/tinyhost/abi"
@@ -52,12 +51,4 @@ func (in *instance) resultBuffer(res []byte) bool {
 	}
 	copy(buf, res)
 	return true
-}
-
-// resultBufferType reports whether fn is (i32) -> i32, as
-// abi.ExportResultBuffer must be.
-func resultBufferType(fn api.Function) bool {
-	d := fn.Definition()
-	p, r := d.ParamTypes(), d.ResultTypes()
-	return len(p) == 1 && p[0] == api.ValueTypeI32 && len(r) == 1 && r[0] == api.ValueTypeI32
 }
