@@ -94,7 +94,7 @@ func (in *instance) hostKV(req []byte) (abi.Status, []byte) {
 	if store == nil {
 		return in.kvFailed(abi.StatusUnavailable, "kv: the host has no state store")
 	}
-	d := in.armed.Deadline()
+	d := in.Armed.Deadline()
 	if d <= watchdog.Idle {
 		return failed(abi.StatusTimeout, "kv: the caller's deadline passed")
 	}

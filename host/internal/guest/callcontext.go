@@ -68,3 +68,36 @@ func (c *CallContext) End(cause int64) {
 		close(c.done)
 	}
 }
+
+// CallContext returns the context of a call the guest makes within its
+// own call's deadline d (on the watchdog's clock). The watchdog ends it
+// (watched.Interrupt) when it stops the guest's call, until CallDone
+// forgets it once the call returns.
+func (in *Instance) CallContext(d int64) *CallContext {
+	values := in.cfg.Context
+	if caller := in.Armed.Context(); caller != nil {
+		values = caller
+	}
+	c := NewCallContext(values, in.cfg.Watchdog.Time(d))
+	in.calling.Store(c)
+	// Stopped between the caller's look at the deadline and the store,
+	// the watchdog may have looked for a context before there was one.
+	if cause := in.Armed.Deadline(); cause < watchdog.Idle {
+		c.End(cause)
+	}
+	return c
+}
+
+// CallDone forgets the context of the call the guest made (CallContext).
+func (in *Instance) CallDone() { in.calling.Store(nil) }
+
+// endCalling ends the context of the call the guest is making, if any,
+// as the watchdog stopped its own call; a new call that began meanwhile
+// (its deadline is on the clock again) is not that call's.
+func (in *Instance) endCalling() {
+	if c := in.calling.Load(); c != nil {
+		if cause := in.Armed.Deadline(); cause < watchdog.Idle {
+			c.End(cause)
+		}
+	}
+}
