@@ -246,7 +246,7 @@ func checkInterface(res *instrument.Result) error {
 		case "wasi_snapshot_preview1":
 			continue
 		case abi.ImportModule:
-			if slices.Contains(hostFunctionNames, im.Name) && im.Kind == instrument.KindFunc {
+			if slices.Contains(guest.HostFunctionNames, im.Name) && im.Kind == instrument.KindFunc {
 				continue
 			}
 		}

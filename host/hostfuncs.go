@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/tetratelabs/wazero/api"
 
 	"github.com/tinyhost/tinyhost/abi"
 	hostapi "github.com/tinyhost/tinyhost/host/api"
@@ -16,83 +15,8 @@ import (
 	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
-// hostFunctionNames are the functions of module abi.ImportModule.
-var hostFunctionNames = []string{
-	abi.ImportLog, abi.ImportEmit, abi.ImportSend, abi.ImportCall,
-	abi.ImportConfig, abi.ImportTimer, abi.ImportResult,
-	abi.ImportHTTP, abi.ImportSecret, abi.ImportKV,
-}
-
-// instantiateHostModule defines the host functions of ABI v1 once for the
-// runtime. Each finds its instance in the call's context. None panics: every
-// pointer and length from the guest is bounds-checked, and a region outside
-// memory is an ABI violation that stops the guest (see instance.violate).
-func (h *Host) instantiateHostModule(ctx context.Context) error {
-	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
-	call := []api.ValueType{i32, i32, i32, i32}
-	b := h.rt.NewHostModuleBuilder(abi.ImportModule)
-	b.NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(hostLog), []api.ValueType{i32, i32, i32}, nil).
-		WithParameterNames("level", "ptr", "len").
-		Export(abi.ImportLog)
-	for _, f := range []struct {
-		name string
-		fn   func(in *instance, req []byte) (abi.Status, []byte)
-	}{
-		{abi.ImportEmit, (*instance).hostEmit},
-		{abi.ImportSend, (*instance).hostSend},
-		{abi.ImportConfig, (*instance).hostConfig},
-		{abi.ImportTimer, (*instance).hostTimer},
-		{abi.ImportHTTP, (*instance).hostHTTP},
-		{abi.ImportSecret, (*instance).hostSecret},
-		{abi.ImportKV, (*instance).hostKV},
-	} {
-		b.NewFunctionBuilder().
-			WithGoModuleFunction(hostCall(f.name, f.fn), call, []api.ValueType{i64}).
-			WithParameterNames("req_ptr", "req_len", "out_ptr", "out_cap").
-			Export(f.name)
-	}
-	b.NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(callImport), call, []api.ValueType{i64}).
-		WithParameterNames("req_ptr", "req_len", "out_ptr", "out_cap").
-		Export(abi.ImportCall)
-	b.NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(guest.Result), call, []api.ValueType{i64}).
-		WithParameterNames("req_ptr", "req_len", "out_ptr", "out_cap").
-		Export(abi.ImportResult)
-	_, err := b.Instantiate(ctx)
-	return err
-}
-
-// hostCall adapts a host function with the common signature: it reads the
-// request, runs fn, and writes the result to out or keeps it pending.
-func hostCall(name string, fn func(in *instance, req []byte) (abi.Status, []byte)) api.GoModuleFunc {
-	return func(ctx context.Context, _ api.Module, stack []uint64) {
-		gi, req, out := guest.Args(ctx, name, stack)
-		if gi == nil {
-			return
-		}
-		st, res := fn(gi.Owner().(*instance), req)
-		stack[0] = gi.Reply(out, st, res)
-	}
-}
-
-// callImport is the call import (guest.CallImport).
-func callImport(ctx context.Context, _ api.Module, stack []uint64) {
-	guest.CallImport(ctx, stack, forwardCall)
-}
-
-func forwardCall(gi *guest.Instance, req []byte, sink *guest.ReplySink) (abi.Status, []byte) {
-	return gi.Owner().(*instance).forward(abi.ImportCall, req, sink)
-}
-
-var logLevels = [...]hclog.Level{
-	abi.LogTrace: hclog.Trace,
-	abi.LogDebug: hclog.Debug,
-	abi.LogInfo:  hclog.Info,
-	abi.LogWarn:  hclog.Warn,
-	abi.LogError: hclog.Error,
-}
+// The host functions themselves are guest.HostModule's; an instance
+// serves them (guest.Services) here.
 
 // guestLogLevel is the lowest level of guest log line the version's logger
 // records, for abi.EnvLogLevel.
@@ -100,36 +24,7 @@ func (v *version) guestLogLevel() abi.LogLevel {
 	if !v.caps.has(capLog) {
 		return abi.LogOff
 	}
-	l := v.log.GetLevel()
-	for level, hl := range logLevels {
-		if l <= hl {
-			return abi.LogLevel(level)
-		}
-	}
-	return abi.LogOff
-}
-
-func hostLog(ctx context.Context, _ api.Module, stack []uint64) {
-	gi := guest.From(ctx)
-	if gi == nil {
-		return
-	}
-	level, line, ok := gi.Log(stack)
-	if !ok {
-		return
-	}
-	in := gi.Owner().(*instance)
-	if !in.v.caps.has(capLog) {
-		return
-	}
-	if len(line) > abi.MaxLogSize {
-		line = line[:abi.MaxLogSize]
-	}
-	l := hclog.Info
-	if int(level) < len(logLevels) {
-		l = logLevels[level]
-	}
-	in.LogGuest(l, line, "")
+	return guest.LogLevel(v.log.GetLevel())
 }
 
 func denied(capability string) (abi.Status, []byte) {
@@ -154,7 +49,8 @@ func failed(st abi.Status, format string, args ...any) (abi.Status, []byte) {
 	return st, []byte(fmt.Sprintf(format, args...))
 }
 
-func (in *instance) hostConfig(_ []byte) (abi.Status, []byte) {
+// Config is abi.ImportConfig (guest.Services).
+func (in *instance) Config(_ []byte) (abi.Status, []byte) {
 	if !in.v.caps.has(capConfig) {
 		return denied(abi.CapConfig)
 	}
@@ -167,7 +63,8 @@ func (in *instance) hostConfig(_ []byte) (abi.Status, []byte) {
 	return abi.StatusOK, in.cfg.raw
 }
 
-func (in *instance) hostTimer(req []byte) (abi.Status, []byte) {
+// Timer is abi.ImportTimer (guest.Services).
+func (in *instance) Timer(req []byte) (abi.Status, []byte) {
 	if !in.v.caps.has(capTimer) {
 		return denied(abi.CapTimer)
 	}
@@ -203,7 +100,8 @@ func (in *instance) decodeOutgoing(what string, req []byte, view *abi.View) (abi
 	return abi.StatusOK, nil
 }
 
-func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
+// Emit is abi.ImportEmit (guest.Services).
+func (in *instance) Emit(req []byte) (abi.Status, []byte) {
 	if in.emitOver != nil {
 		// The call fails in any case: refuse at once, allocating nothing,
 		// however many more it tries.
@@ -283,8 +181,15 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 // rounded up; on the wire, its message in the reply.
 const emitOverhead = 256
 
-func (in *instance) hostSend(req []byte) (abi.Status, []byte) {
+// Send is abi.ImportSend (guest.Services).
+func (in *instance) Send(req []byte) (abi.Status, []byte) {
 	return in.forward(abi.ImportSend, req, nil)
+}
+
+// Call is abi.ImportCall (guest.Services): the reply of a module loaded
+// here goes to sink.
+func (in *instance) Call(req []byte, sink *guest.ReplySink) (abi.Status, []byte) {
+	return in.forward(abi.ImportCall, req, sink)
 }
 
 // forward routes a message the guest sends, or calls with the sink of its

@@ -36,8 +36,8 @@ func (v *version) httpClient() *outbound.Client {
 	})
 }
 
-// hostHTTP is abi.ImportHTTP.
-func (in *instance) hostHTTP(req []byte) (abi.Status, []byte) {
+// HTTP is abi.ImportHTTP (guest.Services).
+func (in *instance) HTTP(req []byte) (abi.Status, []byte) {
 	v := in.v
 	if !v.caps.has(capHTTP) {
 		return in.httpFailed(abi.StatusDenied, "capability "+abi.CapHTTP+" is not granted")

@@ -73,8 +73,8 @@ const (
 	defaultMaxKVListKeys  = 1000
 )
 
-// hostKV is abi.ImportKV.
-func (in *instance) hostKV(req []byte) (abi.Status, []byte) {
+// KV is abi.ImportKV (guest.Services).
+func (in *instance) KV(req []byte) (abi.Status, []byte) {
 	v := in.v
 	if !v.caps.has(capKV) {
 		return in.kvFailed(abi.StatusDenied, "capability "+abi.CapKV+" is not granted")

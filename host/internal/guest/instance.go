@@ -46,6 +46,7 @@ type Config struct {
 // Owner is what an instance reaches of its version and its host beyond
 // Config, through one interface call per host call or slow path.
 type Owner interface {
+	Services
 	// Name is the module's name, once known, for errors.
 	Name() string
 	// Logger is the version's log at the moment, for a recovered panic.
