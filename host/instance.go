@@ -141,7 +141,8 @@ func (in *instance) settings(cfg *moduleConfig) error {
 		msg := abi.Message{Module: v.desc.Name, Component: c.Name, Port: abi.PortSettings, Payload: cfg.settings(c.Name)}
 		n := abi.MessageHeaderSize(&msg) + len(msg.Payload)
 		start := v.h.clock()
-		st, body, kind, err := in.handle(context.Background(), &msg, n, start+v.timeout, false)
+		in.durables, in.collect = 0, false
+		st, body, kind, err := in.Handle(context.Background(), &msg, n, start+v.timeout)
 		if o := v.h.observer; o != nil {
 			k := kind
 			if err == nil && st != abi.StatusOK {
@@ -161,12 +162,4 @@ func (in *instance) settings(cfg *moduleConfig) error {
 		}
 	}
 	return nil
-}
-
-// handle runs one request (guest.Instance.Handle); collect says whether
-// to keep messages emitted on unwired ports.
-func (in *instance) handle(ctx context.Context, m *abi.Message, n int, deadline int64, collect bool) (abi.Status, []byte, hostapi.Kind, error) {
-	in.durables = 0
-	in.collect = collect
-	return in.Handle(ctx, m, n, deadline)
 }

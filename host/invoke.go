@@ -188,7 +188,8 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 	if cs != nil {
 		in.trace = cs.trace
 	}
-	st, body, kind, err := in.handle(ctx, &msg, n, deadline, collect)
+	in.durables, in.collect = 0, collect
+	st, body, kind, err := in.Handle(ctx, &msg, n, deadline)
 	if err != nil {
 		in.resetCall()
 		v.pool.Put(in)
