@@ -155,8 +155,13 @@ func callImport(ctx context.Context, _ api.Module, stack []uint64) {
 	if in == nil {
 		return
 	}
-	sink := ReplySink{in: in, out: out}
-	st, res := in.owner.Call(req, &sink)
+	// The instance's own sink: one on the stack would escape through
+	// the interface call, an allocation per call. An instance makes one
+	// host call at a time, and none from within another (nesting).
+	sink := &in.sink
+	*sink = ReplySink{in: in, out: out}
+	st, res := in.owner.Call(req, sink)
+	sink.out = nil // a view of the memory, which may move when it grows
 	switch {
 	case sink.n > len(out):
 		// In in.pending; the caller's tinyhost_result_buffer may run

@@ -119,6 +119,7 @@ type Instance struct {
 	// instance a version snapshots, which a host call spoils.
 	Spoil func(reason string)
 
+	sink      ReplySink // of the call import's call (callImport)
 	pending   []byte
 	pendStat  abi.Status
 	hasPend   bool
