@@ -34,7 +34,7 @@ type Services interface {
 }
 
 // HostModule defines the host functions of ABI v1 once for rt. Each finds
-// its instance in the call's context (From). None panics: every pointer
+// its instance in the call's context (from). None panics: every pointer
 // and length from the guest is bounds-checked, and a region outside memory
 // is an ABI violation that stops the guest (see Instance.Violate).
 func HostModule(ctx context.Context, rt wazero.Runtime) error {
@@ -92,7 +92,7 @@ func hostCall(name string, fn func(s Services, req []byte) (abi.Status, []byte))
 // during the host call only. On a nil instance the host call's result is
 // in stack[0] already.
 func hostArgs(ctx context.Context, name string, stack []uint64) (in *Instance, req, out []byte) {
-	in = From(ctx)
+	in = from(ctx)
 	if in == nil {
 		stack[0] = abi.PackResult(abi.StatusUnavailable, 0)
 		return nil, nil, nil
@@ -197,7 +197,7 @@ const maxKeptPending = 1 << 20
 
 // hostResult is the result import: it hands out the pending result.
 func hostResult(ctx context.Context, _ api.Module, stack []uint64) {
-	in := From(ctx)
+	in := from(ctx)
 	if in == nil {
 		stack[0] = abi.PackResult(abi.StatusUnavailable, 0)
 		return
@@ -254,7 +254,7 @@ func LogLevel(l hclog.Level) abi.LogLevel {
 // hostLog is the log import: a line the guest logs goes to its owner's
 // log, at most abi.MaxLogSize bytes of it, when the module may log.
 func hostLog(ctx context.Context, _ api.Module, stack []uint64) {
-	in := From(ctx)
+	in := from(ctx)
 	if in == nil {
 		return
 	}

@@ -65,8 +65,8 @@ type Owner interface {
 // instance without a context.WithValue per call.
 type contextKey struct{}
 
-// From is the instance whose host call ctx is the context of, or nil.
-func From(ctx context.Context) *Instance {
+// from is the instance whose host call ctx is the context of, or nil.
+func from(ctx context.Context) *Instance {
 	in, _ := ctx.Value(contextKey{}).(*Instance)
 	if in != nil && in.Spoil != nil {
 		in.Spoil("called a host function")
@@ -212,7 +212,7 @@ func (in *Instance) Bind(mod api.Module, start bool) (api.Function, hostapi.Kind
 		return nil, 0, errors.New("instantiate: exports missing after instrumentation")
 	}
 	in.interrupt = g
-	if in.resultFn = mod.ExportedFunction(abi.ExportResultBuffer); in.resultFn != nil && !ResultBufferType(in.resultFn) {
+	if in.resultFn = mod.ExportedFunction(abi.ExportResultBuffer); in.resultFn != nil && !resultBufferType(in.resultFn) {
 		_ = mod.Close(in.cfg.Context)
 		return nil, hostapi.KindABIViolation, fmt.Errorf("instantiate: %s must be (i32) -> i32", abi.ExportResultBuffer)
 	}
