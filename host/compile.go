@@ -15,18 +15,19 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/guest"
 	"github.com/tinyhost/tinyhost/host/internal/instrument"
 )
 
 // interruptGlobal is the name of the global that instrument adds to every
 // module; setting it to 1 makes the guest trap within pollInterval
 // function calls and loop iterations.
-const interruptGlobal = "tinyhost_interrupt"
+const interruptGlobal = guest.InterruptGlobal
 
 // startExport is the name under which instrument exports a module's start
 // function (instrument.WithStart), for newInstance to call under the
 // watchdog instead of wazero inside instantiation.
-const startExport = "tinyhost_start"
+const startExport = guest.StartExport
 
 // pollInterval is how many function calls and loop iterations a guest runs
 // between exits from compiled code to Go (instrument.WithPoll). Compiled
@@ -154,8 +155,8 @@ func cutOff(cctx context.Context) error {
 // of pages, and wazero's compile. A panic in either is an error for this
 // module.
 func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32, key *sharedKey) (c *compiled, err error) {
-	defer recovered(h.log, "compile", &err)
-	if hook := panicHook.Load(); hook != nil {
+	defer guest.Recovered(h.log, "compile", &err)
+	if hook := guest.PanicHook.Load(); hook != nil {
 		(*hook)("compile")
 	}
 	var rkey *rewriteKey
@@ -312,7 +313,7 @@ func checkInterface(res *instrument.Result) error {
 		case "wasi_snapshot_preview1":
 			continue
 		case abi.ImportModule:
-			if slices.Contains(hostFunctionNames, im.Name) && im.Kind == instrument.KindFunc {
+			if slices.Contains(guest.HostFunctionNames, im.Name) && im.Kind == instrument.KindFunc {
 				continue
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/guest"
 	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
@@ -120,6 +121,6 @@ func (h *Host) admitCompile(ctx context.Context, cost, functions uint64, size in
 // liveMemory is the linear memory of every live instance, summed.
 func (h *Host) liveMemory() uint64 {
 	var n uint64
-	h.dog.Each(func(t watchdog.Target) { n += (*instance)(t.(*watched)).memory.Size() })
+	h.dog.Each(func(t watchdog.Target) { n += guest.Of(t).MemorySize() })
 	return n
 }

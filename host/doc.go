@@ -124,7 +124,12 @@
 // call needs in host functions (messages emitted, metadata, deadline, a
 // pending result) lives on the instance, and host functions find the
 // instance through the context the instance was created with, so a call
-// creates no context either.
+// creates no context either. The instance and the host functions are
+// package host/internal/guest's (guest.Instance, guest.HostModule); what
+// they need of the version and the host (its log, the routing of an emit,
+// a send or a call, KV, HTTP, secrets, timers) they reach through
+// guest.Owner, which the version's instance implements: an interface call
+// per host call, none per Invoke.
 //
 // # Timeouts: the watchdog
 //
@@ -295,17 +300,18 @@
 // the wire; its error is an *api.CallError at both ends, and a
 // google.rpc.Status on the wire.
 //
-//  1. hostfuncs.go, forward: the guest's call import hands a pointer and a
+//  1. internal/guest, the call import (HostModule), then hostfuncs.go,
+//     instance.forward: the guest's call import hands a pointer and a
 //     length into its memory; the host checks them, decodes the message in
 //     place (abi.View), refuses a target a's messaging grants do not name,
 //     and copies its names and metadata into an abi.Message whose payload
 //     is still the view (a send's payload is copied: it outlives the host
-//     call), adds the trace context and
-//     the hop count (invoke.go, forwardMetadata), and
-//     makes its context (callcontext.go, callContext): the guest's own call's
-//     deadline, ended by the watchdog when it stops that call (its
-//     deadline, its caller's context, an unload, the host's close), so
-//     that it needs no timer of its own.
+//     call), adds the trace context and the hop count (invoke.go,
+//     forwardMetadata), and makes its context (internal/guest,
+//     Instance.CallContext): the guest's own call's deadline, ended by the
+//     watchdog when it stops that call (its deadline, its caller's
+//     context, an unload, the host's close), so that it needs no timer of
+//     its own.
 //  2. router.go, Host.route: a system port is refused; a module loaded
 //     here goes to Host.deliver and invoke.go, as below on B; b is not, so
 //     its route gives the replicas, starting at the next one, and the
@@ -325,7 +331,7 @@
 //  5. router.go, Host.deliver, then invoke.go, Host.invoke and
 //     version.invoke: the component and port are checked against b's
 //     descriptor, the hops and metadata against the limits, an instance is
-//     taken from the pool, and instance.go, instance.handle, writes the
+//     taken from the pool, and internal/guest, Instance.Handle, writes the
 //     message (abi.AppendMessage) straight into the guest's request buffer
 //     and runs the handler under the watchdog (watchdog.go, internal/watchdog), which
 //     interrupts it at the deadline or as soon as the request's context is
@@ -339,7 +345,7 @@
 //     copied once into A's guest memory: its result buffer, or the region
 //     its tinyhost_result_buffer hands out. Had b been loaded on A, a
 //     reply that fits the result buffer would go there straight from b's
-//     guest memory (replySink), before b's instance went back to its pool;
+//     guest memory (guest.ReplySink), before b's instance went back to its pool;
 //     a longer one through A's pending buffer, since the export is A's
 //     code, which runs only once b's instance is back.
 //

@@ -202,7 +202,7 @@ func (in *instance) sendDurable(msg *api.Request) (abi.Status, []byte) {
 		id = hex.EncodeToString(b[:])
 	}
 	msg.Metadata = append(meta, abi.KV{Key: abi.MetaMessageID, Value: id})
-	dl := in.armed.Deadline()
+	dl := in.Armed.Deadline()
 	if dl <= watchdog.Idle {
 		return failed(abi.StatusTimeout, "send: the caller's deadline passed")
 	}
@@ -226,7 +226,7 @@ func (in *instance) sendDurable(msg *api.Request) (abi.Status, []byte) {
 func (in *instance) emitDurable(from abi.Address, msg *api.Request) (abi.Status, []byte) {
 	in.durables++
 	if _, own := msg.Get(abi.MetaMessageID); !own {
-		for _, kv := range in.meta {
+		for _, kv := range in.Meta {
 			if kv.Key == abi.MetaMessageID {
 				to := abi.Address{Module: msg.Module, Component: msg.Component, Port: msg.Port}
 				sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d", kv.Value, from, to, in.durables))

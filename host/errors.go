@@ -5,6 +5,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/guest"
 )
 
 // ErrOverMaximum is matched by the error of a load whose limits ask for
@@ -40,7 +41,7 @@ func kindOf(err error) api.Kind {
 		return ke.kind
 	case errors.As(err, &ce):
 		return ce.Kind
-	case errors.As(err, new(*panicError)):
+	case errors.As(err, new(*guest.PanicError)):
 		return api.KindABIViolation
 	}
 	return 0

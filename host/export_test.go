@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/tinyhost/tinyhost/host/internal/guest"
 	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
@@ -38,10 +39,10 @@ func CompilesRunning(h *Host) int { return len(h.compiles) }
 // nil removes it.
 func SetPanicHook(hook func(op string)) {
 	if hook == nil {
-		panicHook.Store(nil)
+		guest.PanicHook.Store(nil)
 		return
 	}
-	panicHook.Store(&hook)
+	guest.PanicHook.Store(&hook)
 }
 
 // WatchdogWakes is how many times the watchdog of h has woken up.

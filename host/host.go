@@ -17,6 +17,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/guest"
 	"github.com/tinyhost/tinyhost/host/internal/outbound"
 	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
@@ -135,7 +136,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		h.abort(ctx)
 		return nil, fmt.Errorf("host: WASI: %w", err)
 	}
-	if err := h.instantiateHostModule(ctx); err != nil {
+	if err := guest.HostModule(ctx, h.rt); err != nil {
 		h.abort(ctx)
 		return nil, fmt.Errorf("host: %s host functions: %w", abi.ImportModule, err)
 	}

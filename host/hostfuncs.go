@@ -8,227 +8,15 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/tetratelabs/wazero/api"
 
 	"github.com/tinyhost/tinyhost/abi"
 	hostapi "github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/guest"
 	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
-// hostFunctionNames are the functions of module abi.ImportModule.
-var hostFunctionNames = []string{
-	abi.ImportLog, abi.ImportEmit, abi.ImportSend, abi.ImportCall,
-	abi.ImportConfig, abi.ImportTimer, abi.ImportResult,
-	abi.ImportHTTP, abi.ImportSecret, abi.ImportKV,
-}
-
-// instantiateHostModule defines the host functions of ABI v1 once for the
-// runtime. Each finds its instance in the call's context. None panics: every
-// pointer and length from the guest is bounds-checked, and a region outside
-// memory is an ABI violation that stops the guest (see instance.violate).
-func (h *Host) instantiateHostModule(ctx context.Context) error {
-	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
-	call := []api.ValueType{i32, i32, i32, i32}
-	b := h.rt.NewHostModuleBuilder(abi.ImportModule)
-	b.NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(hostLog), []api.ValueType{i32, i32, i32}, nil).
-		WithParameterNames("level", "ptr", "len").
-		Export(abi.ImportLog)
-	for _, f := range []struct {
-		name string
-		fn   func(in *instance, req []byte) (abi.Status, []byte)
-	}{
-		{abi.ImportEmit, (*instance).hostEmit},
-		{abi.ImportSend, (*instance).hostSend},
-		{abi.ImportConfig, (*instance).hostConfig},
-		{abi.ImportTimer, (*instance).hostTimer},
-		{abi.ImportHTTP, (*instance).hostHTTP},
-		{abi.ImportSecret, (*instance).hostSecret},
-		{abi.ImportKV, (*instance).hostKV},
-	} {
-		b.NewFunctionBuilder().
-			WithGoModuleFunction(hostCall(f.name, f.fn), call, []api.ValueType{i64}).
-			WithParameterNames("req_ptr", "req_len", "out_ptr", "out_cap").
-			Export(f.name)
-	}
-	b.NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(callImport), call, []api.ValueType{i64}).
-		WithParameterNames("req_ptr", "req_len", "out_ptr", "out_cap").
-		Export(abi.ImportCall)
-	b.NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(hostResult), call, []api.ValueType{i64}).
-		WithParameterNames("req_ptr", "req_len", "out_ptr", "out_cap").
-		Export(abi.ImportResult)
-	_, err := b.Instantiate(ctx)
-	return err
-}
-
-func instanceOf(ctx context.Context) *instance {
-	in, _ := ctx.Value(instanceKey{}).(*instance)
-	if in != nil && in.capture != nil {
-		in.capture.spoil("called a host function")
-	}
-	return in
-}
-
-// hostCall adapts a host function with the common signature: it reads the
-// request, runs fn, and writes the result to out or keeps it pending.
-func hostCall(name string, fn func(in *instance, req []byte) (abi.Status, []byte)) api.GoModuleFunc {
-	return func(ctx context.Context, _ api.Module, stack []uint64) {
-		in, req, out := hostArgs(ctx, name, stack)
-		if in == nil {
-			return
-		}
-		st, res := fn(in, req)
-		stack[0] = in.reply(out, st, res)
-	}
-}
-
-// callImport is the call import: hostCall's, but the reply of a callee
-// loaded here goes into out straight from the callee's memory (replySink).
-func callImport(ctx context.Context, _ api.Module, stack []uint64) {
-	in, req, out := hostArgs(ctx, abi.ImportCall, stack)
-	if in == nil {
-		return
-	}
-	sink := replySink{in: in, out: out}
-	st, res := in.forward(abi.ImportCall, req, &sink)
-	switch {
-	case sink.n > len(out):
-		// In in.pending; the caller's tinyhost_result_buffer may run
-		// now that the callee's instance is back.
-		stack[0] = in.reply(out, abi.StatusOK, in.pending)
-		if !in.hasPend && cap(in.pending) > maxKeptPending {
-			in.pending = nil
-		}
-	case sink.taken:
-		stack[0] = abi.PackResult(abi.StatusOK, uint32(sink.n))
-	default:
-		stack[0] = in.reply(out, st, res)
-	}
-}
-
-// hostArgs returns the instance of a host call with the common signature,
-// its request and its result buffer, views of the guest's memory valid
-// during the host call only. On a nil instance the host call's result is
-// in stack[0] already.
-func hostArgs(ctx context.Context, name string, stack []uint64) (in *instance, req, out []byte) {
-	in = instanceOf(ctx)
-	if in == nil {
-		stack[0] = abi.PackResult(abi.StatusUnavailable, 0)
-		return nil, nil, nil
-	}
-	if in.nesting {
-		in.violate("%s: called from within %s", name, abi.ExportResultBuffer)
-		stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
-		return nil, nil, nil
-	}
-	in.hasPend = false
-	reqPtr, reqLen := uint32(stack[0]), uint32(stack[1])
-	outPtr, outCap := uint32(stack[2]), uint32(stack[3])
-	req, ok := in.mem.Read(reqPtr, reqLen)
-	if !ok {
-		in.violate("%s: request [%d, +%d) is outside memory (%d bytes)", name, reqPtr, reqLen, in.mem.Size())
-		stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
-		return nil, nil, nil
-	}
-	out, ok = in.mem.Read(outPtr, outCap)
-	if !ok {
-		in.violate("%s: result buffer [%d, +%d) is outside memory (%d bytes)", name, outPtr, outCap, in.mem.Size())
-		stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
-		return nil, nil, nil
-	}
-	return in, req, out
-}
-
-// A replySink takes the reply of a call a guest makes (callImport) to a
-// module loaded here while the callee's instance is still held. A reply
-// that fits the caller's result buffer is copied once, from the callee's
-// memory into the caller's. A longer one goes into the caller's pending
-// buffer, and from there where callImport puts it: the caller's
-// tinyhost_result_buffer is the caller's code, which must not run while
-// it holds an instance of the callee (it could spin to its deadline, and
-// the callee's other callers would wait for it). A reply from another
-// host is the transport's copy already: callImport writes it there as
-// any host call's result.
-type replySink struct {
-	in    *instance // the caller
-	out   []byte    // its result buffer, a view of its memory
-	taken bool
-	n     int // the reply's length, once taken
-}
-
-// take takes body, the callee's reply, a view of its memory. It runs no
-// guest code.
-func (s *replySink) take(body []byte) {
-	if len(body) <= len(s.out) {
-		copy(s.out, body)
-	} else {
-		s.in.pending = append(s.in.pending[:0], body...)
-	}
-	s.n, s.taken = len(body), true
-}
-
-// reply writes a host call's result into out when it fits, else into the
-// guest's result buffer (resultBuffer), and otherwise keeps it as the
-// pending result for ImportResult.
-func (in *instance) reply(out []byte, st abi.Status, res []byte) uint64 {
-	if len(res) <= len(out) {
-		copy(out, res)
-	} else if !in.resultBuffer(res) {
-		in.pending = append(in.pending[:0], res...)
-		in.pendStat = st
-		in.hasPend = true
-	}
-	return abi.PackResult(st, uint32(len(res)))
-}
-
-// maxKeptPending is the most pending-result buffer an instance keeps for
-// the next large result.
-const maxKeptPending = 1 << 20
-
-func hostResult(ctx context.Context, _ api.Module, stack []uint64) {
-	in := instanceOf(ctx)
-	if in == nil {
-		stack[0] = abi.PackResult(abi.StatusUnavailable, 0)
-		return
-	}
-	if in.nesting {
-		in.violate("%s: called from within %s", abi.ImportResult, abi.ExportResultBuffer)
-		stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
-		return
-	}
-	outPtr, outCap := uint32(stack[2]), uint32(stack[3])
-	out, ok := in.mem.Read(outPtr, outCap)
-	if !ok {
-		in.violate("%s: result buffer [%d, +%d) is outside memory (%d bytes)", abi.ImportResult, outPtr, outCap, in.mem.Size())
-		stack[0] = abi.PackResult(abi.StatusBadRequest, 0)
-		return
-	}
-	if !in.hasPend {
-		const reason = "no pending result"
-		stack[0] = in.reply(out, abi.StatusBadRequest, []byte(reason))
-		in.hasPend = false
-		return
-	}
-	n := len(in.pending)
-	if n <= len(out) {
-		copy(out, in.pending)
-		in.hasPend = false
-		if cap(in.pending) > maxKeptPending {
-			in.pending = nil // an HTTP response of megabytes is not kept for ever
-		}
-	}
-	stack[0] = abi.PackResult(in.pendStat, uint32(n))
-}
-
-var logLevels = [...]hclog.Level{
-	abi.LogTrace: hclog.Trace,
-	abi.LogDebug: hclog.Debug,
-	abi.LogInfo:  hclog.Info,
-	abi.LogWarn:  hclog.Warn,
-	abi.LogError: hclog.Error,
-}
+// The host functions themselves are guest.HostModule's; an instance
+// serves them (guest.Services) here.
 
 // guestLogLevel is the lowest level of guest log line the version's logger
 // records, for abi.EnvLogLevel.
@@ -236,37 +24,7 @@ func (v *version) guestLogLevel() abi.LogLevel {
 	if !v.caps.has(capLog) {
 		return abi.LogOff
 	}
-	l := v.log.GetLevel()
-	for level, hl := range logLevels {
-		if l <= hl {
-			return abi.LogLevel(level)
-		}
-	}
-	return abi.LogOff
-}
-
-func hostLog(ctx context.Context, _ api.Module, stack []uint64) {
-	in := instanceOf(ctx)
-	if in == nil {
-		return
-	}
-	level, ptr, n := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
-	line, ok := in.mem.Read(ptr, n)
-	if !ok {
-		in.violate("%s: line [%d, +%d) is outside memory (%d bytes)", abi.ImportLog, ptr, n, in.mem.Size())
-		return
-	}
-	if !in.v.caps.has(capLog) {
-		return
-	}
-	if len(line) > abi.MaxLogSize {
-		line = line[:abi.MaxLogSize]
-	}
-	l := hclog.Info
-	if int(level) < len(logLevels) {
-		l = logLevels[level]
-	}
-	in.logGuest(l, line, "")
+	return guest.LogLevel(v.log.GetLevel())
 }
 
 func denied(capability string) (abi.Status, []byte) {
@@ -283,7 +41,7 @@ func (in *instance) deniedTarget(to abi.Address) (abi.Status, []byte) {
 		granted = "granted " + strings.Join(v.caps.named, ", ")
 	}
 	reason := fmt.Sprintf("module %q may not message %s/%s: %s", v.name, to.Module, to.Component, granted)
-	v.report(hclog.Warn, "message denied", "component", in.component, "reason", reason)
+	v.report(hclog.Warn, "message denied", "component", in.Component, "reason", reason)
 	return abi.StatusDenied, []byte(reason)
 }
 
@@ -291,7 +49,8 @@ func failed(st abi.Status, format string, args ...any) (abi.Status, []byte) {
 	return st, []byte(fmt.Sprintf(format, args...))
 }
 
-func (in *instance) hostConfig(_ []byte) (abi.Status, []byte) {
+// Config is abi.ImportConfig (guest.Services).
+func (in *instance) Config(_ []byte) (abi.Status, []byte) {
 	if !in.v.caps.has(capConfig) {
 		return denied(abi.CapConfig)
 	}
@@ -304,7 +63,8 @@ func (in *instance) hostConfig(_ []byte) (abi.Status, []byte) {
 	return abi.StatusOK, in.cfg.raw
 }
 
-func (in *instance) hostTimer(req []byte) (abi.Status, []byte) {
+// Timer is abi.ImportTimer (guest.Services).
+func (in *instance) Timer(req []byte) (abi.Status, []byte) {
 	if !in.v.caps.has(capTimer) {
 		return denied(abi.CapTimer)
 	}
@@ -340,7 +100,8 @@ func (in *instance) decodeOutgoing(what string, req []byte, view *abi.View) (abi
 	return abi.StatusOK, nil
 }
 
-func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
+// Emit is abi.ImportEmit (guest.Services).
+func (in *instance) Emit(req []byte) (abi.Status, []byte) {
 	if in.emitOver != nil {
 		// The call fails in any case: refuse at once, allocating nothing,
 		// however many more it tries.
@@ -360,7 +121,7 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 	}
 	from := abi.Address{Module: v.name, Component: c.Name, Port: string(view.Port)}
 	if targets := v.h.wired(from); len(targets) > 0 {
-		next := in.hops + 1
+		next := in.Hops + 1
 		if next > v.h.opts.HopLimit {
 			return failed(abi.StatusHopLimit, "emit %s: hop limit %d reached", from, v.h.opts.HopLimit)
 		}
@@ -420,15 +181,22 @@ func (in *instance) hostEmit(req []byte) (abi.Status, []byte) {
 // rounded up; on the wire, its message in the reply.
 const emitOverhead = 256
 
-func (in *instance) hostSend(req []byte) (abi.Status, []byte) {
+// Send is abi.ImportSend (guest.Services).
+func (in *instance) Send(req []byte) (abi.Status, []byte) {
 	return in.forward(abi.ImportSend, req, nil)
+}
+
+// Call is abi.ImportCall (guest.Services): the reply of a module loaded
+// here goes to sink.
+func (in *instance) Call(req []byte, sink *guest.ReplySink) (abi.Status, []byte) {
+	return in.forward(abi.ImportCall, req, sink)
 }
 
 // forward routes a message the guest sends, or calls with the sink of its
 // reply (Host.route). A call runs within what is left of the caller's
 // deadline, and ends when the caller's context does (callContext): a
 // caller that gives up stops the callee too, wherever it runs.
-func (in *instance) forward(what string, req []byte, sink *replySink) (abi.Status, []byte) {
+func (in *instance) forward(what string, req []byte, sink *guest.ReplySink) (abi.Status, []byte) {
 	v := in.v
 	wait := sink != nil
 	var view abi.View
@@ -461,7 +229,7 @@ func (in *instance) forward(what string, req []byte, sink *replySink) (abi.Statu
 	if to.Port == "" {
 		return failed(abi.StatusBadRequest, "%s: empty port", what)
 	}
-	next := in.hops + 1
+	next := in.Hops + 1
 	if next > v.h.opts.HopLimit {
 		return failed(abi.StatusHopLimit, "hop limit %d reached (a cycle?)", v.h.opts.HopLimit)
 	}
@@ -472,12 +240,12 @@ func (in *instance) forward(what string, req []byte, sink *replySink) (abi.Statu
 	if !wait {
 		return in.sendAway(&msg)
 	}
-	d := in.armed.Deadline()
+	d := in.Armed.Deadline()
 	if d <= watchdog.Idle {
 		return failed(abi.StatusTimeout, "the caller's deadline passed")
 	}
-	ctx := in.callContext(d)
-	defer in.calling.Store(nil)
+	ctx := in.CallContext(d)
+	defer in.CallDone()
 	reply, err := v.h.route(ctx, &msg, true, nil, sink)
 	if err != nil {
 		return failed(kindStatus(err), "%s", cause(err, to))
@@ -491,7 +259,7 @@ func (in *instance) forward(what string, req []byte, sink *replySink) (abi.Statu
 func (in *instance) forwardContext(d int64) (context.Context, context.CancelFunc) {
 	h := in.v.h
 	deadline := h.dog.Time(d)
-	caller := in.armed.Context()
+	caller := in.Armed.Context()
 	if caller == nil {
 		return context.WithDeadline(h.ctx, deadline)
 	}

@@ -36,8 +36,8 @@ func (v *version) httpClient() *outbound.Client {
 	})
 }
 
-// hostHTTP is abi.ImportHTTP.
-func (in *instance) hostHTTP(req []byte) (abi.Status, []byte) {
+// HTTP is abi.ImportHTTP (guest.Services).
+func (in *instance) HTTP(req []byte) (abi.Status, []byte) {
 	v := in.v
 	if !v.caps.has(capHTTP) {
 		return in.httpFailed(abi.StatusDenied, "capability "+abi.CapHTTP+" is not granted")
@@ -64,7 +64,7 @@ func (in *instance) hostHTTP(req []byte) (abi.Status, []byte) {
 	if err := v.caps.http.CheckURL(v.name, abi.CapHTTP, u); err != nil {
 		return in.httpFailed(abi.StatusDenied, "http: "+err.Error())
 	}
-	d := in.armed.Deadline()
+	d := in.Armed.Deadline()
 	if d <= watchdog.Idle {
 		return failed(abi.StatusTimeout, "http: the caller's deadline passed")
 	}
@@ -201,7 +201,7 @@ func (in *instance) httpFailed(st abi.Status, reason string) (abi.Status, []byte
 // logFailure logs a host call refused or failed, within the module's log
 // rate (version.report); reason may hold guest text.
 func (in *instance) logFailure(msg, reason string) {
-	in.v.report(hclog.Warn, msg, "component", in.component, "reason", reason)
+	in.v.report(hclog.Warn, msg, "component", in.Component, "reason", reason)
 }
 
 // redact returns a URL without its user information, query and fragment,

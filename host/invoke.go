@@ -9,6 +9,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/guest"
 )
 
 // Invoke delivers a request to a component port and returns the reply. The
@@ -39,7 +40,7 @@ func (h *Host) systemPort(req *api.Request) error {
 // invoke is Invoke; collect says whether to keep messages emitted on unwired
 // ports (only the outermost invocation does). With a sink, the reply goes
 // to it, not into the Response.
-func (h *Host) invoke(ctx context.Context, req *api.Request, collect bool, sink *replySink) (api.Response, error) {
+func (h *Host) invoke(ctx context.Context, req *api.Request, collect bool, sink *guest.ReplySink) (api.Response, error) {
 	var v *version
 	for {
 		m := (*h.modules.Load())[req.Module]
@@ -87,7 +88,7 @@ func callError(req *api.Request, kind api.Kind, err error) *api.CallError {
 
 // observe is invoke, timed on the coarse clock and told to the Observer,
 // in a span of the Tracer.
-func (v *version) observe(ctx context.Context, req *api.Request, collect bool, sink *replySink) (api.Response, error) {
+func (v *version) observe(ctx context.Context, req *api.Request, collect bool, sink *guest.ReplySink) (api.Response, error) {
 	var (
 		st callStats
 		sp Span
@@ -122,7 +123,7 @@ type callStats struct {
 // told when the call got its instance, and which. A reply goes to sink
 // when there is one, else into a copy of its own; either way it is out of
 // the instance's memory before the instance goes back to its pool.
-func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs *callStats, sink *replySink) (api.Response, error) {
+func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs *callStats, sink *guest.ReplySink) (api.Response, error) {
 	if err := v.comps.check(v.name, req.Component, req.Port); err != nil {
 		return api.Response{}, callError(req, api.KindNotFound, err)
 	}
@@ -131,7 +132,7 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 	msg := *req
 	msg.Module = v.desc.Name
 	if len(req.Metadata) > 0 {
-		if n := hops(req.Metadata); n > v.h.opts.HopLimit {
+		if n := guest.Hops(req.Metadata); n > v.h.opts.HopLimit {
 			return api.Response{}, callError(req, api.KindHopLimit, fmt.Errorf("forwarded %d times, limit %d", n, v.h.opts.HopLimit))
 		}
 		if err := checkMetadata(req.Metadata); err != nil {
@@ -166,10 +167,10 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 	}
 	in.used = true
 	deadline := now + v.timeout
-	in.byCaller = false
+	in.ByCaller = false
 	if d, ok := ctx.Deadline(); ok {
 		if cd := v.h.dog.At(d); cd < deadline {
-			deadline, in.byCaller = cd, true
+			deadline, in.ByCaller = cd, true
 		}
 	}
 	if done := ctx.Done(); done != nil {
@@ -187,7 +188,8 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 	if cs != nil {
 		in.trace = cs.trace
 	}
-	st, body, kind, err := in.handle(ctx, &msg, n, deadline, collect)
+	in.durables, in.collect = 0, collect
+	st, body, kind, err := in.Handle(ctx, &msg, n, deadline)
 	if err != nil {
 		in.resetCall()
 		v.pool.Put(in)
@@ -204,7 +206,7 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 	}
 	switch {
 	case st == abi.StatusOK && sink != nil:
-		sink.take(body)
+		sink.Take(body)
 		resp.Emitted = in.emitted
 	case st == abi.StatusOK:
 		payload := make([]byte, len(body)) // make+copy: not zeroed first
@@ -224,7 +226,7 @@ func (in *instance) resetCall() {
 	in.emitted = nil
 	in.emitBytes = 0
 	in.emitOver = nil
-	in.component = ""
+	in.Component = ""
 	in.trace = callTrace{}
 }
 
@@ -310,7 +312,7 @@ func inheritedDelivery(meta []abi.KV) map[abi.KV]int {
 func (in *instance) forwardMetadata(own []abi.KV, hops int) []abi.KV {
 	out := make([]abi.KV, 0, len(own)+2)
 	trace := false
-	inherited := inheritedDelivery(in.meta)
+	inherited := inheritedDelivery(in.Meta)
 	for _, kv := range own {
 		switch kv.Key {
 		case abi.MetaHops:
@@ -341,7 +343,7 @@ func (in *instance) forwardMetadata(own []abi.KV, hops int) []abi.KV {
 		}
 	}
 	if !trace {
-		for _, kv := range in.meta {
+		for _, kv := range in.Meta {
 			if kv.Key == abi.MetaTraceparent {
 				out = append(out, kv)
 				trace = true

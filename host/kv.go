@@ -73,8 +73,8 @@ const (
 	defaultMaxKVListKeys  = 1000
 )
 
-// hostKV is abi.ImportKV.
-func (in *instance) hostKV(req []byte) (abi.Status, []byte) {
+// KV is abi.ImportKV (guest.Services).
+func (in *instance) KV(req []byte) (abi.Status, []byte) {
 	v := in.v
 	if !v.caps.has(capKV) {
 		return in.kvFailed(abi.StatusDenied, "capability "+abi.CapKV+" is not granted")
@@ -94,7 +94,7 @@ func (in *instance) hostKV(req []byte) (abi.Status, []byte) {
 	if store == nil {
 		return in.kvFailed(abi.StatusUnavailable, "kv: the host has no state store")
 	}
-	d := in.armed.Deadline()
+	d := in.Armed.Deadline()
 	if d <= watchdog.Idle {
 		return failed(abi.StatusTimeout, "kv: the caller's deadline passed")
 	}

@@ -4,14 +4,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tinyhost/tinyhost/host/api"
-	"github.com/tinyhost/tinyhost/host/internal/pool"
 )
 
-// The pool of a version holds *instance, and sees the version as its Owner.
-
-func (in *instance) Slot() *pool.Slot   { return &in.slot }
-func (in *instance) MemorySize() uint64 { return in.memory.Size() }
-func (in *instance) Dead() bool         { return in.dead }
+// The pool of a version holds *instance (guest.Instance is its
+// pool.Instance), and sees the version as its Owner.
 
 // poolOwner is a version as its pool's Owner.
 type poolOwner version
@@ -32,7 +28,7 @@ func (o *poolOwner) CreateFailed(err error) {
 // did not say, it broke the ABI.
 func (o *poolOwner) Discarded(in *instance) {
 	if obs := o.h.observer; obs != nil {
-		kind := in.deadKind
+		kind := in.DeadKind()
 		if kind == 0 {
 			kind = api.KindABIViolation
 		}

@@ -50,20 +50,9 @@ type earlyLog struct {
 	done    bool // described, or given up: log at once
 }
 
-// outputSink is an instance as its stdout's and stderr's stdio.Sink.
-type outputSink instance
-
-// Enabled: the module has the log capability.
-func (s *outputSink) Enabled() bool { return s.v.caps.has(capLog) }
-
-// Line logs a line of stream like one of the log import.
-func (s *outputSink) Line(level hclog.Level, line []byte, stream string) {
-	(*instance)(s).logGuest(level, line, stream)
-}
-
-// logGuest logs a line the guest wrote (the log import, stdout, stderr)
+// LogGuest logs a line the guest wrote (the log import, stdout, stderr)
 // at level: the host's message msgGuestLog with the line as a value.
-func (in *instance) logGuest(level hclog.Level, line []byte, stream string) {
+func (in *instance) LogGuest(level hclog.Level, line []byte, stream string) {
 	if in.v.logger().GetLevel() > level {
 		return // before anything is allocated for it
 	}
@@ -71,10 +60,10 @@ func (in *instance) logGuest(level hclog.Level, line []byte, stream string) {
 	if stream != "" {
 		args = append(args, "stream", stream)
 	}
-	if in.component != "" { // "" in the start function and _initialize
-		args = append(args, "component", in.component)
+	if in.Component != "" { // "" in the start function and _initialize
+		args = append(args, "component", in.Component)
 	}
-	call := abi.Message{Metadata: in.meta}
+	call := abi.Message{Metadata: in.Meta}
 	if tp, _ := call.Get(abi.MetaTraceparent); api.TraceID(tp) != "" {
 		args = append(args, "trace_id", api.TraceID(tp))
 	}

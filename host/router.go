@@ -17,6 +17,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/guest"
 	"github.com/tinyhost/tinyhost/host/internal/stdio"
 )
 
@@ -346,7 +347,7 @@ func (h *Host) wired(from abi.Address) []abi.Address {
 // delivered. A guest's call has a sink: its payload is a view of the
 // caller's memory, and the reply of a module loaded here goes to the sink
 // rather than being returned.
-func (h *Host) route(ctx context.Context, msg *api.Request, wait bool, t *sendTicket, sink *replySink) ([]byte, error) {
+func (h *Host) route(ctx context.Context, msg *api.Request, wait bool, t *sendTicket, sink *guest.ReplySink) ([]byte, error) {
 	if abi.IsSystemPort(msg.Port) {
 		return nil, h.systemPort(msg)
 	}
@@ -405,7 +406,7 @@ func (h *Host) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byte,
 }
 
 // deliver is Deliver; t and sink are route's.
-func (h *Host) deliver(ctx context.Context, msg *api.Request, wait bool, t *sendTicket, sink *replySink) ([]byte, error) {
+func (h *Host) deliver(ctx context.Context, msg *api.Request, wait bool, t *sendTicket, sink *guest.ReplySink) ([]byte, error) {
 	if wait {
 		resp, err := h.invoke(ctx, msg, false, sink)
 		return resp.Payload, err

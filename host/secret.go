@@ -57,8 +57,8 @@ func (o *Options) secretFiles() secret.Files {
 	return secret.Files{Named: o.SecretFiles, Dir: o.SecretsDir}
 }
 
-// hostSecret is abi.ImportSecret.
-func (in *instance) hostSecret(req []byte) (abi.Status, []byte) {
+// Secret is abi.ImportSecret (guest.Services).
+func (in *instance) Secret(req []byte) (abi.Status, []byte) {
 	v := in.v
 	name := string(req)
 	if err := abi.ValidName(name); err != nil {

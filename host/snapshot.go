@@ -154,9 +154,9 @@ func (c *capture) config(h *Host, in *instance, cfg wazero.ModuleConfig) wazero.
 		WithRandSource(captureRand{c}).
 		WithWalltime(func() (int64, int32) { c.read("a clock"); return h.walltime() }, sys.ClockResolution(time.Microsecond)).
 		WithNanotime(func() int64 { c.read("a clock"); return h.nanotime() }, 1).
-		WithNanosleep(func(ns int64) { c.spoil("slept"); in.sleep(ns) }).
-		WithStdout(captureOutput{c, &in.stdout}).
-		WithStderr(captureOutput{c, &in.stderr})
+		WithNanosleep(func(ns int64) { c.spoil("slept"); in.Sleep(ns) }).
+		WithStdout(captureOutput{c, in.Stdout()}).
+		WithStderr(captureOutput{c, in.Stderr()})
 }
 
 type captureRand struct{ c *capture }
@@ -193,7 +193,7 @@ func (c *capture) take(in *instance, globals []uint32) {
 	if c.impure != "" {
 		return
 	}
-	mem, ok := in.mem.Read(0, in.mem.Size())
+	mem, ok := in.Memory().Read(0, in.Memory().Size())
 	if !ok {
 		c.impure = "its memory could not be read"
 		return
@@ -210,7 +210,7 @@ func (c *capture) take(in *instance, globals []uint32) {
 	// bytes costs the host those bytes.
 	img := &instrument.Image{Memory: mem, Globals: make(map[uint32]uint64, len(globals))}
 	for _, g := range globals {
-		eg := in.mod.ExportedGlobal(globalExportPrefix + strconv.FormatUint(uint64(g), 10))
+		eg := in.Module().ExportedGlobal(globalExportPrefix + strconv.FormatUint(uint64(g), 10))
 		if eg == nil {
 			c.impure = "a global could not be read"
 			return
@@ -231,7 +231,7 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 		return // a copy of described code, started with none (describeFirst)
 	}
 	c := first.capture
-	first.capture = nil
+	first.capture, first.Spoil = nil, nil
 	if c == nil {
 		return
 	}
@@ -282,7 +282,7 @@ func (v *version) startCode(in *instance, level abi.LogLevel) (wazero.CompiledMo
 		}
 	}
 	if s := v.snap; s != nil && s.key.level == level {
-		in.memory.Populate(s.written)
+		in.Allocator().Populate(s.written)
 		return s.code, true
 	}
 	return v.compiled, false

@@ -3,6 +3,7 @@ package host
 import (
 	"time"
 
+	"github.com/tinyhost/tinyhost/host/internal/guest"
 	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
@@ -14,30 +15,12 @@ var reapInterval = time.Second
 // clock returns the host's coarse monotonic clock (see package watchdog).
 func (h *Host) clock() int64 { return h.dog.Clock() }
 
-// watched is an instance as the watchdog's Target.
-type watched instance
-
-// Interrupt sets the instance's interrupt global, so that the guest traps
-// at its next function call or loop iteration, ends the call it is making
-// out of a host function, and wakes it from a sleep.
-func (w *watched) Interrupt() {
-	w.interrupt.Set(1)
-	(*instance)(w).endCalling()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-// Gone: the instance's module was unloaded.
-func (w *watched) Gone() bool { return w.v.gone.Load() }
-
 // memoryOf sums the linear memory of a version's live instances.
 func (h *Host) memoryOf(v *version) uint64 {
 	var n uint64
 	h.dog.Each(func(t watchdog.Target) {
-		if in := (*instance)(t.(*watched)); in.v == v {
-			n += in.memory.Size()
+		if in := guest.Of(t); in.Owner().(*instance).v == v {
+			n += in.MemorySize()
 		}
 	})
 	return n

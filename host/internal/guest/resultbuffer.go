@@ -1,4 +1,4 @@
-package host
+package guest
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ import (
 // a host call from within the export (which could nest without end) fails
 // the guest's call and unwinds it at once, with a panic that wazero turns
 // into the call's error: the host call does not return to the guest.
-func (in *instance) resultBuffer(res []byte) bool {
+func (in *Instance) resultBuffer(res []byte) bool {
 	if in.resultFn == nil || in.violation != nil || in.nesting {
 		return false // never nested: the export runs once per host call
 	}
@@ -32,8 +32,8 @@ func (in *instance) resultBuffer(res []byte) bool {
 	}
 	if err != nil {
 		var exit *sys.ExitError
-		if !errors.As(err, &exit) && in.armed.Deadline() > watchdog.Idle {
-			in.violate("%s: %v", abi.ExportResultBuffer, err)
+		if !errors.As(err, &exit) && in.Armed.Deadline() > watchdog.Idle {
+			in.Violate("%s: %v", abi.ExportResultBuffer, err)
 		}
 		// The guest's call fails in any case; unwind it now, running none
 		// of its code (which could act on a result never written): one
@@ -47,7 +47,7 @@ func (in *instance) resultBuffer(res []byte) bool {
 	}
 	buf, ok := in.mem.Read(uint32(ptr), uint32(len(res)))
 	if !ok || ptr > uint64(^uint32(0)) {
-		in.violate("%s: region [%d, +%d) is outside memory (%d bytes)", abi.ExportResultBuffer, ptr, len(res), in.mem.Size())
+		in.Violate("%s: region [%d, +%d) is outside memory (%d bytes)", abi.ExportResultBuffer, ptr, len(res), in.mem.Size())
 		panic(in.violation)
 	}
 	copy(buf, res)
