@@ -222,7 +222,7 @@ func (h *Host) newVersion(ctx context.Context, sum [32]byte, wasm []byte, source
 		v.src, v.globals, v.tableWrites, v.manyGlobals, v.optIn = wasm, c.globals, c.tableWrites, c.manyGlobals, c.optIn
 	}
 	v.secrets.Store(&spec.secrets)
-	v.pool = pool.New((*poolOwner)(v), pool.Limits{
+	v.pool = pool.New((*poolOwner)(v), pool.Config{
 		MinInstances: minInstances(v.limits),
 		MaxInstances: v.limits.MaxInstances,
 		QueueTimeout: v.limits.QueueTimeout,

@@ -59,8 +59,8 @@ type Owner[I Instance] interface {
 	Release()
 }
 
-// Limits bound a pool.
-type Limits struct {
+// Config bounds a pool: its share of a module's limits.
+type Config struct {
 	MinInstances int           // kept warm, even when idle
 	MaxInstances int           // alive or being created
 	QueueTimeout time.Duration // how long Get waits for an instance
@@ -84,7 +84,7 @@ type Stats struct {
 // find none wait in FIFO order for one to be released or created.
 type Pool[I Instance] struct {
 	owner  Owner[I]
-	limits Limits
+	limits Config
 	group  *sync.WaitGroup // counts the goroutines creating instances
 
 	mu      sync.Mutex
@@ -111,7 +111,7 @@ type handoff[I Instance] struct {
 
 // New returns an empty pool. group, whose count the caller keeps positive
 // while the pool is open, also counts the goroutines creating instances.
-func New[I Instance](owner Owner[I], limits Limits, group *sync.WaitGroup) *Pool[I] {
+func New[I Instance](owner Owner[I], limits Config, group *sync.WaitGroup) *Pool[I] {
 	p := &Pool[I]{owner: owner, limits: limits, group: group, idle: make([]I, 0, limits.MaxInstances)}
 	p.free.New = func() any { return &waiter[I]{ch: make(chan handoff[I], 1)} }
 	return p

@@ -116,7 +116,7 @@ func (o *owner) holding() int {
 func TestPool(t *testing.T) {
 	o := &owner{room: -1}
 	var group sync.WaitGroup
-	p := pool.New[*fake](o, pool.Limits{
+	p := pool.New[*fake](o, pool.Config{
 		MinInstances: 1,
 		MaxInstances: 2,
 		QueueTimeout: time.Hour, // no call here waits for a busy pool
@@ -173,7 +173,7 @@ func TestPool(t *testing.T) {
 func TestPoolReplace(t *testing.T) {
 	o := &owner{room: -1}
 	var group sync.WaitGroup
-	p := pool.New[*fake](o, pool.Limits{MinInstances: 1, MaxInstances: 1, QueueTimeout: time.Hour, RecyclePages: 2}, &group)
+	p := pool.New[*fake](o, pool.Config{MinInstances: 1, MaxInstances: 1, QueueTimeout: time.Hour, RecyclePages: 2}, &group)
 	a := &fake{name: "a", mem: page}
 	require.NoError(t, p.Add(a))
 
@@ -213,7 +213,7 @@ func TestPoolReplace(t *testing.T) {
 func TestPoolBaseline(t *testing.T) {
 	o := &owner{room: -1}
 	var group sync.WaitGroup
-	p := pool.New[*fake](o, pool.Limits{MaxInstances: 1, QueueTimeout: time.Hour, RecyclePages: 1}, &group)
+	p := pool.New[*fake](o, pool.Config{MaxInstances: 1, QueueTimeout: time.Hour, RecyclePages: 1}, &group)
 	a := &fake{name: "a", mem: 2 * page}
 	require.NoError(t, p.Add(a))
 	in, err := p.Get(t.Context())
@@ -235,7 +235,7 @@ func TestPoolBaseline(t *testing.T) {
 func TestPoolErrors(t *testing.T) {
 	o := &owner{room: -1}
 	var group sync.WaitGroup
-	p := pool.New[*fake](o, pool.Limits{MaxInstances: 1, QueueTimeout: time.Millisecond}, &group)
+	p := pool.New[*fake](o, pool.Config{MaxInstances: 1, QueueTimeout: time.Millisecond}, &group)
 	a := &fake{name: "a", mem: page}
 	require.NoError(t, p.Add(a))
 	_, err := p.Get(t.Context())
@@ -266,7 +266,7 @@ func TestPoolErrors(t *testing.T) {
 func TestPoolReserve(t *testing.T) {
 	o := &owner{room: 1}
 	var group sync.WaitGroup
-	p := pool.New[*fake](o, pool.Limits{MinInstances: 1, MaxInstances: 3, QueueTimeout: time.Hour, IdleTimeout: 1000}, &group)
+	p := pool.New[*fake](o, pool.Config{MinInstances: 1, MaxInstances: 3, QueueTimeout: time.Hour, IdleTimeout: 1000}, &group)
 	a := &fake{name: "a", mem: page}
 	require.NoError(t, p.Add(a), "the MinInstances one needs no reservation")
 	assert.Zero(t, o.holding())
@@ -303,7 +303,7 @@ func TestPoolReserve(t *testing.T) {
 	// At MinInstances 0, a pool with nothing alive and no room fails the
 	// call at once.
 	o = &owner{room: 0}
-	p = pool.New[*fake](o, pool.Limits{MaxInstances: 2, QueueTimeout: time.Hour}, &group)
+	p = pool.New[*fake](o, pool.Config{MaxInstances: 2, QueueTimeout: time.Hour}, &group)
 	_, err = p.Get(t.Context())
 	require.ErrorIs(t, err, errNoRoom)
 	assert.EqualError(t, err, "create instance: no room")
@@ -327,7 +327,7 @@ func TestPoolReserve(t *testing.T) {
 func TestPoolEvict(t *testing.T) {
 	o := &owner{room: -1}
 	var group sync.WaitGroup
-	p := pool.New[*fake](o, pool.Limits{MinInstances: 1, MaxInstances: 3, QueueTimeout: time.Hour, IdleTimeout: time.Hour}, &group)
+	p := pool.New[*fake](o, pool.Config{MinInstances: 1, MaxInstances: 3, QueueTimeout: time.Hour, IdleTimeout: time.Hour}, &group)
 	a := &fake{name: "a", mem: page}
 	require.NoError(t, p.Add(a))
 	_, err := p.Get(t.Context())
