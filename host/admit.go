@@ -12,8 +12,11 @@ import (
 // (Capacity.MemoryBytes). A module holds the memory of its warm instances
 // (MinInstances × MemoryPages × 64 KiB) from its load to its unload; an
 // instance beyond those holds its own MemoryPages × 64 KiB from its
-// creation to its close. Their sum never passes the budget: a load, or an
-// instance, that would pass it is refused.
+// creation to its close. A load, or an instance, that would pass the
+// budget is refused. Two instances are alive without a share of their
+// own: the one a load makes to describe its module (checked against the
+// budget, not held, until the load is admitted) and an idle instance of
+// a version an upgrade or unload retired, until its last call returns.
 type admission struct {
 	mu sync.Mutex
 	// warm is what the loaded modules, and the versions being built, hold
@@ -37,7 +40,8 @@ func (h *Host) bounded() bool {
 }
 
 // instanceBytes is what one instance of a module with these limits may
-// grow to: its linear memory and its tables (see tableBudget).
+// grow to: its linear memory (its tables have their own bound,
+// tableBudget).
 func instanceBytes(l *api.Limits) uint64 {
 	return uint64(l.MemoryPages) * 65536
 }
@@ -99,7 +103,7 @@ func (h *Host) reserveInstance(v *version) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return noRoomError(fmt.Sprintf("no room in the memory budget: another instance of module %q would take %d MiB; of the host's %d MiB (%s) the modules' warm instances hold %d MiB and their other instances, busy, %d MiB",
+	return noRoomError(fmt.Sprintf("no room in the memory budget: another instance of module %q would take %d MiB; of the host's %d MiB (%s) the modules' warm instances hold %d MiB and their other instances %d MiB",
 		v.name, n>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote, a.warm>>20, a.extra>>20))
 }
 
@@ -158,10 +162,19 @@ func (h *Host) roomForFirst(l *api.Limits) error {
 	if !h.bounded() {
 		return nil
 	}
-	h.makeRoom(max(instanceBytes(l), reserved(l)))
-	if n, held := instanceBytes(l), h.admit.held(); held+n > h.opts.Capacity.MemoryBytes {
-		return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules and their instances hold %d MiB of the host's %d MiB (%s)",
-			api.ErrCapacity, n>>20, held>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
+	n := instanceBytes(l)
+	h.admit.mu.Lock()
+	warm := h.admit.warm
+	h.admit.mu.Unlock()
+	if warm+n > h.opts.Capacity.MemoryBytes {
+		return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules' warm instances hold %d MiB of the host's %d MiB (%s)",
+			api.ErrCapacity, n>>20, warm>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
+	}
+	h.makeRoom(max(n, reserved(l)))
+	if held := h.admit.held(); held+n > h.opts.Capacity.MemoryBytes {
+		// Instances that end with their calls: the load may fit later.
+		return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules and their busy instances hold %d MiB of the host's %d MiB (%s); try again when calls end",
+			api.ErrBusy, n>>20, held>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
 	}
 	return nil
 }

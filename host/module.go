@@ -408,9 +408,17 @@ func (h *Host) roomFor(m *module, limits *api.Limits) error {
 		}
 		warm = a.warm - m.held + max(have, m.building+reserved(limits))
 	}
-	if h.bounded() && warm+a.extra > c.MemoryBytes {
-		return fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory and their other instances hold %d MiB, the host takes %d MiB (%s; MinInstances × MemoryPages × 64 KiB of each module, MemoryPages × 64 KiB of each instance beyond)",
-			api.ErrCapacity, warm>>20, a.extra>>20, c.MemoryBytes>>20, h.opts.budgetNote)
+	if !h.bounded() {
+		return nil
+	}
+	if warm > c.MemoryBytes {
+		return fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory, the host takes %d MiB (%s; MinInstances × MemoryPages × 64 KiB of each module)",
+			api.ErrCapacity, warm>>20, c.MemoryBytes>>20, h.opts.budgetNote)
+	}
+	if warm+a.extra > c.MemoryBytes {
+		// Instances that end with their calls: the load may fit later.
+		return fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory and their busy instances beyond hold %d MiB, the host takes %d MiB (%s); try again when calls end",
+			api.ErrBusy, warm>>20, a.extra>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
 	return nil
 }

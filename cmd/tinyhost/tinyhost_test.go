@@ -186,7 +186,7 @@ func TestCapacity(t *testing.T) {
 	assert.Contains(t, res.Stderr, "no capacity: the host takes at most 1 modules, and 1 are loaded")
 	res = e2e.Run(t, env, tinyctl, "load", hello, "--memory-pages", "65536", "--max-instances", "1")
 	assert.NotEqual(t, 0, res.Code, "an upgrade past the memory bound")
-	assert.Contains(t, res.Stderr, "an instance of the module would take 4096 MiB; the modules and their instances hold 256 MiB of the host's 1024 MiB")
+	assert.Contains(t, res.Stderr, "an instance of the module would take 4096 MiB; the modules' warm instances hold 256 MiB of the host's 1024 MiB")
 }
 
 // TestGracefulShutdown sends SIGTERM while calls are in flight and more keep

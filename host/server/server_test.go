@@ -302,7 +302,7 @@ func TestCapacity(t *testing.T) {
 	}
 	smallProto := &hostv1.ModuleLimits{MemoryPages: 64, MaxInstances: 4}
 	wantStatus(t, load("big", &hostv1.ModuleLimits{MemoryPages: 1024, MinInstances: new(uint32(2)), MaxInstances: 4}), codes.ResourceExhausted, api.ReasonCapacity,
-		"no capacity", "warm instances would hold 132 MiB of memory and their other instances hold 0 MiB, the host takes 128 MiB")
+		"no capacity", "warm instances would hold 132 MiB of memory, the host takes 128 MiB")
 	require.NoError(t, load("echo", &hostv1.ModuleLimits{MemoryPages: 64, MaxInstances: 8}), "an upgrade replaces its own reservation")
 	require.NoError(t, load("second", smallProto))
 	wantStatus(t, load("third", smallProto), codes.ResourceExhausted, api.ReasonCapacity, "the host takes at most 2 modules, and 2 are loaded")

@@ -15,6 +15,8 @@ import (
 // resident that the segments' own bytes did not.
 const mergeGap = 4096
 
+var mergeZeros [mergeGap]byte
+
 // dataSegment is an active segment of memory 0 at a constant offset.
 type dataSegment struct {
 	offset uint32
@@ -70,16 +72,21 @@ func (m *module) mergeData(s section) ([]byte, bool) {
 		count int
 	)
 	body := make([]byte, 0, len(r.buf))
+	// The zeros written between segments are bounded by the section's
+	// own size (and a MiB), so that a module cannot grow by its gaps.
+	budget := len(r.buf) + 1<<20
 	for i := 0; i < len(segs); {
 		start := segs[i].offset
 		data := append([]byte(nil), segs[i].init...)
 		j := i + 1
 		for ; j < len(segs); j++ {
 			end := uint64(start) + uint64(len(data))
-			if uint64(segs[j].offset)-end >= mergeGap {
+			gap := uint64(segs[j].offset) - end
+			if gap >= mergeGap || gap > uint64(budget) {
 				break
 			}
-			data = append(data, make([]byte, uint64(segs[j].offset)-end)...)
+			budget -= int(gap)
+			data = append(data, mergeZeros[:gap]...)
 			data = append(data, segs[j].init...)
 		}
 		body = append(body, 0x00, 0x41)

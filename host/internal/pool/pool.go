@@ -32,7 +32,6 @@ type Instance interface {
 type Slot struct {
 	idleSince int64  // the owner's clock when it was last put back; guarded by Pool.mu
 	baseline  uint64 // memory in bytes once created (see Pool.Put)
-	reserved  bool   // holds a reservation of the owner's (Owner.Reserve)
 }
 
 // Owner is what a pool needs from the version whose instances it holds.
@@ -90,6 +89,7 @@ type Pool[I Instance] struct {
 	mu      sync.Mutex
 	idle    []I
 	live    int // instances alive or being created
+	held    int // reservations held (Owner.Reserve): max(0, live-MinInstances) once settled
 	inUse   int
 	waiters []*waiter[I]
 	closed  bool
@@ -136,7 +136,10 @@ func (p *Pool[I]) Add(in I) error {
 			in.Close()
 			return err
 		}
-		in.Slot().reserved = true
+		p.mu.Lock()
+		p.held++
+		p.mu.Unlock()
+		p.settle()
 	}
 	p.created.Add(1)
 	p.Put(in)
@@ -260,7 +263,19 @@ func (p *Pool[I]) Reap(now int64) int {
 // reservation.
 func (p *Pool[I]) close(in I) {
 	in.Close()
-	if in.Slot().reserved {
+	p.settle()
+}
+
+// settle gives back the reservations beyond the instances alive above
+// MinInstances, whichever instance closed.
+func (p *Pool[I]) settle() {
+	p.mu.Lock()
+	n := p.held - max(0, p.live-p.limits.MinInstances)
+	if n > 0 {
+		p.held -= n
+	}
+	p.mu.Unlock()
+	for range n {
 		p.owner.Release()
 	}
 }
@@ -296,6 +311,7 @@ func (p *Pool[I]) replace() {
 		p.live++
 	}
 	p.mu.Unlock()
+	p.settle()
 	if spawn {
 		p.spawn(reserve)
 	}
@@ -324,12 +340,13 @@ func (p *Pool[I]) spawn(reserve bool) {
 		}
 	}
 	p.mu.Lock()
+	if reserve {
+		p.held++
+	}
 	if p.closed {
 		p.live--
 		p.mu.Unlock()
-		if reserve {
-			p.owner.Release()
-		}
+		p.settle()
 		return
 	}
 	p.spawns.Add(1)
@@ -339,13 +356,10 @@ func (p *Pool[I]) spawn(reserve bool) {
 		defer p.spawns.Done()
 		in, err := p.owner.NewInstance()
 		if err != nil {
-			if reserve {
-				p.owner.Release()
-			}
+			defer p.settle()
 			p.owner.CreateFailed(err)
 		} else {
 			in.Slot().baseline = in.MemorySize()
-			in.Slot().reserved = reserve
 			p.created.Add(1)
 		}
 		p.mu.Lock()
@@ -378,9 +392,10 @@ func (p *Pool[I]) spawn(reserve bool) {
 		p.mu.Unlock()
 	}()
 	p.mu.Unlock()
+	p.settle()
 }
 
-// Oldest returns when the instance idle longest that holds a reservation
+// Oldest returns when the instance idle longest, while the pool holds a reservation,
 // became idle, at the owner's clock, if the pool is above MinInstances and
 // has one.
 func (p *Pool[I]) Oldest() (int64, bool) {
@@ -413,18 +428,16 @@ func (p *Pool[I]) Evict(since int64) bool {
 }
 
 // evictable is the index in the idle stack of the instance idle longest
-// that holds a reservation, -1 without, or when the pool is closed or at
-// MinInstances. The caller holds p.mu.
+// while the pool holds reservations, -1 without, or when the pool is
+// closed or at MinInstances. The caller holds p.mu.
 func (p *Pool[I]) evictable() int {
 	if p.closed || p.live <= p.limits.MinInstances {
 		return -1
 	}
-	for i, in := range p.idle {
-		if in.Slot().reserved {
-			return i
-		}
+	if p.held == 0 || len(p.idle) == 0 {
+		return -1
 	}
-	return -1
+	return 0
 }
 
 // TakeIdle removes and returns every idle instance; the caller gives each

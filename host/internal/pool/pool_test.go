@@ -322,8 +322,10 @@ func TestPoolReserve(t *testing.T) {
 	assert.Empty(t, o.failed, "a refusal is not a failure to create")
 }
 
-// TestPoolEvict: Oldest names the instance idle longest that holds a
-// reservation, and Evict closes it only while it still is.
+// TestPoolEvict: Oldest names the instance idle longest while the pool
+// holds reservations beyond MinInstances, and Evict closes it only while
+// it still is; each eviction gives a reservation back, whichever
+// instance it closes, until the pool is at MinInstances.
 func TestPoolEvict(t *testing.T) {
 	o := &owner{room: -1}
 	var group sync.WaitGroup
@@ -337,7 +339,7 @@ func TestPoolEvict(t *testing.T) {
 	c, err := p.Get(t.Context())
 	require.NoError(t, err)
 	o.set(100)
-	p.Put(a) // the MinInstances one, idle longest: no reservation
+	p.Put(a)
 	o.set(200)
 	p.Put(c)
 	o.set(300)
@@ -346,16 +348,17 @@ func TestPoolEvict(t *testing.T) {
 
 	since, ok := p.Oldest()
 	require.True(t, ok)
-	assert.Equal(t, int64(200), since, "c, not a")
-	assert.False(t, p.Evict(100))
-	assert.True(t, p.Evict(200))
-	assert.Equal(t, 1, c.closed)
-	assert.False(t, p.Evict(200), "gone")
+	assert.Equal(t, int64(100), since, "a, idle longest")
+	assert.False(t, p.Evict(200), "not the one idle longest")
+	assert.True(t, p.Evict(100))
+	assert.Equal(t, 1, a.closed)
+	assert.False(t, p.Evict(100), "gone")
 	assert.Equal(t, 1, o.holding())
 	since, ok = p.Oldest()
 	require.True(t, ok)
+	assert.Equal(t, int64(200), since, "c")
 	assert.True(t, p.Evict(since))
-	assert.Equal(t, 1, b.closed)
+	assert.Equal(t, 1, c.closed)
 	_, ok = p.Oldest()
 	assert.False(t, ok, "at MinInstances")
 	assert.Zero(t, o.holding())

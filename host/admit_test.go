@@ -1,0 +1,63 @@
+package host_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyhost/tinyhost/abi/abitest"
+	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
+)
+
+// TestMemoryBudgetWarmInstanceLostKeepsExtra: a module of one warm
+// instance (32 MiB) serves two calls at once, the second on an instance
+// beyond its MinInstances that takes 32 MiB more from the budget. The
+// warm instance then ends (its call is cancelled, so it is discarded)
+// and the other finishes: one instance is left, as many as MinInstances,
+// and the module holds 32 MiB of the budget, whichever instance is left,
+// so that a load of 64 MiB of warm instances fits 100 MiB beside it.
+func TestMemoryBudgetWarmInstanceLostKeepsExtra(t *testing.T) {
+	h, _ := newHost(t, host.Options{
+		Capacity: host.Capacity{MemoryBytes: 100 << 20},
+		Limits:   api.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: new(1), IdleTimeout: 100 * time.Millisecond},
+	})
+	wasm := abitest.Guest(t, "slow")
+	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "a"})
+	require.NoError(t, err)
+	require.Equal(t, uint64(32<<20), h.MemoryHeld())
+
+	inUse := func(n int) func() bool {
+		return func() bool { m, _ := h.Module("a"); return m.Pool.InUse == n }
+	}
+	ctx1, cancel1 := context.WithCancel(t.Context())
+	defer cancel1()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := h.Invoke(ctx1, api.Request{Module: "a", Component: "sleeper", Port: "in", Payload: []byte("60000")})
+		assert.ErrorIs(t, err, context.Canceled)
+	})
+	require.Eventually(t, inUse(1), time.Minute, 10*time.Millisecond)
+	wg.Go(func() {
+		_, err := h.Invoke(t.Context(), api.Request{Module: "a", Component: "sleeper", Port: "in", Payload: []byte("1000")})
+		assert.NoError(t, err)
+	})
+	require.Eventually(t, inUse(2), time.Minute, 10*time.Millisecond)
+	assert.Equal(t, uint64(64<<20), h.MemoryHeld(), "the warm instance and one beyond")
+	cancel1() // the warm instance's call ends first
+	wg.Wait()
+
+	require.Eventually(t, func() bool { m, _ := h.Module("a"); return m.Pool.Instances == 1 && m.Pool.Idle == 1 }, time.Minute, 10*time.Millisecond)
+	// One instance alive, MinInstances 1: the module holds one
+	// instance's memory.
+	require.Eventually(t, func() bool { return h.MemoryHeld() == 32<<20 }, time.Minute, 10*time.Millisecond)
+	m, _ := h.Module("a")
+	t.Logf("instances %d, memory held %d MiB", m.Pool.Instances, h.MemoryHeld()>>20)
+
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "b", Limits: api.Limits{MinInstances: new(2)}})
+	assert.NoError(t, err, "32 MiB held and 64 MiB more fit 100 MiB")
+}
