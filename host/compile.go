@@ -188,6 +188,10 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32, key *s
 		globals: res.Globals, tableWrites: res.TableWrites, manyGlobals: res.ManyGlobals, optIn: optIn}, nil
 }
 
+// checkFirstBytes is the size under which a cached rewrite is hashed
+// before it compiles rather than meanwhile: a fraction of a millisecond.
+const checkFirstBytes = 1 << 20
+
 // errRewriteChanged is compileRewrite's error when check found the
 // rewrite's bytes other than those the host wrote.
 var errRewriteChanged = errors.New("the cached rewrite changed")
@@ -197,12 +201,24 @@ var errRewriteChanged = errors.New("the cached rewrite changed")
 // checked while they compile, and the compile is thrown away, with
 // errRewriteChanged, unless they are those the host wrote.
 func (h *Host) compileRewrite(ctx context.Context, res *instrument.Result, check func() bool) (wazero.CompiledModule, time.Duration, error) {
-	if err := checkInterface(res); err != nil {
-		var verr *api.VersionError
-		if errors.As(err, &verr) {
-			return nil, 0, err
+	// A cached rewrite's interface was checked when it was kept (its
+	// entry keeps no export list to check again).
+	if check == nil {
+		if err := checkInterface(res); err != nil {
+			var verr *api.VersionError
+			if errors.As(err, &verr) {
+				return nil, 0, err
+			}
+			return nil, 0, withKind(api.KindABIViolation, err)
 		}
-		return nil, 0, withKind(api.KindABIViolation, err)
+	}
+	// A small rewrite is hashed first: wazero would compile it, and
+	// write its code to the compilation cache, before the hash ended.
+	if check != nil && len(res.Wasm) < checkFirstBytes {
+		if !check() {
+			return nil, 0, errRewriteChanged
+		}
+		check = nil
 	}
 	var checked chan bool
 	if check != nil {

@@ -128,6 +128,9 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(false)
 	if opts.CacheDir != "" {
 		h.cache = openCompilationCache(opts.CacheDir, h.log)
+		if opts.RewriteCacheBytes < 0 {
+			h.clearRewrites()
+		}
 	} else {
 		h.cache = wazero.NewCompilationCache()
 	}

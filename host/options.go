@@ -39,8 +39,9 @@ type Options struct {
 	// dropped anew, a module unloaded and loaded back) skips the host's
 	// rewrite (see "Timeouts" in the package doc); the least recently used
 	// go first. An entry is used only if its bytes are those this process
-	// wrote; an earlier process's are removed. Default 256 MiB; negative
-	// keeps none.
+	// wrote; an earlier process's are removed (hosts that share CacheDir
+	// remove each other's, which costs them a rewrite). Default 256 MiB;
+	// negative keeps none.
 	RewriteCacheBytes int64
 
 	// ModulesDir is watched for *.wasm files: a file added is loaded, a

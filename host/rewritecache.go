@@ -9,8 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
+	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/internal/instrument"
 )
 
@@ -97,11 +99,12 @@ func (h *Host) cachedRewrite(key *rewriteKey) (res *instrument.Result, check fun
 	case errors.Is(err, fs.ErrNotExist):
 		h.forgetRewrite(*key, e, "")
 		return nil, nil
-	case err != nil:
-		// Perhaps transient (no descriptor left): the entry stays.
+	case err != nil && transientFileError(err):
+		// No descriptor left, a full disk: the entry stays.
 		h.log.Warn("rewrite cache: an entry cannot be read; rewriting", "file", path, "error", err)
 		return nil, nil
-	case int64(len(b)) != e.size:
+	case err != nil, int64(len(b)) != e.size:
+		// Not a regular file, a directory in its place, cut short.
 		h.changedRewrite(*key, e, path)
 		return nil, nil
 	}
@@ -127,12 +130,21 @@ func (h *Host) changedRewrite(key rewriteKey, e *rewriteEntry, path string) {
 
 // readAtMost reads the file at path, or its first size+1 bytes: enough to
 // tell that it is longer than size without holding more.
+// Non-blocking, and only a regular file: a FIFO planted there would
+// otherwise hold the open, and the compile slot, forever.
 func readAtMost(path string, size int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRegular(st); err != nil {
+		return nil, err
+	}
 	return readAll(io.LimitReader(f, size+1), size)
 }
 
@@ -171,7 +183,8 @@ func (h *Host) forgetRewrite(key rewriteKey, e *rewriteEntry, path string) {
 }
 
 func (h *Host) removeRewrite(path string) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// RemoveAll: a directory may have been put in an entry's place.
+	if err := os.RemoveAll(path); err != nil {
 		h.log.Warn("rewrite cache: an entry cannot be removed", "file", path, "error", err)
 	}
 }
@@ -184,20 +197,21 @@ func (h *Host) removeRewrite(path string) {
 func (h *Host) keepRewrite(key rewriteKey, res *instrument.Result) {
 	dir := h.rewriteDir()
 	size := int64(len(res.Wasm))
-	if dir == "" || size > h.opts.RewriteCacheBytes {
+	if dir == "" {
 		return
 	}
 	c := &h.rewrites
 	c.mu.Lock()
 	if !c.cleared {
-		// An earlier process's entries cannot be checked: they go, so
-		// that the directory holds no more than the bound.
-		if err := os.RemoveAll(dir); err != nil {
-			h.log.Warn("rewrite cache: an earlier process's entries cannot be removed", "dir", dir, "error", err)
-		}
+		// Before the bound is looked at: what an earlier process kept
+		// goes even when this one keeps nothing.
+		h.clearRewrites()
 		c.cleared = true
 	}
 	c.mu.Unlock()
+	if size > h.opts.RewriteCacheBytes {
+		return
+	}
 	// Written unlocked: the rewrite is the same bytes whoever writes it.
 	if err := writeAtomic(dir, key.file(), res.Wasm); err != nil {
 		h.log.Warn("rewrite cache: not written (full or read-only?)", "dir", dir, "error", err)
@@ -212,8 +226,14 @@ func (h *Host) keepRewrite(key rewriteKey, res *instrument.Result) {
 	if c.entries == nil {
 		c.entries = map[rewriteKey]*rewriteEntry{}
 	}
+	// Of the lists, only what a load from the cache reads: the interface
+	// was checked when the entry was written, and a module's export and
+	// import lists can be several times its size.
 	meta := *res
-	meta.Wasm = nil
+	meta.Wasm, meta.Imports, meta.Exports = nil, nil, nil
+	if i := slices.IndexFunc(res.Exports, func(e instrument.Export) bool { return e.Name == abi.ExportSnapshot }); i >= 0 {
+		meta.Exports = []instrument.Export{res.Exports[i]}
+	}
 	c.clock++
 	c.entries[key] = &rewriteEntry{sum: sum, size: size, res: meta, used: c.clock}
 	c.bytes += size
@@ -228,6 +248,21 @@ func (h *Host) keepRewrite(key rewriteKey, res *instrument.Result) {
 		delete(c.entries, lk)
 		c.bytes -= le.size
 		h.removeRewrite(filepath.Join(dir, lk.file()))
+	}
+}
+
+// clearRewrites removes the rewrites earlier processes kept in CacheDir,
+// of every rewrite version: they cannot be checked, and nothing else
+// bounds them. With the cache off (RewriteCacheBytes < 0), New calls it.
+func (h *Host) clearRewrites() {
+	if h.opts.CacheDir == "" {
+		return
+	}
+	old, _ := filepath.Glob(filepath.Join(h.opts.CacheDir, "tinyhost-rewrite-v*"))
+	for _, dir := range old {
+		if err := os.RemoveAll(dir); err != nil {
+			h.log.Warn("rewrite cache: an earlier process's entries cannot be removed", "dir", dir, "error", err)
+		}
 	}
 }
 
