@@ -96,8 +96,11 @@ func (h *Host) reserveInstance(v *version) error {
 			a.mu.Unlock()
 			return nil
 		}
+		// Beside the warm instances, no eviction can make room: refuse
+		// without closing other modules' idle instances for nothing.
+		never := a.warm+n > h.opts.Capacity.MemoryBytes
 		a.mu.Unlock()
-		if !h.evictIdle() {
+		if never || !h.evictIdle() {
 			break
 		}
 	}
@@ -166,6 +169,10 @@ func (h *Host) roomForFirst(l *api.Limits) error {
 	h.admit.mu.Lock()
 	warm := h.admit.warm
 	h.admit.mu.Unlock()
+	// Beside the warm instances, no eviction can make room: refuse before
+	// closing other modules' idle instances for nothing. (The load's own
+	// warm share is checked by roomFor, which knows what an upgrade
+	// replaces.)
 	if warm+n > h.opts.Capacity.MemoryBytes {
 		return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules' warm instances hold %d MiB of the host's %d MiB (%s)",
 			api.ErrCapacity, n>>20, warm>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)

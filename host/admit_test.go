@@ -61,3 +61,55 @@ func TestMemoryBudgetWarmInstanceLostKeepsExtra(t *testing.T) {
 	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "b", Limits: api.Limits{MinInstances: new(2)}})
 	assert.NoError(t, err, "32 MiB held and 64 MiB more fit 100 MiB")
 }
+
+// TestMemoryBudgetRefusedEvictsForNothing: a load, or a call, whose
+// instance cannot fit the budget even with every idle instance closed
+// (a warm module holds 32 MiB of 100, the instance asks 96 MiB) is
+// refused, as it must be, without closing the idle instances of other
+// modules, which would pay a cold start on their next call for nothing.
+func TestMemoryBudgetRefusedEvictsForNothing(t *testing.T) {
+	h, _ := newHost(t, host.Options{
+		Capacity: host.Capacity{MemoryBytes: 100 << 20},
+		Limits:   api.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: new(0), IdleTimeout: time.Hour},
+	})
+	wasm := abitest.Guest(t, "slow")
+	bigLimits := api.Limits{MemoryPages: 1536}
+	for _, name := range []string{"x", "y"} {
+		_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: name})
+		require.NoError(t, err)
+	}
+	// big fits while no module is warm; its idle instance gives way to
+	// warm's.
+	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "big", Limits: bigLimits})
+	require.NoError(t, err)
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "warm", Limits: api.Limits{MinInstances: new(1)}})
+	require.NoError(t, err)
+	idle := func() int {
+		n := 0
+		for _, name := range []string{"x", "y"} {
+			m, _ := h.Module(name)
+			n += m.Pool.Idle
+		}
+		return n
+	}
+	call := func() {
+		for _, name := range []string{"x", "y"} {
+			_, err := invoke(t, h, name, "sleeper", "ok", nil)
+			require.NoError(t, err)
+		}
+		require.Equal(t, 2, idle())
+		require.Equal(t, uint64(96<<20), h.MemoryHeld())
+	}
+
+	call()
+	_, err = invoke(t, h, "big", "sleeper", "ok", nil)
+	require.ErrorIs(t, err, api.ErrCapacity, "96 MiB beside the warm 32 never fits 100")
+	t.Log(err)
+	assert.Equal(t, 2, idle(), "a call that could never fit closed other modules' idle instances")
+
+	call()
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "big2", Limits: api.Limits{MemoryPages: 1537}})
+	require.ErrorIs(t, err, api.ErrCapacity)
+	t.Log(err)
+	assert.Equal(t, 2, idle(), "a load that could never fit closed other modules' idle instances")
+}
