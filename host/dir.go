@@ -360,6 +360,25 @@ func (d *dirLoader) logFailed(path string, known bool, err error) {
 	}
 }
 
+// openRegular opens path for reading without blocking (a FIFO or a
+// device planted there would otherwise hold the open), and only if it is
+// a regular file, which it returns with its FileInfo.
+func openRegular(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err == nil {
+		err = checkRegular(st)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, st, nil
+}
+
 // readModuleFile reads a file that names or holds a module, which may be
 // hostile: only a regular file (a symbolic link is followed to one), at
 // most limit bytes (checked before reading, and while reading, so that a
@@ -377,20 +396,12 @@ func readModuleFile(path string, limit int64, quiet time.Duration) ([]byte, erro
 	if st.Size() > limit {
 		return nil, tooLarge(st.Size(), limit)
 	}
-	// Non-blocking, so that a file swapped for a FIFO since the Stat
-	// cannot block the open (nor the read: it is refused below).
-	f, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
+	// A file swapped for a FIFO since the Stat cannot block the open.
+	f, before, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	before, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if err := checkRegular(before); err != nil {
-		return nil, err
-	}
 	if !os.SameFile(st, before) {
 		return nil, errChanged
 	}

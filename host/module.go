@@ -323,8 +323,10 @@ func (v *version) warm(first *instance, cfg *moduleConfig) error {
 			first.Close()
 			return err
 		}
-		// At zero instances it stays until its idle timeout only while
-		// the memory budget has room for it; refused, Add closes it.
+		// At zero instances it stays until its idle timeout, holding an
+		// instance's memory, when the budget has room for it (Add may
+		// close other modules' idle instances to make it); refused, Add
+		// closes it.
 		_ = v.pool.Add(first)
 		n = 1
 	}

@@ -129,22 +129,15 @@ func (h *Host) changedRewrite(key rewriteKey, e *rewriteEntry, path string) {
 }
 
 // readAtMost reads the file at path, or its first size+1 bytes: enough to
-// tell that it is longer than size without holding more.
-// Non-blocking, and only a regular file: a FIFO planted there would
-// otherwise hold the open, and the compile slot, forever.
+// tell that it is longer than size without holding more. Only a regular
+// file, opened without blocking (openRegular): a FIFO planted there would
+// otherwise hold the compile slot forever.
 func readAtMost(path string, size int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
+	f, _, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if err := checkRegular(st); err != nil {
-		return nil, err
-	}
 	return readAll(io.LimitReader(f, size+1), size)
 }
 

@@ -60,14 +60,7 @@ func TestForeignMessage(t *testing.T) {
 // the rest: five letters of 300 KiB with a bound of 1 MiB are a page of
 // four, a page of one, and an empty page.
 func TestDeadLetterPages(t *testing.T) {
-	e := open(t, state.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
-	_, err := e.DeadLetters(t.Context(), "m", 0, 10, 1<<20) // makes the streams
-	require.NoError(t, err)
-	nc, err := nats.Connect(e.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	e, js := deadLetterStore(t)
 	_, _, _, deadSubject := state.StreamNames("default", "m")
 	for i := range 5 {
 		payload := append([]byte(strconv.Itoa(i)), make([]byte, 300<<10)...)
@@ -159,14 +152,7 @@ func TestMaxModules(t *testing.T) {
 // behind: 500 removed between the two left cost no more requests than
 // none.
 func TestDeadLettersSkipRemoved(t *testing.T) {
-	e := open(t, state.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
-	_, err := e.DeadLetters(t.Context(), "m", 0, 10, 1<<20) // makes the streams
-	require.NoError(t, err)
-	nc, err := nats.Connect(e.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	e, js := deadLetterStore(t)
 	_, _, deadName, deadSubject := state.StreamNames("default", "m")
 	dead, err := js.Stream(t.Context(), deadName)
 	require.NoError(t, err)
@@ -192,4 +178,19 @@ func TestDeadLettersSkipRemoved(t *testing.T) {
 	assert.Equal(t, "0", string(list[0].Message.Payload))
 	assert.Equal(t, strconv.Itoa(removed+1), string(list[1].Message.Payload))
 	assert.LessOrEqual(t, used, uint64(4), "store requests of one listing")
+}
+
+// deadLetterStore is an engine with module m's streams made, and a client
+// of its server that writes the dead letters directly.
+func deadLetterStore(t *testing.T) (*state.Engine, jetstream.JetStream) {
+	t.Helper()
+	e := open(t, state.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
+	_, err := e.DeadLetters(t.Context(), "m", 0, 10, 1<<20) // makes the streams
+	require.NoError(t, err)
+	nc, err := nats.Connect(e.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return e, js
 }
