@@ -115,17 +115,22 @@ func TestDeadLettersCLI(t *testing.T) {
 
 	// Published once and again by the replay; delivered twice and
 	// failed (the second a redelivery), dead-lettered, then delivered
-	// once and acknowledged.
-	text := metricsText(t, d.h.MetricsAddr(t))
-	for _, want := range []string{
+	// once and acknowledged. The handler's write is seen before the
+	// acknowledgement is confirmed and counted: wait for the count.
+	want := []string{
 		`tinyhost_durable_messages_total{event="published",module="durable"} 2`,
 		`tinyhost_durable_messages_total{event="delivered",module="durable"} 1`,
 		`tinyhost_durable_messages_total{event="redelivered",module="durable"} 1`,
 		`tinyhost_durable_messages_total{event="dead_lettered",module="durable"} 1`,
-	} {
-		assert.Contains(t, text, want)
 	}
-
+	var text string
+	require.Eventually(t, func() bool {
+		text = metricsText(t, d.h.MetricsAddr(t))
+		return strings.Contains(text, want[1])
+	}, 2*time.Minute, 10*time.Millisecond, "the replayed message counted delivered")
+	for _, w := range want {
+		assert.Contains(t, text, w)
+	}
 }
 
 // TestDeadLettersCLIPages: more dead letters than a page of the host's
