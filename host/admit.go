@@ -13,10 +13,9 @@ import (
 // (MinInstances × MemoryPages × 64 KiB) from its load to its unload; an
 // instance beyond those holds its own MemoryPages × 64 KiB from its
 // creation to its close. A load, or an instance, that would pass the
-// budget is refused. Two instances are alive without a share of their
-// own: the one a load makes to describe its module (checked against the
-// budget, not held, until the load is admitted) and an idle instance of
-// a version an upgrade or unload retired, until its last call returns.
+// budget is refused. The instances of a version an upgrade or unload
+// retired each hold their own share until they close: its idle ones
+// close at once, the others when their calls end (pool.Retire).
 type admission struct {
 	mu sync.Mutex
 	// warm is what the loaded modules, and the versions being built, hold
@@ -198,3 +197,11 @@ func (o *poolOwner) Reserve() error { return o.h.reserveInstance((*version)(o)) 
 
 // Release gives it back when that instance closes.
 func (o *poolOwner) Release() { o.h.releaseInstance((*version)(o)) }
+
+// Hold takes the memory of n instances of a retired version, alive
+// already, whatever the room: they hold it until they close.
+func (o *poolOwner) Hold(n int) {
+	o.h.admit.mu.Lock()
+	o.h.admit.extra += uint64(n) * instanceBytes(&o.limits)
+	o.h.admit.mu.Unlock()
+}

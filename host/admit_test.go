@@ -113,3 +113,47 @@ func TestMemoryBudgetRefusedEvictsForNothing(t *testing.T) {
 	t.Log(err)
 	assert.Equal(t, 2, idle(), "a load that could never fit closed other modules' idle instances")
 }
+
+// TestMemoryBudgetRetiredVersion: an upgrade retires a version while a
+// call still runs on it. Its idle instance closes at once, and its busy
+// one keeps its 32 MiB counted until its call ends: with the new
+// version's two warm instances (64 MiB) that is 96 MiB of 100, so a load
+// of one more warm instance is refused as busy, not admitted beside
+// instances the budget no longer sees, and fits once the call is over.
+func TestMemoryBudgetRetiredVersion(t *testing.T) {
+	h, _ := newHost(t, host.Options{
+		Capacity: host.Capacity{MemoryBytes: 100 << 20},
+		Limits:   api.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: new(2), IdleTimeout: time.Hour},
+	})
+	wasm := abitest.Guest(t, "slow")
+	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "a"})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Invoke(ctx, api.Request{Module: "a", Component: "sleeper", Port: "in", Payload: []byte("60000")})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { m, _ := h.Module("a"); return m.Pool.InUse == 1 }, time.Minute, 10*time.Millisecond)
+
+	info, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "a"})
+	require.NoError(t, err)
+	require.True(t, info.Upgraded)
+	assert.Equal(t, 3, host.LiveInstances(h), "the new version's two, and the old one's busy one")
+	assert.Equal(t, uint64(96<<20), h.MemoryHeld(), "the new version's warm instances and the old one's busy one")
+	t.Logf("after the upgrade: %d instances alive, %d MiB held", host.LiveInstances(h), h.MemoryHeld()>>20)
+
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "b", Limits: api.Limits{MinInstances: new(1)}})
+	require.ErrorIs(t, err, api.ErrBusy, "a warm instance of 32 MiB beside 96 MiB alive")
+	t.Log(err)
+
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Eventually(t, func() bool { return h.MemoryHeld() == 64<<20 && host.LiveInstances(h) == 2 }, time.Minute, 10*time.Millisecond,
+		"the old version's last instance closed and gave its share back")
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "b", Limits: api.Limits{MinInstances: new(1)}})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(96<<20), h.MemoryHeld())
+}

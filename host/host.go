@@ -379,6 +379,7 @@ func (h *Host) unload(name, source string) error {
 	}
 	h.setModule(name, nil)
 	m.current.Store(nil)
+	v.pool.Retire() // before rewarm, as in publish
 	h.rewarm(m)
 	h.mu.Unlock()
 

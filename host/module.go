@@ -368,6 +368,11 @@ func (h *Host) publish(v *version, m *module, cfg *moduleConfig, err error) (*ve
 	v.loadedAt = time.Now()
 	old := m.current.Swap(v)
 	v.publish() // under h.mu: a later upgrade's timers come after these
+	if old != nil {
+		// Its instances count as its own before rewarm stops counting
+		// them as the module's.
+		old.pool.Retire()
+	}
 	return old, nil
 }
 

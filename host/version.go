@@ -277,8 +277,10 @@ func (v *version) release() {
 }
 
 // retire marks the version as replaced or unloaded; it closes once the
-// calls in flight on it are done.
+// calls in flight on it are done. Its idle instances close at once (see
+// pool.Retire).
 func (v *version) retire() {
+	v.pool.Retire()
 	if v.state.Or(retiredBit) == 0 {
 		v.close()
 	}

@@ -56,6 +56,10 @@ type Owner[I Instance] interface {
 	Reserve() error
 	// Release gives back what Reserve took, when that instance closes.
 	Release()
+	// Hold takes what n instances alive already need, without asking
+	// for room: the warm instances of a retired pool (Retire), whose
+	// memory is spent until they close. Release gives each back.
+	Hold(n int)
 }
 
 // Config bounds a pool: its share of a module's limits.
@@ -93,6 +97,7 @@ type Pool[I Instance] struct {
 	inUse   int
 	waiters []*waiter[I]
 	closed  bool
+	retired bool // see Retire
 	spawns  sync.WaitGroup // instances being created
 
 	created   atomic.Uint64
@@ -213,7 +218,7 @@ func (p *Pool[I]) Put(in I) {
 		return
 	}
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.retired && len(p.waiters) == 0 {
 		p.live--
 		p.inUse--
 		p.mu.Unlock()
@@ -373,7 +378,7 @@ func (p *Pool[I]) spawn(reserve bool) {
 				w.ch <- handoff[I]{err: fmt.Errorf("create instance: %w", err)}
 				return
 			}
-		case p.closed:
+		case p.closed, p.retired && len(p.waiters) == 0:
 			p.live--
 			p.mu.Unlock()
 			p.close(in)
@@ -450,6 +455,40 @@ func (p *Pool[I]) TakeIdle() []I {
 	p.idle = p.idle[:0]
 	p.inUse += len(out)
 	return out
+}
+
+// Retire readies the pool of a version that an upgrade or unload
+// replaced, whose calls in flight may still use it: it closes the idle
+// instances at once, and Put closes the others when no call waits for
+// one. From now on every instance alive holds a reservation until it
+// closes (Owner.Hold for those MinInstances kept without one), since
+// what the pool held as its module's warm instances is no longer counted
+// as the module's.
+func (p *Pool[I]) Retire() {
+	p.mu.Lock()
+	if p.retired || p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.retired = true
+	p.limits.MinInstances = 0
+	idle := p.idle
+	p.idle = nil
+	p.live -= len(idle)
+	// Counted before it is held, so that what the budget holds never
+	// falls below what the pool gives back (settle).
+	need := p.live - p.held
+	p.mu.Unlock()
+	if need > 0 {
+		p.owner.Hold(need)
+		p.mu.Lock()
+		p.held += need
+		p.mu.Unlock()
+	}
+	for _, in := range idle {
+		in.Close()
+	}
+	p.settle()
 }
 
 // Close closes the idle instances and makes Put close the others. It waits

@@ -103,6 +103,12 @@ func (o *owner) Release() {
 	o.mu.Unlock()
 }
 
+func (o *owner) Hold(n int) {
+	o.mu.Lock()
+	o.held += n
+	o.mu.Unlock()
+}
+
 func (o *owner) holding() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -363,6 +369,59 @@ func TestPoolEvict(t *testing.T) {
 	assert.False(t, ok, "at MinInstances")
 	assert.Zero(t, o.holding())
 	assert.Equal(t, pool.Stats{Instances: 1, Idle: 1, Created: 3}, p.Stats())
+	p.Close()
+	group.Wait()
+}
+
+// TestPoolRetire: a retired pool closes its idle instances at once, and
+// each busy one when its call ends, unless a call waits for it; every
+// instance left holds a reservation until it closes, the MinInstances
+// ones too, and gives it back then.
+func TestPoolRetire(t *testing.T) {
+	o := &owner{room: -1}
+	var group sync.WaitGroup
+	p := pool.New[*fake](o, pool.Config{MinInstances: 2, MaxInstances: 2, QueueTimeout: time.Hour, IdleTimeout: time.Hour}, &group)
+	a, b := &fake{name: "a", mem: page}, &fake{name: "z", mem: page}
+	require.NoError(t, p.Add(a))
+	require.NoError(t, p.Add(b))
+	busy, err := p.Get(t.Context())
+	require.NoError(t, err)
+	assert.Zero(t, o.holding(), "both are MinInstances ones")
+
+	p.Retire()
+	idle := a
+	if busy == a {
+		idle = b
+	}
+	assert.Equal(t, 1, idle.closed, "idle: closed at once")
+	assert.Zero(t, busy.closed)
+	assert.Equal(t, 1, o.holding(), "the busy one holds its own reservation")
+	assert.Equal(t, pool.Stats{Instances: 1, InUse: 1, Created: 2}, p.Stats())
+
+	// A call in flight on the retired version still gets an instance.
+	got := make(chan *fake, 1)
+	go func() {
+		in, err := p.Get(t.Context())
+		assert.NoError(t, err)
+		got <- in
+	}()
+	c := <-got
+	assert.Equal(t, 2, o.holding(), "a new one reserves")
+	go func() {
+		in, err := p.Get(t.Context())
+		assert.NoError(t, err)
+		got <- in
+	}()
+	require.Eventually(t, func() bool { return p.Stats().Waiting == 1 }, time.Minute, time.Millisecond)
+	p.Put(busy) // handed to the waiting call
+	assert.Same(t, busy, <-got)
+	assert.Zero(t, busy.closed)
+	p.Put(busy)
+	assert.Equal(t, 1, busy.closed, "no call waits: closed")
+	p.Put(c)
+	assert.Equal(t, 1, c.closed)
+	assert.Zero(t, o.holding(), "every reservation given back")
+	assert.Equal(t, pool.Stats{Created: 3}, p.Stats())
 	p.Close()
 	group.Wait()
 }
