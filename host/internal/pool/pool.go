@@ -97,7 +97,7 @@ type Pool[I Instance] struct {
 	inUse   int
 	waiters []*waiter[I]
 	closed  bool
-	retired bool // see Retire
+	retired bool           // see Retire
 	spawns  sync.WaitGroup // instances being created
 
 	created   atomic.Uint64
