@@ -13,9 +13,12 @@ import (
 // (MinInstances × MemoryPages × 64 KiB) from its load to its unload; an
 // instance beyond those holds its own MemoryPages × 64 KiB from its
 // creation to its close. A load, or an instance, that would pass the
-// budget is refused. The instances of a version an upgrade or unload
-// retired each hold their own share until they close: its idle ones
-// close at once, the others when their calls end (pool.Retire).
+// budget is refused. The instance a load makes to describe its module
+// holds its own share from before it is made until it joins the pool
+// (as a warm instance, once the load is admitted) or closes. The
+// instances of a version an upgrade or unload retired each hold their
+// own share until they close: its idle ones close at once, the others
+// when their calls end (pool.Retire).
 type admission struct {
 	mu sync.Mutex
 	// warm is what the loaded modules, and the versions being built, hold
@@ -157,32 +160,51 @@ func (h *Host) evictIdle() bool {
 	return true
 }
 
-// roomForFirst checks that the budget has room for the instance a load
-// makes to describe its module, before it is made: the load takes the
-// memory of its warm instances only once the module is named (roomFor).
-func (h *Host) roomForFirst(l *api.Limits) error {
-	if !h.bounded() {
-		return nil
+// reserveFirst takes, from the budget, the memory of the instance a load
+// makes to describe its module, before it is made, into v.first: it
+// holds it until it joins the pool (AddHeld) or closes (closeFirst);
+// when the module keeps warm instances, join counts it as one of them.
+func (h *Host) reserveFirst(v *version) error {
+	n := instanceBytes(&v.limits)
+	a := &h.admit
+	if h.bounded() {
+		a.mu.Lock()
+		warm := a.warm
+		a.mu.Unlock()
+		// Beside the warm instances, no eviction can make room: refuse
+		// before closing other modules' idle instances for nothing. (The
+		// load's own warm share is checked by roomFor, which knows what
+		// an upgrade replaces.)
+		if warm+n > h.opts.Capacity.MemoryBytes {
+			return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules' warm instances hold %d MiB of the host's %d MiB (%s)",
+				api.ErrCapacity, n>>20, warm>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
+		}
+		h.makeRoom(max(n, reserved(&v.limits)))
 	}
-	n := instanceBytes(l)
-	h.admit.mu.Lock()
-	warm := h.admit.warm
-	h.admit.mu.Unlock()
-	// Beside the warm instances, no eviction can make room: refuse before
-	// closing other modules' idle instances for nothing. (The load's own
-	// warm share is checked by roomFor, which knows what an upgrade
-	// replaces.)
-	if warm+n > h.opts.Capacity.MemoryBytes {
-		return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules' warm instances hold %d MiB of the host's %d MiB (%s)",
-			api.ErrCapacity, n>>20, warm>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
-	}
-	h.makeRoom(max(n, reserved(l)))
-	if held := h.admit.held(); held+n > h.opts.Capacity.MemoryBytes {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if held := a.warm + a.extra; h.bounded() && held+n > h.opts.Capacity.MemoryBytes {
 		// Instances that end with their calls: the load may fit later.
 		return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules and their busy instances hold %d MiB of the host's %d MiB (%s); try again when calls end",
 			api.ErrBusy, n>>20, held>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
 	}
+	a.extra += n
+	v.first = n
 	return nil
+}
+
+// closeFirst closes the instance a load made to describe its module, and
+// gives back what it holds of the budget, if anything still.
+func (v *version) closeFirst(first *instance) {
+	if first != nil {
+		first.Close()
+	}
+	if v.first > 0 {
+		v.h.admit.mu.Lock()
+		v.h.admit.extra -= v.first
+		v.h.admit.mu.Unlock()
+		v.first = 0
+	}
 }
 
 // releaseInstance gives back what reserveInstance took.

@@ -157,3 +157,68 @@ func TestMemoryBudgetRetiredVersion(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(96<<20), h.MemoryHeld())
 }
+
+// TestMemoryBudgetDescribeInstance: the instance a load makes to describe
+// its module holds its share of the budget from before it is made: of
+// three loads at once of modules of 40 MiB instances on a budget of 100
+// MiB, two make theirs (held in instantiation here) and the third is
+// refused as busy, instead of all three passing the check and making
+// 120 MiB of instances together. The two that load keep theirs, idle,
+// with the share they took.
+func TestMemoryBudgetDescribeInstance(t *testing.T) {
+	h, _ := newHost(t, host.Options{
+		Capacity: host.Capacity{MemoryBytes: 100 << 20},
+		Limits:   api.Limits{MemoryPages: 640, MaxInstances: 1, MinInstances: new(0), IdleTimeout: time.Hour},
+	})
+	wasm := abitest.Guest(t, "slow")
+	entered, release := make(chan struct{}, 3), make(chan struct{})
+	host.SetPanicHook(func(op string) {
+		if op == "instantiate" {
+			entered <- struct{}{}
+			<-release
+		}
+	})
+	t.Cleanup(func() { host.SetPanicHook(nil) })
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+
+	results := make(chan error, 3)
+	for _, name := range []string{"a", "b", "c"} {
+		go func() {
+			_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: name})
+			results <- err
+		}()
+	}
+	liveness := time.After(time.Minute)
+	for range 2 {
+		select {
+		case <-entered:
+		case err := <-results:
+			t.Fatalf("a load ended before two instances were made: %v", err)
+		case <-liveness:
+			t.Fatal("no two instances made within a minute")
+		}
+	}
+	select {
+	case <-entered:
+		t.Error("three instances of 40 MiB made at once on a budget of 100 MiB")
+	case err := <-results:
+		require.ErrorIs(t, err, api.ErrBusy)
+		assert.ErrorContains(t, err, "an instance of the module would take 40 MiB; the modules and their busy instances hold 80 MiB of the host's 100 MiB")
+		t.Log(err)
+	case <-liveness:
+		t.Fatal("the third load neither made an instance nor ended within a minute")
+	}
+	assert.Equal(t, uint64(80<<20), h.MemoryHeld(), "the two instances being made")
+	close(release)
+	released = true
+	for range 2 {
+		require.NoError(t, <-results)
+	}
+	assert.Equal(t, 2, host.LiveInstances(h))
+	assert.Equal(t, uint64(80<<20), h.MemoryHeld(), "kept idle, each with its share")
+}

@@ -179,6 +179,10 @@ type version struct {
 	// own is the budget of the version until it joins its module, which
 	// is known only once the first instance has described it.
 	own budget
+	// first is what the instance made to describe the module holds of
+	// the memory budget until it joins the pool or closes (reserveFirst);
+	// the loader's alone.
+	first uint64
 	// start says the module has a start function, exported as startExport.
 	start bool
 	// tableElements is the most elements the module's tables can hold.

@@ -125,14 +125,24 @@ func New[I Instance](owner Owner[I], limits Config, group *sync.WaitGroup) *Pool
 // Add puts a new instance, created by the caller, into the pool. One
 // beyond MinInstances needs a reservation (Owner.Reserve): when refused,
 // Add closes the instance and returns the refusal.
-func (p *Pool[I]) Add(in I) error {
+func (p *Pool[I]) Add(in I) error { return p.add(in, false) }
+
+// AddHeld is Add of an instance for which the caller holds a reservation
+// already, taken as Owner.Reserve would: the pool keeps it when the
+// instance needs one, and gives it back (Owner.Release) when not.
+func (p *Pool[I]) AddHeld(in I) { _ = p.add(in, true) }
+
+func (p *Pool[I]) add(in I, held bool) error {
 	in.Slot().baseline = in.MemorySize() // settings may have grown it
 	p.mu.Lock()
 	reserve := p.live >= p.limits.MinInstances
 	p.live++
 	p.inUse++
 	p.mu.Unlock()
-	if reserve {
+	switch {
+	case held && !reserve:
+		p.owner.Release()
+	case reserve && !held:
 		if err := p.owner.Reserve(); err != nil {
 			p.mu.Lock()
 			p.live--
@@ -141,6 +151,8 @@ func (p *Pool[I]) Add(in I) error {
 			in.Close()
 			return err
 		}
+	}
+	if reserve {
 		p.mu.Lock()
 		p.held++
 		p.mu.Unlock()
