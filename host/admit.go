@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/pool"
 )
 
 // admission is the host's account of its memory budget
@@ -26,6 +27,17 @@ type admission struct {
 	warm uint64
 	// extra is what the instances beyond MinInstances hold.
 	extra uint64
+	// spares lists the idle instances beyond their modules'
+	// MinInstances, of all modules, for evictIdle; nil when the host
+	// bounds no memory.
+	spares *pool.Spares
+}
+
+// init readies the account of a host that bounds memory, or not.
+func (a *admission) init(bounded bool) {
+	if bounded {
+		a.spares = pool.NewSpares()
+	}
 }
 
 // held returns what the modules and their instances hold now.
@@ -134,30 +146,12 @@ func (h *Host) makeRoom(n uint64) {
 	}
 }
 
-// evictIdle closes the instance idle longest, of all modules, that holds
-// a reservation, and reports whether there was one. An instance the race
+// evictIdle closes the instance idle longest, of all modules, beyond
+// its module's MinInstances, and reports whether there was one: at the
+// cost of one, however many modules the host has. An instance the race
 // with a call took away counts as closed: the caller tries again.
 func (h *Host) evictIdle() bool {
-	var (
-		oldest *version
-		since  int64
-	)
-	for _, m := range *h.modules.Load() {
-		v := m.current.Load()
-		if v == nil {
-			continue
-		}
-		if t, ok := v.pool.Oldest(); ok && (oldest == nil || t < since) {
-			oldest, since = v, t
-		}
-	}
-	if oldest == nil {
-		return false
-	}
-	if oldest.pool.Evict(since) {
-		oldest.log.Debug("idle instance closed for another module's", "idle_since", time.Duration(h.clock()-since))
-	}
-	return true
+	return h.admit.spares != nil && h.admit.spares.Evict()
 }
 
 // reserveFirst takes, from the budget, the memory of the instance a load
@@ -219,6 +213,11 @@ func (o *poolOwner) Reserve() error { return o.h.reserveInstance((*version)(o)) 
 
 // Release gives it back when that instance closes.
 func (o *poolOwner) Release() { o.h.releaseInstance((*version)(o)) }
+
+// Evicted logs an idle instance closed for another module's.
+func (o *poolOwner) Evicted(since int64) {
+	o.log.Debug("idle instance closed for another module's", "idle_since", time.Duration(o.h.clock()-since))
+}
 
 // Hold takes the memory of n instances of a retired version, alive
 // already, whatever the room: they hold it until they close.

@@ -115,6 +115,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		sends:    make(chan struct{}, maxSends),
 	}
 	h.events.log = h.log
+	h.admit.init(h.bounded())
 	h.httpNet = outbound.DefaultNet()
 	h.observer = opts.Observer
 	h.tracer = opts.Tracer

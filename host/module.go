@@ -226,6 +226,7 @@ func (h *Host) newVersion(ctx context.Context, sum [32]byte, wasm []byte, source
 		QueueTimeout: v.limits.QueueTimeout,
 		IdleTimeout:  v.limits.IdleTimeout,
 		RecyclePages: v.limits.RecyclePages,
+		Spares:       h.admit.spares,
 	}, &h.wg)
 	return v, nil
 }
