@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/internal/pool"
 )
 
 // admission is the host's account of its memory budget
@@ -13,10 +14,12 @@ import (
 // (MinInstances × MemoryPages × 64 KiB) from its load to its unload; an
 // instance beyond those holds its own MemoryPages × 64 KiB from its
 // creation to its close. A load, or an instance, that would pass the
-// budget is refused. Two instances are alive without a share of their
-// own: the one a load makes to describe its module (checked against the
-// budget, not held, until the load is admitted) and an idle instance of
-// a version an upgrade or unload retired, until its last call returns.
+// budget is refused. The instance a load makes to describe its module
+// holds its own share from before it is made until it joins the pool
+// (as a warm instance, once the load is admitted) or closes. The
+// instances of a version an upgrade or unload retired each hold their
+// own share until they close: its idle ones close at once, the others
+// when their calls end (pool.Retire).
 type admission struct {
 	mu sync.Mutex
 	// warm is what the loaded modules, and the versions being built, hold
@@ -24,6 +27,17 @@ type admission struct {
 	warm uint64
 	// extra is what the instances beyond MinInstances hold.
 	extra uint64
+	// spares lists the idle instances beyond their modules'
+	// MinInstances, of all modules, for evictIdle; nil when the host
+	// bounds no memory.
+	spares *pool.Spares
+}
+
+// init readies the account of a host that bounds memory, or not.
+func (a *admission) init(bounded bool) {
+	if bounded {
+		a.spares = pool.NewSpares()
+	}
 }
 
 // held returns what the modules and their instances hold now.
@@ -132,58 +146,59 @@ func (h *Host) makeRoom(n uint64) {
 	}
 }
 
-// evictIdle closes the instance idle longest, of all modules, that holds
-// a reservation, and reports whether there was one. An instance the race
+// evictIdle closes the instance idle longest, of all modules, beyond
+// its module's MinInstances, and reports whether there was one: at the
+// cost of one, however many modules the host has. An instance the race
 // with a call took away counts as closed: the caller tries again.
 func (h *Host) evictIdle() bool {
-	var (
-		oldest *version
-		since  int64
-	)
-	for _, m := range *h.modules.Load() {
-		v := m.current.Load()
-		if v == nil {
-			continue
-		}
-		if t, ok := v.pool.Oldest(); ok && (oldest == nil || t < since) {
-			oldest, since = v, t
-		}
-	}
-	if oldest == nil {
-		return false
-	}
-	if oldest.pool.Evict(since) {
-		oldest.log.Debug("idle instance closed for another module's", "idle_since", time.Duration(h.clock()-since))
-	}
-	return true
+	return h.admit.spares != nil && h.admit.spares.Evict()
 }
 
-// roomForFirst checks that the budget has room for the instance a load
-// makes to describe its module, before it is made: the load takes the
-// memory of its warm instances only once the module is named (roomFor).
-func (h *Host) roomForFirst(l *api.Limits) error {
-	if !h.bounded() {
-		return nil
+// reserveFirst takes, from the budget, the memory of the instance a load
+// makes to describe its module, before it is made, into v.first: it
+// holds it until it joins the pool (AddHeld) or closes (closeFirst);
+// when the module keeps warm instances, join counts it as one of them.
+func (h *Host) reserveFirst(v *version) error {
+	n := instanceBytes(&v.limits)
+	a := &h.admit
+	if h.bounded() {
+		a.mu.Lock()
+		warm := a.warm
+		a.mu.Unlock()
+		// Beside the warm instances, no eviction can make room: refuse
+		// before closing other modules' idle instances for nothing. (The
+		// load's own warm share is checked by roomFor, which knows what
+		// an upgrade replaces.)
+		if warm+n > h.opts.Capacity.MemoryBytes {
+			return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules' warm instances hold %d MiB of the host's %d MiB (%s)",
+				api.ErrCapacity, n>>20, warm>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
+		}
+		h.makeRoom(max(n, reserved(&v.limits)))
 	}
-	n := instanceBytes(l)
-	h.admit.mu.Lock()
-	warm := h.admit.warm
-	h.admit.mu.Unlock()
-	// Beside the warm instances, no eviction can make room: refuse before
-	// closing other modules' idle instances for nothing. (The load's own
-	// warm share is checked by roomFor, which knows what an upgrade
-	// replaces.)
-	if warm+n > h.opts.Capacity.MemoryBytes {
-		return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules' warm instances hold %d MiB of the host's %d MiB (%s)",
-			api.ErrCapacity, n>>20, warm>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
-	}
-	h.makeRoom(max(n, reserved(l)))
-	if held := h.admit.held(); held+n > h.opts.Capacity.MemoryBytes {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if held := a.warm + a.extra; h.bounded() && held+n > h.opts.Capacity.MemoryBytes {
 		// Instances that end with their calls: the load may fit later.
 		return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules and their busy instances hold %d MiB of the host's %d MiB (%s); try again when calls end",
 			api.ErrBusy, n>>20, held>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
 	}
+	a.extra += n
+	v.first = n
 	return nil
+}
+
+// closeFirst closes the instance a load made to describe its module, and
+// gives back what it holds of the budget, if anything still.
+func (v *version) closeFirst(first *instance) {
+	if first != nil {
+		first.Close()
+	}
+	if v.first > 0 {
+		v.h.admit.mu.Lock()
+		v.h.admit.extra -= v.first
+		v.h.admit.mu.Unlock()
+		v.first = 0
+	}
 }
 
 // releaseInstance gives back what reserveInstance took.
@@ -198,3 +213,16 @@ func (o *poolOwner) Reserve() error { return o.h.reserveInstance((*version)(o)) 
 
 // Release gives it back when that instance closes.
 func (o *poolOwner) Release() { o.h.releaseInstance((*version)(o)) }
+
+// Evicted logs an idle instance closed for another module's.
+func (o *poolOwner) Evicted(since int64) {
+	o.log.Debug("idle instance closed for another module's", "idle_since", time.Duration(o.h.clock()-since))
+}
+
+// Hold takes the memory of n instances of a retired version, alive
+// already, whatever the room: they hold it until they close.
+func (o *poolOwner) Hold(n int) {
+	o.h.admit.mu.Lock()
+	o.h.admit.extra += uint64(n) * instanceBytes(&o.limits)
+	o.h.admit.mu.Unlock()
+}

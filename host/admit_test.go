@@ -113,3 +113,112 @@ func TestMemoryBudgetRefusedEvictsForNothing(t *testing.T) {
 	t.Log(err)
 	assert.Equal(t, 2, idle(), "a load that could never fit closed other modules' idle instances")
 }
+
+// TestMemoryBudgetRetiredVersion: an upgrade retires a version while a
+// call still runs on it. Its idle instance closes at once, and its busy
+// one keeps its 32 MiB counted until its call ends: with the new
+// version's two warm instances (64 MiB) that is 96 MiB of 100, so a load
+// of one more warm instance is refused as busy, not admitted beside
+// instances the budget no longer sees, and fits once the call is over.
+func TestMemoryBudgetRetiredVersion(t *testing.T) {
+	h, _ := newHost(t, host.Options{
+		Capacity: host.Capacity{MemoryBytes: 100 << 20},
+		Limits:   api.Limits{MemoryPages: 512, MaxInstances: 2, MinInstances: new(2), IdleTimeout: time.Hour},
+	})
+	wasm := abitest.Guest(t, "slow")
+	_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "a"})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Invoke(ctx, api.Request{Module: "a", Component: "sleeper", Port: "in", Payload: []byte("60000")})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { m, _ := h.Module("a"); return m.Pool.InUse == 1 }, time.Minute, 10*time.Millisecond)
+
+	info, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "a"})
+	require.NoError(t, err)
+	require.True(t, info.Upgraded)
+	assert.Equal(t, 3, host.LiveInstances(h), "the new version's two, and the old one's busy one")
+	assert.Equal(t, uint64(96<<20), h.MemoryHeld(), "the new version's warm instances and the old one's busy one")
+	t.Logf("after the upgrade: %d instances alive, %d MiB held", host.LiveInstances(h), h.MemoryHeld()>>20)
+
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "b", Limits: api.Limits{MinInstances: new(1)}})
+	require.ErrorIs(t, err, api.ErrBusy, "a warm instance of 32 MiB beside 96 MiB alive")
+	t.Log(err)
+
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Eventually(t, func() bool { return h.MemoryHeld() == 64<<20 && host.LiveInstances(h) == 2 }, time.Minute, 10*time.Millisecond,
+		"the old version's last instance closed and gave its share back")
+	_, err = h.Load(loadCtx(t), wasm, host.LoadOptions{Name: "b", Limits: api.Limits{MinInstances: new(1)}})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(96<<20), h.MemoryHeld())
+}
+
+// TestMemoryBudgetDescribeInstance: the instance a load makes to describe
+// its module holds its share of the budget from before it is made: of
+// three loads at once of modules of 40 MiB instances on a budget of 100
+// MiB, two make theirs (held in instantiation here) and the third is
+// refused as busy, instead of all three passing the check and making
+// 120 MiB of instances together. The two that load keep theirs, idle,
+// with the share they took.
+func TestMemoryBudgetDescribeInstance(t *testing.T) {
+	h, _ := newHost(t, host.Options{
+		Capacity: host.Capacity{MemoryBytes: 100 << 20},
+		Limits:   api.Limits{MemoryPages: 640, MaxInstances: 1, MinInstances: new(0), IdleTimeout: time.Hour},
+	})
+	wasm := abitest.Guest(t, "slow")
+	entered, release := make(chan struct{}, 3), make(chan struct{})
+	host.SetPanicHook(func(op string) {
+		if op == "instantiate" {
+			entered <- struct{}{}
+			<-release
+		}
+	})
+	t.Cleanup(func() { host.SetPanicHook(nil) })
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+
+	results := make(chan error, 3)
+	for _, name := range []string{"a", "b", "c"} {
+		go func() {
+			_, err := h.Load(loadCtx(t), wasm, host.LoadOptions{Name: name})
+			results <- err
+		}()
+	}
+	liveness := time.After(time.Minute)
+	for range 2 {
+		select {
+		case <-entered:
+		case err := <-results:
+			t.Fatalf("a load ended before two instances were made: %v", err)
+		case <-liveness:
+			t.Fatal("no two instances made within a minute")
+		}
+	}
+	select {
+	case <-entered:
+		t.Error("three instances of 40 MiB made at once on a budget of 100 MiB")
+	case err := <-results:
+		require.ErrorIs(t, err, api.ErrBusy)
+		assert.ErrorContains(t, err, "an instance of the module would take 40 MiB; the modules and their busy instances hold 80 MiB of the host's 100 MiB")
+		t.Log(err)
+	case <-liveness:
+		t.Fatal("the third load neither made an instance nor ended within a minute")
+	}
+	assert.Equal(t, uint64(80<<20), h.MemoryHeld(), "the two instances being made")
+	close(release)
+	released = true
+	for range 2 {
+		require.NoError(t, <-results)
+	}
+	assert.Equal(t, 2, host.LiveInstances(h))
+	assert.Equal(t, uint64(80<<20), h.MemoryHeld(), "kept idle, each with its share")
+}

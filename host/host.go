@@ -115,6 +115,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		sends:    make(chan struct{}, maxSends),
 	}
 	h.events.log = h.log
+	h.admit.init(h.bounded())
 	h.httpNet = outbound.DefaultNet()
 	h.observer = opts.Observer
 	h.tracer = opts.Tracer
@@ -379,6 +380,7 @@ func (h *Host) unload(name, source string) error {
 	}
 	h.setModule(name, nil)
 	m.current.Store(nil)
+	v.pool.Retire() // before rewarm, as in publish
 	h.rewarm(m)
 	h.mu.Unlock()
 

@@ -99,13 +99,11 @@ func (h *Host) build(ctx context.Context, sum [32]byte, wasm []byte, source stri
 	}
 	v.snapshot(ctx, first)
 	if first == nil {
-		h.makeRoom(reserved(&v.limits)) // roomForFirst did with an instance
+		h.makeRoom(reserved(&v.limits)) // reserveFirst did with an instance
 	}
 	m, err := h.join(v)
 	if err != nil {
-		if first != nil {
-			first.Close()
-		}
+		v.closeFirst(first)
 		v.retire()
 		return v, false, err
 	}
@@ -228,6 +226,7 @@ func (h *Host) newVersion(ctx context.Context, sum [32]byte, wasm []byte, source
 		QueueTimeout: v.limits.QueueTimeout,
 		IdleTimeout:  v.limits.IdleTimeout,
 		RecyclePages: v.limits.RecyclePages,
+		Spares:       h.admit.spares,
 	}, &h.wg)
 	return v, nil
 }
@@ -248,18 +247,19 @@ func (v *version) describeFirst() (*instance, error) {
 		v.setDescriptor(d)
 		return nil, nil
 	}
-	if err := v.h.roomForFirst(&v.limits); err != nil {
+	if err := v.h.reserveFirst(v); err != nil {
 		v.described(v.sourceFields()...)
 		return nil, err
 	}
 	first, err := v.newInstance(nil)
 	if err != nil {
+		v.closeFirst(nil)
 		v.described(v.sourceFields()...)
 		return nil, err
 	}
 	desc, err := first.describe()
 	if err != nil {
-		first.Close()
+		v.closeFirst(first)
 		v.described(v.sourceFields()...)
 		return nil, err
 	}
@@ -299,8 +299,11 @@ func (h *Host) join(v *version) (*module, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m := (*h.modules.Load())[v.name]
-	if err := h.roomFor(m, &v.limits); err != nil {
+	if err := h.roomFor(m, &v.limits, v.first); err != nil {
 		return nil, err
+	}
+	if minInstances(v.limits) > 0 {
+		v.first = 0 // roomFor counted it as a warm instance
 	}
 	if m == nil {
 		m = newModule(h, v.name)
@@ -320,14 +323,17 @@ func (v *version) warm(first *instance, cfg *moduleConfig) error {
 	n := 0
 	if first != nil {
 		if err := first.settings(cfg); err != nil {
-			first.Close()
+			v.closeFirst(first)
 			return err
 		}
-		// At zero instances it stays until its idle timeout, holding an
-		// instance's memory, when the budget has room for it (Add may
-		// close other modules' idle instances to make it); refused, Add
-		// closes it.
-		_ = v.pool.Add(first)
+		if v.first > 0 {
+			// At zero instances it stays until its idle timeout, with
+			// the share of the budget it held since it was made.
+			v.pool.AddHeld(first)
+			v.first = 0
+		} else if err := v.pool.Add(first); err != nil {
+			return err
+		}
 		n = 1
 	}
 	for i := n; i < minInstances(v.limits); i++ {
@@ -368,6 +374,11 @@ func (h *Host) publish(v *version, m *module, cfg *moduleConfig, err error) (*ve
 	v.loadedAt = time.Now()
 	old := m.current.Swap(v)
 	v.publish() // under h.mu: a later upgrade's timers come after these
+	if old != nil {
+		// Its instances count as its own before rewarm stops counting
+		// them as the module's.
+		old.pool.Retire()
+	}
 	return old, nil
 }
 
@@ -389,11 +400,13 @@ func (h *Host) loadContext(ctx context.Context) (context.Context, context.Cancel
 }
 
 // roomFor checks that a version with limits fits Options.Capacity, beside
-// m's current one (m is nil for a new module). The caller holds h.mu, and
-// then counts the version in m.building and its module in the budget
-// (rewarm): a module counts from the moment its first version is being
-// built.
-func (h *Host) roomFor(m *module, limits *api.Limits) error {
+// m's current one (m is nil for a new module). first is what the
+// version's first instance holds (reserveFirst): with MinInstances, it is
+// one of the warm instances, and roomFor moves it there on success. The
+// caller holds h.mu, and then counts the version in m.building and its
+// module in the budget (rewarm): a module counts from the moment its
+// first version is being built.
+func (h *Host) roomFor(m *module, limits *api.Limits, first uint64) error {
 	c := h.opts.Capacity
 	mods := *h.modules.Load()
 	if c.MaxModules > 0 && m == nil && len(mods) >= c.MaxModules {
@@ -410,17 +423,23 @@ func (h *Host) roomFor(m *module, limits *api.Limits) error {
 		}
 		warm = a.warm - m.held + max(have, m.building+reserved(limits))
 	}
+	if minInstances(*limits) == 0 {
+		first = 0 // it stays apart, until it joins the pool
+	}
+	extra := a.extra - first
 	if !h.bounded() {
+		a.extra = extra
 		return nil
 	}
 	if warm > c.MemoryBytes {
 		return fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory, the host takes %d MiB (%s; MinInstances × MemoryPages × 64 KiB of each module)",
 			api.ErrCapacity, warm>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
-	if warm+a.extra > c.MemoryBytes {
+	if warm+extra > c.MemoryBytes {
 		// Instances that end with their calls: the load may fit later.
 		return fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory and their busy instances beyond hold %d MiB, the host takes %d MiB (%s); try again when calls end",
-			api.ErrBusy, warm>>20, a.extra>>20, c.MemoryBytes>>20, h.opts.budgetNote)
+			api.ErrBusy, warm>>20, extra>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
+	a.extra = extra
 	return nil
 }

@@ -179,6 +179,10 @@ type version struct {
 	// own is the budget of the version until it joins its module, which
 	// is known only once the first instance has described it.
 	own budget
+	// first is what the instance made to describe the module holds of
+	// the memory budget until it joins the pool or closes (reserveFirst);
+	// the loader's alone.
+	first uint64
 	// start says the module has a start function, exported as startExport.
 	start bool
 	// tableElements is the most elements the module's tables can hold.
@@ -277,8 +281,10 @@ func (v *version) release() {
 }
 
 // retire marks the version as replaced or unloaded; it closes once the
-// calls in flight on it are done.
+// calls in flight on it are done. Its idle instances close at once (see
+// pool.Retire).
 func (v *version) retire() {
+	v.pool.Retire()
 	if v.state.Or(retiredBit) == 0 {
 		v.close()
 	}

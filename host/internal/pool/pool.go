@@ -32,6 +32,11 @@ type Instance interface {
 type Slot struct {
 	idleSince int64  // the owner's clock when it was last put back; guarded by Pool.mu
 	baseline  uint64 // memory in bytes once created (see Pool.Put)
+	// Its place in the pool's Spares: set under the pool's lock and the
+	// Spares' lock, read under either.
+	prev, next *Slot
+	pool       evicter
+	listed     bool
 }
 
 // Owner is what a pool needs from the version whose instances it holds.
@@ -56,6 +61,13 @@ type Owner[I Instance] interface {
 	Reserve() error
 	// Release gives back what Reserve took, when that instance closes.
 	Release()
+	// Evicted reports an idle instance closed for another pool's
+	// (Spares.Evict); it had been idle since then, at Clock.
+	Evicted(idleSince int64)
+	// Hold takes what n instances alive already need, without asking
+	// for room: the warm instances of a retired pool (Retire), whose
+	// memory is spent until they close. Release gives each back.
+	Hold(n int)
 }
 
 // Config bounds a pool: its share of a module's limits.
@@ -65,6 +77,10 @@ type Config struct {
 	QueueTimeout time.Duration // how long Get waits for an instance
 	IdleTimeout  time.Duration // how long an instance beyond MinInstances may stay idle
 	RecyclePages uint32        // memory, in 64 KiB pages, past which a healthy instance is closed
+	// Spares, when set, lists the idle instances the pool keeps beyond
+	// MinInstances, with those of the other pools that share it, for
+	// their owner to close when it needs room (Spares.Evict).
+	Spares *Spares
 }
 
 // Stats describe a pool at one moment.
@@ -93,6 +109,8 @@ type Pool[I Instance] struct {
 	inUse   int
 	waiters []*waiter[I]
 	closed  bool
+	retired bool           // see Retire
+	listed  int            // idle[:listed] are listed in limits.Spares (relist)
 	spawns  sync.WaitGroup // instances being created
 
 	created   atomic.Uint64
@@ -120,22 +138,35 @@ func New[I Instance](owner Owner[I], limits Config, group *sync.WaitGroup) *Pool
 // Add puts a new instance, created by the caller, into the pool. One
 // beyond MinInstances needs a reservation (Owner.Reserve): when refused,
 // Add closes the instance and returns the refusal.
-func (p *Pool[I]) Add(in I) error {
+func (p *Pool[I]) Add(in I) error { return p.add(in, false) }
+
+// AddHeld is Add of an instance for which the caller holds a reservation
+// already, taken as Owner.Reserve would: the pool keeps it when the
+// instance needs one, and gives it back (Owner.Release) when not.
+func (p *Pool[I]) AddHeld(in I) { _ = p.add(in, true) }
+
+func (p *Pool[I]) add(in I, held bool) error {
 	in.Slot().baseline = in.MemorySize() // settings may have grown it
 	p.mu.Lock()
 	reserve := p.live >= p.limits.MinInstances
 	p.live++
 	p.inUse++
 	p.mu.Unlock()
-	if reserve {
+	switch {
+	case held && !reserve:
+		p.owner.Release()
+	case reserve && !held:
 		if err := p.owner.Reserve(); err != nil {
 			p.mu.Lock()
 			p.live--
 			p.inUse--
+			p.relist()
 			p.mu.Unlock()
 			in.Close()
 			return err
 		}
+	}
+	if reserve {
 		p.mu.Lock()
 		p.held++
 		p.mu.Unlock()
@@ -153,6 +184,10 @@ func (p *Pool[I]) Get(ctx context.Context) (I, error) {
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
 		in := p.idle[n-1]
+		if p.listed == n {
+			p.listed--
+			p.limits.Spares.remove(in.Slot())
+		}
 		var zero I
 		p.idle[n-1] = zero
 		p.idle = p.idle[:n-1]
@@ -213,7 +248,7 @@ func (p *Pool[I]) Put(in I) {
 		return
 	}
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.retired && len(p.waiters) == 0 {
 		p.live--
 		p.inUse--
 		p.mu.Unlock()
@@ -230,6 +265,7 @@ func (p *Pool[I]) Put(in I) {
 	in.Slot().idleSince = p.owner.Clock()
 	p.idle = append(p.idle, in)
 	p.inUse--
+	p.relist()
 	p.mu.Unlock()
 }
 
@@ -248,10 +284,16 @@ func (p *Pool[I]) Reap(now int64) int {
 		n++
 	}
 	old := append([]I(nil), p.idle[:n]...)
+	reaped := min(n, p.listed)
+	for _, in := range p.idle[:reaped] {
+		p.limits.Spares.remove(in.Slot())
+	}
+	p.listed -= reaped
 	k := copy(p.idle, p.idle[n:])
 	clear(p.idle[k:])
 	p.idle = p.idle[:k]
 	p.live -= n
+	p.relist()
 	p.mu.Unlock()
 	for _, in := range old {
 		p.close(in)
@@ -310,6 +352,7 @@ func (p *Pool[I]) replace() {
 	if spawn {
 		p.live++
 	}
+	p.relist()
 	p.mu.Unlock()
 	p.settle()
 	if spawn {
@@ -332,6 +375,7 @@ func (p *Pool[I]) spawn(reserve bool) {
 				waiters = p.waiters
 				p.waiters = nil
 			}
+			p.relist()
 			p.mu.Unlock()
 			for _, w := range waiters {
 				w.ch <- handoff[I]{err: fmt.Errorf("create instance: %w", err)}
@@ -366,6 +410,7 @@ func (p *Pool[I]) spawn(reserve bool) {
 		switch {
 		case err != nil:
 			p.live--
+			p.relist()
 			if len(p.waiters) > 0 {
 				w := p.waiters[0]
 				p.waiters = p.waiters[1:]
@@ -373,7 +418,7 @@ func (p *Pool[I]) spawn(reserve bool) {
 				w.ch <- handoff[I]{err: fmt.Errorf("create instance: %w", err)}
 				return
 			}
-		case p.closed:
+		case p.closed, p.retired && len(p.waiters) == 0:
 			p.live--
 			p.mu.Unlock()
 			p.close(in)
@@ -388,6 +433,7 @@ func (p *Pool[I]) spawn(reserve bool) {
 		default:
 			in.Slot().idleSince = p.owner.Clock()
 			p.idle = append(p.idle, in)
+			p.relist()
 		}
 		p.mu.Unlock()
 	}()
@@ -395,49 +441,63 @@ func (p *Pool[I]) spawn(reserve bool) {
 	p.settle()
 }
 
-// Oldest returns when the instance idle longest, while the pool holds a reservation,
-// became idle, at the owner's clock, if the pool is above MinInstances and
-// has one.
-func (p *Pool[I]) Oldest() (int64, bool) {
+// evict closes the instance of sl, listed in Spares, if it still is.
+func (p *Pool[I]) evict(sl *Slot) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if i := p.evictable(); i >= 0 {
-		return p.idle[i].Slot().idleSince, true
+	i := -1
+	if sl.listed {
+		for j := range p.listed {
+			if p.idle[j].Slot() == sl {
+				i = j
+				break
+			}
+		}
 	}
-	return 0, false
-}
-
-// Evict closes the instance Oldest named, idle since then, if it still
-// is, and reports whether it did: it gives back its reservation for an
-// instance of another pool.
-func (p *Pool[I]) Evict(since int64) bool {
-	p.mu.Lock()
-	i := p.evictable()
-	if i < 0 || p.idle[i].Slot().idleSince != since {
+	if i < 0 {
 		p.mu.Unlock()
-		return false
+		return
 	}
 	in := p.idle[i]
+	p.limits.Spares.remove(sl)
+	p.listed--
 	p.idle = append(p.idle[:i], p.idle[i+1:]...)
 	var zero I
 	p.idle[:len(p.idle)+1][len(p.idle)] = zero
 	p.live--
+	p.relist()
 	p.mu.Unlock()
 	p.close(in)
-	return true
+	p.owner.Evicted(sl.idleSince)
 }
 
-// evictable is the index in the idle stack of the instance idle longest
-// while the pool holds reservations, -1 without, or when the pool is
-// closed or at MinInstances. The caller holds p.mu.
-func (p *Pool[I]) evictable() int {
-	if p.closed || p.live <= p.limits.MinInstances {
-		return -1
+// relist keeps listed in Spares the oldest idle instances, as many as the
+// pool has beyond MinInstances (none once it is retired or closed), and
+// no other. It lists or unlists at most the instances whose place
+// changed. The caller holds p.mu.
+func (p *Pool[I]) relist() {
+	s := p.limits.Spares
+	if s == nil {
+		return
 	}
-	if p.held == 0 || len(p.idle) == 0 {
-		return -1
+	k := 0
+	if !p.closed && !p.retired {
+		k = min(max(0, p.live-p.limits.MinInstances), len(p.idle))
 	}
-	return 0
+	if p.listed > k {
+		p.unlist(p.listed - k)
+	}
+	for ; p.listed < k; p.listed++ {
+		s.add(p.idle[p.listed].Slot(), p)
+	}
+}
+
+// unlist takes the n newest listed instances out of Spares. The caller
+// holds p.mu.
+func (p *Pool[I]) unlist(n int) {
+	for range n {
+		p.listed--
+		p.limits.Spares.remove(p.idle[p.listed].Slot())
+	}
 }
 
 // TakeIdle removes and returns every idle instance; the caller gives each
@@ -445,6 +505,7 @@ func (p *Pool[I]) evictable() int {
 func (p *Pool[I]) TakeIdle() []I {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.unlist(p.listed)
 	out := append([]I(nil), p.idle...)
 	clear(p.idle)
 	p.idle = p.idle[:0]
@@ -452,11 +513,47 @@ func (p *Pool[I]) TakeIdle() []I {
 	return out
 }
 
+// Retire readies the pool of a version that an upgrade or unload
+// replaced, whose calls in flight may still use it: it closes the idle
+// instances at once, and Put closes the others when no call waits for
+// one. From now on every instance alive holds a reservation until it
+// closes (Owner.Hold for those MinInstances kept without one), since
+// what the pool held as its module's warm instances is no longer counted
+// as the module's.
+func (p *Pool[I]) Retire() {
+	p.mu.Lock()
+	if p.retired || p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.retired = true
+	p.limits.MinInstances = 0
+	p.unlist(p.listed)
+	idle := p.idle
+	p.idle = nil
+	p.live -= len(idle)
+	// Counted before it is held, so that what the budget holds never
+	// falls below what the pool gives back (settle).
+	need := p.live - p.held
+	p.mu.Unlock()
+	if need > 0 {
+		p.owner.Hold(need)
+		p.mu.Lock()
+		p.held += need
+		p.mu.Unlock()
+	}
+	for _, in := range idle {
+		in.Close()
+	}
+	p.settle()
+}
+
 // Close closes the idle instances and makes Put close the others. It waits
 // for instances being created.
 func (p *Pool[I]) Close() {
 	p.mu.Lock()
 	p.closed = true
+	p.unlist(p.listed)
 	idle := p.idle
 	p.idle = nil
 	p.live -= len(idle)

@@ -40,8 +40,9 @@ type owner struct {
 	recycled  []uint64
 	// room is how many reservations it grants at once, unbounded when
 	// negative; held is how many are taken.
-	room int
-	held int
+	room    int
+	held    int
+	evicted []int64
 }
 
 func (o *owner) NewInstance() (*fake, error) {
@@ -100,6 +101,18 @@ func (o *owner) Reserve() error {
 func (o *owner) Release() {
 	o.mu.Lock()
 	o.held--
+	o.mu.Unlock()
+}
+
+func (o *owner) Evicted(since int64) {
+	o.mu.Lock()
+	o.evicted = append(o.evicted, since)
+	o.mu.Unlock()
+}
+
+func (o *owner) Hold(n int) {
+	o.mu.Lock()
+	o.held += n
 	o.mu.Unlock()
 }
 
@@ -322,47 +335,173 @@ func TestPoolReserve(t *testing.T) {
 	assert.Empty(t, o.failed, "a refusal is not a failure to create")
 }
 
-// TestPoolEvict: Oldest names the instance idle longest while the pool
-// holds reservations beyond MinInstances, and Evict closes it only while
-// it still is; each eviction gives a reservation back, whichever
-// instance it closes, until the pool is at MinInstances.
+// TestPoolEvict: pools that share Spares list the idle instances they
+// keep beyond MinInstances, oldest first across the pools; Evict closes
+// the one idle longest, which gives its reservation back, until every
+// pool is at MinInstances. An instance a call took is not listed.
 func TestPoolEvict(t *testing.T) {
+	spares := pool.NewSpares()
+	var group sync.WaitGroup
+	cfg := pool.Config{MinInstances: 1, MaxInstances: 3, QueueTimeout: time.Hour, IdleTimeout: time.Hour, Spares: spares}
+	o1, o2 := &owner{room: -1}, &owner{room: -1}
+	p1, p2 := pool.New[*fake](o1, cfg, &group), pool.New[*fake](o2, cfg, &group)
+	fill := func(p *pool.Pool[*fake], o *owner, at ...int64) []*fake {
+		require.NoError(t, p.Add(&fake{name: "a", mem: page}))
+		var out []*fake
+		for range at {
+			in, err := p.Get(t.Context())
+			require.NoError(t, err)
+			out = append(out, in)
+		}
+		for i, in := range out {
+			o.set(at[i])
+			p.Put(in)
+		}
+		return out
+	}
+	one := fill(p1, o1, 100, 300, 500) // a, b, c idle at 100, 300, 500
+	two := fill(p2, o2, 200, 400)      // a, b idle at 200, 400
+	assert.Equal(t, 2+1, spares.Len(), "p1 keeps 2 beyond MinInstances, p2 1")
+	assert.Equal(t, 2, o1.holding())
+	assert.Equal(t, 1, o2.holding())
+
+	// p2's newest is taken by a call: p2's oldest stays listed.
+	in, err := p2.Get(t.Context())
+	require.NoError(t, err)
+	assert.Same(t, two[1], in)
+	assert.Equal(t, 3, spares.Len())
+
+	require.True(t, spares.Evict())
+	assert.Equal(t, 1, one[0].closed, "p1's, idle since 100")
+	require.True(t, spares.Evict())
+	assert.Equal(t, 1, two[0].closed, "p2's, idle since 200")
+	require.True(t, spares.Evict())
+	assert.Equal(t, 1, one[1].closed, "p1's, idle since 300")
+	assert.False(t, spares.Evict(), "both at MinInstances")
+	assert.Zero(t, one[2].closed)
+	assert.Zero(t, o1.holding(), "evicted, reservations given back")
+	assert.Zero(t, o2.holding(), "p2's busy one is its MinInstances one now")
+	assert.Equal(t, []int64{100, 300}, o1.evicted)
+	assert.Equal(t, []int64{200}, o2.evicted)
+
+	p2.Put(in)
+	assert.Zero(t, spares.Len(), "back, at MinInstances: not listed")
+	in, err = p2.Get(t.Context())
+	require.NoError(t, err)
+	extra, err := p2.Get(t.Context())
+	require.NoError(t, err)
+	p2.Put(in)
+	p2.Put(extra)
+	assert.Equal(t, 1, spares.Len(), "the older of two, one beyond MinInstances")
+	p2.Close()
+	p1.Close()
+	group.Wait()
+	assert.Zero(t, spares.Len())
+	assert.False(t, spares.Evict())
+}
+
+// TestPoolSparesHammer: calls, reaps and evictions at once on pools that
+// share Spares keep it listing, once the pools are quiet, exactly the
+// idle instances beyond each pool's MinInstances.
+func TestPoolSparesHammer(t *testing.T) {
+	spares := pool.NewSpares()
+	var group sync.WaitGroup
+	var pools []*pool.Pool[*fake]
+	var owners []*owner
+	for i := range 4 {
+		o := &owner{room: -1}
+		owners = append(owners, o)
+		pools = append(pools, pool.New[*fake](o, pool.Config{MinInstances: i % 2, MaxInstances: 4, QueueTimeout: time.Hour, IdleTimeout: 1, Spares: spares}, &group))
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			p := pools[w%len(pools)]
+			for i := range 500 {
+				in, err := p.Get(t.Context())
+				if !assert.NoError(t, err) {
+					return
+				}
+				p.Put(in)
+				switch i % 50 {
+				case 0:
+					spares.Evict()
+				case 25:
+					p.Reap(owners[w%len(pools)].Clock() + 1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	want := 0
+	for i, p := range pools {
+		st := p.Stats()
+		assert.Equal(t, st.Instances, st.Idle, "pool %d quiet", i)
+		want += max(0, min(st.Idle, st.Instances-i%2))
+	}
+	assert.Equal(t, want, spares.Len())
+	for spares.Evict() {
+	}
+	for i, p := range pools {
+		assert.Equal(t, i%2, p.Stats().Instances, "pool %d at MinInstances", i)
+		p.Close()
+	}
+	group.Wait()
+	assert.Zero(t, spares.Len())
+	for i, o := range owners {
+		assert.Zero(t, o.holding(), "pool %d gave every reservation back", i)
+	}
+}
+
+// TestPoolRetire: a retired pool closes its idle instances at once, and
+// each busy one when its call ends, unless a call waits for it; every
+// instance left holds a reservation until it closes, the MinInstances
+// ones too, and gives it back then.
+func TestPoolRetire(t *testing.T) {
 	o := &owner{room: -1}
 	var group sync.WaitGroup
-	p := pool.New[*fake](o, pool.Config{MinInstances: 1, MaxInstances: 3, QueueTimeout: time.Hour, IdleTimeout: time.Hour}, &group)
-	a := &fake{name: "a", mem: page}
+	p := pool.New[*fake](o, pool.Config{MinInstances: 2, MaxInstances: 2, QueueTimeout: time.Hour, IdleTimeout: time.Hour}, &group)
+	a, b := &fake{name: "a", mem: page}, &fake{name: "z", mem: page}
 	require.NoError(t, p.Add(a))
-	_, err := p.Get(t.Context())
+	require.NoError(t, p.Add(b))
+	busy, err := p.Get(t.Context())
 	require.NoError(t, err)
-	b, err := p.Get(t.Context())
-	require.NoError(t, err)
-	c, err := p.Get(t.Context())
-	require.NoError(t, err)
-	o.set(100)
-	p.Put(a)
-	o.set(200)
-	p.Put(c)
-	o.set(300)
-	p.Put(b)
-	assert.Equal(t, 2, o.holding())
+	assert.Zero(t, o.holding(), "both are MinInstances ones")
 
-	since, ok := p.Oldest()
-	require.True(t, ok)
-	assert.Equal(t, int64(100), since, "a, idle longest")
-	assert.False(t, p.Evict(200), "not the one idle longest")
-	assert.True(t, p.Evict(100))
-	assert.Equal(t, 1, a.closed)
-	assert.False(t, p.Evict(100), "gone")
-	assert.Equal(t, 1, o.holding())
-	since, ok = p.Oldest()
-	require.True(t, ok)
-	assert.Equal(t, int64(200), since, "c")
-	assert.True(t, p.Evict(since))
+	p.Retire()
+	idle := a
+	if busy == a {
+		idle = b
+	}
+	assert.Equal(t, 1, idle.closed, "idle: closed at once")
+	assert.Zero(t, busy.closed)
+	assert.Equal(t, 1, o.holding(), "the busy one holds its own reservation")
+	assert.Equal(t, pool.Stats{Instances: 1, InUse: 1, Created: 2}, p.Stats())
+
+	// A call in flight on the retired version still gets an instance.
+	got := make(chan *fake, 1)
+	go func() {
+		in, err := p.Get(t.Context())
+		assert.NoError(t, err)
+		got <- in
+	}()
+	c := <-got
+	assert.Equal(t, 2, o.holding(), "a new one reserves")
+	go func() {
+		in, err := p.Get(t.Context())
+		assert.NoError(t, err)
+		got <- in
+	}()
+	require.Eventually(t, func() bool { return p.Stats().Waiting == 1 }, time.Minute, time.Millisecond)
+	p.Put(busy) // handed to the waiting call
+	assert.Same(t, busy, <-got)
+	assert.Zero(t, busy.closed)
+	p.Put(busy)
+	assert.Equal(t, 1, busy.closed, "no call waits: closed")
+	p.Put(c)
 	assert.Equal(t, 1, c.closed)
-	_, ok = p.Oldest()
-	assert.False(t, ok, "at MinInstances")
-	assert.Zero(t, o.holding())
-	assert.Equal(t, pool.Stats{Instances: 1, Idle: 1, Created: 3}, p.Stats())
+	assert.Zero(t, o.holding(), "every reservation given back")
+	assert.Equal(t, pool.Stats{Created: 3}, p.Stats())
 	p.Close()
 	group.Wait()
 }

@@ -110,9 +110,11 @@ type TinyHostStatus struct {
 	// +optional
 	Capacity *HostResources `json:"capacity,omitempty"`
 
-	// Allocated is what the host reports in use: modules loaded and the
-	// memory they hold (each warm instance's memory limit, and that of
-	// each instance beyond those alive when it was probed).
+	// Allocated is what the modules loaded on the host take of its
+	// capacity, as placement counts it: the modules, and the memory of
+	// their warm instances (memoryPages × minInstances of each). Instances
+	// beyond those come and go with the calls, and are not counted here:
+	// the host admits them against what is left.
 	//
 	// +optional
 	Allocated *HostResources `json:"allocated,omitempty"`

@@ -354,9 +354,10 @@ type Limits struct {
 	// +kubebuilder:validation:Minimum=1
 	MaxMessageBytes *int32 `json:"maxMessageBytes,omitempty"`
 
-	// MinInstances is how many instances the host keeps warm; absent is
-	// the host's default (1). A warm instance answers at once and holds its
-	// memory while idle. 0 keeps none: the module's instances close after
+	// MinInstances is how many instances the host keeps warm; absent is 1,
+	// whatever the host's own default (tinyhost --min-instances), so that
+	// placement counts what the host holds. A warm instance answers at
+	// once and holds its memory while idle. 0 keeps none: the module's instances close after
 	// idleTimeout, and its next call first starts one, paying an
 	// instantiation.
 	//

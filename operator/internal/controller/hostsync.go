@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -234,7 +235,7 @@ func (r *hostSync) converge(ctx context.Context, h *v1alpha1.TinyHost, st *v1alp
 			tried[j.entry.Name] = true
 		}
 		st.Modules = plan.sorted()
-		st.Allocated = allocated(plan.loaded)
+		st.Allocated = allocated(maps.Values(plan.loaded))
 		// Placed here while this round loaded: their entries go in the
 		// write that records this round, which is then the write before
 		// the next round's loads.
@@ -585,20 +586,25 @@ func fillActual(e *v1alpha1.HostModule, m *hostv1.Module) {
 	}
 }
 
-// allocated is what the loaded modules take: a slot each, and the memory
-// of their warm instances (an absent min_instances is the host's default
-// of one), as the host counts it in Info less the instances beyond those,
-// which come and go with the calls.
-func allocated(loaded map[string]*hostv1.Module) *v1alpha1.HostResources {
+// allocated is what the loaded modules take, status.allocated: a slot
+// each, and the memory of their warm instances, memory_pages ×
+// min_instances (a host reports each module's; one of a host that does
+// not), which is what placement counts a module as taking. The host's
+// own figure (Capacity.memory_reserved_bytes) counts the instances
+// beyond those too, which come and go with the calls: both the probe and
+// a load round write this one.
+func allocated(loaded iter.Seq[*hostv1.Module]) *v1alpha1.HostResources {
 	var mem int64
-	for _, m := range loaded {
+	n := int32(0)
+	for m := range loaded {
+		n++
 		warm := int64(1)
 		if m.GetLimits().MinInstances != nil {
 			warm = int64(m.GetLimits().GetMinInstances())
 		}
 		mem += int64(m.GetLimits().GetMemoryPages()) * 64 << 10 * warm
 	}
-	return &v1alpha1.HostResources{Modules: ptr(int32(len(loaded))), Memory: resource.NewQuantity(mem, resource.BinarySI)}
+	return &v1alpha1.HostResources{Modules: ptr(n), Memory: resource.NewQuantity(mem, resource.BinarySI)}
 }
 
 // observe copies what the host answered into its status.
@@ -630,10 +636,7 @@ func observe(st *v1alpha1.TinyHostStatus, h *v1alpha1.TinyHost, info *hostv1.Inf
 	if capacity.Modules != nil || capacity.Memory != nil {
 		st.Capacity = &capacity
 	}
-	st.Allocated = &v1alpha1.HostResources{
-		Modules: ptr(int32(c.GetLoadedModules())),
-		Memory:  resource.NewQuantity(int64(c.GetMemoryReservedBytes()), resource.BinarySI),
-	}
+	st.Allocated = allocated(slices.Values(info.GetModules()))
 	setHostReady(st, h.Generation, true, reasonProbed, "answers its probes")
 }
 

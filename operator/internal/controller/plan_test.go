@@ -256,17 +256,17 @@ func TestLoadCapabilities(t *testing.T) {
 	assert.NotEqual(t, specHash(omitted, art), specHash(none, art), "[none] reloads a module loaded with the defaults")
 }
 
-// TestLoadMinInstances: limits.minInstances absent is sent absent (the
-// host's default, one warm), 0 as 0 (none warm), and the two load
-// differently.
+// TestLoadMinInstances: limits.minInstances absent is sent as placement's
+// default (one warm), whatever the host's own default, 0 as 0 (none
+// warm), and the two load differently.
 func TestLoadMinInstances(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		limits *v1alpha1.Limits
 		want   *int
 	}{
-		{"no limits", nil, nil},
-		{"omitted", &v1alpha1.Limits{MaxInstances: replicas(2)}, nil},
+		{"no limits", nil, new(placement.DefaultMinInstances)},
+		{"omitted", &v1alpha1.Limits{MaxInstances: replicas(2)}, new(1)},
 		{"zero", &v1alpha1.Limits{MinInstances: replicas(0)}, new(0)},
 		{"three", &v1alpha1.Limits{MinInstances: replicas(3)}, new(3)},
 	} {

@@ -84,6 +84,9 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 		out.Config = m.Spec.Config.Raw
 	}
 	out.Capabilities = capabilities(m.Spec.Capabilities)
+	// Absent, minInstances is placement's default, not the host's: the
+	// host holds what placement counted.
+	out.Limits.MinInstances = new(placement.DefaultMinInstances)
 	l := m.Spec.Limits
 	if l == nil {
 		return out
@@ -97,8 +100,8 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 	out.Limits = api.Limits{
 		MemoryPages:    uint32(deref(l.MemoryPages)),
 		MaxMessageSize: deref(l.MaxMessageBytes),
-		// Absent is the host's default; 0 is none warm, so it is sent.
-		MinInstances: optional(l.MinInstances),
+		// Absent, placement's default (above); 0 is none warm.
+		MinInstances: minInstances(l.MinInstances, out.Limits.MinInstances),
 		MaxInstances: deref(l.MaxInstances),
 
 		MaxHTTPRequestSize:  deref(l.HTTPMaxRequestBytes),
@@ -127,10 +130,10 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 	return out
 }
 
-// optional is *p as an int, nil when p is.
-func optional(p *int32) *int {
+// minInstances is *p as an int, def when p is nil.
+func minInstances(p *int32, def *int) *int {
 	if p == nil {
-		return nil
+		return def
 	}
 	return new(int(*p))
 }

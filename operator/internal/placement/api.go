@@ -114,16 +114,22 @@ func artifact(image string, s *v1alpha1.Source) Artifact {
 	return Artifact{Image: image}
 }
 
+// DefaultMinInstances is the warm instances of a module whose spec leaves
+// limits.minInstances out. The operator loads it with this many, whatever
+// the host's own default (tinyhost --min-instances), so that what a host
+// holds for it is what placement counted.
+const DefaultMinInstances = 1
+
 // Request is what one replica of a module with these limits takes from a
 // host, as the host admits it: a module slot, and the memory of its warm
-// instances, memoryPages × minInstances (absent: the host's default of
-// one), when memoryPages is set (otherwise the host's defaults decide, and
+// instances, memoryPages × minInstances (absent: DefaultMinInstances),
+// when memoryPages is set (otherwise the host's defaults decide, and
 // placement counts none). Instances beyond those take their memory while
-// they live, which the host reports in what it has allocated.
+// they live, and the host admits them against what is left.
 func Request(l *v1alpha1.Limits) Resources {
 	r := Resources{Modules: 1}
 	if l != nil && l.MemoryPages != nil {
-		warm := int64(1)
+		warm := int64(DefaultMinInstances)
 		if l.MinInstances != nil {
 			warm = int64(*l.MinInstances)
 		}
