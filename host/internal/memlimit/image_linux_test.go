@@ -1,0 +1,159 @@
+package memlimit
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// imageOf returns a memory of pages pages whose bytes are non-zero in a
+// few runs, and the ranges holding them.
+func imageOf(pages int) ([]byte, [][2]uint64) {
+	mem := make([]byte, pages*PageSize)
+	ranges := [][2]uint64{{8, 4000}, {PageSize + 100, PageSize + 9000}, {uint64(pages)*PageSize - 3, uint64(pages) * PageSize}}
+	for _, r := range ranges {
+		for i := r[0]; i < r[1]; i++ {
+			mem[i] = byte(i%251) + 1
+		}
+	}
+	return mem, ranges
+}
+
+// TestImage starts memories from an image, mapped and copied: each reads
+// the image, grows into zeros, and sees its own writes only; one started
+// after another wrote and was freed reads the image again, and the
+// image's file refuses every change.
+func TestImage(t *testing.T) {
+	for _, mapped := range []bool{true, false} {
+		name := map[bool]string{true: "mapped", false: "copied"}[mapped]
+		t.Run(name, func(t *testing.T) {
+			t.Cleanup(func() { SetFileImages(true) })
+			SetFileImages(mapped)
+			mem, ranges := imageOf(3)
+			img := NewImage(mem, ranges)
+			defer img.Close()
+			require.Equal(t, mapped, img.Mapped())
+			start := func() (*Memory, []byte) {
+				m := New(16 * PageSize)
+				m.Start(img)
+				b := m.Reallocate(3 * PageSize)
+				require.True(t, m.Mapped())
+				require.Equal(t, mem, b, "the memory starts as the image")
+				return m, b
+			}
+			a, ab := start()
+			defer a.Free()
+			b, bb := start()
+			defer b.Free()
+			for i := range ab {
+				ab[i] = 0xEE // every page of the image, and the zeros between
+			}
+			assert.Equal(t, mem, bb, "another memory of the image does not see the writes")
+			ab = a.Reallocate(5 * PageSize)
+			assert.Equal(t, make([]byte, 2*PageSize), ab[3*PageSize:], "growth past the image is zero")
+			assert.Equal(t, byte(0xEE), ab[0])
+			a.Free()
+			c, cb := start() // as an instance recycled after a's calls
+			defer c.Free()
+			assert.Equal(t, mem, cb)
+
+			if mapped {
+				fd := img.file.fd
+				_, err := unix.Pwrite(fd, []byte{1}, 0)
+				assert.ErrorIs(t, err, unix.EPERM, "the file is sealed against writes")
+				_, err = unix.Mmap(fd, 0, PageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+				assert.ErrorIs(t, err, unix.EPERM, "and against a shared writable mapping")
+				assert.ErrorIs(t, unix.Ftruncate(fd, 0), unix.EPERM, "and against shrinking")
+				got := make([]byte, len(mem))
+				img.file.readAt(got, 0)
+				assert.Equal(t, mem, got, "the file is the image still")
+			}
+		})
+	}
+}
+
+// TestImageLargerThanMemory: an image past the memory's initial size is
+// copied up to it, not mapped (a mapping past the memory's size would let
+// growth reveal bytes the instance never had).
+func TestImageLargerThanMemory(t *testing.T) {
+	mem, ranges := imageOf(3)
+	img := NewImage(mem, ranges)
+	defer img.Close()
+	m := New(16 * PageSize)
+	m.Start(img)
+	b := m.Reallocate(2 * PageSize)
+	defer m.Free()
+	assert.Equal(t, mem[:2*PageSize], b)
+	b = m.Reallocate(3 * PageSize)
+	assert.Equal(t, make([]byte, PageSize), b[2*PageSize:], "growth is zero")
+}
+
+// TestImageUnmapped: a memory mapped from an image that the system
+// refuses to open more of moves into the Go heap with the image and its
+// writes.
+func TestImageUnmapped(t *testing.T) {
+	mem, ranges := imageOf(2)
+	img := NewImage(mem, ranges)
+	defer img.Close()
+	require.True(t, img.Mapped())
+	m := New(16 * PageSize)
+	m.Start(img)
+	b := m.Reallocate(2 * PageSize)
+	defer m.Free()
+	b[9] = 0xEE
+	protect = func([]byte, int) error { return unix.ENOMEM }
+	t.Cleanup(func() { protect = unix.Mprotect })
+	b = m.Reallocate(4 * PageSize)
+	require.False(t, m.Mapped())
+	want := bytes.Clone(mem)
+	want[9] = 0xEE
+	assert.Equal(t, want, b[:2*PageSize])
+	assert.Equal(t, make([]byte, 2*PageSize), b[2*PageSize:])
+}
+
+// TestImageDescriptors: an image holds one descriptor until Close, while
+// memories map it or not; memories freed or not, none is left after.
+func TestImageDescriptors(t *testing.T) {
+	before := imageFiles(t)
+	mem, ranges := imageOf(2)
+	var imgs []*Image
+	var mems []*Memory
+	for range 5 {
+		img := NewImage(mem, ranges)
+		imgs = append(imgs, img)
+		m := New(4 * PageSize)
+		m.Start(img)
+		m.Reallocate(2 * PageSize)
+		mems = append(mems, m)
+	}
+	assert.Equal(t, before+5, imageFiles(t), "one descriptor per image")
+	for _, img := range imgs {
+		img.Close()
+		img.Close() // once
+	}
+	assert.Equal(t, before, imageFiles(t), "none once the images are closed")
+	for i, m := range mems {
+		assert.Equal(t, mem, m.buf, "memory %d, mapped after its image's close", i)
+		m.Free()
+	}
+}
+
+// imageFiles counts the process's descriptors of image files.
+func imageFiles(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(target, "/memfd:tinyhost-snapshot") {
+			n++
+		}
+	}
+	return n
+}
