@@ -41,6 +41,9 @@ func NewImage(mem []byte, ranges [][2]uint64) *Image {
 	if n := len(ranges); n > 0 {
 		img.size = min((ranges[n-1][1]+pageSize-1)/pageSize*pageSize, uint64(len(mem)))
 	}
+	if img.size == 0 {
+		return img // zeros: nothing to map or copy
+	}
 	if img.size%pageSize == 0 && fileImages.Load() {
 		if f, err := newImageFile(mem, ranges, img.size); err == nil {
 			img.file = f

@@ -94,6 +94,22 @@ func TestImageLargerThanMemory(t *testing.T) {
 	assert.Equal(t, make([]byte, PageSize), b[2*PageSize:], "growth is zero")
 }
 
+// TestImageOfZeros: an image of zeros holds nothing, and a memory started
+// as it is an ordinary one.
+func TestImageOfZeros(t *testing.T) {
+	before := imageFiles(t)
+	img := NewImage(make([]byte, PageSize), nil)
+	defer img.Close()
+	assert.False(t, img.Mapped())
+	assert.Equal(t, before, imageFiles(t))
+	m := New(4 * PageSize)
+	m.Start(img)
+	b := m.Reallocate(PageSize)
+	defer m.Free()
+	assert.True(t, m.Mapped())
+	assert.Equal(t, make([]byte, PageSize), b)
+}
+
 // TestImageUnmapped: a memory mapped from an image that the system
 // refuses to open more of moves into the Go heap with the image and its
 // writes.
