@@ -31,9 +31,13 @@ func StartOpen(h *Host, module string) (*Started, error) {
 
 // Call sends payload to port "in" of component "c" and returns the body
 // of the reply.
-func (s *Started) Call(payload []byte) ([]byte, error) {
+func (s *Started) Call(payload []byte) ([]byte, error) { return s.CallPort("c", "in", payload) }
+
+// CallPort sends payload to port of component and returns the body of the
+// reply.
+func (s *Started) CallPort(component, port string, payload []byte) ([]byte, error) {
 	v := s.in.v
-	msg := abi.Message{Module: v.desc.Name, Component: "c", Port: "in", Payload: payload}
+	msg := abi.Message{Module: v.desc.Name, Component: component, Port: port, Payload: payload}
 	n := abi.MessageHeaderSize(&msg) + len(payload)
 	st, body, _, err := s.in.Handle(context.Background(), &msg, n, v.h.clock()+v.timeout)
 	if err == nil && st != abi.StatusOK {

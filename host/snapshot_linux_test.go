@@ -52,3 +52,69 @@ func imageFiles(t *testing.T) int {
 	}
 	return n
 }
+
+// TestSnapshotSharesPages starts instances of a Go guest from its
+// snapshot and calls each once: the pages of the image they only read
+// are the image file's, one copy for them all, and each holds copies of
+// its own only of the pages it wrote, fewer than the image has.
+func TestSnapshotSharesPages(t *testing.T) {
+	wasm := e2e.WasmBytes(t, "internal/e2e/testdata/sdkecho")
+	h, _ := newHost(t, host.Options{Snapshots: host.SnapshotsAll})
+	_, err := h.Load(t.Context(), wasm, host.LoadOptions{})
+	require.NoError(t, err)
+	require.True(t, host.FromSnapshot(h, "sdkecho"))
+	const n = 4
+	for range n {
+		s, err := host.StartOpen(h, "sdkecho")
+		require.NoError(t, err)
+		defer s.Close()
+		_, err = s.CallPort("echo", "in", []byte("x"))
+		require.NoError(t, err)
+	}
+	maps := imageMappings(t)
+	require.Len(t, maps, n, "a mapping of the image per instance")
+	for _, m := range maps {
+		t.Logf("image mapping: %d KiB, %d KiB resident, %d KiB its own copies", m.size, m.rss, m.anon)
+		// Copied in, the image's non-zero pages (most of its span)
+		// would all be the instance's own.
+		assert.Less(t, m.anon, m.size/4, "KiB of its own")
+	}
+}
+
+type imageMapping struct{ size, rss, anon int64 } // KiB
+
+// imageMappings reads the process's mappings of snapshots' image files.
+func imageMappings(t *testing.T) []imageMapping {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/smaps")
+	require.NoError(t, err)
+	var out []imageMapping
+	var cur *imageMapping
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if !strings.HasSuffix(f[0], ":") || strings.Contains(f[0], "-") {
+			cur = nil
+			if len(f) >= 6 && strings.HasPrefix(f[5], "/memfd:tinyhost-snapshot") {
+				out = append(out, imageMapping{})
+				cur = &out[len(out)-1]
+			}
+			continue
+		}
+		if cur == nil || len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "Size:":
+			cur.size = v
+		case "Rss:":
+			cur.rss = v
+		case "Anonymous:":
+			cur.anon = v
+		}
+	}
+	return out
+}
