@@ -5,20 +5,18 @@ import "sync/atomic"
 // Image is the memory an instance of a snapshot starts with: the ranges of
 // a memory that hold its non-zero bytes, the rest being zero. Where the
 // system allows it (Linux), the bytes are written once into a sealed
-// memory file, which each instance maps copy-on-write over the start of
-// its memory: starting one copies nothing, its pages are the image's until
+// memory file, which each instance maps copy-on-write over the pages that
+// hold them: starting one copies nothing, its pages are the image's until
 // it writes them, and no instance can change the image. Elsewhere, or if
 // the file cannot be made or mapped, each instance copies the bytes into
 // its memory as it is allocated. Either way an instance reads the image
 // and its own writes only.
 type Image struct {
-	// size is the bytes of memory, from 0, that the image spans: the end
-	// of its last range, in whole pages of the system.
-	size   uint64
 	ranges [][2]uint64
-	// file holds the image where there is one; data otherwise, the bytes
-	// of ranges one after another.
+	// file holds the image where there is one, mapped over runs; data
+	// otherwise, the bytes of ranges one after another.
 	file *imageFile
+	runs [][2]uint64
 	data []byte
 }
 
@@ -38,15 +36,12 @@ func SetFileImages(on bool) bool { return fileImages.Swap(on) }
 // Close.
 func NewImage(mem []byte, ranges [][2]uint64) *Image {
 	img := &Image{ranges: ranges}
-	if n := len(ranges); n > 0 {
-		img.size = min((ranges[n-1][1]+pageSize-1)/pageSize*pageSize, uint64(len(mem)))
-	}
-	if img.size == 0 {
+	if len(ranges) == 0 {
 		return img // zeros: nothing to map or copy
 	}
-	if img.size%pageSize == 0 && fileImages.Load() {
-		if f, err := newImageFile(mem, ranges, img.size); err == nil {
-			img.file = f
+	if runs := mapRuns(ranges, uint64(len(mem))); runs != nil && fileImages.Load() {
+		if f, err := newImageFile(mem, ranges, runs[len(runs)-1][1]); err == nil {
+			img.file, img.runs = f, runs
 			return img
 		}
 	}
@@ -59,6 +54,59 @@ func NewImage(mem []byte, ranges [][2]uint64) *Image {
 		img.data = append(img.data, mem[r[0]:r[1]]...)
 	}
 	return img
+}
+
+// maxRuns bounds the mappings of an image's file in one memory: each is an
+// area of the process's address map, of which a process may have about
+// 65,000 (vm.max_map_count).
+const maxRuns = 4
+
+// mapRuns returns the runs of whole pages of the file that memories map,
+// [from, to), within size: the pages of ranges, joined across gaps up to a
+// length that doubles until they are at most maxRuns. It returns nil when
+// the pages of zeros the runs span would outnumber those of the image: an
+// instance writing to one adds a page to the file (once, for every
+// instance), which is bounded thus by the image's own size.
+func mapRuns(ranges [][2]uint64, size uint64) [][2]uint64 {
+	if size%pageSize != 0 {
+		return nil
+	}
+	var pages [][2]uint64
+	var held uint64
+	for _, r := range ranges {
+		from, to := r[0]/pageSize*pageSize, min((r[1]+pageSize-1)/pageSize*pageSize, size)
+		if n := len(pages); n > 0 && from <= pages[n-1][1] {
+			held += max(to, pages[n-1][1]) - pages[n-1][1]
+			pages[n-1][1] = max(to, pages[n-1][1])
+			continue
+		}
+		pages = append(pages, [2]uint64{from, to})
+		held += to - from
+	}
+	for gap := pageSize; len(pages) > maxRuns; gap *= 2 {
+		joined := pages[:1]
+		for _, p := range pages[1:] {
+			if last := &joined[len(joined)-1]; p[0]-last[1] <= gap {
+				last[1] = p[1]
+			} else {
+				joined = append(joined, p)
+			}
+		}
+		pages = joined
+	}
+	var spanned uint64
+	for _, p := range pages {
+		spanned += p[1] - p[0]
+	}
+	if spanned-held > held {
+		return nil
+	}
+	return pages
+}
+
+// fits reports whether a memory of size bytes can map the image.
+func (img *Image) fits(size uint64) bool {
+	return img.file != nil && img.runs[len(img.runs)-1][1] <= size
 }
 
 // Mapped reports whether instances map the image rather than copy it.

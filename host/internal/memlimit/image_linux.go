@@ -48,22 +48,27 @@ func (f *imageFile) write(mem []byte, ranges [][2]uint64, size uint64) error {
 	return err
 }
 
-// mapInto maps the first size bytes of the file, private and writable,
-// over the start of r: the memory's writes go to pages of its own. It
-// reports whether it did; if not, r is as it was.
-func (f *imageFile) mapInto(r *region, size uint64) bool {
-	at := unsafe.Pointer(unsafe.SliceData(r.b))
-	_, err := unix.MmapPtr(f.fd, 0, at, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
-	if err == nil {
-		return true
+// mapInto maps the runs of the file, private and writable, over the same
+// bytes of r: the memory's writes go to pages of its own. It reports
+// whether it mapped them all; if not, the runs it mapped hold the image,
+// and r is still reserved, or released when it could not be kept.
+func (f *imageFile) mapInto(r *region, runs [][2]uint64) bool {
+	for _, run := range runs {
+		at, n := unsafe.Pointer(&r.b[run[0]]), uintptr(run[1]-run[0])
+		_, err := unix.MmapPtr(f.fd, int64(run[0]), at, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
+		if err == nil {
+			continue
+		}
+		// A kernel before 6.12 may have unmapped the range before
+		// failing: it is reserved again, else the whole reservation is
+		// given up now, before another mapping can take the hole (Free
+		// would unmap it).
+		if _, err := unix.MmapPtr(-1, 0, at, n, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_FIXED); err != nil {
+			r.release()
+		}
+		return false
 	}
-	// A kernel before 6.12 may have unmapped the range before failing:
-	// it is reserved again, else the whole reservation is given up now,
-	// before another mapping can take the hole (Free would unmap it).
-	if _, err := unix.MmapPtr(-1, 0, at, uintptr(size), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_FIXED); err != nil {
-		r.release()
-	}
-	return false
+	return true
 }
 
 // readAt reads len(b) bytes of the file at off into b; what cannot be

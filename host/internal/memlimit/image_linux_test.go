@@ -94,6 +94,53 @@ func TestImageLargerThanMemory(t *testing.T) {
 	assert.Equal(t, make([]byte, PageSize), b[2*PageSize:], "growth is zero")
 }
 
+// TestImageRuns: the file of an image is mapped over the pages that hold
+// it, in at most maxRuns runs, so that an instance writing to the zeros
+// between them writes anonymous memory, not new pages of the file; an
+// image whose runs would span more zeros than data is copied instead.
+func TestImageRuns(t *testing.T) {
+	ps := pageSize
+	assert.Equal(t, [][2]uint64{{0, 2 * ps}, {64 * ps, 65 * ps}},
+		mapRuns([][2]uint64{{10, 20}, {ps - 1, ps + 1}, {64*ps + 3, 64*ps + 4}}, 128*ps), "the pages of the ranges")
+	var islands [][2]uint64
+	for i := range uint64(9) {
+		islands = append(islands, [2]uint64{i * 3 * ps, i*3*ps + ps}) // a page, then two of zeros
+	}
+	assert.Nil(t, mapRuns(islands, 128*ps), "runs few enough would span more zeros than data")
+	for i := range islands {
+		islands[i][1] += ps
+	}
+	runs := mapRuns(islands, 128*ps)
+	assert.LessOrEqual(t, len(runs), maxRuns)
+	assert.Equal(t, [2]uint64{0, 26 * ps}, [2]uint64{runs[0][0], runs[len(runs)-1][1]})
+
+	mem := make([]byte, 64*PageSize)
+	mem[0], mem[len(mem)-1] = 1, 2
+	img := NewImage(mem, [][2]uint64{{0, 1}, {uint64(len(mem) - 1), uint64(len(mem))}})
+	defer img.Close()
+	require.True(t, img.Mapped())
+	require.Len(t, img.runs, 2)
+	m := New(128 * PageSize)
+	m.Start(img)
+	b := m.Reallocate(64 * PageSize)
+	defer m.Free()
+	require.Equal(t, mem, b)
+	before := fileKiB(t, img)
+	for i := range b[:len(b)-1] {
+		b[i] = 3
+	}
+	assert.Equal(t, before, fileKiB(t, img), "KiB of the file after the zeros between its runs are written")
+	assert.Equal(t, byte(2), b[len(b)-1])
+}
+
+// fileKiB is the memory that img's file holds.
+func fileKiB(t *testing.T, img *Image) int64 {
+	t.Helper()
+	var st unix.Stat_t
+	require.NoError(t, unix.Fstat(img.file.fd, &st))
+	return st.Blocks / 2
+}
+
 // TestImageOfZeros: an image of zeros holds nothing, and a memory started
 // as it is an ordinary one.
 func TestImageOfZeros(t *testing.T) {

@@ -12,6 +12,6 @@ func newImageFile([]byte, [][2]uint64, uint64) (*imageFile, error) {
 	return nil, errors.New("no memory files")
 }
 
-func (*imageFile) mapInto(*region, uint64) bool { return false }
-func (*imageFile) readAt([]byte, uint64)        {}
-func (*imageFile) close()                       {}
+func (*imageFile) mapInto(*region, [][2]uint64) bool { return false }
+func (*imageFile) readAt([]byte, uint64)             {}
+func (*imageFile) close()                            {}

@@ -127,21 +127,17 @@ func (m *Memory) Reallocate(size uint64) []byte {
 	m.mapped = reserve(m.limit)
 	img := m.image
 	m.image = nil
-	if img == nil {
-		return m.resize(size)
-	}
-	if m.mapped != nil && img.file != nil && img.size <= size {
-		if img.file.mapInto(m.mapped, img.size) {
-			m.open = img.size
-			m.buf = m.mapped.b[:m.open:m.open]
-			return m.resize(size)
-		}
+	mapped := false
+	if img != nil && m.mapped != nil && img.fits(size) {
+		mapped = img.file.mapInto(m.mapped, img.runs)
 		if m.mapped.released() {
 			m.mapped = nil
 		}
 	}
+	// Opening the reservation leaves the image's mappings as they are
+	// (they are readable and writable already), and opens the rest.
 	b := m.resize(size)
-	if b != nil {
+	if img != nil && b != nil && (!mapped || m.mapped == nil) {
 		if m.mapped != nil {
 			m.populate(img.ranges, size)
 		}
