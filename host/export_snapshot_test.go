@@ -31,15 +31,17 @@ func StartOpen(h *Host, module string) (*Started, error) {
 
 // Call sends payload to port "in" of component "c" and returns the body
 // of the reply.
-func (s *Started) Call(payload []byte) ([]byte, error) { return s.CallPort("c", "in", payload) }
+func (s *Started) Call(ctx context.Context, payload []byte) ([]byte, error) {
+	return s.CallPort(ctx, "c", "in", payload)
+}
 
 // CallPort sends payload to port of component and returns the body of the
 // reply.
-func (s *Started) CallPort(component, port string, payload []byte) ([]byte, error) {
+func (s *Started) CallPort(ctx context.Context, component, port string, payload []byte) ([]byte, error) {
 	v := s.in.v
 	msg := abi.Message{Module: v.desc.Name, Component: component, Port: port, Payload: payload}
 	n := abi.MessageHeaderSize(&msg) + len(payload)
-	st, body, _, err := s.in.Handle(context.Background(), &msg, n, v.h.clock()+v.timeout)
+	st, body, _, err := s.in.Handle(ctx, &msg, n, v.h.clock()+v.timeout)
 	if err == nil && st != abi.StatusOK {
 		err = fmt.Errorf("status %v", st)
 	}

@@ -68,7 +68,7 @@ func TestSnapshotSharesPages(t *testing.T) {
 		s, err := host.StartOpen(h, "sdkecho")
 		require.NoError(t, err)
 		defer s.Close()
-		_, err = s.CallPort("echo", "in", []byte("x"))
+		_, err = s.CallPort(t.Context(), "echo", "in", []byte("x"))
 		require.NoError(t, err)
 	}
 	maps := imageMappings(t)

@@ -249,7 +249,7 @@ func TestSnapshotInstancesApart(t *testing.T) {
 
 			call := func(s *host.Started, want byte) {
 				t.Helper()
-				got, err := s.Call(nil)
+				got, err := s.Call(t.Context(), nil)
 				require.NoError(t, err)
 				assert.Equal(t, []byte{want}, got)
 			}
