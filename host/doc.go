@@ -47,8 +47,10 @@
 // descriptor gives the module its name (LoadOptions.Name overrides it); each
 // component of each instance then receives its settings on _settings.
 // With Options.Snapshots, the state of the first instance right after
-// _initialize (its memory and mutable globals) is written into the module,
-// which is compiled once more, and the other instances start from that
+// _initialize is recorded: its mutable globals are written into the
+// module, which is compiled once more, and its memory is kept as an image
+// (on Linux a sealed memory file that each instance maps copy-on-write,
+// elsewhere bytes copied into each); the other instances start from that
 // without running the start function or _initialize, where what the
 // initialisation did allows it (see Snapshots, and "Snapshots" in
 // abi/ABI.md).

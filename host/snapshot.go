@@ -18,6 +18,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/internal/instrument"
+	"github.com/tinyhost/tinyhost/host/internal/memlimit"
 )
 
 // Snapshots says which modules' instances start from a snapshot of the
@@ -55,15 +56,19 @@ func (s Snapshots) on() bool { return s == SnapshotsOptIn || s == SnapshotsAll }
 // them.
 const globalExportPrefix = "tinyhost_global_"
 
-// snapshot is a module rewritten to start initialised, shared by the
-// versions of its key.
+// snapshot is a module rewritten to start initialised, and the memory its
+// instances start with, shared by the versions of its key.
 type snapshot struct {
-	key  snapshotKey
-	code wazero.CompiledModule
-	// written is the memory its data segments write (instrument.Image's
-	// Written), made resident at once when an instance starts.
-	written [][2]uint64
-	refs    int // versions using it; guarded by Host.snapMu
+	key   snapshotKey
+	code  wazero.CompiledModule
+	image *memlimit.Image
+	refs  int // versions using it; guarded by Host.snapMu
+}
+
+// close releases the compiled module and the image.
+func (s *snapshot) close() {
+	_ = s.code.Close(context.Background())
+	s.image.Close()
 }
 
 // snapshotKey is what a snapshot depends on: the module's bytes, its
@@ -82,7 +87,7 @@ func (h *Host) shareSnapshot(s *snapshot) *snapshot {
 	h.snapMu.Lock()
 	defer h.snapMu.Unlock()
 	if have := h.snaps[s.key]; have != nil {
-		_ = s.code.Close(context.Background())
+		s.close()
 		s = have
 	} else {
 		if h.snaps == nil {
@@ -116,7 +121,7 @@ func (h *Host) releaseSnapshot(s *snapshot) {
 	}
 	h.snapMu.Unlock()
 	if last {
-		_ = s.code.Close(context.Background())
+		s.close()
 	}
 }
 
@@ -133,6 +138,9 @@ type capture struct {
 	// next (random_get, a clock), "" when none.
 	drew  string
 	image *instrument.Image
+	// mem is image's memory, which the instances of its snapshot start
+	// with; the caller of take closes it unless a snapshot keeps it.
+	mem *memlimit.Image
 }
 
 func (c *capture) spoil(what string) {
@@ -198,14 +206,6 @@ func (c *capture) take(in *instance, globals []uint32) {
 		c.impure = "its memory could not be read"
 		return
 	}
-	// Refused before it is encoded: a guest that fills its memory would
-	// otherwise have the host hold it twice over in its own heap (the
-	// data section, the module), outside every limit, only to find the
-	// snapshot too large.
-	if n := int64(instrument.DataSize(mem)); n > in.v.h.opts.MaxModuleSize {
-		c.impure = fmt.Sprintf("left memory whose snapshot's data alone is %d bytes, above MaxModuleSize", n)
-		return
-	}
 	// Compacted below, not copied: a memory of a GiB holding a few
 	// bytes costs the host those bytes.
 	img := &instrument.Image{Memory: mem, Globals: make(map[uint32]uint64, len(globals))}
@@ -218,7 +218,14 @@ func (c *capture) take(in *instance, globals []uint32) {
 		img.Globals[g] = eg.Get()
 	}
 	img.Compact()
+	// Refused before it is copied: a guest that fills its memory would
+	// otherwise have the host hold a copy of it, outside every limit.
+	if n := img.WrittenBytes(); n > uint64(in.v.h.opts.MaxModuleSize) {
+		c.impure = fmt.Sprintf("left memory whose image is %d bytes, above MaxModuleSize", n)
+		return
+	}
 	c.image = img
+	c.mem = memlimit.NewImage(mem, img.Written())
 }
 
 // snapshot builds the version's snapshot from what its first instance
@@ -247,6 +254,9 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 		reason = "its initialisation read " + c.drew + " and it does not export " + abi.ExportSnapshot
 	}
 	if reason != "" {
+		if c.mem != nil {
+			c.mem.Close()
+		}
 		v.logger().Info("instances start fresh", "reason", reason)
 		return
 	}
@@ -260,11 +270,13 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 		cc, err = v.h.compile(ctx, wasm, v.limits.MemoryPages, nil)
 		v.h.dropRepeatedEntries(before)
 		if err == nil {
-			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code, written: c.image.Written()})
-			v.logger().Info("instances start from a snapshot", "pages", c.image.Pages(), "bytes", len(wasm))
+			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code, image: c.mem})
+			v.logger().Info("instances start from a snapshot", "pages", c.image.Pages(), "image_bytes", c.image.WrittenBytes(),
+				"mapped", c.mem.Mapped(), "bytes", len(wasm))
 			return
 		}
 	}
+	c.mem.Close()
 	v.logger().Warn("instances start fresh: no snapshot", "error", err)
 }
 
@@ -282,7 +294,7 @@ func (v *version) startCode(in *instance, level abi.LogLevel) (wazero.CompiledMo
 		}
 	}
 	if s := v.snap; s != nil && s.key.level == level {
-		in.Allocator().Populate(s.written)
+		in.Allocator().Start(s.image)
 		return s.code, true
 	}
 	return v.compiled, false

@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -218,6 +219,70 @@ func TestSnapshotLargeMemory(t *testing.T) {
 			resp, err := h.Invoke(t.Context(), api.Request{Module: "wat", Component: "c", Port: "in"})
 			require.NoError(t, err)
 			assert.Empty(t, resp.Payload)
+		})
+	}
+}
+
+// TestSnapshotInstancesApart loads a guest whose _initialize sets a
+// counter to 10 and whose messages count on from it, and starts instances
+// from its snapshot, with the image mapped into each and copied into each:
+// every instance counts from 10, whatever the others wrote, one started
+// after another closed included; so does the instance the pool starts
+// after recycling one that grew.
+func TestSnapshotInstancesApart(t *testing.T) {
+	for _, mapped := range []bool{true, false} {
+		t.Run(map[bool]string{true: "mapped", false: "copied"}[mapped], func(t *testing.T) {
+			was := host.SetFileImages(mapped)
+			t.Cleanup(func() { host.SetFileImages(was) })
+			h, sink := newHost(t, host.Options{Snapshots: host.SnapshotsOptIn})
+			_, err := h.Load(t.Context(), wat(t, "counter"), host.LoadOptions{
+				Limits: api.Limits{MinInstances: new(1), MaxInstances: 1, MemoryPages: 16, RecyclePages: 2}})
+			require.NoError(t, err)
+			require.True(t, host.FromSnapshot(h, "wat"))
+			var fields string
+			for _, l := range sink.of("wat") {
+				if l.msg == "instances start from a snapshot" {
+					fields = l.fields
+				}
+			}
+			assert.Contains(t, fields, fmt.Sprint("mapped", mapped && runtime.GOOS == "linux"))
+
+			call := func(s *host.Started, want byte) {
+				t.Helper()
+				got, err := s.Call(t.Context(), nil)
+				require.NoError(t, err)
+				assert.Equal(t, []byte{want}, got)
+			}
+			a, err := host.StartOpen(h, "wat")
+			require.NoError(t, err)
+			b, err := host.StartOpen(h, "wat")
+			require.NoError(t, err)
+			defer b.Close()
+			call(a, 11)
+			call(a, 12)
+			call(b, 11)
+			call(a, 13)
+			call(b, 12)
+			a.Close()
+			c, err := host.StartOpen(h, "wat")
+			require.NoError(t, err)
+			defer c.Close()
+			call(c, 11)
+
+			// The pool's one instance, the one the snapshot was taken
+			// of, counted its settings (a message to its handler); it
+			// grows past RecyclePages on the second call and is closed;
+			// the next call starts one from the snapshot, which counts
+			// its settings and the call from 10 again.
+			invoke := func(payload string) []byte {
+				resp, err := h.Invoke(t.Context(), api.Request{Module: "wat", Component: "c", Port: "in", Payload: []byte(payload)})
+				require.NoError(t, err)
+				return resp.Payload
+			}
+			assert.Equal(t, []byte{12}, invoke(""))
+			assert.Equal(t, []byte{13}, invoke("g"))
+			require.Eventually(t, func() bool { return h.Modules()[0].Pool.Recycled == 1 }, 30*time.Second, 10*time.Millisecond)
+			assert.Equal(t, []byte{12}, invoke(""), "the instance after the recycled one")
 		})
 	}
 }

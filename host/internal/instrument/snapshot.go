@@ -5,8 +5,10 @@ import (
 	"fmt"
 )
 
-// Image is the state of an initialised instance that Snapshot writes into
-// a module: its linear memory and the values of its mutable globals.
+// Image is the state of an initialised instance: its linear memory and the
+// values of its mutable globals. Snapshot writes the globals and the
+// memory's size into a module; the memory's bytes, the ranges Written
+// returns, are the caller's to put into each instance's memory.
 type Image struct {
 	// Memory is the whole of the module's memory, a multiple of 64 KiB.
 	Memory []byte
@@ -15,25 +17,22 @@ type Image struct {
 	// missing here keeps its initialiser.
 	Globals map[uint32]uint64
 
-	// Set by Compact: Memory's size and its data segments, and their
-	// bounds in memory.
-	compact  bool
-	size     int
-	data     []byte
-	segments int
-	bounds   [][2]uint64
+	// Set by Compact: Memory's size and the ranges of its non-zero
+	// bytes.
+	compact bool
+	size    int
+	bounds  [][2]uint64
 }
 
-// Compact encodes the image's memory as the data segments Snapshot
-// writes and drops Memory: the image then holds the memory's non-zero
-// bytes only, and Memory may be a view of memory that changes afterwards,
-// as it is not kept.
+// Compact finds the ranges of the image's memory that hold its non-zero
+// bytes and drops Memory, which may then be a view of memory that changes
+// afterwards, as it is not kept: the caller reads the ranges' bytes
+// before.
 func (img *Image) Compact() {
 	if img.compact {
 		return
 	}
 	img.size = len(img.Memory)
-	img.data, img.segments = dataSegments(img.Memory)
 	eachSegment(img.Memory, func(i, end int) {
 		if n := len(img.bounds); n > 0 && uint64(i)-img.bounds[n-1][1] < writtenGap {
 			img.bounds[n-1][1] = uint64(end)
@@ -50,11 +49,20 @@ func (img *Image) Compact() {
 // segments fall.
 const writtenGap = 4096
 
-// Written returns, once the image is compacted, the ranges of memory its
-// data segments write, [from, to) in bytes, in order, with the runs of
-// fewer than writtenGap zeros between them: an instance of its snapshot
-// has written the pages they span when its instantiation ends.
+// Written returns, once the image is compacted, the ranges of memory that
+// hold its non-zero bytes, [from, to) in bytes, in order, with the runs of
+// fewer than writtenGap zeros between them: outside them the memory is
+// zero.
 func (img *Image) Written() [][2]uint64 { return img.bounds }
+
+// WrittenBytes is the size of the ranges Written returns.
+func (img *Image) WrittenBytes() uint64 {
+	var n uint64
+	for _, b := range img.bounds {
+		n += b[1] - b[0]
+	}
+	return n
+}
 
 // Pages is the size of the image's memory in pages.
 func (img *Image) Pages() int {
@@ -67,20 +75,19 @@ func (img *Image) Pages() int {
 // PageSize is the size of a WebAssembly memory page.
 const PageSize = 65536
 
-// zeroGap is the longest run of zero bytes that a data segment spans
-// rather than ending and starting a new one: a segment costs about as many
-// bytes of header.
+// zeroGap is the longest run of zero bytes within a range of non-zero
+// bytes that eachSegment spans rather than ending it.
 const zeroGap = 256
 
 // Snapshot returns a copy of the core module wasm (the module as loaded,
-// before Rewrite) that starts in the state img: its mutable globals
-// initialised to img's values, its memory's minimum size that of
-// img.Memory and its data segments replaced by img.Memory's non-zero bytes
-// (runs of more than zeroGap zero bytes left out, as memory starts
+// before Rewrite) that starts in the state img but for its memory's
+// bytes: its mutable globals initialised to img's values, its memory's
+// minimum size that of img.Memory, no data segments (its memory starts
 // zeroed), and its start section removed, since the start function has
 // run. Everything else is copied unchanged, so an instance of the result
-// is an instance of wasm after its initialisation; the caller must not run
-// the initialiser (_initialize) again.
+// whose memory has img's bytes (its Written ranges) put into it before it
+// runs is an instance of wasm after its initialisation; the caller must
+// not run the initialiser (_initialize) again.
 //
 // Snapshot refuses a module whose state it cannot capture this way: one
 // that imports a memory or a global, or defines other than one memory (or
@@ -107,18 +114,15 @@ func Snapshot(wasm []byte, img *Image) ([]byte, error) {
 	case m.bounds.tableWrites:
 		return nil, fmt.Errorf("instrument: snapshot: the module's code changes tables")
 	}
-	size, data, segments := img.size, img.data, img.segments
+	size := img.size
 	if !img.compact {
 		size = len(img.Memory)
-		data, segments = dataSegments(img.Memory)
 	}
 	if size%PageSize != 0 {
 		return nil, fmt.Errorf("instrument: snapshot: memory of %d bytes is not a whole number of pages", size)
 	}
-	out := make([]byte, 0, len(wasm)+len(data)+64)
+	out := make([]byte, 0, len(wasm)+64)
 	out = append(out, wasm[:8]...)
-	_, hasData := m.section(secData)
-	wroteData := false
 	for _, s := range m.sections {
 		var payload []byte
 		var err error
@@ -130,27 +134,19 @@ func Snapshot(wasm []byte, img *Image) ([]byte, error) {
 		case secGlobal:
 			payload, err = m.snapGlobals(s, img.Globals)
 		case secDataCount:
-			payload = appendULEB(nil, uint64(segments))
+			payload = appendULEB(nil, 0)
 		case secData:
 			if err = m.onlyActive(s); err == nil {
-				payload, wroteData = data, true
+				payload = appendULEB(nil, 0) // their bytes are in the image
 			}
 		default:
 			out = append(out, wasm[s.start:s.end]...)
-			if s.id == secCode && !hasData && segments > 0 {
-				// The data section comes right after code.
-				out = appendSection(out, secData, data)
-				wroteData = true
-			}
 			continue
 		}
 		if err != nil {
 			return nil, sectionErr(s, err)
 		}
 		out = appendSection(out, s.id, payload)
-	}
-	if segments > 0 && !wroteData {
-		out = appendSection(out, secData, data) // no code section
 	}
 	return out, nil
 }
@@ -161,36 +157,8 @@ func appendSection(out []byte, id byte, payload []byte) []byte {
 	return append(out, payload...)
 }
 
-// dataSegments encodes mem's non-zero bytes as a data section's payload of
-// active segments of memory 0, and returns it with the number of segments.
-func dataSegments(mem []byte) ([]byte, int) {
-	var segs []byte
-	n := 0
-	eachSegment(mem, func(i, end int) {
-		segs = append(segs, 0x00, 0x41) // active, memory 0; i32.const
-		segs = appendSLEB(segs, int64(int32(uint32(i))))
-		segs = append(segs, 0x0B)
-		segs = appendULEB(segs, uint64(end-i))
-		segs = append(segs, mem[i:end]...)
-		n++
-	})
-	return append(appendULEB(nil, uint64(n)), segs...), n
-}
-
-// DataSize is the size of the data section Snapshot writes for a memory
-// mem, found without copying it, so that a caller can refuse a memory
-// whose snapshot would be too large before it copies the memory at all.
-func DataSize(mem []byte) int {
-	size := binary.MaxVarintLen32 + 1 // the section's id, size and count
-	eachSegment(mem, func(i, end int) {
-		// flags, i32.const, offset, end, length, bytes
-		size += 1 + 1 + binary.MaxVarintLen32 + 1 + binary.MaxVarintLen32 + end - i
-	})
-	return size
-}
-
-// eachSegment calls f with the bounds of each data segment of mem: its
-// non-zero bytes, spanning runs of up to zeroGap zero bytes.
+// eachSegment calls f with the bounds of each run of mem's non-zero
+// bytes, spanning runs of up to zeroGap zero bytes.
 func eachSegment(mem []byte, f func(i, end int)) {
 	for i := 0; i < len(mem); {
 		if mem[i] == 0 {

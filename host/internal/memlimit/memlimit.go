@@ -34,6 +34,12 @@
 // opening more of it fail, the memory moves into a Go slice, and the
 // reservation stays mapped, its pages handed back, until Free. Either way
 // the limit is enforced alike.
+//
+// A memory may start as an [Image], the state of an initialised instance:
+// where the system has sealed memory files, the image is mapped
+// copy-on-write over the start of the reservation, so that an instance
+// starts without copying it, and shares its pages until it writes them;
+// otherwise it is copied in as the memory is allocated.
 package memlimit
 
 import (
@@ -64,8 +70,9 @@ type Memory struct {
 	// left is the reservation the memory moved out of (see unmapped),
 	// kept mapped until Free.
 	left *region
-	// written are the pages the instantiation writes (see Populate).
-	written [][2]uint64
+	// image is what the memory starts as (see Start), until its first
+	// allocation.
+	image *Image
 }
 
 // InitialError is the panic of a Reallocate asked for an initial size
@@ -97,13 +104,10 @@ func (m *Memory) CheckInitial(pages uint32) error {
 	return nil
 }
 
-// Populate says that the instantiation will write the byte ranges
-// written of the initial memory ([from, to), in order), as the data
-// segments of a snapshot do: the initial allocation makes their pages
-// resident at once, in one call each, which costs the system less than a
-// fault on every page the copy touches. It is only a hint: pages are
-// otherwise made resident as they are written, and none outside written.
-func (m *Memory) Populate(written [][2]uint64) { m.written = written }
+// Start says that the memory starts as img, an image of at most its
+// initial size: its first allocation maps the image, or copies it in. img
+// must stay open until then.
+func (m *Memory) Start(img *Image) { m.image = img }
 
 // Reallocate implements experimental.LinearMemory. It returns nil, and
 // records the breach, when size exceeds the limit; for the initial size,
@@ -116,20 +120,40 @@ func (m *Memory) Reallocate(size uint64) []byte {
 		}
 		return nil
 	}
-	first := !m.made
-	m.made = true
-	if first {
-		m.mapped = reserve(m.limit)
+	if m.made {
+		return m.resize(size)
 	}
+	m.made = true
+	m.mapped = reserve(m.limit)
+	img := m.image
+	m.image = nil
+	mapped := false
+	if img != nil && m.mapped != nil && img.fits(size) {
+		mapped = img.file.mapInto(m.mapped, img.runs)
+		if m.mapped.released() {
+			m.mapped = nil
+		}
+	}
+	// Opening the reservation leaves the image's mappings as they are
+	// (they are readable and writable already), and opens the rest.
+	b := m.resize(size)
+	if img != nil && b != nil && (!mapped || m.mapped == nil) {
+		if m.mapped != nil {
+			m.populate(img.ranges, size)
+		}
+		img.copyTo(b)
+	}
+	return b
+}
+
+// resize makes the memory size bytes.
+func (m *Memory) resize(size uint64) []byte {
 	if m.mapped != nil {
 		if size > m.open {
 			if err := m.mapped.open(m.open, size); err != nil {
 				return m.unmapped(size)
 			}
 			m.open = size
-		}
-		if first {
-			m.populate(size)
 		}
 		m.buf = m.mapped.b[:size:size]
 		m.size.Store(size)
@@ -138,11 +162,13 @@ func (m *Memory) Reallocate(size uint64) []byte {
 	return m.grow(size)
 }
 
-// populate populates the pages of m.written within size, those of ranges
-// that share or abut a page at once.
-func (m *Memory) populate(size uint64) {
+// populate makes the pages of written ([from, to) in bytes, in order)
+// within size resident and writable, those of ranges that share or abut
+// a page at once, before an image is copied over them: a call each costs
+// the system less than a fault on every page the copy touches.
+func (m *Memory) populate(written [][2]uint64, size uint64) {
 	var from, to uint64
-	for _, w := range m.written {
+	for _, w := range written {
 		f := min(w[0], size) / pageSize * pageSize
 		t := min((w[1]+pageSize-1)/pageSize*pageSize, size)
 		if f >= t {
@@ -159,7 +185,6 @@ func (m *Memory) populate(size uint64) {
 	if to > from {
 		m.mapped.populate(from, to)
 	}
-	m.written = nil
 }
 
 // pageSize is the system's page size, by which memory is made resident.
@@ -169,9 +194,10 @@ var pageSize = uint64(os.Getpagesize())
 // to open more of the reservation: the guest goes on, within its limit.
 // The reservation stays mapped until Free, its pages handed back: a slice
 // of the old memory still held somewhere (a view wazero or a host function
-// took before the move) reads zeros, where an unmapped one would kill the
-// process with SIGSEGV, or read another instance's memory mapped there
-// since.
+// took before the move) reads zeros, or the image the memory started as
+// (handed back, a page of a private mapping of a file reads the file
+// again), where an unmapped one would kill the process with SIGSEGV, or
+// read another instance's memory mapped there since.
 func (m *Memory) unmapped(size uint64) []byte {
 	b := make([]byte, len(m.buf), size)
 	copy(b, m.buf)

@@ -13,3 +13,5 @@ func (r *region) open(_, _ uint64) error { return nil }
 func (r *region) drop(uint64) {}
 
 func (r *region) release() {}
+
+func (r *region) released() bool { return false }

@@ -58,3 +58,6 @@ func (r region) release() {
 		_ = unix.Munmap(r.b)
 	}
 }
+
+// released reports whether the reservation is unmapped.
+func (r *region) released() bool { return r.freed.Load() }

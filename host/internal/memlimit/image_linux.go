@@ -1,0 +1,90 @@
+package memlimit
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// imageFile is a sealed memory file holding an image.
+type imageFile struct {
+	fd     int
+	closed atomic.Bool
+}
+
+// newImageFile writes the ranges of mem into a new memory file of size
+// bytes and seals it: its size and content can no longer change, by this
+// process or any other. Zero runs outside ranges are left as holes, which
+// take no memory until an instance reads them.
+func newImageFile(mem []byte, ranges [][2]uint64, size uint64) (*imageFile, error) {
+	fd, err := unix.MemfdCreate("tinyhost-snapshot", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, err
+	}
+	f := &imageFile{fd: fd}
+	if err := f.write(mem, ranges, size); err != nil {
+		f.close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *imageFile) write(mem []byte, ranges [][2]uint64, size uint64) error {
+	if err := unix.Ftruncate(f.fd, int64(size)); err != nil {
+		return err
+	}
+	for _, r := range ranges {
+		for b, off := mem[r[0]:r[1]], int64(r[0]); len(b) > 0; {
+			n, err := unix.Pwrite(f.fd, b, off)
+			if err != nil {
+				return err
+			}
+			b, off = b[n:], off+int64(n)
+		}
+	}
+	_, err := unix.FcntlInt(uintptr(f.fd), unix.F_ADD_SEALS,
+		unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|unix.F_SEAL_SEAL)
+	return err
+}
+
+// mapInto maps the runs of the file, private and writable, over the same
+// bytes of r: the memory's writes go to pages of its own. It reports
+// whether it mapped them all; if not, the runs it mapped hold the image,
+// and r is still reserved, or released when it could not be kept.
+func (f *imageFile) mapInto(r *region, runs [][2]uint64) bool {
+	for _, run := range runs {
+		at, n := unsafe.Pointer(&r.b[run[0]]), uintptr(run[1]-run[0])
+		_, err := unix.MmapPtr(f.fd, int64(run[0]), at, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
+		if err == nil {
+			continue
+		}
+		// A kernel before 6.12 may have unmapped the range before
+		// failing: it is reserved again, else the whole reservation is
+		// given up now, before another mapping can take the hole (Free
+		// would unmap it).
+		if _, err := unix.MmapPtr(-1, 0, at, n, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_FIXED); err != nil {
+			r.release()
+		}
+		return false
+	}
+	return true
+}
+
+// readAt reads len(b) bytes of the file at off into b; what cannot be
+// read stays zero.
+func (f *imageFile) readAt(b []byte, off uint64) {
+	for len(b) > 0 {
+		n, err := unix.Pread(f.fd, b, int64(off))
+		if err != nil || n == 0 {
+			return
+		}
+		b, off = b[n:], off+uint64(n)
+	}
+}
+
+func (f *imageFile) close() {
+	if f.closed.CompareAndSwap(false, true) {
+		_ = unix.Close(f.fd)
+	}
+}
