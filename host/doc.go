@@ -120,7 +120,9 @@
 // guest hands it out once through tinyhost_buffer; the host asks again only
 // when a request outgrows it), tinyhost_handle runs through CallWithStack
 // on a stack the instance keeps, and the reply is copied out of guest
-// memory: that copy is the only allocation of a successful call. The state a
+// memory: that copy is the only allocation of a successful call, and
+// InvokeAppend, which appends it to a buffer the caller passes back call
+// after call, makes none. The state a
 // call needs in host functions (messages emitted, metadata, deadline, a
 // pending result) lives on the instance, and host functions find the
 // instance through the context the instance was created with, so a call
@@ -151,7 +153,8 @@
 // start section into an export, tinyhost_start, that the host calls first.
 // A call stores its
 // deadline on its instance (one atomic store; one compare-and-swap to clear
-// it). One goroutine per host, the watchdog (internal/watchdog), wakes
+// it), and its caller's Done channel when the caller's context can be
+// cancelled (one atomic store each way, no lock). One goroutine per host, the watchdog (internal/watchdog), wakes
 // every 5 ms while a call is armed, reads the clock once, and sets the
 // interrupt global of every
 // instance past its deadline (or whose caller's context was cancelled): the

@@ -165,11 +165,13 @@ type Target interface {
 // stopped it. Its zero value is ready for Register.
 type Call struct {
 	deadline atomic.Int64
-	// ctx is the caller's context while a call runs, when that context
-	// can be cancelled, so that the watchdog stops the call on
-	// cancellation.
-	ctxMu sync.Mutex
-	ctx   context.Context
+	// done is the Done channel of the caller's context while a call
+	// runs, when that context can be cancelled, so that the watchdog
+	// stops the call on cancellation: always a <-chan struct{}, so that
+	// arming costs one atomic store, not a lock. ctx is that context,
+	// for the call's own goroutine only.
+	done atomic.Value
+	ctx  context.Context
 
 	target Target
 	idx    int // position in live; guarded by liveMu
@@ -213,10 +215,9 @@ func (w *Watchdog) Each(fn func(Target)) {
 // Begin arms c for a call until deadline (on the clock) or until ctx, the
 // caller's context, ends; it wakes a parked watchdog.
 func (w *Watchdog) Begin(c *Call, ctx context.Context, deadline int64) {
-	if ctx.Done() != nil {
-		c.ctxMu.Lock()
+	if done := ctx.Done(); done != nil {
 		c.ctx = ctx
-		c.ctxMu.Unlock()
+		c.done.Store(done)
 	}
 	c.deadline.Store(deadline)
 	if w.parked.Load() {
@@ -232,9 +233,8 @@ func (c *Call) End(ctx context.Context, deadline int64) int64 {
 		cause = c.deadline.Swap(Idle)
 	}
 	if ctx.Done() != nil {
-		c.ctxMu.Lock()
 		c.ctx = nil
-		c.ctxMu.Unlock()
+		c.done.Store(notDone)
 	}
 	return cause
 }
@@ -286,11 +286,18 @@ func (w *Watchdog) InterruptAll() {
 
 // canceled reports whether the context of the running call ended.
 func (c *Call) canceled() bool {
-	c.ctxMu.Lock()
-	ctx := c.ctx
-	c.ctxMu.Unlock()
-	return ctx != nil && ctx.Err() != nil
+	done, _ := c.done.Load().(<-chan struct{})
+	select {
+	case <-done: // never ready when nil
+		return true
+	default:
+		return false
+	}
 }
+
+// notDone is what Call.done holds between calls: a nil channel, of the
+// type every store must have.
+var notDone <-chan struct{}
 
 // stop interrupts the call that has deadline d, unless it ended already.
 func (c *Call) stop(d, cause int64) {
