@@ -154,16 +154,20 @@
 // A call stores its
 // deadline on its instance (one atomic store; one compare-and-swap to clear
 // it), and its caller's Done channel when the caller's context can be
-// cancelled (one atomic store each way, no lock). One goroutine per host, the watchdog (internal/watchdog), wakes
-// every 5 ms while a call is armed, reads the clock once, and sets the
-// interrupt global of every
-// instance past its deadline (or whose caller's context was cancelled): the
-// guest traps soon after, the call fails with KindTimeout (KindCanceled for
-// a cancelled context), and the instance is discarded. After 100 ms with no
-// call armed it parks, waking only once a second to close idle instances,
-// and a call's begin wakes it (one atomic load, and a channel send only
-// when parked); while it is parked, deadlines are computed from the clock
-// read afresh, so a parked watchdog enforces them as strictly.
+// cancelled (one atomic store each way, no lock). One goroutine per host,
+// the watchdog (internal/watchdog), wakes every 5 ms while a call is armed,
+// reads the clock once, and sets the interrupt global of every instance
+// past its deadline (or whose caller's context was cancelled): the guest
+// traps soon after, the call fails with KindTimeout (KindCanceled for a
+// cancelled context), and the instance is discarded. After 100 ms with no
+// call armed or begun (calls shorter than a tick and spaced wider than
+// they last are seldom armed when it looks) it parks, waking only once a
+// second to close idle instances, and a call's begin wakes it (one atomic
+// load, and a channel send only when parked); while it is parked,
+// deadlines are computed from the clock read afresh, so a parked watchdog
+// enforces them as strictly. A host answering one short call at a time
+// thus keeps ticking rather than waking for every call, a wake-up that
+// costs the caller a futex syscall and often its core.
 // A guest asleep in poll_oneoff is woken and unwound the same way (its
 // runtime would go back to sleep otherwise). The deadline is the sooner of
 // CallTimeout and the context's deadline; calls the guest makes through the

@@ -29,7 +29,14 @@ type Watchdog struct {
 	epoch  time.Time
 	now    atomic.Int64
 	parked atomic.Bool
-	wakes  atomic.Int64
+	// begun is set by a call that begins and cleared at every tick: calls
+	// spaced wider than they last are seldom armed when the watchdog
+	// looks, and without it a host answering one short call at a time
+	// would park between them and wake for every one (a wake-up costs
+	// the caller a futex syscall and often its core). Read before it is
+	// written: the line is written once a tick, not once a call.
+	begun atomic.Bool
+	wakes atomic.Int64
 
 	reap  func(now int64)
 	every time.Duration
@@ -99,14 +106,14 @@ func (w *Watchdog) Wake() {
 func (w *Watchdog) Wakes() int64 { return w.wakes.Load() }
 
 // run reads the clock once per wake-up, sweeps and reaps. After parkAfter
-// ticks with no call armed it parks: it sleeps until a call wakes it or
+// ticks with no call armed and none begun it parks: it sleeps until a call wakes it or
 // the next reap, and Clock reads the time itself meanwhile.
 func (w *Watchdog) run() {
 	defer close(w.done)
 	t := time.NewTimer(Tick)
 	defer t.Stop()
 	var reaped int64 // when reap last ran
-	quiet := 0       // ticks in a row with no call armed
+	quiet := 0       // ticks in a row with no call armed or begun
 	for {
 		select {
 		case <-w.stop:
@@ -123,7 +130,7 @@ func (w *Watchdog) run() {
 			reaped = now
 		}
 		wait := Tick
-		if w.Sweep(now) {
+		if armed, begun := w.Sweep(now), w.begun.Swap(false); armed || begun {
 			quiet = 0
 		} else if quiet++; quiet >= parkAfter {
 			// Park, then look again: a call that began meanwhile is
@@ -220,6 +227,9 @@ func (w *Watchdog) Begin(c *Call, ctx context.Context, deadline int64) {
 		c.done.Store(done)
 	}
 	c.deadline.Store(deadline)
+	if !w.begun.Load() {
+		w.begun.Store(true)
+	}
 	if w.parked.Load() {
 		w.Wake()
 	}
