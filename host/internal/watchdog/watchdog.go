@@ -106,8 +106,9 @@ func (w *Watchdog) Wake() {
 func (w *Watchdog) Wakes() int64 { return w.wakes.Load() }
 
 // run reads the clock once per wake-up, sweeps and reaps. After parkAfter
-// ticks with no call armed and none begun it parks: it sleeps until a call wakes it or
-// the next reap, and Clock reads the time itself meanwhile.
+// ticks with no call armed and none begun it parks: it sleeps until a
+// call wakes it or the next reap, and Clock reads the time itself
+// meanwhile.
 func (w *Watchdog) run() {
 	defer close(w.done)
 	t := time.NewTimer(Tick)
