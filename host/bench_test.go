@@ -31,12 +31,14 @@ var sizes = []struct {
 	n    int
 }{{"16B", 16}, {"1KiB", 1 << 10}, {"64KiB", 64 << 10}}
 
-// BenchmarkInvoke is Host.Invoke of an echo component: the module lookup,
-// the instance pool, the watchdog deadline, the encoding into the guest's
-// buffer, the call, and the copy of the reply. Compare with BenchmarkFloor,
-// which does only the guest call and the copies. The component is the
-// conformance kit's hand-written echo guest ("raw") and an echo component
-// built with the SDK ("sdk"), whose dispatch runs as Go compiled to wasm.
+// BenchmarkInvoke is Host.InvokeAppend of an echo component: the module
+// lookup, the instance pool, the watchdog deadline, the encoding into the
+// guest's buffer, the call, and the copy of the reply into the caller's
+// reused buffer. Compare with BenchmarkFloor, which does only the guest
+// call and the copies. The component is the conformance kit's
+// hand-written echo guest ("raw") and an echo component built with the
+// SDK ("sdk"), whose dispatch runs as Go compiled to wasm. "raw-1KiB-owned"
+// is Host.Invoke, whose reply is a new slice each call.
 func BenchmarkInvoke(b *testing.B) {
 	h, _ := newHost(b, host.Options{})
 	load(b, h, "echo", host.LoadOptions{})
@@ -48,13 +50,18 @@ func BenchmarkInvoke(b *testing.B) {
 	for _, g := range guests {
 		for _, size := range sizes {
 			b.Run(g.name+"-"+size.name, func(b *testing.B) {
-				benchInvoke(b, ctx, h, hostapi.Request{Module: g.module, Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, size.n)})
+				benchInvoke(b, ctx, h, hostapi.Request{Module: g.module, Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, size.n)}, true)
 			})
 		}
 	}
+	b.Run("raw-1KiB-owned", func(b *testing.B) {
+		benchInvoke(b, ctx, h, hostapi.Request{Module: "echo", Component: "echo", Port: "in", Payload: bytes.Repeat([]byte{'x'}, 1<<10)}, false)
+	})
 }
 
-func benchInvoke(b *testing.B, ctx context.Context, h *host.Host, req hostapi.Request) {
+// benchInvoke calls req in a loop: with InvokeAppend and the previous
+// reply's buffer when reuse, else with Invoke.
+func benchInvoke(b *testing.B, ctx context.Context, h *host.Host, req hostapi.Request, reuse bool) {
 	// Timeouts are enforced while the benchmark runs: the same watchdog that
 	// times out this call watches every call below.
 	_, err := h.Invoke(ctx, hostapi.Request{Module: "loop", Component: "spinner", Port: "spin"})
@@ -64,8 +71,18 @@ func benchInvoke(b *testing.B, ctx context.Context, h *host.Host, req hostapi.Re
 	b.SetBytes(int64(len(req.Payload)))
 	b.ReportAllocs()
 	b.ResetTimer()
+	var buf []byte
 	for b.Loop() {
-		resp, err := h.Invoke(ctx, req)
+		var (
+			resp hostapi.Response
+			err  error
+		)
+		if reuse {
+			resp, err = h.InvokeAppend(ctx, buf[:0], req)
+			buf = resp.Payload
+		} else {
+			resp, err = h.Invoke(ctx, req)
+		}
 		if err != nil || len(resp.Payload) != len(req.Payload) {
 			b.Fatal(err)
 		}

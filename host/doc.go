@@ -122,7 +122,9 @@
 // guest hands it out once through tinyhost_buffer; the host asks again only
 // when a request outgrows it), tinyhost_handle runs through CallWithStack
 // on a stack the instance keeps, and the reply is copied out of guest
-// memory: that copy is the only allocation of a successful call. The state a
+// memory: that copy is the only allocation of a successful call, and
+// InvokeAppend, which appends it to a buffer the caller passes back call
+// after call, makes none. The state a
 // call needs in host functions (messages emitted, metadata, deadline, a
 // pending result) lives on the instance, and host functions find the
 // instance through the context the instance was created with, so a call
@@ -153,16 +155,21 @@
 // start section into an export, tinyhost_start, that the host calls first.
 // A call stores its
 // deadline on its instance (one atomic store; one compare-and-swap to clear
-// it). One goroutine per host, the watchdog (internal/watchdog), wakes
-// every 5 ms while a call is armed, reads the clock once, and sets the
-// interrupt global of every
-// instance past its deadline (or whose caller's context was cancelled): the
-// guest traps soon after, the call fails with KindTimeout (KindCanceled for
-// a cancelled context), and the instance is discarded. After 100 ms with no
-// call armed it parks, waking only once a second to close idle instances,
-// and a call's begin wakes it (one atomic load, and a channel send only
-// when parked); while it is parked, deadlines are computed from the clock
-// read afresh, so a parked watchdog enforces them as strictly.
+// it), and its caller's Done channel when the caller's context can be
+// cancelled (one atomic store each way, no lock). One goroutine per host,
+// the watchdog (internal/watchdog), wakes every 5 ms while a call is armed,
+// reads the clock once, and sets the interrupt global of every instance
+// past its deadline (or whose caller's context was cancelled): the guest
+// traps soon after, the call fails with KindTimeout (KindCanceled for a
+// cancelled context), and the instance is discarded. After 100 ms with no
+// call armed or begun (calls shorter than a tick and spaced wider than
+// they last are seldom armed when it looks) it parks, waking only once a
+// second to close idle instances, and a call's begin wakes it (one atomic
+// load, and a channel send only when parked); while it is parked,
+// deadlines are computed from the clock read afresh, so a parked watchdog
+// enforces them as strictly. A host answering one short call at a time
+// thus keeps ticking rather than waking for every call, a wake-up that
+// costs the caller a futex syscall and often its core.
 // A guest asleep in poll_oneoff is woken and unwound the same way (its
 // runtime would go back to sleep otherwise). The deadline is the sooner of
 // CallTimeout and the context's deadline; calls the guest makes through the

@@ -270,7 +270,7 @@ func (h *Host) startDurable(ctx context.Context, module string) {
 		if abi.IsSystemPort(msg.Port) {
 			return h.systemPort(msg)
 		}
-		_, err := h.invoke(ctx, msg, false, nil)
+		_, err := h.invoke(ctx, msg, false, replyTo{})
 		return err
 	}
 	stop, err := d.Consume(ctx, module, handle)

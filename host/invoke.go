@@ -22,7 +22,28 @@ func (h *Host) Invoke(ctx context.Context, req api.Request) (api.Response, error
 	if abi.IsSystemPort(req.Port) {
 		return api.Response{}, h.systemPort(&req)
 	}
-	return h.invoke(ctx, &req, true, nil)
+	return h.invoke(ctx, &req, true, replyTo{keep: true})
+}
+
+// InvokeAppend is Invoke with the reply's payload appended to dst: a
+// caller that passes the previous reply's buffer back (resp.Payload[:0])
+// pays no allocation for a reply that fits it. The payload is the
+// caller's, as Invoke's is.
+func (h *Host) InvokeAppend(ctx context.Context, dst []byte, req api.Request) (api.Response, error) {
+	if abi.IsSystemPort(req.Port) {
+		return api.Response{}, h.systemPort(&req)
+	}
+	return h.invoke(ctx, &req, true, replyTo{keep: true, buf: dst, appendTo: true})
+}
+
+// replyTo is where a call's reply goes: into a calling guest's memory
+// (sink), into the Response (keep; appended to buf when appendTo, else a
+// copy of its own), or nowhere: a message no one waits for, a tick.
+type replyTo struct {
+	sink     *guest.ReplySink
+	keep     bool
+	appendTo bool
+	buf      []byte
 }
 
 // systemPort is the error of a message to a system port from outside the
@@ -38,9 +59,8 @@ func (h *Host) systemPort(req *api.Request) error {
 }
 
 // invoke is Invoke; collect says whether to keep messages emitted on unwired
-// ports (only the outermost invocation does). With a sink, the reply goes
-// to it, not into the Response.
-func (h *Host) invoke(ctx context.Context, req *api.Request, collect bool, sink *guest.ReplySink) (api.Response, error) {
+// ports (only the outermost invocation does); to, where the reply goes.
+func (h *Host) invoke(ctx context.Context, req *api.Request, collect bool, to replyTo) (api.Response, error) {
 	var v *version
 	for {
 		m := (*h.modules.Load())[req.Module]
@@ -64,9 +84,9 @@ func (h *Host) invoke(ctx context.Context, req *api.Request, collect bool, sink 
 		err  error
 	)
 	if h.observer == nil && h.tracer == nil {
-		resp, err = v.invoke(ctx, req, collect, nil, sink)
+		resp, err = v.invoke(ctx, req, collect, nil, to)
 	} else {
-		resp, err = v.observe(ctx, req, collect, sink)
+		resp, err = v.observe(ctx, req, collect, to)
 	}
 	v.release()
 	return resp, err
@@ -88,7 +108,7 @@ func callError(req *api.Request, kind api.Kind, err error) *api.CallError {
 
 // observe is invoke, timed on the coarse clock and told to the Observer,
 // in a span of the Tracer.
-func (v *version) observe(ctx context.Context, req *api.Request, collect bool, sink *guest.ReplySink) (api.Response, error) {
+func (v *version) observe(ctx context.Context, req *api.Request, collect bool, to replyTo) (api.Response, error) {
 	var (
 		st callStats
 		sp Span
@@ -100,7 +120,7 @@ func (v *version) observe(ctx context.Context, req *api.Request, collect bool, s
 	}
 	start := v.h.clock()
 	st.got = start
-	resp, err := v.invoke(ctx, req, collect, &st, sink)
+	resp, err := v.invoke(ctx, req, collect, &st, to)
 	end := v.h.clock()
 	kind := kindOf(err)
 	if o := v.h.observer; o != nil {
@@ -120,10 +140,10 @@ type callStats struct {
 }
 
 // invoke runs the request on an instance of v; when cs is not nil, it is
-// told when the call got its instance, and which. A reply goes to sink
-// when there is one, else into a copy of its own; either way it is out of
-// the instance's memory before the instance goes back to its pool.
-func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs *callStats, sink *guest.ReplySink) (api.Response, error) {
+// told when the call got its instance, and which. A reply goes where to
+// says; either way it is out of the instance's memory before the instance
+// goes back to its pool.
+func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs *callStats, to replyTo) (api.Response, error) {
 	if err := v.comps.check(v.name, req.Component, req.Port); err != nil {
 		return api.Response{}, callError(req, api.KindNotFound, err)
 	}
@@ -205,13 +225,18 @@ func (v *version) invoke(ctx context.Context, req *api.Request, collect bool, cs
 		return api.Response{}, err
 	}
 	switch {
-	case st == abi.StatusOK && sink != nil:
-		sink.Take(body)
+	case st == abi.StatusOK && to.sink != nil:
+		to.sink.Take(body)
 		resp.Emitted = in.emitted
 	case st == abi.StatusOK:
-		payload := make([]byte, len(body)) // make+copy: not zeroed first
-		copy(payload, body)
-		resp.Payload = payload
+		switch {
+		case to.appendTo:
+			resp.Payload = append(to.buf, body...)
+		case to.keep:
+			payload := make([]byte, len(body)) // make+copy: not zeroed first
+			copy(payload, body)
+			resp.Payload = payload
+		}
 		resp.Emitted = in.emitted
 	default:
 		err = callError(req, statusKind(st), statusError(st, body))

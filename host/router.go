@@ -408,7 +408,7 @@ func (h *Host) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byte,
 // deliver is Deliver; t and sink are route's.
 func (h *Host) deliver(ctx context.Context, msg *api.Request, wait bool, t *sendTicket, sink *guest.ReplySink) ([]byte, error) {
 	if wait {
-		resp, err := h.invoke(ctx, msg, false, sink)
+		resp, err := h.invoke(ctx, msg, false, replyTo{sink: sink, keep: true})
 		return resp.Payload, err
 	}
 	m := (*h.modules.Load())[msg.Module]
@@ -428,7 +428,7 @@ func (h *Host) deliver(ctx context.Context, msg *api.Request, wait bool, t *send
 		about = v
 	}
 	return nil, h.background(msg, about, t, func() error {
-		_, err := h.invoke(h.ctx, msg, false, nil)
+		_, err := h.invoke(h.ctx, msg, false, replyTo{})
 		return err
 	})
 }

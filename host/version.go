@@ -115,7 +115,7 @@ func newModule(h *Host, name string) *module {
 // module's to hear about.
 func (m *module) tick(ctx context.Context, component string, now time.Time) {
 	req := api.Request{Module: m.name, Component: component, Port: abi.PortTick, Payload: now.UTC().AppendFormat(nil, time.RFC3339Nano)}
-	if _, err := m.h.invoke(ctx, &req, false, nil); err != nil && ctx.Err() == nil {
+	if _, err := m.h.invoke(ctx, &req, false, replyTo{}); err != nil && ctx.Err() == nil {
 		if v := m.current.Load(); v != nil {
 			v.report(hclog.Warn, "tick failed", "component", component, "error", err)
 		}

@@ -29,7 +29,14 @@ type Watchdog struct {
 	epoch  time.Time
 	now    atomic.Int64
 	parked atomic.Bool
-	wakes  atomic.Int64
+	// begun is set by a call that begins and cleared at every tick: calls
+	// spaced wider than they last are seldom armed when the watchdog
+	// looks, and without it a host answering one short call at a time
+	// would park between them and wake for every one (a wake-up costs
+	// the caller a futex syscall and often its core). Read before it is
+	// written: the line is written once a tick, not once a call.
+	begun atomic.Bool
+	wakes atomic.Int64
 
 	reap  func(now int64)
 	every time.Duration
@@ -99,14 +106,15 @@ func (w *Watchdog) Wake() {
 func (w *Watchdog) Wakes() int64 { return w.wakes.Load() }
 
 // run reads the clock once per wake-up, sweeps and reaps. After parkAfter
-// ticks with no call armed it parks: it sleeps until a call wakes it or
-// the next reap, and Clock reads the time itself meanwhile.
+// ticks with no call armed and none begun it parks: it sleeps until a
+// call wakes it or the next reap, and Clock reads the time itself
+// meanwhile.
 func (w *Watchdog) run() {
 	defer close(w.done)
 	t := time.NewTimer(Tick)
 	defer t.Stop()
 	var reaped int64 // when reap last ran
-	quiet := 0       // ticks in a row with no call armed
+	quiet := 0       // ticks in a row with no call armed or begun
 	for {
 		select {
 		case <-w.stop:
@@ -123,7 +131,7 @@ func (w *Watchdog) run() {
 			reaped = now
 		}
 		wait := Tick
-		if w.Sweep(now) {
+		if armed, begun := w.Sweep(now), w.begun.Swap(false); armed || begun {
 			quiet = 0
 		} else if quiet++; quiet >= parkAfter {
 			// Park, then look again: a call that began meanwhile is
@@ -165,11 +173,13 @@ type Target interface {
 // stopped it. Its zero value is ready for Register.
 type Call struct {
 	deadline atomic.Int64
-	// ctx is the caller's context while a call runs, when that context
-	// can be cancelled, so that the watchdog stops the call on
-	// cancellation.
-	ctxMu sync.Mutex
-	ctx   context.Context
+	// done is the Done channel of the caller's context while a call
+	// runs, when that context can be cancelled, so that the watchdog
+	// stops the call on cancellation: always a <-chan struct{}, so that
+	// arming costs one atomic store, not a lock. ctx is that context,
+	// for the call's own goroutine only.
+	done atomic.Value
+	ctx  context.Context
 
 	target Target
 	idx    int // position in live; guarded by liveMu
@@ -213,12 +223,14 @@ func (w *Watchdog) Each(fn func(Target)) {
 // Begin arms c for a call until deadline (on the clock) or until ctx, the
 // caller's context, ends; it wakes a parked watchdog.
 func (w *Watchdog) Begin(c *Call, ctx context.Context, deadline int64) {
-	if ctx.Done() != nil {
-		c.ctxMu.Lock()
+	if done := ctx.Done(); done != nil {
 		c.ctx = ctx
-		c.ctxMu.Unlock()
+		c.done.Store(done)
 	}
 	c.deadline.Store(deadline)
+	if !w.begun.Load() {
+		w.begun.Store(true)
+	}
 	if w.parked.Load() {
 		w.Wake()
 	}
@@ -232,9 +244,8 @@ func (c *Call) End(ctx context.Context, deadline int64) int64 {
 		cause = c.deadline.Swap(Idle)
 	}
 	if ctx.Done() != nil {
-		c.ctxMu.Lock()
 		c.ctx = nil
-		c.ctxMu.Unlock()
+		c.done.Store(notDone)
 	}
 	return cause
 }
@@ -286,11 +297,18 @@ func (w *Watchdog) InterruptAll() {
 
 // canceled reports whether the context of the running call ended.
 func (c *Call) canceled() bool {
-	c.ctxMu.Lock()
-	ctx := c.ctx
-	c.ctxMu.Unlock()
-	return ctx != nil && ctx.Err() != nil
+	done, _ := c.done.Load().(<-chan struct{})
+	select {
+	case <-done: // never ready when nil
+		return true
+	default:
+		return false
+	}
 }
+
+// notDone is what Call.done holds between calls: a nil channel, of the
+// type every store must have.
+var notDone <-chan struct{}
 
 // stop interrupts the call that has deadline d, unless it ended already.
 func (c *Call) stop(d, cause int64) {

@@ -99,3 +99,23 @@ func TestWatchdog(t *testing.T) {
 	w.Each(func(watchdog.Target) { n++ })
 	assert.Zero(t, n)
 }
+
+// TestShortCalls: a call that begins and ends between two ticks keeps the
+// watchdog ticking, as a call in flight does, so that a host answering
+// short calls one at a time does not park and wake for every one. With
+// reaps an hour apart, a watchdog that parked at once would not tick again.
+func TestShortCalls(t *testing.T) {
+	w := watchdog.Start(func(int64) {}, time.Hour)
+	defer w.Stop()
+	var c watchdog.Call
+	w.Register(&c, &target{interrupts: make(chan struct{}, 1)})
+	require.Eventually(t, w.Parked, time.Minute, time.Millisecond, "never parked with no call armed")
+
+	wakes := w.Wakes()
+	d := w.Clock() + int64(time.Hour)
+	w.Begin(&c, t.Context(), d)
+	assert.Equal(t, int64(watchdog.Idle), c.End(t.Context(), d))
+	require.Eventually(t, func() bool { return w.Wakes() >= wakes+3 }, time.Minute, time.Millisecond,
+		"the watchdog parked again at once after a short call")
+	require.Eventually(t, w.Parked, time.Minute, time.Millisecond, "never parked after the call")
+}
