@@ -259,6 +259,7 @@ func (v *version) describeFirst() (*instance, error) {
 	}
 	desc, err := first.describe()
 	if err != nil {
+		first.dropCapture()
 		v.closeFirst(first)
 		v.described(v.sourceFields()...)
 		return nil, err

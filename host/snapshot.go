@@ -225,7 +225,16 @@ func (c *capture) take(in *instance, globals []uint32) {
 		return
 	}
 	c.image = img
-	c.mem = memlimit.NewImage(mem, img.Written())
+	c.mem = memlimit.NewImageWithin(mem, img.Written(), uint64(in.v.h.opts.MaxModuleSize))
+}
+
+// dropCapture releases what the instance captured for a snapshot that
+// will not be built (its load failed before).
+func (in *instance) dropCapture() {
+	if c := in.capture; c != nil && c.mem != nil {
+		c.mem.Close()
+	}
+	in.capture, in.Spoil = nil, nil
 }
 
 // snapshot builds the version's snapshot from what its first instance

@@ -34,12 +34,18 @@ func SetFileImages(on bool) bool { return fileImages.Swap(on) }
 // to) in bytes, in order, within mem) are zero. mem is read now and not
 // kept. The image holds a file descriptor, or a copy of the ranges, until
 // Close.
-func NewImage(mem []byte, ranges [][2]uint64) *Image {
+func NewImage(mem []byte, ranges [][2]uint64) *Image { return NewImageWithin(mem, ranges, ^uint64(0)) }
+
+// NewImageWithin is NewImage, with a file only if the pages it may hold
+// (those its runs span, as instances read the zeros between) are at most
+// maxFile bytes: a byte per page of the system would otherwise make the
+// file hold every page, when the copy holds the bytes.
+func NewImageWithin(mem []byte, ranges [][2]uint64, maxFile uint64) *Image {
 	img := &Image{ranges: ranges}
 	if len(ranges) == 0 {
 		return img // zeros: nothing to map or copy
 	}
-	if runs := mapRuns(ranges, uint64(len(mem))); runs != nil && fileImages.Load() {
+	if runs := mapRuns(ranges, uint64(len(mem))); runs != nil && spans(runs) <= maxFile && fileImages.Load() {
 		if f, err := newImageFile(mem, ranges, runs[len(runs)-1][1]); err == nil {
 			img.file, img.runs = f, runs
 			return img
@@ -134,4 +140,13 @@ func (img *Image) copyTo(b []byte) {
 		}
 		at += int(r[1] - r[0])
 	}
+}
+
+// spans is the bytes runs span.
+func spans(runs [][2]uint64) uint64 {
+	var n uint64
+	for _, r := range runs {
+		n += r[1] - r[0]
+	}
+	return n
 }

@@ -1,16 +1,26 @@
 package memlimit
 
 import (
+	"errors"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// imageFile is a sealed memory file holding an image.
+// openFiles counts the image files open in the process, bounded to leave
+// descriptors to the rest of the host.
+var openFiles atomic.Int64
+
+// imageFile is a sealed memory file holding an image. Its descriptor is
+// used under mu's read lock and closed under its write lock, so that a
+// memory told to start as an image closed since never maps or reads
+// another file that took the same descriptor number.
 type imageFile struct {
+	mu     sync.RWMutex
 	fd     int
-	closed atomic.Bool
+	closed bool
 }
 
 // newImageFile writes the ranges of mem into a new memory file of size
@@ -18,8 +28,22 @@ type imageFile struct {
 // process or any other. Zero runs outside ranges are left as holes, which
 // take no memory until an instance reads them.
 func newImageFile(mem []byte, ranges [][2]uint64, size uint64) (*imageFile, error) {
-	fd, err := unix.MemfdCreate("tinyhost-snapshot", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return nil, err
+	}
+	if n := openFiles.Add(1); uint64(n) > min(rl.Cur/4, 1024) {
+		openFiles.Add(-1)
+		return nil, errors.New("too many image files")
+	}
+	// Not executable, sealed so (a kernel before 6.3 does not know the
+	// flag: without it, the file is sealed against writes all the same).
+	fd, err := unix.MemfdCreate("tinyhost-snapshot", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
+	if err == unix.EINVAL {
+		fd, err = unix.MemfdCreate("tinyhost-snapshot", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	}
 	if err != nil {
+		openFiles.Add(-1)
 		return nil, err
 	}
 	f := &imageFile{fd: fd}
@@ -53,6 +77,11 @@ func (f *imageFile) write(mem []byte, ranges [][2]uint64, size uint64) error {
 // whether it mapped them all; if not, the runs it mapped hold the image,
 // and r is still reserved, or released when it could not be kept.
 func (f *imageFile) mapInto(r *region, runs [][2]uint64) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed {
+		return false
+	}
 	for _, run := range runs {
 		at, n := unsafe.Pointer(&r.b[run[0]]), uintptr(run[1]-run[0])
 		_, err := unix.MmapPtr(f.fd, int64(run[0]), at, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
@@ -74,7 +103,9 @@ func (f *imageFile) mapInto(r *region, runs [][2]uint64) bool {
 // readAt reads len(b) bytes of the file at off into b; what cannot be
 // read stays zero.
 func (f *imageFile) readAt(b []byte, off uint64) {
-	for len(b) > 0 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for !f.closed && len(b) > 0 {
 		n, err := unix.Pread(f.fd, b, int64(off))
 		if err != nil || n == 0 {
 			return
@@ -84,7 +115,11 @@ func (f *imageFile) readAt(b []byte, off uint64) {
 }
 
 func (f *imageFile) close() {
-	if f.closed.CompareAndSwap(false, true) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.closed = true
 		_ = unix.Close(f.fd)
+		openFiles.Add(-1)
 	}
 }
