@@ -417,10 +417,14 @@ func (h *Host) roomFor(m *module, limits *api.Limits, first uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	warm := a.warm + reserved(limits)
+	// An upgrade's old version keeps its busy warm instances until their
+	// calls end, each then holding a share of its own (Retire).
+	var retiring uint64
 	if m != nil {
 		var have uint64
 		if v := m.current.Load(); v != nil {
 			have = reserved(&v.limits)
+			retiring = uint64(v.pool.Unheld()) * instanceBytes(&v.limits)
 		}
 		warm = a.warm - m.held + max(have, m.building+reserved(limits))
 	}
@@ -436,10 +440,10 @@ func (h *Host) roomFor(m *module, limits *api.Limits, first uint64) error {
 		return fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory, the host takes %d MiB (%s; MinInstances × MemoryPages × 64 KiB of each module)",
 			api.ErrCapacity, warm>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
-	if warm+extra > c.MemoryBytes {
+	if warm+extra+retiring > c.MemoryBytes {
 		// Instances that end with their calls: the load may fit later.
 		return fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory and their busy instances beyond hold %d MiB, the host takes %d MiB (%s); try again when calls end",
-			api.ErrBusy, warm>>20, extra>>20, c.MemoryBytes>>20, h.opts.budgetNote)
+			api.ErrBusy, warm>>20, (extra+retiring)>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
 	a.extra = extra
 	return nil

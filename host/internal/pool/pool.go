@@ -145,6 +145,19 @@ func (p *Pool[I]) Add(in I) error { return p.add(in, false) }
 // instance needs one, and gives it back (Owner.Release) when not.
 func (p *Pool[I]) AddHeld(in I) { _ = p.add(in, true) }
 
+// Unheld is how many busy instances the pool has that hold no
+// reservation of their own: its warm ones in use, whose share an upgrade
+// hands to the new version while they still run (Retire then holds one
+// for each).
+func (p *Pool[I]) Unheld() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.retired || p.closed {
+		return 0
+	}
+	return max(0, p.live-len(p.idle)-p.held)
+}
+
 func (p *Pool[I]) add(in I, held bool) error {
 	in.Slot().baseline = in.MemorySize() // settings may have grown it
 	p.mu.Lock()
@@ -163,6 +176,7 @@ func (p *Pool[I]) add(in I, held bool) error {
 			p.relist()
 			p.mu.Unlock()
 			in.Close()
+			p.settle()
 			return err
 		}
 	}
@@ -377,6 +391,7 @@ func (p *Pool[I]) spawn(reserve bool) {
 			}
 			p.relist()
 			p.mu.Unlock()
+			p.settle() // Retire may have held a share for the instance refused
 			for _, w := range waiters {
 				w.ch <- handoff[I]{err: fmt.Errorf("create instance: %w", err)}
 			}
