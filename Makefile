@@ -58,16 +58,21 @@ test: plugins ## Run every test (builds all wasm it needs from source).
 	cd sdk && $(GO) test -race -count=1 -timeout 60m ./...
 
 # A bounded run of each fuzz target that feeds the host hostile modules
-# (their seed corpora also run in the plain tests). FUZZTIME=10m for longer.
-FUZZTIME ?= 20s
+# (their seed corpora also run in the plain tests). Each runs a count of
+# inputs, about 20 s on an idle machine: a count, not a duration, because
+# with a duration Go 1.26's fuzzing coordinator may fail a run that found
+# nothing ("context deadline exceeded") when the machine is busy as the
+# time runs out. FUZZTIME=10m (or any -fuzztime) runs every target longer.
+FUZZTIME ?=
+fuzztime = $(if $(FUZZTIME),$(FUZZTIME),$(1))
 
 .PHONY: fuzz
-fuzz: ## Fuzz the rewrite, the host and guest text on the wire and in the log for a bounded time per target.
-	$(GO) test -run '^$$' -fuzz '^FuzzInjected$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./host/internal/instrument
-	$(GO) test -run '^$$' -fuzz '^FuzzSnapshot$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./host/internal/instrument
-	$(GO) test -run '^$$' -fuzz '^FuzzHostLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./host/
-	$(GO) test -run '^$$' -fuzz '^FuzzHostCode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./host/
-	$(GO) test -run '^$$' -fuzz '^FuzzGuestText$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./host/server/
+fuzz: ## Fuzz the rewrite, the host and guest text on the wire and in the log for a bounded count per target.
+	$(GO) test -run '^$$' -fuzz '^FuzzInjected$$' -fuzztime $(call fuzztime,60000x) -fuzzminimizetime 10x ./host/internal/instrument
+	$(GO) test -run '^$$' -fuzz '^FuzzSnapshot$$' -fuzztime $(call fuzztime,200000x) -fuzzminimizetime 10x ./host/internal/instrument
+	$(GO) test -run '^$$' -fuzz '^FuzzHostLoad$$' -fuzztime $(call fuzztime,60x) -fuzzminimizetime 10x ./host/
+	$(GO) test -run '^$$' -fuzz '^FuzzHostCode$$' -fuzztime $(call fuzztime,60x) -fuzzminimizetime 10x ./host/
+	$(GO) test -run '^$$' -fuzz '^FuzzGuestText$$' -fuzztime $(call fuzztime,25000x) -fuzzminimizetime 10x ./host/server/
 
 test: fuzz
 
