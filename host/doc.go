@@ -47,7 +47,9 @@
 // descriptor gives the module its name (LoadOptions.Name overrides it); each
 // component of each instance then receives its settings on _settings.
 // With Options.Snapshots, the state of the first instance right after
-// _initialize is recorded: its mutable globals are written into the
+// _initialize is recorded (or, when every component's settings are "{}",
+// after it described the module and took them, and then instances
+// started from it get no settings while they stay so): its mutable globals are written into the
 // module, which is compiled once more, and its memory is kept as an image
 // (on Linux a sealed memory file that each instance maps copy-on-write,
 // elsewhere bytes copied into each); the other instances start from that

@@ -61,6 +61,9 @@ func (v *version) newInstance(cfg *moduleConfig) (*instance, error) {
 		WithNanosleep(in.Sleep).
 		WithEnv(abi.EnvLogLevel, strconv.Itoa(int(level)))
 	code, fromSnap := v.startCode(in, level)
+	if fromSnap && v.snap.settled {
+		in.cfg = noConfig
+	}
 	if in.capture != nil {
 		in.Spoil = in.capture.spoil
 		cfgm = in.capture.config(h, in, cfgm)
@@ -133,9 +136,23 @@ func (in *instance) describe() (*abi.Descriptor, error) {
 }
 
 // settings delivers each component's settings from cfg. A handler's error
-// is logged; a failure that kills the instance is returned.
+// is logged; a failure that kills the instance is returned. An instance
+// that holds the settings of an empty configuration gets none again for
+// another.
 func (in *instance) settings(cfg *moduleConfig) error {
+	if in.cfg != nil && in.cfg.empty(in.v.desc) && cfg.empty(in.v.desc) {
+		in.cfg = cfg
+		return nil
+	}
+	_, err := in.deliver(cfg)
+	return err
+}
+
+// deliver delivers each component's settings from cfg, and says whether
+// every component accepted them.
+func (in *instance) deliver(cfg *moduleConfig) (bool, error) {
 	in.cfg = cfg
+	ok := true
 	v := in.v
 	for _, c := range v.desc.Components {
 		msg := abi.Message{Module: v.desc.Name, Component: c.Name, Port: abi.PortSettings, Payload: cfg.settings(c.Name)}
@@ -152,14 +169,16 @@ func (in *instance) settings(cfg *moduleConfig) error {
 		}
 		if err != nil {
 			if in.Dead() {
-				return &hostapi.CallError{Module: v.name, Component: c.Name, Port: abi.PortSettings, Kind: kind, Err: err}
+				return false, &hostapi.CallError{Module: v.name, Component: c.Name, Port: abi.PortSettings, Kind: kind, Err: err}
 			}
 			v.report(hclog.Warn, "settings not delivered", "component", c.Name, "error", err)
+			ok = false
 			continue
 		}
 		if st != abi.StatusOK {
 			v.report(hclog.Warn, "settings refused", "component", c.Name, "status", st.String(), "reason", body)
+			ok = false
 		}
 	}
-	return nil
+	return ok, nil
 }

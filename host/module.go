@@ -92,7 +92,7 @@ func (h *Host) build(ctx context.Context, sum [32]byte, wasm []byte, source stri
 	if err != nil {
 		return nil, false, err
 	}
-	first, err := v.describeFirst()
+	first, err := v.describeFirst(spec.cfg)
 	if err != nil {
 		v.retire()
 		return v, false, err
@@ -242,7 +242,12 @@ func (h *Host) newVersion(ctx context.Context, sum [32]byte, wasm []byte, source
 // nothing that reaches outside the module (log and config at most): the
 // settings of one granted timers, messaging or HTTP may set a timer or
 // send, which must happen at load.
-func (v *version) describeFirst() (*instance, error) {
+//
+// With snapshots, the first instance of code not yet snapshotted takes
+// the settings of an empty configuration here when cfg (the load's
+// configuration, nil if none) gives it those, to be snapshotted with them
+// (settle).
+func (v *version) describeFirst(cfg *moduleConfig) (*instance, error) {
 	if d := v.shared.desc.Load(); d != nil && minInstances(v.limits) == 0 && v.caps.set&^(capLog|capConfig) == 0 {
 		v.setDescriptor(d)
 		return nil, nil
@@ -257,6 +262,7 @@ func (v *version) describeFirst() (*instance, error) {
 		v.described(v.sourceFields()...)
 		return nil, err
 	}
+	first.capture.rearm()
 	desc, err := first.describe()
 	if err != nil {
 		first.dropCapture()
@@ -267,6 +273,16 @@ func (v *version) describeFirst() (*instance, error) {
 	d := &described{desc: desc, comps: newComponentIndex(desc)}
 	v.shared.desc.CompareAndSwap(nil, d)
 	v.setDescriptor(d)
+	if cfg == nil {
+		if m := (*v.h.modules.Load())[v.name]; m != nil {
+			cfg = m.config.Load()
+		}
+	}
+	if err := first.settle(cfg); err != nil {
+		first.dropCapture()
+		v.closeFirst(first)
+		return nil, err
+	}
 	return first, nil
 }
 

@@ -20,6 +20,19 @@ func (o *poolOwner) NewInstance() (*instance, error) {
 
 func (o *poolOwner) Clock() int64 { return o.h.clock() }
 
+// StartsQuick: an instance of a settled snapshot (snapshot.settled), at
+// the log level it was taken at, with no settings to deliver, runs no
+// guest code as it starts.
+func (o *poolOwner) StartsQuick() bool {
+	v := (*version)(o)
+	s := v.snap
+	if s == nil || !s.settled || s.key.level != v.guestLogLevel() {
+		return false
+	}
+	cfg := v.mod.config.Load()
+	return cfg == nil || cfg.empty(v.desc)
+}
+
 func (o *poolOwner) CreateFailed(err error) {
 	(*version)(o).report(hclog.Error, "cannot create instance", "error", err)
 }

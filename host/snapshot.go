@@ -23,8 +23,9 @@ import (
 
 // Snapshots says which modules' instances start from a snapshot of the
 // module's first instance, taken after its start function and _initialize
-// (and before its settings), instead of running them again. See
-// Options.Snapshots.
+// (and, where that is sound, after it described the module and took the
+// settings of an empty configuration), instead of running them again.
+// See Options.Snapshots.
 type Snapshots string
 
 const (
@@ -62,7 +63,10 @@ type snapshot struct {
 	key   snapshotKey
 	code  wazero.CompiledModule
 	image *memlimit.Image
-	refs  int // versions using it; guarded by Host.snapMu
+	// settled says its instances have taken the settings of an empty
+	// configuration (capture.settle).
+	settled bool
+	refs    int // versions using it; guarded by Host.snapMu
 }
 
 // close releases the compiled module and the image.
@@ -141,6 +145,13 @@ type capture struct {
 	// mem is image's memory, which the instances of its snapshot start
 	// with; the caller of take closes it unless a snapshot keeps it.
 	mem *memlimit.Image
+	// settled says image is of the instance after it described the
+	// module and took the settings of an empty configuration (settle).
+	settled bool
+	// plain is the capture after _initialize while the instance describes
+	// the module and takes its settings (rearm), until settle decides
+	// which of the two stands.
+	plain *capture
 }
 
 func (c *capture) spoil(what string) {
@@ -228,13 +239,92 @@ func (c *capture) take(in *instance, globals []uint32) {
 	c.mem = memlimit.NewImageWithin(mem, img.Written(), uint64(in.v.h.opts.MaxModuleSize))
 }
 
+// rearm keeps the capture taken after _initialize aside and watches the
+// instance again while it describes the module (and settle delivers its
+// settings): what it does then decides whether a later capture may stand.
+func (c *capture) rearm() {
+	if c == nil || c.image == nil {
+		return // unfit already: nothing later can make it fit
+	}
+	plain := *c
+	*c = capture{key: c.key, on: true, plain: &plain}
+}
+
+// restore drops what was captured since rearm and brings back the capture
+// taken after _initialize.
+func (c *capture) restore() {
+	if c.mem != nil {
+		c.mem.Close()
+	}
+	*c = *c.plain
+}
+
+// settle delivers the settings of an empty configuration to the first
+// instance of a version, after it described the module, when the load's
+// configuration cfg (nil: none) gives each component just that, and
+// captures the instance again: the instances of a snapshot taken then
+// start with their settings delivered, and a call at zero instances sends
+// none (snapshot.settled). When the description or the settings did what
+// a snapshot could not repeat, read what the initialisation may not
+// (unfit), or were not accepted, the capture after _initialize stands and
+// each instance gets its settings as it starts. An error is the
+// instance's death.
+func (in *instance) settle(cfg *moduleConfig) error {
+	c := in.capture
+	if c == nil || c.plain == nil {
+		return nil
+	}
+	v := in.v
+	if cfg != nil && !cfg.empty(v.desc) {
+		c.restore()
+		return nil
+	}
+	ok, err := in.deliver(noConfig)
+	if err != nil || !ok {
+		c.restore()
+		return err
+	}
+	c.take(in, v.globals)
+	if c.drew == "" {
+		c.drew = c.plain.drew
+	}
+	if c.image == nil || v.unfit(c) != "" {
+		c.restore()
+		return nil
+	}
+	c.plain.mem.Close()
+	c.plain, c.settled = nil, true
+	return nil
+}
+
 // dropCapture releases what the instance captured for a snapshot that
 // will not be built (its load failed before).
 func (in *instance) dropCapture() {
-	if c := in.capture; c != nil && c.mem != nil {
-		c.mem.Close()
+	if c := in.capture; c != nil {
+		if c.plain != nil {
+			c.restore()
+		}
+		if c.mem != nil {
+			c.mem.Close()
+		}
 	}
 	in.capture, in.Spoil = nil, nil
+}
+
+// unfit is why the version's instances may not start from what c
+// captured, or "".
+func (v *version) unfit(c *capture) string {
+	switch {
+	case v.tableWrites:
+		return "its code can change tables"
+	case v.manyGlobals:
+		return fmt.Sprintf("it defines more than %d mutable globals", instrument.MaxGlobalExports)
+	case c.impure != "":
+		return "its initialisation " + c.impure
+	case c.drew != "" && v.h.opts.Snapshots != SnapshotsAll && !v.optIn:
+		return "its initialisation read " + c.drew + " and it does not export " + abi.ExportSnapshot
+	}
+	return ""
 }
 
 // snapshot builds the version's snapshot from what its first instance
@@ -244,25 +334,20 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 	src := v.src
 	v.src = nil
 	if first == nil {
-		return // a copy of described code, started with none (describeFirst)
+		// A copy of described code, started with none (describeFirst):
+		// its instances start from the snapshot of its code in use, if
+		// any.
+		if src != nil {
+			v.snap = v.h.takeSnapshot(snapshotKey{digest: v.digest, pages: v.limits.MemoryPages, level: v.guestLogLevel()})
+		}
+		return
 	}
 	c := first.capture
 	first.capture, first.Spoil = nil, nil
 	if c == nil {
 		return
 	}
-	reason := ""
-	switch {
-	case v.tableWrites:
-		reason = "its code can change tables"
-	case v.manyGlobals:
-		reason = fmt.Sprintf("it defines more than %d mutable globals", instrument.MaxGlobalExports)
-	case c.impure != "":
-		reason = "its initialisation " + c.impure
-	case c.drew != "" && v.h.opts.Snapshots != SnapshotsAll && !v.optIn:
-		reason = "its initialisation read " + c.drew + " and it does not export " + abi.ExportSnapshot
-	}
-	if reason != "" {
+	if reason := v.unfit(c); reason != "" {
 		if c.mem != nil {
 			c.mem.Close()
 		}
@@ -279,9 +364,9 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 		cc, err = v.h.compile(ctx, wasm, v.limits.MemoryPages, nil)
 		v.h.dropRepeatedEntries(before)
 		if err == nil {
-			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code, image: c.mem})
+			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code, image: c.mem, settled: c.settled})
 			v.logger().Info("instances start from a snapshot", "pages", c.image.Pages(), "image_bytes", c.image.WrittenBytes(),
-				"mapped", c.mem.Mapped(), "bytes", len(wasm))
+				"mapped", c.mem.Mapped(), "settled", v.snap.settled, "bytes", len(wasm))
 			return
 		}
 	}

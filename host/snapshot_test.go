@@ -1,16 +1,19 @@
 package host_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/abi/abitest"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
@@ -224,65 +227,140 @@ func TestSnapshotLargeMemory(t *testing.T) {
 }
 
 // TestSnapshotInstancesApart loads a guest whose _initialize sets a
-// counter to 10 and whose messages count on from it, and starts instances
-// from its snapshot, with the image mapped into each and copied into each:
-// every instance counts from 10, whatever the others wrote, one started
-// after another closed included; so does the instance the pool starts
-// after recycling one that grew.
+// counter to 10 and whose messages, its settings included, count on from
+// it, and starts instances from its snapshot, with the image mapped into
+// each and copied into each: every instance counts from the snapshot's
+// count, whatever the others wrote, one started after another closed
+// included; so does the instance the pool starts after recycling one that
+// grew. Loaded with no configuration, the snapshot is taken after the
+// settings of an empty one (it counts 11), and the instances the pool
+// starts get none again; loaded with one, it is taken before them (10),
+// and each instance the pool starts gets them. The pool's instances count
+// alike either way.
 func TestSnapshotInstancesApart(t *testing.T) {
 	for _, mapped := range []bool{true, false} {
-		t.Run(map[bool]string{true: "mapped", false: "copied"}[mapped], func(t *testing.T) {
-			was := host.SetFileImages(mapped)
-			t.Cleanup(func() { host.SetFileImages(was) })
-			h, sink := newHost(t, host.Options{Snapshots: host.SnapshotsOptIn})
-			_, err := h.Load(t.Context(), wat(t, "counter"), host.LoadOptions{
-				Limits: api.Limits{MinInstances: new(1), MaxInstances: 1, MemoryPages: 16, RecyclePages: 2}})
+		for _, tc := range []struct {
+			name   string
+			config string
+			base   byte // the count of an instance started from the snapshot
+		}{{"settled", "", 11}, {"configured", `{"c":{"k":1}}`, 10}} {
+			t.Run(map[bool]string{true: "mapped", false: "copied"}[mapped]+"/"+tc.name, func(t *testing.T) {
+				was := host.SetFileImages(mapped)
+				t.Cleanup(func() { host.SetFileImages(was) })
+				h, sink := newHost(t, host.Options{Snapshots: host.SnapshotsOptIn})
+				opts := host.LoadOptions{Limits: api.Limits{MinInstances: new(1), MaxInstances: 1, MemoryPages: 16, RecyclePages: 2}}
+				if tc.config != "" {
+					opts.Config = json.RawMessage(tc.config)
+				}
+				_, err := h.Load(t.Context(), wat(t, "counter"), opts)
+				require.NoError(t, err)
+				require.True(t, host.FromSnapshot(h, "wat"))
+				var fields string
+				for _, l := range sink.of("wat") {
+					if l.msg == "instances start from a snapshot" {
+						fields = l.fields
+					}
+				}
+				assert.Contains(t, fields, fmt.Sprint("mapped", mapped && runtime.GOOS == "linux"))
+				assert.Contains(t, fields, fmt.Sprint("settled", tc.config == ""))
+
+				// Started outside the pool, these get no settings.
+				call := func(s *host.Started, want byte) {
+					t.Helper()
+					got, err := s.Call(t.Context(), nil)
+					require.NoError(t, err)
+					assert.Equal(t, []byte{tc.base + want}, got)
+				}
+				a, err := host.StartOpen(h, "wat")
+				require.NoError(t, err)
+				b, err := host.StartOpen(h, "wat")
+				require.NoError(t, err)
+				defer b.Close()
+				call(a, 1)
+				call(a, 2)
+				call(b, 1)
+				call(a, 3)
+				call(b, 2)
+				a.Close()
+				c, err := host.StartOpen(h, "wat")
+				require.NoError(t, err)
+				defer c.Close()
+				call(c, 1)
+
+				// The pool's one instance, the one the snapshot was taken
+				// of, counted its settings (a message to its handler); it
+				// grows past RecyclePages on the second call and is
+				// closed; the next call starts one from the snapshot,
+				// which counts its settings once and the call: 12.
+				invoke := func(payload string) []byte {
+					resp, err := h.Invoke(t.Context(), api.Request{Module: "wat", Component: "c", Port: "in", Payload: []byte(payload)})
+					require.NoError(t, err)
+					return resp.Payload
+				}
+				assert.Equal(t, []byte{12}, invoke(""))
+				assert.Equal(t, []byte{13}, invoke("g"))
+				require.Eventually(t, func() bool { return h.Modules()[0].Pool.Recycled == 1 }, 30*time.Second, 10*time.Millisecond)
+				assert.Equal(t, []byte{12}, invoke(""), "the instance after the recycled one")
+			})
+		}
+	}
+}
+
+// TestSnapshotSettled loads, with no configuration and three warm
+// instances, the counter guest, whose settings of {} only compute, and
+// settlelog, whose settings log. The counter is snapshotted after its
+// settings: only the first instance receives them (one _settings call),
+// and an instance started from the snapshot answers 12 (10, its settings,
+// the call), as without snapshots. settlelog is snapshotted before them: each instance receives
+// and logs its settings, as without snapshots. A configuration set later
+// reaches every instance either way.
+func TestSnapshotSettled(t *testing.T) {
+	for _, tc := range []struct {
+		fixture  string
+		settled  bool
+		settings int // _settings calls at load
+	}{{"counter", true, 1}, {"settlelog", false, 3}} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			rec := &recorder{}
+			h, sink := newHost(t, host.Options{Snapshots: host.SnapshotsOptIn, Observer: rec})
+			_, err := h.Load(t.Context(), wat(t, tc.fixture), host.LoadOptions{
+				Limits: api.Limits{MinInstances: new(3), MaxInstances: 3}, Capabilities: allCaps})
 			require.NoError(t, err)
 			require.True(t, host.FromSnapshot(h, "wat"))
 			var fields string
+			logged := 0
 			for _, l := range sink.of("wat") {
-				if l.msg == "instances start from a snapshot" {
+				switch {
+				case l.msg == "instances start from a snapshot":
 					fields = l.fields
+				case l.line == "settings":
+					logged++
 				}
 			}
-			assert.Contains(t, fields, fmt.Sprint("mapped", mapped && runtime.GOOS == "linux"))
-
-			call := func(s *host.Started, want byte) {
-				t.Helper()
-				got, err := s.Call(t.Context(), nil)
-				require.NoError(t, err)
-				assert.Equal(t, []byte{want}, got)
+			assert.Contains(t, fields, fmt.Sprint("settled", tc.settled))
+			settingsCalls := func() int {
+				n := 0
+				for _, l := range rec.take() {
+					if strings.HasPrefix(l, "call wat/c/"+abi.PortSettings+" ") {
+						n++
+					}
+				}
+				return n
 			}
-			a, err := host.StartOpen(h, "wat")
-			require.NoError(t, err)
-			b, err := host.StartOpen(h, "wat")
-			require.NoError(t, err)
-			defer b.Close()
-			call(a, 11)
-			call(a, 12)
-			call(b, 11)
-			call(a, 13)
-			call(b, 12)
-			a.Close()
-			c, err := host.StartOpen(h, "wat")
-			require.NoError(t, err)
-			defer c.Close()
-			call(c, 11)
-
-			// The pool's one instance, the one the snapshot was taken
-			// of, counted its settings (a message to its handler); it
-			// grows past RecyclePages on the second call and is closed;
-			// the next call starts one from the snapshot, which counts
-			// its settings and the call from 10 again.
-			invoke := func(payload string) []byte {
-				resp, err := h.Invoke(t.Context(), api.Request{Module: "wat", Component: "c", Port: "in", Payload: []byte(payload)})
-				require.NoError(t, err)
-				return resp.Payload
+			assert.Equal(t, tc.settings, settingsCalls(), "settings delivered at load")
+			if !tc.settled {
+				assert.Equal(t, 3, logged, "settings logged, one per instance")
 			}
-			assert.Equal(t, []byte{12}, invoke(""))
-			assert.Equal(t, []byte{13}, invoke("g"))
-			require.Eventually(t, func() bool { return h.Modules()[0].Pool.Recycled == 1 }, 30*time.Second, 10*time.Millisecond)
-			assert.Equal(t, []byte{12}, invoke(""), "the instance after the recycled one")
+
+			// The pool hands out the instance put back last, one started
+			// from the snapshot.
+			resp, err := h.Invoke(t.Context(), api.Request{Module: "wat", Component: "c", Port: "in"})
+			require.NoError(t, err)
+			assert.Equal(t, []byte{12}, resp.Payload, "10, its settings, the call")
+			assert.Zero(t, settingsCalls(), "no settings at the call")
+
+			require.NoError(t, h.SetConfig(t.Context(), "wat", []byte(`{"c":{"k":1}}`)))
+			assert.Equal(t, 3, settingsCalls(), "the new settings reach each instance")
 		})
 	}
 }

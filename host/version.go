@@ -144,6 +144,20 @@ func parseConfig(b []byte) (*moduleConfig, error) {
 	return &moduleConfig{raw: slices.Clone(b), members: members}, nil
 }
 
+// noConfig is the configuration of a module loaded with none.
+var noConfig, _ = parseConfig(nil)
+
+// empty says whether each component of d gets the settings of an empty
+// configuration, "{}".
+func (c *moduleConfig) empty(d *abi.Descriptor) bool {
+	for _, comp := range d.Components {
+		if !bytes.Equal(c.settings(comp.Name), emptyConfig) {
+			return false
+		}
+	}
+	return true
+}
+
 // settings returns the payload of a component's abi.PortSettings message.
 func (c *moduleConfig) settings(component string) []byte {
 	if m, ok := c.members[component]; ok {

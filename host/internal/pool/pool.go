@@ -68,6 +68,9 @@ type Owner[I Instance] interface {
 	// for room: the warm instances of a retired pool (Retire), whose
 	// memory is spent until they close. Release gives each back.
 	Hold(n int)
+	// StartsQuick says whether an instance would start now without
+	// running guest code, which bounds how long its start takes.
+	StartsQuick() bool
 }
 
 // Config bounds a pool: its share of a module's limits.
@@ -215,9 +218,13 @@ func (p *Pool[I]) Get(ctx context.Context) (I, error) {
 	}
 	w := p.free.Get().(*waiter[I])
 	p.waiters = append(p.waiters, w)
+	// First in line for an instance that starts quick, the caller starts
+	// it itself: handing the start to a goroutine of its own and waiting
+	// for it costs a good share of the start.
+	here := spawn && len(p.waiters) == 1 && p.owner.StartsQuick()
 	p.mu.Unlock()
 	if spawn {
-		p.spawn(reserve)
+		p.spawn(reserve, here)
 	}
 
 	t := time.NewTimer(p.limits.QueueTimeout)
@@ -370,16 +377,17 @@ func (p *Pool[I]) replace() {
 	p.mu.Unlock()
 	p.settle()
 	if spawn {
-		p.spawn(reserve)
+		p.spawn(reserve, false)
 	}
 }
 
-// spawn creates an instance in the background, counted in live by the
-// caller already. One beyond MinInstances (reserve) it creates only with
-// a reservation (Owner.Reserve). Refused one, the calls waiting wait for
-// the other instances; with none alive they fail with the refusal, as
-// nothing would come.
-func (p *Pool[I]) spawn(reserve bool) {
+// spawn creates an instance in the background, or on the caller's
+// goroutine when here, counted in live by the caller already. One beyond
+// MinInstances (reserve) it creates only with a reservation
+// (Owner.Reserve). Refused one, the calls waiting wait for the other
+// instances; with none alive they fail with the refusal, as nothing
+// would come.
+func (p *Pool[I]) spawn(reserve, here bool) {
 	if reserve {
 		if err := p.owner.Reserve(); err != nil {
 			p.mu.Lock()
@@ -410,7 +418,7 @@ func (p *Pool[I]) spawn(reserve bool) {
 	}
 	p.spawns.Add(1)
 	p.group.Add(1) // the pool is open, so the count is positive
-	go func() {
+	create := func() {
 		defer p.group.Done()
 		defer p.spawns.Done()
 		in, err := p.owner.NewInstance()
@@ -451,9 +459,14 @@ func (p *Pool[I]) spawn(reserve bool) {
 			p.relist()
 		}
 		p.mu.Unlock()
-	}()
+	}
 	p.mu.Unlock()
 	p.settle()
+	if here {
+		create()
+	} else {
+		go create()
+	}
 }
 
 // evict closes the instance of sl, listed in Spares, if it still is.

@@ -3,6 +3,8 @@ package pool_test
 import (
 	"context"
 	"errors"
+	"runtime/debug"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ type fake struct {
 	mem    uint64
 	dead   bool
 	closed int
+	stack  string // of the goroutine that made it
 }
 
 func (f *fake) Slot() *pool.Slot   { return &f.slot }
@@ -43,7 +46,11 @@ type owner struct {
 	room    int
 	held    int
 	evicted []int64
+	// quick is what StartsQuick says.
+	quick bool
 }
+
+func (o *owner) StartsQuick() bool { return o.quick }
 
 func (o *owner) NewInstance() (*fake, error) {
 	o.mu.Lock()
@@ -51,7 +58,7 @@ func (o *owner) NewInstance() (*fake, error) {
 	if o.fail != nil {
 		return nil, o.fail
 	}
-	f := &fake{name: string(rune('b' + len(o.made))), mem: page}
+	f := &fake{name: string(rune('b' + len(o.made))), mem: page, stack: string(debug.Stack())}
 	o.made = append(o.made, f)
 	return f, nil
 }
@@ -403,13 +410,41 @@ func TestPoolEvict(t *testing.T) {
 // TestPoolSparesHammer: calls, reaps and evictions at once on pools that
 // share Spares keep it listing, once the pools are quiet, exactly the
 // idle instances beyond each pool's MinInstances.
+// TestPoolStartsQuickHere: a call that finds no idle instance and is first
+// in line starts the instance on its own goroutine when the owner says it
+// starts quick, and on one of the pool's otherwise; either way the call
+// gets it, and a call behind it in line waits for the next.
+func TestPoolStartsQuickHere(t *testing.T) {
+	for _, quick := range []bool{true, false} {
+		o := &owner{room: -1, quick: quick}
+		var group sync.WaitGroup
+		p := pool.New[*fake](o, pool.Config{MinInstances: 0, MaxInstances: 1, QueueTimeout: time.Hour, IdleTimeout: time.Hour}, &group)
+		in, err := p.Get(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, quick, strings.Contains(in.stack, "TestPoolStartsQuickHere"), "quick %v: made on the caller's goroutine", quick)
+		got := make(chan *fake)
+		go func() {
+			in, err := p.Get(t.Context())
+			assert.NoError(t, err)
+			got <- in
+		}()
+		require.Eventually(t, func() bool { return p.Stats().Waiting == 1 }, 30*time.Second, time.Millisecond)
+		p.Put(in)
+		assert.Same(t, in, <-got, "the one instance, handed to the call waiting")
+		p.Put(in)
+		assert.Equal(t, 1, p.Stats().Instances)
+		p.Close()
+		group.Wait()
+	}
+}
+
 func TestPoolSparesHammer(t *testing.T) {
 	spares := pool.NewSpares()
 	var group sync.WaitGroup
 	var pools []*pool.Pool[*fake]
 	var owners []*owner
 	for i := range 4 {
-		o := &owner{room: -1}
+		o := &owner{room: -1, quick: i >= 2} // two pools start instances on their callers' goroutines
 		owners = append(owners, o)
 		pools = append(pools, pool.New[*fake](o, pool.Config{MinInstances: i % 2, MaxInstances: 4, QueueTimeout: time.Hour, IdleTimeout: 1, Spares: spares}, &group))
 	}
