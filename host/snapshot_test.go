@@ -364,3 +364,24 @@ func TestSnapshotSettled(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotSecondCopyAtZero loads the counter guest under one name with
+// a warm instance, and its bytes again under another name at zero
+// instances, which makes no instance to describe them: the second copy
+// starts its instances from the first one's snapshot all the same, and
+// counts as it does.
+func TestSnapshotSecondCopyAtZero(t *testing.T) {
+	h, _ := newHost(t, host.Options{Snapshots: host.SnapshotsOptIn})
+	code := wat(t, "counter")
+	_, err := h.Load(t.Context(), code, host.LoadOptions{Name: "a"})
+	require.NoError(t, err)
+	_, err = h.Load(t.Context(), code, host.LoadOptions{Name: "b", Limits: api.Limits{MinInstances: new(0)}})
+	require.NoError(t, err)
+	assert.Equal(t, 1, host.SnapshotsInUse(h))
+	for _, name := range []string{"a", "b"} {
+		assert.True(t, host.FromSnapshot(h, name), name)
+		resp, err := h.Invoke(t.Context(), api.Request{Module: name, Component: "c", Port: "in"})
+		require.NoError(t, err)
+		assert.Equal(t, []byte{12}, resp.Payload, name)
+	}
+}
