@@ -29,8 +29,7 @@ func (o *poolOwner) StartsQuick() bool {
 	if s == nil || !s.settled || s.key.level != v.guestLogLevel() {
 		return false
 	}
-	cfg := v.mod.config.Load()
-	return cfg == nil || cfg.empty(v.desc)
+	return v.mod.config.Load().empty(v.desc)
 }
 
 func (o *poolOwner) CreateFailed(err error) {

@@ -148,8 +148,11 @@ func parseConfig(b []byte) (*moduleConfig, error) {
 var noConfig, _ = parseConfig(nil)
 
 // empty says whether each component of d gets the settings of an empty
-// configuration, "{}".
+// configuration, "{}"; nil is none.
 func (c *moduleConfig) empty(d *abi.Descriptor) bool {
+	if c == nil {
+		return true
+	}
 	for _, comp := range d.Components {
 		if !bytes.Equal(c.settings(comp.Name), emptyConfig) {
 			return false
