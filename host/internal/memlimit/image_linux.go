@@ -2,6 +2,9 @@ package memlimit
 
 import (
 	"errors"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -12,6 +15,46 @@ import (
 // openFiles counts the image files open in the process, bounded to leave
 // descriptors to the rest of the host.
 var openFiles atomic.Int64
+
+// runAreas counts the address-map areas that images mapped into memories
+// add to the process (two per run: the run, and the rest of the
+// reservation split around it), bounded by maxRunAreas to leave the
+// system's limit on them (vm.max_map_count) to the rest of the process:
+// the Go runtime dies when a mapping it needs is refused. Beyond, images
+// are copied, which adds none.
+var (
+	runAreas    atomic.Int64
+	maxRunAreas = mapCountLimit() / 4
+)
+
+// mapCountLimit is the system's limit on a process's address-map areas.
+func mapCountLimit() int64 {
+	b, err := os.ReadFile("/proc/sys/vm/max_map_count")
+	if err != nil {
+		return 65530 // the kernel's default
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n <= 0 {
+		return 65530
+	}
+	return n
+}
+
+// takeAreas counts the areas mapping runs would add, and says whether
+// they fit; untakeAreas gives them back.
+func takeAreas(runs int) bool {
+	n := int64(2 * runs)
+	if runAreas.Add(n) > maxRunAreas {
+		runAreas.Add(-n)
+		return false
+	}
+	return true
+}
+
+func untakeAreas(runs int) { runAreas.Add(-int64(2 * runs)) }
+
+// imageFileName names image files, in /proc/<pid>/maps among others.
+const imageFileName = "tinyhost-snapshot"
 
 // imageFile is a sealed memory file holding an image. Its descriptor is
 // used under mu's read lock and closed under its write lock, so that a
@@ -38,9 +81,9 @@ func newImageFile(mem []byte, ranges [][2]uint64, size uint64) (*imageFile, erro
 	}
 	// Not executable, sealed so (a kernel before 6.3 does not know the
 	// flag: without it, the file is sealed against writes all the same).
-	fd, err := unix.MemfdCreate("tinyhost-snapshot", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
+	fd, err := unix.MemfdCreate(imageFileName, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
 	if err == unix.EINVAL {
-		fd, err = unix.MemfdCreate("tinyhost-snapshot", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+		fd, err = unix.MemfdCreate(imageFileName, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	}
 	if err != nil {
 		openFiles.Add(-1)

@@ -220,3 +220,42 @@ func imageFiles(t *testing.T) int {
 	}
 	return n
 }
+
+// TestImageAreasBounded: images mapped into memories add address-map
+// areas to the process, which the system bounds (vm.max_map_count; the Go
+// runtime dies when a mapping it needs is refused). Past the share of them
+// images may take, a memory copies its image instead: here the share
+// holds one memory's runs, and of ten memories of one image one maps it
+// (the process maps the file twice, once per run), and all ten read it.
+func TestImageAreasBounded(t *testing.T) {
+	was := maxRunAreas
+	t.Cleanup(func() { maxRunAreas = was })
+	maxRunAreas = 4
+
+	mem := make([]byte, 64*PageSize)
+	mem[0], mem[len(mem)-1] = 1, 2
+	img := NewImage(mem, [][2]uint64{{0, 1}, {uint64(len(mem) - 1), uint64(len(mem))}})
+	defer img.Close()
+	require.True(t, img.Mapped())
+	require.Len(t, img.runs, 2)
+	var ms []*Memory
+	for range 10 {
+		m := New(128 * PageSize)
+		m.Start(img)
+		require.Equal(t, mem, m.Reallocate(64*PageSize))
+		ms = append(ms, m)
+	}
+	assert.Equal(t, 2, imageMappings(t), "mappings of the image's file in the process")
+	for _, m := range ms {
+		m.Free()
+	}
+	assert.Zero(t, imageMappings(t))
+	assert.Zero(t, runAreas.Load())
+}
+
+// imageMappings counts the mappings of image files in the process.
+func imageMappings(t *testing.T) int {
+	b, err := os.ReadFile("/proc/self/maps")
+	require.NoError(t, err)
+	return strings.Count(string(b), "/memfd:"+imageFileName)
+}

@@ -73,6 +73,9 @@ type Memory struct {
 	// image is what the memory starts as (see Start), until its first
 	// allocation.
 	image *Image
+	// runs is how many runs of an image are mapped into the memory
+	// (takeAreas), until Free.
+	runs int
 }
 
 // InitialError is the panic of a Reallocate asked for an initial size
@@ -128,7 +131,8 @@ func (m *Memory) Reallocate(size uint64) []byte {
 	img := m.image
 	m.image = nil
 	mapped := false
-	if img != nil && m.mapped != nil && img.fits(size) {
+	if img != nil && m.mapped != nil && img.fits(size) && takeAreas(len(img.runs)) {
+		m.runs = len(img.runs)
 		mapped = img.file.mapInto(m.mapped, img.runs)
 		if m.mapped.released() {
 			m.mapped = nil
@@ -234,6 +238,8 @@ func (m *Memory) Free() {
 		m.mapped.release()
 		m.mapped, m.open = nil, 0
 	}
+	untakeAreas(m.runs)
+	m.runs = 0
 	if m.left != nil {
 		m.left.release()
 		m.left = nil
