@@ -162,16 +162,10 @@ func (h *Host) reserveFirst(v *version) error {
 	n := instanceBytes(&v.limits)
 	a := &h.admit
 	if h.bounded() {
-		a.mu.Lock()
-		warm := a.warm
-		a.mu.Unlock()
-		// Beside the warm instances, no eviction can make room: refuse
-		// before closing other modules' idle instances for nothing. (The
-		// load's own warm share is checked by roomFor, which knows what
-		// an upgrade replaces.)
-		if warm+n > h.opts.Capacity.MemoryBytes {
-			return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules' warm instances hold %d MiB of the host's %d MiB (%s)",
-				api.ErrCapacity, n>>20, warm>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
+		// Refuse what no eviction can make room for before closing other
+		// modules' idle instances for nothing.
+		if err := h.refusedAnyway(v); err != nil {
+			return err
 		}
 		h.makeRoom(max(n, reserved(&v.limits)))
 	}
@@ -185,6 +179,60 @@ func (h *Host) reserveFirst(v *version) error {
 	a.extra += n
 	v.first = n
 	return nil
+}
+
+// refusedAnyway returns the refusal a load of v would meet in join
+// whatever idle instances were closed, or nil: its first instance beside
+// the warm instances over the budget, and, when its name is known, the
+// host's MaxModules or its warm instances over the budget. The name is
+// the load's, else the one the module's code described itself by before,
+// else unknown until the first instance describes it: that load may
+// still close idle instances before join refuses it a place among
+// MaxModules, since it may be an upgrade, which needs none.
+func (h *Host) refusedAnyway(v *version) error {
+	name := v.name
+	if d := v.shared.desc.Load(); name == "" && d != nil {
+		name = d.desc.Name
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a := &h.admit
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n := instanceBytes(&v.limits); a.warm+n > h.opts.Capacity.MemoryBytes {
+		return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules' warm instances hold %d MiB of the host's %d MiB (%s)",
+			api.ErrCapacity, n>>20, a.warm>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
+	}
+	if name == "" {
+		return nil
+	}
+	_, err := h.capacityFor((*h.modules.Load())[name], &v.limits)
+	return err
+}
+
+// capacityFor returns what the modules' warm instances would hold with a
+// version of limits under m (nil for a new module), or the refusal that
+// closing idle instances cannot lift: a new module beyond MaxModules, or
+// warm instances beyond the budget. The caller holds h.mu and h.admit.mu.
+func (h *Host) capacityFor(m *module, limits *api.Limits) (uint64, error) {
+	c := h.opts.Capacity
+	if mods := *h.modules.Load(); c.MaxModules > 0 && m == nil && len(mods) >= c.MaxModules {
+		return 0, fmt.Errorf("%w: the host takes at most %d modules, and %d are loaded", api.ErrCapacity, c.MaxModules, len(mods))
+	}
+	a := &h.admit
+	warm := a.warm + reserved(limits)
+	if m != nil {
+		var have uint64
+		if v := m.current.Load(); v != nil {
+			have = reserved(&v.limits)
+		}
+		warm = a.warm - m.held + max(have, m.building+reserved(limits))
+	}
+	if h.bounded() && warm > c.MemoryBytes {
+		return 0, fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory, the host takes %d MiB (%s; MinInstances × MemoryPages × 64 KiB of each module)",
+			api.ErrCapacity, warm>>20, c.MemoryBytes>>20, h.opts.budgetNote)
+	}
+	return warm, nil
 }
 
 // closeFirst closes the instance a load made to describe its module, and

@@ -409,24 +409,20 @@ func (h *Host) loadContext(ctx context.Context) (context.Context, context.Cancel
 // first version is being built.
 func (h *Host) roomFor(m *module, limits *api.Limits, first uint64) error {
 	c := h.opts.Capacity
-	mods := *h.modules.Load()
-	if c.MaxModules > 0 && m == nil && len(mods) >= c.MaxModules {
-		return fmt.Errorf("%w: the host takes at most %d modules, and %d are loaded", api.ErrCapacity, c.MaxModules, len(mods))
-	}
 	a := &h.admit
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	warm := a.warm + reserved(limits)
+	warm, err := h.capacityFor(m, limits)
+	if err != nil {
+		return err
+	}
 	// An upgrade's old version keeps its busy warm instances until their
 	// calls end, each then holding a share of its own (Retire).
 	var retiring uint64
 	if m != nil {
-		var have uint64
 		if v := m.current.Load(); v != nil {
-			have = reserved(&v.limits)
 			retiring = uint64(v.pool.Unheld()) * instanceBytes(&v.limits)
 		}
-		warm = a.warm - m.held + max(have, m.building+reserved(limits))
 	}
 	if minInstances(*limits) == 0 {
 		first = 0 // it stays apart, until it joins the pool
@@ -435,10 +431,6 @@ func (h *Host) roomFor(m *module, limits *api.Limits, first uint64) error {
 	if !h.bounded() {
 		a.extra = extra
 		return nil
-	}
-	if warm > c.MemoryBytes {
-		return fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory, the host takes %d MiB (%s; MinInstances × MemoryPages × 64 KiB of each module)",
-			api.ErrCapacity, warm>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
 	if warm+extra+retiring > c.MemoryBytes {
 		// Instances that end with their calls: the load may fit later.
