@@ -19,7 +19,9 @@ import (
 // (as a warm instance, once the load is admitted) or closes. The
 // instances of a version an upgrade or unload retired each hold their
 // own share until they close: its idle ones close at once, the others
-// when their calls end (pool.Retire).
+// when their calls end (pool.Retire). From join to publish, an upgrade
+// also holds its new warm instances beside the old version's, and may
+// pass the budget by those, one upgrade at a time (openWindow).
 type admission struct {
 	mu sync.Mutex
 	// warm is what the loaded modules, and the versions being built, hold
@@ -31,6 +33,11 @@ type admission struct {
 	// MinInstances, of all modules, for evictIdle; nil when the host
 	// bounds no memory.
 	spares *pool.Spares
+	// gaps are what the upgrades being built count in extra for their
+	// new warm instances beside their old version's (openWindow); window
+	// is the one of them the budget could not hold, nil when none.
+	gaps   map[*version]uint64
+	window *version
 }
 
 // init readies the account of a host that bounds memory, or not.
@@ -233,6 +240,57 @@ func (h *Host) capacityFor(m *module, limits *api.Limits) (uint64, error) {
 			api.ErrCapacity, warm>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
 	return warm, nil
+}
+
+// openWindow counts, from join to publish, an upgrade's new warm
+// instances beside its old version's, which the budget otherwise counts
+// as one module's, by the larger version: the gap is the smaller of
+// their warm shares, held is what the budget holds with the upgrade
+// joined. When the budget has no room for the gap, the upgrade takes the
+// host's one window and goes on (an upgrade keeps serving with the old
+// version until the new one is warm, on a full host too): the host holds
+// more than its budget by at most one upgrade's gap, until it publishes,
+// and meanwhile refuses other instances as busy, since the gap is
+// counted. With the window taken, such an upgrade is refused as busy.
+// It returns the gap, for the caller to count in extra. The caller holds
+// h.mu and h.admit.mu, and closeWindow once the upgrade is over.
+func (h *Host) openWindow(m *module, v *version, held uint64) (uint64, error) {
+	var have uint64
+	if m != nil {
+		if cur := m.current.Load(); cur != nil {
+			have = reserved(&cur.limits)
+		}
+	}
+	gap := min(have, reserved(&v.limits))
+	if gap == 0 {
+		return 0, nil
+	}
+	a := &h.admit
+	if held+gap > h.opts.Capacity.MemoryBytes {
+		if a.window != nil {
+			return 0, fmt.Errorf("%w: module %q's new warm instances would take %d MiB beside its old version's, beyond the %d MiB of the host's %d MiB (%s) that are left, while another upgrade is built beyond the budget; try again when it is done",
+				api.ErrBusy, v.name, gap>>20, (h.opts.Capacity.MemoryBytes-min(held, h.opts.Capacity.MemoryBytes))>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
+		}
+		a.window = v
+	}
+	if a.gaps == nil {
+		a.gaps = map[*version]uint64{}
+	}
+	a.gaps[v] = gap
+	return gap, nil
+}
+
+// closeWindow gives back what openWindow counted for v, and the host's
+// window if v held it.
+func (h *Host) closeWindow(v *version) {
+	a := &h.admit
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.extra -= a.gaps[v]
+	delete(a.gaps, v)
+	if a.window == v {
+		a.window = nil
+	}
 }
 
 // closeFirst closes the instance a load made to describe its module, and

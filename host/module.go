@@ -107,6 +107,7 @@ func (h *Host) build(ctx context.Context, sum [32]byte, wasm []byte, source stri
 		v.retire()
 		return v, false, err
 	}
+	defer h.closeWindow(v)
 	cfg := spec.cfg
 	if cfg == nil {
 		if cfg = m.config.Load(); cfg == nil {
@@ -300,7 +301,7 @@ func (h *Host) join(v *version) (*module, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m := (*h.modules.Load())[v.name]
-	if err := h.roomFor(m, &v.limits, v.first); err != nil {
+	if err := h.roomFor(m, v); err != nil {
 		return nil, err
 	}
 	if minInstances(v.limits) > 0 {
@@ -400,15 +401,16 @@ func (h *Host) loadContext(ctx context.Context) (context.Context, context.Cancel
 	}
 }
 
-// roomFor checks that a version with limits fits Options.Capacity, beside
-// m's current one (m is nil for a new module). first is what the
-// version's first instance holds (reserveFirst): with MinInstances, it is
-// one of the warm instances, and roomFor moves it there on success. The
-// caller holds h.mu, and then counts the version in m.building and its
-// module in the budget (rewarm): a module counts from the moment its
-// first version is being built.
-func (h *Host) roomFor(m *module, limits *api.Limits, first uint64) error {
+// roomFor checks that version v fits Options.Capacity, beside m's
+// current one (m is nil for a new module), and opens an upgrade's window
+// (openWindow). v.first is what its first instance holds (reserveFirst):
+// with MinInstances, it is one of the warm instances, and roomFor moves
+// it there on success. The caller holds h.mu, and then counts the version
+// in m.building and its module in the budget (rewarm): a module counts
+// from the moment its first version is being built.
+func (h *Host) roomFor(m *module, v *version) error {
 	c := h.opts.Capacity
+	limits, first := &v.limits, v.first
 	a := &h.admit
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -437,6 +439,10 @@ func (h *Host) roomFor(m *module, limits *api.Limits, first uint64) error {
 		return fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory and their busy instances beyond hold %d MiB, the host takes %d MiB (%s); try again when calls end",
 			api.ErrBusy, warm>>20, (extra+retiring)>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
-	a.extra = extra
+	gap, err := h.openWindow(m, v, warm+extra)
+	if err != nil {
+		return err
+	}
+	a.extra = extra + gap
 	return nil
 }
