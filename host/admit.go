@@ -78,11 +78,7 @@ func reserved(l *api.Limits) uint64 {
 // room for itself alone; an upgrade's counts once, by the larger of its
 // versions. The caller holds h.mu.
 func warmOf(m *module) uint64 {
-	var have uint64
-	if v := m.current.Load(); v != nil {
-		have = reserved(&v.limits)
-	}
-	return max(have, m.building)
+	return max(currentWarm(m), m.building)
 }
 
 // rewarm brings what m holds in the budget up to date, after its versions
@@ -229,11 +225,7 @@ func (h *Host) capacityFor(m *module, limits *api.Limits) (uint64, error) {
 	a := &h.admit
 	warm := a.warm + reserved(limits)
 	if m != nil {
-		var have uint64
-		if v := m.current.Load(); v != nil {
-			have = reserved(&v.limits)
-		}
-		warm = a.warm - m.held + max(have, m.building+reserved(limits))
+		warm = a.warm - m.held + max(currentWarm(m), m.building+reserved(limits))
 	}
 	if h.bounded() && warm > c.MemoryBytes {
 		return 0, fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory, the host takes %d MiB (%s; MinInstances × MemoryPages × 64 KiB of each module)",
@@ -255,13 +247,10 @@ func (h *Host) capacityFor(m *module, limits *api.Limits) (uint64, error) {
 // It returns the gap, for the caller to count in extra. The caller holds
 // h.mu and h.admit.mu, and closeWindow once the upgrade is over.
 func (h *Host) openWindow(m *module, v *version, held uint64) (uint64, error) {
-	var have uint64
+	var gap uint64
 	if m != nil {
-		if cur := m.current.Load(); cur != nil {
-			have = reserved(&cur.limits)
-		}
+		gap = min(currentWarm(m), reserved(&v.limits))
 	}
-	gap := min(have, reserved(&v.limits))
 	if gap == 0 {
 		return 0, nil
 	}
@@ -278,6 +267,14 @@ func (h *Host) openWindow(m *module, v *version, held uint64) (uint64, error) {
 	}
 	a.gaps[v] = gap
 	return gap, nil
+}
+
+// currentWarm is the warm share of m's current version, 0 without one.
+func currentWarm(m *module) uint64 {
+	if v := m.current.Load(); v != nil {
+		return reserved(&v.limits)
+	}
+	return 0
 }
 
 // closeWindow gives back what openWindow counted for v, and the host's
