@@ -19,7 +19,9 @@ import (
 // (as a warm instance, once the load is admitted) or closes. The
 // instances of a version an upgrade or unload retired each hold their
 // own share until they close: its idle ones close at once, the others
-// when their calls end (pool.Retire).
+// when their calls end (pool.Retire). From join to publish, an upgrade
+// also holds its new warm instances beside the old version's, and may
+// pass the budget by those, one upgrade at a time (openWindow).
 type admission struct {
 	mu sync.Mutex
 	// warm is what the loaded modules, and the versions being built, hold
@@ -31,6 +33,11 @@ type admission struct {
 	// MinInstances, of all modules, for evictIdle; nil when the host
 	// bounds no memory.
 	spares *pool.Spares
+	// gaps are what the upgrades being built count in extra for their
+	// new warm instances beside their old version's (openWindow); window
+	// is the one of them the budget could not hold, nil when none.
+	gaps   map[*version]uint64
+	window *version
 }
 
 // init readies the account of a host that bounds memory, or not.
@@ -71,11 +78,7 @@ func reserved(l *api.Limits) uint64 {
 // room for itself alone; an upgrade's counts once, by the larger of its
 // versions. The caller holds h.mu.
 func warmOf(m *module) uint64 {
-	var have uint64
-	if v := m.current.Load(); v != nil {
-		have = reserved(&v.limits)
-	}
-	return max(have, m.building)
+	return max(currentWarm(m), m.building)
 }
 
 // rewarm brings what m holds in the budget up to date, after its versions
@@ -162,16 +165,10 @@ func (h *Host) reserveFirst(v *version) error {
 	n := instanceBytes(&v.limits)
 	a := &h.admit
 	if h.bounded() {
-		a.mu.Lock()
-		warm := a.warm
-		a.mu.Unlock()
-		// Beside the warm instances, no eviction can make room: refuse
-		// before closing other modules' idle instances for nothing. (The
-		// load's own warm share is checked by roomFor, which knows what
-		// an upgrade replaces.)
-		if warm+n > h.opts.Capacity.MemoryBytes {
-			return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules' warm instances hold %d MiB of the host's %d MiB (%s)",
-				api.ErrCapacity, n>>20, warm>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
+		// Refuse what no eviction can make room for before closing other
+		// modules' idle instances for nothing.
+		if err := h.refusedAnyway(v); err != nil {
+			return err
 		}
 		h.makeRoom(max(n, reserved(&v.limits)))
 	}
@@ -185,6 +182,112 @@ func (h *Host) reserveFirst(v *version) error {
 	a.extra += n
 	v.first = n
 	return nil
+}
+
+// refusedAnyway returns the refusal a load of v would meet in join
+// whatever idle instances were closed, or nil: its first instance beside
+// the warm instances over the budget, and, when its name is known, the
+// host's MaxModules or its warm instances over the budget. The name is
+// the load's, else the one the module's code described itself by before,
+// else unknown until the first instance describes it: that load may
+// still close idle instances before join refuses it a place among
+// MaxModules, since it may be an upgrade, which needs none.
+func (h *Host) refusedAnyway(v *version) error {
+	name := v.name
+	if d := v.shared.desc.Load(); name == "" && d != nil {
+		name = d.desc.Name
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a := &h.admit
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n := instanceBytes(&v.limits); a.warm+n > h.opts.Capacity.MemoryBytes {
+		return fmt.Errorf("%w: an instance of the module would take %d MiB; the modules' warm instances hold %d MiB of the host's %d MiB (%s)",
+			api.ErrCapacity, n>>20, a.warm>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
+	}
+	if name == "" {
+		return nil
+	}
+	_, err := h.capacityFor((*h.modules.Load())[name], &v.limits)
+	return err
+}
+
+// capacityFor returns what the modules' warm instances would hold with a
+// version of limits under m (nil for a new module), or the refusal that
+// closing idle instances cannot lift: a new module beyond MaxModules, or
+// warm instances beyond the budget. The caller holds h.mu and h.admit.mu.
+func (h *Host) capacityFor(m *module, limits *api.Limits) (uint64, error) {
+	c := h.opts.Capacity
+	if mods := *h.modules.Load(); c.MaxModules > 0 && m == nil && len(mods) >= c.MaxModules {
+		return 0, fmt.Errorf("%w: the host takes at most %d modules, and %d are loaded", api.ErrCapacity, c.MaxModules, len(mods))
+	}
+	a := &h.admit
+	warm := a.warm + reserved(limits)
+	if m != nil {
+		warm = a.warm - m.held + max(currentWarm(m), m.building+reserved(limits))
+	}
+	if h.bounded() && warm > c.MemoryBytes {
+		return 0, fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory, the host takes %d MiB (%s; MinInstances × MemoryPages × 64 KiB of each module)",
+			api.ErrCapacity, warm>>20, c.MemoryBytes>>20, h.opts.budgetNote)
+	}
+	return warm, nil
+}
+
+// openWindow counts, from join to publish, an upgrade's new warm
+// instances beside its old version's, which the budget otherwise counts
+// as one module's, by the larger version: the gap is the smaller of
+// their warm shares, held is what the budget holds with the upgrade
+// joined. When the budget has no room for the gap, the upgrade takes the
+// host's one window and goes on (an upgrade keeps serving with the old
+// version until the new one is warm, on a full host too): the host holds
+// more than its budget by at most one upgrade's gap, until it publishes,
+// and meanwhile refuses other instances as busy, since the gap is
+// counted. With the window taken, such an upgrade is refused as busy.
+// It returns the gap, for the caller to count in extra. The caller holds
+// h.mu and h.admit.mu, and closeWindow once the upgrade is over.
+func (h *Host) openWindow(m *module, v *version, held uint64) (uint64, error) {
+	var gap uint64
+	if m != nil {
+		gap = min(currentWarm(m), reserved(&v.limits))
+	}
+	if gap == 0 {
+		return 0, nil
+	}
+	a := &h.admit
+	if held+gap > h.opts.Capacity.MemoryBytes {
+		if a.window != nil {
+			return 0, fmt.Errorf("%w: module %q's new warm instances would take %d MiB beside its old version's, beyond the %d MiB of the host's %d MiB (%s) that are left, while another upgrade is built beyond the budget; try again when it is done",
+				api.ErrBusy, v.name, gap>>20, (h.opts.Capacity.MemoryBytes-min(held, h.opts.Capacity.MemoryBytes))>>20, h.opts.Capacity.MemoryBytes>>20, h.opts.budgetNote)
+		}
+		a.window = v
+	}
+	if a.gaps == nil {
+		a.gaps = map[*version]uint64{}
+	}
+	a.gaps[v] = gap
+	return gap, nil
+}
+
+// currentWarm is the warm share of m's current version, 0 without one.
+func currentWarm(m *module) uint64 {
+	if v := m.current.Load(); v != nil {
+		return reserved(&v.limits)
+	}
+	return 0
+}
+
+// closeWindow gives back what openWindow counted for v, and the host's
+// window if v held it.
+func (h *Host) closeWindow(v *version) {
+	a := &h.admit
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.extra -= a.gaps[v]
+	delete(a.gaps, v)
+	if a.window == v {
+		a.window = nil
+	}
 }
 
 // closeFirst closes the instance a load made to describe its module, and

@@ -107,6 +107,7 @@ func (h *Host) build(ctx context.Context, sum [32]byte, wasm []byte, source stri
 		v.retire()
 		return v, false, err
 	}
+	defer h.closeWindow(v)
 	cfg := spec.cfg
 	if cfg == nil {
 		if cfg = m.config.Load(); cfg == nil {
@@ -316,7 +317,7 @@ func (h *Host) join(v *version) (*module, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m := (*h.modules.Load())[v.name]
-	if err := h.roomFor(m, &v.limits, v.first); err != nil {
+	if err := h.roomFor(m, v); err != nil {
 		return nil, err
 	}
 	if minInstances(v.limits) > 0 {
@@ -416,33 +417,30 @@ func (h *Host) loadContext(ctx context.Context) (context.Context, context.Cancel
 	}
 }
 
-// roomFor checks that a version with limits fits Options.Capacity, beside
-// m's current one (m is nil for a new module). first is what the
-// version's first instance holds (reserveFirst): with MinInstances, it is
-// one of the warm instances, and roomFor moves it there on success. The
-// caller holds h.mu, and then counts the version in m.building and its
-// module in the budget (rewarm): a module counts from the moment its
-// first version is being built.
-func (h *Host) roomFor(m *module, limits *api.Limits, first uint64) error {
+// roomFor checks that version v fits Options.Capacity, beside m's
+// current one (m is nil for a new module), and opens an upgrade's window
+// (openWindow). v.first is what its first instance holds (reserveFirst):
+// with MinInstances, it is one of the warm instances, and roomFor moves
+// it there on success. The caller holds h.mu, and then counts the version
+// in m.building and its module in the budget (rewarm): a module counts
+// from the moment its first version is being built.
+func (h *Host) roomFor(m *module, v *version) error {
 	c := h.opts.Capacity
-	mods := *h.modules.Load()
-	if c.MaxModules > 0 && m == nil && len(mods) >= c.MaxModules {
-		return fmt.Errorf("%w: the host takes at most %d modules, and %d are loaded", api.ErrCapacity, c.MaxModules, len(mods))
-	}
+	limits, first := &v.limits, v.first
 	a := &h.admit
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	warm := a.warm + reserved(limits)
+	warm, err := h.capacityFor(m, limits)
+	if err != nil {
+		return err
+	}
 	// An upgrade's old version keeps its busy warm instances until their
 	// calls end, each then holding a share of its own (Retire).
 	var retiring uint64
 	if m != nil {
-		var have uint64
 		if v := m.current.Load(); v != nil {
-			have = reserved(&v.limits)
 			retiring = uint64(v.pool.Unheld()) * instanceBytes(&v.limits)
 		}
-		warm = a.warm - m.held + max(have, m.building+reserved(limits))
 	}
 	if minInstances(*limits) == 0 {
 		first = 0 // it stays apart, until it joins the pool
@@ -452,15 +450,15 @@ func (h *Host) roomFor(m *module, limits *api.Limits, first uint64) error {
 		a.extra = extra
 		return nil
 	}
-	if warm > c.MemoryBytes {
-		return fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory, the host takes %d MiB (%s; MinInstances × MemoryPages × 64 KiB of each module)",
-			api.ErrCapacity, warm>>20, c.MemoryBytes>>20, h.opts.budgetNote)
-	}
 	if warm+extra+retiring > c.MemoryBytes {
 		// Instances that end with their calls: the load may fit later.
 		return fmt.Errorf("%w: the modules' warm instances would hold %d MiB of memory and their busy instances beyond hold %d MiB, the host takes %d MiB (%s); try again when calls end",
 			api.ErrBusy, warm>>20, (extra+retiring)>>20, c.MemoryBytes>>20, h.opts.budgetNote)
 	}
-	a.extra = extra
+	gap, err := h.openWindow(m, v, warm+extra)
+	if err != nil {
+		return err
+	}
+	a.extra = extra + gap
 	return nil
 }

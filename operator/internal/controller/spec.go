@@ -45,9 +45,11 @@ func artifactNamed(m *v1alpha1.TinyModule, s string) (placement.Artifact, bool) 
 }
 
 // specHash identifies what a host loads for the module: its name, the
-// artifact chosen for the host, limits, capabilities, configuration and
-// which Secrets give its secrets (not their values: a rotated Secret is
-// pushed to the hosts, secrets.go, not reloaded).
+// artifact chosen for the host, the limits it is sent (sentLimits, the
+// operator's defaults filled in, so that a module loaded before a default
+// changed is reloaded once), capabilities, configuration and which
+// Secrets give its secrets (not their values: a rotated Secret is pushed
+// to the hosts, secrets.go, not reloaded).
 // Replicas, selectors and wiring are not in it: changing them reloads
 // nothing.
 func specHash(m *v1alpha1.TinyModule, a placement.Artifact) string {
@@ -68,7 +70,7 @@ func specHash(m *v1alpha1.TinyModule, a placement.Artifact) string {
 		Capabilities []string             `json:"capabilities,omitempty"`
 		Config       any                  `json:"config,omitempty"`
 		Secrets      []v1alpha1.SecretRef `json:"secrets,omitempty"`
-	}{m.Name, a, m.Spec.Limits, caps, cfg, m.Spec.Secrets})
+	}{m.Name, a, sentLimits(m.Spec.Limits), caps, cfg, m.Spec.Secrets})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -84,13 +86,7 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 		out.Config = m.Spec.Config.Raw
 	}
 	out.Capabilities = capabilities(m.Spec.Capabilities)
-	// Absent, minInstances is placement's default, not the host's: the
-	// host holds what placement counted.
-	out.Limits.MinInstances = new(placement.DefaultMinInstances)
-	l := m.Spec.Limits
-	if l == nil {
-		return out
-	}
+	l := sentLimits(m.Spec.Limits)
 	deref := func(p *int32) int {
 		if p == nil {
 			return 0
@@ -100,8 +96,8 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 	out.Limits = api.Limits{
 		MemoryPages:    uint32(deref(l.MemoryPages)),
 		MaxMessageSize: deref(l.MaxMessageBytes),
-		// Absent, placement's default (above); 0 is none warm.
-		MinInstances: minInstances(l.MinInstances, out.Limits.MinInstances),
+		// Always set (sentLimits); 0 is none warm.
+		MinInstances: new(int(*l.MinInstances)),
 		MaxInstances: deref(l.MaxInstances),
 
 		MaxHTTPRequestSize:  deref(l.HTTPMaxRequestBytes),
@@ -130,12 +126,20 @@ func loadModule(m *v1alpha1.TinyModule) hostclient.Module {
 	return out
 }
 
-// minInstances is *p as an int, def when p is nil.
-func minInstances(p *int32, def *int) *int {
-	if p == nil {
-		return def
+// sentLimits are the limits the module is loaded with, in the spec's
+// terms: the spec's, with the operator's own defaults filled in. Absent,
+// minInstances is placement's default, not the host's: the host holds
+// what placement counted. loadModule sends these and specHash covers
+// them, so that what is sent and what is hashed cannot part.
+func sentLimits(l *v1alpha1.Limits) *v1alpha1.Limits {
+	out := &v1alpha1.Limits{}
+	if l != nil {
+		out = l.DeepCopy()
 	}
-	return new(int(*p))
+	if out.MinInstances == nil {
+		out.MinInstances = new(int32(placement.DefaultMinInstances))
+	}
+	return out
 }
 
 // permanent reports whether a load failed for good: loading the same spec
