@@ -81,6 +81,9 @@ var errNotKept = errors.New("the rewrite is no longer kept")
 // meanwhile. A panic is an error, as in compileNow.
 func (h *Host) compileKept(ctx context.Context, key rewriteKey) (c *compiled, err error) {
 	defer guest.Recovered(h.log, "compile", &err)
+	if hook := guest.PanicHook.Load(); hook != nil {
+		(*hook)("compile")
+	}
 	res, check := h.cachedRewrite(&key)
 	if res == nil {
 		return nil, errNotKept
