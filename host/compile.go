@@ -83,21 +83,26 @@ type compiled struct {
 // once holds.
 //
 // With key, the rewrite is looked up in and kept in the rewrite cache
-// (rewritecache.go), and a compile of it speculated already (speculate.go)
-// is taken; a snapshot, whose bytes no later load repeats, has none.
+// (rewritecache.go); a snapshot, whose bytes no later load repeats, has
+// none.
 func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32, key *sharedKey) (*compiled, error) {
 	ctx, stop := h.loadContext(ctx)
 	defer stop()
-	var rkey *rewriteKey
-	if key != nil {
-		rkey = &rewriteKey{sharedKey: *key, globals: h.opts.Snapshots.on()}
-		if c := h.takeSpeculation(*rkey); c != nil {
-			return c, nil
-		}
-	}
-	release, err := h.takeCompile(ctx, wasm, true)
+	cost, functions := compileCost(wasm)
+	giveBack, err := h.admitCompile(ctx, cost, functions, len(wasm))
 	if err != nil {
 		return nil, err
+	}
+	select {
+	case h.compiles <- struct{}{}:
+	case <-ctx.Done():
+		giveBack()
+		return nil, fmt.Errorf("waiting for a compile slot (%d at once): %w", cap(h.compiles), context.Cause(ctx))
+	}
+	if !h.holdRuntime() {
+		<-h.compiles
+		giveBack()
+		return nil, api.ErrClosed
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, h.opts.CompileTimeout, &compileTimeoutError{h.opts.CompileTimeout})
 	defer cancel()
@@ -109,8 +114,12 @@ func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32, key *shar
 	done := make(chan result)
 	abandoned := make(chan struct{})
 	go func() {
-		defer release()
-		c, err := h.compileNow(cctx, wasm, pages, rkey)
+		defer func() {
+			<-h.compiles
+			giveBack()
+			h.releaseRuntime()
+		}()
+		c, err := h.compileNow(cctx, wasm, pages, key)
 		select {
 		case done <- result{c, err}:
 		case <-abandoned:
@@ -131,61 +140,6 @@ func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32, key *shar
 	}
 }
 
-// errNoCompileRoom is takeCompile's error, without waiting, when the
-// slots or the budget are taken.
-var errNoCompileRoom = errors.New("no compile slot or budget free")
-
-// takeCompile takes what a compile of wasm holds while it runs: its
-// estimated memory from the budget, a compile slot and the runtime (so
-// that none starts past Close). With wait, it waits for the memory and
-// the slot as long as ctx allows; without, it takes them only when they
-// are free now. release gives them back.
-func (h *Host) takeCompile(ctx context.Context, wasm []byte, wait bool) (release func(), err error) {
-	cost, functions := compileCost(wasm)
-	actx := ctx
-	if !wait {
-		// admitCompile waits only as long as its context lives.
-		var cancel context.CancelFunc
-		actx, cancel = context.WithCancel(ctx)
-		cancel()
-	}
-	giveBack, err := h.admitCompile(actx, cost, functions, len(wasm))
-	if err != nil {
-		if !wait {
-			return nil, errNoCompileRoom
-		}
-		return nil, err
-	}
-	var slotErr error
-	if wait {
-		select {
-		case h.compiles <- struct{}{}:
-		case <-ctx.Done():
-			slotErr = fmt.Errorf("waiting for a compile slot (%d at once): %w", cap(h.compiles), context.Cause(ctx))
-		}
-	} else {
-		select {
-		case h.compiles <- struct{}{}:
-		default:
-			slotErr = errNoCompileRoom
-		}
-	}
-	if slotErr != nil {
-		giveBack()
-		return nil, slotErr
-	}
-	if !h.holdRuntime() {
-		<-h.compiles
-		giveBack()
-		return nil, api.ErrClosed
-	}
-	return func() {
-		<-h.compiles
-		giveBack()
-		h.releaseRuntime()
-	}, nil
-}
-
 // cutOff is the error of a compile whose context ended: KindTimeout when
 // CompileTimeout passed; otherwise the caller gave up or the host closed.
 func cutOff(cctx context.Context) error {
@@ -200,10 +154,14 @@ func cutOff(cctx context.Context) error {
 // compileNow does the work of compile: the rewrite, for the memory limit
 // of pages, and wazero's compile. A panic in either is an error for this
 // module.
-func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32, rkey *rewriteKey) (c *compiled, err error) {
+func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32, key *sharedKey) (c *compiled, err error) {
 	defer guest.Recovered(h.log, "compile", &err)
 	if hook := guest.PanicHook.Load(); hook != nil {
 		(*hook)("compile")
+	}
+	var rkey *rewriteKey
+	if key != nil {
+		rkey = &rewriteKey{sharedKey: *key, globals: h.opts.Snapshots.on()}
 	}
 	res, check := h.cachedRewrite(rkey)
 	if res == nil {
@@ -223,16 +181,11 @@ func (h *Host) compileNow(ctx context.Context, wasm []byte, pages uint32, rkey *
 		return nil, err
 	}
 	if rkey != nil && check == nil {
-		h.keepRewrite(*rkey, inputPrint(wasm), res)
+		h.keepRewrite(*rkey, res)
 	}
-	return newCompiled(code, took, res), nil
-}
-
-// newCompiled is what compile returns of res compiled into code.
-func newCompiled(code wazero.CompiledModule, took time.Duration, res *instrument.Result) *compiled {
 	optIn := slices.ContainsFunc(res.Exports, func(e instrument.Export) bool { return e.Name == abi.ExportSnapshot })
 	return &compiled{code: code, took: took, start: res.Start, tableElements: res.TableElements,
-		globals: res.Globals, tableWrites: res.TableWrites, manyGlobals: res.ManyGlobals, optIn: optIn}
+		globals: res.Globals, tableWrites: res.TableWrites, manyGlobals: res.ManyGlobals, optIn: optIn}, nil
 }
 
 // checkFirstBytes is the size under which a cached rewrite is hashed

@@ -55,7 +55,6 @@ type dirFile struct {
 	module string
 	digest string
 	source string // the module's Source: the file, or what a ref file names
-	fp     uint64 // inputPrint of a .wasm
 }
 
 // dirWork is a file's pending work.
@@ -287,36 +286,13 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 		d.failed(path, known, &api.LoadError{File: path, Kind: kindOf(err), Err: err})
 		return synced
 	}
-	ref := strings.HasSuffix(path, api.RefFileExt)
-	var (
-		fp  uint64
-		sum [32]byte
-	)
-	if ref {
-		sum = sha256.Sum256(b)
-	} else {
-		// A module loaded before compiles from its kept rewrite while
-		// the file is hashed on another core (speculate.go); not a file
-		// whose content likely did not change.
-		fp = inputPrint(b)
-		hashed := make(chan struct{})
-		go func() {
-			sum = sha256.Sum256(b)
-			close(hashed)
-		}()
-		if !known || prev.fp != fp {
-			if key, ok := h.speculate(ctx, b, fp); ok {
-				defer h.dropSpeculation(key)
-			}
-		}
-		<-hashed
-	}
+	sum := sha256.Sum256(b)
 	digest := hex.EncodeToString(sum[:])
 	if known && prev.digest == digest {
 		return synced
 	}
 	source := path
-	if ref {
+	if strings.HasSuffix(path, api.RefFileExt) {
 		// A reference file names the module; its bytes come from the
 		// registry or the cache, and the module's digest is theirs.
 		src, err := api.ParseRefFile(b)
@@ -341,7 +317,7 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 		return synced
 	}
 	d.mu.Lock()
-	d.files[path] = dirFile{module: info.Name, digest: digest, source: source, fp: fp}
+	d.files[path] = dirFile{module: info.Name, digest: digest, source: source}
 	d.mu.Unlock()
 	if known && prev.module != info.Name {
 		// The file now holds another module: the old one goes.

@@ -28,10 +28,7 @@
 // Options.CacheDir across restarts; the rewrite is kept there too, up to
 // Options.RewriteCacheBytes, for a module loaded again while the host
 // runs, and used only when its bytes hash to what the host recorded when
-// it wrote them; a file dropped into Options.ModulesDir again compiles
-// from it while the file and the entry are hashed on another core, and
-// what that compiles is used only once both hashes agree). Compiling is
-// bounded: at most
+// it wrote them). Compiling is bounded: at most
 // Options.MaxCompiles at once (GOMAXPROCS; a load waits for a slot as long
 // as its context allows), each for at most Options.CompileTimeout (5m).
 // wazero checks for cancellation between the functions it compiles, so a

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
@@ -46,25 +45,13 @@ func (k rewriteKey) file() string {
 }
 
 // rewriteEntry is what the process knows of an entry it wrote: the
-// SHA-256 and size of its bytes, the rest of the rewrite's result, and the
-// fingerprint of the module it was made of (inputPrint).
+// SHA-256 and size of its bytes, and the rest of the rewrite's result.
 type rewriteEntry struct {
 	sum  [32]byte
 	size int64
 	res  instrument.Result // Wasm nil
 	used uint64            // for eviction, least recently used first
-	fp   uint64
 }
-
-// printSeed seeds inputPrint: one per process, so that no file can be made
-// to have the fingerprint of another.
-var printSeed = maphash.MakeSeed()
-
-// inputPrint is a module's fingerprint: a hash far cheaper than its
-// SHA-256, which finds the entry of a module loaded before without
-// waiting for that (speculate.go). Only a hint: what is found by it is
-// used only once the SHA-256 says it is the module's.
-var inputPrint = func(wasm []byte) uint64 { return maphash.Bytes(printSeed, wasm) }
 
 // rewriteCache is the host's record of the rewrites it keeps on disk.
 type rewriteCache struct {
@@ -74,25 +61,6 @@ type rewriteCache struct {
 	clock   uint64
 	cleared bool // the directory was emptied of earlier processes' entries
 	hits    int  // rewrites taken from disk
-	// specs are the compiles of entries made before their module's
-	// digest was known (speculate.go), until a load takes them; specsMade
-	// and specsTaken count them.
-	specs                 map[rewriteKey]*compiled
-	specsMade, specsTaken int
-}
-
-// rewriteByPrint returns the key of the entry kept for a module of
-// fingerprint fp rewritten with the options of like (its digest aside).
-func (h *Host) rewriteByPrint(fp uint64, like rewriteKey) (rewriteKey, bool) {
-	c := &h.rewrites
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, e := range c.entries {
-		if e.fp == fp && k.tables == like.tables && k.poll == like.poll && k.globals == like.globals {
-			return k, true
-		}
-	}
-	return rewriteKey{}, false
 }
 
 // rewriteDir is where the rewrites are kept, "" for nowhere.
@@ -215,13 +183,12 @@ func (h *Host) removeRewrite(path string) {
 	}
 }
 
-// keepRewrite writes res's module, of a module of fingerprint fp, to
-// disk under key (to a temporary file
+// keepRewrite writes res's module to disk under key (to a temporary file
 // renamed into place, so that no reader sees it half written) and records
 // it, evicting the least recently used entries beyond RewriteCacheBytes
 // (or maxRewriteEntries).
 // A rewrite that cannot be kept is only logged: the load goes on.
-func (h *Host) keepRewrite(key rewriteKey, fp uint64, res *instrument.Result) {
+func (h *Host) keepRewrite(key rewriteKey, res *instrument.Result) {
 	dir := h.rewriteDir()
 	size := int64(len(res.Wasm))
 	if dir == "" {
@@ -262,7 +229,7 @@ func (h *Host) keepRewrite(key rewriteKey, fp uint64, res *instrument.Result) {
 		meta.Exports = []instrument.Export{res.Exports[i]}
 	}
 	c.clock++
-	c.entries[key] = &rewriteEntry{sum: sum, size: size, res: meta, used: c.clock, fp: fp}
+	c.entries[key] = &rewriteEntry{sum: sum, size: size, res: meta, used: c.clock}
 	c.bytes += size
 	for c.bytes > h.opts.RewriteCacheBytes || len(c.entries) > maxRewriteEntries {
 		var lk rewriteKey
