@@ -10,9 +10,8 @@
 //
 // The timer runs only as long as the file's content is younger than quiet:
 // a file moved into place whole (the atomic way to drop one) keeps the
-// modification time of when it was written, and is reported at once, by
-// the event's own goroutine, so that a dropped module answers without a
-// wait; a file being written has
+// modification time of when it was written, and is reported at once, so
+// that a dropped module answers without a wait; a file being written has
 // just been modified, and waits the rest of quiet after its last write.
 package watch
 
@@ -127,12 +126,8 @@ func (w *Watcher) run() {
 			if !w.match(filepath.Base(ev.Name)) {
 				continue
 			}
-			if ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Remove|fsnotify.Rename|fsnotify.Chmod) != 0 && w.touch(ev.Name) {
-				select {
-				case w.changes <- Change{Path: ev.Name}:
-				case <-w.done:
-					return
-				}
+			if ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Remove|fsnotify.Rename|fsnotify.Chmod) != 0 {
+				w.touch(ev.Name)
 			}
 		case err, ok := <-w.fs.Errors:
 			if !ok {
@@ -162,24 +157,14 @@ func (w *Watcher) run() {
 }
 
 // touch (re)starts the quiet timer of path, for what is left of quiet
-// since the file's last modification. A file older than quiet (moved in
-// whole) has settled already: touch stops its timer, if any, and returns
-// true, for the caller to report it at once rather than through a timer
-// of no wait and two more goroutine hand-offs.
-func (w *Watcher) touch(path string) (settled bool) {
+// since the file's last modification.
+func (w *Watcher) touch(path string) {
 	wait := w.wait(path)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if wait == 0 {
-		if t, ok := w.timers[path]; ok {
-			t.t.Stop()
-			delete(w.timers, path)
-		}
-		return true
-	}
 	if t, ok := w.timers[path]; ok && t.t.Stop() {
 		t.t.Reset(wait)
-		return false
+		return
 	}
 	// No timer, or it fired already: the file changed again after it
 	// settled, so it gets a timer of its own.
@@ -191,7 +176,6 @@ func (w *Watcher) touch(path string) (settled bool) {
 		case <-w.done:
 		}
 	})}
-	return false
 }
 
 // wait is how long path must yet be left alone: quiet less the age of its
