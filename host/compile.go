@@ -220,8 +220,15 @@ func (h *Host) compileRewrite(ctx context.Context, res *instrument.Result, check
 		}
 		check = nil
 	}
-	var checked chan bool
+	var (
+		checked chan bool
+		before  map[string]bool
+	)
 	if check != nil {
+		// What compiles may not be the module's, and wazero may write
+		// its code to the compilation cache before the check ends: what
+		// it adds is removed should the check fail.
+		before = h.compiledNames()
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
@@ -245,6 +252,7 @@ func (h *Host) compileRewrite(ctx context.Context, res *instrument.Result, check
 		if err == nil {
 			_ = code.Close(context.Background())
 		}
+		h.removeCompiledSince(before)
 		return nil, 0, errRewriteChanged
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/tinyhost/tinyhost/abi"
@@ -289,3 +290,37 @@ const maxRewriteEntries = 4096
 // defaultRewriteCacheBytes is Options.RewriteCacheBytes's default: the
 // rewrites of some tens of Go modules.
 const defaultRewriteCacheBytes = 256 << 20
+
+// compiledNames are the entries of the compilation cache in CacheDir, by
+// path (names only: a listing cheap enough to take before a compile).
+func (h *Host) compiledNames() map[string]bool {
+	if h.opts.CacheDir == "" {
+		return nil
+	}
+	paths, _ := filepath.Glob(filepath.Join(h.opts.CacheDir, "wazero-*", "*"))
+	names := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		names[p] = true
+	}
+	return names
+}
+
+// removeCompiledSince removes the entries of the compilation cache added
+// since before (compiledNames) by the compile of a changed rewrite: code
+// of bytes no load will compile again. An entry another compile added
+// meanwhile goes too, which costs that module a compile at its next load;
+// an entry is found changed only when something else wrote to CacheDir.
+func (h *Host) removeCompiledSince(before map[string]bool) {
+	if before == nil {
+		return
+	}
+	paths, _ := filepath.Glob(filepath.Join(h.opts.CacheDir, "wazero-*", "*"))
+	for _, p := range paths {
+		if before[p] || strings.HasSuffix(p, ".tmp") {
+			continue
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			h.log.Warn("compilation cache: the code of a changed rewrite cannot be removed", "file", p, "error", err)
+		}
+	}
+}
