@@ -64,8 +64,9 @@ type snapshot struct {
 	code  wazero.CompiledModule
 	image *memlimit.Image
 	// settled says its instances have taken the settings of an empty
-	// configuration (capture.settle).
+	// configuration (capture.settle), after describing the module as desc.
 	settled bool
+	desc    *described
 	refs    int // versions using it; guarded by Host.snapMu
 }
 
@@ -146,8 +147,10 @@ type capture struct {
 	// with; the caller of take closes it unless a snapshot keeps it.
 	mem *memlimit.Image
 	// settled says image is of the instance after it described the
-	// module and took the settings of an empty configuration (settle).
+	// module as desc and took the settings of an empty configuration
+	// (settle).
 	settled bool
+	desc    *described
 	// plain is the capture after _initialize while the instance describes
 	// the module and takes its settings (rearm), until settle decides
 	// which of the two stands.
@@ -293,7 +296,7 @@ func (in *instance) settle(cfg *moduleConfig) error {
 		return nil
 	}
 	c.plain.mem.Close()
-	c.plain, c.settled = nil, true
+	c.plain, c.settled, c.desc = nil, true, &described{desc: v.desc, comps: v.comps}
 	return nil
 }
 
@@ -364,7 +367,7 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 		cc, err = v.h.compile(ctx, wasm, v.limits.MemoryPages, nil)
 		v.h.dropRepeatedEntries(before)
 		if err == nil {
-			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code, image: c.mem, settled: c.settled})
+			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code, image: c.mem, settled: c.settled, desc: c.desc})
 			v.logger().Info("instances start from a snapshot", "pages", c.image.Pages(), "image_bytes", c.image.WrittenBytes(),
 				"mapped", c.mem.Mapped(), "settled", v.snap.settled, "bytes", len(wasm))
 			return
