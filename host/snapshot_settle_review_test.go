@@ -3,6 +3,7 @@ package host_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -49,4 +50,27 @@ func TestSnapshotConfiguredCopyCounts(t *testing.T) {
 	resp, err := h.Invoke(t.Context(), api.Request{Module: "b", Component: "c", Port: "in"})
 	require.NoError(t, err)
 	assert.Equal(t, []byte{12}, resp.Payload, "10, its settings, the call")
+}
+
+// TestSnapshotSettingsSetTimer loads settletimer, whose settings of {}
+// set a 20 ms timer, granted timers and with no configuration: its
+// settings set the timer (status 0) and the ticks come, with snapshots as
+// without. Settings that call a host function are not snapshotted after;
+// they must still reach the module once it can act.
+func TestSnapshotSettingsSetTimer(t *testing.T) {
+	for _, mode := range []host.Snapshots{host.SnapshotsOff, host.SnapshotsOptIn} {
+		t.Run(string(mode), func(t *testing.T) {
+			h, _ := newHost(t, host.Options{Snapshots: mode})
+			_, err := h.Load(t.Context(), wat(t, "settletimer"), host.LoadOptions{Capabilities: allCaps,
+				Limits: api.Limits{MinInstances: new(1), MaxInstances: 1}})
+			require.NoError(t, err)
+			call := func() []byte {
+				resp, err := h.Invoke(t.Context(), api.Request{Module: "wat", Component: "c", Port: "in"})
+				require.NoError(t, err)
+				return resp.Payload
+			}
+			require.Equal(t, byte(0), call()[1], "status of the timer its settings set")
+			require.Eventually(t, func() bool { return call()[0] > 0 }, time.Minute, 10*time.Millisecond, "a tick")
+		})
+	}
 }
