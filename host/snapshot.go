@@ -264,7 +264,8 @@ func (c *capture) restore() {
 
 // settle delivers the settings of an empty configuration to the first
 // instance of a version, after it described the module, when the load's
-// configuration cfg (nil: none) gives each component just that, and
+// configuration cfg (nil: none) gives each component just that and the
+// version is granted its log and configuration at most, and
 // captures the instance again: the instances of a snapshot taken then
 // start with their settings delivered, and a call at zero instances sends
 // none (snapshot.settled). When the description or the settings did what
@@ -278,7 +279,10 @@ func (in *instance) settle(cfg *moduleConfig) error {
 		return nil
 	}
 	v := in.v
-	if cfg != nil && !cfg.empty(v.desc) {
+	// Granted more than its log and configuration, its settings may set a
+	// timer or send, which must happen once the module has joined (warm):
+	// here, before, a timer would be refused and never set again.
+	if cfg != nil && !cfg.empty(v.desc) || v.caps.set&^(capLog|capConfig) != 0 {
 		c.restore()
 		return nil
 	}

@@ -26,7 +26,7 @@ func TestSnapshotSettleAsFresh(t *testing.T) {
 		answers string
 	}
 	run := func(h *host.Host, fixture, config string, min int, name string) outcome {
-		opts := host.LoadOptions{Name: name, Capabilities: allCaps,
+		opts := host.LoadOptions{Name: name,
 			Limits: api.Limits{MinInstances: new(min), MaxInstances: 1}}
 		if config != "" {
 			opts.Config = json.RawMessage(config)
