@@ -71,3 +71,51 @@ func TestSnapshotSettleAsFresh(t *testing.T) {
 	require.Eventually(t, func() bool { return imageFiles(t) <= before }, time.Minute, 10*time.Millisecond,
 		"image files left after every module was unloaded")
 }
+
+// TestSnapshotSettleConcurrentLoads loads the counter's bytes under
+// several names at once, half with a configuration and half without,
+// while their configurations are set and the modules unloaded and loaded
+// again: every load, call and unload succeeds, and once all are unloaded
+// no snapshot and no image file is left.
+func TestSnapshotSettleConcurrentLoads(t *testing.T) {
+	before := imageFiles(t)
+	h, _ := newHost(t, host.Options{Snapshots: host.SnapshotsOptIn})
+	code := wat(t, "counter")
+	const n = 6
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			name := fmt.Sprintf("m%d", i)
+			for round := range 5 {
+				opts := host.LoadOptions{Name: name, Limits: api.Limits{MinInstances: new(round % 2), MaxInstances: 1}}
+				if i%2 == 1 {
+					opts.Config = json.RawMessage(`{"c":{"k":1}}`)
+				}
+				if _, err := h.Load(loadCtx(t), code, opts); err != nil {
+					errs <- fmt.Errorf("%s: load: %w", name, err)
+					return
+				}
+				if round == 3 {
+					if err := h.SetConfig(t.Context(), name, []byte(`{}`)); err != nil {
+						errs <- fmt.Errorf("%s: set config: %w", name, err)
+						return
+					}
+				}
+				if _, err := h.Invoke(t.Context(), api.Request{Module: name, Component: "c", Port: "in"}); err != nil {
+					errs <- fmt.Errorf("%s: invoke: %w", name, err)
+					return
+				}
+				if err := h.Unload(t.Context(), name); err != nil {
+					errs <- fmt.Errorf("%s: unload: %w", name, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	require.Eventually(t, func() bool { return host.SnapshotsInUse(h) == 0 && imageFiles(t) <= before }, time.Minute, 10*time.Millisecond,
+		"snapshots and image files left after every module was unloaded")
+}
