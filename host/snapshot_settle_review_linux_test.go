@@ -41,7 +41,7 @@ func TestSnapshotSettleAsFresh(t *testing.T) {
 				o.answers += "error "
 				continue
 			}
-			o.answers += fmt.Sprint(resp.Payload, " ")
+			o.answers += fmt.Sprintf("%v ", resp.Payload)
 		}
 		return o
 	}
