@@ -263,6 +263,15 @@ func (v *version) describeFirst(cfg *moduleConfig) (*instance, error) {
 		v.described(v.sourceFields()...)
 		return nil, err
 	}
+	if first.cfg == noConfig {
+		// Started from a settled snapshot, it has described the module
+		// already: described again, a module could tell, and describe
+		// itself otherwise than its first instance did.
+		d := v.snap.desc
+		v.shared.desc.CompareAndSwap(nil, d)
+		v.setDescriptor(d)
+		return first, nil
+	}
 	first.capture.rearm()
 	desc, err := first.describe()
 	if err != nil {

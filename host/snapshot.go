@@ -64,8 +64,9 @@ type snapshot struct {
 	code  wazero.CompiledModule
 	image *memlimit.Image
 	// settled says its instances have taken the settings of an empty
-	// configuration (capture.settle).
+	// configuration (capture.settle), after describing the module as desc.
 	settled bool
+	desc    *described
 	refs    int // versions using it; guarded by Host.snapMu
 }
 
@@ -146,8 +147,10 @@ type capture struct {
 	// with; the caller of take closes it unless a snapshot keeps it.
 	mem *memlimit.Image
 	// settled says image is of the instance after it described the
-	// module and took the settings of an empty configuration (settle).
+	// module as desc and took the settings of an empty configuration
+	// (settle).
 	settled bool
+	desc    *described
 	// plain is the capture after _initialize while the instance describes
 	// the module and takes its settings (rearm), until settle decides
 	// which of the two stands.
@@ -261,7 +264,8 @@ func (c *capture) restore() {
 
 // settle delivers the settings of an empty configuration to the first
 // instance of a version, after it described the module, when the load's
-// configuration cfg (nil: none) gives each component just that, and
+// configuration cfg (nil: none) gives each component just that and the
+// version is granted its log and configuration at most, and
 // captures the instance again: the instances of a snapshot taken then
 // start with their settings delivered, and a call at zero instances sends
 // none (snapshot.settled). When the description or the settings did what
@@ -275,7 +279,10 @@ func (in *instance) settle(cfg *moduleConfig) error {
 		return nil
 	}
 	v := in.v
-	if cfg != nil && !cfg.empty(v.desc) {
+	// Granted more than its log and configuration, its settings may set a
+	// timer or send, which must happen once the module has joined (warm):
+	// here, before, a timer would be refused and never set again.
+	if cfg != nil && !cfg.empty(v.desc) || v.caps.set&^(capLog|capConfig) != 0 {
 		c.restore()
 		return nil
 	}
@@ -293,7 +300,7 @@ func (in *instance) settle(cfg *moduleConfig) error {
 		return nil
 	}
 	c.plain.mem.Close()
-	c.plain, c.settled = nil, true
+	c.plain, c.settled, c.desc = nil, true, &described{desc: v.desc, comps: v.comps}
 	return nil
 }
 
@@ -364,7 +371,7 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 		cc, err = v.h.compile(ctx, wasm, v.limits.MemoryPages, nil)
 		v.h.dropRepeatedEntries(before)
 		if err == nil {
-			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code, image: c.mem, settled: c.settled})
+			v.snap = v.h.shareSnapshot(&snapshot{key: c.key, code: cc.code, image: c.mem, settled: c.settled, desc: c.desc})
 			v.logger().Info("instances start from a snapshot", "pages", c.image.Pages(), "image_bytes", c.image.WrittenBytes(),
 				"mapped", c.mem.Mapped(), "settled", v.snap.settled, "bytes", len(wasm))
 			return

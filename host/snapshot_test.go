@@ -324,7 +324,7 @@ func TestSnapshotSettled(t *testing.T) {
 			rec := &recorder{}
 			h, sink := newHost(t, host.Options{Snapshots: host.SnapshotsOptIn, Observer: rec})
 			_, err := h.Load(t.Context(), wat(t, tc.fixture), host.LoadOptions{
-				Limits: api.Limits{MinInstances: new(3), MaxInstances: 3}, Capabilities: allCaps})
+				Limits: api.Limits{MinInstances: new(3), MaxInstances: 3}})
 			require.NoError(t, err)
 			require.True(t, host.FromSnapshot(h, "wat"))
 			var fields string
