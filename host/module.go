@@ -92,6 +92,7 @@ func (h *Host) build(ctx context.Context, sum [32]byte, wasm []byte, source stri
 	if err != nil {
 		return nil, false, err
 	}
+	v.settles = v.h.opts.Snapshots.on() && v.caps.set&^(capLog|capConfig) == 0 && h.loadConfig(v.name, spec.cfg).none()
 	first, err := v.describeFirst(spec.cfg)
 	if err != nil {
 		v.retire()
@@ -283,12 +284,7 @@ func (v *version) describeFirst(cfg *moduleConfig) (*instance, error) {
 	d := &described{desc: desc, comps: newComponentIndex(desc)}
 	v.shared.desc.CompareAndSwap(nil, d)
 	v.setDescriptor(d)
-	if cfg == nil {
-		if m := (*v.h.modules.Load())[v.name]; m != nil {
-			cfg = m.config.Load()
-		}
-	}
-	if err := first.settle(cfg); err != nil {
+	if err := first.settle(v.h.loadConfig(v.name, cfg)); err != nil {
 		first.dropCapture()
 		v.closeFirst(first)
 		return nil, err

@@ -79,11 +79,15 @@ func (s *snapshot) close() {
 // snapshotKey is what a snapshot depends on: the module's bytes, its
 // memory limit (the rewrite bounds its tables by it) and the guest log
 // level (abi.EnvLogLevel) its initialisation read. An instance made while
-// the level differs starts fresh.
+// the level differs starts fresh. settles says whether the versions that
+// use it would take their settings into it (version.settles): a version
+// loaded with a configuration never starts from a snapshot holding the
+// settings of none, which its fresh instances never received.
 type snapshotKey struct {
-	digest string
-	pages  uint32
-	level  abi.LogLevel
+	digest  string
+	pages   uint32
+	level   abi.LogLevel
+	settles bool
 }
 
 // shareSnapshot returns the snapshot of s's key in use, or s, and counts
@@ -279,10 +283,7 @@ func (in *instance) settle(cfg *moduleConfig) error {
 		return nil
 	}
 	v := in.v
-	// Granted more than its log and configuration, its settings may set a
-	// timer or send, which must happen once the module has joined (warm):
-	// here, before, a timer would be refused and never set again.
-	if cfg != nil && !cfg.empty(v.desc) || v.caps.set&^(capLog|capConfig) != 0 {
+	if !v.settles || cfg != nil && !cfg.empty(v.desc) {
 		c.restore()
 		return nil
 	}
@@ -345,7 +346,7 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 		// its instances start from the snapshot of its code in use, if
 		// any.
 		if src != nil {
-			v.snap = v.h.takeSnapshot(snapshotKey{digest: v.digest, pages: v.limits.MemoryPages, level: v.guestLogLevel()})
+			v.snap = v.h.takeSnapshot(snapshotKey{digest: v.digest, pages: v.limits.MemoryPages, level: v.guestLogLevel(), settles: v.settles})
 		}
 		return
 	}
@@ -387,7 +388,7 @@ func (v *version) snapshot(ctx context.Context, first *instance) {
 // (in.capture).
 func (v *version) startCode(in *instance, level abi.LogLevel) (wazero.CompiledModule, bool) {
 	if v.src != nil && v.snap == nil && v.desc == nil {
-		key := snapshotKey{digest: v.digest, pages: v.limits.MemoryPages, level: level}
+		key := snapshotKey{digest: v.digest, pages: v.limits.MemoryPages, level: level, settles: v.settles}
 		if v.snap = v.h.takeSnapshot(key); v.snap != nil {
 			v.src = nil
 		} else {

@@ -161,6 +161,20 @@ func (c *moduleConfig) empty(d *abi.Descriptor) bool {
 	return true
 }
 
+// none says whether the configuration has no member at all; nil is none.
+func (c *moduleConfig) none() bool { return c == nil || len(c.members) == 0 }
+
+// loadConfig is the configuration a load of name (empty: not known yet)
+// will have: cfg, the load's own, else the module's.
+func (h *Host) loadConfig(name string, cfg *moduleConfig) *moduleConfig {
+	if cfg == nil && name != "" {
+		if m := (*h.modules.Load())[name]; m != nil {
+			cfg = m.config.Load()
+		}
+	}
+	return cfg
+}
+
 // settings returns the payload of a component's abi.PortSettings message.
 func (c *moduleConfig) settings(component string) []byte {
 	if m, ok := c.members[component]; ok {
@@ -213,6 +227,11 @@ type version struct {
 	manyGlobals bool
 	optIn       bool
 	snap        *snapshot
+	// settles: granted its log and configuration at most (the settings of
+	// one granted more may set a timer or send, which must happen once the
+	// module has joined) and loaded with no configuration, its first
+	// instance takes the settings of none into the snapshot (settle).
+	settles bool
 	// compileTook is the time wazero took to compile it, for the observer.
 	compileTook time.Duration
 	// http is its outbound HTTP client, made at its first request.
