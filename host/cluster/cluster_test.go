@@ -157,8 +157,11 @@ func TestCallerCancel(t *testing.T) {
 			assert.Contains(t, []api.Kind{api.KindCanceled, api.KindTimeout}, ce.Kind, "%v", err)
 			require.Eventually(t, func() bool { return inUse(callee) == 0 }, 30*time.Second, 2*time.Millisecond, "the callee stopped")
 			t.Logf("caller answered and callee stopped %v after the cancel, deadline %v: %v", time.Since(start), deadline, err)
+			// Stopped long before its minute: interrupted in its guest, or,
+			// cancelled after it took an instance but before the guest ran,
+			// never run (the instance kept).
 			m, _ := callee.Module("sleeper")
-			assert.EqualValues(t, 1, m.Pool.Discarded, "the callee was interrupted, not run to its end")
+			assert.LessOrEqual(t, m.Pool.Discarded, uint64(1), "the callee was interrupted or never run, not run to its end")
 		})
 	}
 }
