@@ -113,7 +113,7 @@ func startAttacked(t *testing.T) *attackDaemon {
 			"--handshake-timeout", "2s",
 			"--connection-idle-timeout", "3s",
 			"--keepalive-time", "2s",
-			"--keepalive-timeout", "2s",
+			"--keepalive-timeout", "20s",
 			"--max-loads", "4",
 			"--load-stall-timeout", "2s",
 			"--metrics", "127.0.0.1:0",
