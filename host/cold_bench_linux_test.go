@@ -24,9 +24,11 @@ import (
 //     machine's vCPU gives its core back).
 //
 // A call that finds the caches cold costs in proportion to the code and
-// memory it touches: the difference between a guest's evicted and busy
-// figures is what it adds to a one-caller gRPC Invoke on top of its busy
-// cost.
+// memory it touches: a guest's evicted figure, not its busy one, is what
+// it adds to a one-caller gRPC Invoke's handler. End to end it costs more:
+// a handler that runs longer than the scheduler's spinning thread waits
+// lets that thread block in the network poller, and the reply then wakes
+// it on the other CPU.
 func BenchmarkInvokeCold(b *testing.B) {
 	h, _ := newHost(b, host.Options{})
 	_, err := h.Load(b.Context(), e2e.WasmBytes(b, e2e.Hello), host.LoadOptions{})
