@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -74,7 +75,8 @@ var (
 // floor of the delivery stream the pool uses), and a gRPC Invoke of hello
 // on host 2 (grpc-invoke), which does the same guest work on host 2. router
 // is the delivery alone (the transport's Call), without the calling
-// component.
+// component; router-as-guest the same delivery with the deadline and
+// metadata a guest's call carries.
 func BenchmarkRemoteCall(b *testing.B) {
 	ctx := b.Context()
 	hello, relay := e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay)
@@ -117,6 +119,20 @@ func BenchmarkRemoteCall(b *testing.B) {
 	b.Run("router", func(b *testing.B) {
 		to := api.Replicas{Addrs: []string{addr2}}
 		measure(b, "remote-router", base, func() error { _, err := t1.Call(ctx, to, &helloMsg); return err })
+	})
+	b.Run("router-as-guest", func(b *testing.B) {
+		// What a guest's call carries besides the payload: a deadline
+		// and the trace and hop entries the host adds.
+		to := api.Replicas{Addrs: []string{addr2}}
+		meta := []abi.KV{{Key: abi.MetaTraceparent, Value: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, {Key: abi.MetaHops, Value: "1"}}
+		measure(b, "remote-router-as-guest", base, func() error {
+			ctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			msg := helloMsg
+			msg.Metadata = meta
+			_, err := t1.Call(ctx, to, &msg)
+			return err
+		})
 	})
 	b.Run("component", func(b *testing.B) {
 		req := api.Request{Module: "relay", Component: "relay", Port: "call", Payload: relayPayload}
