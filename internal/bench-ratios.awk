@@ -10,6 +10,7 @@
 		else if ($(i + 1) == "allocs/op") addAllocs(name, $i)
 		else if ($(i + 1) ~ /^(p50-µs|p99-µs|errors|rss-start-MiB|rss-end-MiB)$/) addMetric(name, $(i + 1), $i)
 		else if ($(i + 1) ~ /ns\/call$/) add(name "/" $(i + 1), $i)
+		else if ($(i + 1) == "call-ns") add(name "/call-ns", $i)
 	}
 }
 function add(key, v) {
@@ -70,7 +71,13 @@ END {
 	ratio("component on host 1 -> host 2 / bare gRPC echo", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-echo")
 	ratio("component on host 1 -> host 2 / gRPC Invoke", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-invoke")
 	ratio("component on host 1 -> host 2 / stream echo", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-stream-echo")
+	ratio("routed call with a guest's deadline and metadata / router", "BenchmarkRemoteCall/router-as-guest", "BenchmarkRemoteCall/router")
 	ratio("in-process cross-module call / direct Invoke", "BenchmarkLocalCall/router", "BenchmarkLocalCall/invoke")
+	# A guest call after other work evicted the caches / back to back:
+	# what a one-caller gRPC Invoke pays for the guest it calls.
+	split("hello echo", cold, " ")
+	for (i = 1; i <= 2; i++)
+		ratio("Invoke " cold[i] ", caches evicted / back to back", "BenchmarkInvokeCold/" cold[i] "/evicted/call-ns", "BenchmarkInvokeCold/" cold[i] "/busy/call-ns")
 	# Tracing on (exported by OTLP to a receiver that discards) / off.
 	split("unary-1 unary-64 stream", tmodes, " ")
 	for (i = 1; i <= 3; i++)
