@@ -28,9 +28,11 @@ function addMetric(key, unit, v) {
 	mruns[key, unit]++
 	metric[key, unit] = msum[key, unit] / mruns[key, unit]
 }
-function ratio(label, num, den) {
+# ratio prints num against den, whose unit is ns/op unless unit says.
+function ratio(label, num, den, unit) {
+	if (unit == "") unit = "ns/op"
 	if ((num in ns) && (den in ns) && ns[den] > 0)
-		printf "  %-48s %7.2fx   (%.0f ns/op vs %.0f ns/op)\n", label, ns[num] / ns[den], ns[num], ns[den]
+		printf "  %-48s %7.2fx   (%.0f %s vs %.0f %s)\n", label, ns[num] / ns[den], ns[num], unit, ns[den], unit
 }
 # target is ratio with the most the ratio may be, and whether it is met.
 function target(label, num, den, most) {
@@ -77,7 +79,7 @@ END {
 	# what a one-caller gRPC Invoke pays for the guest it calls.
 	split("hello echo", cold, " ")
 	for (i = 1; i <= 2; i++)
-		ratio("Invoke " cold[i] ", caches evicted / back to back", "BenchmarkInvokeCold/" cold[i] "/evicted/call-ns", "BenchmarkInvokeCold/" cold[i] "/busy/call-ns")
+		ratio("Invoke " cold[i] ", caches evicted / back to back", "BenchmarkInvokeCold/" cold[i] "/evicted/call-ns", "BenchmarkInvokeCold/" cold[i] "/busy/call-ns", "ns/call")
 	# Tracing on (exported by OTLP to a receiver that discards) / off.
 	split("unary-1 unary-64 stream", tmodes, " ")
 	for (i = 1; i <= 3; i++)
