@@ -154,7 +154,9 @@ func (in *instance) Emit(req []byte) (abi.Status, []byte) {
 		return abi.StatusOK, nil
 	}
 	if !in.collect {
-		v.log.Debug("message emitted on an unwired port dropped", "component", c.Name, "port", from.Port)
+		// Within the module's log rate, as every line about it: a
+		// guest may emit millions in one call.
+		v.report(hclog.Debug, "message emitted on an unwired port dropped", "component", c.Name, "port", from.Port)
 		return abi.StatusOK, nil
 	}
 	cost := len(req) + emitOverhead

@@ -19,7 +19,11 @@ import (
 // host call from within the export (r, and s: result, whose answer would
 // need the export again) fails the call as an ABI violation and costs the
 // instance; a guest that exits from within the export (x) closes its
-// instance under the call, which fails as a trap. A failed export unwinds
+// instance under the call, which fails as a trap; a trap in it (u, d: a
+// stack overflow) fails the call as any trap does, named by its first
+// line, without wazero's stack trace, whose names are the guest's; one
+// that grows memory (m) finds its result in the memory grown; a region
+// that wraps past 2^32 (w) is outside memory. A failed export unwinds
 // the guest's call at once: its handler logs nothing after the host call,
 // nor runs on in unmapped memory. The module goes on serving.
 func TestResultBuffer(t *testing.T) {
@@ -37,6 +41,10 @@ func TestResultBuffer(t *testing.T) {
 		{port: "r", kind: api.KindABIViolation, msg: "config: called from within tinyhost_result_buffer"},
 		{port: "s", kind: api.KindABIViolation, msg: "result: called from within tinyhost_result_buffer"},
 		{port: "x", kind: api.KindTrap, msg: "guest exited with code 4"},
+		{port: "u", kind: api.KindTrap, msg: "unreachable"},
+		{port: "m"},
+		{port: "d", kind: api.KindTrap, msg: "stack overflow"},
+		{port: "w", kind: api.KindABIViolation, msg: "tinyhost_result_buffer: region [4294967295, +2) is outside memory"},
 		{port: "g"},
 	} {
 		t.Run(tc.port, func(t *testing.T) {
@@ -51,6 +59,7 @@ func TestResultBuffer(t *testing.T) {
 			}
 			assert.Equal(t, tc.kind, kindOf(err), "%v", err)
 			assert.ErrorContains(t, err, tc.msg)
+			assert.NotContains(t, err.Error(), "\n", "one line, without wazero's stack trace of the guest's functions")
 			assert.Zero(t, ran, "the handler ran on after the failed export")
 		})
 	}

@@ -60,6 +60,11 @@ func (o *Options) secretFiles() secret.Files {
 // Secret is abi.ImportSecret (guest.Services).
 func (in *instance) Secret(req []byte) (abi.Status, []byte) {
 	v := in.v
+	if len(req) > abi.MaxNameLen {
+		// Refused before the name is copied: the request may be all of
+		// the guest's memory, which the host would copy to refuse it.
+		return failed(abi.StatusBadRequest, "secret: a name of %d bytes is longer than %d bytes", len(req), abi.MaxNameLen)
+	}
 	name := string(req)
 	if err := abi.ValidName(name); err != nil {
 		return failed(abi.StatusBadRequest, "secret: %v", err)

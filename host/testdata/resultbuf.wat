@@ -8,7 +8,10 @@
 ;; result from within it, with no room for its answer (which must not
 ;; call the export again); x calls WASI proc_exit from within it, which
 ;; closes the instance and unmaps its memory, then the handler, were it
-;; to go on, reads memory and makes another host call. Once config
+;; to go on, reads memory and makes another host call; u traps
+;; (unreachable); m grows memory by 64 pages, then hands out 8192; d
+;; recurses until its stack overflows; w hands out 0xffffffff, whose
+;; region wraps past 2^32. Once config
 ;; returns, the handler logs "after " and the port's first byte. Built
 ;; with /usr/bin/wat2wasm.
 (module
@@ -21,10 +24,10 @@
   (memory (export "memory") 1)
   (global $mode (mut i32) (i32.const 0))
   (data (i32.const 200) "after ")
-  (data (i32.const 256) "{\"abi\":1,\"name\":\"resultbuf\",\"version\":\"1.0.0\",\"components\":[{\"name\":\"c\",\"ports\":[{\"name\":\"g\",\"direction\":\"input\"},{\"name\":\"z\",\"direction\":\"input\"},{\"name\":\"o\",\"direction\":\"input\"},{\"name\":\"r\",\"direction\":\"input\"},{\"name\":\"s\",\"direction\":\"input\"},{\"name\":\"x\",\"direction\":\"input\"}]}]}")
+  (data (i32.const 256) "{\"abi\":1,\"name\":\"resultbuf\",\"version\":\"1.0.0\",\"components\":[{\"name\":\"c\",\"ports\":[{\"name\":\"g\",\"direction\":\"input\"},{\"name\":\"z\",\"direction\":\"input\"},{\"name\":\"o\",\"direction\":\"input\"},{\"name\":\"r\",\"direction\":\"input\"},{\"name\":\"s\",\"direction\":\"input\"},{\"name\":\"x\",\"direction\":\"input\"},{\"name\":\"u\",\"direction\":\"input\"},{\"name\":\"m\",\"direction\":\"input\"},{\"name\":\"d\",\"direction\":\"input\"},{\"name\":\"w\",\"direction\":\"input\"}]}]}")
   (func (export "tinyhost_abi_v1"))
   (func (export "tinyhost_describe") (result i64)
-    (i64.const 0x1000000011a)) ;; descriptor at 256, 282 bytes
+    (i64.const 0x1000000019e)) ;; descriptor at 256, 414 bytes
   (func (export "tinyhost_buffer") (param $size i32) (result i32)
     (select (i32.const 4096) (i32.const 0) (i32.le_u (local.get $size) (i32.const 4095))))
   (func (export "tinyhost_result_buffer") (param $size i32) (result i32)
@@ -38,7 +41,18 @@
       (then (drop (call $result (i32.const 0) (i32.const 0) (i32.const 8192) (i32.const 0)))))
     (if (i32.eq (global.get $mode) (i32.const 120)) ;; x
       (then (call $exit (i32.const 4))))
+    (if (i32.eq (global.get $mode) (i32.const 117)) ;; u
+      (then unreachable))
+    (if (i32.eq (global.get $mode) (i32.const 109)) ;; m
+      (then (drop (memory.grow (i32.const 64)))))
+    (if (i32.eq (global.get $mode) (i32.const 100)) ;; d
+      (then (return (call $deep (local.get $size)))))
+    (if (i32.eq (global.get $mode) (i32.const 119)) ;; w
+      (then (return (i32.const -1))))
     (i32.const 8192))
+  ;; deep recurses until the stack overflows.
+  (func $deep (param $n i32) (result i32)
+    (i32.add (call $deep (i32.add (local.get $n) (i32.const 1))) (i32.const 1)))
   (func (export "tinyhost_handle") (param $n i32) (result i64)
     (local $p i32) (local $r i64) (local $len i32)
     ;; Skip module and component; the port's first byte is the mode.

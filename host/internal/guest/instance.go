@@ -276,8 +276,13 @@ func (in *Instance) begin(ctx context.Context, deadline int64) {
 }
 
 // end disarms the watchdog; it returns the interrupt cause, or idle when the
-// call was not interrupted.
+// call was not interrupted. A pending result the guest left unfetched is
+// no one's once the call is over: an idle instance does not hold one of
+// megabytes for ever.
 func (in *Instance) end(ctx context.Context, deadline int64) int64 {
+	if cap(in.pending) > maxKeptPending {
+		in.pending = nil
+	}
 	return in.Armed.End(ctx, deadline)
 }
 

@@ -4,10 +4,8 @@ import (
 	"errors"
 
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/tinyhost/tinyhost/abi"
-	"github.com/tinyhost/tinyhost/host/internal/watchdog"
 )
 
 // resultBuffer writes res, a host call's result longer than the guest's
@@ -17,7 +15,8 @@ import (
 // reports false when the guest has no such export or could not allocate:
 // the result is then pending. A trap, an exit, a region outside memory, or
 // a host call from within the export (which could nest without end) fails
-// the guest's call and unwinds it at once, with a panic that wazero turns
+// the guest's call and unwinds it at once (the last two as ABI
+// violations), with a panic that wazero turns
 // into the call's error: the host call does not return to the guest.
 func (in *Instance) resultBuffer(res []byte) bool {
 	if in.resultFn == nil || in.violation != nil || in.nesting {
@@ -31,14 +30,19 @@ func (in *Instance) resultBuffer(res []byte) bool {
 		panic(in.violation) // a host call from within it: see below
 	}
 	if err != nil {
-		var exit *sys.ExitError
-		if !errors.As(err, &exit) && in.Armed.Deadline() > watchdog.Idle {
-			in.Violate("%s: %v", abi.ExportResultBuffer, err)
+		var pe *PanicError
+		if errors.As(err, &pe) {
+			// wazero panicked: recorded as such, since wazero wraps
+			// what unwinds the guest's call in its stack trace.
+			in.Violate("%s: %v", abi.ExportResultBuffer, pe)
 		}
 		// The guest's call fails in any case; unwind it now, running none
 		// of its code (which could act on a result never written): one
 		// that exited (WASI proc_exit) has closed its instance and
-		// unmapped its memory, which it would read next.
+		// unmapped its memory, which it would read next. A trap or an
+		// exit is classified as in any guest code (classify): a trap by
+		// its first line, without wazero's stack trace, which names the
+		// guest's functions in text of the guest's own.
 		panic(err)
 	}
 	ptr := in.nested[0]
