@@ -25,4 +25,4 @@ func MethodRoles() map[string]api.Role { return methodRoles }
 func ModuleProto(m *host.ModuleInfo) (*hostv1.Module, []string) { return moduleProto(m) }
 
 // MaxOpenCalls is how many calls without a credential run at once.
-const MaxOpenCalls = 16
+const MaxOpenCalls = maxOpenCalls
