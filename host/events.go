@@ -54,7 +54,8 @@ const eventBuffer = 256
 
 // Subscribe returns a channel of the host's events from now on. It is
 // closed when ctx ends or the host closes. A subscriber that falls more than
-// 256 events behind misses events (they are logged as dropped).
+// 256 events behind misses events until it takes one again (logged once
+// each time it falls behind).
 func (h *Host) Subscribe(ctx context.Context) <-chan Event {
 	return h.events.subscribe(ctx)
 }
@@ -69,6 +70,10 @@ type broker struct {
 type subscriber struct {
 	ch   chan Event
 	stop func() bool
+	// behind is set when an event was dropped for the subscriber and
+	// cleared when it takes one again: the log says once that it fell
+	// behind, not once per event, however many subscribers never read.
+	behind bool
 }
 
 func (b *broker) subscribe(ctx context.Context) <-chan Event {
@@ -103,8 +108,12 @@ func (b *broker) publish(ev Event) {
 	for s := range b.subs {
 		select {
 		case s.ch <- ev:
+			s.behind = false
 		default:
-			b.log.Warn("event dropped: subscriber is behind", "event", ev.Type.String(), "module", ev.Module)
+			if !s.behind {
+				s.behind = true
+				b.log.Warn("subscriber is behind: events are dropped until it takes one", "event", ev.Type.String(), "module", ev.Module)
+			}
 		}
 	}
 }

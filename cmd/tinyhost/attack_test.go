@@ -5,6 +5,7 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -75,6 +76,7 @@ func TestAttackers(t *testing.T) {
 		{"silent-connections", attackSilent},
 		{"unread-streams", attackUnreadStreams},
 		{"stalled-loads", attackStalledLoads},
+		{"stalled-open-checks", attackStalledChecks},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d.mon.resetPeak()
@@ -566,4 +568,72 @@ func attackStalledLoads(t *testing.T, d *attackDaemon) {
 	assert.Equal(t, map[string]int32{"DeadlineExceeded": attackStreams, "ResourceExhausted": loads - attackStreams}, got)
 	assert.NotZero(t, peakHeap, "the heap was read")
 	assert.Less(t, peakHeap, uint64(heapBound), "peak Go heap in use")
+}
+
+// attackStalledChecks: 1,000 health Checks without a credential (Check is
+// open to all) on 4 connections, raw HTTP/2, each sending the first 1 MiB
+// (a stream's flow window) of a request that declares 4 MiB less 64 KiB,
+// and never the rest. The daemon runs 16 of them at once, refusing the
+// others RESOURCE_EXHAUSTED, and ends those it ran at --handshake-timeout;
+// unbounded, it would hold a GiB of their bytes.
+func attackStalledChecks(t *testing.T, d *attackDaemon) {
+	const conns, perConn = 4, 250
+	const sent = 1 << 20
+	block := headerBlock(t, "/grpc.health.v1.Health/Check", "x-probe", "1")
+	prefix := []byte{0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(prefix[1:], 4<<20-64<<10)
+	data := append(prefix, bytes.Repeat([]byte{'c'}, sent-len(prefix))...)
+	var (
+		wg           sync.WaitGroup
+		ended, other atomic.Int32
+	)
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, fr := rawHTTP2(t, d.h.Addr)
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
+			// The daemon's answers, read on a framer of their own: a
+			// stream ends with its trailers or a reset.
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				rd := http2.NewFramer(io.Discard, c)
+				seen := map[uint32]bool{}
+				for len(seen) < perConn {
+					f, err := rd.ReadFrame()
+					if err != nil {
+						other.Add(1)
+						break
+					}
+					switch f := f.(type) {
+					case *http2.HeadersFrame:
+						if f.StreamEnded() {
+							seen[f.StreamID] = true
+						}
+					case *http2.RSTStreamFrame:
+						seen[f.StreamID] = true
+					}
+				}
+				ended.Add(int32(len(seen)))
+			}()
+			for i := range perConn {
+				id := uint32(2*i + 1)
+				if _, err := writeHeaders(fr, id, block); err != nil {
+					break
+				}
+				for n := 0; n < len(data); n += 16 << 10 {
+					if fr.WriteData(id, false, data[n:min(n+16<<10, len(data))]) != nil {
+						break
+					}
+				}
+			}
+			<-done
+		}()
+	}
+	wg.Wait()
+	t.Logf("Checks ended by the daemon: %d of %d; connections that failed: %d", ended.Load(), conns*perConn, other.Load())
+	assert.EqualValues(t, conns*perConn, ended.Load(), "Checks the daemon ended")
+	assert.Zero(t, other.Load())
 }

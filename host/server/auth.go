@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -119,7 +120,20 @@ type auth struct {
 	maxStreams int
 	mu         sync.Mutex
 	streams    map[string]int
+
+	// openCalls holds a slot per call of an open method (health Check)
+	// running while credentials are required, maxOpenCalls in all; each
+	// has openTimeout to be answered.
+	openCalls   chan struct{}
+	openTimeout time.Duration
 }
+
+// maxOpenCalls is how many calls of an open method run at once where
+// callers need a credential. A caller without one holds, per call, up to
+// its stream's flow window and a message's worth of bytes for as long as
+// its request takes to arrive: 16 of them are well under 100 MiB, and
+// many times what probes and load balancers ask at once.
+const maxOpenCalls = 16
 
 type tokenRole struct {
 	sum  [sha256.Size]byte
@@ -130,7 +144,10 @@ type tokenRole struct {
 // newAuth is the check of opts' credentials. Two roles may not share a
 // token: a peer's token that loads modules would defeat the roles.
 func newAuth(opts Options) (*auth, error) {
-	a := &auth{certRoles: opts.ClientCertRoles, maxStreams: opts.MaxStreamsPerCredential, streams: map[string]int{}}
+	a := &auth{
+		certRoles: opts.ClientCertRoles, maxStreams: opts.MaxStreamsPerCredential, streams: map[string]int{},
+		openCalls: make(chan struct{}, maxOpenCalls), openTimeout: opts.HandshakeTimeout,
+	}
 	for _, t := range []struct {
 		token string
 		role  api.Role
@@ -249,8 +266,12 @@ func rpcName(method string) string {
 // checking again. A method no service serves passes: grpc-go answers it
 // UNIMPLEMENTED without reading its body either.
 func (a *auth) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if _, ok := methodRoles[info.FullMethodName]; !ok || a.open() {
+	need, ok := methodRoles[info.FullMethodName]
+	if !ok || a.open() {
 		return ctx, nil
+	}
+	if need == roleOpen {
+		return a.openCall(ctx, info.FullMethodName)
 	}
 	// grpc-go put the headers in ctx as incoming metadata before the tap.
 	c, err := a.caller(ctx, info.FullMethodName)
@@ -258,6 +279,27 @@ func (a *auth) tap(ctx context.Context, info *tap.Info) (context.Context, error)
 		return nil, err
 	}
 	return context.WithValue(ctx, callerKey{}, c), nil
+}
+
+// openCall admits a call of an open method, which needs no credential,
+// if one of maxOpenCalls slots is free, and gives it openTimeout: a
+// caller without a credential may hold neither more calls than that nor
+// one for longer, whose request it never finishes sending, on any number
+// of connections. The slot is free again when the call ends. grpc-go
+// calls the tap with its transport's lock held: this never waits.
+func (a *auth) openCall(ctx context.Context, method string) (context.Context, error) {
+	select {
+	case a.openCalls <- struct{}{}:
+	default:
+		return nil, hostv1.NewStatus(codes.ResourceExhausted, api.ReasonBusy, nil, fmt.Sprintf(
+			"%s: %d calls without a credential are running, this host's limit: retry", rpcName(method), maxOpenCalls)).Err()
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.openTimeout)
+	context.AfterFunc(ctx, func() {
+		cancel()
+		<-a.openCalls
+	})
+	return context.WithValue(ctx, callerKey{}, caller{}), nil
 }
 
 // callerKey keys the caller the tap found in a call's context.

@@ -89,7 +89,11 @@
 //
 // Health Check is open: probes and load balancers rarely carry
 // credentials, and it answers only SERVING or not for a module name the
-// caller already knows. TLS and mTLS are the caller's grpc.ServerOption
+// caller already knows. Where credentials are required, 16 calls of it
+// run at once, each within HandshakeTimeout: one more is refused with
+// RESOURCE_EXHAUSTED (BUSY), so that callers without a credential, whose
+// calls may hold a flow window and a message's bytes each, cannot hold
+// more. TLS and mTLS are the caller's grpc.ServerOption
 // (Options.ServerOptions).
 //
 // # Health

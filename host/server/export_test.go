@@ -23,3 +23,6 @@ func MethodRoles() map[string]api.Role { return methodRoles }
 // ModuleProto is the conversion of a module for the wire, and the fields
 // it had to change.
 func ModuleProto(m *host.ModuleInfo) (*hostv1.Module, []string) { return moduleProto(m) }
+
+// MaxOpenCalls is how many calls without a credential run at once.
+const MaxOpenCalls = maxOpenCalls

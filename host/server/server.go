@@ -99,7 +99,8 @@ type Options struct {
 	// room for gRPC's own headers.
 	MaxHeaderBytes int
 	// HandshakeTimeout is how long a new connection has to finish its TLS
-	// handshake and send its HTTP/2 preface. Default 10s.
+	// handshake and send its HTTP/2 preface, and a call that needs no
+	// credential (health Check) to be answered. Default 10s.
 	HandshakeTimeout time.Duration
 	// IdleTimeout closes a connection (GOAWAY) that has run no call for
 	// that long. Default 5m.

@@ -203,7 +203,7 @@ func flagSet(hostname string) *pflag.FlagSet {
 	fs.Int("max-streams-per-connection", 0, "calls one gRPC connection runs at once (default 256)")
 	fs.Int("max-streams-per-credential", 0, "streams (InvokeStream, DeliverStream, Watch) one credential holds open at once over all its connections; not applied without credentials (default 256)")
 	fs.Int("max-header-bytes", 0, "largest header list of a call, in bytes (default 542720: 64 metadata entries of 8 KiB and room)")
-	fs.Duration("handshake-timeout", 0, "how long a new connection has for its TLS handshake and HTTP/2 preface (default 10s)")
+	fs.Duration("handshake-timeout", 0, "how long a new connection has for its TLS handshake and HTTP/2 preface, and a health Check without a credential to be answered (default 10s)")
 	fs.Duration("connection-idle-timeout", 0, "a connection that runs no call for this long is closed (default 5m)")
 	fs.Duration("keepalive-time", 0, "a connection silent this long is pinged (default 1m)")
 	fs.Int("flow-window", 0, "HTTP/2 flow-control window of each gRPC stream served and each delivery stream to a peer, in bytes (a connection's is 4 times as much); -1 lets grpc-go estimate it (default 1048576)")
