@@ -492,7 +492,7 @@ const (
 	// reasonOtherNamespace: a wire goes to a module of another
 	// namespace, which the hosts refuse.
 	reasonOtherNamespace = "OtherNamespace"
-	reasonNotPlaced   = "NotPlaced"
+	reasonNotPlaced      = "NotPlaced"
 	// reasonNotDelivered: a host that runs the module has not accepted
 	// a wiring with its wires.
 	reasonNotDelivered = "NotDelivered"
