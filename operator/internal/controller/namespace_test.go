@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,9 @@ import (
 // (tally). The wire to billing is left out of every host's wiring, and
 // front is Wired=False, reason OtherNamespace, naming billing and why;
 // what split emits goes to books, and billing counts nothing. The routes
-// carry each module's namespace.
+// carry each module's namespace. A wire to a name no TinyModule holds yet
+// (audit) is kept until team-b creates audit, and then left out too, and
+// named.
 func TestWireToOtherNamespace(t *testing.T) {
 	b := newBed(t, hostSpec{name: "host-a"}, hostSpec{name: "host-b"})
 	ctx := ctxT(t, 5*time.Minute)
@@ -39,6 +42,7 @@ func TestWireToOtherNamespace(t *testing.T) {
 		Spec: v1alpha1.TinyModuleSpec{Image: b.comm.Ref, Wiring: []v1alpha1.Wire{
 			{From: "split/out", To: "billing/counter/in"},
 			{From: "split/out", To: "books/counter/in"},
+			{From: "split/out", To: "audit/counter/in"},
 		}}})
 	front := b.ready(t, "team-a", "front", time.Minute)
 
@@ -53,6 +57,7 @@ func TestWireToOtherNamespace(t *testing.T) {
 	c := meta.FindStatusCondition(b.module(t, "team-a", "front").Status.Conditions, v1alpha1.ConditionWired)
 	assert.Contains(t, c.Message, `spec.wiring[0]: "billing/counter/in" is the module of TinyModule team-b/billing`)
 	assert.Contains(t, c.Message, "another namespace than team-a, which a module may not message")
+	assert.Contains(t, c.Message, "1 of 3 wires left out")
 	assert.NotContains(t, c.Message, "books")
 
 	eventually(t, 30*time.Second, "the routes with namespaces and front's wire to books alone on every host", func() error {
@@ -60,7 +65,23 @@ func TestWireToOtherNamespace(t *testing.T) {
 			{Module: "billing", Addresses: []string{readyAddr(billing)}, Namespace: "team-b"},
 			{Module: "books", Addresses: []string{readyAddr(books)}, Namespace: "team-a"},
 			{Module: "front", Addresses: []string{readyAddr(front)}, Namespace: "team-a"},
-		}, []*hostv1.Wire{{From: "front/split/out", To: []string{"books/counter/in"}}})
+		}, []*hostv1.Wire{{From: "front/split/out", To: []string{"audit/counter/in", "books/counter/in"}}})
+	})
+
+	// team-b takes the name audit: front's wire to it goes, and its
+	// condition names it.
+	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "audit"},
+		Spec: v1alpha1.TinyModuleSpec{Image: tally.Ref, Limits: one}})
+	b.ready(t, "team-b", "audit", time.Minute)
+	eventually(t, 30*time.Second, "front's wire to audit left out on every host", func() error {
+		return b.routedAndWired(ctx, nil, []*hostv1.Wire{{From: "front/split/out", To: []string{"books/counter/in"}}})
+	})
+	eventually(t, time.Minute, "front's Wired condition names audit", func() error {
+		c := meta.FindStatusCondition(b.module(t, "team-a", "front").Status.Conditions, v1alpha1.ConditionWired)
+		if c == nil || c.Reason != reasonOtherNamespace || !strings.Contains(c.Message, `spec.wiring[2]: "audit/counter/in" is the module of TinyModule team-b/audit`) {
+			return fmt.Errorf("%+v", c)
+		}
+		return nil
 	})
 
 	out, err := invoke(ctx, t, readyAddr(front), "front", "split", `[1, 2, 3]`)
