@@ -272,8 +272,12 @@
 // loaded here, else its route's (SetRouteTable), is denied before it is
 // routed as one its grants do not name is, status denied and a "message
 // denied" line within the module's log rate, whatever its grants and
-// whatever the wiring says. A module of none is not checked, nor is a
-// client's Invoke, which its credential governs. The http import
+// whatever the wiring says. A message stored for delivery at least once
+// carries its sender's namespace, set by the sending host, and the host
+// that consumes it does not deliver it to a module of another namespace
+// (a target neither loaded nor routed when it was sent). A module of none
+// is not checked, nor is a client's Invoke, which its credential governs.
+// The http import
 // (http.go, internal/outbound) reaches only the hosts that http:<host>
 // grants name, checked on every request and redirect and again on the
 // address connected to, over one http.Transport per module version, within

@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,8 +11,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/state"
+	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
 // nsLabels are the load labels of a module of namespace ns, none for "".
@@ -161,4 +165,43 @@ func TestRouteTableNamespaces(t *testing.T) {
 	}
 	_, got = h.RouteTable()
 	assert.Equal(t, "team-a", got["m"].Namespace, "a refused table sets nothing")
+}
+
+// TestNamespaceDurable: a message sent at least once to a module neither
+// loaded nor routed, whose namespace the sending host cannot tell, is
+// stored with its sender's namespace, and the host that consumes it
+// delivers it only to a module of that namespace: billing (team-b) gets
+// the message of a team-b sender and of a sender of none, not the one
+// of a team-a sender, which is acknowledged and logged.
+func TestNamespaceDurable(t *testing.T) {
+	eng := openState(t, state.Config{MaxAttempts: 3, Backoff: 10 * time.Millisecond})
+	h, sink := newHost(t, host.Options{KV: eng, Durable: eng})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
+		defer cancel()
+		require.NoError(t, h.Close(ctx))
+		require.NoError(t, eng.Close())
+	})
+	caps := []string{abi.CapKV, abi.CapMessaging, abi.CapLog}
+	for name, ns := range map[string]string{"from-a": "team-a", "from-b": "team-b", "from-none": ""} {
+		_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Durable), host.LoadOptions{Name: name, Capabilities: caps, Labels: nsLabels(ns)})
+		require.NoError(t, err)
+	}
+	ids := map[string]string{}
+	for _, from := range []string{"from-a", "from-b", "from-none"} {
+		answer := durableSendFrom(t, h, from, "billing/sink/in", "-", "hi")
+		require.True(t, strings.HasPrefix(answer, "ok "), "%s: %s", from, answer)
+		ids[from] = strings.TrimPrefix(answer, "ok ")
+	}
+	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Durable), host.LoadOptions{Name: "billing", Capabilities: caps, Labels: nsLabels("team-b")})
+	require.NoError(t, err)
+	waitFor(t, func() bool { return pending(t, eng, "billing") == 0 }, "billing's messages consumed")
+	waitFor(t, func() bool { return kvValue(t, eng, "billing", "handled") == "2" }, "billing handled two")
+	assert.Equal(t, "1", kvValue(t, eng, "billing", "handled."+ids["from-b"]))
+	assert.Equal(t, "1", kvValue(t, eng, "billing", "handled."+ids["from-none"]))
+	assert.Empty(t, kvValue(t, eng, "billing", "tries."+ids["from-a"]), "team-a's message never reached billing")
+	assert.True(t, loggedWith(sink, "billing", hclog.Warn, `a message of namespace "team-a" may not reach module "billing" of namespace "team-b"`), "the host logs it")
+	dead, err := eng.DeadLetters(t.Context(), "billing", 0, 10, 1<<20)
+	require.NoError(t, err)
+	assert.Empty(t, dead, "a denied message is done, not retried")
 }
