@@ -264,7 +264,20 @@
 // nothing. A messaging grant names its targets (messaging:module,
 // messaging:module/component; plain messaging is every target), and a
 // send or call to another target is denied before it is routed; an emit
-// on a wired port needs no grant, the wire being one. The http import
+// on a wired port needs no grant, the wire being one. A module loaded with
+// a namespace (the label api.LabelNamespace, which the operator sets to
+// its TinyModule's) may message only modules of that namespace and modules
+// of none (the host's own, and those the hosts provide): a send, call or
+// wired emit to a module of another namespace, its label's when it is
+// loaded here, else its route's (SetRouteTable), is denied before it is
+// routed as one its grants do not name is, status denied and a "message
+// denied" line within the module's log rate, whatever its grants and
+// whatever the wiring says. A message stored for delivery at least once
+// carries its sender's namespace, set by the sending host, and the host
+// that consumes it does not deliver it to a module of another namespace
+// (a target neither loaded nor routed when it was sent). A module of none
+// is not checked, nor is a client's Invoke, which its credential governs.
+// The http import
 // (http.go, internal/outbound) reaches only the hosts that http:<host>
 // grants name, checked on every request and redirect and again on the
 // address connected to, over one http.Transport per module version, within
@@ -284,7 +297,8 @@
 // and emit on wired ports: it holds the wiring of output ports (SetWiring)
 // and the routes to modules on other hosts (SetRoutes: module → the
 // addresses of the hosts where it is ready; UpdateRoutes changes some of
-// them), and delivers a message to a
+// them; SetRouteTable and UpdateRouteTable with each module's namespace),
+// and delivers a message to a
 // module loaded in it in-process, and to any other through
 // Options.Transport, to one of the replicas of its route (round robin). A
 // module neither loaded nor routed fails at once with KindNotFound. Every
@@ -314,8 +328,8 @@
 //  1. internal/guest, the call import (HostModule), then hostfuncs.go,
 //     instance.forward: the guest's call import hands a pointer and a
 //     length into its memory; the host checks them, decodes the message in
-//     place (abi.View), refuses a target a's messaging grants do not name,
-//     and copies its names and metadata into an abi.Message whose payload
+//     place (abi.View), refuses a target a's messaging grants do not name
+//     or of a namespace other than a's, and copies its names and metadata into an abi.Message whose payload
 //     is still the view (a send's payload is copied: it outlives the host
 //     call), adds the trace context and the hop count (invoke.go,
 //     forwardMetadata), and makes its context (internal/guest,

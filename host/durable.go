@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/internal/watchdog"
@@ -159,6 +161,13 @@ type DurableCounts struct {
 // store is full.
 var ErrDurableFull = errors.New("the module's message store is full")
 
+// metaSenderNamespace is the entry a stored message carries with its
+// sender's namespace (version.namespace), set by the sending host alone: a
+// target that was neither loaded nor routed when it was sent, whose
+// namespace its sender's host could not check, is checked by the host that
+// consumes it, and a message of another namespace is not delivered.
+const metaSenderNamespace = "tinyhost-sender-namespace"
+
 // durableAsked returns whether meta, the metadata of a guest's send, asks
 // for at-least-once delivery.
 func durableAsked(meta []abi.KV) bool {
@@ -191,7 +200,8 @@ func (in *instance) sendDurable(msg *api.Request) (abi.Status, []byte) {
 		switch kv.Key {
 		case abi.MetaMessageID:
 			id = kv.Value
-		case abi.MetaDelivery:
+		case abi.MetaDelivery, metaSenderNamespace:
+			// metaSenderNamespace is the host's: the guest's is dropped.
 		default:
 			meta = append(meta, kv)
 		}
@@ -201,7 +211,11 @@ func (in *instance) sendDurable(msg *api.Request) (abi.Status, []byte) {
 		_, _ = rand.Read(b[:])
 		id = hex.EncodeToString(b[:])
 	}
-	msg.Metadata = append(meta, abi.KV{Key: abi.MetaMessageID, Value: id})
+	meta = append(meta, abi.KV{Key: abi.MetaMessageID, Value: id})
+	if ns := v.namespace(); ns != "" {
+		meta = append(meta, abi.KV{Key: metaSenderNamespace, Value: ns})
+	}
+	msg.Metadata = meta
 	dl := in.Armed.Deadline()
 	if dl <= watchdog.Idle {
 		return failed(abi.StatusTimeout, "send: the caller's deadline passed")
@@ -238,6 +252,36 @@ func (in *instance) emitDurable(from abi.Address, msg *api.Request) (abi.Status,
 	return in.sendDurable(msg)
 }
 
+// durableDenied takes the sender's namespace out of a stored message
+// for a module loaded here, and reports whether the module is of another
+// namespace (api.OtherNamespace), which the message then does not reach:
+// the host logs it within the module's log rate.
+func (h *Host) durableDenied(msg *abi.Message) bool {
+	from := ""
+	kept := msg.Metadata[:0:0]
+	for _, kv := range msg.Metadata {
+		if kv.Key == metaSenderNamespace {
+			from = kv.Value
+			continue
+		}
+		kept = append(kept, kv)
+	}
+	if len(kept) == len(msg.Metadata) {
+		return false
+	}
+	msg.Metadata = kept
+	var v *version
+	if m := (*h.modules.Load())[msg.Module]; m != nil {
+		v = m.current.Load()
+	}
+	if v == nil || !api.OtherNamespace(from, v.namespace()) {
+		return false
+	}
+	reason := fmt.Sprintf("a message of namespace %q may not reach module %q of namespace %q: not delivered", from, msg.Module, v.namespace())
+	v.report(hclog.Warn, "message denied", "component", api.GuestText(msg.Component), "reason", reason)
+	return true
+}
+
 // durableFailed logs a durable send that failed within the module's log
 // rate; a full store, as any other failure, is abi.StatusUnavailable.
 func (in *instance) durableFailed(reason string) (abi.Status, []byte) {
@@ -269,6 +313,9 @@ func (h *Host) startDurable(ctx context.Context, module string) {
 		msg.Module = module
 		if abi.IsSystemPort(msg.Port) {
 			return h.systemPort(msg)
+		}
+		if h.durableDenied(msg) {
+			return nil // done: delivered again, it would be denied again
 		}
 		_, err := h.invoke(ctx, msg, false, replyTo{})
 		return err

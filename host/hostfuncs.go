@@ -45,6 +45,53 @@ func (in *instance) deniedTarget(to abi.Address) (abi.Status, []byte) {
 	return abi.StatusDenied, []byte(reason)
 }
 
+// namespace is the namespace the version was loaded for (its label
+// hostapi.LabelNamespace), "" for none.
+func (v *version) namespace() string {
+	return v.labels[hostapi.LabelNamespace]
+}
+
+// targetNamespace is the namespace of module where a guest's message to
+// it goes: its current version's when it is loaded here (route delivers
+// it here then), else its route's; "" for none, or for a module neither
+// loaded nor routed, which route refuses.
+func (h *Host) targetNamespace(module string) string {
+	if m := (*h.modules.Load())[module]; m != nil {
+		if v := m.current.Load(); v != nil {
+			return v.namespace()
+		}
+	}
+	if rt := h.routes.Load().routes[module]; rt != nil {
+		return rt.namespace
+	}
+	return ""
+}
+
+// otherNamespace is the namespace of the module of to when it is not the
+// sender's own (hostapi.OtherNamespace), "" when the sender may message it
+// as far as namespaces go.
+func (in *instance) otherNamespace(to abi.Address) string {
+	ns := in.v.namespace()
+	if ns == "" {
+		return ""
+	}
+	if tns := in.v.h.targetNamespace(to.Module); hostapi.OtherNamespace(ns, tns) {
+		return tns
+	}
+	return ""
+}
+
+// deniedNamespace refuses a send, call or wired emit to a module of
+// another namespace, tns, as deniedTarget refuses one its grants do not
+// name: the same status, and the same line within the module's log rate.
+func (in *instance) deniedNamespace(to abi.Address, tns string) (abi.Status, []byte) {
+	v := in.v
+	reason := fmt.Sprintf("module %q of namespace %q may not message %s/%s, of namespace %q: a module messages its own namespace's modules and the hosts' only",
+		v.name, v.namespace(), to.Module, to.Component, tns)
+	v.report(hclog.Warn, "message denied", "component", in.Component, "reason", reason)
+	return abi.StatusDenied, []byte(reason)
+}
+
 func failed(st abi.Status, format string, args ...any) (abi.Status, []byte) {
 	return st, []byte(fmt.Sprintf(format, args...))
 }
@@ -121,6 +168,14 @@ func (in *instance) Emit(req []byte) (abi.Status, []byte) {
 	}
 	from := abi.Address{Module: v.name, Component: c.Name, Port: string(view.Port)}
 	if targets := v.h.wired(from); len(targets) > 0 {
+		// A wire to another namespace's module (which the operator leaves
+		// out of the wiring) refuses the emit before any target has it.
+		for _, t := range targets {
+			if tns := in.otherNamespace(t); tns != "" {
+				st, reason := in.deniedNamespace(t, tns)
+				return failed(st, "emit %s to %s: %s", from, t, reason)
+			}
+		}
 		next := in.Hops + 1
 		if next > v.h.opts.HopLimit {
 			return failed(abi.StatusHopLimit, "emit %s: hop limit %d reached", from, v.h.opts.HopLimit)
@@ -227,6 +282,9 @@ func (in *instance) forward(what string, req []byte, sink *guest.ReplySink) (abi
 	// it runs.
 	if !v.caps.mayMessage(to.Module, to.Component) {
 		return in.deniedTarget(to)
+	}
+	if tns := in.otherNamespace(to); tns != "" {
+		return in.deniedNamespace(to, tns)
 	}
 	if to.Port == "" {
 		return failed(abi.StatusBadRequest, "%s: empty port", what)

@@ -285,9 +285,18 @@ func checkLabels(labels map[string]string) error {
 		switch {
 		case k == "" || len(k) > maxLabelKey || !utf8.ValidString(k):
 			return fmt.Errorf("labels: key %.140q is not 1 to %d bytes of UTF-8", k, maxLabelKey)
-		case len(v) > maxLabelValue || !utf8.ValidString(v):
+		case checkLabelValue(v) != nil:
 			return fmt.Errorf("labels: the value of %q is not at most %d bytes of UTF-8", k, maxLabelValue)
 		}
+	}
+	return nil
+}
+
+// checkLabelValue checks v against the bounds of a label's value, which a
+// route's namespace has too.
+func checkLabelValue(v string) error {
+	if len(v) > maxLabelValue || !utf8.ValidString(v) {
+		return fmt.Errorf("not at most %d bytes of UTF-8", maxLabelValue)
 	}
 	return nil
 }

@@ -37,7 +37,9 @@ type routeTable struct {
 
 type route struct {
 	addrs []string
-	next  atomic.Uint32
+	// namespace is the module's (api.LabelNamespace), "" for none.
+	namespace string
+	next      atomic.Uint32
 }
 
 // replicas returns the route's addresses, starting at the next one.
@@ -61,6 +63,22 @@ type wireTable struct {
 // KindNotFound. A generation older than the table's fails with
 // ErrStaleGeneration (0 is always accepted). Routes need a Transport.
 func (h *Host) SetRoutes(gen uint64, routes map[string][]string) error {
+	return h.SetRouteTable(gen, routeEntries(routes))
+}
+
+// routeEntries is routes with no namespace.
+func routeEntries(routes map[string][]string) map[string]api.Route {
+	out := make(map[string]api.Route, len(routes))
+	for m, addrs := range routes {
+		out[m] = api.Route{Addrs: addrs}
+	}
+	return out
+}
+
+// SetRouteTable is SetRoutes with each module's namespace: a guest of a
+// namespace may not message a remote module of another
+// (api.OtherNamespace).
+func (h *Host) SetRouteTable(gen uint64, routes map[string]api.Route) error {
 	if len(routes) > 0 && h.transport == nil {
 		return errors.New("routes to other hosts need a transport (Options.Transport)")
 	}
@@ -77,11 +95,11 @@ func (h *Host) SetRoutes(gen uint64, routes map[string][]string) error {
 	})
 }
 
-func parseRoutes(gen uint64, routes map[string][]string) (*routeTable, error) {
+func parseRoutes(gen uint64, routes map[string]api.Route) (*routeTable, error) {
 	next := &routeTable{gen: gen, routes: make(map[string]*route, len(routes))}
 	var errs []error
-	for m, addrs := range routes {
-		rt, err := parseRoute(m, addrs)
+	for m, r := range routes {
+		rt, err := parseRoute(m, r)
 		errs = append(errs, err)
 		if rt != nil {
 			next.routes[m] = rt
@@ -90,15 +108,18 @@ func parseRoutes(gen uint64, routes map[string][]string) (*routeTable, error) {
 	return next, errors.Join(errs...)
 }
 
-// parseRoute is module m's route to addrs, nil for none, and what is
-// wrong with it.
-func parseRoute(m string, addrs []string) (*route, error) {
+// parseRoute is module m's route r, nil for none (no address), and what
+// is wrong with it.
+func parseRoute(m string, r api.Route) (*route, error) {
 	if err := abi.ValidName(m); err != nil {
 		return nil, fmt.Errorf("route %q: %w", m, err)
 	}
-	rt := &route{}
+	if err := checkLabelValue(r.Namespace); err != nil {
+		return nil, fmt.Errorf("route %q: namespace: %w", m, err)
+	}
+	rt := &route{namespace: r.Namespace}
 	var errs []error
-	for _, a := range addrs {
+	for _, a := range r.Addrs {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			errs = append(errs, fmt.Errorf("route %q: address %q: %w", m, a, err))
 			continue
@@ -122,14 +143,20 @@ func parseRoute(m string, addrs []string) (*route, error) {
 // rule is SetRoutes', but 0 is refused: a change needs a table to apply
 // to. A bad change sets nothing.
 func (h *Host) UpdateRoutes(base, gen uint64, changes map[string][]string) error {
+	return h.UpdateRouteTable(base, gen, routeEntries(changes))
+}
+
+// UpdateRouteTable is UpdateRoutes with each module's namespace
+// (SetRouteTable).
+func (h *Host) UpdateRouteTable(base, gen uint64, changes map[string]api.Route) error {
 	if gen == 0 {
 		return errors.New("a change of routes needs a generation above 0")
 	}
 	parsed := make(map[string]*route, len(changes))
 	var errs []error
 	adds := false
-	for m, addrs := range changes {
-		rt, err := parseRoute(m, addrs)
+	for m, r := range changes {
+		rt, err := parseRoute(m, r)
 		errs = append(errs, err)
 		parsed[m] = rt
 		adds = adds || rt != nil
@@ -202,6 +229,17 @@ func (h *Host) Routes() (uint64, map[string][]string) {
 	out := make(map[string][]string, len(t.routes))
 	for m, rt := range t.routes {
 		out[m] = slices.Clone(rt.addrs)
+	}
+	return t.gen, out
+}
+
+// RouteTable returns the route table, with each module's namespace, and
+// its generation.
+func (h *Host) RouteTable() (uint64, map[string]api.Route) {
+	t := h.routes.Load()
+	out := make(map[string]api.Route, len(t.routes))
+	for m, rt := range t.routes {
+		out[m] = api.Route{Addrs: slices.Clone(rt.addrs), Namespace: rt.namespace}
 	}
 	return t.gen, out
 }

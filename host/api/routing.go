@@ -41,10 +41,17 @@ type Response struct {
 // theirs. It applies only to the table of generation base (else
 // ErrGenerationMoved), at a generation other than 0, and sets nothing when
 // a change is bad.
+//
+// SetRouteTable, UpdateRouteTable and RouteTable are SetRoutes,
+// UpdateRoutes and Routes with each module's namespace (Route); the
+// others set "" for every module.
 type Routing interface {
 	SetRoutes(generation uint64, routes map[string][]string) error
 	UpdateRoutes(base, generation uint64, changes map[string][]string) error
 	Routes() (generation uint64, routes map[string][]string)
+	SetRouteTable(generation uint64, routes map[string]Route) error
+	UpdateRouteTable(base, generation uint64, changes map[string]Route) error
+	RouteTable() (generation uint64, routes map[string]Route)
 	SetWiring(generation uint64, wires map[string][]string) error
 	Wiring() (generation uint64, wires map[string][]string)
 	// SetWires and Wires are SetWiring and Wiring with each wire's

@@ -328,6 +328,28 @@ func RoutesFromProto(routes []*Route) (map[string][]string, error) {
 	return out, nil
 }
 
+// RouteTableProto is RoutesProto with each module's namespace.
+func RouteTableProto(routes map[string]api.Route) []*Route {
+	out := make([]*Route, 0, len(routes))
+	for _, m := range slices.Sorted(maps.Keys(routes)) {
+		r := routes[m]
+		out = append(out, &Route{Module: m, Addresses: r.Addrs, Namespace: r.Namespace})
+	}
+	return out
+}
+
+// RouteTableFromProto is RoutesFromProto with each module's namespace.
+func RouteTableFromProto(routes []*Route) (map[string]api.Route, error) {
+	out := make(map[string]api.Route, len(routes))
+	for _, rt := range routes {
+		if _, dup := out[rt.GetModule()]; dup {
+			return nil, fmt.Errorf("module %q is routed twice", rt.GetModule())
+		}
+		out[rt.GetModule()] = api.Route{Addrs: rt.GetAddresses(), Namespace: rt.GetNamespace()}
+	}
+	return out, nil
+}
+
 // WiresProto is a wiring table (api.Routing) on the wire: one Wire per
 // output port, sorted by it.
 func WiresProto(wires map[string][]string) []*Wire {

@@ -2165,9 +2165,15 @@ func (x *DeliverStreamResponse) GetError() *status.Status {
 
 // Route is where one module is ready: "host:port" gRPC addresses of hosts.
 type Route struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Module        string                 `protobuf:"bytes,1,opt,name=module,proto3" json:"module,omitempty"`
-	Addresses     []string               `protobuf:"bytes,2,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Module    string                 `protobuf:"bytes,1,opt,name=module,proto3" json:"module,omitempty"`
+	Addresses []string               `protobuf:"bytes,2,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	// The namespace the module was loaded for (the load label
+	// operator.tinysystems.io/namespace), "" for none: a guest of a
+	// namespace may not message a module of another (the sending host
+	// refuses it, PERMISSION_DENIED to the guest as a grant it lacks). At
+	// most 256 bytes of UTF-8.
+	Namespace     string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2214,6 +2220,13 @@ func (x *Route) GetAddresses() []string {
 		return x.Addresses
 	}
 	return nil
+}
+
+func (x *Route) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
 }
 
 type SetRoutesRequest struct {
@@ -3478,10 +3491,11 @@ const file_tinyhost_host_v1_host_proto_rawDesc = "" +
 	"\x15DeliverStreamResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12(\n" +
-	"\x05error\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x05error\"=\n" +
+	"\x05error\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x05error\"[\n" +
 	"\x05Route\x12\x16\n" +
 	"\x06module\x18\x01 \x01(\tR\x06module\x12\x1c\n" +
-	"\taddresses\x18\x02 \x03(\tR\taddresses\"\xa2\x01\n" +
+	"\taddresses\x18\x02 \x03(\tR\taddresses\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\"\xa2\x01\n" +
 	"\x10SetRoutesRequest\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +

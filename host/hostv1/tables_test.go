@@ -28,6 +28,21 @@ func TestRoutesRoundTrip(t *testing.T) {
 	assert.Empty(t, hostv1.RoutesProto(nil))
 }
 
+// A route table with namespaces crosses the wire as RoutesProto's does,
+// each module's namespace with it.
+func TestRouteTableRoundTrip(t *testing.T) {
+	routes := map[string]api.Route{"b": {Addrs: []string{"10.0.0.2:1"}, Namespace: "team-b"}, "a": {Addrs: []string{"10.0.0.3:1"}}}
+	wire := hostv1.RouteTableProto(routes)
+	require.Len(t, wire, 2)
+	assert.Equal(t, "a", wire[0].GetModule())
+	assert.Equal(t, "team-b", wire[1].GetNamespace())
+	got, err := hostv1.RouteTableFromProto(wire)
+	require.NoError(t, err)
+	assert.Equal(t, routes, got)
+	_, err = hostv1.RouteTableFromProto(append(wire, &hostv1.Route{Module: "a"}))
+	assert.EqualError(t, err, `module "a" is routed twice`)
+}
+
 // A wiring table crosses the wire sorted by output port; the wires of an
 // output port named twice are joined.
 func TestWiresRoundTrip(t *testing.T) {

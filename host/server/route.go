@@ -66,20 +66,21 @@ func routingStatus(err error) error {
 }
 
 // SetRoutes implements HostService.SetRoutes: the whole table, or with
-// delta the changes of some modules' routes (Routing.UpdateRoutes).
+// delta the changes of some modules' routes (Routing.UpdateRouteTable),
+// with each module's namespace.
 func (s *Server) SetRoutes(ctx context.Context, req *hostv1.SetRoutesRequest) (*hostv1.SetRoutesResponse, error) {
 	r, err := s.routing()
 	if err != nil {
 		return nil, err
 	}
-	routes, err := hostv1.RoutesFromProto(req.GetRoutes())
+	routes, err := hostv1.RouteTableFromProto(req.GetRoutes())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	if req.GetDelta() {
-		err = r.UpdateRoutes(req.GetBaseGeneration(), req.GetGeneration(), routes)
+		err = r.UpdateRouteTable(req.GetBaseGeneration(), req.GetGeneration(), routes)
 	} else {
-		err = r.SetRoutes(req.GetGeneration(), routes)
+		err = r.SetRouteTable(req.GetGeneration(), routes)
 	}
 	if err != nil {
 		return nil, routingStatus(err)
@@ -95,8 +96,8 @@ func (s *Server) GetRoutes(ctx context.Context, _ *hostv1.GetRoutesRequest) (*ho
 	if err != nil {
 		return nil, err
 	}
-	gen, routes := r.Routes()
-	return &hostv1.GetRoutesResponse{Generation: gen, Routes: hostv1.RoutesProto(routes)}, nil
+	gen, routes := r.RouteTable()
+	return &hostv1.GetRoutesResponse{Generation: gen, Routes: hostv1.RouteTableProto(routes)}, nil
 }
 
 // SetWiring implements HostService.SetWiring.

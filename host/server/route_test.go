@@ -75,7 +75,8 @@ func TestSetWiringDelivery(t *testing.T) {
 // TestSetRoutesDelta: a delta over gRPC changes some modules' routes of
 // the table at its base generation; over another base it is refused with
 // FAILED_PRECONDITION (GENERATION_MOVED) and sets nothing, and with
-// generation 0 it is INVALID_ARGUMENT.
+// generation 0 it is INVALID_ARGUMENT. Each route's namespace is kept, and
+// changed by a delta.
 func TestSetRoutesDelta(t *testing.T) {
 	tr := cluster.New(cluster.Options{})
 	t.Cleanup(func() { tr.Close() }) // after the host closes
@@ -91,19 +92,19 @@ func TestSetRoutesDelta(t *testing.T) {
 
 	gen, err := c.SetRoutes(ctx, 10, []*hostv1.Route{
 		{Module: "a", Addresses: []string{"127.0.0.1:1"}},
-		{Module: "b", Addresses: []string{"127.0.0.1:2"}},
+		{Module: "b", Addresses: []string{"127.0.0.1:2"}, Namespace: "team-a"},
 	})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(10), gen)
 	gen, err = c.UpdateRoutes(ctx, 10, 11, []*hostv1.Route{
 		{Module: "a"}, // removed
-		{Module: "b", Addresses: []string{"127.0.0.1:3"}},
+		{Module: "b", Addresses: []string{"127.0.0.1:3"}, Namespace: "team-b"},
 		{Module: "c", Addresses: []string{"127.0.0.1:4"}},
 	})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(11), gen)
 	want := &hostv1.GetRoutesResponse{Generation: 11, Routes: []*hostv1.Route{
-		{Module: "b", Addresses: []string{"127.0.0.1:3"}},
+		{Module: "b", Addresses: []string{"127.0.0.1:3"}, Namespace: "team-b"},
 		{Module: "c", Addresses: []string{"127.0.0.1:4"}},
 	}}
 	got, err := c.Routes(ctx)

@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	hostapi "github.com/tinyhost/tinyhost/host/api"
 )
 
 // TinyHost is one tinyhost host process. Its labels are what TinyModule
@@ -155,8 +157,12 @@ type TinyHostStatus struct {
 // whatever the TinyHost's status says yet. A module without
 // LabelModuleNamespace is the host's own.
 const (
-	// LabelModuleNamespace is the namespace of the TinyModule loaded.
-	LabelModuleNamespace = "operator.tinysystems.io/namespace"
+	// LabelModuleNamespace is the namespace of the TinyModule loaded,
+	// the host's own label of a module's namespace (api.LabelNamespace):
+	// the host refuses a guest's message to a module of another
+	// namespace. A module provided by a host (spec.providedBy) is the
+	// host's own, without it, and any namespace's modules may message it.
+	LabelModuleNamespace = hostapi.LabelNamespace
 	// LabelSpecHash is the TinyModule's spec hash the module was loaded
 	// for (HostModule.SpecHash).
 	LabelSpecHash = "operator.tinysystems.io/spec-hash"

@@ -149,7 +149,10 @@ type TinyModuleSpec struct {
 	// grants. messaging alone lets the module send to and call every
 	// module; messaging:<module> grants one module and
 	// messaging:<module>/<component> one component, and grants add up. A
-	// send or call to a target not granted is denied. Omitted, the module
+	// send or call to a target not granted is denied, and so is one to a
+	// module of another namespace, whatever the grants: a module messages
+	// its own namespace's modules and the ones the hosts provide
+	// (spec.providedBy) only. Omitted, the module
 	// gets the host's default capabilities (log and config unless the host
 	// is configured otherwise); [none] grants none at all. An empty list
 	// is refused, since it would read as "none" and be taken for the
@@ -187,9 +190,12 @@ type TinyModuleSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	Secrets []SecretRef `json:"secrets,omitempty"`
 
-	// Wiring connects the module's output ports to input ports of any
-	// module, so that what a component emits flows on without the component
-	// naming its target.
+	// Wiring connects the module's output ports to input ports of a
+	// module of its own namespace or one the hosts provide
+	// (spec.providedBy), so that what a component emits flows on without
+	// the component naming its target. A wire to a module of another
+	// namespace is left out of the hosts' wiring (Wired=False, reason
+	// OtherNamespace), and the hosts refuse what it would carry.
 	//
 	// +optional
 	// +listType=atomic
@@ -512,7 +518,8 @@ type Wire struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z][a-z0-9._-]{0,62}/[a-z][a-z0-9._-]{0,62}$')",message="wiring.from must be component/port: names of a-z, 0-9, '-', '_', '.' starting with a letter, at most 63 bytes each; system ports (starting with '_') cannot be wired"
 	From string `json:"from"`
 
-	// To is the input port it feeds, as module/component/port.
+	// To is the input port it feeds, as module/component/port: a module
+	// of the TinyModule's namespace, or one the hosts provide.
 	//
 	// +required
 	// +kubebuilder:validation:MaxLength=191

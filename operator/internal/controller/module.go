@@ -240,7 +240,11 @@ func (r *modules) decideLocked(ctx context.Context, m *v1alpha1.TinyModule) (hos
 // TinyModule (m among them).
 func (r *modules) decide(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHost, all []*v1alpha1.TinyModule, now metav1.Time) decision {
 	d := r.decidePlacement(m, hosts, all, now)
-	setWired(m, &d.status, now, r.wiringOf(m, all), r.wiresAccepted)
+	var names map[string]string
+	if len(m.Spec.Wiring) > 0 {
+		names = nameNamespaces(slices.Values(all), r.placedNow)
+	}
+	setWired(m, &d.status, now, r.wiringOf(m, all), names, r.wiresAccepted)
 	d.status.Selector = scaleSelector(m)
 	return d
 }

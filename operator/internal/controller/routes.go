@@ -42,9 +42,11 @@ const routeWait = time.Minute
 // sorted by module and address. A module without a serving replica is
 // absent, so that a call to it fails at once instead of
 // waiting on a host that does not serve it. TinyModules that lost a name
-// conflict have no placements and add nothing.
+// conflict have no placements and add nothing. Each route names its
+// module's namespace (moduleNamespace), from which the hosts refuse a
+// guest's message to a module of another.
 func routeTable(mods []v1alpha1.TinyModule) []*hostv1.Route {
-	byModule := map[string][]string{}
+	byModule := map[string]api.Route{}
 	for i := range mods {
 		m := &mods[i]
 		if !m.DeletionTimestamp.IsZero() {
@@ -52,15 +54,29 @@ func routeTable(mods []v1alpha1.TinyModule) []*hostv1.Route {
 		}
 		for _, p := range m.Status.Placements {
 			if (p.Phase == v1alpha1.PhaseReady || p.Phase == v1alpha1.PhaseDraining) && p.Address != "" {
-				byModule[m.Name] = append(byModule[m.Name], p.Address)
+				rt := byModule[m.Name]
+				rt.Addrs, rt.Namespace = append(rt.Addrs, p.Address), moduleNamespace(m)
+				byModule[m.Name] = rt
 			}
 		}
 	}
-	for name, addrs := range byModule {
-		slices.Sort(addrs)
-		byModule[name] = slices.Compact(addrs)
+	for name, rt := range byModule {
+		slices.Sort(rt.Addrs)
+		rt.Addrs = slices.Compact(rt.Addrs)
+		byModule[name] = rt
 	}
-	return hostv1.RoutesProto(byModule)
+	return hostv1.RouteTableProto(byModule)
+}
+
+// moduleNamespace is the namespace of m's module on the hosts: its own,
+// which the operator loads it with (v1alpha1.LabelModuleNamespace), or ""
+// for a module a host provides (spec.providedBy), which the host loaded
+// without it and every namespace's modules may message.
+func moduleNamespace(m *v1alpha1.TinyModule) string {
+	if m.Spec.ProvidedBy != "" {
+		return ""
+	}
+	return m.Namespace
 }
 
 // wiringTable is the output-port wiring of every placed module, from its
@@ -70,13 +86,15 @@ func routeTable(mods []v1alpha1.TinyModule) []*hostv1.Route {
 // its module's Wired condition, since a host refuses the whole table for
 // one bad wire and every other module's wiring would freeze with it.
 //
-// The namespaces of leftOut (wiringLeftOut) are left out whole.
+// The namespaces of leftOut (wiringLeftOut) are left out whole, and a
+// wire to a module of another namespace (otherNamespace) is left out.
 //
 // A wire named twice, once at least once, is at least once. The wires
 // are ordered by from, delivery and to, as the host answers them, so that
 // a host's table compares equal.
 func wiringTable(mods []v1alpha1.TinyModule, leftOut map[string]string) []*hostv1.Wire {
 	delivery := map[[2]string]string{}
+	var names map[string]string
 	for i := range mods {
 		m := &mods[i]
 		if !m.DeletionTimestamp.IsZero() || len(m.Status.Placements) == 0 || leftOut[m.Namespace] != "" {
@@ -85,6 +103,12 @@ func wiringTable(mods []v1alpha1.TinyModule, leftOut map[string]string) []*hostv
 		for _, w := range m.Spec.Wiring {
 			from := m.Name + "/" + w.From
 			if api.CheckWire(from, w.To) != nil {
+				continue
+			}
+			if names == nil {
+				names = nameNamespaces(values(mods), placedInStatus)
+			}
+			if otherNamespace(m, w.To, names) != "" {
 				continue
 			}
 			k := [2]string{from, w.To}
@@ -263,7 +287,7 @@ func chunked(routes []*hostv1.Route, limit int) [][]*hostv1.Route {
 
 // routesDiff is what turns the route table from into to, both sorted by
 // module, in one pass: each route of to that from lacks or has with other
-// addresses, and a route with no addresses, a removal, for each module of
+// addresses or another namespace, and a route with no addresses, a removal, for each module of
 // from that to lacks.
 func routesDiff(from, to []*hostv1.Route) []*hostv1.Route {
 	var out []*hostv1.Route
@@ -277,7 +301,7 @@ func routesDiff(from, to []*hostv1.Route) []*hostv1.Route {
 			out = append(out, to[j])
 			j++
 		default:
-			if !slices.Equal(from[i].GetAddresses(), to[j].GetAddresses()) {
+			if !slices.Equal(from[i].GetAddresses(), to[j].GetAddresses()) || from[i].GetNamespace() != to[j].GetNamespace() {
 				out = append(out, to[j])
 			}
 			i++
@@ -447,12 +471,12 @@ func generation(host uint64, now time.Time) uint64 {
 	return max(t, host+1)
 }
 
-// sameRoutes: a and b route the same modules to the same addresses, in
-// the same order. Cheaper than sameList, for the table that every host is
-// compared with at every push.
+// sameRoutes: a and b route the same modules of the same namespaces to
+// the same addresses, in the same order. Cheaper than sameList, for the
+// table that every host is compared with at every push.
 func sameRoutes(a, b []*hostv1.Route) bool {
 	return slices.EqualFunc(a, b, func(x, y *hostv1.Route) bool {
-		return x.GetModule() == y.GetModule() && slices.Equal(x.GetAddresses(), y.GetAddresses())
+		return x.GetModule() == y.GetModule() && x.GetNamespace() == y.GetNamespace() && slices.Equal(x.GetAddresses(), y.GetAddresses())
 	})
 }
 
@@ -465,7 +489,10 @@ const (
 	reasonWired       = "Wired"
 	reasonInvalidWire = "InvalidWire"
 	reasonOverBudget  = "WiringOverBudget"
-	reasonNotPlaced   = "NotPlaced"
+	// reasonOtherNamespace: a wire goes to a module of another
+	// namespace, which the hosts refuse.
+	reasonOtherNamespace = "OtherNamespace"
+	reasonNotPlaced      = "NotPlaced"
 	// reasonNotDelivered: a host that runs the module has not accepted
 	// a wiring with its wires.
 	reasonNotDelivered = "NotDelivered"
@@ -480,8 +507,11 @@ const (
 // leftOut says why the module's namespace is left out of the hosts'
 // wiring (wiringLeftOut): False, WiringOverBudget. A module without
 // placements (not placed yet, a name taken, a refused claim) is False,
-// NotPlaced: wiringTable sends no wire of it.
-func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.Time, leftOut string, accepted func(host string, wires [][2]string) string) {
+// NotPlaced: wiringTable sends no wire of it. A wire to a module of
+// another namespace, by names (nameNamespaces), is False, OtherNamespace,
+// naming each: wiringTable leaves it out.
+func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.Time, leftOut string, names map[string]string,
+	accepted func(host string, wires [][2]string) string) {
 	if len(m.Spec.Wiring) == 0 {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionWired)
 		return
@@ -496,11 +526,17 @@ func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.
 		set(v1alpha1.ConditionWired, false, reasonNotPlaced, "its wires are sent to the hosts once it is placed")
 		return
 	}
-	var bad []string
+	var bad, other []string
 	var wires [][2]string
 	for i, w := range m.Spec.Wiring {
 		if err := api.CheckWire(m.Name+"/"+w.From, w.To); err != nil {
 			bad = append(bad, fmt.Sprintf("spec.wiring[%d]: %v", i, err))
+			continue
+		}
+		if ns := otherNamespace(m, w.To, names); ns != "" {
+			// Names and namespaces are the cluster's, not guest text;
+			// quoted all the same.
+			other = append(other, fmt.Sprintf("spec.wiring[%d]: %q is the module of TinyModule %s/%s", i, w.To, ns, strings.SplitN(w.To, "/", 2)[0]))
 			continue
 		}
 		wires = append(wires, [2]string{m.Name + "/" + w.From, w.To})
@@ -509,6 +545,13 @@ func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.
 		set(v1alpha1.ConditionWired, false, reasonInvalidWire,
 			fmt.Sprintf("%d of %d wires left out of every host's wiring, which hosts would refuse: %s",
 				len(bad), len(m.Spec.Wiring), strings.Join(bad, "; ")))
+		return
+	}
+	if len(other) > 0 {
+		set(v1alpha1.ConditionWired, false, reasonOtherNamespace,
+			fmt.Sprintf("%d of %d wires left out of every host's wiring: they go to modules of another namespace than %s, "+
+				"which a module may not message (the hosts refuse it); a module that several namespaces message is one the hosts provide (spec.providedBy): %s",
+				len(other), len(m.Spec.Wiring), m.Namespace, strings.Join(other, "; ")))
 		return
 	}
 	// The hosts that run it deliver its outputs along its wires.

@@ -54,8 +54,8 @@ func TestRoutes(t *testing.T) {
 
 	wantRoutes := func(tallyAddr string) []*hostv1.Route {
 		return []*hostv1.Route{
-			{Module: "common", Addresses: []string{readyAddr(common)}},
-			{Module: "tally", Addresses: []string{tallyAddr}},
+			{Module: "common", Addresses: []string{readyAddr(common)}, Namespace: "default"},
+			{Module: "tally", Addresses: []string{tallyAddr}, Namespace: "default"},
 		}
 	}
 	b.tablesEverywhere(t, wantRoutes(readyAddr(tm)))
@@ -299,7 +299,7 @@ func TestWiringTableDropsBadWires(t *testing.T) {
 	} {
 		t.Run(tt.m.Name, func(t *testing.T) {
 			st := v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h"}}}
-			setWired(&tt.m, &st, now, "", func(string, [][2]string) string { return "" })
+			setWired(&tt.m, &st, now, "", nil, func(string, [][2]string) string { return "" })
 			c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired)
 			require.NotNil(t, c)
 			assert.Equal(t, tt.status, c.Status)
@@ -309,10 +309,69 @@ func TestWiringTableDropsBadWires(t *testing.T) {
 				assert.Contains(t, c.Message, want)
 			}
 			tt.m.Spec.Wiring = nil
-			setWired(&tt.m, &st, now, "", func(string, [][2]string) string { return "" })
+			setWired(&tt.m, &st, now, "", nil, func(string, [][2]string) string { return "" })
 			assert.Nil(t, meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired), "no wiring, no condition")
 		})
 	}
+}
+
+// TestTablesOtherNamespace: each route names its module's namespace, none
+// for a module a host provides; a wire to the module of a TinyModule of
+// another namespace is left out of the wiring and its module is
+// Wired=False, OtherNamespace, naming it, while wires to its own
+// namespace's modules, to a provided one and to a name no TinyModule holds
+// are kept. Of two TinyModules of a name, the placed one holds it.
+func TestTablesOtherNamespace(t *testing.T) {
+	placed := v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h1", Address: "h1:1", Phase: v1alpha1.PhaseReady}}}
+	mod := func(ns, name string, st v1alpha1.TinyModuleStatus, wiring ...v1alpha1.Wire) v1alpha1.TinyModule {
+		return v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 2}, Status: st,
+			Spec: v1alpha1.TinyModuleSpec{Wiring: wiring}}
+	}
+	shared := mod("tinyhost-system", "shared", placed)
+	shared.Spec.ProvidedBy = "h1"
+	mods := []v1alpha1.TinyModule{
+		mod("team-a", "front", placed,
+			v1alpha1.Wire{From: "c/out", To: "billing/charge/in"},
+			v1alpha1.Wire{From: "c/out", To: "books/c/in"},
+			v1alpha1.Wire{From: "c/out", To: "shared/c/in"},
+			v1alpha1.Wire{From: "c/out", To: "nobody/c/in"}),
+		mod("team-a", "books", placed),
+		mod("team-b", "billing", placed),
+		mod("team-a", "billing", v1alpha1.TinyModuleStatus{}), // lost the name
+		shared,
+	}
+	assert.True(t, sameList(routeTable(mods), []*hostv1.Route{
+		{Module: "billing", Addresses: []string{"h1:1"}, Namespace: "team-b"},
+		{Module: "books", Addresses: []string{"h1:1"}, Namespace: "team-a"},
+		{Module: "front", Addresses: []string{"h1:1"}, Namespace: "team-a"},
+		{Module: "shared", Addresses: []string{"h1:1"}},
+	}), "%v", routeTable(mods))
+	got := wiringTable(mods, nil)
+	assert.True(t, sameList(got, []*hostv1.Wire{
+		{From: "front/c/out", To: []string{"books/c/in", "nobody/c/in", "shared/c/in"}},
+	}), "%v", got)
+
+	names := nameNamespaces(values(mods), placedInStatus)
+	st := placed
+	setWired(&mods[0], &st, metav1.Now(), "", names, func(string, [][2]string) string { return "" })
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired)
+	require.NotNil(t, c)
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Equal(t, "OtherNamespace", c.Reason)
+	assert.Contains(t, c.Message, "1 of 4 wires left out of every host's wiring: they go to modules of another namespace than team-a")
+	assert.Contains(t, c.Message, `spec.wiring[0]: "billing/charge/in" is the module of TinyModule team-b/billing`)
+	assert.Contains(t, c.Message, "spec.providedBy")
+
+	// Without the wire to billing, front is wired.
+	mods[0].Spec.Wiring = mods[0].Spec.Wiring[1:]
+	setWired(&mods[0], &st, metav1.Now(), "", names, func(string, [][2]string) string { return "" })
+	assert.True(t, meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionWired))
+
+	// A route's namespace is a change of its own.
+	moved := []*hostv1.Route{{Module: "billing", Addresses: []string{"h1:1"}, Namespace: "team-c"}}
+	was := []*hostv1.Route{{Module: "billing", Addresses: []string{"h1:1"}, Namespace: "team-b"}}
+	assert.False(t, sameRoutes(was, moved))
+	assert.Equal(t, moved, routesDiff(was, moved))
 }
 
 // TestGeneration: a push is above the host's generation, and replaces

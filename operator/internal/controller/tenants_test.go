@@ -23,8 +23,10 @@ import (
 
 // TestTenants: two teams share the hosts. The second team's TinyModule
 // named like the first's, one named like a module a host loaded on its
-// own, and a bad wire of the second team leave the first team's modules
-// loaded, routed and wired, and the host's own module loaded.
+// own, a bad wire of the second team, and its wire to the first team's
+// tally (left out of the hosts' wiring: Wired=False, OtherNamespace) leave
+// the first team's modules loaded, routed and wired, and the host's own
+// module loaded.
 func TestTenants(t *testing.T) {
 	b := newBed(t, hostSpec{name: "host-a"}, hostSpec{name: "host-b"})
 	ctx := ctxT(t, 5*time.Minute)
@@ -81,14 +83,15 @@ func TestTenants(t *testing.T) {
 		wantWire := &hostv1.Wire{From: "common/split/out", To: []string{"tally/counter/in"}}
 		eventually(t, 30*time.Second, "team-a's routes and wiring on every host", func() error {
 			return b.routedAndWired(ctx, []*hostv1.Route{
-				{Module: "common", Addresses: []string{readyAddr(common)}},
-				{Module: "tally", Addresses: []string{readyAddr(tm)}},
-			}, []*hostv1.Wire{wantWire, {From: "rogue/greeter/out", To: []string{"tally/counter/in"}}})
+				{Module: "common", Addresses: []string{readyAddr(common)}, Namespace: "team-a"},
+				{Module: "tally", Addresses: []string{readyAddr(tm)}, Namespace: "team-a"},
+			}, []*hostv1.Wire{wantWire})
 		})
-		// Wired once the hosts that run it answered the push.
-		eventually(t, 30*time.Second, "team-b/rogue Wired=True", func() error {
+		// rogue's wire goes to team-a's tally: left out, and said so.
+		eventually(t, 30*time.Second, "team-b/rogue Wired=False, OtherNamespace", func() error {
 			m := b.module(t, "team-b", "rogue")
-			if c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionWired); c == nil || c.Status != metav1.ConditionTrue {
+			c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionWired)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reasonOtherNamespace || !strings.Contains(c.Message, "TinyModule team-a/tally") {
 				return fmt.Errorf("%s", brief(m))
 			}
 			return nil
@@ -154,8 +157,8 @@ func (b *bed) teamA(t *testing.T, tallyRef string) (common, tally *v1alpha1.Tiny
 	return b.ready(t, "team-a", "common", time.Minute), b.ready(t, "team-a", "tally", time.Minute)
 }
 
-// teamB creates team-b's rogue, its greeter/out wired to tally/counter/in,
-// and its tally and hello, named like team-a's and a host's own.
+// teamB creates team-b's rogue, its greeter/out wired to tally/counter/in
+// (team-a's, a wire the operator leaves out), and its tally and hello, named like team-a's and a host's own.
 func (b *bed) teamB(t *testing.T) {
 	t.Helper()
 	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "rogue"},

@@ -162,7 +162,7 @@ func TestWiredMessageBounded(t *testing.T) {
 	refusing := func(string, [][2]string) string {
 		return "the host did not take the wiring: " + strings.Repeat("é", 300)
 	}
-	setWired(&m, &st, metav1.Now(), "", refusing)
+	setWired(&m, &st, metav1.Now(), "", nil, refusing)
 	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired)
 	require.NotNil(t, c)
 	assert.Equal(t, reasonNotDelivered, c.Reason)

@@ -123,3 +123,48 @@ func values(mods []v1alpha1.TinyModule) iter.Seq[*v1alpha1.TinyModule] {
 		}
 	}
 }
+
+// A module may message only its own namespace's modules and the ones the
+// hosts provide (the host refuses the rest, api.OtherNamespace): a wire
+// to a module of another namespace is left out of the hosts' wiring, and
+// its module says so (Wired=False, OtherNamespace).
+
+// nameNamespaces maps each module name to the namespace of the module
+// that runs under it on the hosts (moduleNamespace): of the TinyModules
+// of that name not being deleted, the one that holds the name (holds: a
+// placed one, by placed, else the first created). A module whose claim
+// that a host provides it was refused has no placements and does not
+// count.
+func nameNamespaces(mods iter.Seq[*v1alpha1.TinyModule], placed func(*v1alpha1.TinyModule) bool) map[string]string {
+	holder := map[string]*v1alpha1.TinyModule{}
+	for m := range mods {
+		if !m.DeletionTimestamp.IsZero() || m.Spec.ProvidedBy != "" && len(m.Status.Placements) == 0 {
+			continue
+		}
+		if h := holder[m.Name]; h == nil || holds(m, h, placed(m), placed(h)) {
+			holder[m.Name] = m
+		}
+	}
+	out := make(map[string]string, len(holder))
+	for name, m := range holder {
+		out[name] = moduleNamespace(m)
+	}
+	return out
+}
+
+// placedInStatus: m's status has placements.
+func placedInStatus(m *v1alpha1.TinyModule) bool { return len(m.Status.Placements) > 0 }
+
+// otherNamespace is the namespace of the module a wire of m to to (a
+// wire a host takes, api.CheckWire) goes to when it is not m's own nor
+// none, by names (nameNamespaces); "" when m may message it.
+func otherNamespace(m *v1alpha1.TinyModule, to string, names map[string]string) string {
+	t, err := api.ParseWireEnd(to)
+	if err != nil {
+		return ""
+	}
+	if ns := names[t.Module]; api.OtherNamespace(m.Namespace, ns) {
+		return ns
+	}
+	return ""
+}
