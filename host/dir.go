@@ -50,15 +50,18 @@ type dirLoader struct {
 	files map[string]dirFile  // by path: the module each file loaded
 	work  map[string]*dirWork // by path: the file's worker, while it runs
 
-	// held bounds the bytes of module files the workers hold at once.
-	held fileBytes
+	// held bounds the bytes of module files the workers hold at once,
+	// fetched those of the modules that reference files name.
+	held, fetched fileBytes
 }
 
 // dirHeldFiles is how many module files of MaxModuleSize bytes the
 // workers of the modules directory hold at once, from before they read
-// one until its load is done: a worker each, a thousand files at once
-// (sparse, they cost the disk nothing) would otherwise have the host
-// hold a thousand times MaxModuleSize, outside every bound.
+// one until its load is done, and how many modules that reference files
+// name, from before the fetch: a worker each, a thousand files at once
+// (sparse, they cost the disk nothing; references to a module the
+// fetcher has cached cost no request) would otherwise have the host hold
+// a thousand times MaxModuleSize, outside every bound.
 var dirHeldFiles int64 = 4
 
 // fileBytes is a count of bytes held, bounded: take waits for room.
@@ -128,6 +131,7 @@ func startDir(ctx context.Context, h *Host, dir string) (*dirLoader, error) {
 	}
 	d := &dirLoader{h: h, dir: dir, w: w, files: map[string]dirFile{}, work: map[string]*dirWork{}}
 	d.held.max = dirHeldFiles * max(h.opts.MaxModuleSize, api.MaxRefFileSize)
+	d.fetched.max = dirHeldFiles * h.opts.MaxModuleSize
 	var scan sync.WaitGroup
 	if err := d.rescan(&scan); err != nil {
 		w.Close()
@@ -360,6 +364,14 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 		// registry or the cache, and the module's digest is theirs.
 		src, err := api.ParseRefFile(b)
 		if err == nil {
+			// What a fetch returns is counted apart from the files,
+			// as MaxModuleSize before it is known: a fetch that drips
+			// holds up other references only, and for its deadline.
+			var done func()
+			if done, err = d.fetched.take(ctx, h.opts.MaxModuleSize); err != nil {
+				return synced // the host's loads stopped
+			}
+			defer done()
 			b, err = h.fetch(ctx, src)
 			source = src.String()
 		}
