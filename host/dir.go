@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,6 +65,14 @@ type dirLoader struct {
 // a thousand times MaxModuleSize, outside every bound.
 var dirHeldFiles int64 = 4
 
+// timesHeld is dirHeldFiles times size, or the most an int64 holds.
+func timesHeld(size int64) int64 {
+	if size > math.MaxInt64/dirHeldFiles {
+		return math.MaxInt64
+	}
+	return size * dirHeldFiles
+}
+
 // fileBytes is a count of bytes held, bounded: take waits for room.
 type fileBytes struct {
 	mu    sync.Mutex
@@ -78,7 +87,7 @@ func (b *fileBytes) take(ctx context.Context, n int64) (func(), error) {
 	n = min(n, b.max)
 	for {
 		b.mu.Lock()
-		if b.held+n <= b.max {
+		if n <= b.max-b.held {
 			b.held += n
 			b.mu.Unlock()
 			return func() {
@@ -130,8 +139,8 @@ func startDir(ctx context.Context, h *Host, dir string) (*dirLoader, error) {
 		return nil, err
 	}
 	d := &dirLoader{h: h, dir: dir, w: w, files: map[string]dirFile{}, work: map[string]*dirWork{}}
-	d.held.max = dirHeldFiles * max(h.opts.MaxModuleSize, api.MaxRefFileSize)
-	d.fetched.max = dirHeldFiles * h.opts.MaxModuleSize
+	d.held.max = timesHeld(max(h.opts.MaxModuleSize, api.MaxRefFileSize))
+	d.fetched.max = timesHeld(h.opts.MaxModuleSize)
 	var scan sync.WaitGroup
 	if err := d.rescan(&scan); err != nil {
 		w.Close()
