@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,67 @@ type dirLoader struct {
 	mu    sync.Mutex
 	files map[string]dirFile  // by path: the module each file loaded
 	work  map[string]*dirWork // by path: the file's worker, while it runs
+
+	// held bounds the bytes of module files the workers hold at once,
+	// fetched those of the modules that reference files name.
+	held, fetched fileBytes
+}
+
+// dirHeldFiles is how many module files of MaxModuleSize bytes the
+// workers of the modules directory hold at once, from before they read
+// one until its load is done, and how many modules that reference files
+// name, from before the fetch: a worker each, a thousand files at once
+// (sparse, they cost the disk nothing; references to a module the
+// fetcher has cached cost no request) would otherwise have the host hold
+// a thousand times MaxModuleSize, outside every bound.
+var dirHeldFiles int64 = 4
+
+// timesHeld is dirHeldFiles times size, or the most an int64 holds.
+func timesHeld(size int64) int64 {
+	if size > math.MaxInt64/dirHeldFiles {
+		return math.MaxInt64
+	}
+	return size * dirHeldFiles
+}
+
+// fileBytes is a count of bytes held, bounded: take waits for room.
+type fileBytes struct {
+	mu    sync.Mutex
+	held  int64
+	max   int64
+	freed chan struct{} // closed, and replaced, when bytes are given back
+}
+
+// take counts n bytes, at most max, once they fit, waiting as long as
+// ctx allows, and returns the function that gives them back.
+func (b *fileBytes) take(ctx context.Context, n int64) (func(), error) {
+	n = min(n, b.max)
+	for {
+		b.mu.Lock()
+		if n <= b.max-b.held {
+			b.held += n
+			b.mu.Unlock()
+			return func() {
+				b.mu.Lock()
+				b.held -= n
+				if b.freed != nil {
+					close(b.freed)
+					b.freed = nil
+				}
+				b.mu.Unlock()
+			}, nil
+		}
+		if b.freed == nil {
+			b.freed = make(chan struct{})
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
 }
 
 type dirFile struct {
@@ -77,6 +139,8 @@ func startDir(ctx context.Context, h *Host, dir string) (*dirLoader, error) {
 		return nil, err
 	}
 	d := &dirLoader{h: h, dir: dir, w: w, files: map[string]dirFile{}, work: map[string]*dirWork{}}
+	d.held.max = timesHeld(max(h.opts.MaxModuleSize, api.MaxRefFileSize))
+	d.fetched.max = timesHeld(h.opts.MaxModuleSize)
 	var scan sync.WaitGroup
 	if err := d.rescan(&scan); err != nil {
 		w.Close()
@@ -264,8 +328,20 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 	if strings.HasSuffix(path, api.RefFileExt) {
 		limit = api.MaxRefFileSize
 	}
-	b, err := readModuleFile(path, limit, dirQuiet)
+	// The file's bytes are counted from before it is opened (a worker
+	// waiting for room holds no descriptor) until its load is done.
+	var release func()
+	b, err := readModuleFile(path, limit, dirQuiet, func(n int64) error {
+		var err error
+		release, err = d.held.take(ctx, n)
+		return err
+	})
+	if release != nil {
+		defer release()
+	}
 	switch {
+	case err != nil && ctx.Err() != nil:
+		return synced // the host's loads stopped
 	case errors.Is(err, fs.ErrNotExist):
 		if known {
 			d.mu.Lock()
@@ -297,6 +373,14 @@ func (d *dirLoader) sync(ctx context.Context, path string, backoff time.Duration
 		// registry or the cache, and the module's digest is theirs.
 		src, err := api.ParseRefFile(b)
 		if err == nil {
+			// What a fetch returns is counted apart from the files,
+			// as MaxModuleSize before it is known: a fetch that drips
+			// holds up other references only, and for its deadline.
+			var done func()
+			if done, err = d.fetched.take(ctx, h.opts.MaxModuleSize); err != nil {
+				return synced // the host's loads stopped
+			}
+			defer done()
 			b, err = h.fetch(ctx, src)
 			source = src.String()
 		}
@@ -385,7 +469,10 @@ func openRegular(path string) (*os.File, os.FileInfo, error) {
 // file that grows is cut off), and never blocking on a FIFO or a device.
 // With quiet > 0 (the modules directory), a file modified less than quiet
 // ago, or while it was read, fails with errChanged, to be read again.
-func readModuleFile(path string, limit int64, quiet time.Duration) ([]byte, error) {
+// hold, when not nil, is given the file's size before it is opened, and
+// the file is read only if hold returns nil; a file that has grown past
+// that size since fails with errChanged.
+func readModuleFile(path string, limit int64, quiet time.Duration, hold func(int64) error) ([]byte, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -395,6 +482,12 @@ func readModuleFile(path string, limit int64, quiet time.Duration) ([]byte, erro
 	}
 	if st.Size() > limit {
 		return nil, tooLarge(st.Size(), limit)
+	}
+	if hold != nil {
+		if err := hold(st.Size()); err != nil {
+			return nil, err
+		}
+		limit = st.Size() // more is a change, caught below
 	}
 	// A file swapped for a FIFO since the Stat cannot block the open.
 	f, before, err := openRegular(path)
@@ -413,6 +506,9 @@ func readModuleFile(path string, limit int64, quiet time.Duration) ([]byte, erro
 		return nil, err
 	}
 	if int64(len(b)) > limit {
+		if hold != nil {
+			return nil, errChanged
+		}
 		return nil, tooLarge(int64(len(b)), limit)
 	}
 	after, err := f.Stat()

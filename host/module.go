@@ -32,7 +32,7 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts LoadOptions) (ModuleI
 // regular file (or a symbolic link to one) of at most MaxModuleSize bytes;
 // that is checked before it is read.
 func (h *Host) LoadFile(ctx context.Context, path string, opts LoadOptions) (ModuleInfo, error) {
-	b, err := readModuleFile(path, h.opts.MaxModuleSize, 0)
+	b, err := readModuleFile(path, h.opts.MaxModuleSize, 0, nil)
 	if err != nil {
 		lerr := &api.LoadError{Module: opts.Name, File: path, Kind: kindOf(err), Err: err}
 		h.events.publish(Event{Type: EventFailed, Module: opts.Name, Source: path, Err: lerr})

@@ -444,13 +444,16 @@ func (h *Host) dropRepeatedEntries(before map[string]int64) {
 }
 
 // sameContent reports whether the files at a and b hold the same bytes.
+// Both are opened only as regular files, without blocking (openRegular):
+// the entries were listed before the compile, and a FIFO planted in the
+// place of one since would otherwise hold the load until a writer came.
 func sameContent(a, b string) bool {
-	fa, err := os.Open(a)
+	fa, _, err := openRegular(a)
 	if err != nil {
 		return false
 	}
 	defer fa.Close()
-	fb, err := os.Open(b)
+	fb, _, err := openRegular(b)
 	if err != nil {
 		return false
 	}
