@@ -76,8 +76,11 @@ func TestWatchNeverReadLogsOnce(t *testing.T) {
 			lines++
 		}
 	}
-	// The Watch's line, and at most one of the health service's own
-	// subscription, which reads as fast as the events come.
+	// A line each time a subscriber falls behind, not one per event missed
+	// (1,771 of 2,000 before): the Watch, which the client's flow windows
+	// let take a few events after its first drop, and the health service's
+	// own subscription, which falls behind only when the machine is too
+	// busy to let it read as fast as the events come.
 	assert.Positive(t, lines, "the events the Watch missed are logged")
-	assert.LessOrEqual(t, lines, 2, "log lines of the events missed, of %d events", events)
+	assert.Less(t, lines, events/4, "log lines of the events missed, of %d events", events)
 }
