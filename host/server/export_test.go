@@ -26,3 +26,7 @@ func ModuleProto(m *host.ModuleInfo) (*hostv1.Module, []string) { return moduleP
 
 // MaxOpenCalls is how many calls without a credential run at once.
 const MaxOpenCalls = maxOpenCalls
+
+// OnRoomWait has f told how many requests a stream took when its reader
+// begins to wait for it to hold less; nil stops it.
+func OnRoomWait(f func(taken int)) { roomWait = f }

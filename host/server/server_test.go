@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -613,4 +614,66 @@ func TestGracefulStop(t *testing.T) {
 	late := hostv1.NewHostServiceClient(dial(t, lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials())))
 	_, err = late.Info(ctx, &hostv1.InfoRequest{})
 	assert.Equal(t, codes.Unavailable, status.Code(err))
+}
+
+// TestInvokeStreamHeldBytes: a client that sends requests of 1 MiB and
+// reads no reply has the stream stop taking requests once it holds
+// MaxMessageBytes of requests and unsent replies, not after StreamWindow
+// of them (64, each with its reply); once it reads, every request is
+// answered.
+func TestInvokeStreamHeldBytes(t *testing.T) {
+	waits := make(chan int, 1)
+	server.OnRoomWait(func(taken int) {
+		select {
+		case waits <- taken:
+		default:
+		}
+	})
+	t.Cleanup(func() { server.OnRoomWait(nil) })
+	e := newEnv(t, envOptions{})
+	e.load(t, guest(t, "echo"), "", api.Limits{MaxInstances: 4})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	stream, err := e.client.InvokeStream(ctx)
+	require.NoError(t, err)
+
+	const n = 64
+	payload := bytes.Repeat([]byte{'x'}, 1<<20)
+	sent := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if err := stream.Send(&hostv1.InvokeStreamRequest{Id: uint64(i), Request: &hostv1.InvokeRequest{
+				Module: "echo", Component: "echo", Port: "in", Payload: payload,
+			}}); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- stream.CloseSend()
+	}()
+
+	// Without the bound the stream takes all 64 (their replies unread),
+	// and the client's sends all complete: it must wait for room first.
+	var sendErr error
+	select {
+	case taken := <-waits:
+		t.Logf("the stream waited for room after taking %d requests of 1 MiB", taken)
+		assert.LessOrEqual(t, taken, 16, "requests taken before the stream waited")
+	case sendErr = <-sent:
+		t.Fatalf("all %d requests of 1 MiB were sent (%v) with no reply read, and the stream never waited for room", n, sendErr)
+	}
+
+	seen := map[uint64]bool{}
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		require.Nil(t, resp.GetError(), "id %d", resp.GetId())
+		assert.Len(t, resp.GetResponse().GetPayload(), len(payload), "id %d", resp.GetId())
+		seen[resp.GetId()] = true
+	}
+	require.NoError(t, <-sent)
+	assert.Len(t, seen, n)
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/hostv1"
@@ -118,8 +119,12 @@ type serverStream[Req, Resp any] interface {
 // sends each response as it completes.
 //
 // A reader goroutine takes a request off the wire only when one of
-// StreamWindow slots is free, so a client that sends faster than the host
-// answers is held back by gRPC flow control rather than by memory. It
+// StreamWindow slots is free and the stream holds less than
+// MaxMessageBytes of requests not yet answered and replies not yet sent,
+// so a client that sends faster than the host answers, or never reads its
+// replies, is held back by gRPC flow control rather than by memory: a
+// stream holds about two messages' bytes, not StreamWindow of them (the
+// replies of requests taken while it held less may add theirs). It
 // passes each request to accept, on the reader's goroutine and in the
 // order received; accept returns the work that answers it, which runs on a
 // worker, or nil when the request gets no response. The reader is not the
@@ -131,7 +136,8 @@ func serveStream[Req, Resp any](s *Server, stream serverStream[Req, Resp], stopp
 		s: s, stream: stream, accept: accept,
 		slots:   make(chan struct{}, s.opts.StreamWindow),
 		readErr: make(chan error, 1),
-		queue:   make(chan func() *Resp),
+		queue:   make(chan job[Resp]),
+		held:    gauge{bound: s.opts.MaxMessageBytes},
 		done:    make(chan struct{}),
 	}
 	defer close(r.done)
@@ -165,12 +171,85 @@ type streamRun[Req, Resp any] struct {
 	slots   chan struct{}
 	readErr chan error
 
+	// held is the bytes of the requests taken and not yet answered and of
+	// the replies not yet sent: the reader takes no request while it is at
+	// its bound.
+	held gauge
+
 	// Workers run the requests and stay for the next one until the stream
 	// ends: a guest call needs a deep stack, which a goroutine made per
 	// request would grow, by copying, every time.
-	queue   chan func() *Resp
+	queue   chan job[Resp]
 	workers int // read and written by the reader only
+	taken   int // the requests taken with work; the reader's only
 	done    chan struct{}
+}
+
+// roomWait, when set (by a test), is told how many requests a stream
+// took when its reader begins to wait for room.
+var roomWait func(taken int)
+
+// job is a request's work and the bytes of the request, which the stream
+// holds until its reply is sent.
+type job[Resp any] struct {
+	work func() *Resp
+	n    int
+}
+
+// hold adds n bytes (fewer when negative) to what the stream holds.
+func (r *streamRun[Req, Resp]) hold(n int) { r.held.add(n) }
+
+// waitRoom waits until the stream holds less than its bound; false when
+// the stream or the server ends first.
+func (r *streamRun[Req, Resp]) waitRoom(ctx context.Context) bool {
+	room := r.held.room()
+	if room == nil {
+		return true
+	}
+	if roomWait != nil {
+		roomWait(r.taken)
+	}
+	select {
+	case <-room:
+		return true
+	case <-r.s.stopping:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// gauge is a count of bytes held, which a reader waits to fall below its
+// bound.
+type gauge struct {
+	bound int
+	mu    sync.Mutex
+	n     int
+	wait  chan struct{} // closed when n falls below bound; nil when no one waits
+}
+
+func (g *gauge) add(n int) {
+	g.mu.Lock()
+	g.n += n
+	if g.wait != nil && g.n < g.bound {
+		close(g.wait)
+		g.wait = nil
+	}
+	g.mu.Unlock()
+}
+
+// room returns nil when g holds less than its bound, else a channel closed
+// when it does.
+func (g *gauge) room() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.n < g.bound {
+		return nil
+	}
+	if g.wait == nil {
+		g.wait = make(chan struct{})
+	}
+	return g.wait
 }
 
 // wait returns why the stream ends: nil when the client closed it,
@@ -199,6 +278,10 @@ func (r *streamRun[Req, Resp]) read() {
 		case <-r.s.stopping:
 			return
 		case <-ctx.Done():
+			return
+		}
+		if !r.waitRoom(ctx) {
+			<-r.slots
 			return
 		}
 		req, err := r.stream.Recv()
@@ -230,13 +313,16 @@ func (r *streamRun[Req, Resp]) take(req *Req) bool {
 	}
 	r.wg.Add(1)
 	r.mu.Unlock()
-	r.dispatch(work)
+	n := proto.Size(any(req).(proto.Message))
+	r.hold(n)
+	r.taken++
+	r.dispatch(job[Resp]{work: work, n: n})
 	return true
 }
 
 // dispatch hands work to an idle worker, or to a new one while there are
 // fewer than StreamWindow.
-func (r *streamRun[Req, Resp]) dispatch(work func() *Resp) {
+func (r *streamRun[Req, Resp]) dispatch(work job[Resp]) {
 	select {
 	case r.queue <- work:
 		return
@@ -253,7 +339,7 @@ func (r *streamRun[Req, Resp]) dispatch(work func() *Resp) {
 
 // worker runs work, then the work it is handed next, until the stream
 // ends.
-func (r *streamRun[Req, Resp]) worker(work func() *Resp) {
+func (r *streamRun[Req, Resp]) worker(work job[Resp]) {
 	for {
 		r.run(work)
 		select {
@@ -266,12 +352,16 @@ func (r *streamRun[Req, Resp]) worker(work func() *Resp) {
 
 // run runs one request's work and sends its response, unless a send
 // already failed.
-func (r *streamRun[Req, Resp]) run(work func() *Resp) {
+func (r *streamRun[Req, Resp]) run(j job[Resp]) {
+	m := 0 // the reply's bytes, held until it is sent
 	defer func() {
+		r.hold(-j.n - m)
 		<-r.slots
 		r.wg.Done()
 	}()
-	resp := work()
+	resp := j.work()
+	m = proto.Size(any(resp).(proto.Message))
+	r.hold(m)
 	r.sendMu.Lock()
 	defer r.sendMu.Unlock()
 	if r.sendErr == nil {
