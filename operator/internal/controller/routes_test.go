@@ -395,3 +395,21 @@ func TestGeneration(t *testing.T) {
 		})
 	}
 }
+
+// TestTablesProvidedWires: a module the hosts provide is of no namespace
+// on the hosts (moduleNamespace), which may message any namespace's
+// module: its wire to a tenant's module is kept, and it is Wired, though
+// the TinyModule that publishes it lives in the hosts' namespace.
+func TestTablesProvidedWires(t *testing.T) {
+	placed := v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h1", Address: "h1:1", Phase: v1alpha1.PhaseReady}}}
+	shared := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "tinyhost-system", Name: "shared", Generation: 1}, Status: placed,
+		Spec: v1alpha1.TinyModuleSpec{ProvidedBy: "h1", Wiring: []v1alpha1.Wire{{From: "c/out", To: "books/c/in"}}}}
+	books := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "books", Generation: 1}, Status: placed}
+	mods := []v1alpha1.TinyModule{shared, books}
+	got := wiringTable(mods, nil)
+	assert.True(t, sameList(got, []*hostv1.Wire{{From: "shared/c/out", To: []string{"books/c/in"}}}), "%v", got)
+
+	st := placed
+	setWired(&mods[0], &st, metav1.Now(), "", nameNamespaces(values(mods), placedInStatus), func(string, [][2]string) string { return "" })
+	assert.True(t, meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionWired), "%+v", st.Conditions)
+}
