@@ -87,7 +87,11 @@ func moduleNamespace(m *v1alpha1.TinyModule) string {
 // one bad wire and every other module's wiring would freeze with it.
 //
 // The namespaces of leftOut (wiringLeftOut) are left out whole, and a
-// wire to a module of another namespace (otherNamespace) is left out.
+// wire to a module of another namespace (otherNamespace) is left out. So
+// are the wires of a module named like one a host runs on its own
+// (clashing): a wire names a module, not a TinyModule, and on that host
+// it would take the outputs of the host's module, of no namespace, which
+// every namespace's modules message, to the TinyModule's namespace.
 //
 // A wire named twice, once at least once, is at least once. The wires
 // are ordered by from, delivery and to, as the host answers them, so that
@@ -97,7 +101,7 @@ func wiringTable(mods []v1alpha1.TinyModule, leftOut map[string]string) []*hostv
 	var names map[string]string
 	for i := range mods {
 		m := &mods[i]
-		if !m.DeletionTimestamp.IsZero() || len(m.Status.Placements) == 0 || leftOut[m.Namespace] != "" {
+		if !m.DeletionTimestamp.IsZero() || len(m.Status.Placements) == 0 || leftOut[m.Namespace] != "" || clashing(&m.Status) {
 			continue
 		}
 		for _, w := range m.Spec.Wiring {
@@ -507,7 +511,8 @@ const (
 // leftOut says why the module's namespace is left out of the hosts'
 // wiring (wiringLeftOut): False, WiringOverBudget. A module without
 // placements (not placed yet, a name taken, a refused claim) is False,
-// NotPlaced: wiringTable sends no wire of it. A wire to a module of
+// NotPlaced: wiringTable sends no wire of it; one named like a module a
+// host runs on its own (clashing) is False, NameConflict. A wire to a module of
 // another namespace, by names (nameNamespaces), is False, OtherNamespace,
 // naming each: wiringTable leaves it out.
 func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.Time, leftOut string, names map[string]string,
@@ -524,6 +529,12 @@ func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.
 	if len(st.Placements) == 0 {
 		// wiringTable sends the wires of placed modules only.
 		set(v1alpha1.ConditionWired, false, reasonNotPlaced, "its wires are sent to the hosts once it is placed")
+		return
+	}
+	if clashing(st) {
+		set(v1alpha1.ConditionWired, false, v1alpha1.ReasonNameConflict,
+			"none of its wires is sent to the hosts while a host runs a module of this name on its own (Degraded): "+
+				"a wire names a module, and there it would take that module's outputs; rename one of them")
 		return
 	}
 	var bad, other []string
@@ -578,4 +589,12 @@ func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.
 		return
 	}
 	set(v1alpha1.ConditionWired, true, reasonWired, "")
+}
+
+// clashing: st says a host runs a module of its module's name on its own
+// (noteClash: Degraded, NameConflict; a name another TinyModule holds is
+// Degraded=False and unplaced).
+func clashing(st *v1alpha1.TinyModuleStatus) bool {
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDegraded)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonNameConflict
 }

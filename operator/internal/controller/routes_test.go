@@ -413,3 +413,39 @@ func TestTablesProvidedWires(t *testing.T) {
 	setWired(&mods[0], &st, metav1.Now(), "", nameNamespaces(values(mods), placedInStatus), func(string, [][2]string) string { return "" })
 	assert.True(t, meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionWired), "%+v", st.Conditions)
 }
+
+// TestTablesClashWires: a TinyModule named like a module a host runs on
+// its own (Degraded, NameConflict) is placed on other hosts, but the
+// wiring is every host's and names modules, not TinyModules: its wires
+// would take the outputs of the host's own module, of no namespace, to
+// which every namespace's modules send, to the TinyModule's namespace.
+// They are left out, and it is Wired=False, NameConflict.
+func TestTablesClashWires(t *testing.T) {
+	placed := v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h2", Address: "h2:1", Phase: v1alpha1.PhaseReady}}}
+	clashing := placed
+	clashing.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonNameConflict,
+		Message: `host h1 runs a module named "hello" of its own`}}
+	hello := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "hello", Generation: 1}, Status: clashing,
+		Spec: v1alpha1.TinyModuleSpec{Wiring: []v1alpha1.Wire{{From: "greeter/out", To: "spy/c/in"}}}}
+	spy := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "spy", Generation: 1}, Status: placed,
+		Spec: v1alpha1.TinyModuleSpec{Wiring: []v1alpha1.Wire{{From: "c/out", To: "hello/greeter/in"}}}}
+	mods := []v1alpha1.TinyModule{hello, spy}
+	got := wiringTable(mods, nil)
+	assert.True(t, sameList(got, []*hostv1.Wire{{From: "spy/c/out", To: []string{"hello/greeter/in"}}}), "%v", got)
+
+	st := clashing
+	setWired(&mods[0], &st, metav1.Now(), "", nameNamespaces(values(mods), placedInStatus), func(string, [][2]string) string { return "" })
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired)
+	require.NotNil(t, c)
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Equal(t, v1alpha1.ReasonNameConflict, c.Reason)
+	assert.Contains(t, c.Message, "a host runs a module of this name on its own")
+
+	// The clash over, its wires are sent.
+	meta.RemoveStatusCondition(&mods[0].Status.Conditions, v1alpha1.ConditionDegraded)
+	got = wiringTable(mods, nil)
+	assert.True(t, sameList(got, []*hostv1.Wire{
+		{From: "hello/greeter/out", To: []string{"spy/c/in"}},
+		{From: "spy/c/out", To: []string{"hello/greeter/in"}},
+	}), "%v", got)
+}
