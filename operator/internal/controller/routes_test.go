@@ -449,3 +449,15 @@ func TestTablesClashWires(t *testing.T) {
 		{From: "spy/c/out", To: []string{"hello/greeter/in"}},
 	}), "%v", got)
 }
+
+// TestTableKeyClash: a clash that starts or ends changes what the wiring
+// holds of a placed module with wiring (its wires left out or sent), so
+// the tables are built and pushed again.
+func TestTableKeyClash(t *testing.T) {
+	m := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "hello"},
+		Spec:   v1alpha1.TinyModuleSpec{Wiring: []v1alpha1.Wire{{From: "greeter/out", To: "spy/c/in"}}},
+		Status: v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h2", Address: "h2:1", Phase: v1alpha1.PhaseReady}}}}
+	before := tableKey(&m)
+	m.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonNameConflict}}
+	assert.NotEqual(t, before, tableKey(&m))
+}

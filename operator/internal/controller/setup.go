@@ -524,6 +524,9 @@ func tableKey(m *v1alpha1.TinyModule) string {
 	var b strings.Builder
 	if len(m.Status.Placements) > 0 && len(m.Spec.Wiring) > 0 {
 		b.WriteString("placed:")
+		if clashing(&m.Status) {
+			b.WriteString("clashing:") // its wires are left out
+		}
 	}
 	for _, p := range m.Status.Placements {
 		if (p.Phase == v1alpha1.PhaseReady || p.Phase == v1alpha1.PhaseDraining) && p.Address != "" {
