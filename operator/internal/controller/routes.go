@@ -71,10 +71,15 @@ func routeTable(mods []v1alpha1.TinyModule) []*hostv1.Route {
 // moduleNamespace is the namespace of m's module on the hosts: its own,
 // which the operator loads it with (v1alpha1.LabelModuleNamespace), or ""
 // for a module a host provides (spec.providedBy), which the host loaded
-// without it and every namespace's modules may message.
+// without it and every namespace's modules may message. A claim counts
+// once its status says it was taken (decideProvided): a tenant's placed
+// module whose spec comes to claim it, which is refused (NotAHost), keeps
+// the placements of its own namespace's module until that is decided.
 func moduleNamespace(m *v1alpha1.TinyModule) string {
 	if m.Spec.ProvidedBy != "" {
-		return ""
+		if c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionScheduled); c != nil && c.Reason == reasonProvided {
+			return ""
+		}
 	}
 	return m.Namespace
 }

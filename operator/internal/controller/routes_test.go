@@ -329,6 +329,7 @@ func TestTablesOtherNamespace(t *testing.T) {
 	}
 	shared := mod("tinyhost-system", "shared", placed)
 	shared.Spec.ProvidedBy = "h1"
+	shared.Status.Conditions = providedCondition()
 	mods := []v1alpha1.TinyModule{
 		mod("team-a", "front", placed,
 			v1alpha1.Wire{From: "c/out", To: "billing/charge/in"},
@@ -404,6 +405,7 @@ func TestTablesProvidedWires(t *testing.T) {
 	placed := v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h1", Address: "h1:1", Phase: v1alpha1.PhaseReady}}}
 	shared := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "tinyhost-system", Name: "shared", Generation: 1}, Status: placed,
 		Spec: v1alpha1.TinyModuleSpec{ProvidedBy: "h1", Wiring: []v1alpha1.Wire{{From: "c/out", To: "books/c/in"}}}}
+	shared.Status.Conditions = providedCondition()
 	books := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "books", Generation: 1}, Status: placed}
 	mods := []v1alpha1.TinyModule{shared, books}
 	got := wiringTable(mods, nil)
@@ -460,4 +462,42 @@ func TestTableKeyClash(t *testing.T) {
 	before := tableKey(&m)
 	m.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonNameConflict}}
 	assert.NotEqual(t, before, tableKey(&m))
+}
+
+// TestRouteRefusedClaimRace: a tenant's placed TinyModule whose spec
+// comes to say a host provides it keeps its namespace in the routes and
+// as a name's holder until its status says the claim was taken, which in
+// a tenant's namespace it never is (NotAHost): a table built from the
+// new spec and the placements of before routed its module, which the
+// host runs with the tenant's namespace, as one of none that every
+// namespace's modules may message.
+func TestRouteRefusedClaimRace(t *testing.T) {
+	placed := v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h1", Address: "h1:1", Phase: v1alpha1.PhaseReady}},
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionScheduled, Status: metav1.ConditionTrue, Reason: reasonPlaced}}}
+	billing := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "billing", Generation: 2}, Status: placed,
+		Spec: v1alpha1.TinyModuleSpec{ProvidedBy: "h1"}}
+	front := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "front", Generation: 1}, Status: placed,
+		Spec: v1alpha1.TinyModuleSpec{Wiring: []v1alpha1.Wire{{From: "c/out", To: "billing/c/in"}}}}
+	mods := []v1alpha1.TinyModule{billing, front}
+	assert.True(t, sameList(routeTable(mods), []*hostv1.Route{
+		{Module: "billing", Addresses: []string{"h1:1"}, Namespace: "team-b"},
+		{Module: "front", Addresses: []string{"h1:1"}, Namespace: "team-a"},
+	}), "%v", routeTable(mods))
+	assert.Empty(t, wiringTable(mods, nil), "front's wire to team-b's billing")
+	before := tableKey(&mods[0])
+
+	// Taken (in the hosts' namespace), it is of none.
+	mods[0].Namespace = "tinyhost-system"
+	mods[0].Status.Conditions = providedCondition()
+	assert.True(t, sameList(routeTable(mods), []*hostv1.Route{
+		{Module: "billing", Addresses: []string{"h1:1"}},
+		{Module: "front", Addresses: []string{"h1:1"}, Namespace: "team-a"},
+	}), "%v", routeTable(mods))
+	assert.NotEqual(t, before, tableKey(&mods[0]), "the route's namespace changed")
+}
+
+// providedCondition is the Scheduled condition of a module whose claim
+// that a host provides it was taken (decideProvided).
+func providedCondition() []metav1.Condition {
+	return []metav1.Condition{{Type: v1alpha1.ConditionScheduled, Status: metav1.ConditionTrue, Reason: reasonProvided}}
 }
