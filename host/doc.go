@@ -272,10 +272,14 @@
 // loaded here, else its route's (SetRouteTable), is denied before it is
 // routed as one its grants do not name is, status denied and a "message
 // denied" line within the module's log rate, whatever its grants and
-// whatever the wiring says. A message stored for delivery at least once
-// carries its sender's namespace, set by the sending host, and the host
-// that consumes it does not deliver it to a module of another namespace
-// (a target neither loaded nor routed when it was sent). A module of none
+// whatever the wiring says. Every message of a module of a namespace,
+// stored for delivery at least once or not, carries its sender's
+// namespace, set by the sending host (a guest's own entry is dropped), and
+// the host that delivers it to a module loaded there (route, Deliver, the
+// consumer of stored messages) takes it out and refuses, status denied, a
+// module of another namespace: a target neither loaded nor routed when it
+// was sent, one judged by a route from before its name passed to another
+// namespace, or one replaced since. A module of none
 // is not checked, nor is a client's Invoke, which its credential governs.
 // The http import
 // (http.go, internal/outbound) reaches only the hosts that http:<host>

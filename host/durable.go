@@ -161,11 +161,13 @@ type DurableCounts struct {
 // store is full.
 var ErrDurableFull = errors.New("the module's message store is full")
 
-// metaSenderNamespace is the entry a stored message carries with its
-// sender's namespace (version.namespace), set by the sending host alone: a
-// target that was neither loaded nor routed when it was sent, whose
-// namespace its sender's host could not check, is checked by the host that
-// consumes it, and a message of another namespace is not delivered.
+// metaSenderNamespace is the entry a guest's message carries with its
+// sender's namespace (version.namespace), set by the sending host alone
+// (forwardMetadata, sendDurable): the host that delivers it to a module
+// loaded there checks it (namespaceDenied) and takes it out. A stored
+// message's target may have been neither loaded nor routed when it was
+// sent, and a direct message's may have been judged by a stale route or
+// replaced since: a message of another namespace is not delivered.
 const metaSenderNamespace = "tinyhost-sender-namespace"
 
 // durableAsked returns whether meta, the metadata of a guest's send, asks
@@ -257,8 +259,27 @@ func (in *instance) emitDurable(from abi.Address, msg *api.Request) (abi.Status,
 // namespace (api.OtherNamespace), which the message then does not reach:
 // the host logs it within the module's log rate.
 func (h *Host) durableDenied(msg *abi.Message) bool {
-	from := ""
-	kept := msg.Metadata[:0:0]
+	return h.namespaceDenied(msg) != nil
+}
+
+// namespaceDenied takes the sender's namespace (metaSenderNamespace) out
+// of a message for a module loaded here, and refuses it (KindDenied) when
+// the module is of another namespace (api.OtherNamespace): the host logs
+// it within the module's log rate. A message without the entry, a
+// client's or one of a module of no namespace, is not checked. The
+// metadata is replaced, not changed in place: an emit's targets share it.
+func (h *Host) namespaceDenied(msg *abi.Message) error {
+	from, found := "", false
+	for _, kv := range msg.Metadata {
+		if kv.Key == metaSenderNamespace {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return nil
+	}
+	kept := make([]abi.KV, 0, len(msg.Metadata)-1)
 	for _, kv := range msg.Metadata {
 		if kv.Key == metaSenderNamespace {
 			from = kv.Value
@@ -266,20 +287,17 @@ func (h *Host) durableDenied(msg *abi.Message) bool {
 		}
 		kept = append(kept, kv)
 	}
-	if len(kept) == len(msg.Metadata) {
-		return false
-	}
 	msg.Metadata = kept
 	var v *version
 	if m := (*h.modules.Load())[msg.Module]; m != nil {
 		v = m.current.Load()
 	}
 	if v == nil || !api.OtherNamespace(from, v.namespace()) {
-		return false
+		return nil
 	}
 	reason := fmt.Sprintf("a message of namespace %q may not reach module %q of namespace %q: not delivered", from, msg.Module, v.namespace())
 	v.report(hclog.Warn, "message denied", "component", api.GuestText(msg.Component), "reason", reason)
-	return true
+	return callError(msg, api.KindDenied, errors.New(reason))
 }
 
 // durableFailed logs a durable send that failed within the module's log

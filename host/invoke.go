@@ -340,7 +340,8 @@ func (in *instance) forwardMetadata(own []abi.KV, hops int) []abi.KV {
 	inherited := inheritedDelivery(in.Meta)
 	for _, kv := range own {
 		switch kv.Key {
-		case abi.MetaHops:
+		case abi.MetaHops, metaSenderNamespace:
+			// metaSenderNamespace is the host's: the guest's is dropped.
 			continue
 		case abi.MetaTraceparent:
 			trace = true
@@ -379,5 +380,12 @@ func (in *instance) forwardMetadata(own []abi.KV, hops int) []abi.KV {
 	if !trace {
 		out = append(out, abi.KV{Key: abi.MetaTraceparent, Value: newTraceparent()})
 	}
-	return append(out, abi.KV{Key: abi.MetaHops, Value: strconv.Itoa(hops)})
+	out = append(out, abi.KV{Key: abi.MetaHops, Value: strconv.Itoa(hops)})
+	if ns := in.v.namespace(); ns != "" {
+		// The host that delivers it checks it (namespaceDenied): a
+		// target the sending host judged by a stale route, or one
+		// replaced since, may be of another namespace.
+		out = append(out, abi.KV{Key: metaSenderNamespace, Value: ns})
+	}
+	return out
 }

@@ -390,6 +390,9 @@ func (h *Host) route(ctx context.Context, msg *api.Request, wait bool, t *sendTi
 		return nil, h.systemPort(msg)
 	}
 	if h.Loaded(msg.Module) {
+		if err := h.namespaceDenied(msg); err != nil {
+			return nil, err
+		}
 		return h.deliver(ctx, msg, wait, t, sink)
 	}
 	rt := h.routes.Load().routes[msg.Module]
@@ -439,6 +442,9 @@ func (h *Host) route(ctx context.Context, msg *api.Request, wait bool, t *sendTi
 func (h *Host) Deliver(ctx context.Context, msg abi.Message, wait bool) ([]byte, error) {
 	if abi.IsSystemPort(msg.Port) {
 		return nil, h.systemPort(&msg)
+	}
+	if err := h.namespaceDenied(&msg); err != nil {
+		return nil, err
 	}
 	return h.deliver(ctx, &msg, wait, nil, nil)
 }

@@ -114,3 +114,45 @@ func TestNamespaceRemote(t *testing.T) {
 	assert.Equal(t, "client", string(resp.Payload))
 	assert.Equal(t, 1, seen.of("billing"))
 }
+
+// TestNamespaceStaleRoute: host 1's route table still says billing is
+// team-a's (a table from before the name passed to team-b, which host 1
+// has not taken yet), while host 2 runs billing for team-b. A call of
+// team-a's sender passes host 1's check, and host 2, which knows the
+// module it runs, refuses it: the sending host tells it the sender's
+// namespace. books, team-a's on host 2, gets its call.
+func TestNamespaceStaleRoute(t *testing.T) {
+	ctx := t.Context()
+	seen := &inCounter{n: map[string]int{}}
+	h2, err := host.New(ctx, host.Options{CacheDir: e2e.CacheDir(t), Observer: seen})
+	require.NoError(t, err)
+	t.Cleanup(func() { h2.Close(context.WithoutCancel(ctx)) })
+	for name, ns := range map[string]string{"billing": "team-b", "books": "team-a"} {
+		_, err := h2.Load(ctx, e2e.Guest(t, "echo"), host.LoadOptions{Name: name, Labels: map[string]string{api.LabelNamespace: ns}})
+		require.NoError(t, err)
+	}
+	_, addr2 := serveHost(t, h2, server.Options{})
+
+	h1 := newHost(t, cluster.New(cluster.Options{}), api.Limits{})
+	_, err = h1.Load(ctx, e2e.Guest(t, "hostcalls"), host.LoadOptions{Name: "sender", Labels: map[string]string{api.LabelNamespace: "team-a"}})
+	require.NoError(t, err)
+	require.NoError(t, h1.SetRouteTable(1, map[string]api.Route{
+		"billing": {Addrs: []string{addr2}, Namespace: "team-a"}, // stale
+		"books":   {Addrs: []string{addr2}, Namespace: "team-a"},
+	}))
+	call := func(to string) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := h1.Invoke(ctx, api.Request{Module: "sender", Component: "caller", Port: "call", Payload: []byte(to + "/echo/in hi")})
+		return err
+	}
+	err = call("billing")
+	var ce *api.CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Contains(t, ce.Err.Error(), "call: status 3: ")
+	assert.Contains(t, ce.Err.Error(), `of namespace "team-a" may not reach module "billing" of namespace "team-b"`)
+	assert.Zero(t, seen.of("billing"), "billing got the call of another namespace's module")
+
+	require.NoError(t, call("books"))
+	assert.Equal(t, 1, seen.of("books"))
+}

@@ -71,10 +71,15 @@ func routeTable(mods []v1alpha1.TinyModule) []*hostv1.Route {
 // moduleNamespace is the namespace of m's module on the hosts: its own,
 // which the operator loads it with (v1alpha1.LabelModuleNamespace), or ""
 // for a module a host provides (spec.providedBy), which the host loaded
-// without it and every namespace's modules may message.
+// without it and every namespace's modules may message. A claim counts
+// once its status says it was taken (decideProvided): a tenant's placed
+// module whose spec comes to claim it, which is refused (NotAHost), keeps
+// the placements of its own namespace's module until that is decided.
 func moduleNamespace(m *v1alpha1.TinyModule) string {
 	if m.Spec.ProvidedBy != "" {
-		return ""
+		if c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConditionScheduled); c != nil && c.Reason == reasonProvided {
+			return ""
+		}
 	}
 	return m.Namespace
 }
@@ -87,7 +92,11 @@ func moduleNamespace(m *v1alpha1.TinyModule) string {
 // one bad wire and every other module's wiring would freeze with it.
 //
 // The namespaces of leftOut (wiringLeftOut) are left out whole, and a
-// wire to a module of another namespace (otherNamespace) is left out.
+// wire to a module of another namespace (otherNamespace) is left out. So
+// are the wires of a module named like one a host runs on its own
+// (clashing): a wire names a module, not a TinyModule, and on that host
+// it would take the outputs of the host's module, of no namespace, which
+// every namespace's modules message, to the TinyModule's namespace.
 //
 // A wire named twice, once at least once, is at least once. The wires
 // are ordered by from, delivery and to, as the host answers them, so that
@@ -97,7 +106,7 @@ func wiringTable(mods []v1alpha1.TinyModule, leftOut map[string]string) []*hostv
 	var names map[string]string
 	for i := range mods {
 		m := &mods[i]
-		if !m.DeletionTimestamp.IsZero() || len(m.Status.Placements) == 0 || leftOut[m.Namespace] != "" {
+		if !m.DeletionTimestamp.IsZero() || len(m.Status.Placements) == 0 || leftOut[m.Namespace] != "" || clashing(&m.Status) {
 			continue
 		}
 		for _, w := range m.Spec.Wiring {
@@ -507,7 +516,8 @@ const (
 // leftOut says why the module's namespace is left out of the hosts'
 // wiring (wiringLeftOut): False, WiringOverBudget. A module without
 // placements (not placed yet, a name taken, a refused claim) is False,
-// NotPlaced: wiringTable sends no wire of it. A wire to a module of
+// NotPlaced: wiringTable sends no wire of it; one named like a module a
+// host runs on its own (clashing) is False, NameConflict. A wire to a module of
 // another namespace, by names (nameNamespaces), is False, OtherNamespace,
 // naming each: wiringTable leaves it out.
 func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.Time, leftOut string, names map[string]string,
@@ -524,6 +534,12 @@ func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.
 	if len(st.Placements) == 0 {
 		// wiringTable sends the wires of placed modules only.
 		set(v1alpha1.ConditionWired, false, reasonNotPlaced, "its wires are sent to the hosts once it is placed")
+		return
+	}
+	if clashing(st) {
+		set(v1alpha1.ConditionWired, false, v1alpha1.ReasonNameConflict,
+			"none of its wires is sent to the hosts while a host runs a module of this name on its own (Degraded): "+
+				"a wire names a module, and there it would take that module's outputs; rename one of them")
 		return
 	}
 	var bad, other []string
@@ -578,4 +594,12 @@ func setWired(m *v1alpha1.TinyModule, st *v1alpha1.TinyModuleStatus, now metav1.
 		return
 	}
 	set(v1alpha1.ConditionWired, true, reasonWired, "")
+}
+
+// clashing: st says a host runs a module of its module's name on its own
+// (noteClash: Degraded, NameConflict; a name another TinyModule holds is
+// Degraded=False and unplaced).
+func clashing(st *v1alpha1.TinyModuleStatus) bool {
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDegraded)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonNameConflict
 }

@@ -329,6 +329,7 @@ func TestTablesOtherNamespace(t *testing.T) {
 	}
 	shared := mod("tinyhost-system", "shared", placed)
 	shared.Spec.ProvidedBy = "h1"
+	shared.Status.Conditions = providedCondition()
 	mods := []v1alpha1.TinyModule{
 		mod("team-a", "front", placed,
 			v1alpha1.Wire{From: "c/out", To: "billing/charge/in"},
@@ -394,4 +395,109 @@ func TestGeneration(t *testing.T) {
 			assert.Equal(t, c.want, generation(c.host, now))
 		})
 	}
+}
+
+// TestTablesProvidedWires: a module the hosts provide is of no namespace
+// on the hosts (moduleNamespace), which may message any namespace's
+// module: its wire to a tenant's module is kept, and it is Wired, though
+// the TinyModule that publishes it lives in the hosts' namespace.
+func TestTablesProvidedWires(t *testing.T) {
+	placed := v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h1", Address: "h1:1", Phase: v1alpha1.PhaseReady}}}
+	shared := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "tinyhost-system", Name: "shared", Generation: 1}, Status: placed,
+		Spec: v1alpha1.TinyModuleSpec{ProvidedBy: "h1", Wiring: []v1alpha1.Wire{{From: "c/out", To: "books/c/in"}}}}
+	shared.Status.Conditions = providedCondition()
+	books := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "books", Generation: 1}, Status: placed}
+	mods := []v1alpha1.TinyModule{shared, books}
+	got := wiringTable(mods, nil)
+	assert.True(t, sameList(got, []*hostv1.Wire{{From: "shared/c/out", To: []string{"books/c/in"}}}), "%v", got)
+
+	st := placed
+	setWired(&mods[0], &st, metav1.Now(), "", nameNamespaces(values(mods), placedInStatus), func(string, [][2]string) string { return "" })
+	assert.True(t, meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionWired), "%+v", st.Conditions)
+}
+
+// TestTablesClashWires: a TinyModule named like a module a host runs on
+// its own (Degraded, NameConflict) is placed on other hosts, but the
+// wiring is every host's and names modules, not TinyModules: its wires
+// would take the outputs of the host's own module, of no namespace, to
+// which every namespace's modules send, to the TinyModule's namespace.
+// They are left out, and it is Wired=False, NameConflict.
+func TestTablesClashWires(t *testing.T) {
+	placed := v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h2", Address: "h2:1", Phase: v1alpha1.PhaseReady}}}
+	clashing := placed
+	clashing.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonNameConflict,
+		Message: `host h1 runs a module named "hello" of its own`}}
+	hello := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "hello", Generation: 1}, Status: clashing,
+		Spec: v1alpha1.TinyModuleSpec{Wiring: []v1alpha1.Wire{{From: "greeter/out", To: "spy/c/in"}}}}
+	spy := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "spy", Generation: 1}, Status: placed,
+		Spec: v1alpha1.TinyModuleSpec{Wiring: []v1alpha1.Wire{{From: "c/out", To: "hello/greeter/in"}}}}
+	mods := []v1alpha1.TinyModule{hello, spy}
+	got := wiringTable(mods, nil)
+	assert.True(t, sameList(got, []*hostv1.Wire{{From: "spy/c/out", To: []string{"hello/greeter/in"}}}), "%v", got)
+
+	st := clashing
+	setWired(&mods[0], &st, metav1.Now(), "", nameNamespaces(values(mods), placedInStatus), func(string, [][2]string) string { return "" })
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWired)
+	require.NotNil(t, c)
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Equal(t, v1alpha1.ReasonNameConflict, c.Reason)
+	assert.Contains(t, c.Message, "a host runs a module of this name on its own")
+
+	// The clash over, its wires are sent.
+	meta.RemoveStatusCondition(&mods[0].Status.Conditions, v1alpha1.ConditionDegraded)
+	got = wiringTable(mods, nil)
+	assert.True(t, sameList(got, []*hostv1.Wire{
+		{From: "hello/greeter/out", To: []string{"spy/c/in"}},
+		{From: "spy/c/out", To: []string{"hello/greeter/in"}},
+	}), "%v", got)
+}
+
+// TestTableKeyClash: a clash that starts or ends changes what the wiring
+// holds of a placed module with wiring (its wires left out or sent), so
+// the tables are built and pushed again.
+func TestTableKeyClash(t *testing.T) {
+	m := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "hello"},
+		Spec:   v1alpha1.TinyModuleSpec{Wiring: []v1alpha1.Wire{{From: "greeter/out", To: "spy/c/in"}}},
+		Status: v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h2", Address: "h2:1", Phase: v1alpha1.PhaseReady}}}}
+	before := tableKey(&m)
+	m.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonNameConflict}}
+	assert.NotEqual(t, before, tableKey(&m))
+}
+
+// TestRouteRefusedClaimRace: a tenant's placed TinyModule whose spec
+// comes to say a host provides it keeps its namespace in the routes and
+// as a name's holder until its status says the claim was taken, which in
+// a tenant's namespace it never is (NotAHost): a table built from the
+// new spec and the placements of before routed its module, which the
+// host runs with the tenant's namespace, as one of none that every
+// namespace's modules may message.
+func TestRouteRefusedClaimRace(t *testing.T) {
+	placed := v1alpha1.TinyModuleStatus{Placements: []v1alpha1.Placement{{Host: "h1", Address: "h1:1", Phase: v1alpha1.PhaseReady}},
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionScheduled, Status: metav1.ConditionTrue, Reason: reasonPlaced}}}
+	billing := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "billing", Generation: 2}, Status: placed,
+		Spec: v1alpha1.TinyModuleSpec{ProvidedBy: "h1"}}
+	front := v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "front", Generation: 1}, Status: placed,
+		Spec: v1alpha1.TinyModuleSpec{Wiring: []v1alpha1.Wire{{From: "c/out", To: "billing/c/in"}}}}
+	mods := []v1alpha1.TinyModule{billing, front}
+	assert.True(t, sameList(routeTable(mods), []*hostv1.Route{
+		{Module: "billing", Addresses: []string{"h1:1"}, Namespace: "team-b"},
+		{Module: "front", Addresses: []string{"h1:1"}, Namespace: "team-a"},
+	}), "%v", routeTable(mods))
+	assert.Empty(t, wiringTable(mods, nil), "front's wire to team-b's billing")
+	before := tableKey(&mods[0])
+
+	// Taken (in the hosts' namespace), it is of none.
+	mods[0].Namespace = "tinyhost-system"
+	mods[0].Status.Conditions = providedCondition()
+	assert.True(t, sameList(routeTable(mods), []*hostv1.Route{
+		{Module: "billing", Addresses: []string{"h1:1"}},
+		{Module: "front", Addresses: []string{"h1:1"}, Namespace: "team-a"},
+	}), "%v", routeTable(mods))
+	assert.NotEqual(t, before, tableKey(&mods[0]), "the route's namespace changed")
+}
+
+// providedCondition is the Scheduled condition of a module whose claim
+// that a host provides it was taken (decideProvided).
+func providedCondition() []metav1.Condition {
+	return []metav1.Condition{{Type: v1alpha1.ConditionScheduled, Status: metav1.ConditionTrue, Reason: reasonProvided}}
 }

@@ -524,11 +524,19 @@ func tableKey(m *v1alpha1.TinyModule) string {
 	var b strings.Builder
 	if len(m.Status.Placements) > 0 && len(m.Spec.Wiring) > 0 {
 		b.WriteString("placed:")
+		if clashing(&m.Status) {
+			b.WriteString("clashing:") // its wires are left out
+		}
 	}
 	for _, p := range m.Status.Placements {
 		if (p.Phase == v1alpha1.PhaseReady || p.Phase == v1alpha1.PhaseDraining) && p.Address != "" {
 			b.WriteString(p.Address + ",")
 		}
+	}
+	if len(m.Status.Placements) > 0 {
+		// Its route's namespace, and the one of the name it holds
+		// (nameNamespaces), by which other modules' wires are judged.
+		b.WriteString("@" + moduleNamespace(m))
 	}
 	for _, w := range m.Spec.Wiring {
 		b.WriteString("|" + w.From + ">" + w.To)

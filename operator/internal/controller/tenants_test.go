@@ -72,6 +72,13 @@ func TestTenants(t *testing.T) {
 		require.NotNil(t, c)
 		assert.Equal(t, v1alpha1.ReasonNameConflict, c.Reason)
 		assert.Equal(t, localAt, e2e.LoadedAt(ctx, t, b.hosts["host-a"].Client)["hello"], "host-a's own hello was unloaded or replaced")
+		eventually(t, 30*time.Second, "team-b/hello Wired=False, NameConflict", func() error {
+			c := meta.FindStatusCondition(b.module(t, "team-b", "hello").Status.Conditions, v1alpha1.ConditionWired)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonNameConflict {
+				return fmt.Errorf("%+v", c)
+			}
+			return nil
+		})
 	})
 
 	t.Run("the first team's modules stay loaded, routed and wired", func(t *testing.T) {
@@ -158,13 +165,17 @@ func (b *bed) teamA(t *testing.T, tallyRef string) (common, tally *v1alpha1.Tiny
 }
 
 // teamB creates team-b's rogue, its greeter/out wired to tally/counter/in
-// (team-a's, a wire the operator leaves out), and its tally and hello, named like team-a's and a host's own.
+// (team-a's, a wire the operator leaves out), and its tally and hello, named like team-a's and a host's own,
+// hello's greeter/out wired to rogue (left out: on host-a, it would wire host-a's own hello).
 func (b *bed) teamB(t *testing.T) {
 	t.Helper()
 	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "rogue"},
 		Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref, Wiring: []v1alpha1.Wire{{From: "greeter/out", To: "tally/counter/in"}}}})
 	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "tally"}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
-	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "hello"}, Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref}})
+	// hello's wire would take the outputs of host-a's own hello, which
+	// every namespace's modules may message, to team-b's rogue: left out.
+	b.create(t, &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "hello"},
+		Spec: v1alpha1.TinyModuleSpec{Image: b.hello.Ref, Wiring: []v1alpha1.Wire{{From: "greeter/out", To: "rogue/greeter/in"}}}})
 }
 
 // splitCounted sends [1, 2, 3] to team-a's split and waits until team-a's

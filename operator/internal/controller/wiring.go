@@ -156,14 +156,17 @@ func nameNamespaces(mods iter.Seq[*v1alpha1.TinyModule], placed func(*v1alpha1.T
 func placedInStatus(m *v1alpha1.TinyModule) bool { return len(m.Status.Placements) > 0 }
 
 // otherNamespace is the namespace of the module a wire of m to to (a
-// wire a host takes, api.CheckWire) goes to when it is not m's own nor
-// none, by names (nameNamespaces); "" when m may message it.
+// wire a host takes, api.CheckWire) goes to when it is not the namespace
+// of m's module on the hosts (moduleNamespace) nor none, by names
+// (nameNamespaces); "" when m may message it. A module the hosts provide
+// is of none there, as the host judges it, whatever namespace publishes
+// it: its wires reach every namespace's modules.
 func otherNamespace(m *v1alpha1.TinyModule, to string, names map[string]string) string {
 	t, err := api.ParseWireEnd(to)
 	if err != nil {
 		return ""
 	}
-	if ns := names[t.Module]; api.OtherNamespace(m.Namespace, ns) {
+	if ns := names[t.Module]; api.OtherNamespace(moduleNamespace(m), ns) {
 		return ns
 	}
 	return ""
