@@ -18,13 +18,24 @@ import (
 // none.
 
 // KV is the store of the modules' key-value state. A module's bucket is
-// named by the store from the module's name (and whatever namespace the
-// store was given), never by the guest; modules of the same name on hosts
-// that share a store share a bucket.
+// named by the store from the module's state key (and whatever namespace
+// the store was given), never by the guest: the module's name, or
+// "tenant/name" for a module loaded with the label api.LabelNamespace, so
+// that a name passing from one namespace to another takes no state with
+// it. Modules of the same name (and namespace) on hosts that share a
+// store share a bucket.
 type KV interface {
-	// Bucket returns the bucket of module, made with quota if it does not
-	// exist yet, and set to it if it does.
+	// Bucket returns the bucket of the module of state key module, made
+	// with quota if it does not exist yet, and set to it if it does.
 	Bucket(ctx context.Context, module string, quota KVQuota) (KVBucket, error)
+}
+
+// stateKey is the key of the module's state in Options.KV (see KV).
+func (v *version) stateKey() string {
+	if ns := v.namespace(); ns != "" {
+		return ns + "/" + v.name
+	}
+	return v.name
 }
 
 // KVQuota is what the store enforces on a bucket as a whole, whichever
@@ -100,7 +111,7 @@ func (in *instance) KV(req []byte) (abi.Status, []byte) {
 	}
 	ctx, cancel := in.forwardContext(d)
 	defer cancel()
-	b, err := store.Bucket(ctx, v.name, KVQuota{MaxBytes: l.MaxKVBytes, MaxValueSize: l.MaxKVValueSize})
+	b, err := store.Bucket(ctx, v.stateKey(), KVQuota{MaxBytes: l.MaxKVBytes, MaxValueSize: l.MaxKVValueSize})
 	if err != nil {
 		return in.kvError(ctx, err)
 	}

@@ -196,12 +196,44 @@ func TestNamespaceDurable(t *testing.T) {
 	_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.Durable), host.LoadOptions{Name: "billing", Capabilities: caps, Labels: nsLabels("team-b")})
 	require.NoError(t, err)
 	waitFor(t, func() bool { return pending(t, eng, "billing") == 0 }, "billing's messages consumed")
-	waitFor(t, func() bool { return kvValue(t, eng, "billing", "handled") == "2" }, "billing handled two")
-	assert.Equal(t, "1", kvValue(t, eng, "billing", "handled."+ids["from-b"]))
-	assert.Equal(t, "1", kvValue(t, eng, "billing", "handled."+ids["from-none"]))
-	assert.Empty(t, kvValue(t, eng, "billing", "tries."+ids["from-a"]), "team-a's message never reached billing")
+	waitFor(t, func() bool { return kvValue(t, eng, "team-b/billing", "handled") == "2" }, "billing handled two")
+	assert.Equal(t, "1", kvValue(t, eng, "team-b/billing", "handled."+ids["from-b"]))
+	assert.Equal(t, "1", kvValue(t, eng, "team-b/billing", "handled."+ids["from-none"]))
+	assert.Empty(t, kvValue(t, eng, "team-b/billing", "tries."+ids["from-a"]), "team-a's message never reached billing")
 	assert.True(t, loggedWith(sink, "billing", hclog.Warn, `a message of namespace "team-a" may not reach module "billing" of namespace "team-b"`), "the host logs it")
 	dead, err := eng.DeadLetters(t.Context(), "billing", 0, 10, 1<<20)
 	require.NoError(t, err)
 	assert.Empty(t, dead, "a denied message is done, not retried")
+}
+
+// TestNamespaceState: a module's key-value state belongs to its name in
+// its namespace: when the name passes to another namespace the new owner
+// finds none of it, and when it comes back the state is there.
+func TestNamespaceState(t *testing.T) {
+	eng := openState(t, state.Config{})
+	h, _ := newHost(t, host.Options{KV: eng})
+	closeState(t, eng)
+	load := func(ns string) {
+		t.Helper()
+		_, err := h.Load(loadCtx(t), e2e.WasmBytes(t, e2e.KVStore), host.LoadOptions{Capabilities: []string{abi.CapKV}, Labels: nsLabels(ns)})
+		require.NoError(t, err)
+	}
+	unload := func() {
+		t.Helper()
+		require.NoError(t, h.Unload(loadCtx(t), "kvstore"))
+	}
+	load("team-b")
+	require.Regexp(t, `^ok \d+$`, kvDo(t, h, "put card 4111-1111"))
+	unload()
+
+	load("team-a")
+	assert.Equal(t, "not found: kv card: not found: kv: no such key", kvDo(t, h, "get card"), "team-a reads team-b's state")
+	require.Regexp(t, `^ok \d+$`, kvDo(t, h, "put card 5500-0000"))
+	unload()
+
+	load("team-b")
+	assert.Regexp(t, `^ok \d+ 4111-1111$`, kvDo(t, h, "get card"), "team-b's state is kept")
+	unload()
+	load("")
+	assert.Equal(t, "not found: kv card: not found: kv: no such key", kvDo(t, h, "get card"), "a module of no namespace reads a tenant's state")
 }

@@ -320,9 +320,10 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-// BucketName is the name of the bucket of module in namespace.
+// BucketName is the name of the bucket of module (a module's state key:
+// its name, or "tenant/name", host.KV) in namespace.
 func BucketName(namespace, module string) string {
-	r := strings.NewReplacer("_", "__", ".", "_d")
+	r := strings.NewReplacer("_", "__", ".", "_d", "/", "_s")
 	return "tinyhost_" + namespace + "_" + r.Replace(module)
 }
 
