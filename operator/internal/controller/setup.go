@@ -533,11 +533,10 @@ func tableKey(m *v1alpha1.TinyModule) string {
 			b.WriteString(p.Address + ",")
 		}
 	}
-	if len(m.Status.Placements) > 0 {
-		// Its route's namespace, and the one of the name it holds
-		// (nameNamespaces), by which other modules' wires are judged.
-		b.WriteString("@" + moduleNamespace(m))
-	}
+	// Its route's namespace, and the one of the name it holds
+	// (nameNamespaces), by which other modules' wires are judged: it
+	// changes with a providedBy claim's outcome, not with placements.
+	b.WriteString("@" + moduleNamespace(m))
 	for _, w := range m.Spec.Wiring {
 		b.WriteString("|" + w.From + ">" + w.To)
 	}
