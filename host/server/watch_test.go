@@ -1,10 +1,8 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,25 +15,8 @@ import (
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/hostv1"
+	"github.com/tinyhost/tinyhost/internal/e2e"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the logger's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestWatchNeverReadLogsOnce: a caller with the invoke role opens a Watch,
 // takes its first event and reads no more. Once the host's events fill its
@@ -44,7 +25,7 @@ func (l *lockedBuffer) String() string {
 // MaxStreamsPerCredential such Watches would otherwise write that many log
 // lines for every event of the host.
 func TestWatchNeverReadLogsOnce(t *testing.T) {
-	var out lockedBuffer
+	var out e2e.LogBuffer
 	log := hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info})
 	e := newEnv(t, envOptions{host: host.Options{Logger: log}})
 	// The Watch lists it first: its subscription is made by then.
