@@ -103,6 +103,14 @@ END {
 	goal("gRPC unary, 1 caller, hello / bare echo", "BenchmarkInvoke/unary-1/tinyhost", "BenchmarkInvoke/unary-1/echo", "least", 90)
 	goal("component host 1 -> host 2 / bare gRPC echo", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-echo", "most", 1.2)
 	goal("in-process cross-module call / direct Invoke", "BenchmarkLocalCall/router", "BenchmarkLocalCall/invoke", "most", 1.1)
+	# The host's part of the rows of hello, a Go guest whose call alone
+	# (in-process, back to back) takes several µs: the same rows with the
+	# conformance kit's echo guest (about 1 µs) in its place, and the
+	# component against a gRPC Invoke of hello on the other host.
+	print "  the host's part of those rows (the same targets, for comparison):"
+	goal("  InvokeStream, echo guest for hello", "BenchmarkInvoke/stream/tinyhost-echo-guest", "BenchmarkInvoke/stream/echo", "least", 80)
+	goal("  unary, 1 caller, echo guest for hello", "BenchmarkInvoke/unary-1/tinyhost-echo-guest", "BenchmarkInvoke/unary-1/echo", "least", 90)
+	goal("  component 1 -> 2 / gRPC Invoke of hello", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-invoke", "most", 1.2)
 	print ""
 	print "Steady load (a fixed rate for a fixed time, one connection; each server in its own process):"
 	steady("tinyhost, hello/greeter", "BenchmarkFixedRate/tinyhost")
