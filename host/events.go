@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -48,16 +49,28 @@ type Event struct {
 	Err     error  // for EventFailed
 }
 
-// eventBuffer is how many events a subscriber may fall behind before it
-// misses some.
-const eventBuffer = 256
+// EventBuffer is how many events a subscriber may fall behind before it
+// misses some (Subscribe) or is ended (SubscribeAll).
+const EventBuffer = 256
 
 // Subscribe returns a channel of the host's events from now on. It is
 // closed when ctx ends or the host closes. A subscriber that falls more than
 // 256 events behind misses events until it takes one again (logged once
-// each time it falls behind).
+// each time it falls behind): enough for one that takes an event as a sign
+// to look at the host again.
 func (h *Host) Subscribe(ctx context.Context) <-chan Event {
-	return h.events.subscribe(ctx)
+	return h.events.subscribe(ctx, false).ch
+}
+
+// SubscribeAll is Subscribe for a subscriber that must see every event,
+// as a watch that keeps a view of the host's modules does. One that falls
+// more than 256 events behind is ended instead of missing one: its channel
+// is closed after the events before the first it would miss, and lost
+// then reports true (the subscriber looks at the host's modules again and
+// subscribes anew).
+func (h *Host) SubscribeAll(ctx context.Context) (events <-chan Event, lost func() bool) {
+	s := h.events.subscribe(ctx, true)
+	return s.ch, s.lost.Load
 }
 
 type broker struct {
@@ -74,15 +87,19 @@ type subscriber struct {
 	// cleared when it takes one again: the log says once that it fell
 	// behind, not once per event, however many subscribers never read.
 	behind bool
+	// all is set for SubscribeAll's: it is ended, lost set, rather than
+	// missing an event.
+	all  bool
+	lost atomic.Bool
 }
 
-func (b *broker) subscribe(ctx context.Context) <-chan Event {
-	s := &subscriber{ch: make(chan Event, eventBuffer)}
+func (b *broker) subscribe(ctx context.Context, all bool) *subscriber {
+	s := &subscriber{ch: make(chan Event, EventBuffer), all: all}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		close(s.ch)
-		return s.ch
+		return s
 	}
 	if b.subs == nil {
 		b.subs = map[*subscriber]struct{}{}
@@ -96,7 +113,7 @@ func (b *broker) subscribe(ctx context.Context) <-chan Event {
 			close(s.ch)
 		}
 	})
-	return s.ch
+	return s
 }
 
 func (b *broker) publish(ev Event) {
@@ -110,6 +127,14 @@ func (b *broker) publish(ev Event) {
 		case s.ch <- ev:
 			s.behind = false
 		default:
+			if s.all {
+				s.lost.Store(true)
+				s.stop()
+				delete(b.subs, s)
+				close(s.ch)
+				b.log.Warn("watch ended: it fell behind and would miss events", "event", ev.Type.String(), "module", ev.Module)
+				continue
+			}
 			if !s.behind {
 				s.behind = true
 				b.log.Warn("subscriber is behind: events are dropped until it takes one", "event", ev.Type.String(), "module", ev.Module)

@@ -109,6 +109,10 @@
 // streams and the intake of every InvokeStream and DeliverStream
 // (answering what it started, then ending with UNAVAILABLE, and for
 // DeliverStream the reason CLOSED), and waits for accepted unary calls.
+// A Watch lists the modules, then sends every event after them; one whose
+// caller falls more than host.EventBuffer events behind ends with ABORTED
+// after the events before the first it would miss: the caller watches
+// again rather than keep a view that is silently stale.
 //
 // # Between hosts
 //

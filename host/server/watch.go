@@ -14,7 +14,7 @@ func (s *Server) Watch(_ *hostv1.WatchRequest, stream hostv1.HostService_WatchSe
 	// Subscribe before listing, so that no event falls between the two; an
 	// event that races the list may show a module twice, which a watcher
 	// takes in its stride.
-	events := s.h.Subscribe(ctx)
+	events, lost := s.h.SubscribeAll(ctx)
 	for _, m := range s.h.Modules() {
 		ev := &hostv1.WatchEvent{
 			Type:         hostv1.WatchEvent_TYPE_LOADED,
@@ -30,6 +30,9 @@ func (s *Server) Watch(_ *hostv1.WatchRequest, stream hostv1.HostService_WatchSe
 		select {
 		case ev, ok := <-events:
 			if !ok {
+				if lost() {
+					return status.Errorf(codes.Aborted, "the watch fell more than %d events behind and would have missed events: watch again", host.EventBuffer)
+				}
 				if ctx.Err() != nil {
 					return status.FromContextError(ctx.Err()).Err()
 				}

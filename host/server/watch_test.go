@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/api"
@@ -18,13 +20,17 @@ import (
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
-// TestWatchNeverReadLogsOnce: a caller with the invoke role opens a Watch,
+// TestWatchNeverReadEnds: a caller with the invoke role opens a Watch,
 // takes its first event and reads no more. Once the host's events fill its
-// flow window and its subscription, every further event is dropped for
-// it, and said so in the log once, not once per event: a caller holding
-// MaxStreamsPerCredential such Watches would otherwise write that many log
-// lines for every event of the host.
-func TestWatchNeverReadLogsOnce(t *testing.T) {
+// flow window and its subscription, the Watch is ended rather than let
+// miss an event, and said so in the log once: the caller, when it reads
+// again, gets the events up to there and then ABORTED, which tells it to
+// watch again, not a view of the host's modules that is silently stale.
+// The health service's own subscription, which takes an event as a sign
+// to look again, may fall behind when the machine is too busy to let it
+// read as fast as the events come: that is logged once each time, not
+// once per event (1,771 lines of 2,000 events before).
+func TestWatchNeverReadEnds(t *testing.T) {
 	var out e2e.LogBuffer
 	log := hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info})
 	e := newEnv(t, envOptions{host: host.Options{Logger: log}})
@@ -51,17 +57,31 @@ func TestWatchNeverReadLogsOnce(t *testing.T) {
 	for range events {
 		fail()
 	}
-	lines := 0
+	ended, behind := 0, 0
 	for _, l := range strings.Split(out.String(), "\n") {
-		if strings.Contains(l, "subscriber is behind") {
-			lines++
+		switch {
+		case strings.Contains(l, "watch ended: it fell behind"):
+			ended++
+		case strings.Contains(l, "subscriber is behind"):
+			behind++
 		}
 	}
-	// A line each time a subscriber falls behind, not one per event missed
-	// (1,771 of 2,000 before): the Watch, which the client's flow windows
-	// let take a few events after its first drop, and the health service's
-	// own subscription, which falls behind only when the machine is too
-	// busy to let it read as fast as the events come.
-	assert.Positive(t, lines, "the events the Watch missed are logged")
-	assert.Less(t, lines, events/4, "log lines of the events missed, of %d events", events)
+	assert.Equal(t, 1, ended, "the Watch's end is logged once")
+	assert.Less(t, behind, events/4, "log lines of the events the health service missed, of %d events", events)
+
+	got := 0
+	for {
+		ev, err := w.Recv()
+		if err != nil {
+			assert.Equal(t, codes.Aborted, status.Code(err), "%v", err)
+			assert.Contains(t, status.Convert(err).Message(), "watch again")
+			break
+		}
+		require.Equal(t, hostv1.WatchEvent_TYPE_FAILED, ev.GetType())
+		got++
+	}
+	// What the subscription and the flow windows held: more than the
+	// subscription's buffer, fewer than the events.
+	assert.Greater(t, got, host.EventBuffer)
+	assert.Less(t, got, events)
 }
