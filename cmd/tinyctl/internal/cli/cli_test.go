@@ -16,7 +16,9 @@ import (
 
 	"github.com/tinyhost/tinyhost/cmd/tinyctl/internal/cli"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/artifact"
+	"github.com/tinyhost/tinyhost/host/cluster"
 	"github.com/tinyhost/tinyhost/host/server"
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
@@ -289,4 +291,38 @@ func TestLoadMinInstances(t *testing.T) {
 	res = run(t, env, "", "load", hello, "--name", "warm", "--min-instances", "-1")
 	assert.Equal(t, cli.ExitUsage, res.code)
 	assert.Contains(t, res.stderr, `"-1" is not a count`)
+}
+
+// TestRoutesNamespace: tinyctl routes shows a route's namespace beside its
+// hosts, as -o json does.
+func TestRoutesNamespace(t *testing.T) {
+	ctx := t.Context()
+	h, err := host.New(ctx, host.Options{Transport: cluster.New(cluster.Options{})})
+	require.NoError(t, err)
+	require.NoError(t, h.SetRouteTable(3, map[string]api.Route{
+		"billing": {Addrs: []string{"127.0.0.1:7001"}, Namespace: "team-a"},
+		"common":  {Addrs: []string{"127.0.0.1:7002"}},
+	}))
+	srv, err := server.New(h, server.Options{Routing: h})
+	require.NoError(t, err)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		h.Close(context.WithoutCancel(ctx))
+	})
+	env := map[string]string{"TINYCTL_ADDR": lis.Addr().String()}
+
+	r := run(t, env, "", "routes")
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 3, r.stdout)
+	assert.Contains(t, lines[0], "(generation 3)")
+	assert.Regexp(t, `^billing\s+127\.0\.0\.1:7001 \(namespace team-a\)`, lines[1])
+	assert.Regexp(t, `^common\s+127\.0\.0\.1:7002\s*$`, lines[2])
+
+	r = run(t, env, "", "routes", "-o", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"namespace": "team-a"`)
 }

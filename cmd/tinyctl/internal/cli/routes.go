@@ -17,7 +17,9 @@ var cmdRoutes = &command{
 	name:    "routes",
 	summary: "show the route table (module -> hosts)",
 	help: `Shows the host's route table: for each module that is not loaded in the
-host, the addresses of the hosts where it is ready. Calls to a module loaded
+host, the addresses of the hosts where it is ready, and the namespace of
+the module when it has one (its modules message only their own namespace's
+and those of no namespace). Calls to a module loaded
 in the host stay in-process. The operator sets the table (SetRoutes); a
 standalone host reads it from its config file ("routes:").
 
@@ -31,7 +33,11 @@ Examples:
 		return show(ctx, c, "routes", args, query, func(w io.Writer, resp *hostv1.GetRoutesResponse) error {
 			rows := make([][2]string, len(resp.GetRoutes()))
 			for i, r := range resp.GetRoutes() {
-				rows[i] = [2]string{r.GetModule(), strings.Join(r.GetAddresses(), ",")}
+				hosts := strings.Join(r.GetAddresses(), ",")
+				if ns := r.GetNamespace(); ns != "" {
+					hosts += " (namespace " + ns + ")"
+				}
+				rows[i] = [2]string{r.GetModule(), hosts}
 			}
 			return writeTable(w, "MODULE", "HOSTS", resp.GetGeneration(), rows)
 		})
