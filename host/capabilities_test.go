@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -138,4 +139,25 @@ func loggedWith(sink *logSink, module string, level hclog.Level, s string) bool 
 		}
 	}
 	return false
+}
+
+// TestForwardPortName: a send or call to a port no component can declare
+// (abi.ValidName) is refused as a bad request naming the port, before it
+// is routed; a system port is refused as denied, as before.
+func TestForwardPortName(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	load(t, h, "echo", host.LoadOptions{Name: "a"})
+	load(t, h, "hostcalls", host.LoadOptions{Name: "caller", Capabilities: []string{abi.CapMessaging}})
+	for _, port := range []string{"call", "send"} {
+		for _, bad := range []string{"In", "in\x1b[31m", "9in"} {
+			_, err := invoke(t, h, "caller", "caller", port, []byte("a/echo/"+bad+" hi"))
+			var ce *api.CallError
+			if assert.ErrorAs(t, err, &ce, "%s %q", port, bad) {
+				assert.Contains(t, ce.Err.Error(), fmt.Sprintf("%s: status %d: %s: port: ", port, abi.StatusBadRequest, port), "%s %q", port, bad)
+				assert.NotContains(t, ce.Err.Error(), "\x1b", "%s %q", port, bad)
+			}
+		}
+		_, err := invoke(t, h, "caller", "caller", port, []byte("a/echo/_settings hi"))
+		assert.ErrorContains(t, err, fmt.Sprintf("status %d", abi.StatusDenied), "%s to a system port", port)
+	}
 }

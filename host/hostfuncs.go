@@ -286,8 +286,13 @@ func (in *instance) forward(what string, req []byte, sink *guest.ReplySink) (abi
 	if tns := in.otherNamespace(to); tns != "" {
 		return in.deniedNamespace(to, tns)
 	}
-	if to.Port == "" {
-		return failed(abi.StatusBadRequest, "%s: empty port", what)
+	// A port no component can declare (abi.ValidName) is refused here,
+	// before it is routed anywhere; a system port is refused as such by
+	// route, or the durable send.
+	if !abi.IsSystemPort(to.Port) {
+		if err := abi.ValidName(to.Port); err != nil {
+			return failed(abi.StatusBadRequest, "%s: port: %v", what, err)
+		}
 	}
 	next := in.Hops + 1
 	if next > v.h.opts.HopLimit {
