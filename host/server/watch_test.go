@@ -80,8 +80,8 @@ func TestWatchNeverReadEnds(t *testing.T) {
 		require.Equal(t, hostv1.WatchEvent_TYPE_FAILED, ev.GetType())
 		got++
 	}
-	// What the subscription and the flow windows held: more than the
-	// subscription's buffer, fewer than the events.
-	assert.Greater(t, got, host.EventBuffer)
+	// What the subscription and the flow windows held: the subscription's
+	// buffer at least, fewer than the events.
+	assert.GreaterOrEqual(t, got, host.EventBuffer)
 	assert.Less(t, got, events)
 }
