@@ -116,10 +116,16 @@ func (g *Grants) may(host, port, def string) bool {
 	return false
 }
 
-// namesAddr reports whether a grant names ip literally.
-func (g *Grants) namesAddr(ip netip.Addr) bool {
+// namesAddr reports whether a grant names ip literally, and port (a
+// default port, 80 or 443, when the grant names none): a grant of an
+// internal address on one port is not one of its other ports, which a
+// name the module's DNS answers with that address would reach.
+func (g *Grants) namesAddr(ip netip.Addr, port string) bool {
 	for _, hg := range g.hosts {
-		if hg.ip.IsValid() && hg.ip == ip {
+		if !hg.ip.IsValid() || hg.ip != ip {
+			continue
+		}
+		if hg.port == port || hg.port == "" && (port == "80" || port == "443") {
 			return true
 		}
 	}
@@ -287,7 +293,7 @@ func (o *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 	var errs []error
 	for _, ip := range ips {
 		ip = ip.Unmap()
-		if kind := netaddr.Internal(ip); kind != "" && !c.Grants.namesAddr(ip) {
+		if kind := netaddr.Internal(ip); kind != "" && !c.Grants.namesAddr(ip, port) {
 			errs = append(errs, &Denied{fmt.Sprintf("%s resolves to %s, a %s address that no grant names", host, ip, kind)})
 			continue
 		}

@@ -91,3 +91,45 @@ func TestReadAtMost(t *testing.T) {
 	var tl *outbound.TooLarge
 	assert.ErrorAs(t, err, &tl)
 }
+
+// TestDialGrantedAddressPort: a grant naming an internal address names it
+// on its port only. A granted name that resolves to that address is
+// refused on another port: the grant of 10.0.0.7:8080 is no way to the
+// host's other ports by a name whose DNS answer the module controls.
+func TestDialGrantedAddressPort(t *testing.T) {
+	var g outbound.Grants
+	require.NoError(t, g.Add("http:10.0.0.7:8080", "10.0.0.7:8080"))
+	require.NoError(t, g.Add("http:api.example.com", "api.example.com"))
+	require.NoError(t, g.Add("http:api.example.com:8080", "api.example.com:8080"))
+	var dialed []string
+	var c outbound.Client
+	c.Open(func() outbound.Config {
+		return outbound.Config{
+			Module: "m", Capability: "http", Grants: &g, MaxRequests: 1, MaxHeaderBytes: 1024,
+			Net: outbound.Net{
+				Resolve: func(context.Context, string) ([]netip.Addr, error) {
+					return []netip.Addr{netip.MustParseAddr("10.0.0.7")}, nil
+				},
+				Dial: func(_ context.Context, _, addr string) (net.Conn, error) {
+					dialed = append(dialed, addr)
+					return nil, errors.New("no connection in this test")
+				},
+			},
+		}
+	})
+	defer c.Close()
+	for _, u := range []string{"http://api.example.com/", "https://api.example.com/"} {
+		r, err := http.NewRequestWithContext(t.Context(), http.MethodGet, u, nil)
+		require.NoError(t, err)
+		_, err = c.Do(r)
+		var den *outbound.Denied
+		require.ErrorAs(t, err, &den, u)
+		assert.Contains(t, den.Reason, "api.example.com resolves to 10.0.0.7, a private address that no grant names", u)
+	}
+	assert.Empty(t, dialed)
+	r, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://api.example.com:8080/", nil)
+	require.NoError(t, err)
+	_, err = c.Do(r)
+	require.Error(t, err)
+	assert.Equal(t, []string{"10.0.0.7:8080"}, dialed)
+}
