@@ -80,17 +80,21 @@ func (f Files) Check(names []string, given map[string][]byte) error {
 }
 
 // Read reads at most abi.MaxSecretSize bytes of the secret's file, and
-// says which ABI status a failure is.
+// says which ABI status a failure is. A file that is not a regular one (a
+// FIFO, a device) fails without waiting for a writer or reading it.
 func (f Files) Read(name string) ([]byte, abi.Status, error) {
 	p := f.file(name)
 	if p == "" {
 		return nil, abi.StatusNotFound, fmt.Errorf("secret %q: this host has no such secret", name)
 	}
-	file, err := os.Open(p)
+	file, err := os.OpenFile(p, os.O_RDONLY|openNonblock, 0)
 	if err != nil {
 		return nil, abi.StatusNotFound, fileError(name, err)
 	}
 	defer file.Close()
+	if fi, err := file.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, abi.StatusUnavailable, fmt.Errorf("secret %q: the host's file of it is not a regular file", name)
+	}
 	b, err := io.ReadAll(io.LimitReader(file, abi.MaxSecretSize+1))
 	switch {
 	case err != nil:
