@@ -134,6 +134,11 @@ func checkHeaders(what string, h []abi.KV, l *api.Limits) (abi.Status, string) {
 	n := 0
 	for _, kv := range h {
 		n += len(kv.Key) + len(kv.Value)
+		if len(kv.Key)+len(kv.Value) > abi.MaxMetadataLen {
+			// A request's was refused by its decoding; a response's
+			// would be by the guest's.
+			return abi.StatusTooLarge, fmt.Sprintf("http: %s header %.64q is %d bytes, limit %d (abi.MaxMetadataLen)", what, kv.Key, len(kv.Key)+len(kv.Value), abi.MaxMetadataLen)
+		}
 		if what == "request" && !validHeader(kv.Key, kv.Value) {
 			return abi.StatusBadRequest, fmt.Sprintf("http: request header %.64q is not a valid name and value", kv.Key)
 		}
@@ -278,6 +283,11 @@ func checkHTTPLimits(l api.Limits) []error {
 	}
 	if l.MaxHTTPHeaders > abi.MaxHTTPHeaders {
 		errs = append(errs, fmt.Errorf("MaxHTTPHeaders is %d, at most %d", l.MaxHTTPHeaders, abi.MaxHTTPHeaders))
+	}
+	// More bytes than the ABI's headers carry would only let a server
+	// make the host read that much before the response is refused.
+	if most := abi.MaxHTTPHeaders * abi.MaxMetadataLen; l.MaxHTTPHeaderBytes > most {
+		errs = append(errs, fmt.Errorf("MaxHTTPHeaderBytes is %d, at most %d", l.MaxHTTPHeaderBytes, most))
 	}
 	if l.MaxHTTPRedirects > abi.MaxHTTPRedirects {
 		errs = append(errs, fmt.Errorf("MaxHTTPRedirects is %d, at most %d", l.MaxHTTPRedirects, abi.MaxHTTPRedirects))

@@ -430,3 +430,20 @@ func TestHTTPHeaderBounds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "host "+srv.Listener.Addr().String(), string(r.Body))
 }
+
+// TestHTTPResponseHeaderTooLong: a response header longer than the ABI
+// carries (abi.MaxMetadataLen, name and value) is too large, named in the
+// reason; it was handed to the guest as a response its decoder refuses
+// as malformed.
+func TestHTTPResponseHeaderTooLong(t *testing.T) {
+	h, _ := newHost(t, host.Options{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Long", strings.Repeat("v", abi.MaxMetadataLen))
+		_, _ = w.Write([]byte("body"))
+	}))
+	t.Cleanup(srv.Close)
+	f := loadFetcher(t, h, "longheader", api.Limits{}, grantOf(srv))
+	st, _, reason := f.do(t, "GET", srv.URL, nil)
+	assert.Equal(t, abi.StatusTooLarge, st, reason)
+	assert.Contains(t, reason, `response header "X-Long" is 8198 bytes, limit 8192`)
+}

@@ -393,6 +393,7 @@ func TestLimitDefaults(t *testing.T) {
 		{api.Limits{MaxHTTPResponseSize: -1}, "MaxHTTPResponseSize is -1"},
 		{api.Limits{MaxHTTPHeaders: 257}, "MaxHTTPHeaders is 257, at most 256"},
 		{api.Limits{MaxHTTPRedirects: 6}, "MaxHTTPRedirects is 6, at most 5"},
+		{api.Limits{MaxHTTPHeaderBytes: 2<<20 + 1}, "MaxHTTPHeaderBytes is 2097153, at most 2097152"},
 		{api.Limits{MaxHTTPRequests: -2}, "MaxHTTPRequests is -2"},
 		{api.Limits{MaxEmits: -1}, "MaxEmits is -1"},
 		{api.Limits{MaxKVKeySize: 1025}, "MaxKVKeySize is 1025, must be 1 to 1024"},

@@ -102,7 +102,9 @@ type Limits struct {
 	MaxHTTPResponseSize int `koanf:"http-max-response-bytes"`
 	// MaxHTTPHeaders and MaxHTTPHeaderBytes bound the headers of a
 	// request and of a response: their number (at most
-	// abi.MaxHTTPHeaders) and their bytes. Defaults 64 and 64 KiB.
+	// abi.MaxHTTPHeaders) and their bytes (at most abi.MaxHTTPHeaders
+	// times abi.MaxMetadataLen, 2 MiB, what the ABI carries); a header is
+	// at most abi.MaxMetadataLen bytes. Defaults 64 and 64 KiB.
 	MaxHTTPHeaders     int `koanf:"http-max-headers"`
 	MaxHTTPHeaderBytes int `koanf:"http-max-header-bytes"`
 	// MaxHTTPRedirects is how many redirects one request follows, each
