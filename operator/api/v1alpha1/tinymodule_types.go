@@ -405,6 +405,7 @@ type Limits struct {
 	HTTPMaxHeaders *int32 `json:"httpMaxHeaders,omitempty"`
 	// +optional
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2097152
 	HTTPMaxHeaderBytes *int32 `json:"httpMaxHeaderBytes,omitempty"`
 
 	// HTTPMaxRedirects is how many redirects one outbound HTTP request
