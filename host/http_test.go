@@ -208,6 +208,8 @@ func TestHTTPInternalAddresses(t *testing.T) {
 		{"fd00::1", "private"},
 		{"::ffff:10.1.2.3", "private"},
 		{"100.64.0.1", "shared (carrier-grade NAT)"},
+		{"64:ff9b::a9fe:a9fe", "link-local"}, // NAT64 of 169.254.169.254
+		{"2002:7f00:1::", "loopback"},        // 6to4 of 127.0.0.1
 	} {
 		t.Run(tc.addr, func(t *testing.T) {
 			h, _ := newHost(t, host.Options{})
