@@ -287,8 +287,9 @@
 // address connected to, over one http.Transport per module version, within
 // the module's HTTP limits. The secret import (secret.go, internal/secret)
 // serves a granted secret from the values the load gave
-// (LoadOptions.Secrets, replaced by SetSecrets), else reads its file
-// (Options.SecretFiles, Options.SecretsDir) at every call, and no value
+// (LoadOptions.Secrets, replaced by SetSecrets), else, for a module of no
+// namespace, reads its file (Options.SecretFiles, Options.SecretsDir) at
+// every call, and no value
 // reaches a log, an error or a listing. The kv import (kv.go) serves a
 // module granted kv from its own bucket of Options.KV (package host/state
 // on NATS JetStream), the bucket named by the store from the module's

@@ -160,7 +160,7 @@ func (h *Host) loadSpec(size int64, opts LoadOptions) (loadSpec, error) {
 	if spec.secrets, err = secret.CheckValues(opts.Secrets); err != nil {
 		return loadSpec{}, err
 	}
-	if err := h.opts.secretFiles().Check(spec.caps.secrets, spec.secrets); err != nil {
+	if err := h.opts.secretFiles(opts.Labels[api.LabelNamespace]).Check(spec.caps.secrets, spec.secrets); err != nil {
 		return loadSpec{}, err
 	}
 	if opts.Config != nil {

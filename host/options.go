@@ -135,8 +135,10 @@ type Options struct {
 	// file of its value, and any other name is the file of that name in
 	// SecretsDir. The file is read at every request, so a rotated value
 	// reaches the module at once; a load granted a secret that has no file
-	// fails. Values never appear in logs, errors or listings. Default:
-	// none.
+	// fails. A module of a namespace (LoadOptions.Labels'
+	// api.LabelNamespace, a tenant's) reads none of them, only what its
+	// load gave (LoadOptions.Secrets). Values never appear in logs, errors
+	// or listings. Default: none.
 	SecretFiles map[string]string
 	SecretsDir  string
 

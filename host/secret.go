@@ -20,8 +20,9 @@ import (
 // SetSecrets replaces, whole, the secret values the load of the module
 // gave it (LoadOptions.Secrets): its instances read the new values at
 // their next request, without a reload. A name absent from secrets falls
-// back to the host's file of that name. The values are checked as a
-// load's; the error wraps ErrNotFound when the module is not loaded.
+// back to the host's file of that name, for a module of no namespace
+// (api.LabelNamespace). The values are checked as a load's; the error
+// wraps ErrNotFound when the module is not loaded.
 func (h *Host) SetSecrets(ctx context.Context, module string, secrets map[string][]byte) error {
 	vals, err := secret.CheckValues(secrets)
 	if err != nil {
@@ -52,8 +53,14 @@ func (g *grants) addSecret(n, name string, targeted bool) error {
 	return nil
 }
 
-// secretFiles are the host's files of secrets.
-func (o *Options) secretFiles() secret.Files {
+// secretFiles are the host's files of secrets a module of namespace ns
+// may read: none for a module of a namespace, a tenant's, which reads
+// only the values its load gave (its TinyModule's spec.secrets, from its
+// namespace's Secrets), not the host's own.
+func (o *Options) secretFiles(ns string) secret.Files {
+	if ns != "" {
+		return secret.Files{Refused: "a module of namespace " + ns + " reads only the secrets its load gave (its TinyModule's spec.secrets), not the host's files"}
+	}
 	return secret.Files{Named: o.SecretFiles, Dir: o.SecretsDir}
 }
 
@@ -77,7 +84,7 @@ func (in *instance) Secret(req []byte) (abi.Status, []byte) {
 	if b, ok := (*v.secrets.Load())[name]; ok {
 		return abi.StatusOK, b
 	}
-	b, st, err := v.h.opts.secretFiles().Read(name)
+	b, st, err := v.h.opts.secretFiles(v.namespace()).Read(name)
 	if err != nil {
 		in.logFailure("secret unavailable", err.Error())
 		return st, []byte(err.Error())

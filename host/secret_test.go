@@ -158,3 +158,44 @@ func TestSecretsGiven(t *testing.T) {
 		assert.NotContains(t, listing, v)
 	}
 }
+
+// TestSecretsNamespaceNoFiles: a module of a namespace (a tenant's, loaded
+// by the operator) reads only the secrets its load gave, never the host's
+// files of the same names: its load fails for a granted secret it was not
+// given, and once SetSecrets takes the value away, a read is not found
+// rather than the host's file. A module of no namespace reads the file.
+func TestSecretsNamespaceNoFiles(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "api-token"), []byte("the host's own"), 0o600))
+	h, _ := newHost(t, host.Options{SecretsDir: dir})
+	caps := []string{abi.CapLog, "secret:api-token"}
+	tenant := map[string]string{api.LabelNamespace: "team-a"}
+	get := func(module string) (abi.Status, string) {
+		t.Helper()
+		resp, err := h.Invoke(t.Context(), api.Request{Module: module, Component: "s", Port: "get", Payload: []byte("api-token")})
+		require.NoError(t, err)
+		return abi.Status(resp.Payload[0]), string(resp.Payload[1:])
+	}
+
+	_, err := h.Load(loadCtx(t), fixture(t, "secrets"), host.LoadOptions{Name: "tenant", Capabilities: caps, Labels: tenant})
+	require.Error(t, err, "a tenant's module granted a secret it was not given")
+	assert.Contains(t, err.Error(), `secret "api-token" was not given with the load: a module of namespace team-a reads only the secrets its load gave`)
+
+	_, err = h.Load(loadCtx(t), fixture(t, "secrets"), host.LoadOptions{Name: "tenant", Capabilities: caps, Labels: tenant,
+		Secrets: map[string][]byte{"api-token": []byte("team-a's")}})
+	require.NoError(t, err)
+	st, got := get("tenant")
+	require.Equal(t, abi.StatusOK, st, got)
+	assert.Equal(t, "team-a's", got)
+	require.NoError(t, h.SetSecrets(t.Context(), "tenant", nil))
+	st, got = get("tenant")
+	assert.Equal(t, abi.StatusNotFound, st)
+	assert.Contains(t, got, "was not given with the load")
+	assert.NotContains(t, got, "the host's own")
+
+	_, err = h.Load(loadCtx(t), fixture(t, "secrets"), host.LoadOptions{Name: "own", Capabilities: caps})
+	require.NoError(t, err)
+	st, got = get("own")
+	require.Equal(t, abi.StatusOK, st, got)
+	assert.Equal(t, "the host's own", got, "a module of no namespace reads the host's file")
+}

@@ -42,14 +42,20 @@ func CheckValues(in map[string][]byte) (map[string][]byte, error) {
 }
 
 // Files are the host's files of secrets: Named maps a name to its file,
-// else the file of that name in Dir, when Dir is not "".
+// else the file of that name in Dir, when Dir is not "". Refused, when
+// not "", says why the module has none of them: every secret not given is
+// then not found, for that reason.
 type Files struct {
-	Named map[string]string
-	Dir   string
+	Named   map[string]string
+	Dir     string
+	Refused string
 }
 
 // file is the file holding the secret's value; "" when none.
 func (f Files) file(name string) string {
+	if f.Refused != "" {
+		return ""
+	}
 	if p, ok := f.Named[name]; ok {
 		return p
 	}
@@ -69,7 +75,7 @@ func (f Files) Check(names []string, given map[string][]byte) error {
 		}
 		p := f.file(name)
 		if p == "" {
-			errs = append(errs, fmt.Errorf("secret %q: this host has no such secret (SecretFiles, SecretsDir)", name))
+			errs = append(errs, f.none(name, " (SecretFiles, SecretsDir)"))
 			continue
 		}
 		if _, err := os.Stat(p); err != nil {
@@ -85,7 +91,7 @@ func (f Files) Check(names []string, given map[string][]byte) error {
 func (f Files) Read(name string) ([]byte, abi.Status, error) {
 	p := f.file(name)
 	if p == "" {
-		return nil, abi.StatusNotFound, fmt.Errorf("secret %q: this host has no such secret", name)
+		return nil, abi.StatusNotFound, f.none(name, "")
 	}
 	file, err := os.OpenFile(p, os.O_RDONLY|openNonblock, 0)
 	if err != nil {
@@ -121,4 +127,13 @@ func fileError(name string, err error) error {
 		return fmt.Errorf("secret %q: this host has no such secret", name)
 	}
 	return fmt.Errorf("secret %q: %w", name, pathless(err))
+}
+
+// none is the error of a secret that has no file: Refused's reason, or
+// that the host has none of that name (where, appended).
+func (f Files) none(name, where string) error {
+	if f.Refused != "" {
+		return fmt.Errorf("secret %q was not given with the load: %s", name, f.Refused)
+	}
+	return fmt.Errorf("secret %q: this host has no such secret%s", name, where)
 }
