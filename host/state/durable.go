@@ -118,12 +118,24 @@ func (e *Engine) Publish(ctx context.Context, from string, msg *abi.Message) err
 	}
 	ack, err := e.js.PublishMsg(ctx, m, opts...)
 	if err != nil {
+		e.forgetStreams(msg.Module, err)
 		return mapPublishErr(err)
 	}
 	if !ack.Duplicate {
 		e.count(msg.Module, func(c *host.DurableCounts) { c.Published++ })
 	}
 	return nil
+}
+
+// forgetStreams drops module's streams from those known to exist when
+// err says they do not (another client of the store deleted them), so
+// that the next use makes them again.
+func (e *Engine) forgetStreams(module string, err error) {
+	if storeGone(err) {
+		e.mu.Lock()
+		delete(e.msgStreams, module)
+		e.mu.Unlock()
+	}
 }
 
 // count applies add to module's counts.
@@ -186,6 +198,7 @@ func (e *Engine) Consume(ctx context.Context, module string, handle host.Durable
 		MaxAckPending: e.cfg.MaxInFlight,
 	})
 	if err != nil {
+		e.forgetStreams(module, err)
 		return nil, fmt.Errorf("consumer of %q: %w", module, err)
 	}
 	run, cancel := context.WithCancel(context.Background())
@@ -319,6 +332,7 @@ func (e *Engine) deadLetter(ctx context.Context, module, subject string, m jetst
 		opts = append(opts, jetstream.WithMsgID("/dead/"+strconv.FormatUint(md.Sequence.Stream, 10)))
 	}
 	if _, err := e.js.PublishMsg(ctx, d, opts...); err != nil {
+		e.forgetStreams(module, err) // made again by the next send or listing
 		e.cfg.Logger.Warn("dead letter not stored: the message stays", "module", module, "error", mapPublishErr(err))
 		_ = m.NakWithDelay(e.cfg.AckWait)
 		return
@@ -345,6 +359,7 @@ func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, li
 			break // none from seq on
 		}
 		if err != nil {
+			e.forgetStreams(module, err)
 			return nil, err
 		}
 		seq = raw.Sequence + 1
