@@ -186,6 +186,65 @@ const (
 // module are handled at once on this host; a handler that runs longer
 // than AckWait keeps its message by telling the server it is in progress.
 func (e *Engine) Consume(ctx context.Context, module string, handle host.DurableHandler) (func(), error) {
+	run, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, e.cfg.MaxInFlight)
+	_, _, _, deadSubject := StreamNames(e.cfg.Namespace, module)
+	onMsg := func(m jetstream.Msg) {
+		select {
+		case slots <- struct{}{}:
+		case <-run.Done():
+			_ = m.Nak()
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer func() {
+				<-slots
+				wg.Done()
+			}()
+			e.deliver(run, module, deadSubject, m, handle)
+		}()
+	}
+	// lost is told when the consumer or its stream is no more (another
+	// client of the store deleted them) or the server stopped answering:
+	// keep makes them again and consumes anew.
+	lost := make(chan struct{}, 1)
+	onErr := func(_ jetstream.ConsumeContext, err error) {
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+			errors.Is(err, jetstream.ErrNoHeartbeat) || storeGone(err) {
+			select {
+			case lost <- struct{}{}:
+			default:
+			}
+		}
+	}
+	cc, err := e.consume(ctx, module, onMsg, onErr)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		cc = e.keep(run, module, cc, lost, onMsg, onErr)
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			<-kept
+			if cc != nil {
+				cc.Stop()
+				<-cc.Closed()
+			}
+			wg.Wait()
+		})
+	}, nil
+}
+
+// consume makes module's streams and consumer if missing, and consumes.
+func (e *Engine) consume(ctx context.Context, module string, onMsg jetstream.MessageHandler, onErr jetstream.ConsumeErrHandler) (jetstream.ConsumeContext, error) {
 	msgs, _, err := e.streams(ctx, module)
 	if err != nil {
 		return nil, err
@@ -201,39 +260,53 @@ func (e *Engine) Consume(ctx context.Context, module string, handle host.Durable
 		e.forgetStreams(module, err)
 		return nil, fmt.Errorf("consumer of %q: %w", module, err)
 	}
-	run, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, e.cfg.MaxInFlight)
-	_, _, _, deadSubject := StreamNames(e.cfg.Namespace, module)
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		select {
-		case slots <- struct{}{}:
-		case <-run.Done():
-			_ = m.Nak()
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer func() {
-				<-slots
-				wg.Done()
-			}()
-			e.deliver(run, module, deadSubject, m, handle)
-		}()
-	}, jetstream.PullMaxMessages(e.cfg.MaxInFlight))
+	cc, err := cons.Consume(onMsg, jetstream.PullMaxMessages(e.cfg.MaxInFlight), jetstream.ConsumeErrHandler(onErr))
 	if err != nil {
-		cancel()
 		return nil, fmt.Errorf("consume %q: %w", module, err)
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			cancel()
+	return cc, nil
+}
+
+// keep consumes again, after a backoff, when cc ends or is lost, until run
+// is done; it returns the consume context then running, if any.
+func (e *Engine) keep(run context.Context, module string, cc jetstream.ConsumeContext, lost <-chan struct{}, onMsg jetstream.MessageHandler, onErr jetstream.ConsumeErrHandler) jetstream.ConsumeContext {
+	wait := e.cfg.Backoff
+	for {
+		var closed <-chan struct{}
+		if cc != nil {
+			closed = cc.Closed()
+		} else {
+			t := time.NewTimer(wait)
+			select {
+			case <-run.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			wait = min(2*wait, e.cfg.AckWait)
+			var err error
+			if cc, err = e.consume(run, module, onMsg, onErr); err != nil {
+				if run.Err() == nil {
+					e.cfg.Logger.Warn("durable messages not consumed: trying again", "module", module, "error", err, "in", wait)
+				}
+				continue
+			}
+			e.cfg.Logger.Info("durable messages consumed again", "module", module)
+			continue
+		}
+		select {
+		case <-run.Done():
+			return cc
+		case <-lost:
 			cc.Stop()
 			<-cc.Closed()
-			wg.Wait()
-		})
-	}, nil
+		case <-closed:
+		}
+		e.mu.Lock()
+		delete(e.msgStreams, module)
+		e.mu.Unlock()
+		cc = nil
+	}
 }
 
 // deliver handles one delivery of m: ack when handle returns nil; else
