@@ -185,6 +185,9 @@ const (
 // Consume implements host.Durable. At most MaxInFlight messages of the
 // module are handled at once on this host; a handler that runs longer
 // than AckWait keeps its message by telling the server it is in progress.
+// A consumer that ends or is lost (its stream deleted by another client of
+// the store, its server silent) consumes again after a backoff, until
+// stopped.
 func (e *Engine) Consume(ctx context.Context, module string, handle host.DurableHandler) (func(), error) {
 	run, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
