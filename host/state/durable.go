@@ -118,12 +118,24 @@ func (e *Engine) Publish(ctx context.Context, from string, msg *abi.Message) err
 	}
 	ack, err := e.js.PublishMsg(ctx, m, opts...)
 	if err != nil {
+		e.forgetStreams(msg.Module, err)
 		return mapPublishErr(err)
 	}
 	if !ack.Duplicate {
 		e.count(msg.Module, func(c *host.DurableCounts) { c.Published++ })
 	}
 	return nil
+}
+
+// forgetStreams drops module's streams from those known to exist when
+// err says they do not (another client of the store deleted them), so
+// that the next use makes them again.
+func (e *Engine) forgetStreams(module string, err error) {
+	if storeGone(err) {
+		e.mu.Lock()
+		delete(e.msgStreams, module)
+		e.mu.Unlock()
+	}
 }
 
 // count applies add to module's counts.
@@ -173,26 +185,15 @@ const (
 // Consume implements host.Durable. At most MaxInFlight messages of the
 // module are handled at once on this host; a handler that runs longer
 // than AckWait keeps its message by telling the server it is in progress.
+// A consumer that ends or is lost (its stream deleted by another client of
+// the store, its server silent) consumes again after a backoff, until
+// stopped.
 func (e *Engine) Consume(ctx context.Context, module string, handle host.DurableHandler) (func(), error) {
-	msgs, _, err := e.streams(ctx, module)
-	if err != nil {
-		return nil, err
-	}
-	cons, err := msgs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       consumerName,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       e.cfg.AckWait,
-		MaxDeliver:    -1, // the engine counts attempts, to keep a dead letter
-		MaxAckPending: e.cfg.MaxInFlight,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("consumer of %q: %w", module, err)
-	}
 	run, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, e.cfg.MaxInFlight)
 	_, _, _, deadSubject := StreamNames(e.cfg.Namespace, module)
-	cc, err := cons.Consume(func(m jetstream.Msg) {
+	onMsg := func(m jetstream.Msg) {
 		select {
 		case slots <- struct{}{}:
 		case <-run.Done():
@@ -207,20 +208,108 @@ func (e *Engine) Consume(ctx context.Context, module string, handle host.Durable
 			}()
 			e.deliver(run, module, deadSubject, m, handle)
 		}()
-	}, jetstream.PullMaxMessages(e.cfg.MaxInFlight))
+	}
+	// lost is told when the consumer or its stream is no more (another
+	// client of the store deleted them) or the server stopped answering:
+	// keep makes them again and consumes anew.
+	lost := make(chan struct{}, 1)
+	onErr := func(_ jetstream.ConsumeContext, err error) {
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+			errors.Is(err, jetstream.ErrNoHeartbeat) || storeGone(err) {
+			select {
+			case lost <- struct{}{}:
+			default:
+			}
+		}
+	}
+	cc, err := e.consume(ctx, module, onMsg, onErr)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("consume %q: %w", module, err)
+		return nil, err
 	}
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		cc = e.keep(run, module, cc, lost, onMsg, onErr)
+	}()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			cancel()
-			cc.Stop()
-			<-cc.Closed()
+			<-kept
+			if cc != nil {
+				cc.Stop()
+				<-cc.Closed()
+			}
 			wg.Wait()
 		})
 	}, nil
+}
+
+// consume makes module's streams and consumer if missing, and consumes.
+func (e *Engine) consume(ctx context.Context, module string, onMsg jetstream.MessageHandler, onErr jetstream.ConsumeErrHandler) (jetstream.ConsumeContext, error) {
+	msgs, _, err := e.streams(ctx, module)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := msgs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       consumerName,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       e.cfg.AckWait,
+		MaxDeliver:    -1, // the engine counts attempts, to keep a dead letter
+		MaxAckPending: e.cfg.MaxInFlight,
+	})
+	if err != nil {
+		e.forgetStreams(module, err)
+		return nil, fmt.Errorf("consumer of %q: %w", module, err)
+	}
+	cc, err := cons.Consume(onMsg, jetstream.PullMaxMessages(e.cfg.MaxInFlight), jetstream.ConsumeErrHandler(onErr))
+	if err != nil {
+		return nil, fmt.Errorf("consume %q: %w", module, err)
+	}
+	return cc, nil
+}
+
+// keep consumes again, after a backoff, when cc ends or is lost, until run
+// is done; it returns the consume context then running, if any.
+func (e *Engine) keep(run context.Context, module string, cc jetstream.ConsumeContext, lost <-chan struct{}, onMsg jetstream.MessageHandler, onErr jetstream.ConsumeErrHandler) jetstream.ConsumeContext {
+	wait := e.cfg.Backoff
+	for {
+		var closed <-chan struct{}
+		if cc != nil {
+			closed = cc.Closed()
+		} else {
+			t := time.NewTimer(wait)
+			select {
+			case <-run.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			wait = min(2*wait, e.cfg.AckWait)
+			var err error
+			if cc, err = e.consume(run, module, onMsg, onErr); err != nil {
+				if run.Err() == nil {
+					e.cfg.Logger.Warn("durable messages not consumed: trying again", "module", module, "error", err, "in", wait)
+				}
+				continue
+			}
+			e.cfg.Logger.Info("durable messages consumed again", "module", module)
+			continue
+		}
+		select {
+		case <-run.Done():
+			return cc
+		case <-lost:
+			cc.Stop()
+			<-cc.Closed()
+		case <-closed:
+		}
+		e.mu.Lock()
+		delete(e.msgStreams, module)
+		e.mu.Unlock()
+		cc = nil
+	}
 }
 
 // deliver handles one delivery of m: ack when handle returns nil; else
@@ -319,6 +408,7 @@ func (e *Engine) deadLetter(ctx context.Context, module, subject string, m jetst
 		opts = append(opts, jetstream.WithMsgID("/dead/"+strconv.FormatUint(md.Sequence.Stream, 10)))
 	}
 	if _, err := e.js.PublishMsg(ctx, d, opts...); err != nil {
+		e.forgetStreams(module, err) // made again by the next send or listing
 		e.cfg.Logger.Warn("dead letter not stored: the message stays", "module", module, "error", mapPublishErr(err))
 		_ = m.NakWithDelay(e.cfg.AckWait)
 		return
@@ -345,6 +435,7 @@ func (e *Engine) DeadLetters(ctx context.Context, module string, from uint64, li
 			break // none from seq on
 		}
 		if err != nil {
+			e.forgetStreams(module, err)
 			return nil, err
 		}
 		seq = raw.Sequence + 1

@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -332,7 +333,7 @@ func (e *Engine) Bucket(ctx context.Context, module string, q host.KVQuota) (hos
 	e.mu.Lock()
 	b := e.buckets[module]
 	e.mu.Unlock()
-	if b != nil && b.quota == q {
+	if b != nil && b.quota == q && !b.gone.Load() {
 		return b, nil
 	}
 	kv, err := e.open(ctx, BucketName(e.cfg.Namespace, module), q)
@@ -394,33 +395,52 @@ func (e *Engine) open(ctx context.Context, name string, q host.KVQuota) (jetstre
 type bucket struct {
 	kv    jetstream.KeyValue
 	quota host.KVQuota
+	// gone is set when the store answered that the bucket is no more
+	// (another client deleted it): Engine.Bucket opens it again.
+	gone atomic.Bool
+}
+
+// fail maps err as mapErr does, and marks b gone when the store has no
+// bucket to answer it.
+func (b *bucket) fail(err error) error {
+	if storeGone(err) {
+		b.gone.Store(true)
+	}
+	return mapErr(err)
+}
+
+// storeGone reports whether err says the stream (or bucket) asked for
+// does not exist, as when another client of the store deleted it.
+func storeGone(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) ||
+		errors.Is(err, jetstream.ErrBucketNotFound)
 }
 
 func (b *bucket) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	en, err := b.kv.Get(ctx, key)
 	if err != nil {
-		return nil, 0, mapErr(err)
+		return nil, 0, b.fail(err)
 	}
 	return en.Value(), en.Revision(), nil
 }
 
 func (b *bucket) Put(ctx context.Context, key string, value []byte) (uint64, error) {
 	rev, err := b.kv.Put(ctx, key, value)
-	return rev, mapErr(err)
+	return rev, b.fail(err)
 }
 
 func (b *bucket) Create(ctx context.Context, key string, value []byte) (uint64, error) {
 	rev, err := b.kv.Create(ctx, key, value)
-	return rev, mapErr(err)
+	return rev, b.fail(err)
 }
 
 func (b *bucket) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
 	rev, err := b.kv.Update(ctx, key, value, rev)
-	return rev, mapErr(err)
+	return rev, b.fail(err)
 }
 
 func (b *bucket) Delete(ctx context.Context, key string) error {
-	return mapErr(b.kv.Delete(ctx, key))
+	return b.fail(b.kv.Delete(ctx, key))
 }
 
 // Keys lists by the subject filter that holds every key with the prefix
@@ -436,7 +456,7 @@ func (b *bucket) Keys(ctx context.Context, prefix string, limit int) ([]string, 
 	kl, err := b.kv.ListKeysFiltered(ctx, filter)
 	if err != nil {
 		cancel()
-		return nil, false, mapErr(err)
+		return nil, false, b.fail(err)
 	}
 	// Stopped early, the lister's goroutine ends once its channel is
 	// drained: it may be sending a key when it would see the end.
