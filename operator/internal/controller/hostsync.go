@@ -107,6 +107,7 @@ func (r *hostSync) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if err := r.Get(ctx, req.NamespacedName, &h); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.hosts.remove(req.Name)
+			r.descs.forget(req.Name)
 			r.book.forget(req.Name)
 			return ctrl.Result{}, nil
 		}
@@ -302,15 +303,16 @@ func (r *hostSync) loaded(ctx context.Context, c *conn) ([]*hostv1.Module, error
 		return nil, fmt.Errorf("host %s: list modules: %w", c.name, err)
 	}
 	for _, m := range info.GetModules() {
-		if _, ok := r.descs.get(m.GetDigest()); !ok && m.GetDigest() != "" {
+		if _, ok := r.descs.get(c.name, m.GetDigest()); !ok && m.GetDigest() != "" {
 			full, err := c.client.List(lctx)
 			if err != nil {
 				return nil, fmt.Errorf("host %s: list modules: %w", c.name, err)
 			}
-			r.descs.add(full...)
+			r.descs.add(c.name, full...)
 			break
 		}
 	}
+	r.descs.retain(c.name, info.GetModules())
 	return info.GetModules(), nil
 }
 
@@ -323,6 +325,7 @@ func (r *hostSync) drain(ctx context.Context, h *v1alpha1.TinyHost) (ctrl.Result
 	log := logf.FromContext(ctx)
 	if !controllerutil.ContainsFinalizer(h, HostFinalizer) {
 		r.hosts.remove(h.Name)
+		r.descs.forget(h.Name)
 		return ctrl.Result{}, nil
 	}
 	if c := r.hosts.get(h.Name); c != nil && c.state().Ready {
@@ -339,6 +342,7 @@ func (r *hostSync) drain(ctx context.Context, h *v1alpha1.TinyHost) (ctrl.Result
 		}
 	}
 	r.hosts.remove(h.Name)
+	r.descs.forget(h.Name)
 	r.book.forget(h.Name)
 	controllerutil.RemoveFinalizer(h, HostFinalizer)
 	if err := r.Update(ctx, h); err != nil {
