@@ -71,6 +71,22 @@ type hostSync struct {
 	peers *peers
 	// book is every host's route table, for the unloads that wait on it.
 	book routeBook
+	// unloadBudget is how long the unloads of one convergence, or of a
+	// drain, take at most together; unloadTimeout when zero.
+	unloadBudget time.Duration
+}
+
+// unloads bounds the unloads of one convergence or drain: they share
+// unloadBudget, not unloadTimeout each. A host may list any number of
+// modules labelled as the operator's and stall every unload; it holds a
+// worker, which other hosts wait for, that long at most, and what is left
+// waits for its next convergence.
+func (r *hostSync) unloads(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := r.unloadBudget
+	if d <= 0 {
+		d = unloadTimeout
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // job is one load for one host.
@@ -107,6 +123,7 @@ func (r *hostSync) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if err := r.Get(ctx, req.NamespacedName, &h); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.hosts.remove(req.Name)
+			r.descs.forget(req.Name)
 			r.book.forget(req.Name)
 			return ctrl.Result{}, nil
 		}
@@ -302,15 +319,16 @@ func (r *hostSync) loaded(ctx context.Context, c *conn) ([]*hostv1.Module, error
 		return nil, fmt.Errorf("host %s: list modules: %w", c.name, err)
 	}
 	for _, m := range info.GetModules() {
-		if _, ok := r.descs.get(m.GetDigest()); !ok && m.GetDigest() != "" {
+		if _, ok := r.descs.get(c.name, m.GetDigest()); !ok && m.GetDigest() != "" {
 			full, err := c.client.List(lctx)
 			if err != nil {
 				return nil, fmt.Errorf("host %s: list modules: %w", c.name, err)
 			}
-			r.descs.add(full...)
+			r.descs.add(c.name, full...)
 			break
 		}
 	}
+	r.descs.retain(c.name, info.GetModules())
 	return info.GetModules(), nil
 }
 
@@ -323,22 +341,28 @@ func (r *hostSync) drain(ctx context.Context, h *v1alpha1.TinyHost) (ctrl.Result
 	log := logf.FromContext(ctx)
 	if !controllerutil.ContainsFinalizer(h, HostFinalizer) {
 		r.hosts.remove(h.Name)
+		r.descs.forget(h.Name)
 		return ctrl.Result{}, nil
 	}
 	if c := r.hosts.get(h.Name); c != nil && c.state().Ready {
+		uctx, cancel := r.unloads(ctx)
+		defer cancel()
 		for _, e := range h.Status.Modules {
 			if e.Namespace == "" || e.Digest == "" {
 				continue
 			}
-			uctx, cancel := context.WithTimeout(ctx, unloadTimeout)
+			if uctx.Err() != nil {
+				log.Info("draining: the host's unloads took too long, leaving the rest", "module", e.Name)
+				break
+			}
 			err := c.client.Unload(uctx, e.Name)
-			cancel()
 			if err != nil && !errors.Is(err, api.ErrNotFound) {
 				log.Info("draining: unload failed, leaving the module", "module", e.Name, "error", err.Error())
 			}
 		}
 	}
 	r.hosts.remove(h.Name)
+	r.descs.forget(h.Name)
 	r.book.forget(h.Name)
 	controllerutil.RemoveFinalizer(h, HostFinalizer)
 	if err := r.Update(ctx, h); err != nil {
@@ -382,6 +406,9 @@ func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 		}
 	}
 	live := r.liveHost(ctx)
+	uctx, cancel := r.unloads(ctx)
+	defer cancel()
+	left := 0
 	for _, name := range plan.unloads {
 		by, overdue := r.book.routing(name, c.address, time.Now(), live)
 		switch {
@@ -392,9 +419,12 @@ func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 		case by != "":
 			log.Info("unloading although a host may still route to it: its table has not changed for "+routeWait.String(), "module", name, "routing", by)
 		}
-		uctx, cancel := context.WithTimeout(ctx, unloadTimeout)
+		if uctx.Err() != nil {
+			plan.entries[name].Message = "retrying: the host's other unloads took their time"
+			left++
+			continue
+		}
 		err := c.client.Unload(uctx, name)
-		cancel()
 		if err == nil || errors.Is(err, api.ErrNotFound) {
 			r.book.unloaded(name, c.address)
 			delete(plan.entries, name)
@@ -404,6 +434,9 @@ func (r *hostSync) apply(ctx context.Context, c *conn, plan *hostPlan) []error {
 		}
 		plan.entries[name].Message = hostMessage("retrying: " + err.Error())
 		errs = append(errs, fmt.Errorf("host %s: unload %s: %w", c.name, name, err))
+	}
+	if left > 0 {
+		errs = append(errs, fmt.Errorf("host %s: %d unloads left for the next convergence: the others took their time", c.name, left))
 	}
 	return errs
 }

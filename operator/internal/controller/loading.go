@@ -110,7 +110,7 @@ func (r *hostSync) load(c *conn, l *inflight, j job, span trace.SpanContext) {
 	}
 	cancel()
 	if err == nil {
-		r.descs.add(mod)
+		r.descs.add(c.name, mod)
 	}
 	l.mod, l.err = mod, err
 	close(l.done)

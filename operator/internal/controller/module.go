@@ -379,7 +379,7 @@ func (r *modules) decidePlacement(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyH
 	st.Address = ""
 	if at := servingAt(st.Placements, old.Address); at != nil {
 		st.Address = at.Address
-		if desc, ok := r.descs.get(at.Digest); ok {
+		if desc, ok := r.describe(st.Placements, at); ok {
 			st.Version, st.Components = desc.Version, desc.Components
 		} else if e := entryOf(byName[at.Host], m); e != nil && e.Version != "" {
 			st.Version = e.Version
@@ -627,4 +627,23 @@ func requeueOnConflict(err error) (ctrl.Result, error) {
 // moduleKey is a request for a TinyModule.
 func moduleKey(namespace, name string) reconcile.Request {
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}
+}
+
+// describe is what a host the module is placed on reported for the digest
+// at serves: at's host first, then the others that run that digest (a
+// replica with --shards may own some of them only). No other host
+// describes the module: a digest is the host's word (descriptors).
+func (r *modules) describe(ps []v1alpha1.Placement, at *v1alpha1.Placement) (described, bool) {
+	if d, ok := r.descs.get(at.Host, at.Digest); ok {
+		return d, true
+	}
+	for _, p := range ps {
+		if p.Digest != at.Digest {
+			continue
+		}
+		if d, ok := r.descs.get(p.Host, p.Digest); ok {
+			return d, true
+		}
+	}
+	return described{}, false
 }

@@ -95,7 +95,7 @@ func (r *modules) decideProvided(m *v1alpha1.TinyModule, hosts []v1alpha1.TinyHo
 		p.Phase, p.Digest = v1alpha1.PhaseReady, e.Digest
 		set(v1alpha1.ConditionReady, true, reasonReady, "1/1 replicas ready")
 		st.State, st.ReadyReplicas, st.UpdatedReplicas, st.Address = v1alpha1.StateReady, 1, 1, p.Address
-		if desc, ok := r.descs.get(e.Digest); ok {
+		if desc, ok := r.descs.get(h.Name, e.Digest); ok {
 			st.Version, st.Components = desc.Version, desc.Components
 		} else if e.Version != "" {
 			st.Version = e.Version

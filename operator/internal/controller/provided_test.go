@@ -29,7 +29,7 @@ func TestDecideProvided(t *testing.T) {
 		return h
 	}
 	descs := newDescriptors(DefaultMaxStatusSchemaBytes)
-	descs.add(&hostv1.Module{Digest: "sha256:e", Version: "1.0.0", Components: []*hostv1.Component{{Name: "echo"}}})
+	descs.add("h1", &hostv1.Module{Digest: "sha256:e", Version: "1.0.0", Components: []*hostv1.Component{{Name: "echo"}}})
 	r := &modules{descs: descs}
 
 	tests := []struct {

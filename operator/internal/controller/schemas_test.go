@@ -28,8 +28,8 @@ func TestPortSchemasBudget(t *testing.T) {
 		}},
 	}}
 	d := newDescriptors(2*len(small) + 10) // room for both small ones, not the big one
-	d.add(mod)
-	got, ok := d.get("sha256:s")
+	d.add("h", mod)
+	got, ok := d.get("h", "sha256:s")
 	require.True(t, ok)
 	assert.Equal(t, []v1alpha1.ComponentStatus{
 		{Name: "a", Ports: []v1alpha1.PortStatus{

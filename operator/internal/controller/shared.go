@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,15 +18,19 @@ import (
 	"github.com/tinyhost/tinyhost/operator/internal/placement"
 )
 
-// descriptors remembers, by wasm digest, the version and components that
-// hosts report for the modules they loaded. The host sync fills it from
-// LoadModule and ListModules; the module status reads it, so that
-// TinyModule status publishes what a host reported, not what the operator
-// guessed. Digests identify bytes, so entries never go stale; the map grows
-// with the number of distinct module builds seen, which is small.
+// descriptors remembers, by host and wasm digest, the version and
+// components that each host reports for the modules it loaded. The host
+// sync fills it from LoadModule and ListModules; the module status reads
+// it, so that TinyModule status publishes what a host reported, not what
+// the operator guessed. A host's report describes only that host's
+// modules: a digest is what the host says, not what the operator checked,
+// and a host that claimed another tenant's digest first would otherwise
+// give that tenant's status its own components on every host. A host's
+// entries are those of the digests its last summary listed, and go with
+// the host, so what a host reports is bounded by what it has loaded.
 type descriptors struct {
 	mu sync.RWMutex
-	m  map[string]described
+	m  map[string]map[string]described // by host, then digest
 	// maxSchemaBytes bounds the ports' schemas a module's status carries
 	// together (Options.MaxStatusSchemaBytes).
 	maxSchemaBytes int
@@ -37,17 +42,17 @@ type described struct {
 }
 
 func newDescriptors(maxSchemaBytes int) *descriptors {
-	return &descriptors{m: map[string]described{}, maxSchemaBytes: maxSchemaBytes}
+	return &descriptors{m: map[string]map[string]described{}, maxSchemaBytes: maxSchemaBytes}
 }
 
-func (d *descriptors) add(mods ...*hostv1.Module) {
+func (d *descriptors) add(host string, mods ...*hostv1.Module) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, m := range mods {
 		if m.GetDigest() == "" {
 			continue
 		}
-		if _, ok := d.m[m.GetDigest()]; ok {
+		if _, ok := d.m[host][m.GetDigest()]; ok {
 			continue
 		}
 		var cs []v1alpha1.ComponentStatus
@@ -75,14 +80,35 @@ func (d *descriptors) add(mods ...*hostv1.Module) {
 				Ports: ps,
 			})
 		}
-		d.m[m.GetDigest()] = described{Version: m.GetVersion(), Components: cs}
+		if d.m[host] == nil {
+			d.m[host] = map[string]described{}
+		}
+		d.m[host][m.GetDigest()] = described{Version: m.GetVersion(), Components: cs}
 	}
 }
 
-func (d *descriptors) get(digest string) (described, bool) {
+// retain forgets what host reported for digests it no longer lists.
+func (d *descriptors) retain(host string, listed []*hostv1.Module) {
+	keep := make(map[string]bool, len(listed))
+	for _, m := range listed {
+		keep[m.GetDigest()] = true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	maps.DeleteFunc(d.m[host], func(digest string, _ described) bool { return !keep[digest] })
+}
+
+// forget drops what host reported: the host is gone.
+func (d *descriptors) forget(host string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.m, host)
+}
+
+func (d *descriptors) get(host, digest string) (described, bool) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	v, ok := d.m[digest]
+	v, ok := d.m[host][digest]
 	return v, ok
 }
 
