@@ -35,5 +35,5 @@ func TestDeletedStreamConsumed(t *testing.T) {
 	}
 	_ = send()
 	require.NoError(t, send())
-	require.Eventually(t, func() bool { return r.count() >= 1 }, 2*time.Minute, 10*time.Millisecond, "delivered after the streams are made again")
+	require.Eventually(t, func() bool { return r.count() >= 1 }, 5*time.Minute, 10*time.Millisecond, "delivered after the streams are made again")
 }
