@@ -42,16 +42,23 @@ func startHost(t *testing.T) (*host.Host, string) {
 	_, err = h.Load(lctx, e2e.Guest(t, "hostcalls"), host.LoadOptions{})
 	require.NoError(t, err)
 
-	srv, err := server.New(h, server.Options{Name: "test-host", Labels: map[string]string{"zone": "a"}})
+	return h, serve(t, h, server.Options{Name: "test-host", Labels: map[string]string{"zone": "a"}})
+}
+
+// serve serves h on 127.0.0.1:0 until the test ends, then closes it, and
+// returns the address.
+func serve(t *testing.T, h *host.Host, opts server.Options) string {
+	t.Helper()
+	srv, err := server.New(h, opts)
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() {
 		srv.Stop()
-		h.Close(context.WithoutCancel(ctx))
+		h.Close(context.WithoutCancel(t.Context()))
 	})
-	return h, lis.Addr().String()
+	return lis.Addr().String()
 }
 
 type result struct {
@@ -303,16 +310,7 @@ func TestRoutesNamespace(t *testing.T) {
 		"billing": {Addrs: []string{"127.0.0.1:7001"}, Namespace: "team-a"},
 		"common":  {Addrs: []string{"127.0.0.1:7002"}},
 	}))
-	srv, err := server.New(h, server.Options{Routing: h})
-	require.NoError(t, err)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		h.Close(context.WithoutCancel(ctx))
-	})
-	env := map[string]string{"TINYCTL_ADDR": lis.Addr().String()}
+	env := map[string]string{"TINYCTL_ADDR": serve(t, h, server.Options{Routing: h})}
 
 	r := run(t, env, "", "routes")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -324,5 +322,13 @@ func TestRoutesNamespace(t *testing.T) {
 
 	r = run(t, env, "", "routes", "-o", "json")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Contains(t, r.stdout, `"namespace": "team-a"`)
+	// protojson varies its spacing from build to build: read it as JSON.
+	var table struct {
+		Routes []struct{ Module, Namespace string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &table), r.stdout)
+	require.Len(t, table.Routes, 2, r.stdout)
+	assert.Equal(t, "billing", table.Routes[0].Module)
+	assert.Equal(t, "team-a", table.Routes[0].Namespace)
+	assert.Empty(t, table.Routes[1].Namespace)
 }
