@@ -2,9 +2,8 @@ package state_test
 
 import (
 	"testing"
+	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyhost/tinyhost/abi"
@@ -22,18 +21,14 @@ func TestDeletedStream(t *testing.T) {
 	}
 	require.NoError(t, send())
 
-	nc, err := nats.Connect(e.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	_, js := otherClient(t, e)
 	name, _, dead, _ := state.StreamNames("default", "m")
 	require.NoError(t, js.DeleteStream(t.Context(), name))
 	require.NoError(t, js.DeleteStream(t.Context(), dead))
 
 	_ = send() // may fail: the engine learns the stream is gone
 	require.NoError(t, send(), "the streams are made again")
-	_, err = js.Stream(t.Context(), dead)
+	_, err := js.Stream(t.Context(), dead)
 	require.NoError(t, err, "the dead letters too")
 }
 
@@ -53,11 +48,7 @@ func TestDeletedBucket(t *testing.T) {
 	}
 	require.NoError(t, put())
 
-	nc, err := nats.Connect(e.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	_, js := otherClient(t, e)
 	require.NoError(t, js.DeleteKeyValue(t.Context(), state.BucketName("default", "m")))
 
 	_ = put() // may fail: the engine learns the bucket is gone
@@ -70,11 +61,7 @@ func TestDeletedBucket(t *testing.T) {
 func TestDeletedDeadLetters(t *testing.T) {
 	e := open(t, state.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
 	require.NoError(t, e.Publish(t.Context(), "src", &abi.Message{Module: "m", Component: "c", Port: "p", Payload: []byte("x")}))
-	nc, err := nats.Connect(e.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	_, js := otherClient(t, e)
 	_, _, dead, _ := state.StreamNames("default", "m")
 	require.NoError(t, js.DeleteStream(t.Context(), dead))
 
@@ -82,4 +69,26 @@ func TestDeletedDeadLetters(t *testing.T) {
 	got, err := e.DeadLetters(t.Context(), "m", 0, 10, 1<<20)
 	require.NoError(t, err, "the dead letters are made again")
 	require.Empty(t, got)
+}
+
+// TestDeletedStreamConsumed: a module whose streams another client
+// deleted under its consumer is delivered the messages sent after they
+// are made again.
+func TestDeletedStreamConsumed(t *testing.T) {
+	e := open(t, state.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
+	var r record
+	stop, err := e.Consume(t.Context(), "m", r.handler("m"))
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	_, js := otherClient(t, e)
+	name, _, dead, _ := state.StreamNames("default", "m")
+	require.NoError(t, js.DeleteStream(t.Context(), name))
+	require.NoError(t, js.DeleteStream(t.Context(), dead))
+
+	send := func() error {
+		return e.Publish(t.Context(), "src", &abi.Message{Module: "m", Component: "c", Port: "p", Payload: []byte("x")})
+	}
+	_ = send()
+	require.NoError(t, send())
+	require.Eventually(t, func() bool { return r.count() >= 1 }, 5*time.Minute, 10*time.Millisecond, "delivered after the streams are made again")
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,9 +27,7 @@ func TestForeignMessage(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(stop)
 
-	nc, err := nats.Connect(e.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	nc, _ := otherClient(t, e)
 	_, subject, _, _ := state.StreamNames("default", "m")
 	require.NoError(t, nc.Publish(subject, []byte("not a message")))
 
@@ -187,10 +184,6 @@ func deadLetterStore(t *testing.T) (*state.Engine, jetstream.JetStream) {
 	e := open(t, state.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
 	_, err := e.DeadLetters(t.Context(), "m", 0, 10, 1<<20) // makes the streams
 	require.NoError(t, err)
-	nc, err := nats.Connect(e.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	_, js := otherClient(t, e)
 	return e, js
 }
