@@ -297,9 +297,9 @@ func BenchmarkDropToCall(b *testing.B) {
 	remove()
 	var cpu time.Duration
 	for b.Loop() {
-		cpu0, _ := processCPU()
+		cpu0, _ := e2e.ProcessCPU()
 		drop()
-		cpu1, _ := processCPU()
+		cpu1, _ := e2e.ProcessCPU()
 		cpu += cpu1 - cpu0
 		b.StopTimer()
 		remove()

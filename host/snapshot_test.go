@@ -176,13 +176,13 @@ func BenchmarkStart(b *testing.B) {
 			_, err := h.Load(b.Context(), wasm, host.LoadOptions{})
 			require.NoError(b, err)
 			require.Equal(b, bc.mode == host.SnapshotsAll, host.FromSnapshot(h, "sdkecho"))
-			cpu0, ok := processCPU()
+			cpu0, ok := e2e.ProcessCPU()
 			for b.Loop() {
 				if err := host.StartInstance(h, "sdkecho"); err != nil {
 					b.Fatal(err)
 				}
 			}
-			reportCPU(b, cpu0, ok)
+			e2e.ReportCPU(b, cpu0, ok)
 		})
 	}
 }

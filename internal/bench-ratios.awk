@@ -105,12 +105,20 @@ END {
 	goal("in-process cross-module call / direct Invoke", "BenchmarkLocalCall/router", "BenchmarkLocalCall/invoke", "most", 1.1)
 	# The host's part of the rows of hello, a Go guest whose call alone
 	# (in-process, back to back) takes several µs: the same rows with the
-	# conformance kit's echo guest (about 1 µs) in its place, and the
-	# component against a gRPC Invoke of hello on the other host.
+	# conformance kit's echo guest (about 1 µs) in its place, or a guest in
+	# WAT that answers at once, and the component against a gRPC Invoke of
+	# hello on the other host.
 	print "  the host's part of those rows (the same targets, for comparison):"
 	goal("  InvokeStream, echo guest for hello", "BenchmarkInvoke/stream/tinyhost-echo-guest", "BenchmarkInvoke/stream/echo", "least", 80)
+	goal("  InvokeStream, WAT guest for hello", "BenchmarkInvoke/stream/tinyhost-wat-guest", "BenchmarkInvoke/stream/echo", "least", 80)
 	goal("  unary, 1 caller, echo guest for hello", "BenchmarkInvoke/unary-1/tinyhost-echo-guest", "BenchmarkInvoke/unary-1/echo", "least", 90)
 	goal("  component 1 -> 2 / gRPC Invoke of hello", "BenchmarkRemoteCall/component", "BenchmarkRemoteCall/grpc-invoke", "most", 1.2)
+	# CPU time per streamed call (client and server, one process): what
+	# each part adds to the bare echo's, less disturbed by a busy machine.
+	print "  CPU per InvokeStream call / the bare echo's (lower is better):"
+	split("tinyhost hello tinyhost-echo-guest echo-guest tinyhost-wat-guest WAT-guest", cpus, " ")
+	for (i = 1; i <= 6; i += 2)
+		ratio("  " cpus[i + 1], "BenchmarkInvoke/stream/" cpus[i] "/cpu", "BenchmarkInvoke/stream/echo/cpu", "CPU ns")
 	print ""
 	print "Steady load (a fixed rate for a fixed time, one connection; each server in its own process):"
 	steady("tinyhost, hello/greeter", "BenchmarkFixedRate/tinyhost")

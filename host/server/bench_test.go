@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +30,8 @@ var baseline sync.Map
 // callers and through InvokeStream (64 in flight); tinyhost-traced is
 // tinyhost with tracing on. Each tinyhost result
 // reports "%echo": its throughput as a percentage of the bare echo's in the
-// same mode.
+// same mode. Every result reports cpu-ns/op, the CPU time of the process
+// (client and server) per call, which a busy machine disturbs less.
 func BenchmarkInvoke(b *testing.B) {
 	ctx := b.Context()
 	echoAddr, hostAddr, tracedAddr := benchServers(b)
@@ -37,10 +40,14 @@ func BenchmarkInvoke(b *testing.B) {
 	// in-process against hello's tens: the difference between the two
 	// tinyhost rows is the guest, the rest is the host and the server.
 	echoGuest := &hostv1.InvokeRequest{Module: "echo", Component: "echo", Port: "in", Payload: hello.Payload}
+	// And to a guest in WAT that answers "ok" without reading the
+	// request: what is left is the host and the server.
+	watGuest := &hostv1.InvokeRequest{Module: "ok", Component: "ok", Port: "in", Payload: hello.Payload}
 	targets := []benchTarget{
 		{"echo", echoAddr, hello},
 		{"tinyhost", hostAddr, hello},
 		{"tinyhost-echo-guest", hostAddr, echoGuest},
+		{"tinyhost-wat-guest", hostAddr, watGuest},
 		// The same host with tracing on: otelgrpc's server span and the
 		// guest call's span per Invoke, exported by OTLP to a receiver
 		// that discards them.
@@ -103,8 +110,8 @@ func benchServers(b *testing.B) (echoAddr, hostAddr, tracedAddr string) {
 		benchHost(b, host.Options{CacheDir: e2e.CacheDir(b), Tracer: tr.Host("bench")}, server.Options{ServerOptions: tr.ServerOptions()})
 }
 
-// benchHost starts a host serving hello and abitest's echo guest, and
-// returns its address.
+// benchHost starts a host serving hello, abitest's echo guest and the ok
+// guest of testdata, and returns its address.
 func benchHost(b *testing.B, hopts host.Options, sopts server.Options) string {
 	ctx := b.Context()
 	h, err := host.New(ctx, hopts)
@@ -112,7 +119,11 @@ func benchHost(b *testing.B, hopts host.Options, sopts server.Options) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { h.Close(context.WithoutCancel(ctx)) })
-	for _, wasm := range [][]byte{e2e.WasmBytes(b, e2e.Hello), guest(b, "echo")} {
+	okWasm, err := os.ReadFile(filepath.Join("testdata", "ok.wasm"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, wasm := range [][]byte{e2e.WasmBytes(b, e2e.Hello), guest(b, "echo"), okWasm} {
 		if _, err := h.Load(ctx, wasm, host.LoadOptions{}); err != nil {
 			b.Fatal(err)
 		}
@@ -150,9 +161,11 @@ func (t benchTarget) measure(b *testing.B, mode string, run func(*testing.B, hos
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0, cpuOK := e2e.ProcessCPU()
 	start := time.Now()
 	run(b, c, t.req)
 	nsPerOp := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+	e2e.ReportCPU(b, cpu0, cpuOK)
 	b.ReportMetric(1e9/nsPerOp, "calls/s")
 	if t.name == "echo" {
 		baseline.Store(mode, nsPerOp)
