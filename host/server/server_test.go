@@ -496,6 +496,45 @@ func TestInvokeStream(t *testing.T) {
 	assert.Len(t, seen, n+1)
 }
 
+// TestInvokeStreamSlowRequest: a request that runs for long on a stream
+// whose requests were quick does not hold back the requests sent after it:
+// they are answered while it still runs.
+func TestInvokeStreamSlowRequest(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.load(t, guest(t, "echo"), "", api.Limits{MaxInstances: 4})
+	e.load(t, e2e.WasmBytes(t, e2e.Sleeper), "", api.Limits{MaxInstances: 1, CallTimeout: 5 * time.Minute})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	stream, err := e.client.InvokeStream(ctx)
+	require.NoError(t, err)
+	echo := func(id uint64) {
+		require.NoError(t, stream.Send(&hostv1.InvokeStreamRequest{Id: id, Request: &hostv1.InvokeRequest{
+			Module: "echo", Component: "echo", Port: "in", Payload: fmt.Appendf(nil, "%d", id),
+		}}))
+	}
+	// Quick requests first, answered one by one, so that the stream runs
+	// them where it reads them.
+	for id := range uint64(20) {
+		echo(id)
+		resp, err := stream.Recv()
+		require.NoError(t, err)
+		require.Equal(t, id, resp.GetId())
+	}
+	// One that sleeps for longer than the test waits, then quick ones.
+	require.NoError(t, stream.Send(&hostv1.InvokeStreamRequest{Id: 100, Request: &hostv1.InvokeRequest{
+		Module: "sleeper", Component: "sleeper", Port: "in", Payload: []byte(`{"ms":600000}`),
+	}}))
+	for id := range uint64(5) {
+		echo(200 + id)
+	}
+	for range 5 {
+		resp, err := stream.Recv()
+		require.NoError(t, err, "a quick request waits behind the slow one")
+		require.Nil(t, resp.GetError())
+		assert.NotEqual(t, uint64(100), resp.GetId())
+	}
+}
+
 func TestInvokeStreamWindow(t *testing.T) {
 	// With a window of 2 and a pool of 4, at most 2 calls of one stream run
 	// at once however many the client sends.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -115,6 +116,14 @@ type serverStream[Req, Resp any] interface {
 	Send(*Resp) error
 }
 
+// quick is the longest a request may run on the stream's reader: the
+// recent requests of a stream that took less on average run there, and
+// one that runs longer hands reading over to another goroutine. A
+// hand-off between goroutines costs a few microseconds of CPU, as much as
+// a small guest call; past quick, running requests side by side is worth
+// it.
+const quick = 20 * time.Microsecond
+
 // serveStream runs the requests of a bidirectional stream concurrently and
 // sends each response as it completes.
 //
@@ -125,12 +134,19 @@ type serverStream[Req, Resp any] interface {
 // replies, is held back by gRPC flow control rather than by memory: a
 // stream holds about two messages' bytes, not StreamWindow of them (the
 // replies of requests taken while it held less may add theirs). It
-// passes each request to accept, on the reader's goroutine and in the
-// order received; accept returns the work that answers it, which runs on a
-// worker, or nil when the request gets no response. The reader is not the
-// handler's goroutine because Recv blocks and cannot be selected on: the
-// handler stays free to end the stream when the server stops, after
-// answering every request already accepted, with stopped.
+// passes each request to accept, in the order received; accept returns
+// the work that answers it, or nil when the request gets no response.
+//
+// While the stream's recent requests were quick, the reader runs the work
+// itself and sends the response, as a bare server's loop would: no
+// hand-off between goroutines. One that runs longer than quick has a new
+// goroutine take over reading (when the runtime next looks at its timers:
+// within about a millisecond on an idle process), and the old one ends
+// with its request. While they are slow, the reader hands each to a
+// worker, so that up to StreamWindow requests run at once. The reader is
+// not the handler's goroutine because Recv blocks and cannot be selected
+// on: the handler stays free to end the stream when the server stops,
+// after answering every request already accepted, with stopped.
 func serveStream[Req, Resp any](s *Server, stream serverStream[Req, Resp], stopped error, accept func(*Req) func() *Resp) error {
 	r := &streamRun[Req, Resp]{
 		s: s, stream: stream, accept: accept,
@@ -141,6 +157,9 @@ func serveStream[Req, Resp any](s *Server, stream serverStream[Req, Resp], stopp
 		done:    make(chan struct{}),
 	}
 	defer close(r.done)
+	r.handOver = time.AfterFunc(time.Hour, r.handOverReader)
+	r.handOver.Stop()
+	defer r.handOver.Stop()
 	go r.read()
 	end := r.wait(stopped)
 	r.mu.Lock()
@@ -176,12 +195,24 @@ type streamRun[Req, Resp any] struct {
 	// its bound.
 	held gauge
 
-	// Workers run the requests and stay for the next one until the stream
-	// ends: a guest call needs a deep stack, which a goroutine made per
-	// request would grow, by copying, every time.
+	// running is the number of the request the reader runs, 0 when it
+	// runs none; handOver, a timer armed for each, starts a new reader
+	// when it still runs it. The number is the reader's own: a reader
+	// that was replaced sees another number and ends.
+	running  atomic.Uint64
+	runs     uint64 // the readers' only
+	handOver *time.Timer
+	// cost is the recent requests' time to run and send, a moving
+	// average in nanoseconds: past quick, the reader hands them to
+	// workers.
+	cost atomic.Int64
+
+	// Workers run requests handed to them and stay for the next one
+	// until the stream ends: a guest call needs a deep stack, which a
+	// goroutine made per request would grow, by copying, every time.
 	queue   chan job[Resp]
-	workers int // read and written by the reader only
-	taken   int // the requests taken with work; the reader's only
+	workers int // the readers' only
+	taken   int // the requests taken with work; the readers' only
 	done    chan struct{}
 }
 
@@ -268,8 +299,9 @@ func (r *streamRun[Req, Resp]) wait(stopped error) error {
 	}
 }
 
-// read takes requests off the wire, one per free slot, until the stream
-// ends or the handler stops taking them.
+// read takes requests off the wire, one per free slot, and runs them,
+// until the stream ends, the handler stops taking them, or a request it
+// runs is slow enough that another goroutine took over reading.
 func (r *streamRun[Req, Resp]) read() {
 	ctx := r.stream.Context()
 	for {
@@ -290,34 +322,50 @@ func (r *streamRun[Req, Resp]) read() {
 			r.readErr <- err
 			return
 		}
-		if !r.take(req) {
+		j, ok := r.take(req)
+		if !ok {
 			return
 		}
+		if j.work == nil {
+			continue
+		}
+		if r.cost.Load() > int64(quick) {
+			r.dispatch(j)
+			continue
+		}
+		r.runs++
+		n := r.runs
+		r.running.Store(n)
+		r.handOver.Reset(quick)
+		r.run(j)
+		if !r.running.CompareAndSwap(n, 0) {
+			return // another goroutine reads now, and arms handOver
+		}
+		r.handOver.Stop()
 	}
 }
 
-// take accepts a request and dispatches its work; it returns false when
-// the handler has stopped taking requests: this one was not accepted and
-// gets no response.
-func (r *streamRun[Req, Resp]) take(req *Req) bool {
+// take accepts a request and returns its work, none when it gets no
+// response; false when the handler has stopped taking requests: this one
+// was not accepted and gets no response.
+func (r *streamRun[Req, Resp]) take(req *Req) (job[Resp], bool) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return false
+		return job[Resp]{}, false
 	}
 	work := r.accept(req)
 	if work == nil {
 		r.mu.Unlock()
 		<-r.slots
-		return true
+		return job[Resp]{}, true
 	}
 	r.wg.Add(1)
 	r.mu.Unlock()
 	n := proto.Size(any(req).(proto.Message))
 	r.hold(n)
 	r.taken++
-	r.dispatch(job[Resp]{work: work, n: n})
-	return true
+	return job[Resp]{work: work, n: n}, true
 }
 
 // dispatch hands work to an idle worker, or to a new one while there are
@@ -350,12 +398,22 @@ func (r *streamRun[Req, Resp]) worker(work job[Resp]) {
 	}
 }
 
+// handOverReader starts a new reader when the reader still runs a request.
+func (r *streamRun[Req, Resp]) handOverReader() {
+	if n := r.running.Load(); n != 0 && r.running.CompareAndSwap(n, 0) {
+		go r.read()
+	}
+}
+
 // run runs one request's work and sends its response, unless a send
-// already failed.
+// already failed, and counts the time it took in the stream's cost.
 func (r *streamRun[Req, Resp]) run(j job[Resp]) {
 	m := 0 // the reply's bytes, held until it is sent
+	start := time.Now()
 	defer func() {
 		r.hold(-j.n - m)
+		c := r.cost.Load()
+		r.cost.Store(c + (int64(time.Since(start))-c)/8)
 		<-r.slots
 		r.wg.Done()
 	}()
