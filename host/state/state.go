@@ -398,6 +398,9 @@ type bucket struct {
 	// gone is set when the store answered that the bucket is no more
 	// (another client deleted it): Engine.Bucket opens it again.
 	gone atomic.Bool
+	// listed, if set, is called by Keys after each key it takes (a
+	// test's hook).
+	listed func()
 }
 
 // fail maps err as mapErr does, and marks b gone when the store has no
@@ -446,29 +449,46 @@ func (b *bucket) Delete(ctx context.Context, key string) error {
 // Keys lists by the subject filter that holds every key with the prefix
 // (NATS filters match whole "."-separated tokens: the prefix up to its
 // last "." and then ">"), and keeps those with the prefix, so that a
-// listing reads at most the bucket, which MaxBytes bounds.
+// listing reads at most the bucket, which MaxBytes bounds. It reads the
+// store's watcher itself, rather than a KeyLister, whose goroutine would
+// hide the watcher's channel from stopWatch.
 func (b *bucket) Keys(ctx context.Context, prefix string, limit int) ([]string, bool, error) {
 	filter := ">"
 	if i := strings.LastIndexByte(prefix, '.'); i >= 0 {
 		filter = prefix[:i+1] + ">"
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	kl, err := b.kv.ListKeysFiltered(ctx, filter)
+	defer cancel()
+	w, err := b.kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
 	if err != nil {
-		cancel()
 		return nil, false, b.fail(err)
 	}
-	// Stopped early, the lister's goroutine ends once its channel is
-	// drained: it may be sending a key when it would see the end.
-	defer func() {
-		cancel()
-		_ = kl.Stop()
-		for range kl.Keys() {
-		}
-	}()
+	defer stopWatch(w)
 	seen := map[string]bool{}
 	var keys []string
-	for k := range kl.Keys() {
+	for {
+		var en jetstream.KeyValueEntry
+		ok := true
+		select {
+		case en, ok = <-w.Updates():
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+		switch {
+		case !ok:
+			// The subscription ended (the connection closed) before the
+			// watcher said it had every key: not a whole listing.
+			if err := ctx.Err(); err != nil {
+				return nil, false, err
+			}
+			return nil, false, errors.New("listing keys: the store's subscription ended before the last key")
+		case en == nil: // every key the bucket had when the listing began
+			if err := ctx.Err(); err != nil {
+				return nil, false, err
+			}
+			return keys, false, nil
+		}
+		k := en.Key()
 		if !strings.HasPrefix(k, prefix) || seen[k] {
 			continue // a listing may repeat a key written meanwhile
 		}
@@ -477,11 +497,33 @@ func (b *bucket) Keys(ctx context.Context, prefix string, limit int) ([]string, 
 		}
 		seen[k] = true
 		keys = append(keys, k)
+		if b.listed != nil {
+			b.listed()
+		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, false, err
+}
+
+// stopWatch stops w and empties its channel. The NATS client hands w its
+// keys from the subscription's own goroutine, blocking while the channel
+// is full; stopped, the subscription hands over no more than the message
+// in hand (a key and the end of the initial keys: two sends), which an
+// emptied channel (256) takes. Not emptied, that goroutine, the
+// subscription and the keys it holds would stay until the process ends.
+// Waiting for the channel to close instead could wait forever: the client
+// closes it from a handler it sets after subscribing, which a subscription
+// ended in between (its context done, the connection closed) never calls.
+func stopWatch(w jetstream.KeyWatcher) {
+	_ = w.Stop()
+	for {
+		select {
+		case _, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+		default:
+			return
+		}
 	}
-	return keys, false, nil
 }
 
 // mapErr maps JetStream's errors to host.KVBucket's.

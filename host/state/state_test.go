@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/tinyhost/tinyhost/host"
 	"github.com/tinyhost/tinyhost/host/state"
@@ -174,4 +177,103 @@ func TestKeys(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, keys)
 	assert.False(t, more)
+}
+
+// TestKeysStopped: a listing stopped before its end, at its limit or by
+// its context, while the store's client is blocked handing it more keys
+// than it holds at once, leaves no goroutine behind. A guest that lists
+// one key at a time of a large bucket would otherwise leave one (and the
+// subscription's keys) per listing.
+func TestKeysStopped(t *testing.T) {
+	e := open(t, state.Config{Dir: t.TempDir()})
+	b, err := e.Bucket(t.Context(), "m", host.KVQuota{MaxBytes: 16 << 20, MaxValueSize: 100})
+	require.NoError(t, err)
+	for i := range 1000 {
+		_, err := b.Put(t.Context(), "a.k"+strconv.Itoa(i), []byte("v"))
+		require.NoError(t, err)
+	}
+	for i := range 20 {
+		byContext := i%2 == 1
+		ctx, cancel := context.WithCancel(t.Context())
+		taken := 0
+		running := goroutines()
+		state.OnKeyListed(b, func() {
+			if taken++; taken == 1 {
+				waitBlockedDelivering(running)
+				if byContext {
+					cancel()
+				}
+			}
+		})
+		before := goleak.IgnoreCurrent()
+		limit := 1
+		if byContext {
+			limit = 10000
+		}
+		keys, more, err := b.Keys(ctx, "a.", limit)
+		cancel()
+		if byContext {
+			require.ErrorIs(t, err, context.Canceled)
+		} else {
+			require.NoError(t, err)
+			assert.Len(t, keys, 1)
+			assert.True(t, more)
+		}
+		require.NoError(t, goleak.Find(before), "listing %d (stopped by its context: %v)", i, byContext)
+	}
+}
+
+// TestKeysClosed: a listing whose engine closes before it has every key
+// fails, rather than answering the keys it had as the whole listing.
+func TestKeysClosed(t *testing.T) {
+	e := open(t, state.Config{Dir: t.TempDir()})
+	b, err := e.Bucket(t.Context(), "m", host.KVQuota{MaxBytes: 16 << 20, MaxValueSize: 100})
+	require.NoError(t, err)
+	for i := range 1000 {
+		_, err := b.Put(t.Context(), "a.k"+strconv.Itoa(i), []byte("v"))
+		require.NoError(t, err)
+	}
+	taken := 0
+	state.OnKeyListed(b, func() {
+		if taken++; taken == 1 {
+			require.NoError(t, e.Close())
+		}
+	})
+	keys, more, err := b.Keys(t.Context(), "", 10000)
+	require.Error(t, err, "%d keys, more: %v", len(keys), more)
+	t.Log(err)
+}
+
+// goroutines returns the stacks of the goroutines running, by their
+// headers ("goroutine 7 [chan send]:").
+func goroutines() map[string]string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			gs := map[string]string{}
+			for g := range strings.SplitSeq(string(buf[:n]), "\n\n") {
+				head, _, _ := strings.Cut(g, "\n")
+				id, _, _ := strings.Cut(head, " [")
+				gs[id] = g
+			}
+			return gs
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// waitBlockedDelivering returns once a goroutine of the NATS client that
+// delivers a subscription's messages, and is not one of before, is
+// blocked sending one on a channel.
+func waitBlockedDelivering(before map[string]string) {
+	for {
+		for id, g := range goroutines() {
+			head, _, _ := strings.Cut(g, "\n")
+			if _, old := before[id]; !old && strings.Contains(head, "[chan send") && strings.Contains(g, ".(*Conn).waitForMsgs(") {
+				return
+			}
+		}
+		runtime.Gosched()
+	}
 }
