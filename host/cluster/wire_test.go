@@ -1,0 +1,147 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/tinyhost/tinyhost/abi"
+	"github.com/tinyhost/tinyhost/host/api"
+	"github.com/tinyhost/tinyhost/host/cluster"
+	"github.com/tinyhost/tinyhost/host/hostv1"
+)
+
+// recordingPeer serves delivery streams: it records the payload of each
+// delivery it reads, and answers it with the payload, or, when busy, with
+// BUSY, which sends the message on to another replica.
+type recordingPeer struct {
+	hostv1.UnimplementedHostServiceServer
+	busy     bool
+	received chan []byte
+}
+
+func (p *recordingPeer) DeliverStream(stream hostv1.HostService_DeliverStreamServer) error {
+	if err := stream.SendHeader(metadata.Pairs(hostv1.WindowHeader, "8")); err != nil {
+		return err
+	}
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp := &hostv1.DeliverStreamResponse{Id: req.GetId()}
+		if !req.GetCancel() {
+			p.received <- req.GetMessage().GetPayload()
+			if p.busy {
+				resp.Error = hostv1.NewStatus(codes.Unavailable, api.ReasonBusy, nil, "no instance came free").Proto()
+			} else {
+				resp.Payload = req.GetMessage().GetPayload()
+			}
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+func startRecordingPeer(t *testing.T, busy bool) (*recordingPeer, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &recordingPeer{busy: busy, received: make(chan []byte, 16)}
+	s := grpc.NewServer()
+	hostv1.RegisterHostServiceServer(s, p)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	return p, lis.Addr().String()
+}
+
+// heldStream holds its first SendMsg until release is closed, as a writer
+// goroutine that the scheduler, or an interceptor of the transport's
+// DialOptions, holds between taking a request and sending it.
+type heldStream struct {
+	grpc.ClientStream
+	first   *atomic.Bool // set once a SendMsg was held
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (s *heldStream) SendMsg(m any) error {
+	if s.first.CompareAndSwap(false, true) {
+		close(s.held)
+		<-s.release
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
+// holdFirst is an interceptor of the streams of a transport that holds the
+// first SendMsg of all until release is closed; held is closed when it is.
+func holdFirst() (opt grpc.DialOption, held, release chan struct{}) {
+	var first atomic.Bool
+	held, release = make(chan struct{}), make(chan struct{})
+	opt = grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &heldStream{ClientStream: cs, first: &first, held: held, release: release}, nil
+	})
+	return opt, held, release
+}
+
+// TestCallerMemoryReused: a caller's payload, which for a guest's call is a
+// view of the guest's memory, is read before Call returns: a caller that
+// gives up while its request waits to be sent, and then writes over its
+// buffer, as a guest does with its memory, has the peer get the bytes it
+// called with, not what it wrote after.
+func TestCallerMemoryReused(t *testing.T) {
+	peer, addr := startRecordingPeer(t, false)
+	hold, held, release := holdFirst()
+	r := newPeers(t, cluster.Options{DialOptions: []grpc.DialOption{hold}}, addr)
+
+	want := []byte(`{"the caller's":"bytes"}`)
+	mem := bytes.Clone(want)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.call(ctx, abi.Message{Module: "m", Component: "c", Port: "in", Payload: mem})
+		done <- err
+	}()
+	<-held
+	cancel()
+	err := <-done
+	require.ErrorIs(t, err, context.Canceled)
+	copy(mem, bytes.Repeat([]byte{'X'}, len(mem))) // the caller's next use of its memory
+	close(release)
+	assert.Equal(t, string(want), string(<-peer.received), "the payload the peer got")
+}
+
+// TestRetryResends: a message a replica did not run (BUSY) goes to the
+// next one as it was, encoded once for both.
+func TestRetryResends(t *testing.T) {
+	busy, busyAddr := startRecordingPeer(t, true)
+	ok, okAddr := startRecordingPeer(t, false)
+	tr := cluster.New(cluster.Options{})
+	t.Cleanup(func() { tr.Close() })
+	tr.Peers([]string{busyAddr, okAddr})
+
+	want := []byte(`{"the caller's":"bytes"}`)
+	reply, err := tr.Call(t.Context(), api.Replicas{Addrs: []string{busyAddr, okAddr}}, &abi.Message{Module: "m", Component: "c", Port: "in", Payload: want})
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(reply))
+	assert.Equal(t, string(want), string(<-busy.received), "what the busy replica got")
+	assert.Equal(t, string(want), string(<-ok.received), "what the next replica got")
+}
