@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/tinyhost/tinyhost/host/api"
 	"github.com/tinyhost/tinyhost/host/cluster"
 	"github.com/tinyhost/tinyhost/host/hostv1"
+	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
 // recordingPeer serves delivery streams: it records the payload of each
@@ -144,4 +146,38 @@ func TestRetryResends(t *testing.T) {
 	assert.Equal(t, string(want), string(reply))
 	assert.Equal(t, string(want), string(<-busy.received), "what the busy replica got")
 	assert.Equal(t, string(want), string(<-ok.received), "what the next replica got")
+}
+
+// TestGuestMemoryReused: TestCallerMemoryReused with a guest: relay's call
+// to a module of another host is held on its way to the wire until the
+// call was cancelled and relay was invoked again, with a payload as long,
+// to a module of a third host: the first host gets the first call's
+// payload.
+func TestGuestMemoryReused(t *testing.T) {
+	peer, addr := startRecordingPeer(t, false)
+	other, otherAddr := startRecordingPeer(t, false)
+	hold, held, release := holdFirst()
+	h := newHost(t, cluster.New(cluster.Options{DialOptions: []grpc.DialOption{hold}}), api.Limits{MinInstances: new(1), MaxInstances: 1}, e2e.WasmBytes(t, e2e.Relay))
+	require.NoError(t, h.SetRoutes(1, map[string][]string{"m": {addr}, "n": {otherAddr}}))
+	relay := func(ctx context.Context, to, payload string) (api.Response, error) {
+		return h.Invoke(ctx, api.Request{Module: "relay", Component: "relay", Port: "call", Payload: []byte(`{"to":"` + to + `","payload":"` + payload + `"}`)})
+	}
+
+	first, second := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := relay(ctx, "m/c/in", first)
+		done <- err
+	}()
+	<-held
+	cancel()
+	var ce *api.CallError
+	require.ErrorAs(t, <-done, &ce)
+	resp, err := relay(t.Context(), "n/c/in", second)
+	require.NoError(t, err)
+	assert.Equal(t, `"`+second+`"`, string(resp.Payload))
+	assert.Equal(t, `"`+second+`"`, string(<-other.received), "the second call's payload")
+	close(release)
+	assert.Equal(t, `"`+first+`"`, string(<-peer.received), "the first call's payload")
 }
