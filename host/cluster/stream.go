@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	protoenc "google.golang.org/protobuf/proto"
 
 	"github.com/tinyhost/tinyhost/host/hostv1"
@@ -28,7 +29,7 @@ const maxWindow = 4096
 // error and whether another replica may take the message: the peer
 // certainly did not run it, for a reason of its own. It uses the peer's
 // delivery stream, opening one when there is none.
-func (p *peerConn) deliver(ctx context.Context, body []byte, wait bool) (reply []byte, notRun bool, err error) {
+func (p *peerConn) deliver(ctx context.Context, body mem.Buffer, wait bool) (reply []byte, notRun bool, err error) {
 	ds, err := p.stream(ctx)
 	if err != nil {
 		// Nothing was sent, but credentials the peer refused would be
@@ -125,25 +126,37 @@ type call struct {
 }
 
 // A request is a DeliverStreamRequest as it goes on the wire, encoded on
-// its caller's goroutine: head, the fields of its own (id, wait and
-// timeout_nanos, or cancel), then body, its message field, encoded once
-// by encodeMessage for every replica the message is offered to, and read
-// only from then on. Fields in any order make one message on the wire.
+// its caller's goroutine: its head, the fields of its own (id, wait and
+// timeout_nanos, or cancel), then its body, the message field, encoded
+// once by encodeMessage for every replica the message is offered to, and
+// read only from then on (none for a cancel). Fields in any order make one
+// message on the wire.
 type request struct {
 	id     uint64
 	cancel bool
-	head   []byte
-	body   []byte
+	wire   [2]mem.Buffer // head, body
 }
 
 // maxHead is the longest head: three fields of a one-byte tag and at
 // most a 10-byte varint.
 const maxHead = 3 * (1 + 10)
 
+// messageField is the field number of DeliverStreamRequest.message.
+var messageField = (&hostv1.DeliverStreamRequest{}).ProtoReflect().Descriptor().Fields().ByName("message").Number()
+
 // encodeMessage is m as the message field of a DeliverStreamRequest, the
-// body of its requests: read from m, and its payload, before it returns.
-func encodeMessage(m *hostv1.Message) ([]byte, error) {
-	return protoenc.MarshalOptions{}.MarshalAppend(nil, &hostv1.DeliverStreamRequest{Message: m})
+// body of its requests, in one allocation: m, and its payload, are read
+// before it returns, and not after.
+func encodeMessage(m *hostv1.Message) (mem.Buffer, error) {
+	size := protoenc.Size(m)
+	b := make([]byte, 0, protowire.SizeTag(messageField)+protowire.SizeBytes(size))
+	b = protowire.AppendTag(b, messageField, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(size))
+	b, err := protoenc.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, m)
+	if err != nil {
+		return nil, err
+	}
+	return mem.SliceBuffer(b), nil
 }
 
 // wireCodec is the codec of the delivery streams: it sends a *request as
@@ -157,7 +170,10 @@ var protoCodec = encoding.GetCodecV2(proto.Name)
 
 func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if r, ok := v.(*request); ok {
-		return mem.BufferSlice{mem.SliceBuffer(r.head), mem.SliceBuffer(r.body)}, nil
+		if r.wire[1] == nil {
+			return r.wire[:1], nil
+		}
+		return r.wire[:], nil
 	}
 	return protoCodec.Marshal(v)
 }
@@ -281,7 +297,7 @@ func (ds *deliveryStream) end(err error) {
 
 // deliver sends the message encoded as body on the stream and waits for
 // its response within ctx.
-func (ds *deliveryStream) deliver(ctx context.Context, body []byte, wait bool) ([]byte, bool, error) {
+func (ds *deliveryStream) deliver(ctx context.Context, body mem.Buffer, wait bool) ([]byte, bool, error) {
 	select {
 	case ds.slots <- struct{}{}:
 	case <-ds.done:
@@ -305,7 +321,7 @@ func (ds *deliveryStream) deliver(ctx context.Context, body []byte, wait bool) (
 	ds.nextID++
 	id := ds.nextID
 	c.fields.Id, c.fields.Wait, c.fields.TimeoutNanos = id, wait, int64(timeout)
-	c.req = request{id: id, head: encodeHead(c.head[:0], &c.fields), body: body}
+	c.req = request{id: id, wire: [2]mem.Buffer{mem.SliceBuffer(encodeHead(c.head[:0], &c.fields)), body}}
 	ds.pending[id] = c
 	ds.mu.Unlock()
 	select {
@@ -348,7 +364,7 @@ func (ds *deliveryStream) forget(id uint64) (sent, waiting bool) {
 // timeout, carried to the peer, stops it there.
 func (ds *deliveryStream) cancel(id uint64) {
 	select {
-	case ds.queue <- &request{id: id, cancel: true, head: encodeHead(nil, &hostv1.DeliverStreamRequest{Id: id, Cancel: true})}:
+	case ds.queue <- &request{id: id, cancel: true, wire: [2]mem.Buffer{mem.SliceBuffer(encodeHead(nil, &hostv1.DeliverStreamRequest{Id: id, Cancel: true}))}}:
 	default:
 	}
 }

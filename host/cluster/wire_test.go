@@ -9,12 +9,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host/api"
@@ -23,13 +25,13 @@ import (
 	"github.com/tinyhost/tinyhost/internal/e2e"
 )
 
-// recordingPeer serves delivery streams: it records the payload of each
-// delivery it reads, and answers it with the payload, or, when busy, with
+// recordingPeer serves delivery streams: it records each delivery it
+// reads, and answers it with the payload, or, when busy, with
 // BUSY, which sends the message on to another replica.
 type recordingPeer struct {
 	hostv1.UnimplementedHostServiceServer
 	busy     bool
-	received chan []byte
+	received chan *hostv1.DeliverStreamRequest
 }
 
 func (p *recordingPeer) DeliverStream(stream hostv1.HostService_DeliverStreamServer) error {
@@ -46,7 +48,7 @@ func (p *recordingPeer) DeliverStream(stream hostv1.HostService_DeliverStreamSer
 		}
 		resp := &hostv1.DeliverStreamResponse{Id: req.GetId()}
 		if !req.GetCancel() {
-			p.received <- req.GetMessage().GetPayload()
+			p.received <- req
 			if p.busy {
 				resp.Error = hostv1.NewStatus(codes.Unavailable, api.ReasonBusy, nil, "no instance came free").Proto()
 			} else {
@@ -63,7 +65,7 @@ func startRecordingPeer(t *testing.T, busy bool) (*recordingPeer, string) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &recordingPeer{busy: busy, received: make(chan []byte, 16)}
+	p := &recordingPeer{busy: busy, received: make(chan *hostv1.DeliverStreamRequest, 16)}
 	s := grpc.NewServer()
 	hostv1.RegisterHostServiceServer(s, p)
 	go s.Serve(lis)
@@ -128,11 +130,12 @@ func TestCallerMemoryReused(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	copy(mem, bytes.Repeat([]byte{'X'}, len(mem))) // the caller's next use of its memory
 	close(release)
-	assert.Equal(t, string(want), string(<-peer.received), "the payload the peer got")
+	assert.Equal(t, string(want), string((<-peer.received).GetMessage().GetPayload()), "the payload the peer got")
 }
 
 // TestRetryResends: a message a replica did not run (BUSY) goes to the
-// next one as it was, encoded once for both.
+// next one as it was, encoded once for both, each time with an id of its
+// stream and the time its caller still waits.
 func TestRetryResends(t *testing.T) {
 	busy, busyAddr := startRecordingPeer(t, true)
 	ok, okAddr := startRecordingPeer(t, false)
@@ -140,12 +143,21 @@ func TestRetryResends(t *testing.T) {
 	t.Cleanup(func() { tr.Close() })
 	tr.Peers([]string{busyAddr, okAddr})
 
-	want := []byte(`{"the caller's":"bytes"}`)
-	reply, err := tr.Call(t.Context(), api.Replicas{Addrs: []string{busyAddr, okAddr}}, &abi.Message{Module: "m", Component: "c", Port: "in", Payload: want})
+	msg := &abi.Message{Module: "m", Component: "c", Port: "in", Payload: []byte(`{"the caller's":"bytes"}`),
+		Metadata: []abi.KV{{Key: abi.MetaHops, Value: "1"}, {Key: "k", Value: "v\xff"}}}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+	defer cancel()
+	reply, err := tr.Call(ctx, api.Replicas{Addrs: []string{busyAddr, okAddr}}, msg)
 	require.NoError(t, err)
-	assert.Equal(t, string(want), string(reply))
-	assert.Equal(t, string(want), string(<-busy.received), "what the busy replica got")
-	assert.Equal(t, string(want), string(<-ok.received), "what the next replica got")
+	assert.Equal(t, string(msg.Payload), string(reply))
+	for _, peer := range []*recordingPeer{busy, ok} {
+		got := <-peer.received
+		assert.True(t, proto.Equal(hostv1.MessageProto(msg), got.GetMessage()), "the message a replica got: %v", got.GetMessage())
+		assert.True(t, got.GetWait())
+		assert.Positive(t, got.GetTimeoutNanos())
+		assert.LessOrEqual(t, got.GetTimeoutNanos(), time.Hour.Nanoseconds())
+		assert.Positive(t, got.GetId())
+	}
 }
 
 // TestGuestMemoryReused: TestCallerMemoryReused with a guest: relay's call
@@ -177,7 +189,7 @@ func TestGuestMemoryReused(t *testing.T) {
 	resp, err := relay(t.Context(), "n/c/in", second)
 	require.NoError(t, err)
 	assert.Equal(t, `"`+second+`"`, string(resp.Payload))
-	assert.Equal(t, `"`+second+`"`, string(<-other.received), "the second call's payload")
+	assert.Equal(t, `"`+second+`"`, string((<-other.received).GetMessage().GetPayload()), "the second call's payload")
 	close(release)
-	assert.Equal(t, `"`+first+`"`, string(<-peer.received), "the first call's payload")
+	assert.Equal(t, `"`+first+`"`, string((<-peer.received).GetMessage().GetPayload()), "the first call's payload")
 }
