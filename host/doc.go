@@ -345,14 +345,17 @@
 //  2. router.go, Host.route: a system port is refused; a module loaded
 //     here goes to Host.deliver and invoke.go, as below on B; b is not, so
 //     its route gives the replicas, starting at the next one, and the
-//     message, its payload copied once out of the guest's memory, goes to
-//     Options.Transport.Call.
+//     message, its payload still the view, goes to Options.Transport.Call.
 //  3. host/cluster/cluster.go, Transport.deliver: the message becomes a
-//     hostv1.Message (the wire's, hostv1.MessageProto), tried on the replicas whose connection
-//     is not failing first; host/cluster/stream.go, deliveryStream.deliver,
-//     queues it on the peer's DeliverStream with an id and the time its
-//     caller still waits. Should the caller's context end first, it sends
-//     a cancel for the id.
+//     hostv1.Message (the wire's, hostv1.MessageProto) and is encoded
+//     once, on the caller's goroutine, straight from the guest's memory
+//     (the one copy of the payload before the connection's own buffers),
+//     then tried on the replicas whose connection is not failing first;
+//     host/cluster/stream.go, deliveryStream.deliver, queues the encoded
+//     message on the peer's DeliverStream behind the few bytes of an id
+//     and the time its caller still waits, which the stream's codec
+//     (wireCodec) hands to gRPC as they are. Should the caller's context
+//     end first, it sends a cancel for the id.
 //  4. On B, host/server/stream.go, DeliverStream: the request gets a
 //     context of its own, ended by its timeout, its cancel, or the stream;
 //     host/server/route.go, deliver: the hostv1.Message becomes an

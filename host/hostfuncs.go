@@ -261,8 +261,8 @@ func (in *instance) forward(what string, req []byte, sink *guest.ReplySink) (abi
 		return st, reason
 	}
 	// A call's payload stays a view of the guest's memory, which is read
-	// before the call returns (route copies it for another host); a send
-	// outlives the host call and takes a copy.
+	// before the call returns (the transport encodes it for another host);
+	// a send outlives the host call and takes a copy.
 	var payload []byte
 	if wait {
 		payload, view.Payload = view.Payload, nil

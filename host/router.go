@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -403,13 +402,10 @@ func (h *Host) route(ctx context.Context, msg *api.Request, wait bool, t *sendTi
 		return nil, callError(msg, api.KindNotFound, notFound(fmt.Sprintf("module %q is not loaded here and has no route", msg.Module)))
 	}
 	to := rt.replicas()
-	if sink != nil {
-		// The transport gets a payload of its own: it may hand it to a
-		// goroutine of its own, which could read it after the call ended
-		// and the caller's memory was reused or unmapped. The message
-		// is the caller's own (instance.forward).
-		msg.Payload = bytes.Clone(msg.Payload)
-	}
+	// A guest's call hands the transport its payload as the view of the
+	// caller's memory it is: the transport reads it before Call returns
+	// and keeps nothing of it (api.Transport), the cluster's by encoding
+	// the message on this goroutine, once, for the wire.
 	if wait {
 		if h.tracer == nil {
 			return h.transport.Call(ctx, to, msg)

@@ -119,7 +119,10 @@ func (e *WiresRefused) Unwrap() error { return e.Err }
 // a message to a module that is not loaded on it and has a route, with the
 // addresses of that module's replicas. Package host/cluster is the gRPC
 // transport. A Transport must be safe for concurrent use, and must not
-// keep msg, or change it, once a call returns.
+// keep msg, or change it, once a call returns: the payload of a guest's
+// call is a view of the guest's memory, which the guest reuses once Call
+// returns, so a transport that sends after that (from a goroutine of its
+// own) encodes or copies it first.
 type Transport interface {
 	// Call delivers msg to one of the replicas, waits for the reply within
 	// ctx, and returns it. Cancelling ctx stops the call on the replica

@@ -76,18 +76,20 @@ var (
 // on host 2 (grpc-invoke), which does the same guest work on host 2. router
 // is the delivery alone (the transport's Call), without the calling
 // component; router-as-guest the same delivery with the deadline and
-// metadata a guest's call carries.
+// metadata a guest's call carries. component-64KiB is a call from relay to
+// an echo on host 2 with 64 KiB each way, where the copies of the payload
+// on its way to the wire tell.
 func BenchmarkRemoteCall(b *testing.B) {
 	ctx := b.Context()
 	hello, relay := e2e.WasmBytes(b, e2e.Hello), e2e.WasmBytes(b, e2e.Relay)
 	echoAddr := serve(b, func(s *grpc.Server) { hostv1.RegisterHostServiceServer(s, e2e.EchoServer{}) })
 
-	h2 := newHost(b, nil, api.Limits{}, hello)
+	h2 := newHost(b, nil, api.Limits{}, hello, e2e.WasmBytes(b, "internal/e2e/testdata/sdkecho"))
 	_, addr2 := serveHost(b, h2, server.Options{})
 
 	t1 := cluster.New(cluster.Options{})
 	h1 := newHost(b, t1, api.Limits{}, relay)
-	if err := h1.SetRoutes(1, map[string][]string{"hello": {addr2}}); err != nil {
+	if err := h1.SetRoutes(1, map[string][]string{"hello": {addr2}, "sdkecho": {addr2}}); err != nil {
 		b.Fatal(err)
 	}
 
@@ -137,6 +139,17 @@ func BenchmarkRemoteCall(b *testing.B) {
 	b.Run("component", func(b *testing.B) {
 		req := api.Request{Module: "relay", Component: "relay", Port: "call", Payload: relayPayload}
 		measure(b, "remote-component", base, func() error { _, err := h1.Invoke(ctx, req); return err })
+	})
+	b.Run("component-64KiB", func(b *testing.B) {
+		echo := `"` + strings.Repeat("a", 64<<10-2) + `"`
+		req := api.Request{Module: "relay", Component: "relay", Port: "call", Payload: []byte(`{"to":"sdkecho/echo/in","payload":` + echo + `}`)}
+		measure(b, "remote-component-64KiB", nil, func() error {
+			resp, err := h1.Invoke(ctx, req)
+			if err == nil && string(resp.Payload) != echo {
+				err = fmt.Errorf("reply of %d bytes, want the %d of the echo", len(resp.Payload), len(echo))
+			}
+			return err
+		})
 	})
 }
 

@@ -56,7 +56,9 @@ type Options struct {
 
 	// DialOptions are passed to every peer's client after the transport's
 	// own (client.Options.DialOptions), e.g. a stats handler that traces
-	// deliveries. Default none.
+	// deliveries. An interceptor of the delivery streams sees each request
+	// already encoded, not as a *hostv1.DeliverStreamRequest. Default
+	// none.
 	DialOptions []grpc.DialOption
 }
 
@@ -232,9 +234,16 @@ func address(m *abi.Message) abi.Address {
 }
 
 // deliver delivers msg to one of the replicas, trying the next one only
-// when a replica certainly did not run it.
+// when a replica certainly did not run it. msg is encoded first, once for
+// every replica tried, and not read after: its payload may be a view of a
+// guest's memory, reused once the call returns, while the request may be
+// written to the connection later.
 func (t *Transport) deliver(ctx context.Context, to api.Replicas, msg *abi.Message, wait bool) ([]byte, error) {
-	m := hostv1.MessageProto(msg)
+	body, err := encodeMessage(hostv1.MessageProto(msg))
+	if err != nil {
+		return nil, &api.CallError{Module: msg.Module, Component: msg.Component, Port: msg.Port, Kind: api.KindUnavailable,
+			Err: fmt.Errorf("the message cannot be encoded: %w", err)}
+	}
 	n := to.Len()
 	var lastErr error
 	// Pass 0 tries the replicas whose connection is not failing, pass 1
@@ -250,7 +259,7 @@ func (t *Transport) deliver(ctx context.Context, to api.Replicas, msg *abi.Messa
 			if failing := p.conn.Conn().GetState() == connectivity.TransientFailure; failing != (pass == 1) {
 				continue
 			}
-			reply, notRun, err := p.deliver(ctx, m, wait)
+			reply, notRun, err := p.deliver(ctx, body, wait)
 			if err == nil {
 				return reply, nil
 			}

@@ -8,8 +8,14 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	protoenc "google.golang.org/protobuf/proto"
 
 	"github.com/tinyhost/tinyhost/host/hostv1"
 )
@@ -18,11 +24,12 @@ import (
 // this host keep an unbounded number of requests in flight to it.
 const maxWindow = 4096
 
-// deliver delivers m to the peer, waiting for its handler when wait, and
-// returns the reply, or an error and whether another replica may take the
-// message: the peer certainly did not run it, for a reason of its own. It
-// uses the peer's delivery stream, opening one when there is none.
-func (p *peerConn) deliver(ctx context.Context, m *hostv1.Message, wait bool) (reply []byte, notRun bool, err error) {
+// deliver delivers the message encoded as body (encodeMessage) to the
+// peer, waiting for its handler when wait, and returns the reply, or an
+// error and whether another replica may take the message: the peer
+// certainly did not run it, for a reason of its own. It uses the peer's
+// delivery stream, opening one when there is none.
+func (p *peerConn) deliver(ctx context.Context, body mem.Buffer, wait bool) (reply []byte, notRun bool, err error) {
 	ds, err := p.stream(ctx)
 	if err != nil {
 		// Nothing was sent, but credentials the peer refused would be
@@ -33,7 +40,7 @@ func (p *peerConn) deliver(ctx context.Context, m *hostv1.Message, wait bool) (r
 		}
 		return nil, true, err
 	}
-	return ds.deliver(ctx, m, wait)
+	return ds.deliver(ctx, body, wait)
 }
 
 // stream returns the peer's open delivery stream, opening one when there
@@ -90,13 +97,16 @@ func (p *peerConn) connect(ds *deliveryStream) {
 // deliveryStream is one DeliverStream to a peer. Callers queue their
 // requests for one writer goroutine, so that none waits inside a Send held
 // up by flow control (a wedged peer) past its deadline; one reader
-// goroutine hands each response to the caller waiting for its id.
+// goroutine hands each response to the caller waiting for its id. A
+// request is queued encoded (request): the writer holds nothing of the
+// caller's message, whose payload may be a view of a guest's memory that
+// is reused once the caller returns.
 type deliveryStream struct {
 	ready   chan struct{} // closed once open returned; then openErr is set
 	openErr error
 	st      hostv1.HostService_DeliverStreamClient
-	slots   chan struct{}                     // one per request in flight, up to the peer's window
-	queue   chan *hostv1.DeliverStreamRequest // for the writer; room for a window of requests and their cancels
+	slots   chan struct{} // one per request in flight, up to the peer's window
+	queue   chan *request // for the writer; room for a window of requests and their cancels
 
 	mu      sync.Mutex
 	pending map[uint64]*call
@@ -108,9 +118,73 @@ type deliveryStream struct {
 // call is a request waiting for its response.
 type call struct {
 	ch   chan result
-	sent bool                        // handed to Send: from then on it may have run; guarded by mu
-	req  hostv1.DeliverStreamRequest // the request, made with the call
+	sent bool    // handed to Send: from then on it may have run; guarded by mu
+	req  request // the request, made with the call
+	// The fields of req's head, and room to encode them.
+	fields hostv1.DeliverStreamRequest
+	head   [maxHead]byte
 }
+
+// A request is a DeliverStreamRequest as it goes on the wire, encoded on
+// its caller's goroutine: its head, the fields of its own (id, wait and
+// timeout_nanos, or cancel), then its body, the message field, encoded
+// once by encodeMessage for every replica the message is offered to, and
+// read only from then on (none for a cancel). Fields in any order make one
+// message on the wire.
+type request struct {
+	id     uint64
+	cancel bool
+	wire   [2]mem.Buffer // head, body
+}
+
+// maxHead is the longest head: three fields of a one-byte tag and at
+// most a 10-byte varint.
+const maxHead = 3 * (1 + 10)
+
+// messageField is the field number of DeliverStreamRequest.message.
+var messageField = (&hostv1.DeliverStreamRequest{}).ProtoReflect().Descriptor().Fields().ByName("message").Number()
+
+// encodeMessage is m as the message field of a DeliverStreamRequest, the
+// body of its requests, in one allocation: m, and its payload, are read
+// before it returns, and not after.
+func encodeMessage(m *hostv1.Message) (mem.Buffer, error) {
+	size := protoenc.Size(m)
+	b := make([]byte, 0, protowire.SizeTag(messageField)+protowire.SizeBytes(size))
+	b = protowire.AppendTag(b, messageField, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(size))
+	b, err := protoenc.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, m)
+	if err != nil {
+		return nil, err
+	}
+	return mem.SliceBuffer(b), nil
+}
+
+// wireCodec is the codec of the delivery streams: it sends a *request as
+// the bytes it is, and marshals and unmarshals everything else (the
+// responses) as gRPC's proto codec does. The bytes are handed to gRPC as
+// they are, not copied: its transport writes them to the connection after
+// SendMsg returned, which is why a request holds none of the caller's.
+type wireCodec struct{}
+
+var protoCodec = encoding.GetCodecV2(proto.Name)
+
+func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*request); ok {
+		if r.wire[1] == nil {
+			return r.wire[:1], nil
+		}
+		return r.wire[:], nil
+	}
+	return protoCodec.Marshal(v)
+}
+
+func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return protoCodec.Unmarshal(data, v)
+}
+
+// Name is proto's: the content-subtype of the stream, which the peer
+// decodes with its proto codec.
+func (wireCodec) Name() string { return proto.Name }
 
 type result struct {
 	reply  []byte
@@ -120,7 +194,7 @@ type result struct {
 
 // open opens the stream and reads the peer's window from its header.
 func (ds *deliveryStream) open(p *peerConn) error {
-	st, err := p.conn.RPC().DeliverStream(p.ctx)
+	st, err := p.conn.RPC().DeliverStream(p.ctx, grpc.ForceCodecV2(wireCodec{}))
 	if err != nil {
 		return err
 	}
@@ -141,7 +215,7 @@ func (ds *deliveryStream) open(p *peerConn) error {
 	window = min(window, maxWindow)
 	ds.st = st
 	ds.slots = make(chan struct{}, window)
-	ds.queue = make(chan *hostv1.DeliverStreamRequest, 2*window)
+	ds.queue = make(chan *request, 2*window)
 	return nil
 }
 
@@ -151,9 +225,9 @@ func (ds *deliveryStream) write() {
 	for {
 		select {
 		case req := <-ds.queue:
-			if !req.GetCancel() {
+			if !req.cancel {
 				ds.mu.Lock()
-				c := ds.pending[req.GetId()]
+				c := ds.pending[req.id]
 				if c != nil {
 					c.sent = true
 				}
@@ -162,7 +236,7 @@ func (ds *deliveryStream) write() {
 					continue // its caller gave up before it was sent
 				}
 			}
-			if ds.st.Send(req) != nil {
+			if ds.st.SendMsg(req) != nil {
 				return
 			}
 		case <-ds.done:
@@ -221,8 +295,9 @@ func (ds *deliveryStream) end(err error) {
 	}
 }
 
-// deliver sends m on the stream and waits for its response within ctx.
-func (ds *deliveryStream) deliver(ctx context.Context, m *hostv1.Message, wait bool) ([]byte, bool, error) {
+// deliver sends the message encoded as body on the stream and waits for
+// its response within ctx.
+func (ds *deliveryStream) deliver(ctx context.Context, body mem.Buffer, wait bool) ([]byte, bool, error) {
 	select {
 	case ds.slots <- struct{}{}:
 	case <-ds.done:
@@ -237,7 +312,6 @@ func (ds *deliveryStream) deliver(ctx context.Context, m *hostv1.Message, wait b
 		timeout = max(time.Until(d), 1)
 	}
 	c := &call{ch: make(chan result, 1)}
-	c.req.Message, c.req.Wait, c.req.TimeoutNanos = m, wait, int64(timeout)
 	ds.mu.Lock()
 	if ds.ended {
 		ds.mu.Unlock()
@@ -246,7 +320,8 @@ func (ds *deliveryStream) deliver(ctx context.Context, m *hostv1.Message, wait b
 	}
 	ds.nextID++
 	id := ds.nextID
-	c.req.Id = id
+	c.fields.Id, c.fields.Wait, c.fields.TimeoutNanos = id, wait, int64(timeout)
+	c.req = request{id: id, wire: [2]mem.Buffer{mem.SliceBuffer(encodeHead(c.head[:0], &c.fields)), body}}
 	ds.pending[id] = c
 	ds.mu.Unlock()
 	select {
@@ -289,7 +364,14 @@ func (ds *deliveryStream) forget(id uint64) (sent, waiting bool) {
 // timeout, carried to the peer, stops it there.
 func (ds *deliveryStream) cancel(id uint64) {
 	select {
-	case ds.queue <- &hostv1.DeliverStreamRequest{Id: id, Cancel: true}:
+	case ds.queue <- &request{id: id, cancel: true, wire: [2]mem.Buffer{mem.SliceBuffer(encodeHead(nil, &hostv1.DeliverStreamRequest{Id: id, Cancel: true}))}}:
 	default:
 	}
+}
+
+// encodeHead appends the fields of req, which has no message, to b.
+func encodeHead(b []byte, req *hostv1.DeliverStreamRequest) []byte {
+	// Marshalling scalars cannot fail.
+	b, _ = protoenc.MarshalOptions{}.MarshalAppend(b, req)
+	return b
 }
