@@ -9,6 +9,7 @@ import (
 
 	"github.com/tinyhost/tinyhost/abi"
 	"github.com/tinyhost/tinyhost/host"
+	"github.com/tinyhost/tinyhost/host/api"
 )
 
 // TestUnwiredEmitLogRate: a guest that emits a million messages on an
@@ -18,10 +19,12 @@ import (
 // keeps its log (emitter, hand-written).
 func TestUnwiredEmitLogRate(t *testing.T) {
 	h, sink := newHost(t, host.Options{})
-	_, err := h.Load(loadCtx(t), fixture(t, "emitter"), host.LoadOptions{})
+	// The call's timeout is the longest a host allows: a million emits
+	// take seconds, more on a busy machine.
+	_, err := h.Load(loadCtx(t), fixture(t, "emitter"), host.LoadOptions{Limits: api.Limits{CallTimeout: 5 * time.Minute}})
 	require.NoError(t, err)
 	start := time.Now()
-	_, err = h.Deliver(ctxT(t, time.Minute), abi.Message{Module: "emitter", Component: "e", Port: "many"}, true)
+	_, err = h.Deliver(ctxT(t, 10*time.Minute), abi.Message{Module: "emitter", Component: "e", Port: "many"}, true)
 	took := time.Since(start)
 	require.NoError(t, err)
 	dropped := 0
